@@ -1,0 +1,249 @@
+import { readFileSync } from "node:fs";
+import { userInfo } from "node:os";
+import { join } from "node:path";
+import { ConfigError, type ConfigProblem } from "./errors.ts";
+import { checkProduction } from "./production.ts";
+import {
+  configSchema,
+  type Environment,
+  environmentOverrides,
+  environments,
+  type Settings,
+} from "./schema.ts";
+import { describeType, nodeAt, type SchemaNode, schemaTree, secretKeys, typesOf } from "./tree.ts";
+
+export type DatabaseSource =
+  | "ConnectionStrings:Database"
+  | "DATABASE_URL"
+  | "development default"
+  | "embedded default";
+
+export interface AppConfig {
+  environment: Environment;
+  settings: Settings;
+  database: { url: string; source: DatabaseSource; embedded: boolean };
+  /** null when no cache is configured (allowed outside Production only). */
+  cache: { url: string; source: "ConnectionStrings:Cache" | "CACHE_URL" } | null;
+  /** Every secret value in this configuration, for redaction. */
+  secretValues: string[];
+}
+
+export interface LoadOptions {
+  env?: Record<string, string | undefined>;
+  /** Folder holding appsettings*.json; default `config` under the working directory. */
+  configDir?: string;
+  /** Highest-precedence values, by `Section:Key` (command-line flags use this). */
+  overrides?: Record<string, string>;
+  /** Without any configured database, use the embedded PGlite store instead of local PostgreSQL. */
+  embeddedFallback?: boolean;
+  /** The migrator needs only the database: Production's API checks do not apply to it. */
+  process?: "api" | "migrator";
+}
+
+export const EMBEDDED_DEFAULT_URL = "pglite:./.data/dev";
+
+type Flat = Map<string, { key: string; value: unknown }>;
+
+function put(flat: Flat, key: string, value: unknown): void {
+  flat.set(key.toLowerCase(), { key, value });
+}
+
+function flattenJson(flat: Flat, value: unknown, prefix: string): void {
+  if (Array.isArray(value)) {
+    for (const [i, item] of value.entries()) flattenJson(flat, item, `${prefix}:${i}`);
+  } else if (value !== null && typeof value === "object") {
+    for (const [name, child] of Object.entries(value))
+      flattenJson(flat, child, prefix ? `${prefix}:${name}` : name);
+  } else put(flat, prefix, value);
+}
+
+function readJsonFile(flat: Flat, path: string): void {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch {
+    return; // an absent file is an empty source
+  }
+  try {
+    flattenJson(flat, JSON.parse(text), "");
+  } catch (error) {
+    throw new ConfigError([{ key: path, problem: `is not valid JSON (${(error as Error).message})` }]);
+  }
+}
+
+function coerce(value: unknown, node: SchemaNode): unknown {
+  if (typeof value !== "string") return value;
+  if (value === "") return undefined; // an empty variable means "not set"
+  const types = typesOf(node);
+  if ((types.includes("integer") || types.includes("number")) && /^-?\d+$/.test(value.trim()))
+    return Number(value);
+  if (types.includes("boolean") && /^(true|false)$/i.test(value.trim()))
+    return value.trim().toLowerCase() === "true";
+  return value;
+}
+
+/** Builds the settings object from the flat, case-insensitive source map, shaped by the schema. */
+function build(node: SchemaNode, key: string, flat: Flat): unknown {
+  const types = typesOf(node);
+  if (types.includes("object") && node.properties) {
+    const out: Record<string, unknown> = {};
+    for (const [name, child] of Object.entries(node.properties)) {
+      const value = build(child, key ? `${key}:${name}` : name, flat);
+      if (value !== undefined) out[name] = value;
+    }
+    return out;
+  }
+  if (types.includes("array") && node.items) {
+    const items = node.items;
+    const direct = flat.get(key.toLowerCase());
+    if (typeof direct?.value === "string") {
+      return direct.value
+        .split(/[;,]/)
+        .map((part) => part.trim())
+        .filter(Boolean)
+        .map((part) => coerce(part, items));
+    }
+    const prefix = `${key.toLowerCase()}:`;
+    const indices = new Set<number>();
+    for (const flatKey of flat.keys()) {
+      if (!flatKey.startsWith(prefix)) continue;
+      const index = flatKey.slice(prefix.length).split(":")[0] ?? "";
+      if (/^\d+$/.test(index)) indices.add(Number(index));
+    }
+    if (indices.size === 0) return undefined;
+    return [...indices].sort((a, b) => a - b).map((i) => build(items, `${key}:${i}`, flat));
+  }
+  const entry = flat.get(key.toLowerCase());
+  return entry === undefined ? undefined : coerce(entry.value, node);
+}
+
+function problemOf(path: readonly PropertyKey[], code: string, message: string): ConfigProblem {
+  const key = path.map(String).join(":");
+  const node = nodeAt(path);
+  const expected = node ? describeType(node) : "a valid value";
+  if (code === "invalid_type" || code === "invalid_value" || code === "invalid_format") {
+    return { key, problem: `must be ${expected}` };
+  }
+  if (code === "too_small" || code === "too_big") return { key, problem: `must be ${expected}` };
+  return { key, problem: message };
+}
+
+function resolveEnvironment(env: Record<string, string | undefined>): Environment {
+  const raw = env.PLINTH_ENVIRONMENT?.trim();
+  if (!raw) return "Development";
+  const match = environments.find((name) => name.toLowerCase() === raw.toLowerCase());
+  if (!match) {
+    throw new ConfigError([
+      { key: "PLINTH_ENVIRONMENT", problem: `must be one of ${environments.join(", ")}` },
+    ]);
+  }
+  return match;
+}
+
+function urlSecrets(url: string): string[] {
+  const out = [url];
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) out.push(decodeURIComponent(parsed.password), parsed.password);
+    for (const [name, value] of parsed.searchParams) if (/pass|token|secret|key/i.test(name)) out.push(value);
+  } catch {
+    // not a URL (e.g. pglite:memory:): nothing more to hide
+  }
+  return out;
+}
+
+function valueAt(settings: Settings, key: string): unknown {
+  let value: unknown = settings;
+  for (const segment of key.split(":")) {
+    if (value === null || typeof value !== "object") return undefined;
+    value = (value as Record<string, unknown>)[segment];
+  }
+  return value;
+}
+
+/**
+ * Loads configuration once: appsettings.json < appsettings.{Environment}.json < environment
+ * variables (`Section__Key`) < the PLINTH_* / PORT overrides < explicit overrides. Throws
+ * ConfigError naming every bad key (never a value); in Production also runs the start-up checks.
+ */
+export function loadConfig(options: LoadOptions = {}): AppConfig {
+  const env = options.env ?? process.env;
+  const environment = resolveEnvironment(env);
+  const configDir = options.configDir ?? join(process.cwd(), "config");
+
+  const flat: Flat = new Map();
+  readJsonFile(flat, join(configDir, "appsettings.json"));
+  readJsonFile(flat, join(configDir, `appsettings.${environment}.json`));
+  for (const [name, value] of Object.entries(env)) {
+    if (value !== undefined && name.includes("__")) put(flat, name.split("__").join(":"), value);
+    else if (value !== undefined && nodeAt([name]) && name !== "PORT") put(flat, name, value);
+  }
+  for (const [variable, key] of Object.entries(environmentOverrides)) {
+    const value = env[variable];
+    if (value !== undefined && value !== "") put(flat, key, value);
+  }
+  for (const [key, value] of Object.entries(options.overrides ?? {})) put(flat, key, value);
+
+  const parsed = configSchema.safeParse(build(schemaTree, "", flat));
+  if (!parsed.success) {
+    throw new ConfigError(
+      parsed.error.issues.map((issue) => problemOf(issue.path, issue.code, issue.message)),
+    );
+  }
+  const settings = parsed.data;
+
+  const problems: ConfigProblem[] = [];
+  let database: AppConfig["database"] | undefined;
+  const fromSettings = settings.ConnectionStrings.Database;
+  const fromEnv = env.DATABASE_URL?.trim();
+  if (fromSettings) database = { url: fromSettings, source: "ConnectionStrings:Database", embedded: false };
+  else if (fromEnv) database = { url: fromEnv, source: "DATABASE_URL", embedded: false };
+  else if (environment === "Development") {
+    database = options.embeddedFallback
+      ? { url: EMBEDDED_DEFAULT_URL, source: "embedded default", embedded: true }
+      : {
+          url: `postgres://${userInfo().username}@localhost:5432/plinth`,
+          source: "development default",
+          embedded: false,
+        };
+  } else {
+    problems.push({
+      key: "ConnectionStrings:Database",
+      problem: "is required (or DATABASE_URL) outside Development",
+    });
+  }
+  if (database) database.embedded = database.url.startsWith("pglite:");
+
+  const cacheFromSettings = settings.ConnectionStrings.Cache;
+  const cacheFromEnv = env.CACHE_URL?.trim();
+  const cache: AppConfig["cache"] = cacheFromSettings
+    ? { url: cacheFromSettings, source: "ConnectionStrings:Cache" }
+    : cacheFromEnv
+      ? { url: cacheFromEnv, source: "CACHE_URL" }
+      : null;
+
+  const secretValues = new Set<string>();
+  for (const key of secretKeys) {
+    const value = valueAt(settings, key);
+    if (typeof value === "string" && value.length > 0) secretValues.add(value);
+  }
+  if (database) for (const value of urlSecrets(database.url)) secretValues.add(value);
+  if (cache) for (const value of urlSecrets(cache.url)) secretValues.add(value);
+  for (const [name, value] of Object.entries(env)) {
+    if (value && /PASSWORD|SECRET|TOKEN|PEPPER|PRIVATE_?KEY|MASTER_KEY|API_KEY/i.test(name))
+      secretValues.add(value);
+  }
+
+  const config: AppConfig = {
+    environment,
+    settings,
+    // a missing database already made `problems` non-empty, which throws below
+    database: database ?? { url: "", source: "development default", embedded: false },
+    cache,
+    secretValues: [...secretValues],
+  };
+  if (environment === "Production" && options.process !== "migrator")
+    problems.push(...checkProduction(config));
+  if (problems.length > 0) throw new ConfigError(problems, environment);
+  return config;
+}

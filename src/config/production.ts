@@ -1,0 +1,131 @@
+import { isIP } from "node:net";
+import { CertificateError, loadCertificate } from "../security/certificates.ts";
+import { parseJwtKeys } from "../security/jwt-keys.ts";
+import type { ConfigProblem } from "./errors.ts";
+import type { AppConfig } from "./load.ts";
+
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+const HOST =
+  /^(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/i;
+
+export function isHostName(value: string): boolean {
+  return HOST.test(value);
+}
+
+/** An origin is `scheme://host[:port]`, nothing more. */
+export function isHttpOrigin(value: string): boolean {
+  try {
+    const url = new URL(value);
+    return (url.protocol === "http:" || url.protocol === "https:") && url.origin === value.replace(/\/$/, "");
+  } catch {
+    return false;
+  }
+}
+
+export function isIpOrCidr(value: string): boolean {
+  const [address = "", bits, ...rest] = value.split("/");
+  const family = isIP(address);
+  if (family === 0 || rest.length > 0) return false;
+  if (bits === undefined) return true;
+  if (!/^\d+$/.test(bits)) return false;
+  return Number(bits) <= (family === 4 ? 32 : 128);
+}
+
+export function isMasterKey(value: string | undefined): boolean {
+  return value !== undefined && BASE64.test(value) && Buffer.from(value, "base64").length === 32;
+}
+
+/** Every check of the spec's "Security and network settings" table, by key, never by value. */
+export function checkProduction(config: AppConfig): ConfigProblem[] {
+  const s = config.settings;
+  const problems: ConfigProblem[] = [];
+  const need = (key: string, value: unknown) => {
+    if (value === undefined || value === null || value === "")
+      problems.push({ key, problem: "is required in Production" });
+  };
+
+  if (!config.cache)
+    problems.push({ key: "ConnectionStrings:Cache", problem: "is required (or CACHE_URL) in Production" });
+
+  need("Security:Jwt:Issuer", s.Security.Jwt.Issuer);
+  need("Security:Jwt:Audience", s.Security.Jwt.Audience);
+  problems.push(...parseJwtKeys(s.Security.Jwt).problems);
+
+  const dp = s.Security.DataProtection;
+  need("Security:DataProtection:ApplicationName", dp.ApplicationName);
+  if (!dp.CertificatePath) need("Security:DataProtection:CertificatePath", dp.CertificatePath);
+  else {
+    try {
+      loadCertificate(dp.CertificatePath, dp.CertificatePassword);
+    } catch (error) {
+      const problem = error instanceof CertificateError ? error.message : "cannot be loaded";
+      problems.push({ key: "Security:DataProtection:CertificatePath", problem });
+    }
+  }
+
+  need("Security:TenantSecrets:KeyId", s.Security.TenantSecrets.KeyId);
+  if (!isMasterKey(s.Security.TenantSecrets.MasterKey)) {
+    problems.push({ key: "Security:TenantSecrets:MasterKey", problem: "must be Base64 of exactly 32 bytes" });
+  }
+
+  if ((s.Authentication.Sms.CodePepper ?? "").length < 32) {
+    problems.push({ key: "Authentication:Sms:CodePepper", problem: "must be at least 32 characters" });
+  }
+
+  const resolution = s.Tenancy.Resolution;
+  if (!resolution.PlatformHost) need("Tenancy:Resolution:PlatformHost", resolution.PlatformHost);
+  else if (!isHostName(resolution.PlatformHost)) {
+    problems.push({
+      key: "Tenancy:Resolution:PlatformHost",
+      problem: "must be a host name (no scheme, port or path)",
+    });
+  }
+  resolution.TrustedProxies.forEach((proxy, i) => {
+    if (!isIpOrCidr(proxy))
+      problems.push({ key: `Tenancy:Resolution:TrustedProxies:${i}`, problem: "must be an IP or CIDR" });
+  });
+  resolution.TenantCodePaths.forEach((path, i) => {
+    if (!path.startsWith("/"))
+      problems.push({ key: `Tenancy:Resolution:TenantCodePaths:${i}`, problem: "must start with /" });
+  });
+
+  if (s.AllowedHosts.length === 0)
+    problems.push({ key: "AllowedHosts", problem: "must list at least one host in Production" });
+  s.AllowedHosts.forEach((host, i) => {
+    if (host.includes("*"))
+      problems.push({ key: `AllowedHosts:${i}`, problem: "must not contain wildcards" });
+    else if (!isHostName(host)) problems.push({ key: `AllowedHosts:${i}`, problem: "must be a host name" });
+  });
+
+  s.Cors.Origins.forEach((origin, i) => {
+    if (origin.includes("*"))
+      problems.push({ key: `Cors:Origins:${i}`, problem: "must be an explicit origin, not a wildcard" });
+    else if (!isHttpOrigin(origin))
+      problems.push({ key: `Cors:Origins:${i}`, problem: "must be an http(s) origin" });
+  });
+  if (s.Cors.Origins.length > 0) {
+    if (s.Cors.Methods.length === 0)
+      problems.push({ key: "Cors:Methods", problem: "must list methods when Cors:Origins is set" });
+    if (s.Cors.AllowCredentials) {
+      s.Cors.Headers.forEach((header, i) => {
+        if (header === "*")
+          problems.push({ key: `Cors:Headers:${i}`, problem: "must not be * with AllowCredentials" });
+      });
+      s.Cors.Methods.forEach((method, i) => {
+        if (method === "*")
+          problems.push({ key: `Cors:Methods:${i}`, problem: "must not be * with AllowCredentials" });
+      });
+    }
+  }
+
+  s.BrowserAuth.AllowedOrigins.forEach((origin, i) => {
+    if (!isHttpOrigin(origin))
+      problems.push({ key: `BrowserAuth:AllowedOrigins:${i}`, problem: "must be an http(s) origin" });
+  });
+
+  need("RateLimiting:Global:PermitLimit", s.RateLimiting.Global.PermitLimit);
+  need("RateLimiting:Global:WindowSeconds", s.RateLimiting.Global.WindowSeconds);
+  need("RateLimiting:Auth:PermitLimit", s.RateLimiting.Auth.PermitLimit);
+  need("RateLimiting:Auth:WindowSeconds", s.RateLimiting.Auth.WindowSeconds);
+  return problems;
+}

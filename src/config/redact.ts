@@ -1,0 +1,53 @@
+export const REDACTED = "[REDACTED]";
+
+const SECRET_NAME = /pass(word)?|secret|token|pepper|private_?key|master_?key|api_?key|authorization|cookie/i;
+
+export type Redactor = {
+  /** Replaces every known secret value (and credentials in URLs, bearer tokens) in a string. */
+  text(value: string): string;
+  /** Deep copy with secret-named fields and secret values replaced. */
+  value<T>(value: T): T;
+};
+
+/** Builds the redaction helper used by logs, errors and config dumps. */
+export function createRedactor(secretValues: Iterable<string>): Redactor {
+  const needles = new Set<string>();
+  for (const secret of secretValues) {
+    if (secret.length >= 4) needles.add(secret);
+    // multi-line secrets (PEM keys): each substantial line alone is secret too
+    for (const line of secret.split(/\r?\n/))
+      if (line.trim().length >= 16 && !line.startsWith("-----")) needles.add(line.trim());
+  }
+  const ordered = [...needles].sort((a, b) => b.length - a.length);
+
+  const text = (value: string): string => {
+    let out = value;
+    for (const needle of ordered) if (out.includes(needle)) out = out.split(needle).join(REDACTED);
+    return out
+      .replace(/(\b[a-z][a-z0-9+.-]*:\/\/[^:/?#\s@]*:)[^@/\s]+@/gi, `$1${REDACTED}@`)
+      .replace(/\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}/g, `$1 ${REDACTED}`);
+  };
+
+  const value = <T>(input: T): T => {
+    const seen = new WeakSet<object>();
+    const walk = (node: unknown, name?: string): unknown => {
+      if (typeof node === "string") return name && SECRET_NAME.test(name) ? REDACTED : text(node);
+      if (node === null || typeof node !== "object") return node;
+      if (seen.has(node)) return "[Circular]";
+      seen.add(node);
+      if (node instanceof Error) return { name: node.name, message: text(node.message) };
+      if (Array.isArray(node)) return node.map((item) => walk(item));
+      const out: Record<string, unknown> = {};
+      for (const [key, child] of Object.entries(node)) {
+        out[key] =
+          SECRET_NAME.test(key) && child !== null && child !== undefined && typeof child !== "boolean"
+            ? REDACTED
+            : walk(child, key);
+      }
+      return out;
+    };
+    return walk(input) as T;
+  };
+
+  return { text, value };
+}

@@ -1,0 +1,108 @@
+import { mkdirSync } from "node:fs";
+import { PGlite } from "@electric-sql/pglite";
+import { type SQL, sql } from "drizzle-orm";
+import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
+import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
+import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
+import postgres from "postgres";
+import * as schema from "./schema/index.ts";
+
+export type Schema = typeof schema;
+/** The Drizzle database, whichever driver is behind it. */
+export type Db = PgDatabase<PgQueryResultHKT, Schema>;
+export type Tx = Parameters<Parameters<Db["transaction"]>[0]>[0];
+/** Anything queries can run on: the database or an open transaction. */
+export type Executor = Db | Tx;
+
+export interface Database {
+  db: Db;
+  driver: "postgres" | "pglite";
+  /** Round trip to the server; rejects after `timeoutMs`. */
+  ping(timeoutMs: number): Promise<void>;
+  /** Subscribes to NOTIFY on a channel; resolves to an unsubscribe function. */
+  listen(channel: string, onMessage: (payload: string) => void): Promise<() => Promise<void>>;
+  close(): Promise<void>;
+}
+
+export interface OpenDatabaseOptions {
+  poolSize?: number;
+  /** Seconds to wait for a connection before failing a query. */
+  connectTimeoutSeconds?: number;
+  applicationName?: string;
+}
+
+/** Rows of a `db.execute` result: postgres.js returns an array, PGlite an object with `rows`. */
+export function rowsOf<T>(result: unknown): T[] {
+  if (Array.isArray(result)) return result as T[];
+  return ((result as { rows?: T[] }).rows ?? []) as T[];
+}
+
+export async function execute<T = Record<string, unknown>>(db: Executor, query: SQL): Promise<T[]> {
+  return rowsOf<T>(await db.execute(query));
+}
+
+export function withTimeout<T>(promise: Promise<T>, timeoutMs: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} timed out after ${timeoutMs} ms`)), timeoutMs);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+async function openPglite(url: string): Promise<Database> {
+  const location = url.slice("pglite:".length);
+  const dataDir = location === "memory:" || location === "" ? undefined : location;
+  if (dataDir) mkdirSync(dataDir, { recursive: true });
+  const client = new PGlite(dataDir);
+  await client.waitReady;
+  const db = drizzlePglite(client, { schema, casing: "snake_case" }) as unknown as Db;
+  return {
+    db,
+    driver: "pglite",
+    ping: async (timeoutMs) => {
+      await withTimeout(client.query("select 1"), timeoutMs, "database ping");
+    },
+    listen: async (channel, onMessage) => {
+      const unsubscribe = await client.listen(channel, onMessage);
+      return async () => unsubscribe();
+    },
+    close: async () => {
+      if (!client.closed) await client.close();
+    },
+  };
+}
+
+function openPostgres(url: string, options: OpenDatabaseOptions): Database {
+  const client = postgres(url, {
+    max: options.poolSize ?? 10,
+    connect_timeout: options.connectTimeoutSeconds ?? 5,
+    idle_timeout: 60,
+    max_lifetime: 60 * 30,
+    onnotice: () => {},
+    connection: { application_name: options.applicationName ?? "plinth" },
+  });
+  const db = drizzlePostgres(client, { schema, casing: "snake_case" }) as unknown as Db;
+  return {
+    db,
+    driver: "postgres",
+    ping: async (timeoutMs) => {
+      await withTimeout(client`select 1`.execute(), timeoutMs, "database ping");
+    },
+    listen: async (channel, onMessage) => {
+      const subscription = await client.listen(channel, onMessage);
+      return () => subscription.unlisten();
+    },
+    close: async () => {
+      await client.end({ timeout: 5 });
+    },
+  };
+}
+
+/** Opens PostgreSQL (`postgres://`, `postgresql://`) or embedded PGlite (`pglite:memory:`, `pglite:<dir>`). */
+export async function openDatabase(url: string, options: OpenDatabaseOptions = {}): Promise<Database> {
+  if (url.startsWith("pglite:")) return openPglite(url);
+  if (/^postgres(ql)?:\/\//.test(url)) return openPostgres(url, options);
+  throw new Error("database URL must start with postgres://, postgresql:// or pglite:");
+}
+
+export { sql };

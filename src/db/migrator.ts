@@ -1,0 +1,130 @@
+import { createHash } from "node:crypto";
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { sql } from "drizzle-orm";
+import { type Db, type Executor, execute } from "./client.ts";
+
+export const MIGRATIONS_DIR = fileURLToPath(new URL("../../drizzle/", import.meta.url));
+/** Advisory lock key shared by every migrator: two at once run one after the other. */
+const MIGRATION_LOCK = 0x706c696e74; // "plint"
+
+export interface Migration {
+  tag: string;
+  hash: string;
+  statements: string[];
+  /** Statements of the hand-written Down step (drizzle/down/<tag>.sql), when there is one. */
+  down?: string[];
+}
+
+export interface MigrationStatus {
+  tag: string;
+  applied: boolean;
+  appliedAt: Date | null;
+  hasDown: boolean;
+  /** The file changed after it was applied. */
+  changed: boolean;
+}
+
+function split(text: string): string[] {
+  return text
+    .split("--> statement-breakpoint")
+    .map((statement) => statement.trim())
+    .filter((statement) => statement.replace(/--.*$/gm, "").trim().length > 0);
+}
+
+/** Reads drizzle/meta/_journal.json and the SQL beside it, in order. */
+export function readMigrations(dir = MIGRATIONS_DIR): Migration[] {
+  const journal = JSON.parse(readFileSync(join(dir, "meta", "_journal.json"), "utf8")) as {
+    entries: { idx: number; tag: string }[];
+  };
+  return [...journal.entries]
+    .sort((a, b) => a.idx - b.idx)
+    .map(({ tag }) => {
+      const text = readFileSync(join(dir, `${tag}.sql`), "utf8");
+      const downPath = join(dir, "down", `${tag}.sql`);
+      return {
+        tag,
+        hash: createHash("sha256").update(text).digest("hex"),
+        statements: split(text),
+        down: existsSync(downPath) ? split(readFileSync(downPath, "utf8")) : undefined,
+      };
+    });
+}
+
+async function lockAndPrepare(tx: Executor): Promise<Map<string, { hash: string; appliedAt: Date }>> {
+  await execute(tx, sql`select pg_advisory_xact_lock(${MIGRATION_LOCK})`);
+  await execute(
+    tx,
+    sql`create table if not exists schema_migrations (
+      tag text primary key,
+      hash text not null,
+      applied_at timestamptz not null default now()
+    )`,
+  );
+  const rows = await execute<{ tag: string; hash: string; applied_at: Date | string }>(
+    tx,
+    sql`select tag, hash, applied_at from schema_migrations`,
+  );
+  return new Map(rows.map((row) => [row.tag, { hash: row.hash, appliedAt: new Date(row.applied_at) }]));
+}
+
+export interface MigrateOptions {
+  dir?: string;
+  /** Stop after this migration (tests and the switch-over rehearsal use it). */
+  to?: string;
+}
+
+/**
+ * Applies every pending migration in one transaction under an advisory lock, so a second migrator
+ * waits and then finds nothing to do. Returns the tags it applied.
+ */
+export async function migrate(db: Db, options: MigrateOptions = {}): Promise<string[]> {
+  const migrations = readMigrations(options.dir);
+  if (options.to && !migrations.some((m) => m.tag === options.to))
+    throw new Error(`unknown migration ${options.to}`);
+  return db.transaction(async (tx) => {
+    const applied = await lockAndPrepare(tx);
+    const done: string[] = [];
+    for (const migration of migrations) {
+      if (!applied.has(migration.tag)) {
+        for (const statement of migration.statements) await tx.execute(sql.raw(statement));
+        await execute(
+          tx,
+          sql`insert into schema_migrations (tag, hash) values (${migration.tag}, ${migration.hash})`,
+        );
+        done.push(migration.tag);
+      }
+      if (migration.tag === options.to) break;
+    }
+    return done;
+  });
+}
+
+/** Runs the Down step of the latest applied migration that has one; returns its tag, or null. */
+export async function migrateDown(db: Db, options: { dir?: string } = {}): Promise<string | null> {
+  const migrations = readMigrations(options.dir);
+  return db.transaction(async (tx) => {
+    const applied = await lockAndPrepare(tx);
+    const target = [...migrations].reverse().find((m) => applied.has(m.tag) && m.down);
+    if (!target?.down) return null;
+    for (const statement of target.down) await tx.execute(sql.raw(statement));
+    await execute(tx, sql`delete from schema_migrations where tag = ${target.tag}`);
+    return target.tag;
+  });
+}
+
+export async function migrationStatus(db: Db, options: { dir?: string } = {}): Promise<MigrationStatus[]> {
+  const migrations = readMigrations(options.dir);
+  const applied = await db.transaction((tx) => lockAndPrepare(tx));
+  return migrations.map((m) => {
+    const row = applied.get(m.tag);
+    return {
+      tag: m.tag,
+      applied: row !== undefined,
+      appliedAt: row?.appliedAt ?? null,
+      hasDown: m.down !== undefined,
+      changed: row !== undefined && row.hash !== m.hash,
+    };
+  });
+}

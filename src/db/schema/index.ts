@@ -1,0 +1,3 @@
+export * from "./identity.ts";
+export * from "./jobs.ts";
+export * from "./tenants.ts";

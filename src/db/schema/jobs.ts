@@ -1,0 +1,49 @@
+import { sql } from "drizzle-orm";
+import {
+  bigint,
+  check,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  text,
+  timestamp,
+  uniqueIndex,
+} from "drizzle-orm/pg-core";
+
+export const jobStatuses = ["pending", "processing", "succeeded", "failed", "dead"] as const;
+export type JobStatus = (typeof jobStatuses)[number];
+
+export const backgroundJobs = pgTable(
+  "background_jobs",
+  {
+    id: bigint({ mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    kind: text().notNull(),
+    payload: jsonb().notNull().default({}),
+    status: text({ enum: jobStatuses }).notNull().default("pending"),
+    runAfter: timestamp({ withTimezone: true }).notNull().defaultNow(),
+    attempts: integer().notNull().default(0),
+    maxAttempts: integer().notNull().default(10),
+    lockedBy: text(),
+    lockedUntil: timestamp({ withTimezone: true }),
+    lastError: text(),
+    dedupKey: text(),
+    createdAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
+    updatedAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
+    finishedAt: timestamp({ withTimezone: true }),
+  },
+  (t) => [
+    check(
+      "background_jobs_status_check",
+      sql`${t.status} in ('pending', 'processing', 'succeeded', 'failed', 'dead')`,
+    ),
+    // the claim: due pending/failed jobs in run_after order, and expired leases
+    index("background_jobs_due_idx").on(t.runAfter).where(sql`${t.status} in ('pending', 'failed')`),
+    index("background_jobs_lease_idx").on(t.lockedUntil).where(sql`${t.status} = 'processing'`),
+    uniqueIndex("background_jobs_dedup_key_idx")
+      .on(t.dedupKey)
+      .where(sql`${t.dedupKey} is not null and ${t.status} in ('pending', 'processing', 'failed')`),
+    index("background_jobs_status_kind_idx").on(t.status, t.kind, t.id),
+    index("background_jobs_finished_idx").on(t.finishedAt).where(sql`${t.finishedAt} is not null`),
+  ],
+);

@@ -1,0 +1,38 @@
+import { sql } from "drizzle-orm";
+import type { Executor, Tx } from "./client.ts";
+import { platformRoles } from "./schema/index.ts";
+
+/** A seeder writes part of the built-in catalog; it must be idempotent and may update rows. */
+export type Seeder = { name: string; run: (tx: Tx) => Promise<void> };
+
+export const PLATFORM_ADMIN_ROLE = "platform_admin";
+
+const platformRoleCatalog: Seeder = {
+  name: "platform roles",
+  run: async (tx) => {
+    await tx
+      .insert(platformRoles)
+      .values([
+        {
+          code: PLATFORM_ADMIN_ROLE,
+          name: "Platform administrator",
+          description: "Manages tenants, domains, providers, secrets and jobs across the platform.",
+        },
+      ])
+      .onConflictDoUpdate({
+        target: platformRoles.code,
+        set: { name: sql`excluded.name`, description: sql`excluded.description` },
+      });
+  },
+};
+
+/** Every seeder, in order. Other areas (billing's plans and features) add theirs here. */
+export const seeders: Seeder[] = [platformRoleCatalog];
+
+/** Seeds the built-in catalog in one transaction; running it twice changes nothing. */
+export async function seedCatalog(db: Executor, list: Seeder[] = seeders): Promise<string[]> {
+  return db.transaction(async (tx) => {
+    for (const seeder of list) await seeder.run(tx);
+    return list.map((seeder) => seeder.name);
+  });
+}

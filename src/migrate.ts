@@ -1,0 +1,198 @@
+import { parseArgs } from "node:util";
+import { ConfigError } from "./config/errors.ts";
+import { type AppConfig, loadConfig } from "./config/load.ts";
+import { createRedactor } from "./config/redact.ts";
+import { type Database, openDatabase } from "./db/client.ts";
+import { migrate, migrateDown, migrationStatus } from "./db/migrator.ts";
+import { seedCatalog } from "./db/seed.ts";
+import {
+  BootstrapRefusedError,
+  bootstrapPlatformAdmin,
+  checkBootstrapInput,
+  platformAdminExists,
+} from "./identity/bootstrap.ts";
+import { createLogger, type Logger } from "./telemetry/logger.ts";
+
+export const EXIT = {
+  ok: 0,
+  /** Configuration invalid, database unreachable, a migration failed. */
+  failure: 1,
+  /** --bootstrap-platform-admin while a platform-role binding exists; nothing was changed. */
+  bootstrapRefused: 2,
+  /** Bootstrap input missing or too weak; nothing was changed. */
+  bootstrapInput: 3,
+  /** --down found no applied migration with a Down step. */
+  nothingToRevert: 4,
+  usage: 64,
+} as const;
+
+const HELP = `Usage: bun run migrate [options]
+
+Applies pending migrations (in one transaction, under an advisory lock), seeds the built-in
+catalog, and bootstraps the first platform administrator where allowed.
+
+Options:
+  --bootstrap-platform-admin  Create the first platform administrator from
+                              PLINTH_BOOTSTRAP_PLATFORM_ADMIN_EMAIL, _PASSWORD (at least 12
+                              characters, temporary: it must be changed at first login) and _NAME.
+                              Required in Production. Refused when any platform-role binding exists.
+                              Migrates and seeds first, so it is the whole first install.
+  --down                      Run the Down step of the latest applied migration that has one.
+  --status                    List applied and pending migrations.
+  --help                      Show this help.
+
+Without the flag, Development and Staging bootstrap the administrator when the three variables
+are set and none exists yet; Production never does.
+
+The database comes from ConnectionStrings:Database, else DATABASE_URL, else (Development only)
+postgres://<OS user>@localhost:5432/plinth.
+
+Exit codes: 0 done; 1 configuration or database failure; 2 bootstrap refused (an administrator
+exists, nothing changed); 3 bootstrap input missing or weak; 4 nothing to revert; 64 bad usage.
+`;
+
+interface Flags {
+  bootstrap: boolean;
+  down: boolean;
+  status: boolean;
+}
+
+/** Migrates, seeds and bootstraps as the flags and environment say. Returns an exit code. */
+export async function runMigrator(
+  config: AppConfig,
+  database: Database,
+  flags: Flags,
+  logger: Logger,
+): Promise<number> {
+  const { db } = database;
+  if (flags.status) {
+    for (const m of await migrationStatus(db)) {
+      const state = m.applied ? `applied ${m.appliedAt?.toISOString()}` : "pending";
+      const notes = [m.hasDown ? "has Down step" : "", m.changed ? "FILE CHANGED SINCE APPLIED" : ""].filter(
+        Boolean,
+      );
+      process.stdout.write(`${m.tag.padEnd(36)} ${state}${notes.length ? `  (${notes.join(", ")})` : ""}\n`);
+    }
+    return EXIT.ok;
+  }
+  if (flags.down) {
+    const reverted = await migrateDown(db);
+    if (!reverted) {
+      logger.error("no applied migration has a Down step; nothing reverted");
+      return EXIT.nothingToRevert;
+    }
+    logger.info("migration reverted", { migration: reverted });
+    return EXIT.ok;
+  }
+
+  const b = config.settings.Bootstrap;
+  const input = { email: b.PlatformAdminEmail, password: b.PlatformAdminPassword, name: b.PlatformAdminName };
+  if (flags.bootstrap) {
+    if (await platformAdminExists(db)) {
+      logger.error(
+        "bootstrap refused: a platform administrator (platform-role binding) already exists; nothing changed",
+      );
+      return EXIT.bootstrapRefused;
+    }
+    const problems = checkBootstrapInput(input);
+    if (problems.length > 0) {
+      logger.error("bootstrap input refused; nothing changed", { problems });
+      return EXIT.bootstrapInput;
+    }
+  }
+
+  const applied = await migrate(db);
+  logger.info(applied.length ? "migrations applied" : "database is up to date", { applied });
+  const seeded = await seedCatalog(db);
+  logger.info("catalog seeded", { seeders: seeded });
+
+  const anyInput = Boolean(input.email || input.password || input.name);
+  let bootstrap = flags.bootstrap;
+  if (!bootstrap && anyInput) {
+    if (config.environment === "Production") {
+      logger.warn(
+        "bootstrap variables are set but ignored: Production bootstraps only with --bootstrap-platform-admin",
+      );
+    } else if (await platformAdminExists(db)) {
+      logger.info("bootstrap skipped: a platform administrator already exists");
+    } else {
+      const problems = checkBootstrapInput(input);
+      if (problems.length > 0) {
+        logger.error("bootstrap input refused", { problems });
+        return EXIT.bootstrapInput;
+      }
+      bootstrap = true;
+    }
+  }
+  if (bootstrap) {
+    try {
+      const { userId } = await bootstrapPlatformAdmin(db, {
+        email: input.email ?? "",
+        password: input.password ?? "",
+        name: input.name ?? "",
+      });
+      logger.info("platform administrator created; the password must be changed at first login", { userId });
+    } catch (error) {
+      if (error instanceof BootstrapRefusedError) {
+        logger.error("bootstrap refused: a platform administrator already exists");
+        return EXIT.bootstrapRefused;
+      }
+      throw error;
+    }
+  }
+  return EXIT.ok;
+}
+
+async function main(argv: string[]): Promise<number> {
+  let flags: Flags;
+  try {
+    const { values } = parseArgs({
+      args: argv,
+      options: {
+        "bootstrap-platform-admin": { type: "boolean", default: false },
+        down: { type: "boolean", default: false },
+        status: { type: "boolean", default: false },
+        help: { type: "boolean", short: "h", default: false },
+      },
+      strict: true,
+    });
+    if (values.help) {
+      process.stdout.write(HELP);
+      return EXIT.ok;
+    }
+    flags = { bootstrap: values["bootstrap-platform-admin"], down: values.down, status: values.status };
+    if ([flags.bootstrap, flags.down, flags.status].filter(Boolean).length > 1) {
+      throw new Error("--bootstrap-platform-admin, --down and --status exclude each other");
+    }
+  } catch (error) {
+    process.stderr.write(`${(error as Error).message}\n\n${HELP}`);
+    return EXIT.usage;
+  }
+
+  let config: AppConfig;
+  try {
+    config = loadConfig({ process: "migrator" });
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${error.message}\n`);
+      return EXIT.failure;
+    }
+    throw error;
+  }
+  const redactor = createRedactor(config.secretValues);
+  const logger = createLogger({ level: config.settings.Logging.Level, redactor }, { process: "migrator" });
+  let database: Database | undefined;
+  try {
+    database = await openDatabase(config.database.url, { poolSize: 2, applicationName: "plinth-migrator" });
+    return await runMigrator(config, database, flags, logger);
+  } catch (error) {
+    logger.error("migrator failed", { error: redactor.text(String((error as Error).message ?? error)) });
+    return EXIT.failure;
+  } finally {
+    await database?.close();
+  }
+}
+
+if (import.meta.main) {
+  process.exit(await main(process.argv.slice(2)));
+}
