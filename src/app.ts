@@ -1,0 +1,40 @@
+import { secureHeaders } from "hono/secure-headers";
+import type { Deps } from "./deps.ts";
+import { createRouter } from "./http/context.ts";
+import { ProblemError, problemResponse, toProblem } from "./http/errors.ts";
+import { limitBody, requestId, requestLog } from "./http/middleware.ts";
+import { healthRoutes } from "./http/routes/health.ts";
+
+/** Builds the HTTP app from its dependencies: no globals, so tests build it with their own. */
+export function createApp(deps: Deps) {
+  const app = createRouter();
+  app.use(requestId());
+  app.use(requestLog(deps.logger));
+  app.use(secureHeaders());
+  app.use(limitBody(deps.config.settings.Server.MaxBodyBytes));
+
+  app.onError((error, c) => {
+    const problem = toProblem(error);
+    if (problem.status >= 500) {
+      deps.logger.error("unhandled error", {
+        requestId: c.get("requestId"),
+        error:
+          error instanceof Error
+            ? { name: error.name, message: error.message, stack: error.stack }
+            : String(error),
+      });
+    }
+    return problemResponse(c, problem);
+  });
+  app.notFound((c) => problemResponse(c, new ProblemError("not_found", "No such resource.")));
+
+  app.route("/", healthRoutes(deps));
+
+  app.doc31("/api/openapi.json", {
+    openapi: "3.1.0",
+    info: { title: "Plinth API", version: "0.1.0", description: "Multi-tenant SaaS API foundation." },
+  });
+  return app;
+}
+
+export type App = ReturnType<typeof createApp>;

@@ -1,0 +1,108 @@
+import { createHash } from "node:crypto";
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
+import postgres from "postgres";
+import { type Database, openDatabase } from "../../src/db/client.ts";
+import { MIGRATIONS_DIR, migrate } from "../../src/db/migrator.ts";
+import { seedCatalog } from "../../src/db/seed.ts";
+
+/** The PostgreSQL server tests use; each test file gets its own database on it. */
+export const SERVER_URL =
+  process.env.PLINTH_TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+
+export function databaseUrl(name: string, base = SERVER_URL): string {
+  const url = new URL(base);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+function migrationsFingerprint(): string {
+  const hash = createHash("sha256");
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(dir).sort()) {
+      const path = join(dir, entry);
+      if (statSync(path).isDirectory()) walk(path);
+      else hash.update(entry).update(readFileSync(path));
+    }
+  };
+  walk(MIGRATIONS_DIR);
+  return hash.digest("hex").slice(0, 12);
+}
+
+let templateReady: Promise<string> | undefined;
+
+/** A database migrated and seeded by the production migrator, cloned for each test database. */
+async function ensureTemplate(): Promise<string> {
+  const name = `plinth_tpl_${migrationsFingerprint()}`;
+  const admin = postgres(SERVER_URL, { max: 1, onnotice: () => {} });
+  try {
+    const conn = await admin.reserve();
+    try {
+      // a session lock serialises template creation across parallel test processes
+      await conn`select pg_advisory_lock(7400101)`;
+      const [exists] = await conn`select 1 from pg_database where datname = ${name}`;
+      if (!exists) {
+        await conn.unsafe(`drop database if exists "${name}_build" with (force)`);
+        await conn.unsafe(`create database "${name}_build"`);
+        const database = await openDatabase(databaseUrl(`${name}_build`), { poolSize: 1 });
+        try {
+          await migrate(database.db);
+          await seedCatalog(database.db);
+        } finally {
+          await database.close();
+        }
+        await conn.unsafe(`alter database "${name}_build" rename to "${name}"`);
+      }
+    } finally {
+      await conn`select pg_advisory_unlock(7400101)`;
+      conn.release();
+    }
+  } finally {
+    await admin.end();
+  }
+  return name;
+}
+
+export interface TestDatabase {
+  name: string;
+  url: string;
+  database: Database;
+  drop(): Promise<void>;
+}
+
+/**
+ * A fresh database for one test file (or test): a clone of the migrated template, or an empty
+ * database with `{ empty: true }` for migrator tests.
+ */
+export async function createTestDatabase(
+  options: { empty?: boolean; poolSize?: number } = {},
+): Promise<TestDatabase> {
+  const name = `plinth_test_${process.pid}_${crypto.randomUUID().slice(0, 8)}`;
+  const admin = postgres(SERVER_URL, { max: 1, onnotice: () => {} });
+  try {
+    if (options.empty) await admin.unsafe(`create database "${name}"`);
+    else {
+      templateReady ??= ensureTemplate();
+      const template = await templateReady;
+      await admin.unsafe(`create database "${name}" template "${template}"`);
+    }
+  } finally {
+    await admin.end();
+  }
+  const url = databaseUrl(name);
+  const database = await openDatabase(url, { poolSize: options.poolSize ?? 5 });
+  return {
+    name,
+    url,
+    database,
+    drop: async () => {
+      await database.close();
+      const cleanup = postgres(SERVER_URL, { max: 1, onnotice: () => {} });
+      try {
+        await cleanup.unsafe(`drop database if exists "${name}" with (force)`);
+      } finally {
+        await cleanup.end();
+      }
+    },
+  };
+}

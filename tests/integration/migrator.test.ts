@@ -1,0 +1,89 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { sql } from "drizzle-orm";
+import { execute } from "../../src/db/client.ts";
+import { migrate, migrateDown, migrationStatus, readMigrations } from "../../src/db/migrator.ts";
+import { seedCatalog } from "../../src/db/seed.ts";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+
+async function tables(t: TestDatabase): Promise<string[]> {
+  const rows = await execute<{ table_name: string }>(
+    t.database.db,
+    sql`select table_name from information_schema.tables where table_schema = 'public' order by 1`,
+  );
+  return rows.map((r) => r.table_name);
+}
+
+describe("migrator on an empty database", () => {
+  let t: TestDatabase;
+  beforeAll(async () => {
+    t = await createTestDatabase({ empty: true });
+  });
+  afterAll(() => t.drop());
+
+  test("applies every migration, then a second run is a no-op", async () => {
+    const all = readMigrations().map((m) => m.tag);
+    expect(await migrate(t.database.db)).toEqual(all);
+    expect(await migrate(t.database.db)).toEqual([]);
+    const status = await migrationStatus(t.database.db);
+    expect(status.every((m) => m.applied && !m.changed)).toBe(true);
+    expect(await tables(t)).toContain("background_jobs");
+    expect(await tables(t)).not.toContain("inbox_messages");
+  });
+
+  test("seeding twice leaves one copy of the catalog", async () => {
+    await seedCatalog(t.database.db);
+    await seedCatalog(t.database.db);
+    const roles = await execute<{ code: string }>(t.database.db, sql`select code from platform_roles`);
+    expect(roles.map((r) => r.code)).toEqual(["platform_admin"]);
+  });
+
+  test("--down recreates the broker tables empty; migrating again removes them", async () => {
+    await execute(t.database.db, sql`insert into background_jobs (kind) values ('system.noop')`);
+    expect(await migrateDown(t.database.db)).toBe("0001_remove_message_broker");
+    expect(await tables(t)).toEqual(expect.arrayContaining(["inbox_messages", "outbox_messages"]));
+    const inbox = await execute(t.database.db, sql`select * from inbox_messages`);
+    expect(inbox).toHaveLength(0);
+    const pending = (await migrationStatus(t.database.db)).filter((m) => !m.applied).map((m) => m.tag);
+    expect(pending).toEqual(["0001_remove_message_broker"]);
+
+    expect(await migrate(t.database.db)).toEqual(["0001_remove_message_broker"]);
+    expect(await tables(t)).not.toContain("inbox_messages");
+    // jobs survive the round trip
+    const jobs = await execute(t.database.db, sql`select id from background_jobs`);
+    expect(jobs).toHaveLength(1);
+  });
+});
+
+describe("two migrators at once", () => {
+  let t: TestDatabase;
+  beforeAll(async () => {
+    t = await createTestDatabase({ empty: true, poolSize: 4 });
+  });
+  afterAll(() => t.drop());
+
+  test("one applies everything, the other waits on the lock and finds nothing to do", async () => {
+    const results = await Promise.all([
+      migrate(t.database.db),
+      migrate(t.database.db),
+      migrate(t.database.db),
+    ]);
+    const applied = results.flat();
+    expect(applied).toEqual(readMigrations().map((m) => m.tag));
+    expect(results.filter((r) => r.length === 0)).toHaveLength(2);
+  });
+});
+
+describe("partial history", () => {
+  let t: TestDatabase;
+  beforeAll(async () => {
+    t = await createTestDatabase({ empty: true });
+  });
+  afterAll(() => t.drop());
+
+  test("`to` stops at the broker-era baseline", async () => {
+    expect(await migrate(t.database.db, { to: "0000_baseline" })).toEqual(["0000_baseline"]);
+    expect(await tables(t)).toEqual(
+      expect.arrayContaining(["inbox_messages", "outbox_messages", "background_jobs"]),
+    );
+  });
+});
