@@ -2,10 +2,30 @@ import { OpenAPIHono } from "@hono/zod-openapi";
 import type { Deps } from "../deps.ts";
 import { fieldErrors, ProblemError } from "./errors.ts";
 
-/** Per-request values set by middleware. Areas add theirs (auth: the principal, tenancy: the tenant). */
+/** Who is calling: set by the authentication middleware from a verified token or session cookie. */
+export interface Principal {
+  userId: string;
+  /** null for platform staff. */
+  tenantId: string | null;
+  /** Tenant roles (e.g. `owner`, `member`) in `tenantId`. */
+  roles: string[];
+  /** Platform roles (e.g. `platform_admin`). */
+  platformRoles: string[];
+  sessionId: string;
+}
+
+/** The tenant a request acts in, resolved from its host or tenant-code path. */
+export interface ResolvedTenant {
+  id: string;
+  code: string;
+}
+
+/** Per-request values set by middleware. Routes behind the auth guards can rely on `principal`. */
 export type AppEnv = {
   Variables: {
     requestId: string;
+    principal?: Principal;
+    tenant?: ResolvedTenant;
   };
 };
 
