@@ -82,8 +82,8 @@ async function main(argv: string[]): Promise<number> {
   const server = Bun.serve({
     port: config.settings.Server.Port,
     fetch: app.fetch,
-    // Bun refuses larger bodies before the app sees them; the app's own limit answers with a problem
-    maxRequestBodySize: config.settings.Server.MaxBodyBytes + 1024,
+    // the app's limit answers with a problem body; Bun's own, a little higher, stops floods before the app
+    maxRequestBodySize: config.settings.Server.MaxBodyBytes + 65_536,
   });
   logger.info("listening", {
     port: server.port,

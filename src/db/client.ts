@@ -21,7 +21,8 @@ export interface Database {
   ping(timeoutMs: number): Promise<void>;
   /** Subscribes to NOTIFY on a channel; resolves to an unsubscribe function. */
   listen(channel: string, onMessage: (payload: string) => void): Promise<() => Promise<void>>;
-  close(): Promise<void>;
+  /** Waits up to `timeoutSeconds` (default 5) for queries in flight, then closes. */
+  close(timeoutSeconds?: number): Promise<void>;
 }
 
 export interface OpenDatabaseOptions {
@@ -92,8 +93,8 @@ function openPostgres(url: string, options: OpenDatabaseOptions): Database {
       const subscription = await client.listen(channel, onMessage);
       return () => subscription.unlisten();
     },
-    close: async () => {
-      await client.end({ timeout: 5 });
+    close: async (timeoutSeconds = 5) => {
+      await client.end({ timeout: timeoutSeconds });
     },
   };
 }

@@ -1,0 +1,62 @@
+#!/usr/bin/env sh
+# Makes this checkout runnable: Bun (from the npm registry) and the packages; with --services also
+# a PostgreSQL and a Redis on localhost for the test suite (used when running, installed from
+# Debian's packages and started when missing). Idempotent: quick when everything is there.
+set -eu
+cd "$(dirname "$0")/.."
+BUN_VERSION=1.4.4
+
+say() { printf 'setup: %s\n' "$*" >&2; }
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null 2>&1; then sudo "$@"; else say "need root for: $*"; exit 1; fi; }
+
+if ! command -v bun >/dev/null 2>&1; then
+  say "installing Bun $BUN_VERSION from the npm registry"
+  npm install -g "bun@$BUN_VERSION" >/dev/null 2>&1 || as_root npm install -g "bun@$BUN_VERSION" >/dev/null
+fi
+if [ ! -d node_modules ] || [ bun.lock -nt node_modules/.bun-installed ]; then
+  bun install --frozen-lockfile >&2
+  touch node_modules/.bun-installed
+fi
+
+[ "${1:-}" = "--services" ] || exit 0
+
+apt_updated=
+apt_install() {
+  [ -n "$apt_updated" ] || { as_root apt-get update -qq >&2; apt_updated=1; }
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "$@" >&2
+}
+
+pg_up() { pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; }
+if ! command -v pg_isready >/dev/null 2>&1 || ! pg_up; then
+  if ! command -v pg_ctlcluster >/dev/null 2>&1; then
+    say "installing PostgreSQL"
+    apt_install postgresql
+  fi
+  if ! pg_up; then
+    say "starting PostgreSQL"
+    version=$(ls /etc/postgresql | sort -n | tail -1)
+    as_root pg_ctlcluster --skip-systemctl-redirect "$version" main start >&2 || true
+  fi
+  for _ in 1 2 3 4 5 6 7 8 9 10; do pg_up && break; sleep 1; done
+  pg_up || { say "PostgreSQL is not answering on 127.0.0.1:5432"; exit 1; }
+fi
+# The suite connects as postgres over TCP; a fresh Debian cluster wants a password there.
+if [ -z "${PLINTH_TEST_DATABASE_URL:-}" ] && ! psql -h 127.0.0.1 -U postgres -Atqc 'select 1' postgres >/dev/null 2>&1; then
+  say "PostgreSQL refuses passwordless TCP login for postgres; trusting local TCP connections"
+  hba=$(as_root su postgres -c "psql -Atqc 'show hba_file'")
+  as_root sh -c "sed -i -E 's/^(host\s+all\s+all\s+(127\.0\.0\.1\/32|::1\/128)\s+)\S+/\1trust/' '$hba'"
+  as_root su postgres -c "psql -qc 'select pg_reload_conf()'" >/dev/null
+fi
+
+redis_up() { redis-cli -h 127.0.0.1 -p 6379 ping 2>/dev/null | grep -q PONG; }
+if ! command -v redis-cli >/dev/null 2>&1 || ! redis_up; then
+  command -v redis-server >/dev/null 2>&1 || { say "installing Redis"; apt_install redis-server; }
+  if ! redis_up; then
+    say "starting Redis"
+    mkdir -p /tmp/plinth-redis
+    redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no --dir /tmp/plinth-redis >&2
+  fi
+  for _ in 1 2 3 4 5 6 7 8 9 10; do redis_up && break; sleep 1; done
+  redis_up || { say "Redis is not answering on 127.0.0.1:6379"; exit 1; }
+fi
+say "PostgreSQL and Redis are up"

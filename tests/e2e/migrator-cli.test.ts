@@ -1,0 +1,171 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { sql } from "drizzle-orm";
+import { execute } from "../../src/db/client.ts";
+import { readMigrations } from "../../src/db/migrator.ts";
+import { verifyPassword } from "../../src/security/passwords.ts";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { runEntry } from "../helpers/process.ts";
+
+const PASSWORD = "correct-horse-battery-staple";
+const admin = {
+  PLINTH_BOOTSTRAP_PLATFORM_ADMIN_EMAIL: "Admin@Example.com",
+  PLINTH_BOOTSTRAP_PLATFORM_ADMIN_PASSWORD: PASSWORD,
+  PLINTH_BOOTSTRAP_PLATFORM_ADMIN_NAME: "First Admin",
+};
+
+async function counts(t: TestDatabase) {
+  const [row] = await execute<{ users: number; bindings: number }>(
+    t.database.db,
+    sql`select (select count(*)::int from users) as users, (select count(*)::int from platform_role_bindings) as bindings`,
+  );
+  return row;
+}
+
+describe("Production first install: bun run migrate --bootstrap-platform-admin", () => {
+  let t: TestDatabase;
+  let env: Record<string, string>;
+  beforeAll(async () => {
+    t = await createTestDatabase({ empty: true });
+    env = { PLINTH_ENVIRONMENT: "Production", DATABASE_URL: t.url };
+  });
+  afterAll(() => t.drop());
+
+  test("weak input is refused before anything changes, without echoing the password", async () => {
+    const weak = "short-pw";
+    const run = await runEntry("src/migrate.ts", ["--bootstrap-platform-admin"], {
+      ...env,
+      ...admin,
+      PLINTH_BOOTSTRAP_PLATFORM_ADMIN_PASSWORD: weak,
+      PLINTH_BOOTSTRAP_PLATFORM_ADMIN_EMAIL: "not-an-email",
+    });
+    expect(run.exitCode).toBe(3);
+    const output = run.stdout + run.stderr;
+    expect(output).toContain("PLINTH_BOOTSTRAP_PLATFORM_ADMIN_PASSWORD must be at least 12 characters");
+    expect(output).toContain("PLINTH_BOOTSTRAP_PLATFORM_ADMIN_EMAIL must be a valid e-mail address");
+    expect(output).not.toContain(weak);
+    const [tables] = await execute<{ n: number }>(
+      t.database.db,
+      sql`select count(*)::int as n from information_schema.tables where table_schema = 'public'`,
+    );
+    expect(tables?.n).toBe(0);
+  });
+
+  test("Production without the flag migrates and seeds but never bootstraps", async () => {
+    const run = await runEntry("src/migrate.ts", [], { ...env, ...admin });
+    expect(run.exitCode).toBe(0);
+    expect(run.stdout).toContain("ignored");
+    expect(await counts(t)).toEqual({ users: 0, bindings: 0 });
+  });
+
+  test("with the flag: creates the admin, hashed with argon2id, who must change the password", async () => {
+    const run = await runEntry("src/migrate.ts", ["--bootstrap-platform-admin"], { ...env, ...admin });
+    expect(run.exitCode).toBe(0);
+    expect(run.stdout + run.stderr).not.toContain(PASSWORD);
+    const [user] = await execute<{
+      email: string;
+      name: string;
+      password_hash: string;
+      must_change_password: boolean;
+      tenant_id: string | null;
+    }>(t.database.db, sql`select email, name, password_hash, must_change_password, tenant_id from users`);
+    expect(user?.email).toBe("admin@example.com");
+    expect(user?.name).toBe("First Admin");
+    expect(user?.tenant_id).toBeNull();
+    expect(user?.must_change_password).toBe(true);
+    expect(user?.password_hash).toStartWith("$argon2id$");
+    expect(await verifyPassword(PASSWORD, user?.password_hash ?? "")).toBe(true);
+    const [binding] = await execute<{ role: string }>(
+      t.database.db,
+      sql`select role from platform_role_bindings`,
+    );
+    expect(binding?.role).toBe("platform_admin");
+  });
+
+  test("a second bootstrap is refused with exit code 2 and changes nothing", async () => {
+    const before = await execute(t.database.db, sql`select id, email, password_hash, updated_at from users`);
+    const run = await runEntry("src/migrate.ts", ["--bootstrap-platform-admin"], {
+      ...env,
+      ...admin,
+      PLINTH_BOOTSTRAP_PLATFORM_ADMIN_EMAIL: "other@example.com",
+      PLINTH_BOOTSTRAP_PLATFORM_ADMIN_PASSWORD: "another-long-password",
+    });
+    expect(run.exitCode).toBe(2);
+    expect(run.stdout + run.stderr).toContain("already exists");
+    expect(await execute(t.database.db, sql`select id, email, password_hash, updated_at from users`)).toEqual(
+      before,
+    );
+  });
+
+  test("--status lists every migration as applied; --down then migrate round-trips", async () => {
+    const status = await runEntry("src/migrate.ts", ["--status"], env);
+    expect(status.exitCode).toBe(0);
+    for (const m of readMigrations()) expect(status.stdout).toMatch(new RegExp(`${m.tag}\\s+applied`));
+    const down = await runEntry("src/migrate.ts", ["--down"], env);
+    expect(down.exitCode).toBe(0);
+    expect(down.stdout).toContain("0001_remove_message_broker");
+    const again = await runEntry("src/migrate.ts", [], env);
+    expect(again.exitCode).toBe(0);
+    expect(again.stdout).toContain("0001_remove_message_broker");
+  });
+});
+
+describe("Development", () => {
+  let t: TestDatabase;
+  beforeAll(async () => {
+    t = await createTestDatabase({ empty: true });
+  });
+  afterAll(() => t.drop());
+
+  test("bootstraps without the flag when the variables are set, once", async () => {
+    const env = { DATABASE_URL: t.url, ...admin };
+    const first = await runEntry("src/migrate.ts", [], env);
+    expect(first.exitCode).toBe(0);
+    expect(await counts(t)).toEqual({ users: 1, bindings: 1 });
+    const second = await runEntry("src/migrate.ts", [], env);
+    expect(second.exitCode).toBe(0);
+    expect(second.stdout).toContain("bootstrap skipped");
+    expect(await counts(t)).toEqual({ users: 1, bindings: 1 });
+  });
+});
+
+describe("two migrator processes at once", () => {
+  let t: TestDatabase;
+  beforeAll(async () => {
+    t = await createTestDatabase({ empty: true });
+  });
+  afterAll(() => t.drop());
+
+  test("both succeed; every migration is applied exactly once", async () => {
+    const env = { DATABASE_URL: t.url };
+    const [a, b] = await Promise.all([
+      runEntry("src/migrate.ts", [], env),
+      runEntry("src/migrate.ts", [], env),
+    ]);
+    expect([a.exitCode, b.exitCode]).toEqual([0, 0]);
+    const rows = await execute<{ tag: string }>(
+      t.database.db,
+      sql`select tag from schema_migrations order by tag`,
+    );
+    expect(rows.map((r) => r.tag)).toEqual(readMigrations().map((m) => m.tag));
+    expect((a.stdout + b.stdout).match(/database is up to date/g)?.length).toBe(1);
+  });
+});
+
+describe("usage", () => {
+  test("--help documents the flags and exit codes; unknown flags exit 64", async () => {
+    const help = await runEntry("src/migrate.ts", ["--help"], {});
+    expect(help.exitCode).toBe(0);
+    expect(help.stdout).toContain("--bootstrap-platform-admin");
+    expect(help.stdout).toContain("Exit codes");
+    const bad = await runEntry("src/migrate.ts", ["--frobnicate"], {});
+    expect(bad.exitCode).toBe(64);
+  });
+
+  test("an unreachable database exits 1 without printing its password", async () => {
+    const run = await runEntry("src/migrate.ts", [], {
+      DATABASE_URL: "postgres://u:hunter2-secret@127.0.0.1:1/db",
+    });
+    expect(run.exitCode).toBe(1);
+    expect(run.stdout + run.stderr).not.toContain("hunter2-secret");
+  });
+});

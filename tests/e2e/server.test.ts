@@ -1,0 +1,143 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { cleanEnv, ROOT, runEntry } from "../helpers/process.ts";
+import { validProductionEnv } from "../helpers/production-env.ts";
+
+interface Served {
+  proc: Bun.Subprocess<"ignore", "pipe", "pipe">;
+  port: number;
+  lines: string[];
+}
+
+/** Starts `bun src/server.ts` and waits for its "listening" line. */
+async function serve(env: Record<string, string | undefined>, args: string[] = []): Promise<Served> {
+  const proc = Bun.spawn(["bun", "src/server.ts", ...args], {
+    cwd: ROOT,
+    env: cleanEnv({ PORT: "0", ...env }),
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const lines: string[] = [];
+  const reader = proc.stdout.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${lines.join("\n")}`)), 20_000);
+    (async () => {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += decoder.decode(value);
+        let newline = buffer.indexOf("\n");
+        while (newline >= 0) {
+          const line = buffer.slice(0, newline);
+          buffer = buffer.slice(newline + 1);
+          lines.push(line);
+          if (line.includes('"msg":"listening"')) {
+            clearTimeout(timer);
+            resolve(JSON.parse(line).port as number);
+          }
+          newline = buffer.indexOf("\n");
+        }
+      }
+    })();
+  });
+  return { proc, port, lines };
+}
+
+describe("the API process", () => {
+  let t: TestDatabase;
+  let served: Served;
+  beforeAll(async () => {
+    t = await createTestDatabase();
+    served = await serve({ DATABASE_URL: t.url, Server__MaxBodyBytes: "1024" });
+  });
+  afterAll(async () => {
+    served.proc.kill("SIGKILL");
+    await t.drop();
+  });
+
+  const url = (path: string) => `http://127.0.0.1:${served.port}${path}`;
+
+  test("liveness and readiness answer over HTTP", async () => {
+    expect((await fetch(url("/api/health"))).status).toBe(200);
+    const ready = await fetch(url("/api/health/ready"));
+    expect(ready.status).toBe(200);
+    expect(ready.headers.get("content-type")).toStartWith("application/health+json");
+  });
+
+  test("errors are problem JSON with a stable code and request id, never a stack", async () => {
+    const response = await fetch(url("/no/such/route"), { headers: { "x-request-id": "req-123" } });
+    expect(response.status).toBe(404);
+    expect(response.headers.get("content-type")).toStartWith("application/problem+json");
+    expect(response.headers.get("x-request-id")).toBe("req-123");
+    const body = (await response.json()) as Record<string, unknown>;
+    expect(body).toMatchObject({
+      status: 404,
+      code: "not_found",
+      requestId: "req-123",
+      instance: "/no/such/route",
+    });
+    expect(JSON.stringify(body)).not.toContain("at ");
+  });
+
+  test("a body over Server:MaxBodyBytes gets 413 problem JSON", async () => {
+    const response = await fetch(url("/api/health"), { method: "POST", body: "x".repeat(4096) });
+    expect(response.status).toBe(413);
+    expect(((await response.json()) as { code: string }).code).toBe("payload_too_large");
+  });
+
+  test("one structured log line per request, without the query string", async () => {
+    await fetch(url("/api/health?token=abc123secret"), { headers: { "x-request-id": "log-check-1" } });
+    await Bun.sleep(50);
+    const line = served.lines.map((l) => JSON.parse(l)).find((l) => l.requestId === "log-check-1");
+    expect(line).toMatchObject({
+      level: "info",
+      msg: "request",
+      method: "GET",
+      path: "/api/health",
+      status: 200,
+    });
+    expect(typeof line.durationMs).toBe("number");
+    expect(served.lines.join("\n")).not.toContain("abc123secret");
+  });
+
+  test("SIGTERM drains and exits 0", async () => {
+    served.proc.kill("SIGTERM");
+    expect(await served.proc.exited).toBe(0);
+    expect(served.lines.some((l) => l.includes('"msg":"stopped"'))).toBe(true);
+  });
+});
+
+describe("a failed Production start", () => {
+  test("exits 1, names every failing key, and prints no secret value", async () => {
+    const secrets = {
+      PLINTH_TENANT_SECRET_MASTER_KEY: "this-master-key-is-secret-but-not-32-bytes",
+      PLINTH_SMS_CODE_PEPPER: "pepper-too-short-secret",
+      PLINTH_DATA_PROTECTION_CERTIFICATE_PASSWORD: "wrong-cert-password-value",
+      Security__Jwt__PrivateKey:
+        "-----BEGIN PRIVATE KEY-----\nbm90LWEta2V5LWJ1dC1zZWNyZXQtYW55d2F5\n-----END PRIVATE KEY-----",
+      TenantDomains__GatewayApiKey: "gateway-api-key-secret-value",
+    };
+    const env = validProductionEnv(secrets);
+    const run = await runEntry("src/server.ts", [], env);
+    expect(run.exitCode).toBe(1);
+    const output = run.stdout + run.stderr;
+    for (const key of [
+      "Security:TenantSecrets:MasterKey",
+      "Authentication:Sms:CodePepper",
+      "Security:DataProtection:CertificatePath",
+      "Security:Jwt:PrivateKey",
+    ]) {
+      expect(output).toContain(key);
+    }
+    const all = [
+      ...Object.values(secrets),
+      "bm90LWEta2V5LWJ1dC1zZWNyZXQtYW55d2F5",
+      "db-password-123",
+      "cache-password-456",
+    ];
+    for (const secret of all) expect(output).not.toContain(secret);
+  });
+});
