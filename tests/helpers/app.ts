@@ -1,0 +1,36 @@
+import type { Clock } from "../../src/clock.ts";
+import { type AppConfig, loadConfig } from "../../src/config/load.ts";
+import type { Environment } from "../../src/config/schema.ts";
+import type { Database } from "../../src/db/client.ts";
+import { createDeps, type Deps } from "../../src/deps.ts";
+
+/**
+ * Configuration for a test app: Development defaults plus `settings` (`Section:Key`), the cache URL
+ * (null: none) and, for failure-mode tests, the environment the app should believe it runs in.
+ * Production's start-up checks are not repeated here (tests/integration covers them elsewhere).
+ */
+export function testConfig(
+  options: { settings?: Record<string, string>; cacheUrl?: string | null; environment?: Environment } = {},
+): AppConfig {
+  const env: Record<string, string> = {
+    PLINTH_ENVIRONMENT: "Development",
+    DATABASE_URL: "postgres://unused",
+  };
+  if (options.cacheUrl) env.CACHE_URL = options.cacheUrl;
+  const config = loadConfig({ env, configDir: "/nonexistent", overrides: options.settings ?? {} });
+  return { ...config, environment: options.environment ?? "Development" };
+}
+
+export async function testDeps(
+  config: AppConfig,
+  input: { database: Database; clock?: Clock; cachePrefix?: string },
+): Promise<Deps> {
+  const deps = await createDeps(config, {
+    database: input.database,
+    clock: input.clock,
+    cachePrefix: input.cachePrefix,
+    logWrite: () => {},
+  });
+  if (deps.cache) await deps.cache.waitReady(3_000);
+  return deps;
+}
