@@ -63,10 +63,6 @@ export interface RateLimitOptions {
   skip?: (path: string) => boolean;
 }
 
-function appendHeader(existing: string | null, value: string): string {
-  return existing ? `${existing}, ${value}` : value;
-}
-
 /**
  * Token-bucket (GCRA) rate limit partitioned by client IP (`clientIp`, set by http/client-ip.ts).
  * Adds `RateLimit-Policy: "<name>";q=<limit>;w=<window>` and `RateLimit: "<name>";r=<left>;t=<s>`
@@ -110,23 +106,15 @@ export function rateLimit(policy: RateLimitPolicy, options: RateLimitOptions): M
       return next();
     }
     const state = `"${policy.name}";r=${outcome.remaining};t=${Math.ceil(outcome.resetMs / 1000)}`;
+    // appended, so a route under several policies lists them all (the refusal keeps them too)
+    c.header("ratelimit-policy", policyHeader, { append: true });
+    c.header("ratelimit", state, { append: true });
     if (!outcome.allowed) {
       const retryAfter = Math.max(1, Math.ceil(outcome.retryAfterMs / 1000));
-      throw new ProblemError(
-        "rate_limited",
-        `Rate limit "${policy.name}" exceeded. Retry after ${retryAfter} s.`,
-        {
-          headers: {
-            "retry-after": String(retryAfter),
-            "ratelimit-policy": appendHeader(c.res.headers.get("ratelimit-policy"), policyHeader),
-            ratelimit: appendHeader(c.res.headers.get("ratelimit"), state),
-          },
-        },
-      );
+      throw new ProblemError("rate_limited", `Rate limit "${policy.name}" exceeded. Retry after ${retryAfter} s.`, {
+        headers: { "retry-after": String(retryAfter) },
+      });
     }
-    // headers set before next() survive into the handler's response
-    c.header("ratelimit-policy", appendHeader(c.res.headers.get("ratelimit-policy"), policyHeader));
-    c.header("ratelimit", appendHeader(c.res.headers.get("ratelimit"), state));
     await next();
   };
 }
