@@ -111,9 +111,13 @@ export function rateLimit(policy: RateLimitPolicy, options: RateLimitOptions): M
     c.header("ratelimit", state, { append: true });
     if (!outcome.allowed) {
       const retryAfter = Math.max(1, Math.ceil(outcome.retryAfterMs / 1000));
-      throw new ProblemError("rate_limited", `Rate limit "${policy.name}" exceeded. Retry after ${retryAfter} s.`, {
-        headers: { "retry-after": String(retryAfter) },
-      });
+      throw new ProblemError(
+        "rate_limited",
+        `Rate limit "${policy.name}" exceeded. Retry after ${retryAfter} s.`,
+        {
+          headers: { "retry-after": String(retryAfter) },
+        },
+      );
     }
     await next();
   };

@@ -110,15 +110,19 @@ describe.each(["redis", "database"] as const)("rate limiting on %s", (store) => 
   test("forwarded addresses count only behind a trusted proxy", async () => {
     // behind the trusted proxy, each forwarded client has its own budget
     for (let i = 0; i < 5; i++)
-      expect((await get(app, "/api/probe", "10.1.1.1", { "x-forwarded-for": "192.0.2.10" })).status).toBe(200);
+      expect((await get(app, "/api/probe", "10.1.1.1", { "x-forwarded-for": "192.0.2.10" })).status).toBe(
+        200,
+      );
     expect((await get(app, "/api/probe", "10.1.1.1", { "x-forwarded-for": "192.0.2.10" })).status).toBe(429);
     expect((await get(app, "/api/probe", "10.1.1.1", { "x-forwarded-for": "192.0.2.11" })).status).toBe(200);
     // an untrusted peer cannot escape its budget by inventing X-Forwarded-For
     for (let i = 0; i < 5; i++)
-      expect((await get(app, "/api/probe", "203.0.113.5", { "x-forwarded-for": `192.0.2.${100 + i}` })).status).toBe(
-        200,
-      );
-    expect((await get(app, "/api/probe", "203.0.113.5", { "x-forwarded-for": "192.0.2.200" })).status).toBe(429);
+      expect(
+        (await get(app, "/api/probe", "203.0.113.5", { "x-forwarded-for": `192.0.2.${100 + i}` })).status,
+      ).toBe(200);
+    expect((await get(app, "/api/probe", "203.0.113.5", { "x-forwarded-for": "192.0.2.200" })).status).toBe(
+      429,
+    );
     clock.advance(60_000);
   });
 });
@@ -132,6 +136,8 @@ describe("rate-limit settings", () => {
   });
 
   test("Production has no defaults", () => {
-    expect(() => rateLimitPolicies(testConfig().settings, "Production")).toThrow("RateLimiting:Global:PermitLimit");
+    expect(() => rateLimitPolicies(testConfig().settings, "Production")).toThrow(
+      "RateLimiting:Global:PermitLimit",
+    );
   });
 });
