@@ -23,7 +23,7 @@ export function testConfig(
 
 export async function testDeps(
   config: AppConfig,
-  input: { database: Database; clock?: Clock; cachePrefix?: string },
+  input: { database: Database; clock?: Clock; cachePrefix?: string; waitForCache?: boolean },
 ): Promise<Deps> {
   const deps = await createDeps(config, {
     database: input.database,
@@ -31,6 +31,6 @@ export async function testDeps(
     cachePrefix: input.cachePrefix,
     logWrite: () => {},
   });
-  if (deps.cache) await deps.cache.waitReady(3_000);
+  if (deps.cache && input.waitForCache !== false) await deps.cache.waitReady(3_000);
   return deps;
 }

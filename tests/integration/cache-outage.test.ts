@@ -114,7 +114,7 @@ describe("Production with an unreachable Upstash endpoint", () => {
       cacheUrl: "http://127.0.0.1:1",
       environment: "Production",
     });
-    const upstashDeps = await testDeps(config, { database: t.database });
+    const upstashDeps = await testDeps(config, { database: t.database, waitForCache: false });
     const upstashApp = addProbeRoutes(createApp(upstashDeps), upstashDeps);
     expect(upstashDeps.cache?.adapter).toBe("upstash");
     expect((await upstashApp.request("/api/health/ready", {}, peer)).status).toBe(503);
