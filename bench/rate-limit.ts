@@ -77,7 +77,8 @@ async function concurrent(app: Fetcher): Promise<number> {
   return REQUESTS / ((performance.now() - started) / 1000);
 }
 
-const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? 0;
+const pct = (sorted: number[], p: number) =>
+  sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? 0;
 const ms = (value: number) => value.toFixed(3);
 
 async function measure(name: string, app: Fetcher, baseline?: number) {
@@ -95,7 +96,11 @@ async function measure(name: string, app: Fetcher, baseline?: number) {
 }
 
 const database = await createTestDatabase();
-const redis = createCache("redis://127.0.0.1:6379", { environment: "Development", logger: silentLogger, prefix: PREFIX });
+const redis = createCache("redis://127.0.0.1:6379", {
+  environment: "Development",
+  logger: silentLogger,
+  prefix: PREFIX,
+});
 await redis.waitReady(3_000);
 const bridge = await startUpstashBridge();
 const upstash = createCache(bridge.url, {
@@ -109,10 +114,18 @@ try {
   const base = await measure("no rate limit (baseline)", buildApp(null));
   const rows = [base.row];
   rows.push((await measure("rate limit, Redis (ioredis)", buildApp(cacheCounterStore(redis)), base.p50)).row);
-  rows.push((await measure("rate limit, Upstash REST (local bridge)", buildApp(cacheCounterStore(upstash)), base.p50)).row);
   rows.push(
-    (await measure("rate limit, database store (dev)", buildApp(databaseCounterStore(database.database.db)), base.p50))
+    (await measure("rate limit, Upstash REST (local bridge)", buildApp(cacheCounterStore(upstash)), base.p50))
       .row,
+  );
+  rows.push(
+    (
+      await measure(
+        "rate limit, database store (dev)",
+        buildApp(databaseCounterStore(database.database.db)),
+        base.p50,
+      )
+    ).row,
   );
   console.log(
     `app.fetch, ${REQUESTS} sequential requests per row (after a warm-up pass), then ${REQUESTS} at concurrency ${CONCURRENCY}; Bun ${Bun.version}\n`,

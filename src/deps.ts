@@ -3,7 +3,12 @@ import { type Clock, systemClock } from "./clock.ts";
 import type { AppConfig } from "./config/load.ts";
 import { createRedactor, type Redactor } from "./config/redact.ts";
 import { type Database, openDatabase } from "./db/client.ts";
-import { type CounterStore, cacheCounterStore, databaseCounterStore } from "./security/counter-store.ts";
+import {
+  type CounterStore,
+  cacheCounterStore,
+  databaseCounterStore,
+  memoryCounterStore,
+} from "./security/counter-store.ts";
 import { createSecurityWindows, type SecurityWindows } from "./security/windows.ts";
 import { createLogger, type Logger } from "./telemetry/logger.ts";
 
@@ -26,6 +31,8 @@ export interface CreateDepsOptions {
   clock?: Clock;
   /** Tests isolate their cache keys with their own prefix. */
   cachePrefix?: string;
+  /** Tests share one in-process store between two app instances. */
+  counters?: CounterStore;
   logWrite?: (line: string) => void;
 }
 
@@ -48,13 +55,21 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
       })
     : null;
   // No silent downgrade: a configured cache is the only store, even while it is unreachable
-  // (callers then fail closed). Without one (never in Production) the database keeps the counters.
+  // (callers then fail closed). Without one (never in Production) the database keeps the counters,
+  // or this process's memory on embedded PGlite, which only one process can open.
+  const counters =
+    options.counters ??
+    (cache
+      ? cacheCounterStore(cache)
+      : database.driver === "pglite"
+        ? memoryCounterStore()
+        : databaseCounterStore(database.db));
   if (!cache) {
-    logger.warn("no cache configured: security windows and rate limits are kept in the database", {
+    logger.warn("no cache configured: security windows and rate limits are not shared through a cache", {
       environment: config.environment,
+      counters: counters.kind,
     });
   }
-  const counters = cache ? cacheCounterStore(cache) : databaseCounterStore(database.db);
   const clock = options.clock ?? systemClock;
   const windows = createSecurityWindows({ store: counters, settings: config.settings, clock, logger });
   return { config, redactor, logger, database, cache, counters, windows, clock };

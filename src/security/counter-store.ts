@@ -34,11 +34,12 @@ export interface RateOutcome {
 
 /**
  * Where security windows and rate limits keep their counters: the cache (always when one is
- * configured) or the database (`security_counters`, Development without a cache). Every operation
+ * configured), else the database (`security_counters`, so several processes agree), or this
+ * process's memory when the database is embedded PGlite (one process by construction). Every operation
  * is atomic across its keys; "now" comes from the caller's clock.
  */
 export interface CounterStore {
-  readonly kind: "cache" | "database";
+  readonly kind: "cache" | "database" | "memory";
   window(mode: WindowMode, specs: WindowSpec[], nowMs: number): Promise<WindowOutcome>;
   resetWindows(keys: string[]): Promise<void>;
   /** One request against a token bucket of `limit` permits refilled over `windowMs` (GCRA). */
@@ -193,6 +194,53 @@ export function databaseCounterStore(db: Db, options: { cleanupEvery?: number } 
       });
       await maybeCleanup(nowMs);
       return result;
+    },
+  };
+}
+
+/**
+ * Counters in this process only: for embedded PGlite, whose data directory one process holds at a
+ * time, so there is no second process to disagree with. Expired entries are swept as they are met.
+ */
+export function memoryCounterStore(): CounterStore {
+  const logs = new Map<string, { hits: number[]; expiresAt: number }>();
+  const tats = new Map<string, number>();
+  let calls = 0;
+  const sweep = (nowMs: number) => {
+    if (++calls % 500 !== 0) return;
+    for (const [key, entry] of logs) if (entry.expiresAt <= nowMs) logs.delete(key);
+    for (const [key, tat] of tats) if (tat <= nowMs * 1000) tats.delete(key);
+  };
+  return {
+    kind: "memory",
+    window: async (mode, specs, nowMs) => {
+      sweep(nowMs);
+      const decision = decideWindows(
+        mode,
+        specs,
+        specs.map((spec) => logs.get(spec.key)?.hits ?? []),
+        nowMs,
+      );
+      if (decision.next) {
+        for (const [i, spec] of specs.entries()) {
+          const hits = decision.next[i] ?? [];
+          logs.set(spec.key, { hits, expiresAt: (hits.at(-1) ?? nowMs) + spec.windowMs });
+        }
+      }
+      return { allowed: decision.allowed, retryAfterMs: decision.retryAfterMs, counts: decision.counts };
+    },
+    resetWindows: async (keys) => {
+      for (const key of keys) logs.delete(key);
+    },
+    rate: async (key, limit, windowMs, nowMs) => {
+      sweep(nowMs);
+      const { windowUs, intervalUs } = gcraParams(limit, windowMs);
+      const nowUs = nowMs * 1000;
+      const tat = Math.max(tats.get(key) ?? nowUs, nowUs);
+      const next = tat + intervalUs;
+      if (next - nowUs > windowUs) return gcraOutcome(false, tat - nowUs, intervalUs, windowUs);
+      tats.set(key, next);
+      return gcraOutcome(true, next - nowUs, intervalUs, windowUs);
     },
   };
 }

@@ -3,6 +3,7 @@ import { type AppConfig, loadConfig } from "../../src/config/load.ts";
 import type { Environment } from "../../src/config/schema.ts";
 import type { Database } from "../../src/db/client.ts";
 import { createDeps, type Deps } from "../../src/deps.ts";
+import type { CounterStore } from "../../src/security/counter-store.ts";
 
 /**
  * Configuration for a test app: Development defaults plus `settings` (`Section:Key`), the cache URL
@@ -23,12 +24,19 @@ export function testConfig(
 
 export async function testDeps(
   config: AppConfig,
-  input: { database: Database; clock?: Clock; cachePrefix?: string; waitForCache?: boolean },
+  input: {
+    database: Database;
+    clock?: Clock;
+    cachePrefix?: string;
+    waitForCache?: boolean;
+    counters?: CounterStore;
+  },
 ): Promise<Deps> {
   const deps = await createDeps(config, {
     database: input.database,
     clock: input.clock,
     cachePrefix: input.cachePrefix,
+    counters: input.counters,
     logWrite: () => {},
   });
   if (deps.cache && input.waitForCache !== false) await deps.cache.waitReady(3_000);

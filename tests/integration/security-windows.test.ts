@@ -3,6 +3,7 @@ import { sql } from "drizzle-orm";
 import { ManualClock } from "../../src/clock.ts";
 import { type Database, execute, openDatabase } from "../../src/db/client.ts";
 import type { Deps } from "../../src/deps.ts";
+import { memoryCounterStore } from "../../src/security/counter-store.ts";
 import { windowKey } from "../../src/security/windows.ts";
 import { startUpstashBridge, type UpstashBridge } from "../fixtures/upstash-bridge.ts";
 import { testConfig, testDeps } from "../helpers/app.ts";
@@ -36,7 +37,7 @@ afterAll(async () => {
   await t.drop();
 });
 
-type Store = "redis" | "upstash" | "database";
+type Store = "redis" | "upstash" | "database" | "memory";
 
 /** Two app instances (separate clients or database connections) sharing one store, one clock. */
 async function twoInstances(store: Store, clock: ManualClock): Promise<{ a: Deps; b: Deps; prefix: string }> {
@@ -51,12 +52,14 @@ async function twoInstances(store: Store, clock: ManualClock): Promise<{ a: Deps
   const config = testConfig({ settings, cacheUrl });
   const second = await openDatabase(t.url, { poolSize: 2 });
   extraDatabases.push(second);
-  const a = await testDeps(config, { database: t.database, clock, cachePrefix: prefix });
-  const b = await testDeps(config, { database: second, clock, cachePrefix: prefix });
+  // in-process counters are shared only by instances in one process: hand both the same store
+  const counters = store === "memory" ? memoryCounterStore() : undefined;
+  const a = await testDeps(config, { database: t.database, clock, cachePrefix: prefix, counters });
+  const b = await testDeps(config, { database: second, clock, cachePrefix: prefix, counters });
   return { a, b, prefix };
 }
 
-describe.each(["redis", "upstash", "database"] as Store[])("security windows on %s", (store) => {
+describe.each(["redis", "upstash", "database", "memory"] as Store[])("security windows on %s", (store) => {
   let clock: ManualClock;
   let a: Deps;
   let b: Deps;
@@ -64,7 +67,7 @@ describe.each(["redis", "upstash", "database"] as Store[])("security windows on 
   beforeAll(async () => {
     clock = new ManualClock("2026-11-22T10:00:00Z");
     ({ a, b, prefix } = await twoInstances(store, clock));
-    expect(a.counters.kind).toBe(store === "database" ? "database" : "cache");
+    expect(a.counters.kind).toBe(store === "redis" || store === "upstash" ? "cache" : store);
   });
   afterAll(async () => {
     await a.cache?.close();
@@ -169,6 +172,7 @@ describe.each(["redis", "upstash", "database"] as Store[])("security windows on 
     await a.windows.consume("password", { account, ip: "192.0.2.99" });
     const accountKey = windowKey("password", "account", account);
     expect(accountKey).not.toContain("example.com");
+    if (store === "memory") return;
     if (store === "database") {
       const rows = await execute<{ key: string }>(
         t.database.db,
