@@ -2,7 +2,8 @@
  * Added latency of rate limiting: the same trivial route with and without the rate-limit middleware,
  * same process, same run, driven through `app.fetch` (no sockets, so the figure is the middleware's
  * own cost plus its store round trip). Stores: Redis (ioredis, 127.0.0.1:6379), Upstash REST (the
- * test bridge in front of the same Redis) and the database store (Development without a cache).
+ * test bridge in front of the same Redis), the in-process store (embedded PGlite) and the database
+ * store (Development without a cache, PostgreSQL).
  *
  *   bun run bench:rate-limit [--requests 4000] [--concurrency 32]
  *
@@ -16,7 +17,12 @@ import { systemClock } from "../src/clock.ts";
 import { clientIp } from "../src/http/client-ip.ts";
 import { createRouter } from "../src/http/context.ts";
 import { rateLimit } from "../src/http/rate-limit.ts";
-import { type CounterStore, cacheCounterStore, databaseCounterStore } from "../src/security/counter-store.ts";
+import {
+  type CounterStore,
+  cacheCounterStore,
+  databaseCounterStore,
+  memoryCounterStore,
+} from "../src/security/counter-store.ts";
 import { startUpstashBridge } from "../tests/fixtures/upstash-bridge.ts";
 import { silentLogger } from "../tests/helpers/cache.ts";
 import { createTestDatabase } from "../tests/helpers/database.ts";
@@ -116,6 +122,10 @@ try {
   rows.push((await measure("rate limit, Redis (ioredis)", buildApp(cacheCounterStore(redis)), base.p50)).row);
   rows.push(
     (await measure("rate limit, Upstash REST (local bridge)", buildApp(cacheCounterStore(upstash)), base.p50))
+      .row,
+  );
+  rows.push(
+    (await measure("rate limit, in-process store (PGlite dev)", buildApp(memoryCounterStore()), base.p50))
       .row,
   );
   rows.push(
