@@ -5,7 +5,10 @@
  * test bridge in front of the same Redis), the in-process store (embedded PGlite) and the database
  * store (Development without a cache, PostgreSQL).
  *
- *   bun run bench:rate-limit [--requests 4000] [--concurrency 32]
+ *   bun run bench:rate-limit [--requests 4000] [--concurrency 32] [--wrk] [--wrk-seconds 5]
+ *
+ * With --wrk (needs `wrk`, Debian: apt-get install -y wrk) each variant is also served with
+ * Bun.serve and loaded over loopback with `wrk -t1 -c64`, printed as a second table.
  *
  * Needs Redis on 127.0.0.1:6379 and PostgreSQL on 127.0.0.1:5432 (a scratch database is created
  * and dropped). Prints one table; copy it into docs/performance.md.
@@ -31,6 +34,8 @@ const { values } = parseArgs({
   options: {
     requests: { type: "string", default: "4000" },
     concurrency: { type: "string", default: "32" },
+    wrk: { type: "boolean", default: false },
+    "wrk-seconds": { type: "string", default: "5" },
   },
 });
 const REQUESTS = Number(values.requests);
@@ -81,6 +86,34 @@ async function concurrent(app: Fetcher): Promise<number> {
     }),
   );
   return REQUESTS / ((performance.now() - started) / 1000);
+}
+
+/** Serves the app on a random port and loads it with wrk; returns [req/s, p50 ms, p99 ms]. */
+async function wrk(app: Fetcher): Promise<[number, number, number]> {
+  const server = Bun.serve({
+    port: 0,
+    hostname: "127.0.0.1",
+    fetch: (req, srv) => app.fetch(req, { peerAddress: srv.requestIP(req)?.address }),
+  });
+  try {
+    const url = `http://127.0.0.1:${server.port}/bench`;
+    const run = (seconds: string) =>
+      Bun.spawn(["wrk", "-t1", "-c64", `-d${seconds}s`, "--latency", url], { stdout: "pipe" });
+    await run("1").exited; // warm-up
+    const child = run(values["wrk-seconds"]);
+    const out = await new Response(child.stdout).text();
+    await child.exited;
+    const toMs = (text: string | undefined) => {
+      const m = /([\d.]+)(us|ms|s)/.exec(text ?? "");
+      if (!m) return Number.NaN;
+      const v = Number(m[1]);
+      return m[2] === "us" ? v / 1000 : m[2] === "s" ? v * 1000 : v;
+    };
+    const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? Number.NaN);
+    return [rps, toMs(/\s50%\s+(\S+)/.exec(out)?.[1]), toMs(/\s99%\s+(\S+)/.exec(out)?.[1])];
+  } finally {
+    await server.stop(true);
+  }
 }
 
 const pct = (sorted: number[], p: number) =>
@@ -143,6 +176,25 @@ try {
   console.log("| variant | p50 ms | p95 ms | p99 ms | added p50 ms | req/s at concurrency |");
   console.log("| --- | ---: | ---: | ---: | ---: | ---: |");
   for (const row of rows) console.log(row);
+
+  if (values.wrk) {
+    console.log(
+      `\nServed with Bun.serve, wrk -t1 -c64 -d${values["wrk-seconds"]}s over loopback (one client IP, limit never reached)\n`,
+    );
+    console.log("| variant | req/s | p50 ms | p99 ms |");
+    console.log("| --- | ---: | ---: | ---: |");
+    const variants: [string, Fetcher][] = [
+      ["no rate limit (baseline)", buildApp(null)],
+      ["rate limit, Redis (ioredis)", buildApp(cacheCounterStore(redis))],
+      ["rate limit, in-process store (PGlite dev)", buildApp(memoryCounterStore())],
+    ];
+    for (const [name, app] of variants) {
+      const [rps, p50, p99] = await wrk(app);
+      console.log(
+        `| ${name} | ${Math.round(rps).toLocaleString("en-US")} | ${p50.toFixed(3)} | ${p99.toFixed(3)} |`,
+      );
+    }
+  }
 } finally {
   const raw = new Redis("redis://127.0.0.1:6379");
   let cursor = "0";
