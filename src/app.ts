@@ -1,8 +1,10 @@
 import { secureHeaders } from "hono/secure-headers";
 import type { Deps } from "./deps.ts";
+import { clientIp } from "./http/client-ip.ts";
 import { createRouter } from "./http/context.ts";
 import { ProblemError, problemResponse, toProblem } from "./http/errors.ts";
 import { limitBody, requestId, requestLog } from "./http/middleware.ts";
+import { rateLimit, rateLimitPolicies } from "./http/rate-limit.ts";
 import { healthRoutes } from "./http/routes/health.ts";
 
 /** Builds the HTTP app from its dependencies: no globals, so tests build it with their own. */
@@ -11,6 +13,17 @@ export function createApp(deps: Deps) {
   app.use(requestId());
   app.use(requestLog(deps.logger));
   app.use(secureHeaders());
+  app.use(clientIp(deps.config.settings.Tenancy.Resolution.TrustedProxies));
+  const policies = rateLimitPolicies(deps.config.settings, deps.config.environment);
+  const limiter = { store: deps.counters, clock: deps.clock, logger: deps.logger };
+  // probes must never be throttled: a limited readiness check would take the pod out of service
+  app.use(
+    rateLimit(policies.global, {
+      ...limiter,
+      skip: (path) => path === "/api/health" || path === "/api/health/ready",
+    }),
+  );
+  app.use("/api/auth/*", rateLimit(policies.auth, limiter));
   app.use(limitBody(deps.config.settings.Server.MaxBodyBytes));
 
   app.onError((error, c) => {

@@ -3,6 +3,13 @@ import { type Clock, systemClock } from "./clock.ts";
 import type { AppConfig } from "./config/load.ts";
 import { createRedactor, type Redactor } from "./config/redact.ts";
 import { type Database, openDatabase } from "./db/client.ts";
+import {
+  type CounterStore,
+  cacheCounterStore,
+  databaseCounterStore,
+  memoryCounterStore,
+} from "./security/counter-store.ts";
+import { createSecurityWindows, type SecurityWindows } from "./security/windows.ts";
 import { createLogger, type Logger } from "./telemetry/logger.ts";
 
 /** Everything the app, the loops and domain functions need, built once per process. */
@@ -12,6 +19,9 @@ export interface Deps {
   logger: Logger;
   database: Database;
   cache: Cache | null;
+  /** Security-window and rate-limit counters: the cache, or the database when none is configured. */
+  counters: CounterStore;
+  windows: SecurityWindows;
   clock: Clock;
 }
 
@@ -19,6 +29,10 @@ export interface CreateDepsOptions {
   /** Tests hand in their own database, clock or log sink. */
   database?: Database;
   clock?: Clock;
+  /** Tests isolate their cache keys with their own prefix. */
+  cachePrefix?: string;
+  /** Tests share one in-process store between two app instances. */
+  counters?: CounterStore;
   logWrite?: (line: string) => void;
 }
 
@@ -32,9 +46,33 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
       applicationName: "plinth",
     }));
   const cache = config.cache
-    ? createCache(config.cache.url, { environment: config.environment, logger })
+    ? createCache(config.cache.url, {
+        environment: config.environment,
+        logger,
+        token: config.cache.token,
+        prefix: options.cachePrefix,
+        commandTimeoutMs: config.settings.Cache.CommandTimeoutMs,
+      })
     : null;
-  return { config, redactor, logger, database, cache, clock: options.clock ?? systemClock };
+  // No silent downgrade: a configured cache is the only store, even while it is unreachable
+  // (callers then fail closed). Without one (never in Production) the database keeps the counters,
+  // or this process's memory on embedded PGlite, which only one process can open.
+  const counters =
+    options.counters ??
+    (cache
+      ? cacheCounterStore(cache)
+      : database.driver === "pglite"
+        ? memoryCounterStore()
+        : databaseCounterStore(database.db));
+  if (!cache) {
+    logger.warn("no cache configured: security windows and rate limits are not shared through a cache", {
+      environment: config.environment,
+      counters: counters.kind,
+    });
+  }
+  const clock = options.clock ?? systemClock;
+  const windows = createSecurityWindows({ store: counters, settings: config.settings, clock, logger });
+  return { config, redactor, logger, database, cache, counters, windows, clock };
 }
 
 export async function closeDeps(deps: Deps): Promise<void> {

@@ -78,10 +78,15 @@ async function main(argv: string[]): Promise<number> {
     }
   }
 
+  // connecting never aborts start-up; give the cache a moment so the first requests find it ready
+  if (deps.cache && !(await deps.cache.waitReady(2_000)))
+    logger.warn("cache not reachable yet; serving anyway, readiness reports it until it is back");
+
   const app = createApp(deps);
   const server = Bun.serve({
     port: config.settings.Server.Port,
-    fetch: app.fetch,
+    // the socket peer is the client IP's starting point (http/client-ip.ts)
+    fetch: (req, srv) => app.fetch(req, { peerAddress: srv.requestIP(req)?.address }),
     // the app's limit answers with a problem body; Bun's own, a little higher, stops floods before the app
     maxRequestBodySize: config.settings.Server.MaxBodyBytes + 65_536,
   });

@@ -1,16 +1,11 @@
-import { Redis } from "ioredis";
 import type { Environment } from "../config/schema.ts";
-import { withTimeout } from "../db/client.ts";
 import type { Logger } from "../telemetry/logger.ts";
+import type { Cache } from "./port.ts";
+import { createRedisCache } from "./redis.ts";
+import { createUpstashCache } from "./upstash.ts";
 
-/** The cache port. Adapters: Redis over TCP (`redis://`, `rediss://`). */
-export interface Cache {
-  readonly adapter: "redis";
-  /** Prefix every key carries (`plinth:<environment>:`). */
-  readonly prefix: string;
-  ping(timeoutMs: number): Promise<void>;
-  close(): Promise<void>;
-}
+export * from "./port.ts";
+export type { CacheScript } from "./scripts.ts";
 
 export function cachePrefix(environment: Environment): string {
   return `plinth:${environment.toLowerCase()}:`;
@@ -19,42 +14,33 @@ export function cachePrefix(environment: Environment): string {
 export interface CreateCacheOptions {
   environment: Environment;
   logger: Logger;
+  /** Upstash REST token when the URL carries none (`ConnectionStrings:CacheToken` / `CACHE_TOKEN`). */
+  token?: string;
+  /** Overrides the environment prefix (tests isolate themselves with their own). */
+  prefix?: string;
+  /** Per-command time limit; default 1,000 ms. */
+  commandTimeoutMs?: number;
 }
 
-function createRedisCache(url: string, options: CreateCacheOptions): Cache {
-  const prefix = cachePrefix(options.environment);
-  // AbortOnConnectFail=false: never throw at start-up; reconnect forever with a capped delay, and
-  // fail commands at once while disconnected (no offline queue) so callers can fail closed.
-  const client = new Redis(url, {
-    keyPrefix: prefix,
-    lazyConnect: false,
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 1,
-    connectTimeout: 2_000,
-    retryStrategy: (attempt) => Math.min(attempt * 200, 2_000),
-  });
-  let lastErrorLog = 0;
-  client.on("error", (error: Error) => {
-    const now = Date.now();
-    if (now - lastErrorLog < 30_000) return;
-    lastErrorLog = now;
-    options.logger.warn("cache connection error; reconnecting", { error: error.message });
-  });
-  return {
-    adapter: "redis",
-    prefix,
-    ping: async (timeoutMs) => {
-      await withTimeout(client.ping(), timeoutMs, "cache ping");
-    },
-    close: async () => {
-      client.disconnect(false);
-    },
-  };
+export type CacheScheme = "redis" | "upstash";
+
+/** Which adapter a URL selects, or null. `http://` (Upstash protocol) is for local bridges only. */
+export function cacheScheme(url: string): CacheScheme | null {
+  const scheme = url.slice(0, Math.max(0, url.indexOf(":"))).toLowerCase();
+  if (scheme === "redis" || scheme === "rediss") return "redis";
+  if (scheme === "https" || scheme === "http") return "upstash";
+  return null;
 }
 
 /** Opens the configured cache. Connecting never aborts start-up; readiness reports the state. */
 export function createCache(url: string, options: CreateCacheOptions): Cache {
-  const scheme = url.slice(0, url.indexOf(":"));
-  if (scheme === "redis" || scheme === "rediss") return createRedisCache(url, options);
-  throw new Error(`unsupported cache URL scheme "${scheme}:" (use redis:// or rediss://)`);
+  const settings = {
+    prefix: options.prefix ?? cachePrefix(options.environment),
+    logger: options.logger,
+    commandTimeoutMs: options.commandTimeoutMs ?? 1_000,
+  };
+  const scheme = cacheScheme(url);
+  if (scheme === "redis") return createRedisCache(url, settings);
+  if (scheme === "upstash") return createUpstashCache(url, { ...settings, token: options.token });
+  throw new Error("unsupported cache URL scheme (use redis://, rediss:// or https://)");
 }

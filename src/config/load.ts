@@ -23,7 +23,7 @@ export interface AppConfig {
   settings: Settings;
   database: { url: string; source: DatabaseSource; embedded: boolean };
   /** null when no cache is configured (allowed outside Production only). */
-  cache: { url: string; source: "ConnectionStrings:Cache" | "CACHE_URL" } | null;
+  cache: { url: string; source: "ConnectionStrings:Cache" | "CACHE_URL"; token?: string } | null;
   /** Every secret value in this configuration, for redaction. */
   secretValues: string[];
 }
@@ -216,11 +216,13 @@ export function loadConfig(options: LoadOptions = {}): AppConfig {
 
   const cacheFromSettings = settings.ConnectionStrings.Cache;
   const cacheFromEnv = env.CACHE_URL?.trim();
+  const cacheToken = settings.ConnectionStrings.CacheToken ?? (env.CACHE_TOKEN?.trim() || undefined);
   const cache: AppConfig["cache"] = cacheFromSettings
     ? { url: cacheFromSettings, source: "ConnectionStrings:Cache" }
     : cacheFromEnv
       ? { url: cacheFromEnv, source: "CACHE_URL" }
       : null;
+  if (cache && cacheToken) cache.token = cacheToken;
 
   const secretValues = new Set<string>();
   for (const key of secretKeys) {
@@ -229,6 +231,7 @@ export function loadConfig(options: LoadOptions = {}): AppConfig {
   }
   if (database) for (const value of urlSecrets(database.url)) secretValues.add(value);
   if (cache) for (const value of urlSecrets(cache.url)) secretValues.add(value);
+  if (cacheToken) secretValues.add(cacheToken);
   for (const [name, value] of Object.entries(env)) {
     if (value && /PASSWORD|SECRET|TOKEN|PEPPER|PRIVATE_?KEY|MASTER_KEY|API_KEY/i.test(name))
       secretValues.add(value);

@@ -35,6 +35,24 @@ export function isMasterKey(value: string | undefined): boolean {
   return value !== undefined && BASE64.test(value) && Buffer.from(value, "base64").length === 32;
 }
 
+/** The cache URL selects an adapter; Upstash over plain http:// is for local bridges, never Production. */
+function checkCacheUrl(cache: NonNullable<AppConfig["cache"]>): ConfigProblem[] {
+  const key = cache.source;
+  let url: URL;
+  try {
+    url = new URL(cache.url);
+  } catch {
+    return [{ key, problem: "must be a redis://, rediss:// or https:// URL" }];
+  }
+  if (url.protocol === "redis:" || url.protocol === "rediss:") return [];
+  if (url.protocol !== "https:") return [{ key, problem: "must be a redis://, rediss:// or https:// URL" }];
+  if (!url.password && !cache.token)
+    return [
+      { key: "ConnectionStrings:CacheToken", problem: "is required (or CACHE_TOKEN) for an https:// cache" },
+    ];
+  return [];
+}
+
 /** Every check of the spec's "Security and network settings" table, by key, never by value. */
 export function checkProduction(config: AppConfig): ConfigProblem[] {
   const s = config.settings;
@@ -46,6 +64,7 @@ export function checkProduction(config: AppConfig): ConfigProblem[] {
 
   if (!config.cache)
     problems.push({ key: "ConnectionStrings:Cache", problem: "is required (or CACHE_URL) in Production" });
+  else problems.push(...checkCacheUrl(config.cache));
 
   need("Security:Jwt:Issuer", s.Security.Jwt.Issuer);
   need("Security:Jwt:Audience", s.Security.Jwt.Audience);

@@ -35,6 +35,28 @@ export const configSchema = z.object({
       .min(1)
       .optional()
       .meta(secret("Cache URL: `redis://`, `rediss://` or Upstash REST `https://`. Wins over CACHE_URL.")),
+    CacheToken: z
+      .string()
+      .min(1)
+      .optional()
+      .meta(
+        secret(
+          "Upstash REST token when the `https://` cache URL carries none as its password (also `CACHE_TOKEN`).",
+        ),
+      ),
+  }),
+  Cache: z.object({
+    CommandTimeoutMs: int(
+      50,
+      1_000,
+      "Time limit of one cache command; a slower cache counts as unreachable.",
+    ),
+    TenantFeaturesSeconds: int(1, 300, "How long a tenant's effective features stay cached."),
+    OutputCacheSeconds: int(1, 60, "Default lifetime of an HTTP output-cache entry (Production)."),
+    OutputCacheEnabled: z
+      .boolean()
+      .optional()
+      .meta({ description: "HTTP output cache for opted-in anonymous GETs; default on in Production only." }),
   }),
   Database: z.object({
     PoolSize: int(1, 10, "PostgreSQL connections per process."),
@@ -144,10 +166,13 @@ export const configSchema = z.object({
       SendWindowSeconds: int(1, 900, "SMS send window."),
       VerifyLimit: int(1, 5, "SMS verification attempts per phone number and window."),
       VerifyWindowSeconds: int(1, 900, "SMS verification window."),
+      IpSendLimit: int(1, 20, "SMS sends per client IP and send window."),
+      IpVerifyLimit: int(1, 30, "SMS verification attempts per client IP and verify window."),
     }),
     Password: z.object({
       AttemptLimit: int(1, 5, "Failed password attempts per account and window."),
       AttemptWindowSeconds: int(1, 900, "Password attempt window."),
+      IpAttemptLimit: int(1, 50, "Password attempts per client IP and window (all accounts together)."),
     }),
   }),
   Tenancy: z.object({
@@ -169,15 +194,21 @@ export const configSchema = z.object({
   }),
   RateLimiting: z.object({
     Global: z.object({
-      PermitLimit: optionalInt(1, "Requests per client IP and window (required in Production)."),
-      WindowSeconds: optionalInt(1, "Global rate-limit window (required in Production)."),
+      PermitLimit: optionalInt(
+        1,
+        "Requests per client IP and window (required in Production; 600 outside it when unset).",
+      ),
+      WindowSeconds: optionalInt(1, "Global rate-limit window (required in Production; 60 outside it)."),
     }),
     Auth: z.object({
       PermitLimit: optionalInt(
         1,
-        "Authentication requests per client IP and window (required in Production).",
+        "Authentication requests per client IP and window (required in Production; 30 outside it).",
       ),
-      WindowSeconds: optionalInt(1, "Authentication rate-limit window (required in Production)."),
+      WindowSeconds: optionalInt(
+        1,
+        "Authentication rate-limit window (required in Production; 60 outside it).",
+      ),
     }),
   }),
   OpenTelemetry: z.object({

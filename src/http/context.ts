@@ -22,8 +22,14 @@ export interface ResolvedTenant {
 
 /** Per-request values set by middleware. Routes behind the auth guards can rely on `principal`. */
 export type AppEnv = {
+  /** What the server hands to `app.fetch(req, env)`: the socket peer (see http/client-ip.ts). */
+  Bindings: {
+    peerAddress?: string;
+  };
   Variables: {
     requestId: string;
+    /** The real client IP (http/client-ip.ts), or `unknown`. */
+    clientIp: string;
     principal?: Principal;
     tenant?: ResolvedTenant;
   };

@@ -1,8 +1,48 @@
 import { createApp } from "../../src/app.ts";
 import type { Clock } from "../../src/clock.ts";
 import { type AppConfig, loadConfig } from "../../src/config/load.ts";
+import type { Environment } from "../../src/config/schema.ts";
 import type { Database } from "../../src/db/client.ts";
 import { createDeps, type Deps } from "../../src/deps.ts";
+import type { CounterStore } from "../../src/security/counter-store.ts";
+
+/**
+ * Configuration for a test app: Development defaults plus `settings` (`Section:Key`), the cache URL
+ * (null: none) and, for failure-mode tests, the environment the app should believe it runs in.
+ * Production's start-up checks are not repeated here (tests/integration covers them elsewhere).
+ */
+export function testConfig(
+  options: { settings?: Record<string, string>; cacheUrl?: string | null; environment?: Environment } = {},
+): AppConfig {
+  const env: Record<string, string> = {
+    PLINTH_ENVIRONMENT: "Development",
+    DATABASE_URL: "postgres://unused",
+  };
+  if (options.cacheUrl) env.CACHE_URL = options.cacheUrl;
+  const config = loadConfig({ env, configDir: "/nonexistent", overrides: options.settings ?? {} });
+  return { ...config, environment: options.environment ?? "Development" };
+}
+
+export async function testDeps(
+  config: AppConfig,
+  input: {
+    database: Database;
+    clock?: Clock;
+    cachePrefix?: string;
+    waitForCache?: boolean;
+    counters?: CounterStore;
+  },
+): Promise<Deps> {
+  const deps = await createDeps(config, {
+    database: input.database,
+    clock: input.clock,
+    cachePrefix: input.cachePrefix,
+    counters: input.counters,
+    logWrite: () => {},
+  });
+  if (deps.cache && input.waitForCache !== false) await deps.cache.waitReady(3_000);
+  return deps;
+}
 
 export interface TestApp {
   deps: Deps;
@@ -13,7 +53,7 @@ export interface TestApp {
 }
 
 /** Loads configuration from `env` alone (no appsettings files) for a test. */
-export function testConfig(
+export function envConfig(
   env: Record<string, string | undefined> = {},
   configDir = "/nonexistent",
 ): AppConfig {
@@ -28,7 +68,7 @@ export async function createTestApp(options: {
   clock?: Clock;
 }): Promise<TestApp> {
   const logs: string[] = [];
-  const config = options.config ?? testConfig(options.env);
+  const config = options.config ?? envConfig(options.env);
   const deps = await createDeps(config, {
     database: options.database,
     clock: options.clock,

@@ -1,3 +1,4 @@
 export * from "./identity.ts";
 export * from "./jobs.ts";
+export * from "./security.ts";
 export * from "./tenants.ts";

@@ -1,0 +1,56 @@
+import type { Logger } from "../telemetry/logger.ts";
+import type { CacheScript } from "./scripts.ts";
+
+/**
+ * The cache port. Adapters: Redis over TCP (`redis://`, `rediss://`, ioredis) and Upstash REST
+ * (`https://`, `@upstash/redis`). Keys given to it are relative: the adapter prepends `prefix`.
+ * Every call fails fast (CacheUnavailableError) while the cache is unreachable; callers decide
+ * whether that fails closed (security windows, auth rate limit) or open (read-through caches).
+ */
+export interface Cache {
+  readonly adapter: "redis" | "upstash";
+  /** Prefix every key carries (`plinth:<environment>:`). */
+  readonly prefix: string;
+  ping(timeoutMs: number): Promise<void>;
+  /** Waits up to `timeoutMs` for a usable connection; never throws (start-up gives it a moment). */
+  waitReady(timeoutMs: number): Promise<boolean>;
+  get(key: string): Promise<string | null>;
+  /** Sets a value with a TTL in seconds (0: no expiry). */
+  set(key: string, value: string, ttlSeconds: number): Promise<void>;
+  /** Deletes keys; resolves to how many existed. */
+  del(...keys: string[]): Promise<number>;
+  /** Atomically adds `by`; a new key gets `ttlSeconds` (0: none). Resolves to the new value. */
+  incrBy(key: string, by: number, ttlSeconds?: number): Promise<number>;
+  /** Runs a Lua script atomically in one round trip (EVALSHA, then EVAL on NOSCRIPT). */
+  run(script: CacheScript, keys: string[], args: (string | number)[]): Promise<unknown>;
+  close(): Promise<void>;
+}
+
+/** The cache could not be reached or did not answer in time. */
+export class CacheUnavailableError extends Error {
+  override name = "CacheUnavailableError";
+  constructor(operation: string, cause: unknown) {
+    super(`cache ${operation} failed: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+  }
+}
+
+export interface AdapterSettings {
+  prefix: string;
+  logger: Logger;
+  commandTimeoutMs: number;
+}
+
+export function isNoScript(error: unknown): boolean {
+  return error instanceof Error && /NOSCRIPT/.test(error.message);
+}
+
+/** Logs at most one line per 30 s for a flapping connection. */
+export function throttledWarn(logger: Logger, message: string): (error: unknown) => void {
+  let last = 0;
+  return (error) => {
+    const now = Date.now();
+    if (now - last < 30_000) return;
+    last = now;
+    logger.warn(message, { error: error instanceof Error ? error.message : String(error) });
+  };
+}

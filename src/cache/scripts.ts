@@ -1,0 +1,78 @@
+import { createHash } from "node:crypto";
+
+/** A Lua script run atomically by the cache (EVALSHA, falling back to EVAL on NOSCRIPT). */
+export interface CacheScript {
+  readonly name: string;
+  readonly source: string;
+  readonly sha1: string;
+}
+
+export function defineScript(name: string, source: string): CacheScript {
+  return { name, source, sha1: createHash("sha1").update(source).digest("hex") };
+}
+
+/** INCRBY with a TTL set only when the key has none, so a counter's window starts at its first write. */
+export const incrByScript = defineScript(
+  "incrby-ttl",
+  `local v = redis.call('INCRBY', KEYS[1], ARGV[1])
+local ttl = tonumber(ARGV[2])
+if ttl > 0 and redis.call('TTL', KEYS[1]) == -1 then redis.call('EXPIRE', KEYS[1], ttl) end
+return v`,
+);
+
+/**
+ * Sliding-log windows over one or more keys (e.g. account and client IP), in one round trip.
+ * ARGV: now (ms), mode (check | hit | consume), member id, then limit and window (ms) per key.
+ * An attempt at t counts until t + window. Returns { allowed (1/0), retry-after ms, count per key }.
+ * `consume` records on every key only when every key allows; `hit` records unconditionally.
+ */
+export const slidingLogScript = defineScript(
+  "sliding-log",
+  `local now = tonumber(ARGV[1])
+local mode = ARGV[2]
+local id = ARGV[3]
+local retry = 0
+local blocked = false
+local counts = {}
+for i, key in ipairs(KEYS) do
+  local limit = tonumber(ARGV[2 + 2 * i])
+  local window = tonumber(ARGV[3 + 2 * i])
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
+  local count = redis.call('ZCARD', key)
+  counts[i] = count
+  if count >= limit then
+    blocked = true
+    local oldest = redis.call('ZRANGE', key, count - limit, count - limit, 'WITHSCORES')
+    local wait = tonumber(oldest[2]) + window - now
+    if wait > retry then retry = wait end
+  end
+end
+if mode == 'hit' or (mode == 'consume' and not blocked) then
+  for i, key in ipairs(KEYS) do
+    local window = tonumber(ARGV[3 + 2 * i])
+    redis.call('ZADD', key, now, id)
+    redis.call('PEXPIRE', key, window)
+    counts[i] = counts[i] + 1
+  end
+end
+local out = { blocked and 0 or 1, math.ceil(retry) }
+for i = 1, #counts do out[#out + 1] = counts[i] end
+return out`,
+);
+
+/**
+ * GCRA (a token bucket kept as one "theoretical arrival time"). ARGV: now (ms), emission interval
+ * (ms per permit), window (ms). Returns { allowed (1/0), TAT - now (ms) after the decision }.
+ */
+export const gcraScript = defineScript(
+  "gcra",
+  `local now = tonumber(ARGV[1])
+local interval = tonumber(ARGV[2])
+local window = tonumber(ARGV[3])
+local tat = tonumber(redis.call('GET', KEYS[1]) or now)
+if tat < now then tat = now end
+local next = tat + interval
+if next - now > window then return { 0, tat - now } end
+redis.call('SET', KEYS[1], string.format('%d', next), 'PX', string.format('%d', next - now))
+return { 1, next - now }`,
+);

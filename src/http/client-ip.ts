@@ -1,0 +1,122 @@
+import { isIP } from "node:net";
+import type { MiddlewareHandler } from "hono";
+import type { AppEnv } from "./context.ts";
+
+/**
+ * The real client IP: the socket peer, or, when the peer is a trusted proxy
+ * (`Tenancy:Resolution:TrustedProxies`, IPs or CIDRs), the first address in X-Forwarded-For that
+ * is not a trusted proxy, walking the chain from the right. Anything left of that address was
+ * written by the client itself and is ignored.
+ *
+ * The peer comes from the server: under Bun `server.requestIP(req)?.address`, handed to Hono as
+ * the `peerAddress` binding (`app.fetch(req, { peerAddress })`, see server.ts); under Deno
+ * `info.remoteAddr.hostname`. Without one (tests using `app.request` without env) the client IP
+ * is `unknown`, and all such requests share one rate-limit partition.
+ */
+export const UNKNOWN_CLIENT_IP = "unknown";
+
+interface Range {
+  family: 4 | 6;
+  base: bigint;
+  bits: number;
+}
+
+/** Strips brackets, ports and the IPv4-mapped IPv6 form; returns null unless an IP remains. */
+export function normaliseIp(value: string | null | undefined): string | null {
+  if (!value) return null;
+  let ip = value.trim();
+  if (ip.startsWith("[")) ip = ip.slice(1, ip.indexOf("]") > 0 ? ip.indexOf("]") : undefined);
+  else if (/^\d{1,3}(\.\d{1,3}){3}:\d+$/.test(ip)) ip = ip.slice(0, ip.lastIndexOf(":"));
+  const zone = ip.indexOf("%");
+  if (zone > 0) ip = ip.slice(0, zone);
+  const mapped = /^::ffff:(\d{1,3}(\.\d{1,3}){3})$/i.exec(ip);
+  if (mapped?.[1]) ip = mapped[1];
+  const family = isIP(ip);
+  if (family === 0) return null;
+  return family === 6 ? ip.toLowerCase() : ip;
+}
+
+function toBigInt(ip: string): { family: 4 | 6; value: bigint } {
+  if (isIP(ip) === 4) {
+    const value = ip.split(".").reduce((acc, part) => (acc << 8n) | BigInt(Number(part)), 0n);
+    return { family: 4, value };
+  }
+  let text = ip;
+  // an embedded IPv4 tail (e.g. ::ffff:1.2.3.4 kept as IPv6, or 64:ff9b::1.2.3.4)
+  const tail = /(\d{1,3}(\.\d{1,3}){3})$/.exec(text);
+  if (tail?.[1]) {
+    const v4 = toBigInt(tail[1]).value;
+    text = `${text.slice(0, -tail[1].length)}${(v4 >> 16n).toString(16)}:${(v4 & 0xffffn).toString(16)}`;
+  }
+  const [head = "", rest] = text.split("::");
+  const left = head ? head.split(":") : [];
+  const right = rest ? rest.split(":") : [];
+  const groups =
+    rest === undefined ? left : [...left, ...Array(8 - left.length - right.length).fill("0"), ...right];
+  const value = groups.reduce((acc, group) => (acc << 16n) | BigInt(Number.parseInt(group || "0", 16)), 0n);
+  return { family: 6, value };
+}
+
+function parseRange(entry: string): Range | null {
+  const [address = "", bitsText] = entry.trim().split("/");
+  const ip = normaliseIp(address);
+  if (!ip) return null;
+  const { family, value } = toBigInt(ip);
+  const width = family === 4 ? 32 : 128;
+  const bits = bitsText === undefined ? width : Number(bitsText);
+  if (!Number.isInteger(bits) || bits < 0 || bits > width) return null;
+  const shift = BigInt(width - bits);
+  return { family, base: (value >> shift) << shift, bits };
+}
+
+export interface TrustedProxies {
+  has(ip: string): boolean;
+}
+
+/** Matches IPs against a list of IPs and CIDRs (invalid entries are ignored; config checks them). */
+export function trustedProxies(entries: readonly string[]): TrustedProxies {
+  const ranges = entries.map(parseRange).filter((r): r is Range => r !== null);
+  return {
+    has: (ip) => {
+      if (ranges.length === 0) return false;
+      const normal = normaliseIp(ip);
+      if (!normal) return false;
+      const { family, value } = toBigInt(normal);
+      return ranges.some((range) => {
+        if (range.family !== family) return false;
+        const shift = BigInt((family === 4 ? 32 : 128) - range.bits);
+        return (value >> shift) << shift === range.base;
+      });
+    },
+  };
+}
+
+/** Pure: the client IP from the peer address and the X-Forwarded-For header value(s). */
+export function resolveClientIp(
+  peer: string | null | undefined,
+  forwardedFor: string | null | undefined,
+  trusted: TrustedProxies,
+): string {
+  const peerIp = normaliseIp(peer);
+  if (!peerIp) return UNKNOWN_CLIENT_IP;
+  if (!forwardedFor || !trusted.has(peerIp)) return peerIp;
+  const hops = forwardedFor.split(",").map((hop) => hop.trim());
+  let client = peerIp;
+  for (let i = hops.length - 1; i >= 0; i--) {
+    const hop = normaliseIp(hops[i]);
+    // a malformed entry cannot come from a trusted proxy: stop at the last trustworthy address
+    if (!hop) return client;
+    client = hop;
+    if (!trusted.has(hop)) return hop;
+  }
+  return client;
+}
+
+/** Sets `clientIp` for every later middleware and route. */
+export function clientIp(trustedEntries: readonly string[]): MiddlewareHandler<AppEnv> {
+  const trusted = trustedProxies(trustedEntries);
+  return async (c, next) => {
+    c.set("clientIp", resolveClientIp(c.env?.peerAddress, c.req.header("x-forwarded-for"), trusted));
+    await next();
+  };
+}

@@ -1,0 +1,124 @@
+import type { MiddlewareHandler } from "hono";
+import type { Clock } from "../clock.ts";
+import type { Environment, Settings } from "../config/schema.ts";
+import type { CounterStore } from "../security/counter-store.ts";
+import type { Logger } from "../telemetry/logger.ts";
+import type { AppEnv } from "./context.ts";
+import { ProblemError } from "./errors.ts";
+
+export interface RateLimitPolicy {
+  /** Policy name in the headers and the counter key (`global`, `auth`). */
+  name: string;
+  limit: number;
+  windowSeconds: number;
+  /**
+   * When the counter store is unreachable: `closed` answers 503 (authentication endpoints, so an
+   * outage never means unlimited guessing); `open` lets the request through and logs it.
+   */
+  onUnavailable: "open" | "closed";
+}
+
+/** Used outside Production when the settings are absent (Production requires them). */
+export const RATE_LIMIT_DEFAULTS = {
+  global: { limit: 600, windowSeconds: 60 },
+  auth: { limit: 30, windowSeconds: 60 },
+} as const;
+
+export function rateLimitPolicies(
+  settings: Settings,
+  environment: Environment,
+): { global: RateLimitPolicy; auth: RateLimitPolicy } {
+  const { Global, Auth } = settings.RateLimiting;
+  const pick = (value: number | undefined, fallback: number, key: string) => {
+    if (value !== undefined) return value;
+    // config/production.ts already refuses to start without them; this guards direct callers
+    if (environment === "Production") throw new Error(`RateLimiting:${key} is required in Production`);
+    return fallback;
+  };
+  return {
+    global: {
+      name: "global",
+      limit: pick(Global.PermitLimit, RATE_LIMIT_DEFAULTS.global.limit, "Global:PermitLimit"),
+      windowSeconds: pick(
+        Global.WindowSeconds,
+        RATE_LIMIT_DEFAULTS.global.windowSeconds,
+        "Global:WindowSeconds",
+      ),
+      onUnavailable: "open",
+    },
+    auth: {
+      name: "auth",
+      limit: pick(Auth.PermitLimit, RATE_LIMIT_DEFAULTS.auth.limit, "Auth:PermitLimit"),
+      windowSeconds: pick(Auth.WindowSeconds, RATE_LIMIT_DEFAULTS.auth.windowSeconds, "Auth:WindowSeconds"),
+      onUnavailable: "closed",
+    },
+  };
+}
+
+export interface RateLimitOptions {
+  store: CounterStore;
+  clock: Clock;
+  logger: Logger;
+  /** Requests this returns true for are not counted (health probes). */
+  skip?: (path: string) => boolean;
+}
+
+/**
+ * Token-bucket (GCRA) rate limit partitioned by client IP (`clientIp`, set by http/client-ip.ts).
+ * Adds `RateLimit-Policy: "<name>";q=<limit>;w=<window>` and `RateLimit: "<name>";r=<left>;t=<s>`
+ * (several policies on one route are listed together); a refused request gets 429 `rate_limited`
+ * with `Retry-After`.
+ */
+export function rateLimit(policy: RateLimitPolicy, options: RateLimitOptions): MiddlewareHandler<AppEnv> {
+  const windowMs = policy.windowSeconds * 1000;
+  const policyHeader = `"${policy.name}";q=${policy.limit};w=${policy.windowSeconds}`;
+  let lastOpenLog = 0;
+  return async (c, next) => {
+    if (options.skip?.(c.req.path)) return next();
+    const ip = c.get("clientIp") ?? "unknown";
+    let outcome: Awaited<ReturnType<CounterStore["rate"]>>;
+    try {
+      outcome = await options.store.rate(
+        `rl:${policy.name}:${ip}`,
+        policy.limit,
+        windowMs,
+        options.clock.now().getTime(),
+      );
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      if (policy.onUnavailable === "closed") {
+        options.logger.error("rate-limit store unavailable; failing closed", {
+          policy: policy.name,
+          error: message,
+        });
+        throw new ProblemError("unavailable", "Temporarily unavailable, try again shortly.", {
+          headers: { "retry-after": "5" },
+        });
+      }
+      const now = Date.now();
+      if (now - lastOpenLog > 30_000) {
+        lastOpenLog = now;
+        options.logger.warn("rate-limit store unavailable; letting requests through", {
+          policy: policy.name,
+          error: message,
+        });
+      }
+      return next();
+    }
+    const state = `"${policy.name}";r=${outcome.remaining};t=${Math.ceil(outcome.resetMs / 1000)}`;
+    // appended, so a route under several policies lists them all (the refusal keeps them too)
+    c.header("ratelimit-policy", policyHeader, { append: true });
+    c.header("ratelimit", state, { append: true });
+    if (!outcome.allowed) {
+      const retryAfter = Math.max(1, Math.ceil(outcome.retryAfterMs / 1000));
+      throw new ProblemError(
+        "rate_limited",
+        `Rate limit "${policy.name}" exceeded. Retry after ${retryAfter} s.`,
+        {
+          headers: { "retry-after": String(retryAfter) },
+        },
+      );
+    }
+    await next();
+  };
+}

@@ -1,0 +1,246 @@
+import { inArray, lt, sql } from "drizzle-orm";
+import type { Cache } from "../cache/index.ts";
+import { gcraScript, slidingLogScript } from "../cache/scripts.ts";
+import { type Db, execute } from "../db/client.ts";
+import { securityCounters } from "../db/schema/security.ts";
+
+/** One sliding window: at most `limit` attempts in any `windowMs`. */
+export interface WindowSpec {
+  key: string;
+  limit: number;
+  windowMs: number;
+}
+
+export type WindowMode = "check" | "hit" | "consume";
+
+export interface WindowOutcome {
+  /** Every window was under its limit (for `hit`: before this attempt). */
+  allowed: boolean;
+  /** When `allowed` is false: how long until every window accepts an attempt again. */
+  retryAfterMs: number;
+  /** Attempts inside each window after the operation, in `specs` order. */
+  counts: number[];
+}
+
+export interface RateOutcome {
+  allowed: boolean;
+  /** Permits left right now. */
+  remaining: number;
+  /** Until the full quota is back. */
+  resetMs: number;
+  /** When refused: until the next permit. */
+  retryAfterMs: number;
+}
+
+/**
+ * Where security windows and rate limits keep their counters: the cache (always when one is
+ * configured), else the database (`security_counters`, so several processes agree), or this
+ * process's memory when the database is embedded PGlite (one process by construction). Every operation
+ * is atomic across its keys; "now" comes from the caller's clock.
+ */
+export interface CounterStore {
+  readonly kind: "cache" | "database" | "memory";
+  window(mode: WindowMode, specs: WindowSpec[], nowMs: number): Promise<WindowOutcome>;
+  resetWindows(keys: string[]): Promise<void>;
+  /** One request against a token bucket of `limit` permits refilled over `windowMs` (GCRA). */
+  rate(key: string, limit: number, windowMs: number, nowMs: number): Promise<RateOutcome>;
+}
+
+/** GCRA in microseconds: `interval` per permit, burst up to `limit` (interval * limit <= window). */
+function gcraParams(limit: number, windowMs: number) {
+  const windowUs = windowMs * 1000;
+  return { windowUs, intervalUs: Math.max(1, Math.floor(windowUs / limit)) };
+}
+
+/** Outcome from the TAT relative to now after the decision (what the script returns). */
+function gcraOutcome(allowed: boolean, tatRelUs: number, intervalUs: number, windowUs: number): RateOutcome {
+  if (allowed) {
+    return {
+      allowed,
+      remaining: Math.max(0, Math.floor((windowUs - tatRelUs) / intervalUs)),
+      resetMs: Math.ceil(tatRelUs / 1000),
+      retryAfterMs: 0,
+    };
+  }
+  return {
+    allowed,
+    remaining: 0,
+    resetMs: Math.ceil(tatRelUs / 1000),
+    retryAfterMs: Math.max(1, Math.ceil((tatRelUs + intervalUs - windowUs) / 1000)),
+  };
+}
+
+export function cacheCounterStore(cache: Cache): CounterStore {
+  return {
+    kind: "cache",
+    window: async (mode, specs, nowMs) => {
+      const args: (string | number)[] = [nowMs, mode, `${nowMs}:${crypto.randomUUID()}`];
+      for (const spec of specs) args.push(spec.limit, spec.windowMs);
+      const out = (await cache.run(
+        slidingLogScript,
+        specs.map((s) => s.key),
+        args,
+      )) as number[];
+      return { allowed: out[0] === 1, retryAfterMs: Number(out[1] ?? 0), counts: out.slice(2).map(Number) };
+    },
+    resetWindows: async (keys) => {
+      await cache.del(...keys);
+    },
+    rate: async (key, limit, windowMs, nowMs) => {
+      const { windowUs, intervalUs } = gcraParams(limit, windowMs);
+      const out = (await cache.run(gcraScript, [key], [nowMs * 1000, intervalUs, windowUs])) as number[];
+      return gcraOutcome(out[0] === 1, Number(out[1] ?? 0), intervalUs, windowUs);
+    },
+  };
+}
+
+/** The sliding-log decision, the same as the cache's script, on the hits of each window. */
+export function decideWindows(
+  mode: WindowMode,
+  specs: WindowSpec[],
+  hits: number[][],
+  nowMs: number,
+): WindowOutcome & { next: number[][] | null } {
+  let retry = 0;
+  let blocked = false;
+  const live = specs.map((spec, i) =>
+    (hits[i] ?? []).filter((at) => at > nowMs - spec.windowMs).sort((a, b) => a - b),
+  );
+  specs.forEach((spec, i) => {
+    const inWindow = live[i] ?? [];
+    if (inWindow.length >= spec.limit) {
+      blocked = true;
+      const oldest = inWindow[inWindow.length - spec.limit] ?? nowMs;
+      retry = Math.max(retry, oldest + spec.windowMs - nowMs);
+    }
+  });
+  const record = mode === "hit" || (mode === "consume" && !blocked);
+  const next = record ? live.map((inWindow) => [...inWindow, nowMs]) : mode === "check" ? null : live;
+  return {
+    allowed: !blocked,
+    retryAfterMs: Math.ceil(retry),
+    counts: (next ?? live).map((inWindow) => inWindow.length),
+    next,
+  };
+}
+
+const numbers = (text: string | null): number[] => (text ? text.split(",").map(Number) : []);
+const bigintArray = (values: number[]) => `{${values.map((v) => Math.trunc(v)).join(",")}}`;
+
+/**
+ * Counters in PostgreSQL (or PGlite): each operation is one transaction that locks its rows in key
+ * order, so concurrent processes on the same database serialise per key.
+ */
+export function databaseCounterStore(db: Db, options: { cleanupEvery?: number } = {}): CounterStore {
+  const cleanupEvery = options.cleanupEvery ?? 200;
+  let calls = 0;
+  const maybeCleanup = async (nowMs: number) => {
+    if (++calls % cleanupEvery !== 0) return;
+    await db.delete(securityCounters).where(lt(securityCounters.expiresAt, new Date(nowMs)));
+  };
+  const lockRow = async (tx: Db, key: string, nowMs: number) => {
+    const [row] = await execute<{ hits: string | null; tat: string | null }>(
+      tx,
+      sql`insert into security_counters (key, expires_at) values (${key}, ${new Date(nowMs).toISOString()})
+          on conflict (key) do update set key = excluded.key
+          returning array_to_string(hits, ',') as hits, tat::text as tat`,
+    );
+    return { hits: numbers(row?.hits ?? null), tat: row?.tat ? Number(row.tat) : null };
+  };
+
+  return {
+    kind: "database",
+    window: async (mode, specs, nowMs) => {
+      const order = specs
+        .map((spec, i) => ({ spec, i }))
+        .sort((a, b) => a.spec.key.localeCompare(b.spec.key));
+      const outcome = await db.transaction(async (tx) => {
+        const hits: number[][] = [];
+        for (const { spec, i } of order) hits[i] = (await lockRow(tx as unknown as Db, spec.key, nowMs)).hits;
+        const decision = decideWindows(mode, specs, hits, nowMs);
+        if (decision.next) {
+          for (const [i, spec] of specs.entries()) {
+            const kept = decision.next[i] ?? [];
+            const expiresAt = new Date((kept.at(-1) ?? nowMs) + spec.windowMs).toISOString();
+            await execute(
+              tx,
+              sql`update security_counters set hits = ${bigintArray(kept)}::bigint[], expires_at = ${expiresAt}
+                  where key = ${spec.key}`,
+            );
+          }
+        }
+        return decision;
+      });
+      await maybeCleanup(nowMs);
+      return { allowed: outcome.allowed, retryAfterMs: outcome.retryAfterMs, counts: outcome.counts };
+    },
+    resetWindows: async (keys) => {
+      if (keys.length > 0) await db.delete(securityCounters).where(inArray(securityCounters.key, keys));
+    },
+    rate: async (key, limit, windowMs, nowMs) => {
+      const { windowUs, intervalUs } = gcraParams(limit, windowMs);
+      const nowUs = nowMs * 1000;
+      const result = await db.transaction(async (tx) => {
+        const row = await lockRow(tx as unknown as Db, key, nowMs);
+        const tat = Math.max(row.tat ?? nowUs, nowUs);
+        const next = tat + intervalUs;
+        if (next - nowUs > windowUs) return gcraOutcome(false, tat - nowUs, intervalUs, windowUs);
+        await execute(
+          tx,
+          sql`update security_counters set tat = ${next}, expires_at = ${new Date(next / 1000).toISOString()}
+              where key = ${key}`,
+        );
+        return gcraOutcome(true, next - nowUs, intervalUs, windowUs);
+      });
+      await maybeCleanup(nowMs);
+      return result;
+    },
+  };
+}
+
+/**
+ * Counters in this process only: for embedded PGlite, whose data directory one process holds at a
+ * time, so there is no second process to disagree with. Expired entries are swept as they are met.
+ */
+export function memoryCounterStore(): CounterStore {
+  const logs = new Map<string, { hits: number[]; expiresAt: number }>();
+  const tats = new Map<string, number>();
+  let calls = 0;
+  const sweep = (nowMs: number) => {
+    if (++calls % 500 !== 0) return;
+    for (const [key, entry] of logs) if (entry.expiresAt <= nowMs) logs.delete(key);
+    for (const [key, tat] of tats) if (tat <= nowMs * 1000) tats.delete(key);
+  };
+  return {
+    kind: "memory",
+    window: async (mode, specs, nowMs) => {
+      sweep(nowMs);
+      const decision = decideWindows(
+        mode,
+        specs,
+        specs.map((spec) => logs.get(spec.key)?.hits ?? []),
+        nowMs,
+      );
+      if (decision.next) {
+        for (const [i, spec] of specs.entries()) {
+          const hits = decision.next[i] ?? [];
+          logs.set(spec.key, { hits, expiresAt: (hits.at(-1) ?? nowMs) + spec.windowMs });
+        }
+      }
+      return { allowed: decision.allowed, retryAfterMs: decision.retryAfterMs, counts: decision.counts };
+    },
+    resetWindows: async (keys) => {
+      for (const key of keys) logs.delete(key);
+    },
+    rate: async (key, limit, windowMs, nowMs) => {
+      sweep(nowMs);
+      const { windowUs, intervalUs } = gcraParams(limit, windowMs);
+      const nowUs = nowMs * 1000;
+      const tat = Math.max(tats.get(key) ?? nowUs, nowUs);
+      const next = tat + intervalUs;
+      if (next - nowUs > windowUs) return gcraOutcome(false, tat - nowUs, intervalUs, windowUs);
+      tats.set(key, next);
+      return gcraOutcome(true, next - nowUs, intervalUs, windowUs);
+    },
+  };
+}

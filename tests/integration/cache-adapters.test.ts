@@ -1,0 +1,182 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { Redis as UpstashClient } from "@upstash/redis";
+import { type Cache, CacheUnavailableError, createCache } from "../../src/cache/index.ts";
+import { defineScript, slidingLogScript } from "../../src/cache/scripts.ts";
+import { startUpstashBridge, type UpstashBridge } from "../fixtures/upstash-bridge.ts";
+import { openRedisCache, rawRedis, silentLogger, uniquePrefix } from "../helpers/cache.ts";
+
+const raw = rawRedis();
+let bridge: UpstashBridge;
+const prefixes: string[] = [];
+
+beforeAll(async () => {
+  bridge = await startUpstashBridge();
+});
+afterAll(async () => {
+  for (const prefix of prefixes) await raw.cleanup(prefix);
+  raw.close();
+  await bridge.stop();
+});
+
+const adapters: [string, (prefix: string) => Promise<Cache>][] = [
+  ["redis (ioredis over TCP)", (prefix) => openRedisCache(prefix)],
+  [
+    "upstash (REST through the bridge)",
+    async (prefix) =>
+      createCache(bridge.url, {
+        environment: "Development",
+        logger: silentLogger,
+        prefix,
+        token: bridge.token,
+      }),
+  ],
+];
+
+describe.each(adapters)("cache contract: %s", (_name, open) => {
+  let cache: Cache;
+  let prefix: string;
+  beforeAll(async () => {
+    prefix = uniquePrefix("contract");
+    prefixes.push(prefix);
+    cache = await open(prefix);
+  });
+  afterAll(() => cache.close());
+
+  test("ping answers", async () => {
+    await cache.ping(1_000);
+  });
+
+  test("set/get/del round-trip values exactly, under the prefix", async () => {
+    const values = ["plain", "aGVsbG8=", "OK", "ünïcödé ✓", JSON.stringify({ a: [1, "x"] }), ""];
+    for (const [i, value] of values.entries()) {
+      await cache.set(`v:${i}`, value, 60);
+      expect(await cache.get(`v:${i}`)).toBe(value);
+    }
+    expect(await raw.client.get(`${prefix}v:0`)).toBe("plain");
+    const ttl = await raw.client.ttl(`${prefix}v:0`);
+    expect(ttl).toBeGreaterThan(50);
+    expect(ttl).toBeLessThanOrEqual(60);
+    expect(await cache.del("v:0", "v:1", "missing")).toBe(2);
+    expect(await cache.get("v:0")).toBeNull();
+    expect(await cache.get("never-set")).toBeNull();
+  });
+
+  test("set without TTL keeps the key", async () => {
+    await cache.set("forever", "1", 0);
+    expect(await raw.client.ttl(`${prefix}forever`)).toBe(-1);
+  });
+
+  test("incrBy is atomic and gives a new key its TTL once", async () => {
+    const results = await Promise.all(Array.from({ length: 20 }, () => cache.incrBy("counter", 2, 100)));
+    expect(results.sort((a, b) => a - b)).toEqual(Array.from({ length: 20 }, (_, i) => 2 * (i + 1)));
+    expect(await raw.client.ttl(`${prefix}counter`)).toBeGreaterThan(90);
+    await raw.client.expire(`${prefix}counter`, 500);
+    await cache.incrBy("counter", 1, 100);
+    expect(await raw.client.ttl(`${prefix}counter`)).toBeGreaterThan(400);
+    expect(await cache.incrBy("no-ttl", 5)).toBe(5);
+    expect(await raw.client.ttl(`${prefix}no-ttl`)).toBe(-1);
+  });
+
+  test("scripts run with prefixed keys; an unknown script falls back from EVALSHA to EVAL", async () => {
+    const fresh = defineScript("echo", `-- ${crypto.randomUUID()}\nreturn { KEYS[1], ARGV[1], 7 }`);
+    expect(await cache.run(fresh, ["k"], ["arg"])).toEqual([`${prefix}k`, "arg", 7]);
+    expect(await cache.run(fresh, ["k2"], ["again"])).toEqual([`${prefix}k2`, "again", 7]);
+    const out = (await cache.run(
+      slidingLogScript,
+      ["w:a", "w:b"],
+      [1_000, "consume", "m1", 2, 500, 3, 500],
+    )) as number[];
+    expect(out).toEqual([1, 0, 1, 1]);
+    expect(await raw.client.zcard(`${prefix}w:a`)).toBe(1);
+  });
+
+  test("a script error is reported, not swallowed", async () => {
+    const broken = defineScript("broken", "return redis.call('NOPE')");
+    await expect(cache.run(broken, [], [])).rejects.toBeInstanceOf(CacheUnavailableError);
+  });
+});
+
+describe("upstash bridge protocol", () => {
+  test("refuses a wrong token", async () => {
+    const client = new UpstashClient({
+      url: bridge.url,
+      token: "wrong",
+      retry: false,
+      enableTelemetry: false,
+    });
+    await expect(client.ping()).rejects.toThrow();
+  });
+
+  test("serves /pipeline and /multi-exec with base64 encoding", async () => {
+    const prefix = uniquePrefix("bridge");
+    prefixes.push(prefix);
+    const client = new UpstashClient({
+      url: bridge.url,
+      token: bridge.token,
+      retry: false,
+      enableTelemetry: false,
+      automaticDeserialization: false,
+    });
+    const before = bridge.requests.get("/multi-exec") ?? 0;
+    const tx = client.multi();
+    tx.set(`${prefix}a`, "aGVsbG8=");
+    tx.incrby(`${prefix}n`, 3);
+    tx.get(`${prefix}a`);
+    expect(await tx.exec()).toEqual(["OK", 3, "aGVsbG8="]);
+    expect(bridge.requests.get("/multi-exec")).toBe(before + 1);
+
+    const pipe = client.pipeline();
+    pipe.get(`${prefix}a`);
+    pipe.incrby(`${prefix}n`, 1);
+    pipe.lrange(`${prefix}missing`, 0, -1);
+    expect(await pipe.exec()).toEqual(["aGVsbG8=", 4, []]);
+    expect(bridge.requests.get("/pipeline")).toBeGreaterThanOrEqual(1);
+  });
+
+  test("concurrent transactions never interleave", async () => {
+    const prefix = uniquePrefix("bridge-tx");
+    prefixes.push(prefix);
+    const client = new UpstashClient({
+      url: bridge.url,
+      token: bridge.token,
+      retry: false,
+      enableTelemetry: false,
+    });
+    const runs = await Promise.all(
+      Array.from({ length: 10 }, async () => {
+        const tx = client.multi();
+        tx.incr(`${prefix}x`);
+        tx.incr(`${prefix}x`);
+        return (await tx.exec()) as number[];
+      }),
+    );
+    for (const [first, second] of runs) expect(second).toBe((first ?? 0) + 1);
+  });
+});
+
+describe("an unreachable cache", () => {
+  test("creating never throws; calls fail fast with CacheUnavailableError", async () => {
+    const cache = createCache("redis://127.0.0.1:1", { environment: "Production", logger: silentLogger });
+    const started = performance.now();
+    await expect(cache.get("x")).rejects.toBeInstanceOf(CacheUnavailableError);
+    await expect(cache.ping(500)).rejects.toThrow();
+    expect(performance.now() - started).toBeLessThan(1_500);
+    await cache.close();
+  });
+
+  test("upstash: an unreachable endpoint fails within the command timeout", async () => {
+    const cache = createCache("http://127.0.0.1:1", {
+      environment: "Production",
+      logger: silentLogger,
+      token: "t",
+      commandTimeoutMs: 300,
+    });
+    await expect(cache.get("x")).rejects.toBeInstanceOf(CacheUnavailableError);
+  });
+
+  test("the environment sets the prefix", () => {
+    const cache = createCache("redis://127.0.0.1:1", { environment: "Production", logger: silentLogger });
+    expect(cache.prefix).toBe("plinth:production:");
+    void cache.close();
+  });
+});

@@ -1,0 +1,169 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { type App, createApp } from "../../src/app.ts";
+import type { AppConfig } from "../../src/config/load.ts";
+import type { Deps } from "../../src/deps.ts";
+import { outputCacheFor } from "../../src/http/output-cache.ts";
+import { testConfig, testDeps } from "../helpers/app.ts";
+import { REDIS_URL, rawRedis, uniquePrefix } from "../helpers/cache.ts";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+
+let t: TestDatabase;
+const raw = rawRedis();
+const prefixes: string[] = [];
+const opened: Deps[] = [];
+beforeAll(async () => {
+  t = await createTestDatabase();
+});
+afterAll(async () => {
+  for (const deps of opened) await deps.cache?.close();
+  for (const prefix of prefixes) await raw.cleanup(prefix);
+  raw.close();
+  await t.drop();
+});
+
+/** An app with opted-in routes that count how often their handler really ran. */
+async function build(config: AppConfig, waitForCache = true) {
+  const prefix = uniquePrefix("out");
+  prefixes.push(prefix);
+  const deps = await testDeps(config, { database: t.database, cachePrefix: prefix, waitForCache });
+  opened.push(deps);
+  const app: App = createApp(deps);
+  const calls = { plans: 0, cookie: 0, missing: 0, lang: 0 };
+  // stand-in for tenant resolution (built elsewhere): the output cache keys by c.get("tenant")
+  app.use("/api/public/*", async (c, next) => {
+    const code = c.req.header("x-test-tenant");
+    if (code) c.set("tenant", { id: `id-${code}`, code });
+    await next();
+  });
+  app.use("/api/public/*", outputCacheFor(deps));
+  app.get("/api/public/plans", (c) => {
+    calls.plans++;
+    return c.json({
+      plans: ["free", "pro"],
+      tenant: c.get("tenant")?.code ?? null,
+      q: c.req.query("q") ?? null,
+    });
+  });
+  app.get("/api/public/with-cookie", (c) => {
+    calls.cookie++;
+    c.header("set-cookie", "session=abc; HttpOnly");
+    return c.json({ ok: true });
+  });
+  app.get("/api/public/missing", (c) => {
+    calls.missing++;
+    return c.json({ code: "not_found" }, 404);
+  });
+  app.get("/api/public/greeting", (c) => {
+    calls.lang++;
+    c.header("vary", "Accept-Language");
+    return c.json({ hello: c.req.header("accept-language")?.startsWith("fr") ? "bonjour" : "hello" });
+  });
+  return { app, deps, calls, prefix };
+}
+
+const production = () =>
+  testConfig({
+    cacheUrl: REDIS_URL,
+    environment: "Production",
+    settings: { "RateLimiting:Global:PermitLimit": "10000", "RateLimiting:Global:WindowSeconds": "60" },
+  });
+
+describe("output cache in Production", () => {
+  let ctx: Awaited<ReturnType<typeof build>>;
+  beforeAll(async () => {
+    const config = production();
+    config.settings.RateLimiting.Auth = { PermitLimit: 100, WindowSeconds: 60 };
+    ctx = await build(config);
+  });
+
+  test("an anonymous GET is served from the cache the second time", async () => {
+    const first = await ctx.app.request("/api/public/plans?b=2&a=1");
+    expect(first.headers.get("x-cache")).toBe("miss");
+    const body = await first.json();
+    const second = await ctx.app.request("/api/public/plans?a=1&b=2");
+    expect(second.status).toBe(200);
+    expect(second.headers.get("x-cache")).toBe("hit");
+    expect(second.headers.get("content-type")).toContain("application/json");
+    expect(second.headers.get("age")).not.toBeNull();
+    expect(await second.json()).toEqual(body);
+    expect(ctx.calls.plans).toBe(1);
+    const keys = await raw.keys(`${ctx.prefix}out:`);
+    expect(keys.length).toBeGreaterThan(0);
+  });
+
+  test("the query and the tenant are part of the key", async () => {
+    const before = ctx.calls.plans;
+    const q = (await (await ctx.app.request("/api/public/plans?q=x")).json()) as { q: string };
+    expect(q.q).toBe("x");
+    const acme = await ctx.app.request("/api/public/plans", { headers: { "x-test-tenant": "acme" } });
+    expect(((await acme.json()) as { tenant: string }).tenant).toBe("acme");
+    const globex = await ctx.app.request("/api/public/plans", { headers: { "x-test-tenant": "globex" } });
+    expect(((await globex.json()) as { tenant: string }).tenant).toBe("globex");
+    const acmeAgain = await ctx.app.request("/api/public/plans", { headers: { "x-test-tenant": "acme" } });
+    expect(acmeAgain.headers.get("x-cache")).toBe("hit");
+    expect(((await acmeAgain.json()) as { tenant: string }).tenant).toBe("acme");
+    expect(ctx.calls.plans - before).toBe(3);
+  });
+
+  test("requests with Authorization or Cookie bypass the cache", async () => {
+    await ctx.app.request("/api/public/plans?who=me");
+    const before = ctx.calls.plans;
+    const authed = await ctx.app.request("/api/public/plans?who=me", {
+      headers: { authorization: "Bearer x" },
+    });
+    expect(authed.headers.get("x-cache")).toBeNull();
+    await ctx.app.request("/api/public/plans?who=me", { headers: { cookie: "session=1" } });
+    expect(ctx.calls.plans - before).toBe(2);
+  });
+
+  test("responses that set a cookie or are not 200 are never stored", async () => {
+    await ctx.app.request("/api/public/with-cookie");
+    const again = await ctx.app.request("/api/public/with-cookie");
+    expect(again.headers.get("set-cookie")).toContain("session=abc");
+    expect(ctx.calls.cookie).toBe(2);
+    await ctx.app.request("/api/public/missing");
+    expect((await ctx.app.request("/api/public/missing")).status).toBe(404);
+    expect(ctx.calls.missing).toBe(2);
+  });
+
+  test("Vary is honoured: each language gets its own entry", async () => {
+    const en = async () =>
+      (await (
+        await ctx.app.request("/api/public/greeting", { headers: { "accept-language": "en" } })
+      ).json()) as {
+        hello: string;
+      };
+    const fr = async () =>
+      (await (
+        await ctx.app.request("/api/public/greeting", { headers: { "accept-language": "fr" } })
+      ).json()) as {
+        hello: string;
+      };
+    expect((await en()).hello).toBe("hello");
+    expect((await fr()).hello).toBe("bonjour");
+    expect((await en()).hello).toBe("hello");
+    expect((await fr()).hello).toBe("bonjour");
+    expect(ctx.calls.lang).toBe(2);
+  });
+});
+
+describe("output cache elsewhere", () => {
+  test("off outside Production", async () => {
+    const { app, calls } = await build(testConfig({ cacheUrl: REDIS_URL }));
+    await app.request("/api/public/plans");
+    await app.request("/api/public/plans");
+    expect(calls.plans).toBe(2);
+  });
+
+  test("an unreachable cache serves the route itself", async () => {
+    const config = production();
+    config.settings.RateLimiting.Auth = { PermitLimit: 100, WindowSeconds: 60 };
+    const { app, calls } = await build(
+      { ...config, cache: { url: "redis://127.0.0.1:1", source: "CACHE_URL" } },
+      false,
+    );
+    expect((await app.request("/api/public/plans")).status).toBe(200);
+    expect((await app.request("/api/public/plans")).status).toBe(200);
+    expect(calls.plans).toBe(2);
+  });
+});

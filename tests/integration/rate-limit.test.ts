@@ -1,0 +1,143 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { type App, createApp } from "../../src/app.ts";
+import { ManualClock } from "../../src/clock.ts";
+import type { Deps } from "../../src/deps.ts";
+import { rateLimitPolicies } from "../../src/http/rate-limit.ts";
+import { testConfig, testDeps } from "../helpers/app.ts";
+import { REDIS_URL, rawRedis, uniquePrefix } from "../helpers/cache.ts";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { addProbeRoutes } from "../helpers/probe-routes.ts";
+
+const settings = {
+  "RateLimiting:Global:PermitLimit": "5",
+  "RateLimiting:Global:WindowSeconds": "60",
+  "RateLimiting:Auth:PermitLimit": "2",
+  "RateLimiting:Auth:WindowSeconds": "60",
+  "Tenancy:Resolution:TrustedProxies:0": "10.0.0.0/8",
+};
+
+let t: TestDatabase;
+const raw = rawRedis();
+const prefixes: string[] = [];
+beforeAll(async () => {
+  t = await createTestDatabase();
+});
+afterAll(async () => {
+  for (const prefix of prefixes) await raw.cleanup(prefix);
+  raw.close();
+  await t.drop();
+});
+
+const get = (app: App, path: string, peerAddress: string, headers: Record<string, string> = {}) =>
+  app.request(path, { headers }, { peerAddress });
+
+describe.each(["redis", "database"] as const)("rate limiting on %s", (store) => {
+  let clock: ManualClock;
+  let deps: Deps;
+  let app: App;
+  let second: App;
+  beforeAll(async () => {
+    clock = new ManualClock("2026-11-22T10:00:00Z");
+    const prefix = uniquePrefix(`rl-${store}`);
+    prefixes.push(prefix);
+    const config = testConfig({ settings, cacheUrl: store === "redis" ? REDIS_URL : null });
+    deps = await testDeps(config, { database: t.database, clock, cachePrefix: prefix });
+    app = addProbeRoutes(createApp(deps), deps);
+    const other = await testDeps(config, { database: t.database, clock, cachePrefix: prefix });
+    second = addProbeRoutes(createApp(other), other);
+  });
+  afterAll(() => deps.cache?.close());
+
+  test("the global limit: headers count down, the 6th request is 429 with Retry-After", async () => {
+    const ip = `198.51.100.${store === "redis" ? 1 : 2}`;
+    for (let i = 0; i < 5; i++) {
+      const res = await get(app, "/api/probe", ip);
+      expect(res.status).toBe(200);
+      expect(res.headers.get("ratelimit-policy")).toBe('"global";q=5;w=60');
+      expect(res.headers.get("ratelimit")).toBe(`"global";r=${4 - i};t=${12 * (i + 1)}`);
+    }
+    const refused = await get(app, "/api/probe", ip);
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get("content-type")).toContain("application/problem+json");
+    expect(refused.headers.get("retry-after")).toBe("12");
+    expect(refused.headers.get("ratelimit")).toBe('"global";r=0;t=60');
+    const body = (await refused.json()) as { code: string; status: number };
+    expect(body.code).toBe("rate_limited");
+    expect(body.status).toBe(429);
+
+    // another client is unaffected; after Retry-After one more permit is back
+    expect((await get(app, "/api/probe", "198.51.100.99")).status).toBe(200);
+    clock.advance(12_000);
+    expect((await get(app, "/api/probe", ip)).status).toBe(200);
+    expect((await get(app, "/api/probe", ip)).status).toBe(429);
+    clock.advance(60_000);
+  });
+
+  test("health probes are never limited", async () => {
+    const ip = "198.51.100.50";
+    for (let i = 0; i < 8; i++) {
+      const res = await get(app, "/api/health", ip);
+      expect(res.status).toBe(200);
+      expect(res.headers.get("ratelimit")).toBeNull();
+    }
+    expect((await get(app, "/api/health/ready", ip)).headers.get("ratelimit")).toBeNull();
+  });
+
+  test("authentication endpoints have the stricter limit on top of the global one", async () => {
+    const ip = "198.51.100.60";
+    const first = await get(app, "/api/auth/probe", ip);
+    expect(first.status).toBe(200);
+    expect(first.headers.get("ratelimit-policy")).toBe('"global";q=5;w=60, "auth";q=2;w=60');
+    expect(first.headers.get("ratelimit")).toBe('"global";r=4;t=12, "auth";r=1;t=30');
+    expect((await get(app, "/api/auth/probe", ip)).status).toBe(200);
+    const refused = await get(app, "/api/auth/probe", ip);
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get("retry-after")).toBe("30");
+    expect(refused.headers.get("ratelimit-policy")).toBe('"global";q=5;w=60, "auth";q=2;w=60');
+    // the global budget is still there for other routes
+    expect((await get(app, "/api/probe", ip)).status).toBe(200);
+    clock.advance(60_000);
+  });
+
+  test("two app instances share one budget per client", async () => {
+    const ip = "198.51.100.70";
+    for (let i = 0; i < 5; i++) expect((await get(i % 2 ? app : second, "/api/probe", ip)).status).toBe(200);
+    expect((await get(second, "/api/probe", ip)).status).toBe(429);
+    expect((await get(app, "/api/probe", ip)).status).toBe(429);
+    clock.advance(60_000);
+  });
+
+  test("forwarded addresses count only behind a trusted proxy", async () => {
+    // behind the trusted proxy, each forwarded client has its own budget
+    for (let i = 0; i < 5; i++)
+      expect((await get(app, "/api/probe", "10.1.1.1", { "x-forwarded-for": "192.0.2.10" })).status).toBe(
+        200,
+      );
+    expect((await get(app, "/api/probe", "10.1.1.1", { "x-forwarded-for": "192.0.2.10" })).status).toBe(429);
+    expect((await get(app, "/api/probe", "10.1.1.1", { "x-forwarded-for": "192.0.2.11" })).status).toBe(200);
+    // an untrusted peer cannot escape its budget by inventing X-Forwarded-For
+    for (let i = 0; i < 5; i++)
+      expect(
+        (await get(app, "/api/probe", "203.0.113.5", { "x-forwarded-for": `192.0.2.${100 + i}` })).status,
+      ).toBe(200);
+    expect((await get(app, "/api/probe", "203.0.113.5", { "x-forwarded-for": "192.0.2.200" })).status).toBe(
+      429,
+    );
+    clock.advance(60_000);
+  });
+});
+
+describe("rate-limit settings", () => {
+  test("outside Production, unset settings take the documented defaults", () => {
+    const policies = rateLimitPolicies(testConfig().settings, "Development");
+    expect([policies.global.limit, policies.global.windowSeconds]).toEqual([600, 60]);
+    expect([policies.auth.limit, policies.auth.windowSeconds]).toEqual([30, 60]);
+    expect(policies.auth.onUnavailable).toBe("closed");
+  });
+
+  test("Production has no defaults", () => {
+    expect(() => rateLimitPolicies(testConfig().settings, "Production")).toThrow(
+      "RateLimiting:Global:PermitLimit",
+    );
+  });
+});
