@@ -1,11 +1,18 @@
+import { cors } from "hono/cors";
 import { secureHeaders } from "hono/secure-headers";
+import { authenticate, requirePlatformAdmin, requireTenantUser } from "./auth/middleware.ts";
+import { normaliseOrigin } from "./auth/origins.ts";
 import type { Deps } from "./deps.ts";
 import { clientIp } from "./http/client-ip.ts";
 import { createRouter } from "./http/context.ts";
 import { ProblemError, problemResponse, toProblem } from "./http/errors.ts";
 import { limitBody, requestId, requestLog } from "./http/middleware.ts";
 import { rateLimit, rateLimitPolicies } from "./http/rate-limit.ts";
+import { authRoutes } from "./http/routes/auth.ts";
 import { healthRoutes } from "./http/routes/health.ts";
+import { adminUserRoutes, tenantUserRoutes } from "./http/routes/users.ts";
+import { wellKnownRoutes } from "./http/routes/well-known.ts";
+import { resolveTenancy } from "./tenancy/resolve.ts";
 
 /** Builds the HTTP app from its dependencies: no globals, so tests build it with their own. */
 export function createApp(deps: Deps) {
@@ -13,7 +20,23 @@ export function createApp(deps: Deps) {
   app.use(requestId());
   app.use(requestLog(deps.logger));
   app.use(secureHeaders());
-  app.use(clientIp(deps.config.settings.Tenancy.Resolution.TrustedProxies));
+  const settings = deps.config.settings;
+  app.use(clientIp(settings.Tenancy.Resolution.TrustedProxies));
+  app.use(resolveTenancy({ settings, environment: deps.config.environment, lookup: deps.tenants }));
+  if (settings.Cors.Origins.length > 0) {
+    const origins = new Set(settings.Cors.Origins.map(normaliseOrigin));
+    app.use(
+      cors({
+        // unlisted origins get no CORS headers at all, preflight or not
+        origin: (origin) => (origins.has(normaliseOrigin(origin)) ? origin : null),
+        allowMethods: settings.Cors.Methods,
+        allowHeaders: settings.Cors.Headers,
+        credentials: settings.Cors.AllowCredentials,
+        exposeHeaders: ["x-request-id", "ratelimit", "ratelimit-policy", "retry-after"],
+        maxAge: 600,
+      }),
+    );
+  }
   const policies = rateLimitPolicies(deps.config.settings, deps.config.environment);
   const limiter = { store: deps.counters, clock: deps.clock, logger: deps.logger };
   // probes must never be throttled: a limited readiness check would take the pod out of service
@@ -41,8 +64,23 @@ export function createApp(deps: Deps) {
   });
   app.notFound((c) => problemResponse(c, new ProblemError("not_found", "No such resource.")));
 
-  app.route("/", healthRoutes(deps));
+  const authenticated = authenticate(deps);
+  app.use("/api/admin/*", authenticated, requirePlatformAdmin());
+  app.use("/api/tenant/*", authenticated, requireTenantUser());
+  app.use("/api/tenant/users/*", requireTenantUser(["owner"]));
+  app.use("/api/tenant/users", requireTenantUser(["owner"]));
 
+  app.route("/", healthRoutes(deps));
+  app.route("/", wellKnownRoutes(deps.tokens));
+  app.route("/", authRoutes(deps, authenticated));
+  app.route("/", adminUserRoutes(deps));
+  app.route("/", tenantUserRoutes(deps));
+
+  app.openAPIRegistry.registerComponent("securitySchemes", "bearer", {
+    type: "http",
+    scheme: "bearer",
+    bearerFormat: "JWT",
+  });
   app.doc31("/api/openapi.json", {
     openapi: "3.1.0",
     info: { title: "Plinth API", version: "0.1.0", description: "Multi-tenant SaaS API foundation." },

@@ -1,3 +1,6 @@
+import { opaqueToken } from "./auth/secrets.ts";
+import { developmentSmsSender, httpSmsSender, type SmsSender } from "./auth/sms.ts";
+import { createTokenService, type TokenService } from "./auth/tokens.ts";
 import { type Cache, createCache } from "./cache/index.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import type { AppConfig } from "./config/load.ts";
@@ -11,6 +14,7 @@ import {
 } from "./security/counter-store.ts";
 import { createSecurityWindows, type SecurityWindows } from "./security/windows.ts";
 import { createLogger, type Logger } from "./telemetry/logger.ts";
+import { createTenantLookup, type TenantLookup } from "./tenancy/lookup.ts";
 
 /** Everything the app, the loops and domain functions need, built once per process. */
 export interface Deps {
@@ -23,6 +27,12 @@ export interface Deps {
   counters: CounterStore;
   windows: SecurityWindows;
   clock: Clock;
+  tokens: TokenService;
+  /** The global default SMS provider (tenant providers override it). */
+  sms: SmsSender;
+  /** HMAC key for SMS codes: `Authentication:Sms:CodePepper`, or an ephemeral one in Development. */
+  smsPepper: string;
+  tenants: TenantLookup;
 }
 
 export interface CreateDepsOptions {
@@ -72,7 +82,36 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
   }
   const clock = options.clock ?? systemClock;
   const windows = createSecurityWindows({ store: counters, settings: config.settings, clock, logger });
-  return { config, redactor, logger, database, cache, counters, windows, clock };
+  const tokens = await createTokenService(config, clock, logger);
+  const sms = config.settings.Authentication.Sms;
+  let smsPepper = sms.CodePepper ?? "";
+  if (smsPepper.length < 32) {
+    if (config.environment === "Production")
+      throw new Error("Authentication:Sms:CodePepper is required in Production");
+    smsPepper = opaqueToken(32);
+    logger.warn(
+      "Authentication:Sms:CodePepper is not set: using an ephemeral pepper; SMS codes die with this process",
+    );
+  }
+  const smsSender =
+    sms.Provider === "http" && sms.HttpUrl && sms.HttpApiKey
+      ? httpSmsSender({ url: sms.HttpUrl, apiKey: sms.HttpApiKey, logger })
+      : developmentSmsSender(logger);
+  const tenants = createTenantLookup(database.db, clock);
+  return {
+    config,
+    redactor,
+    logger,
+    database,
+    cache,
+    counters,
+    windows,
+    clock,
+    tokens,
+    sms: smsSender,
+    smsPepper,
+    tenants,
+  };
 }
 
 export async function closeDeps(deps: Deps): Promise<void> {

@@ -91,6 +91,11 @@ export function checkProduction(config: AppConfig): ConfigProblem[] {
     problems.push({ key: "Authentication:Sms:CodePepper", problem: "must be at least 32 characters" });
   }
 
+  if (s.Authentication.Sms.Provider === "http") {
+    need("Authentication:Sms:HttpUrl", s.Authentication.Sms.HttpUrl);
+    need("Authentication:Sms:HttpApiKey", s.Authentication.Sms.HttpApiKey);
+  }
+
   const resolution = s.Tenancy.Resolution;
   if (!resolution.PlatformHost) need("Tenancy:Resolution:PlatformHost", resolution.PlatformHost);
   else if (!isHostName(resolution.PlatformHost)) {

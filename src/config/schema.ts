@@ -168,6 +168,18 @@ export const configSchema = z.object({
       VerifyWindowSeconds: int(1, 900, "SMS verification window."),
       IpSendLimit: int(1, 20, "SMS sends per client IP and send window."),
       IpVerifyLimit: int(1, 30, "SMS verification attempts per client IP and verify window."),
+      Provider: z.enum(["development", "http"]).default("development").meta({
+        description: "Global default SMS provider: `development` sends nothing and logs a masked notice.",
+      }),
+      HttpUrl: z
+        .url()
+        .optional()
+        .meta({ description: "With Provider `http`: the gateway URL (POST `{ to, message }`)." }),
+      HttpApiKey: z
+        .string()
+        .min(1)
+        .optional()
+        .meta(secret("With Provider `http`: Bearer token for the gateway.")),
     }),
     Password: z.object({
       AttemptLimit: int(1, 5, "Failed password attempts per account and window."),
@@ -179,7 +191,10 @@ export const configSchema = z.object({
     Resolution: z.object({
       PlatformHost: z.string().min(1).optional().meta({ description: "The official platform host name." }),
       TrustedProxies: strings("Proxies (IP or CIDR) whose `X-Forwarded-*` headers are believed."),
-      TenantCodePaths: strings("Path prefixes on which a tenant code is accepted on the platform host."),
+      TenantCodePaths: z.array(z.string()).default(["/api/auth/"]).meta({
+        description:
+          "Path prefixes on which a tenant code (`X-Tenant`, `?tenant=`, or `tenant` in a sign-in body) is accepted on the platform host; elsewhere it is refused.",
+      }),
     }),
   }),
   AllowedHosts: strings("Exact host names accepted in `Host` (no wildcards; port ignored)."),
@@ -191,6 +206,11 @@ export const configSchema = z.object({
   }),
   BrowserAuth: z.object({
     AllowedOrigins: strings("HTTP(S) origins allowed to use cookie (browser) authentication."),
+    SessionHours: int(1, 12, "Lifetime of a browser session cookie."),
+    SameSite: z
+      .enum(["Strict", "Lax"])
+      .default("Strict")
+      .meta({ description: "SameSite attribute of the session cookie." }),
   }),
   RateLimiting: z.object({
     Global: z.object({

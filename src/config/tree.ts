@@ -24,7 +24,13 @@ export function typesOf(node: SchemaNode): string[] {
 export function describeType(node: SchemaNode): string {
   const types = typesOf(node).filter((t) => t !== "null");
   if (node.enum) return `one of ${node.enum.map(String).join(", ")}`;
-  if (types.includes("array")) return `a list of ${node.items ? describeType(node.items) : "values"}`;
+  if (types.includes("array")) {
+    const item = node.items ? describeType(node.items) : "a value";
+    const plural =
+      { "a string": "strings", "a section": "sections", "an integer": "integers" }[item] ??
+      `values (${item})`;
+    return `a list of ${plural}`;
+  }
   if (types.includes("object")) return "a section";
   if (types.includes("integer"))
     return node.minimum !== undefined ? `an integer ≥ ${node.minimum}` : "an integer";

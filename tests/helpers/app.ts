@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { createApp } from "../../src/app.ts";
 import type { Clock } from "../../src/clock.ts";
 import { type AppConfig, loadConfig } from "../../src/config/load.ts";
@@ -5,6 +6,7 @@ import type { Environment } from "../../src/config/schema.ts";
 import type { Database } from "../../src/db/client.ts";
 import { createDeps, type Deps } from "../../src/deps.ts";
 import type { CounterStore } from "../../src/security/counter-store.ts";
+import { rsaKeys } from "./production-env.ts";
 
 /**
  * Configuration for a test app: Development defaults plus `settings` (`Section:Key`), the cache URL
@@ -19,7 +21,16 @@ export function testConfig(
     DATABASE_URL: "postgres://unused",
   };
   if (options.cacheUrl) env.CACHE_URL = options.cacheUrl;
-  const config = loadConfig({ env, configDir: "/nonexistent", overrides: options.settings ?? {} });
+  const overrides: Record<string, string> = { ...options.settings };
+  if (options.environment === "Production") {
+    // what Production start-up would insist on, made at test time
+    const keys = rsaKeys();
+    overrides["Security:Jwt:CurrentKeyId"] ??= "test-key";
+    overrides["Security:Jwt:PrivateKey"] ??= keys.privateKeyPem;
+    overrides["Authentication:Sms:CodePepper"] ??= randomBytes(32).toString("base64");
+    overrides["AllowedHosts:0"] ??= "localhost";
+  }
+  const config = loadConfig({ env, configDir: "/nonexistent", overrides });
   return { ...config, environment: options.environment ?? "Development" };
 }
 

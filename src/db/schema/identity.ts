@@ -1,4 +1,16 @@
-import { boolean, pgTable, primaryKey, text, timestamp, unique, uuid } from "drizzle-orm/pg-core";
+import { sql } from "drizzle-orm";
+import {
+  boolean,
+  index,
+  integer,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+  unique,
+  uniqueIndex,
+  uuid,
+} from "drizzle-orm/pg-core";
 import { timestamps } from "./columns.ts";
 import { tenants } from "./tenants.ts";
 
@@ -11,6 +23,8 @@ export const users = pgTable(
     /** Stored lower-cased; unique per tenant, and among platform staff. */
     email: text().notNull(),
     name: text().notNull().default(""),
+    /** E.164 phone number for SMS sign-in; unique per tenant. */
+    phone: text(),
     /** argon2id in PHC form; null for users who sign in only by SMS. */
     passwordHash: text(),
     status: text({ enum: ["Active", "Disabled"] })
@@ -20,7 +34,86 @@ export const users = pgTable(
     passwordChangedAt: timestamp({ withTimezone: true }),
     ...timestamps,
   },
-  (t) => [unique("users_tenant_email_unique").on(t.tenantId, t.email).nullsNotDistinct()],
+  (t) => [
+    unique("users_tenant_email_unique").on(t.tenantId, t.email).nullsNotDistinct(),
+    uniqueIndex("users_tenant_phone_idx")
+      .on(sql`coalesce(${t.tenantId}, '00000000-0000-0000-0000-000000000000'::uuid)`, t.phone)
+      .where(sql`${t.phone} is not null`),
+  ],
+);
+
+export const tenantRoles = ["owner", "admin", "member"] as const;
+export type TenantRole = (typeof tenantRoles)[number];
+
+export const tenantMemberships = pgTable(
+  "tenant_memberships",
+  {
+    tenantId: uuid()
+      .notNull()
+      .references(() => tenants.id, { onDelete: "cascade" }),
+    userId: uuid()
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    role: text({ enum: tenantRoles }).notNull().default("member"),
+    createdAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.tenantId, t.userId] }), index("tenant_memberships_user_idx").on(t.userId)],
+);
+
+/** A sign-in: carries refresh tokens (API clients) or a browser cookie. Revoking it ends both. */
+export const sessions = pgTable(
+  "sessions",
+  {
+    id: uuid().primaryKey().defaultRandom(),
+    userId: uuid()
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    tenantId: uuid().references(() => tenants.id, { onDelete: "cascade" }),
+    kind: text({ enum: ["token", "browser"] })
+      .notNull()
+      .default("token"),
+    /** Browser sessions: SHA-256 of the cookie value, and of the CSRF token. */
+    cookieHash: text().unique(),
+    csrfHash: text(),
+    createdAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
+    lastUsedAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
+    expiresAt: timestamp({ withTimezone: true }).notNull(),
+    revokedAt: timestamp({ withTimezone: true }),
+    revokedReason: text(),
+  },
+  (t) => [index("sessions_user_idx").on(t.userId)],
+);
+
+/** Refresh tokens, stored only as SHA-256. Each is used once; reusing a rotated one revokes the session. */
+export const refreshTokens = pgTable(
+  "refresh_tokens",
+  {
+    id: uuid().primaryKey().defaultRandom(),
+    sessionId: uuid()
+      .notNull()
+      .references(() => sessions.id, { onDelete: "cascade" }),
+    tokenHash: text().notNull().unique(),
+    createdAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
+    expiresAt: timestamp({ withTimezone: true }).notNull(),
+    rotatedAt: timestamp({ withTimezone: true }),
+  },
+  (t) => [index("refresh_tokens_session_idx").on(t.sessionId)],
+);
+
+/** SMS sign-in codes, stored only as an HMAC under the pepper; single use, short-lived. */
+export const smsCodes = pgTable(
+  "sms_codes",
+  {
+    id: uuid().primaryKey().defaultRandom(),
+    tenantId: uuid().references(() => tenants.id, { onDelete: "cascade" }),
+    phone: text().notNull(),
+    codeHash: text().notNull(),
+    attempts: integer().notNull().default(0),
+    createdAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
+    expiresAt: timestamp({ withTimezone: true }).notNull(),
+    consumedAt: timestamp({ withTimezone: true }),
+  },
+  (t) => [index("sms_codes_lookup_idx").on(t.tenantId, t.phone, t.createdAt)],
 );
 
 /** Built-in catalog of platform roles (seeded by the migrator). */

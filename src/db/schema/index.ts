@@ -1,3 +1,4 @@
+export * from "./domains.ts";
 export * from "./identity.ts";
 export * from "./jobs.ts";
 export * from "./security.ts";

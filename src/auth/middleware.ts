@@ -1,0 +1,182 @@
+import { and, eq, isNull } from "drizzle-orm";
+import type { Context, MiddlewareHandler } from "hono";
+import { deleteCookie, getCookie, setCookie } from "hono/cookie";
+import type { Db } from "../db/client.ts";
+import { sessions, tenants, users } from "../db/schema/index.ts";
+import { PLATFORM_ADMIN_ROLE } from "../db/seed.ts";
+import type { AppEnv, Principal } from "../http/context.ts";
+import { ProblemError } from "../http/errors.ts";
+import { normaliseOrigin } from "./origins.ts";
+import { opaqueToken, safeEqual, tokenHash } from "./secrets.ts";
+import { type AuthDeps, loadIdentity } from "./service.ts";
+import { InvalidTokenError } from "./tokens.ts";
+
+export const SESSION_COOKIE = "__Host-plinth_session";
+export const CSRF_HEADER = "x-csrf-token";
+/** The one route a token that must change its password may use. */
+export const PASSWORD_CHANGE_PATH = "/api/auth/password";
+
+const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
+
+function unauthorized(detail = "Authentication required."): ProblemError {
+  return new ProblemError("unauthorized", detail, {
+    headers: { "www-authenticate": 'Bearer realm="plinth"' },
+  });
+}
+
+async function activeSession(db: Db, where: ReturnType<typeof eq>, now: Date) {
+  const [row] = await db
+    .select({
+      id: sessions.id,
+      userId: sessions.userId,
+      kind: sessions.kind,
+      csrfHash: sessions.csrfHash,
+      expiresAt: sessions.expiresAt,
+      userStatus: users.status,
+      tenantStatus: tenants.status,
+      tenantId: users.tenantId,
+    })
+    .from(sessions)
+    .innerJoin(users, eq(users.id, sessions.userId))
+    .leftJoin(tenants, eq(tenants.id, users.tenantId))
+    .where(and(where, isNull(sessions.revokedAt)))
+    .limit(1);
+  if (!row || row.expiresAt <= now || row.userStatus !== "Active") return null;
+  if (row.tenantId && row.tenantStatus !== "Active") return null;
+  return row;
+}
+
+/**
+ * Authenticates a request from `Authorization: Bearer <access token>` or, for browsers, the
+ * session cookie (only from `BrowserAuth:AllowedOrigins`, and with the CSRF header on
+ * state-changing requests). The session behind either must still be open, so logout and
+ * disabling a user take effect at once. A token of another tenant than the request's host gets
+ * 404: on tenant B's host, tenant A's users find nothing.
+ */
+export function authenticate(deps: AuthDeps): MiddlewareHandler<AppEnv> {
+  const allowedOrigins = new Set(deps.config.settings.BrowserAuth.AllowedOrigins.map(normaliseOrigin));
+  return async (c, next) => {
+    const now = deps.clock.now();
+    const header = c.req.header("authorization");
+    let principal: Principal;
+    let passwordChangeRequired = false;
+    if (header !== undefined) {
+      const match = /^Bearer\s+(\S+)$/i.exec(header);
+      if (!match?.[1]) throw unauthorized("Malformed Authorization header.");
+      let claims: Awaited<ReturnType<typeof deps.tokens.verifyAccessToken>>;
+      try {
+        claims = await deps.tokens.verifyAccessToken(match[1]);
+      } catch (error) {
+        if (error instanceof InvalidTokenError) throw unauthorized("Invalid or expired token.");
+        throw error;
+      }
+      const session = await activeSession(deps.database.db, eq(sessions.id, claims.sessionId), now);
+      if (!session || session.userId !== claims.userId) throw unauthorized("The session has ended.");
+      principal = {
+        userId: claims.userId,
+        tenantId: claims.tenantId,
+        roles: claims.roles,
+        platformRoles: claims.platformRoles,
+        sessionId: claims.sessionId,
+      };
+      passwordChangeRequired = claims.passwordChangeRequired;
+    } else {
+      const cookie = getCookie(c, SESSION_COOKIE);
+      if (!cookie) throw unauthorized();
+      const origin = c.req.header("origin");
+      if (origin !== undefined && !allowedOrigins.has(normaliseOrigin(origin))) {
+        throw new ProblemError("forbidden", "This origin may not use browser authentication.");
+      }
+      const session = await activeSession(deps.database.db, eq(sessions.cookieHash, tokenHash(cookie)), now);
+      if (!session || session.kind !== "browser") throw unauthorized("The session has ended.");
+      if (!SAFE_METHODS.has(c.req.method)) {
+        const csrf = c.req.header(CSRF_HEADER);
+        if (!csrf || !session.csrfHash || !safeEqual(tokenHash(csrf), session.csrfHash)) {
+          throw new ProblemError("forbidden", "Missing or wrong CSRF token.");
+        }
+      }
+      const identity = await loadIdentity(deps.database.db, session.userId);
+      if (!identity) throw unauthorized("The session has ended.");
+      principal = {
+        userId: identity.userId,
+        tenantId: identity.tenantId,
+        roles: identity.roles,
+        platformRoles: identity.platformRoles,
+        sessionId: session.id,
+      };
+      passwordChangeRequired = identity.mustChangePassword;
+    }
+    const tenant = c.get("tenant");
+    if (tenant && principal.tenantId !== tenant.id) throw new ProblemError("not_found", "No such resource.");
+    if (passwordChangeRequired && !(c.req.method === "POST" && c.req.path === PASSWORD_CHANGE_PATH)) {
+      throw new ProblemError(
+        "password_change_required",
+        "Change your password first (POST /api/auth/password).",
+      );
+    }
+    c.set("principal", principal);
+    await next();
+  };
+}
+
+export function principalOf(c: Context<AppEnv>): Principal {
+  const principal = c.get("principal");
+  if (!principal) throw unauthorized();
+  return principal;
+}
+
+/** Platform administrators only. They act across tenants only through these routes. */
+export function requirePlatformAdmin(): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    if (!principalOf(c).platformRoles.includes(PLATFORM_ADMIN_ROLE)) {
+      throw new ProblemError("forbidden", "Platform administrators only.");
+    }
+    await next();
+  };
+}
+
+/** A tenant's own users, optionally with one of `roles`. */
+export function requireTenantUser(roles?: readonly string[]): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const principal = principalOf(c);
+    if (!principal.tenantId) throw new ProblemError("forbidden", "Tenant users only.");
+    if (roles && !principal.roles.some((role) => roles.includes(role))) {
+      throw new ProblemError("forbidden", `Requires one of: ${roles.join(", ")}.`);
+    }
+    await next();
+  };
+}
+
+/** Opens a browser session: an HttpOnly `__Host-` cookie plus a CSRF token for the page to send back. */
+export async function startBrowserSession(
+  deps: AuthDeps,
+  c: Context<AppEnv>,
+  identity: { userId: string; tenantId: string | null },
+): Promise<{ csrfToken: string; expiresIn: number }> {
+  const now = deps.clock.now();
+  const seconds = deps.config.settings.BrowserAuth.SessionHours * 3600;
+  const cookie = opaqueToken();
+  const csrfToken = opaqueToken();
+  await deps.database.db.insert(sessions).values({
+    userId: identity.userId,
+    tenantId: identity.tenantId,
+    kind: "browser",
+    cookieHash: tokenHash(cookie),
+    csrfHash: tokenHash(csrfToken),
+    createdAt: now,
+    lastUsedAt: now,
+    expiresAt: new Date(now.getTime() + seconds * 1000),
+  });
+  setCookie(c, SESSION_COOKIE, cookie, {
+    path: "/",
+    httpOnly: true,
+    secure: true,
+    sameSite: deps.config.settings.BrowserAuth.SameSite,
+    maxAge: seconds,
+  });
+  return { csrfToken, expiresIn: seconds };
+}
+
+export function clearBrowserSession(c: Context<AppEnv>): void {
+  deleteCookie(c, SESSION_COOKIE, { path: "/", secure: true });
+}

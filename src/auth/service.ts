@@ -1,0 +1,471 @@
+import { randomInt } from "node:crypto";
+import { and, desc, eq, gt, isNull, ne, sql } from "drizzle-orm";
+import type { Db } from "../db/client.ts";
+import {
+  platformRoleBindings,
+  refreshTokens,
+  sessions,
+  smsCodes,
+  tenantMemberships,
+  tenants,
+  users,
+} from "../db/schema/index.ts";
+import type { Deps } from "../deps.ts";
+import { ProblemError } from "../http/errors.ts";
+import { hashPassword, MIN_PASSWORD_LENGTH, verifyPassword } from "../security/passwords.ts";
+import type { WindowDecision } from "../security/windows.ts";
+import { hmac, opaqueToken, safeEqual, tokenHash } from "./secrets.ts";
+import type { SmsSender } from "./sms.ts";
+import type { AccessClaims, TokenService } from "./tokens.ts";
+
+export interface AuthDeps extends Pick<Deps, "database" | "clock" | "config" | "windows" | "logger"> {
+  tokens: TokenService;
+  sms: SmsSender;
+  /** HMAC key for SMS codes (`Authentication:Sms:CodePepper`). */
+  smsPepper: string;
+}
+
+export interface TokenPair {
+  accessToken: string;
+  tokenType: "Bearer";
+  expiresIn: number;
+  refreshToken: string;
+  passwordChangeRequired: boolean;
+}
+
+export interface Identity {
+  userId: string;
+  tenantId: string | null;
+  email: string;
+  name: string;
+  status: string;
+  mustChangePassword: boolean;
+  roles: string[];
+  platformRoles: string[];
+}
+
+const invalidCredentials = () => new ProblemError("unauthorized", "Invalid credentials.");
+
+/** Answers 429 with Retry-After when a security window is full. */
+export function assertAllowed(decision: WindowDecision): void {
+  if (!decision.allowed) {
+    throw new ProblemError("rate_limited", "Too many attempts. Try again later.", {
+      headers: { "retry-after": String(Math.max(decision.retryAfterSeconds, 1)) },
+    });
+  }
+}
+
+export function normaliseEmail(email: string): string {
+  return email.trim().toLowerCase();
+}
+
+/** E.164: `+` and 7 to 15 digits. Spaces, dashes and brackets are dropped first. */
+export function normalisePhone(phone: string): string | null {
+  const compact = phone.replace(/[\s().-]/g, "");
+  return /^\+[1-9]\d{6,14}$/.test(compact) ? compact : null;
+}
+
+export async function loadIdentity(db: Db, userId: string): Promise<Identity | null> {
+  const [user] = await db
+    .select({
+      userId: users.id,
+      tenantId: users.tenantId,
+      email: users.email,
+      name: users.name,
+      status: users.status,
+      mustChangePassword: users.mustChangePassword,
+      tenantStatus: tenants.status,
+    })
+    .from(users)
+    .leftJoin(tenants, eq(tenants.id, users.tenantId))
+    .where(eq(users.id, userId))
+    .limit(1);
+  if (!user) return null;
+  const [memberships, bindings] = await Promise.all([
+    db
+      .select({ role: tenantMemberships.role })
+      .from(tenantMemberships)
+      .where(eq(tenantMemberships.userId, userId)),
+    db
+      .select({ role: platformRoleBindings.role })
+      .from(platformRoleBindings)
+      .where(eq(platformRoleBindings.userId, userId)),
+  ]);
+  const status = user.tenantId && user.tenantStatus !== "Active" ? "TenantSuspended" : user.status;
+  return {
+    userId: user.userId,
+    tenantId: user.tenantId,
+    email: user.email,
+    name: user.name,
+    status,
+    mustChangePassword: user.mustChangePassword,
+    roles: memberships.map((m) => m.role),
+    platformRoles: bindings.map((b) => b.role),
+  };
+}
+
+function claimsOf(identity: Identity, sessionId: string): AccessClaims {
+  return {
+    userId: identity.userId,
+    tenantId: identity.tenantId,
+    sessionId,
+    roles: identity.roles,
+    platformRoles: identity.platformRoles,
+    passwordChangeRequired: identity.mustChangePassword,
+  };
+}
+
+async function issueRefreshToken(deps: AuthDeps, sessionId: string, expiresAt: Date): Promise<string> {
+  const refreshToken = opaqueToken();
+  await deps.database.db
+    .insert(refreshTokens)
+    .values({ sessionId, tokenHash: tokenHash(refreshToken), expiresAt });
+  return refreshToken;
+}
+
+async function tokenPair(
+  deps: AuthDeps,
+  identity: Identity,
+  sessionId: string,
+  refreshToken: string,
+): Promise<TokenPair> {
+  return {
+    accessToken: await deps.tokens.issueAccessToken(claimsOf(identity, sessionId)),
+    tokenType: "Bearer",
+    expiresIn: deps.tokens.accessTokenSeconds,
+    refreshToken,
+    passwordChangeRequired: identity.mustChangePassword,
+  };
+}
+
+/** Opens a token session for a verified identity and returns its first token pair. */
+export async function startTokenSession(deps: AuthDeps, identity: Identity): Promise<TokenPair> {
+  const now = deps.clock.now();
+  const expiresAt = new Date(now.getTime() + deps.config.settings.Security.Jwt.RefreshTokenDays * 86_400_000);
+  const [session] = await deps.database.db
+    .insert(sessions)
+    .values({
+      userId: identity.userId,
+      tenantId: identity.tenantId,
+      kind: "token",
+      createdAt: now,
+      lastUsedAt: now,
+      expiresAt,
+    })
+    .returning({ id: sessions.id });
+  if (!session) throw new Error("session insert returned nothing");
+  return tokenPair(deps, identity, session.id, await issueRefreshToken(deps, session.id, expiresAt));
+}
+
+// A real argon2id hash of a random password: unknown accounts cost the same time as known ones.
+let dummyHash: Promise<string> | undefined;
+const getDummyHash = () => {
+  dummyHash ??= hashPassword(opaqueToken());
+  return dummyHash;
+};
+
+/**
+ * Checks an e-mail and password in a tenant (or among platform staff when `tenantId` is null).
+ * The password window is consumed before anything is looked up; every failure is the same 401.
+ */
+export async function verifyCredentials(
+  deps: AuthDeps,
+  input: { email: string; password: string; tenantId: string | null; ip: string },
+): Promise<Identity> {
+  const email = normaliseEmail(input.email);
+  const account = `${input.tenantId ?? "platform"}:${email}`;
+  assertAllowed(await deps.windows.consume("password", { account, ip: input.ip }));
+  const [row] = await deps.database.db
+    .select({ id: users.id, passwordHash: users.passwordHash })
+    .from(users)
+    .where(
+      and(
+        input.tenantId ? eq(users.tenantId, input.tenantId) : sql`${users.tenantId} is null`,
+        eq(users.email, email),
+      ),
+    )
+    .limit(1);
+  const ok = await verifyPassword(input.password, row?.passwordHash ?? (await getDummyHash()));
+  if (!row || !row.passwordHash || !ok) throw invalidCredentials();
+  const identity = await loadIdentity(deps.database.db, row.id);
+  if (!identity || identity.status !== "Active") throw invalidCredentials();
+  await deps.windows.reset("password", { account });
+  return identity;
+}
+
+export async function login(
+  deps: AuthDeps,
+  input: { email: string; password: string; tenantId: string | null; ip: string },
+): Promise<TokenPair> {
+  return startTokenSession(deps, await verifyCredentials(deps, input));
+}
+
+/**
+ * Rotates a refresh token: the old one is spent, a new one returned. A spent token presented
+ * again means it was stolen (or replayed): the whole session is revoked.
+ */
+export async function refresh(deps: AuthDeps, refreshToken: string): Promise<TokenPair> {
+  const db = deps.database.db;
+  const now = deps.clock.now();
+  const [row] = await db
+    .select({
+      id: refreshTokens.id,
+      sessionId: refreshTokens.sessionId,
+      rotatedAt: refreshTokens.rotatedAt,
+      expiresAt: refreshTokens.expiresAt,
+      userId: sessions.userId,
+      revokedAt: sessions.revokedAt,
+      sessionExpiresAt: sessions.expiresAt,
+    })
+    .from(refreshTokens)
+    .innerJoin(sessions, eq(sessions.id, refreshTokens.sessionId))
+    .where(eq(refreshTokens.tokenHash, tokenHash(refreshToken)))
+    .limit(1);
+  if (!row) throw new ProblemError("unauthorized", "Invalid refresh token.");
+  if (row.revokedAt || row.sessionExpiresAt <= now || row.expiresAt <= now) {
+    throw new ProblemError("unauthorized", "Invalid refresh token.");
+  }
+  const spent = await db
+    .update(refreshTokens)
+    .set({ rotatedAt: now })
+    .where(and(eq(refreshTokens.id, row.id), isNull(refreshTokens.rotatedAt)))
+    .returning({ id: refreshTokens.id });
+  if (row.rotatedAt || spent.length === 0) {
+    await revokeSession(db, row.sessionId, "refresh token reuse", now);
+    deps.logger.warn("refresh token reused: session revoked", {
+      sessionId: row.sessionId,
+      userId: row.userId,
+    });
+    throw new ProblemError("unauthorized", "Invalid refresh token.");
+  }
+  const identity = await loadIdentity(db, row.userId);
+  if (!identity || identity.status !== "Active") {
+    await revokeSession(db, row.sessionId, "user not active", now);
+    throw new ProblemError("unauthorized", "Invalid refresh token.");
+  }
+  await db.update(sessions).set({ lastUsedAt: now }).where(eq(sessions.id, row.sessionId));
+  return tokenPair(
+    deps,
+    identity,
+    row.sessionId,
+    await issueRefreshToken(deps, row.sessionId, row.sessionExpiresAt),
+  );
+}
+
+export async function revokeSession(db: Db, sessionId: string, reason: string, now: Date): Promise<void> {
+  await db
+    .update(sessions)
+    .set({ revokedAt: now, revokedReason: reason })
+    .where(and(eq(sessions.id, sessionId), isNull(sessions.revokedAt)));
+}
+
+/** Ends the session a refresh token belongs to. Unknown tokens are ignored (logout is idempotent). */
+export async function logout(deps: AuthDeps, refreshToken: string): Promise<void> {
+  const [row] = await deps.database.db
+    .select({ sessionId: refreshTokens.sessionId })
+    .from(refreshTokens)
+    .where(eq(refreshTokens.tokenHash, tokenHash(refreshToken)))
+    .limit(1);
+  if (row) await revokeSession(deps.database.db, row.sessionId, "logout", deps.clock.now());
+}
+
+/**
+ * Changes the password (current one required), clears must-change-password, ends the user's other
+ * sessions and returns fresh tokens for this one.
+ */
+export async function changePassword(
+  deps: AuthDeps,
+  principal: { userId: string; sessionId: string },
+  input: { currentPassword: string; newPassword: string; ip: string },
+): Promise<TokenPair> {
+  const db = deps.database.db;
+  const [user] = await db
+    .select({ passwordHash: users.passwordHash, tenantId: users.tenantId, email: users.email })
+    .from(users)
+    .where(eq(users.id, principal.userId))
+    .limit(1);
+  if (!user) throw new ProblemError("unauthorized");
+  const account = `${user.tenantId ?? "platform"}:${user.email}`;
+  assertAllowed(await deps.windows.consume("password", { account, ip: input.ip }));
+  if (!user.passwordHash || !(await verifyPassword(input.currentPassword, user.passwordHash))) {
+    throw new ProblemError("unauthorized", "The current password is wrong.");
+  }
+  if (input.newPassword.length < MIN_PASSWORD_LENGTH) {
+    throw new ProblemError("validation_failed", "The new password is too short.", {
+      errors: [{ path: "newPassword", message: `must be at least ${MIN_PASSWORD_LENGTH} characters` }],
+    });
+  }
+  if (input.newPassword === input.currentPassword) {
+    throw new ProblemError("validation_failed", "The new password must differ from the current one.", {
+      errors: [{ path: "newPassword", message: "must differ from the current password" }],
+    });
+  }
+  const now = deps.clock.now();
+  await db
+    .update(users)
+    .set({
+      passwordHash: await hashPassword(input.newPassword),
+      mustChangePassword: false,
+      passwordChangedAt: now,
+      updatedAt: now,
+    })
+    .where(eq(users.id, principal.userId));
+  await db
+    .update(sessions)
+    .set({ revokedAt: now, revokedReason: "password changed" })
+    .where(
+      and(
+        eq(sessions.userId, principal.userId),
+        ne(sessions.id, principal.sessionId),
+        isNull(sessions.revokedAt),
+      ),
+    );
+  await db
+    .update(refreshTokens)
+    .set({ rotatedAt: now })
+    .where(and(eq(refreshTokens.sessionId, principal.sessionId), isNull(refreshTokens.rotatedAt)));
+  await deps.windows.reset("password", { account });
+  const identity = await loadIdentity(db, principal.userId);
+  if (!identity) throw new ProblemError("unauthorized");
+  const [session] = await db
+    .select({ expiresAt: sessions.expiresAt })
+    .from(sessions)
+    .where(eq(sessions.id, principal.sessionId))
+    .limit(1);
+  const expiresAt = session?.expiresAt ?? new Date(now.getTime() + 86_400_000);
+  return tokenPair(
+    deps,
+    identity,
+    principal.sessionId,
+    await issueRefreshToken(deps, principal.sessionId, expiresAt),
+  );
+}
+
+function smsCodeHash(deps: AuthDeps, tenantId: string | null, phone: string, code: string): string {
+  return hmac(deps.smsPepper, `${tenantId ?? "platform"}:${phone}:${code}`);
+}
+
+/**
+ * Sends a six-digit sign-in code to an account's phone. The answer is the same whether or not an
+ * account has that number; only the send window (per phone and per IP) can refuse.
+ */
+export async function sendSmsCode(
+  deps: AuthDeps,
+  input: { phone: string; tenantId: string | null; ip: string },
+): Promise<void> {
+  const phone = normalisePhone(input.phone);
+  if (!phone) {
+    throw new ProblemError("validation_failed", "The phone number is not valid.", {
+      errors: [{ path: "phone", message: "must be an E.164 number such as +14155550100" }],
+    });
+  }
+  assertAllowed(
+    await deps.windows.consume("smsSend", {
+      phone: `${input.tenantId ?? "platform"}:${phone}`,
+      ip: input.ip,
+    }),
+  );
+  const db = deps.database.db;
+  const [user] = await db
+    .select({ id: users.id })
+    .from(users)
+    .where(
+      and(
+        input.tenantId ? eq(users.tenantId, input.tenantId) : sql`${users.tenantId} is null`,
+        eq(users.phone, phone),
+        eq(users.status, "Active"),
+      ),
+    )
+    .limit(1);
+  if (!user) return;
+  const now = deps.clock.now();
+  const code = String(randomInt(0, 1_000_000)).padStart(6, "0");
+  const lifetime = deps.config.settings.Authentication.Sms.CodeLifetimeSeconds;
+  await db.transaction(async (tx) => {
+    // a new code replaces any earlier one still open
+    await tx
+      .update(smsCodes)
+      .set({ consumedAt: now })
+      .where(
+        and(
+          input.tenantId ? eq(smsCodes.tenantId, input.tenantId) : sql`${smsCodes.tenantId} is null`,
+          eq(smsCodes.phone, phone),
+          isNull(smsCodes.consumedAt),
+        ),
+      );
+    await tx.insert(smsCodes).values({
+      tenantId: input.tenantId,
+      phone,
+      codeHash: smsCodeHash(deps, input.tenantId, phone, code),
+      createdAt: now,
+      expiresAt: new Date(now.getTime() + lifetime * 1000),
+    });
+  });
+  try {
+    await deps.sms.send({
+      tenantId: input.tenantId,
+      to: phone,
+      text: `Your sign-in code is ${code}. It expires in ${Math.round(lifetime / 60)} minutes.`,
+    });
+  } catch (error) {
+    // the caller still gets the uniform answer; the failure is for operators
+    deps.logger.error("SMS delivery failed", { error: (error as Error).message });
+  }
+}
+
+/** Verifies a code: single use, short-lived, compared in constant time; a match signs the user in. */
+export async function verifySmsCode(
+  deps: AuthDeps,
+  input: { phone: string; code: string; tenantId: string | null; ip: string },
+): Promise<TokenPair> {
+  const phone = normalisePhone(input.phone);
+  if (!phone || !/^\d{6}$/.test(input.code)) throw invalidCredentials();
+  const subject = `${input.tenantId ?? "platform"}:${phone}`;
+  assertAllowed(await deps.windows.consume("smsVerify", { phone: subject, ip: input.ip }));
+  const db = deps.database.db;
+  const now = deps.clock.now();
+  const tenantMatch = input.tenantId
+    ? eq(smsCodes.tenantId, input.tenantId)
+    : sql`${smsCodes.tenantId} is null`;
+  const [open] = await db
+    .select({ id: smsCodes.id, codeHash: smsCodes.codeHash, attempts: smsCodes.attempts })
+    .from(smsCodes)
+    .where(
+      and(tenantMatch, eq(smsCodes.phone, phone), isNull(smsCodes.consumedAt), gt(smsCodes.expiresAt, now)),
+    )
+    .orderBy(desc(smsCodes.createdAt))
+    .limit(1);
+  if (!open) throw invalidCredentials();
+  if (!safeEqual(open.codeHash, smsCodeHash(deps, input.tenantId, phone, input.code))) {
+    const limit = deps.config.settings.Authentication.Sms.VerifyLimit;
+    await db
+      .update(smsCodes)
+      .set({
+        attempts: sql`${smsCodes.attempts} + 1`,
+        // too many wrong guesses burn the code
+        consumedAt: sql`case when ${smsCodes.attempts} + 1 >= ${limit} then ${now.toISOString()}::timestamptz else null end`,
+      })
+      .where(eq(smsCodes.id, open.id));
+    throw invalidCredentials();
+  }
+  const used = await db
+    .update(smsCodes)
+    .set({ consumedAt: now })
+    .where(and(eq(smsCodes.id, open.id), isNull(smsCodes.consumedAt)))
+    .returning({ id: smsCodes.id });
+  if (used.length === 0) throw invalidCredentials();
+  const [user] = await db
+    .select({ id: users.id })
+    .from(users)
+    .where(
+      and(
+        input.tenantId ? eq(users.tenantId, input.tenantId) : sql`${users.tenantId} is null`,
+        eq(users.phone, phone),
+      ),
+    )
+    .limit(1);
+  const identity = user ? await loadIdentity(db, user.id) : null;
+  if (!identity || identity.status !== "Active") throw invalidCredentials();
+  await deps.windows.reset("smsVerify", { phone: subject });
+  return startTokenSession(deps, identity);
+}

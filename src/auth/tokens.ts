@@ -1,0 +1,163 @@
+import { generateKeyPairSync, type KeyObject } from "node:crypto";
+import {
+  type CryptoKey,
+  decodeProtectedHeader,
+  errors,
+  exportJWK,
+  importPKCS8,
+  importSPKI,
+  type JWK,
+  type JWTPayload,
+  jwtVerify,
+  SignJWT,
+} from "jose";
+import type { Clock } from "../clock.ts";
+import type { AppConfig } from "../config/load.ts";
+import { parseJwtKeys } from "../security/jwt-keys.ts";
+import type { Logger } from "../telemetry/logger.ts";
+
+const ALG = "RS256";
+/** Leeway for exp/nbf between servers' clocks. */
+export const CLOCK_TOLERANCE_SECONDS = 30;
+
+/** What an access token says about its bearer. */
+export interface AccessClaims {
+  userId: string;
+  tenantId: string | null;
+  sessionId: string;
+  roles: string[];
+  platformRoles: string[];
+  /** The password must be changed before anything else is allowed. */
+  passwordChangeRequired: boolean;
+}
+
+export class InvalidTokenError extends Error {
+  override name = "InvalidTokenError";
+}
+
+export interface TokenService {
+  readonly currentKeyId: string;
+  readonly accessTokenSeconds: number;
+  issueAccessToken(claims: AccessClaims): Promise<string>;
+  verifyAccessToken(token: string): Promise<AccessClaims>;
+  /** The public keys of the verification set, as published at /.well-known/jwks.json. */
+  jwks(): { keys: JWK[] };
+}
+
+interface SigningMaterial {
+  currentKeyId: string;
+  privateKey: KeyObject;
+  verificationKeys: Map<string, KeyObject>;
+}
+
+function developmentMaterial(logger: Logger): SigningMaterial {
+  const { privateKey, publicKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
+  const currentKeyId = `dev-${crypto.randomUUID().slice(0, 8)}`;
+  logger.warn(
+    "Security:Jwt has no keys: signing with an EPHEMERAL key pair. Tokens die with this process. Development only.",
+    { kid: currentKeyId },
+  );
+  return { currentKeyId, privateKey, verificationKeys: new Map([[currentKeyId, publicKey]]) };
+}
+
+/**
+ * RS256 tokens: signed with the current key, verified against every key of the verification set
+ * (so keys rotate without logging anyone out). Verification pins the algorithm, issuer and
+ * audience, resolves the key only by `kid` from our own set (`jku`, `x5u` and embedded `jwk`
+ * headers are never used), and checks exp/nbf with a small tolerance.
+ */
+export async function createTokenService(
+  config: AppConfig,
+  clock: Clock,
+  logger: Logger,
+): Promise<TokenService> {
+  const jwt = config.settings.Security.Jwt;
+  let material: SigningMaterial;
+  if (!jwt.PrivateKey && config.environment !== "Production") material = developmentMaterial(logger);
+  else {
+    const { ring, problems } = parseJwtKeys(jwt);
+    if (!ring)
+      throw new Error(
+        `Security:Jwt is not usable: ${problems.map((p) => `${p.key} ${p.problem}`).join("; ")}`,
+      );
+    material = ring;
+  }
+  const issuer = jwt.Issuer ?? "plinth-development";
+  const audience = jwt.Audience ?? "plinth-api";
+  const accessTokenSeconds = jwt.AccessTokenMinutes * 60;
+
+  const signingKey = await importPKCS8(
+    material.privateKey.export({ type: "pkcs8", format: "pem" }).toString(),
+    ALG,
+  );
+  const verifiers = new Map<string, CryptoKey>();
+  const published: JWK[] = [];
+  for (const [kid, key] of material.verificationKeys) {
+    const imported = await importSPKI(key.export({ type: "spki", format: "pem" }).toString(), ALG, {
+      extractable: true,
+    });
+    verifiers.set(kid, imported);
+    published.push({ ...(await exportJWK(imported)), kid, alg: ALG, use: "sig" });
+  }
+
+  return {
+    currentKeyId: material.currentKeyId,
+    accessTokenSeconds,
+    issueAccessToken: async (claims) => {
+      const now = Math.floor(clock.now().getTime() / 1000);
+      return new SignJWT({
+        tid: claims.tenantId ?? undefined,
+        sid: claims.sessionId,
+        roles: claims.roles,
+        proles: claims.platformRoles.length ? claims.platformRoles : undefined,
+        pwc: claims.passwordChangeRequired || undefined,
+      })
+        .setProtectedHeader({ alg: ALG, kid: material.currentKeyId, typ: "JWT" })
+        .setSubject(claims.userId)
+        .setIssuer(issuer)
+        .setAudience(audience)
+        .setIssuedAt(now)
+        .setNotBefore(now)
+        .setExpirationTime(now + accessTokenSeconds)
+        .setJti(crypto.randomUUID())
+        .sign(signingKey);
+    },
+    verifyAccessToken: async (token) => {
+      let payload: JWTPayload;
+      try {
+        const header = decodeProtectedHeader(token);
+        if (header.alg !== ALG || typeof header.kid !== "string" || !verifiers.has(header.kid)) {
+          throw new InvalidTokenError("unknown key or algorithm");
+        }
+        const key = verifiers.get(header.kid) as CryptoKey;
+        ({ payload } = await jwtVerify(token, key, {
+          algorithms: [ALG],
+          issuer,
+          audience,
+          clockTolerance: CLOCK_TOLERANCE_SECONDS,
+          currentDate: clock.now(),
+          requiredClaims: ["sub", "exp", "iat", "sid"],
+        }));
+      } catch (error) {
+        if (error instanceof InvalidTokenError) throw error;
+        if (error instanceof errors.JOSEError || error instanceof TypeError || error instanceof SyntaxError) {
+          throw new InvalidTokenError("invalid token");
+        }
+        throw new InvalidTokenError("invalid token");
+      }
+      const strings = (value: unknown) =>
+        Array.isArray(value) ? value.filter((v) => typeof v === "string") : [];
+      if (typeof payload.sub !== "string" || typeof payload.sid !== "string")
+        throw new InvalidTokenError("bad claims");
+      return {
+        userId: payload.sub,
+        tenantId: typeof payload.tid === "string" ? payload.tid : null,
+        sessionId: payload.sid,
+        roles: strings(payload.roles),
+        platformRoles: strings(payload.proles),
+        passwordChangeRequired: payload.pwc === true,
+      };
+    },
+    jwks: () => ({ keys: published }),
+  };
+}

@@ -1,0 +1,39 @@
+import { sql } from "drizzle-orm";
+import { index, integer, pgTable, text, timestamp, uuid } from "drizzle-orm/pg-core";
+import { timestamps } from "./columns.ts";
+import { tenants } from "./tenants.ts";
+
+export const domainStatuses = ["Pending", "Failed", "Active"] as const;
+export type DomainStatus = (typeof domainStatuses)[number];
+
+/** A tenant's custom domain: verified by a TXT record and a CNAME, then served by the TLS gateway. */
+export const tenantDomains = pgTable(
+  "tenant_domains",
+  {
+    id: uuid().primaryKey().defaultRandom(),
+    tenantId: uuid()
+      .notNull()
+      .references(() => tenants.id, { onDelete: "cascade" }),
+    /** Normalised: lower case, punycode, no trailing dot, no port. Unique across tenants. */
+    hostname: text().notNull().unique(),
+    status: text({ enum: domainStatuses }).notNull().default("Pending"),
+    verificationToken: text().notNull(),
+    /** The CNAME target last seen in DNS. */
+    cnameTarget: text(),
+    gatewayHostnameId: text(),
+    /** The gateway's certificate status (e.g. pending_validation, active): DNS success is not TLS. */
+    tlsStatus: text(),
+    lastCheckedAt: timestamp({ withTimezone: true }),
+    lastFailureReason: text(),
+    nextCheckAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
+    checkAttempts: integer().notNull().default(0),
+    lockedBy: text(),
+    lockedUntil: timestamp({ withTimezone: true }),
+    activatedAt: timestamp({ withTimezone: true }),
+    ...timestamps,
+  },
+  (t) => [
+    index("tenant_domains_tenant_idx").on(t.tenantId),
+    index("tenant_domains_due_idx").on(t.nextCheckAt).where(sql`${t.status} in ('Pending', 'Failed')`),
+  ],
+);

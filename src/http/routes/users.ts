@@ -1,0 +1,131 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { principalOf } from "../../auth/middleware.ts";
+import { tenantRoles } from "../../db/schema/index.ts";
+import type { Deps } from "../../deps.ts";
+import {
+  createTenantUser,
+  disableTenantUser,
+  listTenantUsers,
+  removeTenantUser,
+} from "../../identity/users.ts";
+import { createRouter } from "../context.ts";
+import { ProblemError } from "../errors.ts";
+import { problemResponse } from "../openapi.ts";
+
+const newUser = z
+  .object({
+    email: z.email().max(320),
+    name: z.string().trim().min(1).max(200),
+    password: z.string().min(12).max(1024),
+    role: z.enum(tenantRoles).default("member"),
+    phone: z.string().max(32).optional(),
+  })
+  .openapi("NewUser");
+const created = z.object({ id: z.uuid() }).openapi("Created");
+const tenantUser = z
+  .object({
+    id: z.string(),
+    email: z.string(),
+    name: z.string(),
+    phone: z.string().nullable(),
+    status: z.string(),
+    role: z.string().nullable(),
+    mustChangePassword: z.boolean(),
+    createdAt: z.string(),
+  })
+  .openapi("TenantUser");
+const uuidParam = (name: string) => z.object({ [name]: z.uuid() });
+const body = { content: { "application/json": { schema: newUser } }, required: true };
+
+const adminCreate = createRoute({
+  method: "post",
+  path: "/api/admin/tenants/{tenantId}/users",
+  tags: ["admin"],
+  summary: "Create a user in a tenant (a platform administrator creates the first owner).",
+  security: [{ bearer: [] }],
+  request: { params: z.object({ tenantId: z.uuid() }), body },
+  responses: {
+    201: { description: "Created.", content: { "application/json": { schema: created } } },
+    404: problemResponse("No such tenant."),
+    409: problemResponse("E-mail or phone already used in this tenant."),
+  },
+});
+
+export function adminUserRoutes(_deps: Deps) {
+  return createRouter().openapi(adminCreate, async (c) => {
+    const { tenantId } = c.req.valid("param");
+    const result = await createTenantUser(_deps.database.db, tenantId, c.req.valid("json"));
+    return c.json(result, 201);
+  });
+}
+
+const list = createRoute({
+  method: "get",
+  path: "/api/tenant/users",
+  tags: ["tenant"],
+  summary: "The caller's tenant's users (owners only).",
+  security: [{ bearer: [] }],
+  responses: {
+    200: {
+      description: "Users.",
+      content: { "application/json": { schema: z.object({ items: z.array(tenantUser) }) } },
+    },
+  },
+});
+const add = createRoute({
+  method: "post",
+  path: "/api/tenant/users",
+  tags: ["tenant"],
+  summary: "Add a user to the caller's tenant.",
+  security: [{ bearer: [] }],
+  request: { body },
+  responses: {
+    201: { description: "Created.", content: { "application/json": { schema: created } } },
+    409: problemResponse("E-mail or phone already used."),
+  },
+});
+const disable = createRoute({
+  method: "post",
+  path: "/api/tenant/users/{userId}/disable",
+  tags: ["tenant"],
+  summary: "Disable a user; their sessions end at once.",
+  security: [{ bearer: [] }],
+  request: { params: uuidParam("userId") },
+  responses: { 204: { description: "Disabled." }, 404: problemResponse("No such user in this tenant.") },
+});
+const remove = createRoute({
+  method: "delete",
+  path: "/api/tenant/users/{userId}",
+  tags: ["tenant"],
+  summary: "Remove a user.",
+  security: [{ bearer: [] }],
+  request: { params: uuidParam("userId") },
+  responses: { 204: { description: "Removed." }, 404: problemResponse("No such user in this tenant.") },
+});
+
+/** Tenant owners manage their own tenant's users; every query is scoped by the caller's tenant. */
+export function tenantUserRoutes(deps: Deps) {
+  const tenantOf = (c: Parameters<typeof principalOf>[0]) => {
+    const tenantId = principalOf(c).tenantId;
+    if (!tenantId) throw new ProblemError("forbidden", "Tenant users only.");
+    return tenantId;
+  };
+  return createRouter()
+    .openapi(list, async (c) => c.json({ items: await listTenantUsers(deps.database.db, tenantOf(c)) }, 200))
+    .openapi(add, async (c) =>
+      c.json(await createTenantUser(deps.database.db, tenantOf(c), c.req.valid("json")), 201),
+    )
+    .openapi(disable, async (c) => {
+      await disableTenantUser(
+        deps.database.db,
+        tenantOf(c),
+        c.req.valid("param").userId as string,
+        deps.clock.now(),
+      );
+      return c.body(null, 204);
+    })
+    .openapi(remove, async (c) => {
+      await removeTenantUser(deps.database.db, tenantOf(c), c.req.valid("param").userId as string);
+      return c.body(null, 204);
+    });
+}

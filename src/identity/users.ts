@@ -1,0 +1,132 @@
+import { and, asc, eq, isNull, ne, sql } from "drizzle-orm";
+import { z } from "zod";
+import type { Db, Executor } from "../db/client.ts";
+import {
+  sessions,
+  type TenantRole,
+  tenantMemberships,
+  tenantRoles,
+  tenants,
+  users,
+} from "../db/schema/index.ts";
+import { ProblemError } from "../http/errors.ts";
+import { hashPassword, MIN_PASSWORD_LENGTH } from "../security/passwords.ts";
+
+export const newUserSchema = z.object({
+  email: z.email().max(320),
+  name: z.string().trim().min(1).max(200),
+  password: z.string().min(MIN_PASSWORD_LENGTH).max(1024),
+  role: z.enum(tenantRoles).default("member"),
+  phone: z
+    .string()
+    .regex(/^\+[1-9]\d{6,14}$/, "must be an E.164 number such as +14155550100")
+    .optional(),
+});
+export type NewUser = z.input<typeof newUserSchema>;
+
+export interface TenantUser {
+  id: string;
+  email: string;
+  name: string;
+  phone: string | null;
+  status: string;
+  role: TenantRole | null;
+  mustChangePassword: boolean;
+  createdAt: string;
+}
+
+const notFound = () => new ProblemError("not_found", "No such user.");
+
+export async function createTenantUser(db: Db, tenantId: string, input: NewUser): Promise<{ id: string }> {
+  const user = newUserSchema.parse(input);
+  const [tenant] = await db.select({ id: tenants.id }).from(tenants).where(eq(tenants.id, tenantId)).limit(1);
+  if (!tenant) throw new ProblemError("not_found", "No such tenant.");
+  const passwordHash = await hashPassword(user.password);
+  return db.transaction(async (tx) => {
+    const inserted = await tx
+      .insert(users)
+      .values({ tenantId, email: user.email.toLowerCase(), name: user.name, phone: user.phone, passwordHash })
+      .onConflictDoNothing()
+      .returning({ id: users.id });
+    const created = inserted[0];
+    if (!created)
+      throw new ProblemError("conflict", "A user with this e-mail or phone exists in this tenant.");
+    await tx.insert(tenantMemberships).values({ tenantId, userId: created.id, role: user.role });
+    return created;
+  });
+}
+
+export async function listTenantUsers(db: Db, tenantId: string): Promise<TenantUser[]> {
+  const rows = await db
+    .select({
+      id: users.id,
+      email: users.email,
+      name: users.name,
+      phone: users.phone,
+      status: users.status,
+      role: tenantMemberships.role,
+      mustChangePassword: users.mustChangePassword,
+      createdAt: users.createdAt,
+    })
+    .from(users)
+    .leftJoin(
+      tenantMemberships,
+      and(eq(tenantMemberships.userId, users.id), eq(tenantMemberships.tenantId, tenantId)),
+    )
+    .where(eq(users.tenantId, tenantId))
+    .orderBy(asc(users.createdAt), asc(users.id));
+  return rows.map((row) => ({ ...row, createdAt: row.createdAt.toISOString() }));
+}
+
+async function assertNotLastOwner(tx: Executor, tenantId: string, userId: string): Promise<void> {
+  const [row] = await tx
+    .select({ others: sql<number>`count(*)::int` })
+    .from(tenantMemberships)
+    .innerJoin(users, eq(users.id, tenantMemberships.userId))
+    .where(
+      and(
+        eq(tenantMemberships.tenantId, tenantId),
+        eq(tenantMemberships.role, "owner"),
+        ne(tenantMemberships.userId, userId),
+        eq(users.status, "Active"),
+      ),
+    );
+  const [target] = await tx
+    .select({ role: tenantMemberships.role })
+    .from(tenantMemberships)
+    .where(and(eq(tenantMemberships.tenantId, tenantId), eq(tenantMemberships.userId, userId)));
+  if (target?.role === "owner" && (row?.others ?? 0) === 0) {
+    throw new ProblemError("conflict", "A tenant keeps at least one active owner.");
+  }
+}
+
+/** Disables a tenant's user and ends their sessions at once. Another tenant's user is "not found". */
+export async function disableTenantUser(db: Db, tenantId: string, userId: string, now: Date): Promise<void> {
+  await db.transaction(async (tx) => {
+    const [user] = await tx
+      .select({ id: users.id })
+      .from(users)
+      .where(and(eq(users.id, userId), eq(users.tenantId, tenantId)))
+      .for("update");
+    if (!user) throw notFound();
+    await assertNotLastOwner(tx, tenantId, userId);
+    await tx.update(users).set({ status: "Disabled", updatedAt: now }).where(eq(users.id, userId));
+    await tx
+      .update(sessions)
+      .set({ revokedAt: now, revokedReason: "user disabled" })
+      .where(and(eq(sessions.userId, userId), isNull(sessions.revokedAt)));
+  });
+}
+
+export async function removeTenantUser(db: Db, tenantId: string, userId: string): Promise<void> {
+  await db.transaction(async (tx) => {
+    const [user] = await tx
+      .select({ id: users.id })
+      .from(users)
+      .where(and(eq(users.id, userId), eq(users.tenantId, tenantId)))
+      .for("update");
+    if (!user) throw notFound();
+    await assertNotLastOwner(tx, tenantId, userId);
+    await tx.delete(users).where(and(eq(users.id, userId), eq(users.tenantId, tenantId)));
+  });
+}

@@ -1,0 +1,69 @@
+import { and, eq } from "drizzle-orm";
+import type { Clock } from "../clock.ts";
+import type { Db } from "../db/client.ts";
+import { tenantDomains, tenants } from "../db/schema/index.ts";
+import type { ResolvedTenant } from "../http/context.ts";
+
+const TTL_MS = 30_000;
+
+export interface TenantLookup {
+  /** The tenant an Active custom domain belongs to (the tenant itself Active), or null. */
+  byDomain(host: string): Promise<ResolvedTenant | null>;
+  /** An Active tenant by its code, or null. */
+  byCode(code: string): Promise<ResolvedTenant | null>;
+  /** A tenant by id (any status), or null. */
+  byId(id: string): Promise<ResolvedTenant | null>;
+  /** Forget cached answers (after a domain or tenant changes in this process). */
+  clear(): void;
+}
+
+/** Lookups on every request's hot path, cached in-process for 30 s (answers for unknown hosts too). */
+export function createTenantLookup(db: Db, clock: Clock): TenantLookup {
+  const cache = new Map<string, { value: ResolvedTenant | null; until: number }>();
+  const cached = async (key: string, load: () => Promise<ResolvedTenant | null>) => {
+    const now = clock.now().getTime();
+    const hit = cache.get(key);
+    if (hit && hit.until > now) return hit.value;
+    const value = await load();
+    if (cache.size > 10_000) cache.clear();
+    cache.set(key, { value, until: now + TTL_MS });
+    return value;
+  };
+  return {
+    byDomain: (host) =>
+      cached(`d:${host}`, async () => {
+        const [row] = await db
+          .select({ id: tenants.id, code: tenants.code })
+          .from(tenantDomains)
+          .innerJoin(tenants, eq(tenants.id, tenantDomains.tenantId))
+          .where(
+            and(
+              eq(tenantDomains.hostname, host),
+              eq(tenantDomains.status, "Active"),
+              eq(tenants.status, "Active"),
+            ),
+          )
+          .limit(1);
+        return row ?? null;
+      }),
+    byCode: (code) =>
+      cached(`c:${code.toLowerCase()}`, async () => {
+        const [row] = await db
+          .select({ id: tenants.id, code: tenants.code })
+          .from(tenants)
+          .where(and(eq(tenants.code, code.toLowerCase()), eq(tenants.status, "Active")))
+          .limit(1);
+        return row ?? null;
+      }),
+    byId: (id) =>
+      cached(`i:${id}`, async () => {
+        const [row] = await db
+          .select({ id: tenants.id, code: tenants.code })
+          .from(tenants)
+          .where(eq(tenants.id, id))
+          .limit(1);
+        return row ?? null;
+      }),
+    clear: () => cache.clear(),
+  };
+}

@@ -1,0 +1,63 @@
+import type { MiddlewareHandler } from "hono";
+import type { Settings } from "../config/schema.ts";
+import { trustedProxies } from "../http/client-ip.ts";
+import type { AppEnv } from "../http/context.ts";
+import { ProblemError } from "../http/errors.ts";
+import { createHostPolicy, normaliseHost } from "./hosts.ts";
+import type { TenantLookup } from "./lookup.ts";
+
+/** Paths every host may reach: orchestrators probe pods by IP, not by name. */
+const HOST_EXEMPT = new Set(["/api/health", "/api/health/ready"]);
+export const TENANT_CODE_HEADER = "x-tenant";
+
+/** Is a tenant code accepted on this path (`Tenancy:Resolution:TenantCodePaths`, prefixes)? */
+export function tenantCodeAllowed(paths: readonly string[], path: string): boolean {
+  return paths.some((prefix) => path === prefix.replace(/\/$/, "") || path.startsWith(prefix));
+}
+
+/**
+ * Resolves the host and the tenant of a request:
+ * - the host is `Host`, or `X-Forwarded-Host` when the socket peer is a trusted proxy;
+ * - a configured host (AllowedHosts, the platform host) acts as the platform: a tenant code
+ *   (`X-Tenant` header or `?tenant=`) is accepted only on `TenantCodePaths` and refused elsewhere;
+ * - an Active tenant domain resolves to its tenant;
+ * - any other host gets 400 `host_not_allowed`.
+ */
+export function resolveTenancy(input: {
+  settings: Settings;
+  environment: string;
+  lookup: TenantLookup;
+}): MiddlewareHandler<AppEnv> {
+  const { Resolution } = input.settings.Tenancy;
+  const trusted = trustedProxies(Resolution.TrustedProxies);
+  const policy = createHostPolicy({
+    allowedHosts: input.settings.AllowedHosts,
+    platformHost: Resolution.PlatformHost,
+    environment: input.environment,
+  });
+  return async (c, next) => {
+    if (HOST_EXEMPT.has(c.req.path)) return next();
+    const peer = c.env?.peerAddress;
+    const forwardedHost =
+      peer && trusted.has(peer) ? c.req.header("x-forwarded-host")?.split(",")[0] : undefined;
+    const host = normaliseHost(forwardedHost ?? c.req.header("host") ?? new URL(c.req.url).host);
+    if (!host) throw new ProblemError("host_not_allowed", "The request has no usable Host.");
+
+    const code = c.req.header(TENANT_CODE_HEADER) ?? c.req.query("tenant");
+    if (policy.isPlatformHost(host)) {
+      if (code) {
+        if (!tenantCodeAllowed(Resolution.TenantCodePaths, c.req.path)) {
+          throw new ProblemError("bad_request", "A tenant code is not accepted on this path.");
+        }
+        const tenant = await input.lookup.byCode(code);
+        if (!tenant) throw new ProblemError("not_found", "No such tenant.");
+        c.set("tenant", tenant);
+      }
+      return next();
+    }
+    const tenant = await input.lookup.byDomain(host);
+    if (!tenant) throw new ProblemError("host_not_allowed", "This host is not served here.");
+    c.set("tenant", tenant);
+    return next();
+  };
+}
