@@ -67,6 +67,13 @@ export function checkProduction(config: AppConfig): ConfigProblem[] {
   if (!isMasterKey(s.Security.TenantSecrets.MasterKey)) {
     problems.push({ key: "Security:TenantSecrets:MasterKey", problem: "must be Base64 of exactly 32 bytes" });
   }
+  s.Security.TenantSecrets.PreviousKeys.forEach((previous, i) => {
+    if (!isMasterKey(previous.MasterKey))
+      problems.push({
+        key: `Security:TenantSecrets:PreviousKeys:${i}:MasterKey`,
+        problem: "must be Base64 of exactly 32 bytes",
+      });
+  });
 
   if ((s.Authentication.Sms.CodePepper ?? "").length < 32) {
     problems.push({ key: "Authentication:Sms:CodePepper", problem: "must be at least 32 characters" });

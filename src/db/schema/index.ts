@@ -1,3 +1,6 @@
+export * from "./data-protection.ts";
 export * from "./identity.ts";
 export * from "./jobs.ts";
+export * from "./providers.ts";
+export * from "./secrets.ts";
 export * from "./tenants.ts";
