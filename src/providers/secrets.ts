@@ -24,7 +24,12 @@ export interface TenantSecretInfo {
 function checkName(name: string): void {
   if (!SECRET_NAME.test(name))
     throw new ProblemError("validation_failed", "The secret name is not valid.", {
-      errors: [{ path: "name", message: "letters, digits, '.', '_' and '-', at most 128, not starting with a symbol" }],
+      errors: [
+        {
+          path: "name",
+          message: "letters, digits, '.', '_' and '-', at most 128, not starting with a symbol",
+        },
+      ],
     });
 }
 
@@ -138,7 +143,12 @@ export async function rotateTenantSecrets(
           value = openSecret(keyring, row.tenantId, row.name, row);
         } catch (error) {
           if (!(error instanceof TenantSecretError)) throw error;
-          result.failed.push({ tenantId: row.tenantId, name: row.name, keyId: row.keyId, reason: error.reason });
+          result.failed.push({
+            tenantId: row.tenantId,
+            name: row.name,
+            keyId: row.keyId,
+            reason: error.reason,
+          });
           continue;
         }
         const sealed = sealSecret(keyring, row.tenantId, row.name, value);

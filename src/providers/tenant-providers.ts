@@ -65,7 +65,8 @@ function checkInput(input: { settings: Record<string, unknown>; secretRefs: Reco
       .filter(([, name]) => !SECRET_NAME.test(name))
       .map(([key]) => ({ path: `secretRefs.${key}`, message: "must be a tenant secret name" })),
   ];
-  if (errors.length > 0) throw new ProblemError("validation_failed", "The provider settings are not valid.", { errors });
+  if (errors.length > 0)
+    throw new ProblemError("validation_failed", "The provider settings are not valid.", { errors });
 }
 
 /** Creates or replaces the tenant's provider of one type. */
@@ -93,7 +94,10 @@ export async function putTenantProvider(
   const [row] = await db
     .insert(tenantExternalProviders)
     .values({ tenantId, type, ...values, createdAt: input.now })
-    .onConflictDoUpdate({ target: [tenantExternalProviders.tenantId, tenantExternalProviders.type], set: values })
+    .onConflictDoUpdate({
+      target: [tenantExternalProviders.tenantId, tenantExternalProviders.type],
+      set: values,
+    })
     .returning(columns);
   if (!row) throw new Error("upsert returned no row");
   return row;
@@ -157,7 +161,9 @@ export async function readProviderSecrets(
   for (const [setting, name] of Object.entries(provider.secretRefs)) {
     const value = await readTenantSecret(db, keyring, provider.tenantId, name);
     if (value === null)
-      throw new Error(`provider ${provider.type} of tenant ${provider.tenantId}: secret "${name}" (${setting}) is missing`);
+      throw new Error(
+        `provider ${provider.type} of tenant ${provider.tenantId}: secret "${name}" (${setting}) is missing`,
+      );
     out[setting] = value;
   }
   return out;
