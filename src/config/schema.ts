@@ -222,11 +222,13 @@ export const configSchema = z.object({
         "text/csv",
       ])
       .meta({ description: "Content types tenants may upload (exact `type/subtype`, lower case)." }),
-    PresignSeconds: int(
-      1,
-      900,
-      "Lifetime of presigned upload and download URLs, in seconds (at most 604800).",
-    ),
+    PresignSeconds: z
+      .number()
+      .int()
+      .min(1)
+      .max(604_800)
+      .default(900)
+      .meta({ description: "Lifetime of presigned upload and download URLs, in seconds (at most 7 days)." }),
     S3: z.object({
       Bucket: z
         .string()
