@@ -4,6 +4,7 @@ import { type AppConfig, loadConfig } from "./config/load.ts";
 import { createRedactor } from "./config/redact.ts";
 import { type Database, openDatabase } from "./db/client.ts";
 import { rotateTenantSecrets } from "./providers/secrets.ts";
+import { createDataProtection } from "./security/data-protection.ts";
 import { parseTenantSecretKeys } from "./security/tenant-secrets.ts";
 import { createLogger, type Logger } from "./telemetry/logger.ts";
 
@@ -14,6 +15,8 @@ export const EXIT = {
   failure: 1,
   /** Some secrets open with no configured key; they were left as they were, the rest rotated. */
   undecryptable: 2,
+  /** --revoke-data-protection-key named no live key; nothing changed. */
+  noSuchKey: 4,
   usage: 64,
 } as const;
 
@@ -24,17 +27,27 @@ Re-encrypts every tenant secret that is not under the current master key
 key must still be configured as Security:TenantSecrets:PreviousKeys:N:KeyId / MasterKey so the
 old values decrypt. Runs in batches, one transaction each; safe to rerun and to run twice at once.
 
+Data protection (Security:DataProtection) rotates its ring keys by itself every KeyLifetimeDays;
+these options act on the ring instead of tenant secrets:
+  --data-protection                   Create a new ring key now (early rotation); old keys keep
+                                      unprotecting. Other processes use it within 5 minutes.
+  --revoke-data-protection-key <id>   Revoke one ring key (after a compromise): payloads under it
+                                      (cookies, ...) stop opening.
+  --list-data-protection-keys         List ring keys (ids, dates, whether this configuration
+                                      can unwrap them).
+
 Options:
   --batch-size <n>  Secrets per transaction (default 100).
   --help            Show this help.
 
-Exit codes: 0 every secret is under the current key; 1 configuration or database failure (rerun);
-2 some secrets decrypt with no configured key (listed by tenant, name and key id; left unchanged);
-64 bad usage.
+Exit codes: 0 done (every secret is under the current key); 1 configuration or database failure
+(rerun); 2 some secrets decrypt with no configured key (listed by tenant, name and key id; left
+unchanged); 4 no such data-protection key; 64 bad usage.
 `;
 
 export interface RotateFlags {
   batchSize: number;
+  dataProtection?: "rotate" | "list" | { revoke: string };
 }
 
 /** Rotates tenant secrets as configured; returns an exit code. Values are never logged. */
@@ -45,6 +58,7 @@ export async function runSecretsRotate(
   logger: Logger,
   now: () => Date = () => new Date(),
 ): Promise<number> {
+  if (flags.dataProtection) return runDataProtection(config, database, flags.dataProtection, logger, now);
   const { keyring, problems } = parseTenantSecretKeys(config.settings.Security.TenantSecrets);
   if (!keyring) {
     logger.error("tenant secret keys are not usable; nothing rotated", { problems });
@@ -65,6 +79,33 @@ export async function runSecretsRotate(
   return result.failed.length > 0 ? EXIT.undecryptable : EXIT.ok;
 }
 
+async function runDataProtection(
+  config: AppConfig,
+  database: Database,
+  action: NonNullable<RotateFlags["dataProtection"]>,
+  logger: Logger,
+  now: () => Date,
+): Promise<number> {
+  const dp = createDataProtection(config, { db: database.db, clock: { now }, logger });
+  if (action === "rotate") {
+    logger.info("data protection key created and active", { keyId: await dp.rotateNow() });
+    return EXIT.ok;
+  }
+  if (action === "list") {
+    for (const key of await dp.listKeys())
+      process.stdout.write(
+        `${key.id}  ${key.protection.padEnd(15)} active ${key.activatesAt.toISOString()}  until ${key.expiresAt.toISOString()}  ${key.usable ? "usable" : "NOT USABLE with this configuration"}\n`,
+      );
+    return EXIT.ok;
+  }
+  if (!(await dp.revokeKey(action.revoke))) {
+    logger.error("no live data protection key has this id; nothing changed", { keyId: action.revoke });
+    return EXIT.noSuchKey;
+  }
+  logger.info("data protection key revoked", { keyId: action.revoke });
+  return EXIT.ok;
+}
+
 async function main(argv: string[]): Promise<number> {
   let flags: RotateFlags;
   try {
@@ -72,6 +113,9 @@ async function main(argv: string[]): Promise<number> {
       args: argv,
       options: {
         "batch-size": { type: "string", default: "100" },
+        "data-protection": { type: "boolean", default: false },
+        "list-data-protection-keys": { type: "boolean", default: false },
+        "revoke-data-protection-key": { type: "string" },
         help: { type: "boolean", short: "h", default: false },
       },
       strict: true,
@@ -83,7 +127,22 @@ async function main(argv: string[]): Promise<number> {
     const batchSize = Number(values["batch-size"]);
     if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 10_000)
       throw new Error("--batch-size must be an integer from 1 to 10000");
-    flags = { batchSize };
+    const revoke = values["revoke-data-protection-key"];
+    const actions = [values["data-protection"], values["list-data-protection-keys"], revoke !== undefined];
+    if (actions.filter(Boolean).length > 1)
+      throw new Error(
+        "--data-protection, --list-data-protection-keys and --revoke-data-protection-key exclude each other",
+      );
+    flags = {
+      batchSize,
+      dataProtection: values["data-protection"]
+        ? "rotate"
+        : values["list-data-protection-keys"]
+          ? "list"
+          : revoke !== undefined
+            ? { revoke }
+            : undefined,
+    };
   } catch (error) {
     process.stderr.write(`${(error as Error).message}\n\n${HELP}`);
     return EXIT.usage;

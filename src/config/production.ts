@@ -63,6 +63,15 @@ export function checkProduction(config: AppConfig): ConfigProblem[] {
     }
   }
 
+  dp.PreviousCertificates.forEach((previous, i) => {
+    try {
+      loadCertificate(previous.Path, previous.Password);
+    } catch (error) {
+      const problem = error instanceof CertificateError ? error.message : "cannot be loaded";
+      problems.push({ key: `Security:DataProtection:PreviousCertificates:${i}:Path`, problem });
+    }
+  });
+
   need("Security:TenantSecrets:KeyId", s.Security.TenantSecrets.KeyId);
   if (!isMasterKey(s.Security.TenantSecrets.MasterKey)) {
     problems.push({ key: "Security:TenantSecrets:MasterKey", problem: "must be Base64 of exactly 32 bytes" });

@@ -119,6 +119,21 @@ export const configSchema = z.object({
         .string()
         .optional()
         .meta(secret("Password of the certificate (`PLINTH_DATA_PROTECTION_CERTIFICATE_PASSWORD`).")),
+      PreviousCertificates: z
+        .array(
+          z.object({
+            Path: z
+              .string()
+              .min(1)
+              .meta({ description: "A retired certificate (PKCS#12 or PEM) with its private key." }),
+            Password: z.string().optional().meta(secret("Password of the retired certificate.")),
+          }),
+        )
+        .default([])
+        .meta({
+          description:
+            "Retired certificates that still unwrap older ring keys after a certificate change; new keys use CertificatePath.",
+        }),
       KeyLifetimeDays: int(
         1,
         90,

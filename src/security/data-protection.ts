@@ -8,7 +8,7 @@ import {
   randomBytes,
   randomUUID,
 } from "node:crypto";
-import { and, asc, gt, isNull, lte, sql } from "drizzle-orm";
+import { and, asc, eq, gt, isNull, lte, sql } from "drizzle-orm";
 import type { Clock } from "../clock.ts";
 import type { AppConfig } from "../config/load.ts";
 import type { Db } from "../db/client.ts";
@@ -33,6 +33,8 @@ const HEADER_BYTES = 1 + KEY_ID_BYTES;
 const DAY_MS = 86_400_000;
 /** How long a process trusts its cached ring before reading PostgreSQL again. */
 const RING_REFRESH_MS = 5 * 60_000;
+/** Least time between ring reloads caused by payloads under an unknown key id. */
+const FORCED_RELOAD_GAP_MS = 1_000;
 /** Advisory lock serialising key creation across processes. */
 const KEY_CREATION_LOCK = 7_400_201;
 
@@ -52,6 +54,8 @@ export interface DataProtectionOptions {
   applicationName: string;
   /** null only in Development: keys are then stored bare (a warning is logged). */
   certificate: LoadedCertificate | null;
+  /** Retired certificates: they still unwrap the keys they wrapped; nothing new is wrapped with them. */
+  previousCertificates?: LoadedCertificate[];
   clock: Clock;
   logger: Logger;
   keyLifetimeDays: number;
@@ -64,6 +68,8 @@ interface RingKey {
   expiresAt: Date;
   /** Database time of creation: breaks ties between keys activating at the same instant. */
   createdAt: Date;
+  /** Wrapped by the current certificate (or bare in an unprotected ring): usable for new payloads. */
+  current: boolean;
 }
 
 export interface DataProtectionKeyInfo {
@@ -88,6 +94,7 @@ export class DataProtection {
   readonly protectedAtRest: boolean;
   readonly #options: DataProtectionOptions;
   readonly #thumbprint: string | null;
+  readonly #unwrappers: Map<string, LoadedCertificate>;
   #ring = new Map<string, RingKey>();
   #loadedAt = Number.NEGATIVE_INFINITY;
   #subkeys = new Map<string, Buffer>();
@@ -99,6 +106,10 @@ export class DataProtection {
     this.applicationName = options.applicationName;
     this.protectedAtRest = options.certificate !== null;
     this.#thumbprint = options.certificate?.certificate.fingerprint256 ?? null;
+    this.#unwrappers = new Map();
+    if (options.certificate)
+      for (const cert of [...(options.previousCertificates ?? []), options.certificate])
+        this.#unwrappers.set(cert.certificate.fingerprint256, cert);
   }
 
   /** A protector for one purpose (e.g. `"cookie", "session"`): payloads of other purposes do not open. */
@@ -119,6 +130,21 @@ export class DataProtection {
     return id;
   }
 
+  /**
+   * Revokes a key (after a compromise): payloads under it no longer open, here at once and in
+   * other processes at their next ring refresh. Returns false when there is no such live key.
+   */
+  async revokeKey(id: string): Promise<boolean> {
+    if (!/^[0-9a-f-]{36}$/i.test(id)) return false;
+    const revoked = await this.#options.db
+      .update(dataProtectionKeys)
+      .set({ revokedAt: this.#options.clock.now() })
+      .where(and(eq(dataProtectionKeys.id, id), isNull(dataProtectionKeys.revokedAt)))
+      .returning({ id: dataProtectionKeys.id });
+    await this.#reload();
+    return revoked.length > 0;
+  }
+
   async listKeys(): Promise<DataProtectionKeyInfo[]> {
     const rows = await this.#options.db
       .select()
@@ -135,10 +161,13 @@ export class DataProtection {
   }
 
   #unwrap(row: typeof dataProtectionKeys.$inferSelect): Buffer | null {
-    const certificate = this.#options.certificate;
-    if (!certificate) return row.protection === "none" ? Buffer.from(row.keyMaterial, "base64") : null;
-    // a protected ring never uses bare keys, nor keys wrapped by another certificate
-    if (row.protection !== "rsa-oaep-sha256" || row.certificateThumbprint !== this.#thumbprint) return null;
+    if (!this.#options.certificate)
+      return row.protection === "none" ? Buffer.from(row.keyMaterial, "base64") : null;
+    // a protected ring never uses bare keys, nor keys wrapped by a certificate it does not hold
+    const certificate = row.certificateThumbprint
+      ? this.#unwrappers.get(row.certificateThumbprint)
+      : undefined;
+    if (row.protection !== "rsa-oaep-sha256" || !certificate) return null;
     try {
       return privateDecrypt(
         { key: certificate.privateKey, padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: "sha256" },
@@ -166,6 +195,7 @@ export class DataProtection {
         activatesAt: row.activatesAt,
         expiresAt: row.expiresAt,
         createdAt: row.createdAt,
+        current: this.#options.certificate === null || row.certificateThumbprint === this.#thumbprint,
       });
     }
     if (skipped > 0)
@@ -189,7 +219,8 @@ export class DataProtection {
   #defaultKey(now: Date): RingKey | undefined {
     let best: RingKey | undefined;
     for (const key of this.#ring.values()) {
-      if (!key.material || key.activatesAt > now || key.expiresAt <= now) continue;
+      // new payloads only under keys wrapped by the current certificate
+      if (!key.material || !key.current || key.activatesAt > now || key.expiresAt <= now) continue;
       const later =
         !best ||
         key.activatesAt > best.activatesAt ||
@@ -215,7 +246,10 @@ export class DataProtection {
               gt(dataProtectionKeys.expiresAt, now),
             ),
           );
-        const usable = rows.find((row) => this.#unwrap(row) !== null);
+        const usable = rows.find(
+          (row) =>
+            this.#unwrap(row) !== null && (!certificate || row.certificateThumbprint === this.#thumbprint),
+        );
         if (usable) return usable.id;
       }
       const id = randomUUID();
@@ -287,7 +321,12 @@ export class DataProtection {
       throw new DataProtectionError("the payload is not a protected payload");
     const keyId = bytesToUuid(bytes.subarray(1, HEADER_BYTES));
     await this.#ensureLoaded();
-    if (!this.#ring.has(keyId)) await this.#ensureLoaded(true); // a key another process just created
+    // a key another process just created; throttled so forged key ids cannot hammer the database
+    if (
+      !this.#ring.has(keyId) &&
+      this.#options.clock.now().getTime() - this.#loadedAt >= FORCED_RELOAD_GAP_MS
+    )
+      await this.#ensureLoaded(true);
     const key = this.#ring.get(keyId);
     if (!key?.material) throw new DataProtectionError("the payload's key is not in the key ring");
     try {
@@ -319,9 +358,11 @@ export function createDataProtection(
 ): DataProtection {
   const settings = config.settings.Security.DataProtection;
   let certificate: LoadedCertificate | null = null;
-  if (settings.CertificatePath)
+  let previousCertificates: LoadedCertificate[] = [];
+  if (settings.CertificatePath) {
     certificate = loadCertificate(settings.CertificatePath, settings.CertificatePassword);
-  else if (config.environment === "Production")
+    previousCertificates = settings.PreviousCertificates.map((p) => loadCertificate(p.Path, p.Password));
+  } else if (config.environment === "Production")
     throw new DataProtectionError("Security:DataProtection:CertificatePath is required in Production");
   else
     deps.logger.warn(
@@ -333,6 +374,7 @@ export function createDataProtection(
     db: deps.db,
     applicationName: settings.ApplicationName ?? "plinth",
     certificate,
+    previousCertificates,
     clock: deps.clock,
     logger: deps.logger,
     keyLifetimeDays: settings.KeyLifetimeDays,

@@ -148,11 +148,52 @@ describe("data protection key ring", () => {
       const rotated = await one.rotateNow();
       const c = await one.forPurpose("cookie").protect("after rotate");
       expect(keyOf(c)).toBe(rotated.replace(/-/g, ""));
-      // another process opens it at once (unknown key id → ring reload) and uses it after its refresh
+      // another process opens it (an unknown key id reloads its ring, at most once a second) and
+      // protects with it after its next refresh
+      clock.advance(1_000);
       expect(await two.forPurpose("cookie").unprotect(c)).toBe("after rotate");
       clock.advance(6 * 60_000);
       expect(keyOf(await two.forPurpose("cookie").protect("later"))).toBe(rotated.replace(/-/g, ""));
       expect(await one.forPurpose("cookie").unprotect(a)).toBe("after one");
+    }));
+
+  test("certificate change: a retired certificate still unwraps old keys; new payloads use the new certificate", () =>
+    withDatabase(async (t) => {
+      const clock = new ManualClock("2026-01-01T00:00:00Z");
+      const before = ring(t, clock).forPurpose("cookie");
+      const old = await before.protect("under the old certificate");
+      const after = new DataProtection({
+        db: t.database.db,
+        applicationName: "plinth-test",
+        certificate: loadCertificate(otherCerts.pfxPath, otherCerts.password),
+        previousCertificates: [loadCertificate(certs.pfxPath, certs.password)],
+        clock,
+        logger,
+        keyLifetimeDays: 90,
+      });
+      expect(await after.forPurpose("cookie").unprotect(old)).toBe("under the old certificate");
+      const fresh = await after.forPurpose("cookie").protect("new");
+      const keyOf = (p: string) => Buffer.from(p, "base64url").subarray(1, 17).toString("hex");
+      expect(keyOf(fresh)).not.toBe(keyOf(old));
+      const keys = await after.listKeys();
+      expect(keys.map((k) => k.usable)).toEqual([true, true]);
+      // once the old certificate is dropped from the configuration, old payloads stop opening
+      expect(await refused(ring(t, clock, { cert: "other" }).forPurpose("cookie").unprotect(old))).toBe(true);
+      expect(await ring(t, clock, { cert: "other" }).forPurpose("cookie").unprotect(fresh)).toBe("new");
+    }));
+
+  test("a revoked key no longer opens its payloads; the next protect makes a new key", () =>
+    withDatabase(async (t) => {
+      const clock = new ManualClock("2026-01-01T00:00:00Z");
+      const dp = ring(t, clock);
+      const payload = await dp.forPurpose("cookie").protect("x");
+      const [key] = await dp.listKeys();
+      expect(await dp.revokeKey(key?.id ?? "")).toBe(true);
+      expect(await dp.revokeKey(key?.id ?? "")).toBe(false);
+      expect(await refused(dp.forPurpose("cookie").unprotect(payload))).toBe(true);
+      const fresh = await dp.forPurpose("cookie").protect("y");
+      expect(await dp.forPurpose("cookie").unprotect(fresh)).toBe("y");
+      expect((await dp.listKeys()).map((k) => k.id)).not.toContain(key?.id);
     }));
 
   test("Development without a certificate: bare keys and a loud warning; a protected ring ignores bare keys", () =>

@@ -5,6 +5,7 @@ import { sql } from "drizzle-orm";
 import { execute } from "../../src/db/client.ts";
 import { putTenantSecret, readTenantSecret } from "../../src/providers/secrets.ts";
 import { parseTenantSecretKeys, type TenantSecretKeyring } from "../../src/security/tenant-secrets.ts";
+import { makeTestCertificates } from "../helpers/certificates.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 import { makeTenant } from "../helpers/factories.ts";
 
@@ -94,4 +95,33 @@ describe("bun run secrets:rotate", () => {
     );
     expect(keyIds.map((r) => r.key_id)).toEqual(["lost", "new"]);
   });
+
+  test("data protection: rotate now, list, revoke (4 when there is no such key)", () => {
+    const certs = makeTestCertificates();
+    try {
+      const env = {
+        PLINTH_DATA_PROTECTION_APPLICATION_NAME: "cli",
+        PLINTH_DATA_PROTECTION_CERTIFICATE_PATH: certs.pfxPath,
+        PLINTH_DATA_PROTECTION_CERTIFICATE_PASSWORD: certs.password,
+      };
+      expect(rotate(["--data-protection"], env).code).toBe(0);
+      const listed = rotate(["--list-data-protection-keys"], env);
+      expect(listed.code).toBe(0);
+      const ids = [...listed.out.matchAll(/^([0-9a-f-]{36}) +rsa-oaep-sha256 .* usable$/gm)].map(
+        (m) => m[1] ?? "",
+      );
+      expect(ids).toHaveLength(1);
+      expect(rotate(["--revoke-data-protection-key", ids[0] ?? ""], env).code).toBe(0);
+      expect(rotate(["--revoke-data-protection-key", ids[0] ?? ""], env).code).toBe(4);
+      expect(rotate(["--data-protection", "--list-data-protection-keys"], env).code).toBe(64);
+      const wrong = rotate(["--data-protection"], {
+        ...env,
+        PLINTH_DATA_PROTECTION_CERTIFICATE_PASSWORD: "wrong",
+      });
+      expect(wrong.code).toBe(1);
+      expect(wrong.out).not.toContain(certs.password);
+    } finally {
+      certs.cleanup();
+    }
+  }, 30_000);
 });

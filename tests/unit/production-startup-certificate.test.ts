@@ -86,6 +86,22 @@ describe("Production start-up and the data-protection certificate", () => {
     ]);
   });
 
+  test("a retired data-protection certificate that cannot be opened is refused, by key", () => {
+    const env = {
+      ...productionEnv(),
+      Security__DataProtection__PreviousCertificates__0__Path: certs.pfxPath,
+      Security__DataProtection__PreviousCertificates__0__Password: "wrong-password",
+    };
+    expect(problemsOf(env)).toEqual([
+      {
+        key: "Security:DataProtection:PreviousCertificates:0:Path",
+        problem: "cannot be opened with the configured password",
+      },
+    ]);
+    const ok = { ...env, Security__DataProtection__PreviousCertificates__0__Password: certs.password };
+    expect(problemsOf(ok)).toEqual([]);
+  });
+
   test("a retired tenant-secret master key of the wrong length is refused, by key", () => {
     const env = {
       ...productionEnv(),
