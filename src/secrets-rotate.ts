@@ -171,9 +171,10 @@ async function main(argv: string[]): Promise<number> {
     });
     return await runSecretsRotate(config, database, flags, logger);
   } catch (error) {
-    logger.error("secret rotation failed", {
-      error: redactor.text(String((error as Error).message ?? error)),
-    });
+    // a failed query's message lists its parameters (ciphertexts): log the driver's cause instead
+    const cause = (error as { cause?: unknown }).cause;
+    const message = cause instanceof Error ? cause.message : (error as Error).message;
+    logger.error("secret rotation failed", { error: redactor.text(String(message ?? error)) });
     return EXIT.failure;
   } finally {
     await database?.close();

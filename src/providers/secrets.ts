@@ -1,5 +1,5 @@
 import { and, asc, eq, gt, ne, sql } from "drizzle-orm";
-import type { Db, Executor } from "../db/client.ts";
+import { type Db, type Executor, execute } from "../db/client.ts";
 import { tenantSecrets } from "../db/schema/secrets.ts";
 import { ProblemError } from "../http/errors.ts";
 import {
@@ -136,7 +136,8 @@ export async function rotateTenantSecrets(
         .orderBy(asc(tenantSecrets.id))
         .limit(options.batchSize)
         .for("update", { skipLocked: true });
-      let rotated = 0;
+      const updates: { id: string; old_key_id: string; key_id: string; nonce: string; ciphertext: string }[] =
+        [];
       for (const row of rows) {
         let value: string;
         try {
@@ -152,12 +153,29 @@ export async function rotateTenantSecrets(
           continue;
         }
         const sealed = sealSecret(keyring, row.tenantId, row.name, value);
-        await tx
-          .update(tenantSecrets)
-          .set({ ...sealed, updatedAt: options.now() })
-          .where(and(eq(tenantSecrets.id, row.id), eq(tenantSecrets.keyId, row.keyId)));
-        rotated++;
+        updates.push({
+          id: row.id,
+          old_key_id: row.keyId,
+          key_id: sealed.keyId,
+          nonce: sealed.nonce,
+          ciphertext: sealed.ciphertext,
+        });
       }
+      // one statement per batch; only ciphertext goes to the database, never a value
+      const rotated =
+        updates.length === 0
+          ? 0
+          : (
+              await execute(
+                tx,
+                sql`update tenant_secrets as t
+                    set key_id = v.key_id, nonce = v.nonce, ciphertext = v.ciphertext, updated_at = ${options.now().toISOString()}::timestamptz
+                    from jsonb_to_recordset(${JSON.stringify(updates)}::jsonb)
+                      as v(id uuid, old_key_id text, key_id text, nonce text, ciphertext text)
+                    where t.id = v.id and t.key_id = v.old_key_id
+                    returning t.id`,
+              )
+            ).length;
       return { rows: rows.length, rotated, last: rows.at(-1)?.id ?? null };
     });
     result.rotated += batch.rotated;
