@@ -207,8 +207,13 @@ export class ObjectStorage {
     tenantId: string,
     input: { prefix?: string; cursor?: string; limit: number },
   ): Promise<{ items: StoredObject[]; nextCursor: string | null }> {
-    const base = tenantPrefix(tenantId);
-    let prefix = base;
+    let prefix: string;
+    try {
+      prefix = tenantPrefix(tenantId);
+    } catch (error) {
+      if (error instanceof InvalidObjectKeyError) throw new ProblemError("forbidden", "No tenant to list.");
+      throw error;
+    }
     if (input.prefix) {
       // a listing prefix may end in "/" (a folder); validate it as a key without that slash
       const trimmed = input.prefix.replace(/\/$/, "");

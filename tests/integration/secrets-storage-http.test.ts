@@ -389,6 +389,27 @@ describe("tenant storage over HTTP", () => {
   });
 });
 
+test("the OpenAPI document describes every route of the four modules", async () => {
+  const doc = await call("GET", "/api/openapi.json");
+  expect(doc.status).toBe(200);
+  expect(Object.keys(doc.json.paths)).toEqual(
+    expect.arrayContaining([
+      "/api/admin/tenants",
+      "/api/admin/tenants/{tenantId}",
+      "/api/admin/tenants/{tenantId}/suspend",
+      "/api/admin/tenants/{tenantId}/providers/{type}",
+      "/api/admin/tenants/{tenantId}/providers",
+      "/api/admin/tenants/{tenantId}/providers/{type}/disable",
+      "/api/admin/tenants/{tenantId}/secrets/{name}",
+      "/api/admin/tenants/{tenantId}/secrets",
+      "/api/tenant/storage/uploads",
+      "/api/tenant/storage/objects",
+      "/api/tenant/storage/objects/download",
+    ]),
+  );
+  expect(doc.text).not.toContain(masterKey);
+});
+
 describe("data protection from the same configuration", () => {
   test("cookies round-trip under the configured certificate", async () => {
     const dp = createDataProtection(config, { db: t.database.db, clock, logger: deps.logger });
