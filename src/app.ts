@@ -8,8 +8,12 @@ import { createRouter } from "./http/context.ts";
 import { ProblemError, problemResponse, toProblem } from "./http/errors.ts";
 import { limitBody, requestId, requestLog } from "./http/middleware.ts";
 import { rateLimit, rateLimitPolicies } from "./http/rate-limit.ts";
+import { adminProviderRoutes } from "./http/routes/admin-providers.ts";
+import { adminSecretRoutes } from "./http/routes/admin-secrets.ts";
+import { adminTenantRoutes } from "./http/routes/admin-tenants.ts";
 import { authRoutes } from "./http/routes/auth.ts";
 import { healthRoutes } from "./http/routes/health.ts";
+import { tenantStorageRoutes } from "./http/routes/tenant-storage.ts";
 import { adminUserRoutes, tenantUserRoutes } from "./http/routes/users.ts";
 import { wellKnownRoutes } from "./http/routes/well-known.ts";
 import { resolveTenancy } from "./tenancy/resolve.ts";
@@ -75,6 +79,10 @@ export function createApp(deps: Deps) {
   app.route("/", authRoutes(deps, authenticated));
   app.route("/", adminUserRoutes(deps));
   app.route("/", tenantUserRoutes(deps));
+  app.route("/", adminTenantRoutes(deps));
+  app.route("/", adminProviderRoutes(deps));
+  app.route("/", adminSecretRoutes(deps));
+  app.route("/", tenantStorageRoutes(deps));
 
   app.openAPIRegistry.registerComponent("securitySchemes", "bearer", {
     type: "http",

@@ -12,6 +12,7 @@ import {
   databaseCounterStore,
   memoryCounterStore,
 } from "./security/counter-store.ts";
+import { createDataProtection, type DataProtection } from "./security/data-protection.ts";
 import { createSecurityWindows, type SecurityWindows } from "./security/windows.ts";
 import { createLogger, type Logger } from "./telemetry/logger.ts";
 import { createTenantLookup, type TenantLookup } from "./tenancy/lookup.ts";
@@ -33,6 +34,8 @@ export interface Deps {
   /** HMAC key for SMS codes: `Authentication:Sms:CodePepper`, or an ephemeral one in Development. */
   smsPepper: string;
   tenants: TenantLookup;
+  /** Key ring protecting data at rest (browser session cookies and the like). */
+  dataProtection: DataProtection;
 }
 
 export interface CreateDepsOptions {
@@ -98,6 +101,7 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
       ? httpSmsSender({ url: sms.HttpUrl, apiKey: sms.HttpApiKey, logger })
       : developmentSmsSender(logger);
   const tenants = createTenantLookup(database.db, clock);
+  const dataProtection = createDataProtection(config, { db: database.db, clock, logger });
   return {
     config,
     redactor,
@@ -111,6 +115,7 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
     sms: smsSender,
     smsPepper,
     tenants,
+    dataProtection,
   };
 }
 

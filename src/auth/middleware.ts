@@ -13,6 +13,8 @@ import { InvalidTokenError } from "./tokens.ts";
 
 export const SESSION_COOKIE = "__Host-plinth_session";
 export const CSRF_HEADER = "x-csrf-token";
+/** Data-protection purpose of the session cookie: a cookie of another application does not open. */
+const COOKIE_PURPOSE = "browser-session";
 /** The one route a token that must change its password may use. */
 export const PASSWORD_CHANGE_PATH = "/api/auth/password";
 
@@ -87,7 +89,12 @@ export function authenticate(deps: AuthDeps): MiddlewareHandler<AppEnv> {
       if (origin !== undefined && !allowedOrigins.has(normaliseOrigin(origin))) {
         throw new ProblemError("forbidden", "This origin may not use browser authentication.");
       }
-      const session = await activeSession(deps.database.db, eq(sessions.cookieHash, tokenHash(cookie)), now);
+      const opened = await deps.dataProtection
+        .forPurpose(COOKIE_PURPOSE)
+        .unprotect(cookie)
+        .catch(() => null);
+      if (!opened) throw unauthorized("The session cookie is not valid here.");
+      const session = await activeSession(deps.database.db, eq(sessions.cookieHash, tokenHash(opened)), now);
       if (!session || session.kind !== "browser") throw unauthorized("The session has ended.");
       if (!SAFE_METHODS.has(c.req.method)) {
         const csrf = c.req.header(CSRF_HEADER);
@@ -167,7 +174,7 @@ export async function startBrowserSession(
     lastUsedAt: now,
     expiresAt: new Date(now.getTime() + seconds * 1000),
   });
-  setCookie(c, SESSION_COOKIE, cookie, {
+  setCookie(c, SESSION_COOKIE, await deps.dataProtection.forPurpose(COOKIE_PURPOSE).protect(cookie), {
     path: "/",
     httpOnly: true,
     secure: true,

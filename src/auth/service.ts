@@ -18,7 +18,8 @@ import { hmac, opaqueToken, safeEqual, tokenHash } from "./secrets.ts";
 import type { SmsSender } from "./sms.ts";
 import type { AccessClaims, TokenService } from "./tokens.ts";
 
-export interface AuthDeps extends Pick<Deps, "database" | "clock" | "config" | "windows" | "logger"> {
+export interface AuthDeps
+  extends Pick<Deps, "database" | "clock" | "config" | "windows" | "logger" | "dataProtection"> {
   tokens: TokenService;
   sms: SmsSender;
   /** HMAC key for SMS codes (`Authentication:Sms:CodePepper`). */

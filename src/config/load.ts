@@ -152,13 +152,17 @@ function urlSecrets(url: string): string[] {
   return out;
 }
 
-function valueAt(settings: Settings, key: string): unknown {
-  let value: unknown = settings;
+/** Values at a key; `N` segments (array items, as secretKeys names them) fan out over every item. */
+function valuesAt(settings: Settings, key: string): unknown[] {
+  let values: unknown[] = [settings];
   for (const segment of key.split(":")) {
-    if (value === null || typeof value !== "object") return undefined;
-    value = (value as Record<string, unknown>)[segment];
+    values = values.flatMap((value) => {
+      if (value === null || typeof value !== "object") return [];
+      if (segment === "N" && Array.isArray(value)) return value;
+      return [(value as Record<string, unknown>)[segment]];
+    });
   }
-  return value;
+  return values;
 }
 
 /**
@@ -226,8 +230,8 @@ export function loadConfig(options: LoadOptions = {}): AppConfig {
 
   const secretValues = new Set<string>();
   for (const key of secretKeys) {
-    const value = valueAt(settings, key);
-    if (typeof value === "string" && value.length > 0) secretValues.add(value);
+    for (const value of valuesAt(settings, key))
+      if (typeof value === "string" && value.length > 0) secretValues.add(value);
   }
   if (database) for (const value of urlSecrets(database.url)) secretValues.add(value);
   if (cache) for (const value of urlSecrets(cache.url)) secretValues.add(value);

@@ -82,10 +82,26 @@ export function checkProduction(config: AppConfig): ConfigProblem[] {
     }
   }
 
+  dp.PreviousCertificates.forEach((previous, i) => {
+    try {
+      loadCertificate(previous.Path, previous.Password);
+    } catch (error) {
+      const problem = error instanceof CertificateError ? error.message : "cannot be loaded";
+      problems.push({ key: `Security:DataProtection:PreviousCertificates:${i}:Path`, problem });
+    }
+  });
+
   need("Security:TenantSecrets:KeyId", s.Security.TenantSecrets.KeyId);
   if (!isMasterKey(s.Security.TenantSecrets.MasterKey)) {
     problems.push({ key: "Security:TenantSecrets:MasterKey", problem: "must be Base64 of exactly 32 bytes" });
   }
+  s.Security.TenantSecrets.PreviousKeys.forEach((previous, i) => {
+    if (!isMasterKey(previous.MasterKey))
+      problems.push({
+        key: `Security:TenantSecrets:PreviousKeys:${i}:MasterKey`,
+        problem: "must be Base64 of exactly 32 bytes",
+      });
+  });
 
   if ((s.Authentication.Sms.CodePepper ?? "").length < 32) {
     problems.push({ key: "Authentication:Sms:CodePepper", problem: "must be at least 32 characters" });

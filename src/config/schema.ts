@@ -141,6 +141,26 @@ export const configSchema = z.object({
         .string()
         .optional()
         .meta(secret("Password of the certificate (`PLINTH_DATA_PROTECTION_CERTIFICATE_PASSWORD`).")),
+      PreviousCertificates: z
+        .array(
+          z.object({
+            Path: z
+              .string()
+              .min(1)
+              .meta({ description: "A retired certificate (PKCS#12 or PEM) with its private key." }),
+            Password: z.string().optional().meta(secret("Password of the retired certificate.")),
+          }),
+        )
+        .default([])
+        .meta({
+          description:
+            "Retired certificates that still unwrap older ring keys after a certificate change; new keys use CertificatePath.",
+        }),
+      KeyLifetimeDays: int(
+        1,
+        90,
+        "Days a data-protection key is used to protect new payloads; older keys keep unprotecting.",
+      ),
     }),
     TenantSecrets: z.object({
       KeyId: z
@@ -153,6 +173,21 @@ export const configSchema = z.object({
         .min(1)
         .optional()
         .meta(secret("Base64 of exactly 32 bytes (`PLINTH_TENANT_SECRET_MASTER_KEY`).")),
+      PreviousKeys: z
+        .array(
+          z.object({
+            KeyId: z.string().min(1).meta({ description: "Id of a retired master key." }),
+            MasterKey: z
+              .string()
+              .min(1)
+              .meta(secret("Base64 of exactly 32 bytes: a retired master key, decrypt only.")),
+          }),
+        )
+        .default([])
+        .meta({
+          description:
+            "Retired master keys that still decrypt during a rotation; remove after `bun run secrets:rotate`.",
+        }),
     }),
   }),
   Authentication: z.object({
@@ -231,6 +266,65 @@ export const configSchema = z.object({
       ),
     }),
   }),
+  Storage: z.object({
+    Provider: z
+      .enum(["S3"])
+      .default("S3")
+      .meta({ description: "Object store implementation; its settings are under `Storage:<Provider>`." }),
+    MaxUploadBytes: int(
+      1,
+      10_485_760,
+      "Largest object a tenant may upload, in bytes (`STORAGE_MAX_UPLOAD_BYTES`).",
+    ),
+    AllowedMimeTypes: z
+      .array(z.string().min(1))
+      .default([
+        "image/png",
+        "image/jpeg",
+        "image/gif",
+        "image/webp",
+        "application/pdf",
+        "text/plain",
+        "text/csv",
+      ])
+      .meta({ description: "Content types tenants may upload (exact `type/subtype`, lower case)." }),
+    PresignSeconds: z
+      .number()
+      .int()
+      .min(1)
+      .max(604_800)
+      .default(900)
+      .meta({ description: "Lifetime of presigned upload and download URLs, in seconds (at most 7 days)." }),
+    S3: z.object({
+      Bucket: z
+        .string()
+        .min(1)
+        .optional()
+        .meta({ description: "Bucket holding every tenant's objects (`STORAGE_BUCKET`)." }),
+      Region: z
+        .string()
+        .min(1)
+        .optional()
+        .meta({ description: "Signing region (`STORAGE_REGION`); unset, the AWS SDK reads `AWS_REGION`." }),
+      Endpoint: z
+        .url()
+        .optional()
+        .meta({ description: "S3-compatible endpoint URL (`STORAGE_ENDPOINT`); unset, AWS S3." }),
+      ForcePathStyle: flag(
+        false,
+        "Path-style bucket addressing, as most S3-compatible stores need (`STORAGE_FORCE_PATH_STYLE`).",
+      ),
+      AccessKeyId: z.string().min(1).optional().meta({
+        description:
+          "Access key id (`STORAGE_ACCESS_KEY_ID`); unset, the AWS SDK's default chain (`AWS_*`, profiles, instance roles).",
+      }),
+      SecretAccessKey: z
+        .string()
+        .min(1)
+        .optional()
+        .meta(secret("Secret access key (`STORAGE_SECRET_ACCESS_KEY`), with AccessKeyId.")),
+    }),
+  }),
   OpenTelemetry: z.object({
     OtlpEndpoint: z
       .url()
@@ -273,4 +367,12 @@ export const environmentOverrides: Record<string, string> = {
   PLINTH_BOOTSTRAP_PLATFORM_ADMIN_PASSWORD: "Bootstrap:PlatformAdminPassword",
   PLINTH_BOOTSTRAP_PLATFORM_ADMIN_NAME: "Bootstrap:PlatformAdminName",
   PORT: "Server:Port",
+  STORAGE_PROVIDER: "Storage:Provider",
+  STORAGE_MAX_UPLOAD_BYTES: "Storage:MaxUploadBytes",
+  STORAGE_BUCKET: "Storage:S3:Bucket",
+  STORAGE_REGION: "Storage:S3:Region",
+  STORAGE_ENDPOINT: "Storage:S3:Endpoint",
+  STORAGE_FORCE_PATH_STYLE: "Storage:S3:ForcePathStyle",
+  STORAGE_ACCESS_KEY_ID: "Storage:S3:AccessKeyId",
+  STORAGE_SECRET_ACCESS_KEY: "Storage:S3:SecretAccessKey",
 };

@@ -6,7 +6,7 @@ import type { Environment } from "../../src/config/schema.ts";
 import type { Database } from "../../src/db/client.ts";
 import { createDeps, type Deps } from "../../src/deps.ts";
 import type { CounterStore } from "../../src/security/counter-store.ts";
-import { rsaKeys } from "./production-env.ts";
+import { rsaKeys, validProductionEnv } from "./production-env.ts";
 
 /**
  * Configuration for a test app: Development defaults plus `settings` (`Section:Key`), the cache URL
@@ -29,6 +29,11 @@ export function testConfig(
     overrides["Security:Jwt:PrivateKey"] ??= keys.privateKeyPem;
     overrides["Authentication:Sms:CodePepper"] ??= randomBytes(32).toString("base64");
     overrides["AllowedHosts:0"] ??= "localhost";
+    const production = validProductionEnv();
+    overrides["Security:DataProtection:CertificatePath"] ??=
+      production.PLINTH_DATA_PROTECTION_CERTIFICATE_PATH ?? "";
+    overrides["Security:DataProtection:CertificatePassword"] ??=
+      production.PLINTH_DATA_PROTECTION_CERTIFICATE_PASSWORD ?? "";
   }
   const config = loadConfig({ env, configDir: "/nonexistent", overrides });
   return { ...config, environment: options.environment ?? "Development" };
@@ -59,7 +64,8 @@ export interface TestApp {
   deps: Deps;
   app: ReturnType<typeof createApp>;
   logs: string[];
-  request(path: string, init?: RequestInit): Promise<Response>;
+  /** A request as if from `peer` (the socket address; default 127.0.0.1). */
+  request(path: string, init?: RequestInit, peer?: string): Promise<Response>;
   close(): Promise<void>;
 }
 
@@ -90,7 +96,10 @@ export async function createTestApp(options: {
     deps,
     app,
     logs,
-    request: async (path, init) => app.fetch(new Request(`http://localhost${path}`, init)),
+    request: async (path, init, peer = "127.0.0.1") =>
+      app.fetch(new Request(path.startsWith("http") ? path : `http://localhost${path}`, init), {
+        peerAddress: peer,
+      }),
     close: async () => {
       await deps.cache?.close();
     },

@@ -1,0 +1,25 @@
+import type { MiddlewareHandler } from "hono";
+import { PLATFORM_ADMIN_ROLE } from "../db/seed.ts";
+import type { AppEnv, Principal } from "./context.ts";
+import { ProblemError } from "./errors.ts";
+
+/**
+ * Defence in depth for route modules that the auth guards mount: refuse when no principal was
+ * set (401) or it lacks the platform administrator role (403), whatever is mounted in front.
+ */
+export function platformAdminOnly(): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const principal = c.get("principal");
+    if (!principal) throw new ProblemError("unauthorized");
+    if (!principal.platformRoles.includes(PLATFORM_ADMIN_ROLE))
+      throw new ProblemError("forbidden", "Platform administrators only.");
+    await next();
+  };
+}
+
+/** The calling tenant user: 401 without a principal, 403 for a principal that belongs to no tenant. */
+export function tenantPrincipal(principal: Principal | undefined): Principal & { tenantId: string } {
+  if (!principal) throw new ProblemError("unauthorized");
+  if (!principal.tenantId) throw new ProblemError("forbidden", "A tenant user is required.");
+  return principal as Principal & { tenantId: string };
+}

@@ -1,0 +1,128 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { providerStatuses, providerTypes } from "../../db/schema/providers.ts";
+import type { Deps } from "../../deps.ts";
+import {
+  listTenantProviders,
+  putTenantProvider,
+  setTenantProviderStatus,
+  type TenantProvider,
+} from "../../providers/tenant-providers.ts";
+import { createRouter } from "../context.ts";
+import { platformAdminOnly } from "../guards.ts";
+import { problem } from "./admin-tenants.ts";
+
+const providerSchema = z
+  .object({
+    type: z.enum(providerTypes),
+    provider: z.string(),
+    status: z.enum(providerStatuses),
+    settings: z.record(z.string(), z.unknown()),
+    secretRefs: z.record(z.string(), z.string()),
+    createdAt: z.string(),
+    updatedAt: z.string(),
+  })
+  .openapi("TenantExternalProvider");
+
+const params = z.object({
+  tenantId: z.string().openapi({ param: { name: "tenantId", in: "path" } }),
+  type: z.enum(providerTypes).openapi({ param: { name: "type", in: "path" } }),
+});
+
+const put = createRoute({
+  method: "put",
+  path: "/api/admin/tenants/{tenantId}/providers/{type}",
+  tags: ["admin"],
+  summary:
+    "Create or replace the tenant's provider of one type. Secret values go to tenant secrets, named in secretRefs.",
+  request: {
+    params,
+    body: {
+      required: true,
+      content: {
+        "application/json": {
+          schema: z.object({
+            provider: z.string().trim().min(1).max(100),
+            status: z.enum(providerStatuses).default("Active"),
+            settings: z.record(z.string(), z.unknown()).default({}),
+            secretRefs: z.record(z.string(), z.string()).default({}),
+          }),
+        },
+      },
+    },
+  },
+  responses: {
+    200: { description: "The provider.", content: { "application/json": { schema: providerSchema } } },
+    400: problem("Not valid (for example a setting that looks like a secret)."),
+    404: problem("No such tenant."),
+  },
+});
+
+const list = createRoute({
+  method: "get",
+  path: "/api/admin/tenants/{tenantId}/providers",
+  tags: ["admin"],
+  summary: "List the tenant's providers.",
+  request: { params: params.pick({ tenantId: true }) },
+  responses: {
+    200: {
+      description: "The providers.",
+      content: { "application/json": { schema: z.object({ items: z.array(providerSchema) }) } },
+    },
+    404: problem("No such tenant."),
+  },
+});
+
+const disable = createRoute({
+  method: "post",
+  path: "/api/admin/tenants/{tenantId}/providers/{type}/disable",
+  tags: ["admin"],
+  summary:
+    "Disable the tenant's provider: the tenant then has none of that type (no fallback to the global default).",
+  request: { params },
+  responses: {
+    200: {
+      description: "The disabled provider.",
+      content: { "application/json": { schema: providerSchema } },
+    },
+    404: problem("No such tenant, or no provider of this type."),
+  },
+});
+
+function view(row: TenantProvider) {
+  return {
+    type: row.type,
+    provider: row.provider,
+    status: row.status,
+    settings: row.settings,
+    secretRefs: row.secretRefs,
+    createdAt: row.createdAt.toISOString(),
+    updatedAt: row.updatedAt.toISOString(),
+  };
+}
+
+/** Platform admin: tenant external providers. */
+export function adminProviderRoutes(deps: Deps) {
+  const db = deps.database.db;
+  const router = createRouter();
+  router.use("/api/admin/tenants/*", platformAdminOnly());
+  return router
+    .openapi(put, async (c) => {
+      const { tenantId, type } = c.req.valid("param");
+      const row = await putTenantProvider(db, tenantId, type, {
+        ...c.req.valid("json"),
+        now: deps.clock.now(),
+      });
+      return c.json(view(row), 200);
+    })
+    .openapi(list, async (c) => {
+      const rows = await listTenantProviders(db, c.req.valid("param").tenantId);
+      return c.json({ items: rows.map(view) }, 200);
+    })
+    .openapi(disable, async (c) => {
+      const { tenantId, type } = c.req.valid("param");
+      return c.json(
+        view(await setTenantProviderStatus(db, tenantId, type, "Disabled", deps.clock.now())),
+        200,
+      );
+    });
+}

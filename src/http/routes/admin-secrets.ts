@@ -1,0 +1,107 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import type { Deps } from "../../deps.ts";
+import { deleteTenantSecret, listTenantSecrets, putTenantSecret } from "../../providers/secrets.ts";
+import { parseTenantSecretKeys } from "../../security/tenant-secrets.ts";
+import { createRouter } from "../context.ts";
+import { ProblemError } from "../errors.ts";
+import { platformAdminOnly } from "../guards.ts";
+import { problem } from "./admin-tenants.ts";
+
+const params = z.object({
+  tenantId: z.string().openapi({ param: { name: "tenantId", in: "path" } }),
+  name: z.string().openapi({ param: { name: "name", in: "path" } }),
+});
+
+const secretInfo = z
+  .object({ name: z.string(), keyId: z.string(), createdAt: z.string(), updatedAt: z.string() })
+  .openapi("TenantSecretInfo");
+
+const put = createRoute({
+  method: "put",
+  path: "/api/admin/tenants/{tenantId}/secrets/{name}",
+  tags: ["admin"],
+  summary: "Store or replace a tenant secret. Write-only: no endpoint returns a value.",
+  request: {
+    params,
+    body: {
+      required: true,
+      content: { "application/json": { schema: z.object({ value: z.string().min(1) }) } },
+    },
+  },
+  responses: {
+    204: { description: "Stored, encrypted under the current key." },
+    400: problem("The name or value is not valid."),
+    404: problem("No such tenant."),
+    503: problem("Tenant secrets are not configured."),
+  },
+});
+
+const list = createRoute({
+  method: "get",
+  path: "/api/admin/tenants/{tenantId}/secrets",
+  tags: ["admin"],
+  summary: "List the tenant's secrets: names, key ids and timestamps, never values.",
+  request: { params: params.pick({ tenantId: true }) },
+  responses: {
+    200: {
+      description: "The secrets, without values.",
+      content: { "application/json": { schema: z.object({ items: z.array(secretInfo) }) } },
+    },
+    404: problem("No such tenant."),
+  },
+});
+
+const remove = createRoute({
+  method: "delete",
+  path: "/api/admin/tenants/{tenantId}/secrets/{name}",
+  tags: ["admin"],
+  summary: "Delete a tenant secret.",
+  request: { params },
+  responses: {
+    204: { description: "Deleted." },
+    404: problem("No such tenant or secret."),
+  },
+});
+
+/** Platform admin: tenant secrets, write-only over HTTP. */
+export function adminSecretRoutes(deps: Deps) {
+  const db = deps.database.db;
+  const { keyring } = parseTenantSecretKeys(deps.config.settings.Security.TenantSecrets);
+  if (!keyring)
+    deps.logger.warn(
+      "tenant secrets cannot be stored: Security:TenantSecrets:KeyId and MasterKey are not usable",
+    );
+  const router = createRouter();
+  router.use("/api/admin/tenants/*", platformAdminOnly());
+  return router
+    .openapi(put, async (c) => {
+      if (!keyring)
+        throw new ProblemError("unavailable", "Tenant secrets are not configured (Security:TenantSecrets).");
+      const { tenantId, name } = c.req.valid("param");
+      await putTenantSecret(db, keyring, tenantId, {
+        name,
+        value: c.req.valid("json").value,
+        now: deps.clock.now(),
+      });
+      return c.body(null, 204);
+    })
+    .openapi(list, async (c) => {
+      const rows = await listTenantSecrets(db, c.req.valid("param").tenantId);
+      return c.json(
+        {
+          items: rows.map((row) => ({
+            name: row.name,
+            keyId: row.keyId,
+            createdAt: row.createdAt.toISOString(),
+            updatedAt: row.updatedAt.toISOString(),
+          })),
+        },
+        200,
+      );
+    })
+    .openapi(remove, async (c) => {
+      const { tenantId, name } = c.req.valid("param");
+      await deleteTenantSecret(db, tenantId, name);
+      return c.body(null, 204);
+    });
+}

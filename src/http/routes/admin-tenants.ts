@@ -1,0 +1,112 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import type { Deps } from "../../deps.ts";
+import { createTenant, getTenant, listTenants, suspendTenant } from "../../tenancy/tenants.ts";
+import { createRouter } from "../context.ts";
+import { platformAdminOnly } from "../guards.ts";
+
+export const problemSchema = z
+  .object({
+    type: z.string(),
+    title: z.string(),
+    status: z.number(),
+    code: z.string(),
+    detail: z.string(),
+    requestId: z.string().optional(),
+  })
+  .openapi("Problem");
+export const problem = (description: string) => ({
+  description,
+  content: { "application/problem+json": { schema: problemSchema } },
+});
+
+const tenantSchema = z
+  .object({
+    id: z.uuid(),
+    code: z.string(),
+    name: z.string(),
+    status: z.enum(["Active", "Suspended"]),
+  })
+  .openapi("Tenant");
+export const tenantIdParam = z.object({
+  tenantId: z.string().openapi({ param: { name: "tenantId", in: "path" } }),
+});
+
+const create = createRoute({
+  method: "post",
+  path: "/api/admin/tenants",
+  tags: ["admin"],
+  summary: "Create a tenant.",
+  request: {
+    body: {
+      required: true,
+      content: {
+        "application/json": {
+          schema: z.object({ code: z.string().min(1).max(63), name: z.string().trim().min(1).max(200) }),
+        },
+      },
+    },
+  },
+  responses: {
+    201: { description: "Created.", content: { "application/json": { schema: tenantSchema } } },
+    400: problem("The code or name is not valid."),
+    409: problem("The code is taken."),
+  },
+});
+
+const list = createRoute({
+  method: "get",
+  path: "/api/admin/tenants",
+  tags: ["admin"],
+  summary: "List tenants by code.",
+  request: {
+    query: z.object({
+      limit: z.coerce.number().int().min(1).max(200).default(50),
+      offset: z.coerce.number().int().min(0).default(0),
+    }),
+  },
+  responses: {
+    200: {
+      description: "A page of tenants.",
+      content: { "application/json": { schema: z.object({ items: z.array(tenantSchema) }) } },
+    },
+  },
+});
+
+const show = createRoute({
+  method: "get",
+  path: "/api/admin/tenants/{tenantId}",
+  tags: ["admin"],
+  summary: "Show a tenant.",
+  request: { params: tenantIdParam },
+  responses: {
+    200: { description: "The tenant.", content: { "application/json": { schema: tenantSchema } } },
+    404: problem("No such tenant."),
+  },
+});
+
+const suspend = createRoute({
+  method: "post",
+  path: "/api/admin/tenants/{tenantId}/suspend",
+  tags: ["admin"],
+  summary: "Suspend a tenant.",
+  request: { params: tenantIdParam },
+  responses: {
+    200: { description: "The suspended tenant.", content: { "application/json": { schema: tenantSchema } } },
+    404: problem("No such tenant."),
+  },
+});
+
+/** Platform admin: tenants. Mounted behind the auth guards (a platform administrator principal). */
+export function adminTenantRoutes(deps: Deps) {
+  const db = deps.database.db;
+  const router = createRouter();
+  router.use("/api/admin/tenants", platformAdminOnly());
+  router.use("/api/admin/tenants/*", platformAdminOnly());
+  return router
+    .openapi(create, async (c) => c.json(await createTenant(db, c.req.valid("json")), 201))
+    .openapi(list, async (c) => c.json({ items: await listTenants(db, c.req.valid("query")) }, 200))
+    .openapi(show, async (c) => c.json(await getTenant(db, c.req.valid("param").tenantId), 200))
+    .openapi(suspend, async (c) =>
+      c.json(await suspendTenant(db, c.req.valid("param").tenantId, deps.clock.now()), 200),
+    );
+}

@@ -1,0 +1,192 @@
+import { and, asc, eq, gt, ne, sql } from "drizzle-orm";
+import { type Db, type Executor, execute } from "../db/client.ts";
+import { tenantSecrets } from "../db/schema/secrets.ts";
+import { ProblemError } from "../http/errors.ts";
+import {
+  openSecret,
+  sealSecret,
+  TenantSecretError,
+  type TenantSecretKeyring,
+} from "../security/tenant-secrets.ts";
+import { getTenant } from "../tenancy/tenants.ts";
+
+/** Secret names: what a provider's `secretRefs` point at; safe to log and to put in job payloads. */
+export const SECRET_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+export const MAX_SECRET_BYTES = 16_384;
+
+export interface TenantSecretInfo {
+  name: string;
+  keyId: string;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+function checkName(name: string): void {
+  if (!SECRET_NAME.test(name))
+    throw new ProblemError("validation_failed", "The secret name is not valid.", {
+      errors: [
+        {
+          path: "name",
+          message: "letters, digits, '.', '_' and '-', at most 128, not starting with a symbol",
+        },
+      ],
+    });
+}
+
+/** Stores (or replaces) a secret, encrypted under the current key. The value is never returned. */
+export async function putTenantSecret(
+  db: Executor,
+  keyring: TenantSecretKeyring,
+  tenantId: string,
+  input: { name: string; value: string; now: Date },
+): Promise<void> {
+  checkName(input.name);
+  if (Buffer.byteLength(input.value, "utf8") > MAX_SECRET_BYTES)
+    throw new ProblemError("validation_failed", "The secret value is too long.", {
+      errors: [{ path: "value", message: `at most ${MAX_SECRET_BYTES} bytes` }],
+    });
+  await getTenant(db, tenantId);
+  const sealed = sealSecret(keyring, tenantId, input.name, input.value);
+  await db
+    .insert(tenantSecrets)
+    .values({ tenantId, name: input.name, ...sealed, createdAt: input.now, updatedAt: input.now })
+    .onConflictDoUpdate({
+      target: [tenantSecrets.tenantId, tenantSecrets.name],
+      set: { ...sealed, updatedAt: input.now },
+    });
+}
+
+/** Names, key ids and timestamps: never values. */
+export async function listTenantSecrets(db: Executor, tenantId: string): Promise<TenantSecretInfo[]> {
+  await getTenant(db, tenantId);
+  return db
+    .select({
+      name: tenantSecrets.name,
+      keyId: tenantSecrets.keyId,
+      createdAt: tenantSecrets.createdAt,
+      updatedAt: tenantSecrets.updatedAt,
+    })
+    .from(tenantSecrets)
+    .where(eq(tenantSecrets.tenantId, tenantId))
+    .orderBy(asc(tenantSecrets.name));
+}
+
+export async function deleteTenantSecret(db: Executor, tenantId: string, name: string): Promise<void> {
+  await getTenant(db, tenantId);
+  const deleted = await db
+    .delete(tenantSecrets)
+    .where(and(eq(tenantSecrets.tenantId, tenantId), eq(tenantSecrets.name, name)))
+    .returning({ id: tenantSecrets.id });
+  if (deleted.length === 0) throw new ProblemError("not_found", "No such secret.");
+}
+
+/**
+ * The decrypted value, for server-side use only (a provider call). null when the tenant has no
+ * such secret. Never expose it over HTTP, in logs or in job payloads: pass the name instead.
+ */
+export async function readTenantSecret(
+  db: Executor,
+  keyring: TenantSecretKeyring,
+  tenantId: string,
+  name: string,
+): Promise<string | null> {
+  const [row] = await db
+    .select({ keyId: tenantSecrets.keyId, nonce: tenantSecrets.nonce, ciphertext: tenantSecrets.ciphertext })
+    .from(tenantSecrets)
+    .where(and(eq(tenantSecrets.tenantId, tenantId), eq(tenantSecrets.name, name)));
+  return row ? openSecret(keyring, tenantId, name, row) : null;
+}
+
+export interface RotationResult {
+  /** Rows re-encrypted under the current key by this run. */
+  rotated: number;
+  /** Rows that no configured key opens; left as they were. */
+  failed: { tenantId: string; name: string; keyId: string; reason: string }[];
+  /** Rows still not under the current key after the run (failed ones). */
+  remaining: number;
+}
+
+/**
+ * Re-encrypts every secret not under the current key, in batches of `batchSize` rows, one
+ * transaction per batch (rows locked, `skip locked` so parallel runs share the work). Idempotent:
+ * rows already under the current key are not touched; a second run rotates nothing.
+ */
+export async function rotateTenantSecrets(
+  db: Db,
+  keyring: TenantSecretKeyring,
+  options: { batchSize: number; now: () => Date; onBatch?: (rotated: number) => void },
+): Promise<RotationResult> {
+  const current = keyring.current.keyId;
+  const result: RotationResult = { rotated: 0, failed: [], remaining: 0 };
+  let cursor: string | null = null;
+  for (;;) {
+    const after: string | null = cursor;
+    const batch: { rows: number; rotated: number; last: string | null } = await db.transaction(async (tx) => {
+      const rows = await tx
+        .select({
+          id: tenantSecrets.id,
+          tenantId: tenantSecrets.tenantId,
+          name: tenantSecrets.name,
+          keyId: tenantSecrets.keyId,
+          nonce: tenantSecrets.nonce,
+          ciphertext: tenantSecrets.ciphertext,
+        })
+        .from(tenantSecrets)
+        .where(and(ne(tenantSecrets.keyId, current), after ? gt(tenantSecrets.id, after) : undefined))
+        .orderBy(asc(tenantSecrets.id))
+        .limit(options.batchSize)
+        .for("update", { skipLocked: true });
+      const updates: { id: string; old_key_id: string; key_id: string; nonce: string; ciphertext: string }[] =
+        [];
+      for (const row of rows) {
+        let value: string;
+        try {
+          value = openSecret(keyring, row.tenantId, row.name, row);
+        } catch (error) {
+          if (!(error instanceof TenantSecretError)) throw error;
+          result.failed.push({
+            tenantId: row.tenantId,
+            name: row.name,
+            keyId: row.keyId,
+            reason: error.reason,
+          });
+          continue;
+        }
+        const sealed = sealSecret(keyring, row.tenantId, row.name, value);
+        updates.push({
+          id: row.id,
+          old_key_id: row.keyId,
+          key_id: sealed.keyId,
+          nonce: sealed.nonce,
+          ciphertext: sealed.ciphertext,
+        });
+      }
+      // one statement per batch; only ciphertext goes to the database, never a value
+      const rotated =
+        updates.length === 0
+          ? 0
+          : (
+              await execute(
+                tx,
+                sql`update tenant_secrets as t
+                    set key_id = v.key_id, nonce = v.nonce, ciphertext = v.ciphertext, updated_at = ${options.now().toISOString()}::timestamptz
+                    from jsonb_to_recordset(${JSON.stringify(updates)}::jsonb)
+                      as v(id uuid, old_key_id text, key_id text, nonce text, ciphertext text)
+                    where t.id = v.id and t.key_id = v.old_key_id
+                    returning t.id`,
+              )
+            ).length;
+      return { rows: rows.length, rotated, last: rows.at(-1)?.id ?? null };
+    });
+    result.rotated += batch.rotated;
+    options.onBatch?.(batch.rotated);
+    if (batch.rows < options.batchSize || !batch.last) break;
+    cursor = batch.last;
+  }
+  const [left] = await db
+    .select({ count: sql<number>`count(*)::int` })
+    .from(tenantSecrets)
+    .where(ne(tenantSecrets.keyId, current));
+  result.remaining = left?.count ?? 0;
+  return result;
+}

@@ -1,0 +1,170 @@
+import { and, asc, eq } from "drizzle-orm";
+import type { Executor } from "../db/client.ts";
+import {
+  type ProviderStatus,
+  type ProviderType,
+  providerTypes,
+  tenantExternalProviders,
+} from "../db/schema/providers.ts";
+import { ProblemError } from "../http/errors.ts";
+import type { TenantSecretKeyring } from "../security/tenant-secrets.ts";
+import { getTenant } from "../tenancy/tenants.ts";
+import { readTenantSecret, SECRET_NAME } from "./secrets.ts";
+
+export { type ProviderStatus, type ProviderType, providerTypes };
+
+export interface TenantProvider {
+  tenantId: string;
+  type: ProviderType;
+  provider: string;
+  status: ProviderStatus;
+  settings: Record<string, unknown>;
+  secretRefs: Record<string, string>;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+/** A platform-wide provider configuration used for tenants that have no row of that type. */
+export interface GlobalProviderDefault {
+  provider: string;
+  settings: Record<string, unknown>;
+}
+
+export type ResolvedProvider =
+  | { source: "tenant"; provider: TenantProvider }
+  | { source: "global"; provider: GlobalProviderDefault }
+  | null;
+
+/** Setting names that look like they hold a secret value: those go to tenant secrets, referenced by name. */
+const SECRET_LOOKING = /pass(word)?|secret|token|private_?key|api_?key|credential/i;
+
+const columns = {
+  tenantId: tenantExternalProviders.tenantId,
+  type: tenantExternalProviders.type,
+  provider: tenantExternalProviders.provider,
+  status: tenantExternalProviders.status,
+  settings: tenantExternalProviders.settings,
+  secretRefs: tenantExternalProviders.secretRefs,
+  createdAt: tenantExternalProviders.createdAt,
+  updatedAt: tenantExternalProviders.updatedAt,
+};
+
+export function isProviderType(value: string): value is ProviderType {
+  return (providerTypes as readonly string[]).includes(value);
+}
+
+function checkInput(input: { settings: Record<string, unknown>; secretRefs: Record<string, string> }): void {
+  const errors = [
+    ...Object.keys(input.settings)
+      .filter((key) => SECRET_LOOKING.test(key))
+      .map((key) => ({
+        path: `settings.${key}`,
+        message: "looks like a secret: store it as a tenant secret and reference it in secretRefs",
+      })),
+    ...Object.entries(input.secretRefs)
+      .filter(([, name]) => !SECRET_NAME.test(name))
+      .map(([key]) => ({ path: `secretRefs.${key}`, message: "must be a tenant secret name" })),
+  ];
+  if (errors.length > 0)
+    throw new ProblemError("validation_failed", "The provider settings are not valid.", { errors });
+}
+
+/** Creates or replaces the tenant's provider of one type. */
+export async function putTenantProvider(
+  db: Executor,
+  tenantId: string,
+  type: ProviderType,
+  input: {
+    provider: string;
+    status: ProviderStatus;
+    settings: Record<string, unknown>;
+    secretRefs: Record<string, string>;
+    now: Date;
+  },
+): Promise<TenantProvider> {
+  checkInput(input);
+  await getTenant(db, tenantId);
+  const values = {
+    provider: input.provider,
+    status: input.status,
+    settings: input.settings,
+    secretRefs: input.secretRefs,
+    updatedAt: input.now,
+  };
+  const [row] = await db
+    .insert(tenantExternalProviders)
+    .values({ tenantId, type, ...values, createdAt: input.now })
+    .onConflictDoUpdate({
+      target: [tenantExternalProviders.tenantId, tenantExternalProviders.type],
+      set: values,
+    })
+    .returning(columns);
+  if (!row) throw new Error("upsert returned no row");
+  return row;
+}
+
+export async function listTenantProviders(db: Executor, tenantId: string): Promise<TenantProvider[]> {
+  await getTenant(db, tenantId);
+  return db
+    .select(columns)
+    .from(tenantExternalProviders)
+    .where(eq(tenantExternalProviders.tenantId, tenantId))
+    .orderBy(asc(tenantExternalProviders.type));
+}
+
+export async function setTenantProviderStatus(
+  db: Executor,
+  tenantId: string,
+  type: ProviderType,
+  status: ProviderStatus,
+  now: Date,
+): Promise<TenantProvider> {
+  await getTenant(db, tenantId);
+  const [row] = await db
+    .update(tenantExternalProviders)
+    .set({ status, updatedAt: now })
+    .where(and(eq(tenantExternalProviders.tenantId, tenantId), eq(tenantExternalProviders.type, type)))
+    .returning(columns);
+  if (!row) throw new ProblemError("not_found", "The tenant has no provider of this type.");
+  return row;
+}
+
+/**
+ * "The <type> provider for tenant T": the tenant's own row decides whenever there is one (Active
+ * → it; Disabled or Suspended → none, and the global default must not bypass that); only a tenant
+ * with no row of that type falls back to the global default (or none when there is no default).
+ */
+export async function resolveProvider(
+  db: Executor,
+  tenantId: string,
+  type: ProviderType,
+  globalDefault: GlobalProviderDefault | null,
+): Promise<ResolvedProvider> {
+  const [row] = await db
+    .select(columns)
+    .from(tenantExternalProviders)
+    .where(and(eq(tenantExternalProviders.tenantId, tenantId), eq(tenantExternalProviders.type, type)));
+  if (row) return row.status === "Active" ? { source: "tenant", provider: row } : null;
+  return globalDefault ? { source: "global", provider: globalDefault } : null;
+}
+
+/**
+ * Decrypts the secrets a tenant provider references (setting name → value), for the provider call
+ * itself. A reference to a missing secret is an error naming the setting, not the value.
+ */
+export async function readProviderSecrets(
+  db: Executor,
+  keyring: TenantSecretKeyring,
+  provider: TenantProvider,
+): Promise<Record<string, string>> {
+  const out: Record<string, string> = {};
+  for (const [setting, name] of Object.entries(provider.secretRefs)) {
+    const value = await readTenantSecret(db, keyring, provider.tenantId, name);
+    if (value === null)
+      throw new Error(
+        `provider ${provider.type} of tenant ${provider.tenantId}: secret "${name}" (${setting}) is missing`,
+      );
+    out[setting] = value;
+  }
+  return out;
+}

@@ -1,0 +1,186 @@
+import { parseArgs } from "node:util";
+import { ConfigError } from "./config/errors.ts";
+import { type AppConfig, loadConfig } from "./config/load.ts";
+import { createRedactor } from "./config/redact.ts";
+import { type Database, openDatabase } from "./db/client.ts";
+import { rotateTenantSecrets } from "./providers/secrets.ts";
+import { createDataProtection } from "./security/data-protection.ts";
+import { parseTenantSecretKeys } from "./security/tenant-secrets.ts";
+import { createLogger, type Logger } from "./telemetry/logger.ts";
+
+export const EXIT = {
+  /** Every tenant secret is under the current key (nothing to do, or all re-encrypted). */
+  ok: 0,
+  /** Configuration invalid or database unreachable; nothing or part was re-encrypted (rerun). */
+  failure: 1,
+  /** Some secrets open with no configured key; they were left as they were, the rest rotated. */
+  undecryptable: 2,
+  /** --revoke-data-protection-key named no live key; nothing changed. */
+  noSuchKey: 4,
+  usage: 64,
+} as const;
+
+const HELP = `Usage: bun run secrets:rotate [options]
+
+Re-encrypts every tenant secret that is not under the current master key
+(Security:TenantSecrets:KeyId / MasterKey, PLINTH_TENANT_SECRET_KEY_ID / _MASTER_KEY). The old
+key must still be configured as Security:TenantSecrets:PreviousKeys:N:KeyId / MasterKey so the
+old values decrypt. Runs in batches, one transaction each; safe to rerun and to run twice at once.
+
+Data protection (Security:DataProtection) rotates its ring keys by itself every KeyLifetimeDays;
+these options act on the ring instead of tenant secrets:
+  --data-protection                   Create a new ring key now (early rotation); old keys keep
+                                      unprotecting. Other processes use it within 5 minutes.
+  --revoke-data-protection-key <id>   Revoke one ring key (after a compromise): payloads under it
+                                      (cookies, ...) stop opening.
+  --list-data-protection-keys         List ring keys (ids, dates, whether this configuration
+                                      can unwrap them).
+
+Options:
+  --batch-size <n>  Secrets per transaction (default 100).
+  --help            Show this help.
+
+Exit codes: 0 done (every secret is under the current key); 1 configuration or database failure
+(rerun); 2 some secrets decrypt with no configured key (listed by tenant, name and key id; left
+unchanged); 4 no such data-protection key; 64 bad usage.
+`;
+
+export interface RotateFlags {
+  batchSize: number;
+  dataProtection?: "rotate" | "list" | { revoke: string };
+}
+
+/** Rotates tenant secrets as configured; returns an exit code. Values are never logged. */
+export async function runSecretsRotate(
+  config: AppConfig,
+  database: Database,
+  flags: RotateFlags,
+  logger: Logger,
+  now: () => Date = () => new Date(),
+): Promise<number> {
+  if (flags.dataProtection) return runDataProtection(config, database, flags.dataProtection, logger, now);
+  const { keyring, problems } = parseTenantSecretKeys(config.settings.Security.TenantSecrets);
+  if (!keyring) {
+    logger.error("tenant secret keys are not usable; nothing rotated", { problems });
+    return EXIT.failure;
+  }
+  const result = await rotateTenantSecrets(database.db, keyring, {
+    batchSize: flags.batchSize,
+    now,
+    onBatch: (rotated) => logger.info("batch re-encrypted", { rotated }),
+  });
+  for (const failed of result.failed) logger.error("tenant secret does not decrypt; left unchanged", failed);
+  logger.info("tenant secret rotation finished", {
+    currentKeyId: keyring.current.keyId,
+    rotated: result.rotated,
+    undecryptable: result.failed.length,
+    remaining: result.remaining,
+  });
+  return result.failed.length > 0 ? EXIT.undecryptable : EXIT.ok;
+}
+
+async function runDataProtection(
+  config: AppConfig,
+  database: Database,
+  action: NonNullable<RotateFlags["dataProtection"]>,
+  logger: Logger,
+  now: () => Date,
+): Promise<number> {
+  const dp = createDataProtection(config, { db: database.db, clock: { now }, logger });
+  if (action === "rotate") {
+    logger.info("data protection key created and active", { keyId: await dp.rotateNow() });
+    return EXIT.ok;
+  }
+  if (action === "list") {
+    for (const key of await dp.listKeys())
+      process.stdout.write(
+        `${key.id}  ${key.protection.padEnd(15)} active ${key.activatesAt.toISOString()}  until ${key.expiresAt.toISOString()}  ${key.usable ? "usable" : "NOT USABLE with this configuration"}\n`,
+      );
+    return EXIT.ok;
+  }
+  if (!(await dp.revokeKey(action.revoke))) {
+    logger.error("no live data protection key has this id; nothing changed", { keyId: action.revoke });
+    return EXIT.noSuchKey;
+  }
+  logger.info("data protection key revoked", { keyId: action.revoke });
+  return EXIT.ok;
+}
+
+async function main(argv: string[]): Promise<number> {
+  let flags: RotateFlags;
+  try {
+    const { values } = parseArgs({
+      args: argv,
+      options: {
+        "batch-size": { type: "string", default: "100" },
+        "data-protection": { type: "boolean", default: false },
+        "list-data-protection-keys": { type: "boolean", default: false },
+        "revoke-data-protection-key": { type: "string" },
+        help: { type: "boolean", short: "h", default: false },
+      },
+      strict: true,
+    });
+    if (values.help) {
+      process.stdout.write(HELP);
+      return EXIT.ok;
+    }
+    const batchSize = Number(values["batch-size"]);
+    if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 10_000)
+      throw new Error("--batch-size must be an integer from 1 to 10000");
+    const revoke = values["revoke-data-protection-key"];
+    const actions = [values["data-protection"], values["list-data-protection-keys"], revoke !== undefined];
+    if (actions.filter(Boolean).length > 1)
+      throw new Error(
+        "--data-protection, --list-data-protection-keys and --revoke-data-protection-key exclude each other",
+      );
+    flags = {
+      batchSize,
+      dataProtection: values["data-protection"]
+        ? "rotate"
+        : values["list-data-protection-keys"]
+          ? "list"
+          : revoke !== undefined
+            ? { revoke }
+            : undefined,
+    };
+  } catch (error) {
+    process.stderr.write(`${(error as Error).message}\n\n${HELP}`);
+    return EXIT.usage;
+  }
+
+  let config: AppConfig;
+  try {
+    config = loadConfig({ process: "migrator" });
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${error.message}\n`);
+      return EXIT.failure;
+    }
+    throw error;
+  }
+  const redactor = createRedactor(config.secretValues);
+  const logger = createLogger(
+    { level: config.settings.Logging.Level, redactor },
+    { process: "secrets-rotate" },
+  );
+  let database: Database | undefined;
+  try {
+    database = await openDatabase(config.database.url, {
+      poolSize: 2,
+      applicationName: "plinth-secrets-rotate",
+    });
+    return await runSecretsRotate(config, database, flags, logger);
+  } catch (error) {
+    // a failed query's message lists its parameters (ciphertexts): log the driver's cause instead
+    const cause = (error as { cause?: unknown }).cause;
+    const message = cause instanceof Error ? cause.message : (error as Error).message;
+    logger.error("secret rotation failed", { error: redactor.text(String(message ?? error)) });
+    return EXIT.failure;
+  } finally {
+    await database?.close();
+  }
+}
+
+if (import.meta.main) {
+  process.exit(await main(process.argv.slice(2)));
+}

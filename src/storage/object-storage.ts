@@ -1,0 +1,263 @@
+import {
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  ListObjectsCommand,
+  PutObjectCommand,
+  type S3Client,
+} from "@aws-sdk/client-s3";
+import { getSignedUrl } from "@aws-sdk/s3-request-presigner";
+import type { Clock } from "../clock.ts";
+import type { AppConfig } from "../config/load.ts";
+import { ProblemError } from "../http/errors.ts";
+import { InvalidObjectKeyError, relativeObjectKey, tenantObjectKey, tenantPrefix } from "./keys.ts";
+import { createS3Client } from "./s3.ts";
+
+/** SigV4 presigned URLs live at most 7 days. */
+const MAX_PRESIGN_SECONDS = 604_800;
+const MIME = /^[a-z0-9][a-z0-9!#$&^_.+-]*\/[a-z0-9][a-z0-9!#$&^_.+-]*$/;
+
+export interface ObjectStorageOptions {
+  client: S3Client;
+  bucket: string;
+  maxUploadBytes: number;
+  allowedMimeTypes: string[];
+  presignSeconds: number;
+  clock: Clock;
+}
+
+export interface StoredObject {
+  /** Relative to the tenant's prefix. */
+  key: string;
+  size: number;
+  lastModified: Date | null;
+}
+
+export interface PresignedUpload {
+  key: string;
+  method: "PUT";
+  url: string;
+  /** Headers the upload must carry exactly as given: they are part of the signature. */
+  headers: { "content-type": string; "content-length": string };
+  expiresAt: Date;
+}
+
+export interface PresignedDownload {
+  key: string;
+  url: string;
+  expiresAt: Date;
+}
+
+function statusOf(error: unknown): number | undefined {
+  return (error as { $metadata?: { httpStatusCode?: number } })?.$metadata?.httpStatusCode;
+}
+
+function isNotFound(error: unknown): boolean {
+  const name = (error as { name?: string })?.name;
+  return statusOf(error) === 404 || name === "NotFound" || name === "NoSuchKey";
+}
+
+/**
+ * Tenant object storage on S3: keys forced under `tenants/<tenantId>/`, the size limit and the
+ * MIME allowlist checked before anything reaches the store, presigned URLs that carry them.
+ */
+export class ObjectStorage {
+  readonly #o: ObjectStorageOptions;
+  readonly #allowed: Set<string>;
+
+  constructor(options: ObjectStorageOptions) {
+    if (options.presignSeconds > MAX_PRESIGN_SECONDS)
+      throw new Error("Storage:PresignSeconds is at most 604800");
+    this.#o = options;
+    this.#allowed = new Set(options.allowedMimeTypes.map((type) => type.trim().toLowerCase()));
+  }
+
+  get maxUploadBytes(): number {
+    return this.#o.maxUploadBytes;
+  }
+
+  #key(tenantId: string, key: string): string {
+    try {
+      return tenantObjectKey(tenantId, key);
+    } catch (error) {
+      if (error instanceof InvalidObjectKeyError)
+        throw new ProblemError("validation_failed", "The object key is not valid.", {
+          errors: [{ path: "key", message: error.message }],
+        });
+      throw error;
+    }
+  }
+
+  /** The content type to store and sign; refused (415) unless its `type/subtype` is allowed. */
+  #contentType(contentType: string): string {
+    const value = contentType.trim();
+    const base = value.split(";")[0]?.trim().toLowerCase() ?? "";
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: header injection is what is refused
+    if (!MIME.test(base) || /[\u0000-\u001f\u007f]/.test(value) || !this.#allowed.has(base))
+      throw new ProblemError("unsupported_media_type", `Content type "${base || "(none)"}" is not allowed.`);
+    return value;
+  }
+
+  #size(size: number): number {
+    if (!Number.isSafeInteger(size) || size < 0)
+      throw new ProblemError("validation_failed", "The size is not valid.", {
+        errors: [{ path: "size", message: "must be a whole number of bytes" }],
+      });
+    if (size > this.#o.maxUploadBytes)
+      throw new ProblemError("payload_too_large", `Uploads are limited to ${this.#o.maxUploadBytes} bytes.`);
+    return size;
+  }
+
+  /** Server-side upload: checked first, stored only when it passes. */
+  async putObject(
+    tenantId: string,
+    input: { key: string; body: Uint8Array; contentType: string },
+  ): Promise<StoredObject> {
+    const Key = this.#key(tenantId, input.key);
+    const ContentType = this.#contentType(input.contentType);
+    const size = this.#size(input.body.byteLength);
+    await this.#o.client.send(
+      new PutObjectCommand({
+        Bucket: this.#o.bucket,
+        Key,
+        Body: input.body,
+        ContentType,
+        ContentLength: size,
+      }),
+    );
+    return { key: input.key, size, lastModified: null };
+  }
+
+  /** A presigned PUT whose content type and exact length are signed: the store refuses any other. */
+  async createUpload(
+    tenantId: string,
+    input: { key: string; contentType: string; size: number },
+  ): Promise<PresignedUpload> {
+    const Key = this.#key(tenantId, input.key);
+    const ContentType = this.#contentType(input.contentType);
+    const size = this.#size(input.size);
+    const now = this.#o.clock.now();
+    const url = await getSignedUrl(
+      this.#o.client,
+      new PutObjectCommand({ Bucket: this.#o.bucket, Key, ContentType, ContentLength: size }),
+      {
+        expiresIn: this.#o.presignSeconds,
+        signingDate: now,
+        signableHeaders: new Set(["content-type", "content-length"]),
+      },
+    );
+    return {
+      key: input.key,
+      method: "PUT",
+      url,
+      headers: { "content-type": ContentType, "content-length": String(size) },
+      expiresAt: new Date(now.getTime() + this.#o.presignSeconds * 1000),
+    };
+  }
+
+  async #head(tenantId: string, key: string): Promise<{ Key: string; size: number; contentType?: string }> {
+    const Key = this.#key(tenantId, key);
+    try {
+      const head = await this.#o.client.send(new HeadObjectCommand({ Bucket: this.#o.bucket, Key }));
+      return { Key, size: head.ContentLength ?? 0, contentType: head.ContentType };
+    } catch (error) {
+      if (isNotFound(error)) throw new ProblemError("not_found", "No such object.");
+      throw error;
+    }
+  }
+
+  /** A presigned GET for an object of this tenant (404 when the tenant has no such object). */
+  async createDownload(tenantId: string, key: string): Promise<PresignedDownload> {
+    const { Key } = await this.#head(tenantId, key);
+    const now = this.#o.clock.now();
+    const filename = (key.split("/").at(-1) ?? "download").replace(/["\\\r\n]/g, "_");
+    const url = await getSignedUrl(
+      this.#o.client,
+      new GetObjectCommand({
+        Bucket: this.#o.bucket,
+        Key,
+        // served as an attachment: an uploaded HTML or SVG file never renders on the store's origin
+        ResponseContentDisposition: `attachment; filename="${filename}"`,
+      }),
+      { expiresIn: this.#o.presignSeconds, signingDate: now },
+    );
+    return { key, url, expiresAt: new Date(now.getTime() + this.#o.presignSeconds * 1000) };
+  }
+
+  /** Reads an object of this tenant (server-side use). */
+  async getObject(
+    tenantId: string,
+    key: string,
+  ): Promise<{ body: Uint8Array; contentType: string | undefined }> {
+    const Key = this.#key(tenantId, key);
+    try {
+      const out = await this.#o.client.send(new GetObjectCommand({ Bucket: this.#o.bucket, Key }));
+      return {
+        body: (await out.Body?.transformToByteArray()) ?? new Uint8Array(),
+        contentType: out.ContentType,
+      };
+    } catch (error) {
+      if (isNotFound(error)) throw new ProblemError("not_found", "No such object.");
+      throw error;
+    }
+  }
+
+  /** One page of the tenant's objects, keys relative to its prefix. */
+  async listObjects(
+    tenantId: string,
+    input: { prefix?: string; cursor?: string; limit: number },
+  ): Promise<{ items: StoredObject[]; nextCursor: string | null }> {
+    let prefix: string;
+    try {
+      prefix = tenantPrefix(tenantId);
+    } catch (error) {
+      if (error instanceof InvalidObjectKeyError) throw new ProblemError("forbidden", "No tenant to list.");
+      throw error;
+    }
+    if (input.prefix) {
+      // a listing prefix may end in "/" (a folder); validate it as a key without that slash
+      const trimmed = input.prefix.replace(/\/$/, "");
+      prefix = `${this.#key(tenantId, trimmed)}${input.prefix.endsWith("/") ? "/" : ""}`;
+    }
+    const out = await this.#o.client.send(
+      // ListObjects (v1) with a marker: every S3-compatible store has it, and the cursor is just the
+      // last key of the previous page relative to the tenant, meaningless outside its prefix
+      new ListObjectsCommand({
+        Bucket: this.#o.bucket,
+        Prefix: prefix,
+        MaxKeys: input.limit,
+        ...(input.cursor ? { Marker: this.#key(tenantId, input.cursor) } : {}),
+      }),
+    );
+    const items: StoredObject[] = [];
+    for (const object of out.Contents ?? []) {
+      const key = object.Key ? relativeObjectKey(tenantId, object.Key) : null;
+      if (key === null) continue; // never show anything outside the tenant's prefix
+      items.push({ key, size: object.Size ?? 0, lastModified: object.LastModified ?? null });
+    }
+    return { items, nextCursor: out.IsTruncated ? (items.at(-1)?.key ?? null) : null };
+  }
+
+  /** Deletes an object of this tenant (404 when there is none). */
+  async deleteObject(tenantId: string, key: string): Promise<void> {
+    const { Key } = await this.#head(tenantId, key);
+    await this.#o.client.send(new DeleteObjectCommand({ Bucket: this.#o.bucket, Key }));
+  }
+}
+
+/** Object storage from `Storage` / `Storage:S3`; null when no bucket is configured (storage is off). */
+export function createObjectStorage(
+  config: AppConfig,
+  deps: { clock: Clock; client?: S3Client },
+): ObjectStorage | null {
+  const storage = config.settings.Storage;
+  if (!storage.S3.Bucket) return null;
+  return new ObjectStorage({
+    client: deps.client ?? createS3Client(storage.S3),
+    bucket: storage.S3.Bucket,
+    maxUploadBytes: storage.MaxUploadBytes,
+    allowedMimeTypes: storage.AllowedMimeTypes,
+    presignSeconds: storage.PresignSeconds,
+    clock: deps.clock,
+  });
+}

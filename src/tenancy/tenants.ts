@@ -1,0 +1,58 @@
+import { asc, eq } from "drizzle-orm";
+import type { Executor } from "../db/client.ts";
+import { tenants } from "../db/schema/tenants.ts";
+import { ProblemError } from "../http/errors.ts";
+
+export interface Tenant {
+  id: string;
+  code: string;
+  name: string;
+  status: "Active" | "Suspended";
+}
+
+export const TENANT_CODE = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export function isUuid(value: string): boolean {
+  return UUID.test(value);
+}
+
+const columns = { id: tenants.id, code: tenants.code, name: tenants.name, status: tenants.status };
+
+export async function createTenant(db: Executor, input: { code: string; name: string }): Promise<Tenant> {
+  const code = input.code.toLowerCase();
+  if (!TENANT_CODE.test(code))
+    throw new ProblemError("validation_failed", "The tenant code is not valid.", {
+      errors: [{ path: "code", message: "lower-case letters, digits and inner hyphens, at most 63" }],
+    });
+  const [row] = await db
+    .insert(tenants)
+    .values({ code, name: input.name })
+    .onConflictDoNothing({ target: tenants.code })
+    .returning(columns);
+  if (!row) throw new ProblemError("conflict", "A tenant with this code exists.");
+  return row;
+}
+
+export async function listTenants(db: Executor, input: { limit: number; offset: number }): Promise<Tenant[]> {
+  return db.select(columns).from(tenants).orderBy(asc(tenants.code)).limit(input.limit).offset(input.offset);
+}
+
+/** The tenant, or a 404 problem: unknown and malformed ids look the same. */
+export async function getTenant(db: Executor, tenantId: string): Promise<Tenant> {
+  if (!isUuid(tenantId)) throw new ProblemError("not_found", "No such tenant.");
+  const [row] = await db.select(columns).from(tenants).where(eq(tenants.id, tenantId));
+  if (!row) throw new ProblemError("not_found", "No such tenant.");
+  return row;
+}
+
+export async function suspendTenant(db: Executor, tenantId: string, now: Date): Promise<Tenant> {
+  await getTenant(db, tenantId);
+  const [row] = await db
+    .update(tenants)
+    .set({ status: "Suspended", updatedAt: now })
+    .where(eq(tenants.id, tenantId))
+    .returning(columns);
+  if (!row) throw new ProblemError("not_found", "No such tenant.");
+  return row;
+}

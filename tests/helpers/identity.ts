@@ -1,0 +1,89 @@
+import { eq } from "drizzle-orm";
+import type { Db } from "../../src/db/client.ts";
+import { tenantDomains, tenants } from "../../src/db/schema/index.ts";
+import { bootstrapPlatformAdmin } from "../../src/identity/bootstrap.ts";
+import { createTenantUser } from "../../src/identity/users.ts";
+import type { TestApp } from "./app.ts";
+
+export const PASSWORD = "a-long-test-password-1";
+
+export async function createTenant(db: Db, code = `t${crypto.randomUUID().slice(0, 8)}`) {
+  const [tenant] = await db
+    .insert(tenants)
+    .values({ code, name: `Tenant ${code}` })
+    .returning();
+  if (!tenant) throw new Error("no tenant");
+  return tenant;
+}
+
+export async function createUser(
+  db: Db,
+  tenantId: string,
+  input: { email?: string; role?: "owner" | "admin" | "member"; phone?: string; password?: string } = {},
+) {
+  const email = input.email ?? `u${crypto.randomUUID().slice(0, 8)}@example.com`;
+  const { id } = await createTenantUser(db, tenantId, {
+    email,
+    name: "Test User",
+    password: input.password ?? PASSWORD,
+    role: input.role ?? "member",
+    phone: input.phone,
+  });
+  return { id, email };
+}
+
+export async function createPlatformAdmin(
+  db: Db,
+  email = `admin${crypto.randomUUID().slice(0, 6)}@example.com`,
+) {
+  const { userId } = await bootstrapPlatformAdmin(db, { email, password: PASSWORD, name: "Admin" });
+  return { id: userId, email };
+}
+
+export async function activeDomain(db: Db, tenantId: string, hostname: string) {
+  await db.insert(tenantDomains).values({ tenantId, hostname, status: "Active", verificationToken: "t" });
+  return hostname;
+}
+
+export async function setDomainStatus(db: Db, hostname: string, status: "Pending" | "Failed" | "Active") {
+  await db.update(tenantDomains).set({ status }).where(eq(tenantDomains.hostname, hostname));
+}
+
+export interface Tokens {
+  accessToken: string;
+  refreshToken: string;
+  passwordChangeRequired: boolean;
+}
+
+export async function login(
+  t: TestApp,
+  body: { email: string; password?: string; tenant?: string },
+  init: { host?: string; peer?: string } = {},
+): Promise<Response> {
+  const headers: Record<string, string> = { "content-type": "application/json" };
+  if (init.host) headers.host = init.host;
+  return t.request(
+    init.host ? `http://${init.host}/api/auth/login` : "/api/auth/login",
+    { method: "POST", headers, body: JSON.stringify({ password: PASSWORD, ...body }) },
+    init.peer,
+  );
+}
+
+export async function loginTokens(
+  t: TestApp,
+  body: { email: string; password?: string; tenant?: string },
+): Promise<Tokens> {
+  const response = await login(t, body);
+  if (response.status !== 200) throw new Error(`login failed: ${response.status} ${await response.text()}`);
+  return (await response.json()) as Tokens;
+}
+
+export function bearer(token: string, extra: Record<string, string> = {}): RequestInit {
+  return { headers: { authorization: `Bearer ${token}`, ...extra } };
+}
+
+export const json = (body: unknown, headers: Record<string, string> = {}): RequestInit => ({
+  method: "POST",
+  headers: { "content-type": "application/json", ...headers },
+  body: JSON.stringify(body),
+});

@@ -1,0 +1,124 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import type { ProviderStatus } from "../../src/db/schema/providers.ts";
+import { putTenantSecret } from "../../src/providers/secrets.ts";
+import {
+  type GlobalProviderDefault,
+  listTenantProviders,
+  putTenantProvider,
+  readProviderSecrets,
+  resolveProvider,
+  setTenantProviderStatus,
+} from "../../src/providers/tenant-providers.ts";
+import { parseTenantSecretKeys } from "../../src/security/tenant-secrets.ts";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { makeTenant, newMasterKey } from "../helpers/factories.ts";
+
+let t: TestDatabase;
+beforeAll(async () => {
+  t = await createTestDatabase();
+});
+afterAll(() => t.drop());
+
+const now = new Date("2026-11-01T00:00:00Z");
+const globalSms: GlobalProviderDefault = { provider: "platform-sms", settings: { sender: "PLINTH" } };
+
+type TenantRow = ProviderStatus | "absent";
+const cases: { tenant: TenantRow; global: boolean; expected: "tenant" | "global" | "none" }[] = [
+  { tenant: "Active", global: true, expected: "tenant" },
+  { tenant: "Active", global: false, expected: "tenant" },
+  { tenant: "Disabled", global: true, expected: "none" },
+  { tenant: "Disabled", global: false, expected: "none" },
+  { tenant: "Suspended", global: true, expected: "none" },
+  { tenant: "Suspended", global: false, expected: "none" },
+  { tenant: "absent", global: true, expected: "global" },
+  { tenant: "absent", global: false, expected: "none" },
+];
+
+describe("resolveProvider: tenant row × global default", () => {
+  for (const c of cases) {
+    test(`tenant ${c.tenant}, global default ${c.global ? "present" : "absent"} → ${c.expected}`, async () => {
+      const tenant = await makeTenant(t.database.db);
+      if (c.tenant !== "absent") {
+        await putTenantProvider(t.database.db, tenant.id, "sms", {
+          provider: "tenant-sms",
+          status: c.tenant,
+          settings: { from: "+15550100" },
+          secretRefs: {},
+          now,
+        });
+      }
+      // another type configured for the tenant changes nothing for sms
+      await putTenantProvider(t.database.db, tenant.id, "payment", {
+        provider: "stripe",
+        status: "Active",
+        settings: {},
+        secretRefs: {},
+        now,
+      });
+      const resolved = await resolveProvider(t.database.db, tenant.id, "sms", c.global ? globalSms : null);
+      if (c.expected === "none") expect(resolved).toBeNull();
+      else expect(resolved?.source).toBe(c.expected);
+      if (c.expected === "tenant") expect(resolved?.provider.provider).toBe("tenant-sms");
+      if (c.expected === "global") expect(resolved?.provider).toEqual(globalSms);
+    });
+  }
+
+  test("disabling an Active provider stops resolution without falling back; re-activating restores it", async () => {
+    const tenant = await makeTenant(t.database.db);
+    await putTenantProvider(t.database.db, tenant.id, "ai", {
+      provider: "openai",
+      status: "Active",
+      settings: {},
+      secretRefs: {},
+      now,
+    });
+    expect((await resolveProvider(t.database.db, tenant.id, "ai", globalSms))?.source).toBe("tenant");
+    await setTenantProviderStatus(t.database.db, tenant.id, "ai", "Disabled", now);
+    expect(await resolveProvider(t.database.db, tenant.id, "ai", globalSms)).toBeNull();
+    await setTenantProviderStatus(t.database.db, tenant.id, "ai", "Active", now);
+    expect((await resolveProvider(t.database.db, tenant.id, "ai", globalSms))?.source).toBe("tenant");
+    await expect(
+      setTenantProviderStatus(t.database.db, tenant.id, "identity", "Disabled", now),
+    ).rejects.toMatchObject({
+      code: "not_found",
+    });
+  });
+
+  test("a tenant's provider never resolves for another tenant", async () => {
+    const a = await makeTenant(t.database.db);
+    const b = await makeTenant(t.database.db);
+    await putTenantProvider(t.database.db, a.id, "sms", {
+      provider: "a-sms",
+      status: "Active",
+      settings: {},
+      secretRefs: {},
+      now,
+    });
+    expect(await resolveProvider(t.database.db, b.id, "sms", null)).toBeNull();
+    expect(await listTenantProviders(t.database.db, b.id)).toEqual([]);
+  });
+
+  test("settings that look secret are refused; secrets are referenced by name and read server-side", async () => {
+    const tenant = await makeTenant(t.database.db);
+    await expect(
+      putTenantProvider(t.database.db, tenant.id, "sms", {
+        provider: "twilio",
+        status: "Active",
+        settings: { authToken: "inline-token" },
+        secretRefs: {},
+        now,
+      }),
+    ).rejects.toMatchObject({ code: "validation_failed" });
+    const { keyring } = parseTenantSecretKeys({ KeyId: "k", MasterKey: newMasterKey(), PreviousKeys: [] });
+    if (!keyring) throw new Error("keyring");
+    await putTenantSecret(t.database.db, keyring, tenant.id, { name: "twilio-auth", value: "tw-123", now });
+    const row = await putTenantProvider(t.database.db, tenant.id, "sms", {
+      provider: "twilio",
+      status: "Active",
+      settings: { accountSid: "AC1" },
+      secretRefs: { authToken: "twilio-auth" },
+      now,
+    });
+    expect(await readProviderSecrets(t.database.db, keyring, row)).toEqual({ authToken: "tw-123" });
+  });
+});

@@ -1,0 +1,127 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { randomBytes } from "node:crypto";
+import { join } from "node:path";
+import { sql } from "drizzle-orm";
+import { execute } from "../../src/db/client.ts";
+import { putTenantSecret, readTenantSecret } from "../../src/providers/secrets.ts";
+import { parseTenantSecretKeys, type TenantSecretKeyring } from "../../src/security/tenant-secrets.ts";
+import { makeTestCertificates } from "../helpers/certificates.ts";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { makeTenant } from "../helpers/factories.ts";
+
+const root = join(import.meta.dir, "../..");
+const oldKey = randomBytes(32).toString("base64");
+const newKey = randomBytes(32).toString("base64");
+let t: TestDatabase;
+
+function ring(keyId: string, masterKey: string): TenantSecretKeyring {
+  const { keyring } = parseTenantSecretKeys({ KeyId: keyId, MasterKey: masterKey, PreviousKeys: [] });
+  if (!keyring) throw new Error("keyring");
+  return keyring;
+}
+
+function rotate(args: string[], env: Record<string, string>) {
+  const proc = Bun.spawnSync(["bun", "src/secrets-rotate.ts", ...args], {
+    cwd: root,
+    env: {
+      PATH: process.env.PATH ?? "/usr/bin:/bin",
+      HOME: process.env.HOME ?? "/tmp",
+      DATABASE_URL: t.url,
+      ...env,
+    },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  return { code: proc.exitCode, out: proc.stdout.toString() + proc.stderr.toString() };
+}
+
+const rotatedEnv = {
+  PLINTH_TENANT_SECRET_KEY_ID: "new",
+  PLINTH_TENANT_SECRET_MASTER_KEY: newKey,
+  Security__TenantSecrets__PreviousKeys__0__KeyId: "old",
+  Security__TenantSecrets__PreviousKeys__0__MasterKey: oldKey,
+};
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+});
+afterAll(() => t.drop());
+
+describe("bun run secrets:rotate", () => {
+  test("--help and bad usage", () => {
+    const help = rotate(["--help"], {});
+    expect(help.code).toBe(0);
+    expect(help.out).toContain("Exit codes");
+    expect(rotate(["--batch-size", "0"], rotatedEnv).code).toBe(64);
+    expect(rotate(["--what"], rotatedEnv).code).toBe(64);
+  });
+
+  test("an unusable master key fails with 1, naming the key and not the value", () => {
+    const bad = randomBytes(16).toString("base64");
+    const run = rotate([], { PLINTH_TENANT_SECRET_KEY_ID: "new", PLINTH_TENANT_SECRET_MASTER_KEY: bad });
+    expect(run.code).toBe(1);
+    expect(run.out).toContain("Security:TenantSecrets:MasterKey");
+    expect(run.out).not.toContain(bad);
+  });
+
+  test("rotates every secret (0), leaves ones no key opens (2), reruns idempotently; never prints values", async () => {
+    const db = t.database.db;
+    const tenant = await makeTenant(db);
+    const values = Array.from({ length: 7 }, (_, i) => `cli-secret-${i}-${randomBytes(6).toString("hex")}`);
+    for (const [i, value] of values.entries())
+      await putTenantSecret(db, ring("old", oldKey), tenant.id, { name: `s${i}`, value, now: new Date() });
+
+    const first = rotate(["--batch-size", "3"], rotatedEnv);
+    expect(first.code).toBe(0);
+    const second = rotate([], rotatedEnv);
+    expect(second.code).toBe(0);
+    expect(second.out).toContain('"rotated":0');
+    for (const [i, value] of values.entries())
+      expect(await readTenantSecret(db, ring("new", newKey), tenant.id, `s${i}`)).toBe(value);
+
+    await putTenantSecret(db, ring("lost", randomBytes(32).toString("base64")), tenant.id, {
+      name: "orphan",
+      value: "orphan-value",
+      now: new Date(),
+    });
+    const third = rotate([], rotatedEnv);
+    expect(third.code).toBe(2);
+    expect(third.out).toContain("orphan");
+    for (const output of [first.out, second.out, third.out])
+      for (const secret of [...values, "orphan-value", oldKey, newKey]) expect(output).not.toContain(secret);
+    const keyIds = await execute<{ key_id: string }>(
+      db,
+      sql`select key_id from tenant_secrets group by 1 order by 1`,
+    );
+    expect(keyIds.map((r) => r.key_id)).toEqual(["lost", "new"]);
+  });
+
+  test("data protection: rotate now, list, revoke (4 when there is no such key)", () => {
+    const certs = makeTestCertificates();
+    try {
+      const env = {
+        PLINTH_DATA_PROTECTION_APPLICATION_NAME: "cli",
+        PLINTH_DATA_PROTECTION_CERTIFICATE_PATH: certs.pfxPath,
+        PLINTH_DATA_PROTECTION_CERTIFICATE_PASSWORD: certs.password,
+      };
+      expect(rotate(["--data-protection"], env).code).toBe(0);
+      const listed = rotate(["--list-data-protection-keys"], env);
+      expect(listed.code).toBe(0);
+      const ids = [...listed.out.matchAll(/^([0-9a-f-]{36}) +rsa-oaep-sha256 .* usable$/gm)].map(
+        (m) => m[1] ?? "",
+      );
+      expect(ids).toHaveLength(1);
+      expect(rotate(["--revoke-data-protection-key", ids[0] ?? ""], env).code).toBe(0);
+      expect(rotate(["--revoke-data-protection-key", ids[0] ?? ""], env).code).toBe(4);
+      expect(rotate(["--data-protection", "--list-data-protection-keys"], env).code).toBe(64);
+      const wrong = rotate(["--data-protection"], {
+        ...env,
+        PLINTH_DATA_PROTECTION_CERTIFICATE_PASSWORD: "wrong",
+      });
+      expect(wrong.code).toBe(1);
+      expect(wrong.out).not.toContain(certs.password);
+    } finally {
+      certs.cleanup();
+    }
+  }, 30_000);
+});

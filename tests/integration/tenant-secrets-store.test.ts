@@ -1,0 +1,153 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { eq, sql } from "drizzle-orm";
+import { execute } from "../../src/db/client.ts";
+import { tenantSecrets } from "../../src/db/schema/secrets.ts";
+import {
+  deleteTenantSecret,
+  listTenantSecrets,
+  putTenantSecret,
+  readTenantSecret,
+  rotateTenantSecrets,
+} from "../../src/providers/secrets.ts";
+import {
+  parseTenantSecretKeys,
+  TenantSecretError,
+  type TenantSecretKeyring,
+} from "../../src/security/tenant-secrets.ts";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { makeTenant, newMasterKey } from "../helpers/factories.ts";
+
+function ring(settings: Parameters<typeof parseTenantSecretKeys>[0]): TenantSecretKeyring {
+  const { keyring } = parseTenantSecretKeys(settings);
+  if (!keyring) throw new Error("bad keyring");
+  return keyring;
+}
+
+let t: TestDatabase;
+beforeAll(async () => {
+  t = await createTestDatabase();
+});
+afterAll(() => t.drop());
+
+const now = () => new Date("2026-11-01T00:00:00Z");
+
+describe("tenant secrets in PostgreSQL", () => {
+  test("put, list (no values), read server-side, replace, delete", async () => {
+    const keys = ring({ KeyId: "k1", MasterKey: newMasterKey(), PreviousKeys: [] });
+    const tenant = await makeTenant(t.database.db);
+    await putTenantSecret(t.database.db, keys, tenant.id, {
+      name: "sms.token",
+      value: "tok-AAA",
+      now: now(),
+    });
+    const [row] = await t.database.db
+      .select()
+      .from(tenantSecrets)
+      .where(eq(tenantSecrets.tenantId, tenant.id));
+    expect(row?.ciphertext).not.toContain("tok-AAA");
+    expect(Buffer.from(row?.ciphertext ?? "", "base64").toString("utf8")).not.toContain("tok-AAA");
+
+    const listed = await listTenantSecrets(t.database.db, tenant.id);
+    expect(listed).toEqual([{ name: "sms.token", keyId: "k1", createdAt: now(), updatedAt: now() }]);
+    expect(JSON.stringify(listed)).not.toContain("tok-AAA");
+    expect(await readTenantSecret(t.database.db, keys, tenant.id, "sms.token")).toBe("tok-AAA");
+
+    await putTenantSecret(t.database.db, keys, tenant.id, {
+      name: "sms.token",
+      value: "tok-BBB",
+      now: now(),
+    });
+    expect(await readTenantSecret(t.database.db, keys, tenant.id, "sms.token")).toBe("tok-BBB");
+    await deleteTenantSecret(t.database.db, tenant.id, "sms.token");
+    expect(await readTenantSecret(t.database.db, keys, tenant.id, "sms.token")).toBeNull();
+    await expect(deleteTenantSecret(t.database.db, tenant.id, "sms.token")).rejects.toMatchObject({
+      code: "not_found",
+    });
+  });
+
+  test("a row copied to another tenant does not decrypt there", async () => {
+    const keys = ring({ KeyId: "k1", MasterKey: newMasterKey(), PreviousKeys: [] });
+    const a = await makeTenant(t.database.db);
+    const b = await makeTenant(t.database.db);
+    await putTenantSecret(t.database.db, keys, a.id, { name: "api", value: "value-of-a", now: now() });
+    await execute(
+      t.database.db,
+      sql`insert into tenant_secrets (tenant_id, name, key_id, nonce, ciphertext)
+          select ${b.id}, name, key_id, nonce, ciphertext from tenant_secrets where tenant_id = ${a.id}`,
+    );
+    const error = await readTenantSecret(t.database.db, keys, b.id, "api").catch((e) => e);
+    expect(error).toBeInstanceOf(TenantSecretError);
+    expect(String(error.message)).not.toContain("value-of-a");
+  });
+
+  test("unknown tenant ids are 404 problems", async () => {
+    const keys = ring({ KeyId: "k1", MasterKey: newMasterKey(), PreviousKeys: [] });
+    for (const id of ["00000000-0000-4000-8000-000000000000", "not-a-uuid"]) {
+      await expect(
+        putTenantSecret(t.database.db, keys, id, { name: "x", value: "y", now: now() }),
+      ).rejects.toMatchObject({
+        code: "not_found",
+      });
+      await expect(listTenantSecrets(t.database.db, id)).rejects.toMatchObject({ code: "not_found" });
+    }
+  });
+
+  test("rotation re-encrypts every secret in batches, is idempotent, and leaves undecryptable rows alone", async () => {
+    // a database of its own: rotation touches every row
+    const own = await createTestDatabase();
+    try {
+      const db = own.database.db;
+      const oldKey = newMasterKey();
+      const before = ring({ KeyId: "old", MasterKey: oldKey, PreviousKeys: [] });
+      const tenants = [await makeTenant(db), await makeTenant(db), await makeTenant(db)];
+      const values = new Map<string, string>();
+      for (const [i, tenant] of tenants.entries())
+        for (let n = 0; n < 4; n++) {
+          const value = `value-${i}-${n}`;
+          values.set(`${tenant.id}/s${n}`, value);
+          await putTenantSecret(db, before, tenant.id, { name: `s${n}`, value, now: now() });
+        }
+      // one row under a key id nobody has any more
+      const lost = ring({ KeyId: "lost", MasterKey: newMasterKey(), PreviousKeys: [] });
+      await putTenantSecret(db, lost, tenants[0]?.id ?? "", { name: "orphan", value: "gone", now: now() });
+
+      const after = ring({
+        KeyId: "new",
+        MasterKey: newMasterKey(),
+        PreviousKeys: [{ KeyId: "old", MasterKey: oldKey }],
+      });
+      const batches: number[] = [];
+      const first = await rotateTenantSecrets(db, after, {
+        batchSize: 5,
+        now,
+        onBatch: (n) => batches.push(n),
+      });
+      expect(first.rotated).toBe(12);
+      expect(first.failed).toEqual([
+        { tenantId: tenants[0]?.id ?? "", name: "orphan", keyId: "lost", reason: "unknown_key" },
+      ]);
+      expect(first.remaining).toBe(1);
+      expect(batches.length).toBeGreaterThanOrEqual(3);
+      expect(batches.every((n) => n <= 5)).toBe(true);
+
+      const keyIds = await execute<{ key_id: string; n: number }>(
+        db,
+        sql`select key_id, count(*)::int as n from tenant_secrets group by key_id order by key_id`,
+      );
+      expect(keyIds).toEqual([
+        { key_id: "lost", n: 1 },
+        { key_id: "new", n: 12 },
+      ]);
+      // the new key alone now opens everything that was rotated
+      for (const [where, value] of values) {
+        const [tenantId = "", name = ""] = where.split("/");
+        expect(await readTenantSecret(db, after, tenantId, name)).toBe(value);
+      }
+      const second = await rotateTenantSecrets(db, after, { batchSize: 5, now });
+      expect(second.rotated).toBe(0);
+      expect(second.failed).toHaveLength(1);
+    } finally {
+      await own.drop();
+    }
+  });
+});
