@@ -1,0 +1,354 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { eq } from "drizzle-orm";
+import { users } from "../../src/db/schema/index.ts";
+import { createTestApp, type TestApp } from "../helpers/app.ts";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import {
+  activeDomain,
+  bearer,
+  createPlatformAdmin,
+  createTenant,
+  createUser,
+  json,
+  login,
+  loginTokens,
+  setDomainStatus,
+} from "../helpers/identity.ts";
+
+let t: TestDatabase;
+let app: TestApp;
+let tenantA: { id: string; code: string };
+let tenantB: { id: string; code: string };
+let ownerA: string;
+let ownerB: string;
+let memberB: { id: string; email: string };
+let admin: string;
+let adminEmail: string;
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  app = await createTestApp({
+    database: t.database,
+    env: {
+      RateLimiting__Auth__PermitLimit: "100000",
+      AllowedHosts__0: "api.plinth.test",
+      AllowedHosts__1: "localhost",
+      Tenancy__Resolution__PlatformHost: "api.plinth.test",
+      Tenancy__Resolution__TrustedProxies__0: "10.0.0.0/8",
+      Cors__Origins__0: "https://app.customer.test",
+      Cors__Methods__0: "GET",
+      Cors__Methods__1: "POST",
+      Cors__Headers__0: "content-type",
+      Cors__Headers__1: "authorization",
+      Cors__AllowCredentials: "true",
+      BrowserAuth__AllowedOrigins__0: "https://app.customer.test",
+    },
+  });
+  tenantA = await createTenant(t.database.db);
+  tenantB = await createTenant(t.database.db);
+  const a = await createUser(t.database.db, tenantA.id, { role: "owner" });
+  const b = await createUser(t.database.db, tenantB.id, { role: "owner" });
+  memberB = await createUser(t.database.db, tenantB.id, { role: "member" });
+  ownerA = (await loginTokens(app, { email: a.email, tenant: tenantA.code })).accessToken;
+  ownerB = (await loginTokens(app, { email: b.email, tenant: tenantB.code })).accessToken;
+  await activeDomain(t.database.db, tenantA.id, "app.tenant-a.test");
+  await activeDomain(t.database.db, tenantB.id, "app.tenant-b.test");
+  const platformAdmin = await createPlatformAdmin(t.database.db);
+  await t.database.db.update(users).set({ mustChangePassword: false }).where(eq(users.id, platformAdmin.id));
+  adminEmail = platformAdmin.email;
+  admin = (await loginTokens(app, { email: platformAdmin.email })).accessToken;
+});
+afterAll(() => t.drop());
+
+const on = (host: string, path: string) => `http://${host}${path}`;
+
+describe("tenant isolation", () => {
+  test("each owner lists only their own tenant's users", async () => {
+    const listA = (await (await app.request("/api/tenant/users", bearer(ownerA))).json()) as {
+      items: { id: string }[];
+    };
+    const listB = (await (await app.request("/api/tenant/users", bearer(ownerB))).json()) as {
+      items: { id: string }[];
+    };
+    expect(listA.items.map((u) => u.id)).not.toContain(memberB.id);
+    expect(listB.items.map((u) => u.id)).toContain(memberB.id);
+  });
+
+  test("tenant A's owner gets 404 (not 403, not data) for tenant B's user on every user route", async () => {
+    const disable = await app.request(`/api/tenant/users/${memberB.id}/disable`, {
+      method: "POST",
+      ...bearer(ownerA),
+    });
+    expect(disable.status).toBe(404);
+    const remove = await app.request(`/api/tenant/users/${memberB.id}`, {
+      method: "DELETE",
+      ...bearer(ownerA),
+    });
+    expect(remove.status).toBe(404);
+    const [still] = await t.database.db
+      .select({ status: users.status })
+      .from(users)
+      .where(eq(users.id, memberB.id));
+    expect(still?.status).toBe("Active");
+  });
+
+  test("tenant A's token on tenant B's host is 404; on its own host it works", async () => {
+    const other = await app.request(on("app.tenant-b.test", "/api/tenant/users"), bearer(ownerA));
+    expect(other.status).toBe(404);
+    expect(await other.text()).not.toContain(memberB.id);
+    expect((await app.request(on("app.tenant-b.test", "/api/auth/me"), bearer(ownerA))).status).toBe(404);
+    expect((await app.request(on("app.tenant-a.test", "/api/tenant/users"), bearer(ownerA))).status).toBe(
+      200,
+    );
+  });
+
+  test("a tenant user signs in on the tenant's own host without a code; not on another tenant's host", async () => {
+    const user = await createUser(t.database.db, tenantA.id);
+    expect((await login(app, { email: user.email }, { host: "app.tenant-a.test" })).status).toBe(200);
+    expect((await login(app, { email: user.email }, { host: "app.tenant-b.test" })).status).toBe(401);
+    expect(
+      (await login(app, { email: user.email, tenant: tenantB.code }, { host: "app.tenant-a.test" })).status,
+    ).toBe(401);
+  });
+
+  test("members are not owners: 403 on user management", async () => {
+    const member = await createUser(t.database.db, tenantA.id, { role: "member" });
+    const token = (await loginTokens(app, { email: member.email, tenant: tenantA.code })).accessToken;
+    expect((await app.request("/api/tenant/users", bearer(token))).status).toBe(403);
+  });
+
+  test("disabling a user ends their sessions at once", async () => {
+    const member = await createUser(t.database.db, tenantA.id);
+    const token = (await loginTokens(app, { email: member.email, tenant: tenantA.code })).accessToken;
+    expect((await app.request("/api/auth/me", bearer(token))).status).toBe(200);
+    expect(
+      (await app.request(`/api/tenant/users/${member.id}/disable`, { method: "POST", ...bearer(ownerA) }))
+        .status,
+    ).toBe(204);
+    expect((await app.request("/api/auth/me", bearer(token))).status).toBe(401);
+  });
+
+  test("the last owner cannot be removed or disabled", async () => {
+    const tenant = await createTenant(t.database.db);
+    const owner = await createUser(t.database.db, tenant.id, { role: "owner" });
+    const token = (await loginTokens(app, { email: owner.email, tenant: tenant.code })).accessToken;
+    expect(
+      (await app.request(`/api/tenant/users/${owner.id}`, { method: "DELETE", ...bearer(token) })).status,
+    ).toBe(409);
+  });
+});
+
+describe("platform administrators and tenants", () => {
+  test("a platform administrator creates a tenant's first owner; unknown tenant is 404; duplicates 409", async () => {
+    const tenant = await createTenant(t.database.db);
+    const body = {
+      email: "first-owner@example.com",
+      name: "Owner",
+      password: "owner-password-123",
+      role: "owner",
+    };
+    const created = await app.request(
+      `/api/admin/tenants/${tenant.id}/users`,
+      json(body, { authorization: `Bearer ${admin}` }),
+    );
+    expect(created.status).toBe(201);
+    expect(((await created.json()) as { id: string }).id).toBeString();
+    const again = await app.request(
+      `/api/admin/tenants/${tenant.id}/users`,
+      json(body, { authorization: `Bearer ${admin}` }),
+    );
+    expect(again.status).toBe(409);
+    const missing = await app.request(
+      `/api/admin/tenants/${crypto.randomUUID()}/users`,
+      json(body, { authorization: `Bearer ${admin}` }),
+    );
+    expect(missing.status).toBe(404);
+    expect(
+      (await login(app, { email: body.email, password: body.password, tenant: tenant.code })).status,
+    ).toBe(200);
+  });
+
+  test("tenant owners get 403 on admin routes; administrators act on tenants only through /api/admin", async () => {
+    expect((await app.request("/api/admin/tenants", bearer(ownerA))).status).toBe(403);
+    expect(
+      (
+        await app.request(
+          `/api/admin/tenants/${tenantA.id}/users`,
+          json({}, { authorization: `Bearer ${ownerA}` }),
+        )
+      ).status,
+    ).toBe(403);
+    expect((await app.request("/api/tenant/users", bearer(admin))).status).toBe(403);
+  });
+
+  test("a platform administrator signs in on the unconfigured local host without a tenant", async () => {
+    // Development with no AllowedHosts: localhost, 127.0.0.1 and [::1] on any port, nothing else
+    const local = await createTestApp({
+      database: t.database,
+      env: { RateLimiting__Auth__PermitLimit: "100000" },
+    });
+    for (const host of ["localhost:3000", "127.0.0.1:8080", "[::1]:9000"]) {
+      const response = await login(local, { email: adminEmail }, { host });
+      expect(response.status).toBe(200);
+    }
+    expect((await login(local, { email: adminEmail }, { host: "example.com" })).status).toBe(400);
+  });
+});
+
+describe("hosts", () => {
+  test("an unknown Host is 400 host_not_allowed; health stays reachable by any host", async () => {
+    const response = await app.request(on("evil.test", "/api/auth/me"));
+    expect(response.status).toBe(400);
+    expect(((await response.json()) as { code: string }).code).toBe("host_not_allowed");
+    expect((await app.request(on("10.1.2.3:8080", "/api/health"))).status).toBe(200);
+  });
+
+  test("hosts match exactly, case-insensitively, without the port; no wildcard", async () => {
+    expect((await app.request(on("API.PLINTH.TEST:443", "/.well-known/jwks.json"))).status).toBe(200);
+    expect((await app.request(on("x.api.plinth.test", "/.well-known/jwks.json"))).status).toBe(400);
+  });
+
+  test("a Pending or Failed domain is not served", async () => {
+    await activeDomain(t.database.db, tenantA.id, "pending.tenant-a.test");
+    await setDomainStatus(t.database.db, "pending.tenant-a.test", "Pending");
+    expect((await app.request(on("pending.tenant-a.test", "/.well-known/jwks.json"))).status).toBe(400);
+  });
+
+  test("X-Forwarded-Host counts only from a trusted proxy", async () => {
+    const spoofed = await app.request(
+      on("api.plinth.test", "/api/tenant/users"),
+      { headers: { authorization: `Bearer ${ownerA}`, "x-forwarded-host": "app.tenant-b.test" } },
+      "203.0.113.9",
+    );
+    expect(spoofed.status).toBe(200); // untrusted peer: the header changes nothing
+    const proxied = await app.request(
+      on("api.plinth.test", "/api/tenant/users"),
+      { headers: { authorization: `Bearer ${ownerA}`, "x-forwarded-host": "app.tenant-b.test" } },
+      "10.1.1.1",
+    );
+    expect(proxied.status).toBe(404); // trusted proxy: the request is for tenant B's host
+  });
+
+  test("a tenant code is accepted only on the configured paths", async () => {
+    const refused = await app.request("/api/tenant/users", {
+      headers: { authorization: `Bearer ${ownerA}`, "x-tenant": tenantA.code },
+    });
+    expect(refused.status).toBe(400);
+    const user = await createUser(t.database.db, tenantA.id);
+    const accepted = await app.request("/api/auth/login", {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-tenant": tenantA.code },
+      body: JSON.stringify({ email: user.email, password: "a-long-test-password-1" }),
+    });
+    expect(accepted.status).toBe(200);
+  });
+
+  test("a spoofed X-Forwarded-For from an untrusted peer does not escape the per-IP window", async () => {
+    const tenant = await createTenant(t.database.db);
+    const attacker = "198.51.100.7";
+    let last = 0;
+    for (let i = 0; i < 60; i++) {
+      const response = await app.request(
+        "/api/auth/login",
+        {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-forwarded-for": `192.0.2.${i}` },
+          body: JSON.stringify({
+            email: `victim${i}@example.com`,
+            password: "guess-guess-guess",
+            tenant: tenant.code,
+          }),
+        },
+        attacker,
+      );
+      last = response.status;
+    }
+    expect(last).toBe(429); // 50 attempts per IP, counted on the real peer
+  });
+});
+
+describe("CORS", () => {
+  test("a listed origin gets CORS headers with credentials; preflight answered", async () => {
+    const preflight = await app.request(on("api.plinth.test", "/api/auth/login"), {
+      method: "OPTIONS",
+      headers: { origin: "https://app.customer.test", "access-control-request-method": "POST" },
+    });
+    expect(preflight.status).toBe(204);
+    expect(preflight.headers.get("access-control-allow-origin")).toBe("https://app.customer.test");
+    expect(preflight.headers.get("access-control-allow-credentials")).toBe("true");
+    expect(preflight.headers.get("access-control-allow-methods")).toContain("POST");
+  });
+
+  test("an unlisted origin gets no CORS headers, preflight or not", async () => {
+    const preflight = await app.request(on("api.plinth.test", "/api/auth/login"), {
+      method: "OPTIONS",
+      headers: { origin: "https://evil.test", "access-control-request-method": "POST" },
+    });
+    expect(preflight.headers.get("access-control-allow-origin")).toBeNull();
+    const get = await app.request(on("api.plinth.test", "/.well-known/jwks.json"), {
+      headers: { origin: "https://evil.test" },
+    });
+    expect(get.headers.get("access-control-allow-origin")).toBeNull();
+  });
+});
+
+describe("browser authentication", () => {
+  async function browserLogin(origin: string | undefined, email: string, tenant: string) {
+    const headers: Record<string, string> = { "content-type": "application/json" };
+    if (origin) headers.origin = origin;
+    return app.request(on("api.plinth.test", "/api/auth/browser/login"), {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ email, password: "a-long-test-password-1", tenant }),
+    });
+  }
+
+  test("refused from an unlisted origin or without one", async () => {
+    const user = await createUser(t.database.db, tenantA.id);
+    expect((await browserLogin("https://evil.test", user.email, tenantA.code)).status).toBe(403);
+    expect((await browserLogin(undefined, user.email, tenantA.code)).status).toBe(403);
+  });
+
+  test("sets an HttpOnly, Secure, SameSite __Host- cookie; CSRF guards state changes", async () => {
+    const user = await createUser(t.database.db, tenantA.id);
+    const response = await browserLogin("https://app.customer.test", user.email, tenantA.code);
+    expect(response.status).toBe(200);
+    const setCookie = response.headers.get("set-cookie") ?? "";
+    expect(setCookie).toStartWith("__Host-plinth_session=");
+    expect(setCookie).toContain("HttpOnly");
+    expect(setCookie).toContain("Secure");
+    expect(setCookie).toContain("SameSite=Strict");
+    expect(setCookie).toContain("Path=/");
+    const { csrfToken } = (await response.json()) as { csrfToken: string };
+    const cookie = setCookie.split(";")[0] ?? "";
+    const origin = "https://app.customer.test";
+    const me = await app.request(on("api.plinth.test", "/api/auth/me"), { headers: { cookie, origin } });
+    expect(me.status).toBe(200);
+    // the cookie from another origin is refused
+    expect(
+      (
+        await app.request(on("api.plinth.test", "/api/auth/me"), {
+          headers: { cookie, origin: "https://evil.test" },
+        })
+      ).status,
+    ).toBe(403);
+    // a tampered cookie does not open
+    expect(
+      (await app.request(on("api.plinth.test", "/api/auth/me"), { headers: { cookie: `${cookie}x` } }))
+        .status,
+    ).toBe(401);
+    const logout = (headers: Record<string, string>) =>
+      app.request(on("api.plinth.test", "/api/auth/browser/logout"), {
+        method: "POST",
+        headers: { cookie, origin, ...headers },
+      });
+    expect((await logout({})).status).toBe(403); // no CSRF token
+    expect((await logout({ "x-csrf-token": "wrong" })).status).toBe(403);
+    const done = await logout({ "x-csrf-token": csrfToken });
+    expect(done.status).toBe(204);
+    expect(done.headers.get("set-cookie")).toContain("Max-Age=0");
+    expect(
+      (await app.request(on("api.plinth.test", "/api/auth/me"), { headers: { cookie, origin } })).status,
+    ).toBe(401);
+  });
+});
