@@ -75,7 +75,7 @@ export function createApp(deps: Deps) {
   app.use("/api/tenant/users", requireTenantUser(["owner"]));
 
   app.route("/", healthRoutes(deps));
-  app.route("/", wellKnownRoutes(deps.tokens));
+  app.route("/", wellKnownRoutes(deps));
   app.route("/", authRoutes(deps, authenticated));
   app.route("/", adminUserRoutes(deps));
   app.route("/", tenantUserRoutes(deps));

@@ -1,11 +1,13 @@
 import { opaqueToken } from "./auth/secrets.ts";
-import { developmentSmsSender, httpSmsSender, type SmsSender } from "./auth/sms.ts";
+import { SessionCache } from "./auth/session-cache.ts";
+import { developmentSmsSender, httpSmsSender, type SmsSender, tenantAwareSmsSender } from "./auth/sms.ts";
 import { createTokenService, type TokenService } from "./auth/tokens.ts";
 import { type Cache, createCache } from "./cache/index.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import type { AppConfig } from "./config/load.ts";
 import { createRedactor, type Redactor } from "./config/redact.ts";
 import { type Database, openDatabase } from "./db/client.ts";
+import { readProviderSecrets, resolveProvider } from "./providers/tenant-providers.ts";
 import {
   type CounterStore,
   cacheCounterStore,
@@ -13,6 +15,7 @@ import {
   memoryCounterStore,
 } from "./security/counter-store.ts";
 import { createDataProtection, type DataProtection } from "./security/data-protection.ts";
+import { parseTenantSecretKeys } from "./security/tenant-secrets.ts";
 import { createSecurityWindows, type SecurityWindows } from "./security/windows.ts";
 import { createLogger, type Logger } from "./telemetry/logger.ts";
 import { createTenantLookup, type TenantLookup } from "./tenancy/lookup.ts";
@@ -34,6 +37,8 @@ export interface Deps {
   /** HMAC key for SMS codes: `Authentication:Sms:CodePepper`, or an ephemeral one in Development. */
   smsPepper: string;
   tenants: TenantLookup;
+  /** Open sessions recently seen (auth/session-cache.ts). */
+  sessionCache: SessionCache;
   /** Key ring protecting data at rest (browser session cookies and the like). */
   dataProtection: DataProtection;
 }
@@ -96,12 +101,29 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
       "Authentication:Sms:CodePepper is not set: using an ephemeral pepper; SMS codes die with this process",
     );
   }
-  const smsSender =
+  const globalSms =
     sms.Provider === "http" && sms.HttpUrl && sms.HttpApiKey
       ? httpSmsSender({ url: sms.HttpUrl, apiKey: sms.HttpApiKey, logger })
       : developmentSmsSender(logger);
+  const { keyring } = parseTenantSecretKeys(config.settings.Security.TenantSecrets);
+  const smsSender = tenantAwareSmsSender({
+    global: globalSms,
+    resolve: (tenantId) =>
+      resolveProvider(database.db, tenantId, "sms", { provider: sms.Provider, settings: {} }),
+    secrets: async (provider) => {
+      if (!keyring)
+        throw new Error("Security:TenantSecrets is not configured: tenant provider secrets cannot be read");
+      return readProviderSecrets(database.db, keyring, provider);
+    },
+    logger,
+  });
   const tenants = createTenantLookup(database.db, clock);
   const dataProtection = createDataProtection(config, { db: database.db, clock, logger });
+  const sessionCache = new SessionCache({
+    ttlMs: config.settings.Authentication.SessionCacheSeconds * 1000,
+    clock,
+  });
+  if (config.settings.Authentication.SessionCacheSeconds > 0) await sessionCache.listen(database, logger);
   return {
     config,
     redactor,
@@ -116,6 +138,7 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
     smsPepper,
     tenants,
     dataProtection,
+    sessionCache,
   };
 }
 

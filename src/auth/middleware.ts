@@ -1,4 +1,4 @@
-import { and, eq, isNull } from "drizzle-orm";
+import { and, eq, isNull, type SQL } from "drizzle-orm";
 import type { Context, MiddlewareHandler } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import type { Db } from "../db/client.ts";
@@ -8,7 +8,8 @@ import type { AppEnv, Principal } from "../http/context.ts";
 import { ProblemError } from "../http/errors.ts";
 import { normaliseOrigin } from "./origins.ts";
 import { opaqueToken, safeEqual, tokenHash } from "./secrets.ts";
-import { type AuthDeps, loadIdentity } from "./service.ts";
+import { type AuthDeps, type Identity, identityColumns, identityOf } from "./service.ts";
+import type { SessionEntry } from "./session-cache.ts";
 import { InvalidTokenError } from "./tokens.ts";
 
 export const SESSION_COOKIE = "__Host-plinth_session";
@@ -26,26 +27,53 @@ function unauthorized(detail = "Authentication required."): ProblemError {
   });
 }
 
-async function activeSession(db: Db, where: ReturnType<typeof eq>, now: Date) {
+/** The session behind a request and its user's identity, in one query; null when it has ended. */
+async function openSession(db: Db, where: SQL, now: Date): Promise<SessionEntry | null> {
   const [row] = await db
     .select({
-      id: sessions.id,
-      userId: sessions.userId,
+      ...identityColumns,
+      sessionId: sessions.id,
       kind: sessions.kind,
       csrfHash: sessions.csrfHash,
       expiresAt: sessions.expiresAt,
-      userStatus: users.status,
-      tenantStatus: tenants.status,
-      tenantId: users.tenantId,
     })
     .from(sessions)
     .innerJoin(users, eq(users.id, sessions.userId))
     .leftJoin(tenants, eq(tenants.id, users.tenantId))
     .where(and(where, isNull(sessions.revokedAt)))
     .limit(1);
-  if (!row || row.expiresAt <= now || row.userStatus !== "Active") return null;
-  if (row.tenantId && row.tenantStatus !== "Active") return null;
-  return row;
+  if (!row || row.expiresAt <= now) return null;
+  const identity = identityOf(row);
+  if (identity.status !== "Active") return null;
+  const value: OpenSession = { sessionId: row.sessionId, identity, kind: row.kind, csrfHash: row.csrfHash };
+  return {
+    sessionId: row.sessionId,
+    userId: identity.userId,
+    tenantId: identity.tenantId,
+    expiresAt: row.expiresAt,
+    value,
+  };
+}
+
+interface OpenSession {
+  sessionId: string;
+  identity: Identity;
+  kind: "token" | "browser";
+  csrfHash: string | null;
+}
+
+async function cachedSession(
+  deps: AuthDeps,
+  key: string,
+  where: SQL,
+  now: Date,
+): Promise<OpenSession | null> {
+  const hit = deps.sessionCache.get(key);
+  if (hit) return hit.value as OpenSession;
+  const entry = await openSession(deps.database.db, where, now);
+  if (!entry) return null;
+  deps.sessionCache.set(key, entry);
+  return entry.value as OpenSession;
 }
 
 /**
@@ -60,8 +88,8 @@ export function authenticate(deps: AuthDeps): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const now = deps.clock.now();
     const header = c.req.header("authorization");
-    let principal: Principal;
-    let passwordChangeRequired = false;
+    let identity: Identity;
+    let sessionId: string;
     if (header !== undefined) {
       const match = /^Bearer\s+(\S+)$/i.exec(header);
       if (!match?.[1]) throw unauthorized("Malformed Authorization header.");
@@ -72,16 +100,17 @@ export function authenticate(deps: AuthDeps): MiddlewareHandler<AppEnv> {
         if (error instanceof InvalidTokenError) throw unauthorized("Invalid or expired token.");
         throw error;
       }
-      const session = await activeSession(deps.database.db, eq(sessions.id, claims.sessionId), now);
-      if (!session || session.userId !== claims.userId) throw unauthorized("The session has ended.");
-      principal = {
-        userId: claims.userId,
-        tenantId: claims.tenantId,
-        roles: claims.roles,
-        platformRoles: claims.platformRoles,
-        sessionId: claims.sessionId,
-      };
-      passwordChangeRequired = claims.passwordChangeRequired;
+      const session = await cachedSession(
+        deps,
+        `s:${claims.sessionId}`,
+        eq(sessions.id, claims.sessionId),
+        now,
+      );
+      if (!session || session.identity.userId !== claims.userId || session.kind !== "token") {
+        throw unauthorized("The session has ended.");
+      }
+      identity = session.identity;
+      sessionId = claims.sessionId;
     } else {
       const cookie = getCookie(c, SESSION_COOKIE);
       if (!cookie) throw unauthorized();
@@ -94,25 +123,27 @@ export function authenticate(deps: AuthDeps): MiddlewareHandler<AppEnv> {
         .unprotect(cookie)
         .catch(() => null);
       if (!opened) throw unauthorized("The session cookie is not valid here.");
-      const session = await activeSession(deps.database.db, eq(sessions.cookieHash, tokenHash(opened)), now);
-      if (!session || session.kind !== "browser") throw unauthorized("The session has ended.");
+      const cookieHash = tokenHash(opened);
+      const session = await cachedSession(deps, `c:${cookieHash}`, eq(sessions.cookieHash, cookieHash), now);
+      if (session?.kind !== "browser") throw unauthorized("The session has ended.");
       if (!SAFE_METHODS.has(c.req.method)) {
         const csrf = c.req.header(CSRF_HEADER);
         if (!csrf || !session.csrfHash || !safeEqual(tokenHash(csrf), session.csrfHash)) {
           throw new ProblemError("forbidden", "Missing or wrong CSRF token.");
         }
       }
-      const identity = await loadIdentity(deps.database.db, session.userId);
-      if (!identity) throw unauthorized("The session has ended.");
-      principal = {
-        userId: identity.userId,
-        tenantId: identity.tenantId,
-        roles: identity.roles,
-        platformRoles: identity.platformRoles,
-        sessionId: session.id,
-      };
-      passwordChangeRequired = identity.mustChangePassword;
+      identity = session.identity;
+      sessionId = session.sessionId;
     }
+    // roles and flags come from the database (at most SessionCacheSeconds old), not from the token
+    const principal: Principal = {
+      userId: identity.userId,
+      tenantId: identity.tenantId,
+      roles: identity.roles,
+      platformRoles: identity.platformRoles,
+      sessionId,
+    };
+    const passwordChangeRequired = identity.mustChangePassword;
     const tenant = c.get("tenant");
     if (tenant && principal.tenantId !== tenant.id) throw new ProblemError("not_found", "No such resource.");
     if (passwordChangeRequired && !(c.req.method === "POST" && c.req.path === PASSWORD_CHANGE_PATH)) {
@@ -122,6 +153,7 @@ export function authenticate(deps: AuthDeps): MiddlewareHandler<AppEnv> {
       );
     }
     c.set("principal", principal);
+    c.set("identity", identity);
     await next();
   };
 }

@@ -1,25 +1,21 @@
 import { randomInt } from "node:crypto";
 import { and, desc, eq, gt, isNull, ne, sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
-import {
-  platformRoleBindings,
-  refreshTokens,
-  sessions,
-  smsCodes,
-  tenantMemberships,
-  tenants,
-  users,
-} from "../db/schema/index.ts";
+import { refreshTokens, sessions, smsCodes, tenants, users } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { ProblemError } from "../http/errors.ts";
 import { hashPassword, MIN_PASSWORD_LENGTH, verifyPassword } from "../security/passwords.ts";
 import type { WindowDecision } from "../security/windows.ts";
 import { hmac, opaqueToken, safeEqual, tokenHash } from "./secrets.ts";
+import { announceSessionChange, type SessionChange } from "./session-cache.ts";
 import type { SmsSender } from "./sms.ts";
 import type { AccessClaims, TokenService } from "./tokens.ts";
 
 export interface AuthDeps
-  extends Pick<Deps, "database" | "clock" | "config" | "windows" | "logger" | "dataProtection"> {
+  extends Pick<
+    Deps,
+    "database" | "clock" | "config" | "windows" | "logger" | "dataProtection" | "sessionCache"
+  > {
   tokens: TokenService;
   sms: SmsSender;
   /** HMAC key for SMS codes (`Authentication:Sms:CodePepper`). */
@@ -37,6 +33,7 @@ export interface TokenPair {
 export interface Identity {
   userId: string;
   tenantId: string | null;
+  tenantCode: string | null;
   email: string;
   name: string;
   status: string;
@@ -66,43 +63,60 @@ export function normalisePhone(phone: string): string | null {
   return /^\+[1-9]\d{6,14}$/.test(compact) ? compact : null;
 }
 
+/** The identity columns shared by loadIdentity and the per-request session lookup: one round trip. */
+export const identityColumns = {
+  userId: users.id,
+  tenantId: users.tenantId,
+  tenantCode: tenants.code,
+  email: users.email,
+  name: users.name,
+  userStatus: users.status,
+  tenantStatus: tenants.status,
+  mustChangePassword: users.mustChangePassword,
+  roles: sql<
+    string[]
+  >`coalesce((select array_agg(m.role order by m.role) from tenant_memberships m where m.user_id = ${users.id}), '{}')`,
+  platformRoles: sql<
+    string[]
+  >`coalesce((select array_agg(b.role order by b.role) from platform_role_bindings b where b.user_id = ${users.id}), '{}')`,
+};
+
+type IdentityRow = {
+  userId: string;
+  tenantId: string | null;
+  tenantCode: string | null;
+  email: string;
+  name: string;
+  userStatus: string;
+  tenantStatus: string | null;
+  mustChangePassword: boolean;
+  roles: string[];
+  platformRoles: string[];
+};
+
+export function identityOf(row: IdentityRow): Identity {
+  const status = row.tenantId && row.tenantStatus !== "Active" ? "TenantSuspended" : row.userStatus;
+  return {
+    userId: row.userId,
+    tenantId: row.tenantId,
+    tenantCode: row.tenantCode,
+    email: row.email,
+    name: row.name,
+    status,
+    mustChangePassword: row.mustChangePassword,
+    roles: row.roles ?? [],
+    platformRoles: row.platformRoles ?? [],
+  };
+}
+
 export async function loadIdentity(db: Db, userId: string): Promise<Identity | null> {
-  const [user] = await db
-    .select({
-      userId: users.id,
-      tenantId: users.tenantId,
-      email: users.email,
-      name: users.name,
-      status: users.status,
-      mustChangePassword: users.mustChangePassword,
-      tenantStatus: tenants.status,
-    })
+  const [row] = await db
+    .select(identityColumns)
     .from(users)
     .leftJoin(tenants, eq(tenants.id, users.tenantId))
     .where(eq(users.id, userId))
     .limit(1);
-  if (!user) return null;
-  const [memberships, bindings] = await Promise.all([
-    db
-      .select({ role: tenantMemberships.role })
-      .from(tenantMemberships)
-      .where(eq(tenantMemberships.userId, userId)),
-    db
-      .select({ role: platformRoleBindings.role })
-      .from(platformRoleBindings)
-      .where(eq(platformRoleBindings.userId, userId)),
-  ]);
-  const status = user.tenantId && user.tenantStatus !== "Active" ? "TenantSuspended" : user.status;
-  return {
-    userId: user.userId,
-    tenantId: user.tenantId,
-    email: user.email,
-    name: user.name,
-    status,
-    mustChangePassword: user.mustChangePassword,
-    roles: memberships.map((m) => m.role),
-    platformRoles: bindings.map((b) => b.role),
-  };
+  return row ? identityOf(row) : null;
 }
 
 function claimsOf(identity: Identity, sessionId: string): AccessClaims {
@@ -187,9 +201,9 @@ export async function verifyCredentials(
     )
     .limit(1);
   const ok = await verifyPassword(input.password, row?.passwordHash ?? (await getDummyHash()));
-  if (!row || !row.passwordHash || !ok) throw invalidCredentials();
+  if (!row?.passwordHash || !ok) throw invalidCredentials();
   const identity = await loadIdentity(deps.database.db, row.id);
-  if (!identity || identity.status !== "Active") throw invalidCredentials();
+  if (identity?.status !== "Active") throw invalidCredentials();
   await deps.windows.reset("password", { account });
   return identity;
 }
@@ -232,7 +246,7 @@ export async function refresh(deps: AuthDeps, refreshToken: string): Promise<Tok
     .where(and(eq(refreshTokens.id, row.id), isNull(refreshTokens.rotatedAt)))
     .returning({ id: refreshTokens.id });
   if (row.rotatedAt || spent.length === 0) {
-    await revokeSession(db, row.sessionId, "refresh token reuse", now);
+    await revokeSession(deps, row.sessionId, "refresh token reuse", now);
     deps.logger.warn("refresh token reused: session revoked", {
       sessionId: row.sessionId,
       userId: row.userId,
@@ -240,8 +254,8 @@ export async function refresh(deps: AuthDeps, refreshToken: string): Promise<Tok
     throw new ProblemError("unauthorized", "Invalid refresh token.");
   }
   const identity = await loadIdentity(db, row.userId);
-  if (!identity || identity.status !== "Active") {
-    await revokeSession(db, row.sessionId, "user not active", now);
+  if (identity?.status !== "Active") {
+    await revokeSession(deps, row.sessionId, "user not active", now);
     throw new ProblemError("unauthorized", "Invalid refresh token.");
   }
   await db.update(sessions).set({ lastUsedAt: now }).where(eq(sessions.id, row.sessionId));
@@ -253,11 +267,26 @@ export async function refresh(deps: AuthDeps, refreshToken: string): Promise<Tok
   );
 }
 
-export async function revokeSession(db: Db, sessionId: string, reason: string, now: Date): Promise<void> {
-  await db
+export async function revokeSession(
+  deps: Pick<AuthDeps, "database" | "sessionCache">,
+  sessionId: string,
+  reason: string,
+  now: Date,
+): Promise<void> {
+  await deps.database.db
     .update(sessions)
     .set({ revokedAt: now, revokedReason: reason })
     .where(and(eq(sessions.id, sessionId), isNull(sessions.revokedAt)));
+  await endSessions(deps, { sessionId });
+}
+
+/** Evicts ended sessions from this process's cache at once and tells every other process. */
+export async function endSessions(
+  deps: Pick<AuthDeps, "database" | "sessionCache">,
+  change: SessionChange,
+): Promise<void> {
+  deps.sessionCache.evict(change);
+  await announceSessionChange(deps.database.db, change);
 }
 
 /** Ends the session a refresh token belongs to. Unknown tokens are ignored (logout is idempotent). */
@@ -267,7 +296,7 @@ export async function logout(deps: AuthDeps, refreshToken: string): Promise<void
     .from(refreshTokens)
     .where(eq(refreshTokens.tokenHash, tokenHash(refreshToken)))
     .limit(1);
-  if (row) await revokeSession(deps.database.db, row.sessionId, "logout", deps.clock.now());
+  if (row) await revokeSession(deps, row.sessionId, "logout", deps.clock.now());
 }
 
 /**
@@ -326,6 +355,7 @@ export async function changePassword(
     .set({ rotatedAt: now })
     .where(and(eq(refreshTokens.sessionId, principal.sessionId), isNull(refreshTokens.rotatedAt)));
   await deps.windows.reset("password", { account });
+  await endSessions(deps, { userId: principal.userId });
   const identity = await loadIdentity(db, principal.userId);
   if (!identity) throw new ProblemError("unauthorized");
   const [session] = await db
@@ -466,7 +496,7 @@ export async function verifySmsCode(
     )
     .limit(1);
   const identity = user ? await loadIdentity(db, user.id) : null;
-  if (!identity || identity.status !== "Active") throw invalidCredentials();
+  if (identity?.status !== "Active") throw invalidCredentials();
   await deps.windows.reset("smsVerify", { phone: subject });
   return startTokenSession(deps, identity);
 }

@@ -1,3 +1,4 @@
+import type { ResolvedProvider, TenantProvider } from "../providers/tenant-providers.ts";
 import type { Logger } from "../telemetry/logger.ts";
 
 /** Sends a text message; the tenant (or null for platform staff) picks the provider. */
@@ -51,6 +52,37 @@ export function httpSmsSender(input: {
       }
       if (!response.ok) throw new SmsDeliveryError(`SMS gateway answered ${response.status}`);
       input.logger.info("SMS sent", { to: maskPhone(to), tenantId });
+    },
+  };
+}
+
+/**
+ * The SMS provider for each message: the tenant's own Active `sms` provider (its API key read from
+ * the tenant's secrets), nothing when the tenant's provider is Disabled or Suspended (the global
+ * default never bypasses that), and the global default only for tenants with no provider row and
+ * for platform staff.
+ */
+export function tenantAwareSmsSender(input: {
+  global: SmsSender;
+  resolve: (tenantId: string) => Promise<ResolvedProvider>;
+  secrets: (provider: TenantProvider) => Promise<Record<string, string>>;
+  logger: Logger;
+}): SmsSender {
+  return {
+    send: async (message) => {
+      if (!message.tenantId) return input.global.send(message);
+      const resolved = await input.resolve(message.tenantId);
+      if (!resolved) throw new SmsDeliveryError("the tenant has no active SMS provider");
+      if (resolved.source === "global") return input.global.send(message);
+      const provider = resolved.provider;
+      if (provider.provider === "development") return developmentSmsSender(input.logger).send(message);
+      if (provider.provider !== "http")
+        throw new SmsDeliveryError(`unsupported SMS provider "${provider.provider}"`);
+      const url = provider.settings.url;
+      const { apiKey } = await input.secrets(provider);
+      if (typeof url !== "string" || !apiKey)
+        throw new SmsDeliveryError("the tenant's SMS provider lacks url or apiKey");
+      return httpSmsSender({ url, apiKey, logger: input.logger }).send(message);
     },
   };
 }

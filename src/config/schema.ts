@@ -216,6 +216,11 @@ export const configSchema = z.object({
         .optional()
         .meta(secret("With Provider `http`: Bearer token for the gateway.")),
     }),
+    SessionCacheSeconds: int(
+      0,
+      5,
+      "How long a process trusts an open session without asking the database (0: ask every request). Ended sessions are evicted at once in every process through NOTIFY; this bounds staleness if a notice is lost.",
+    ),
     Password: z.object({
       AttemptLimit: int(1, 5, "Failed password attempts per account and window."),
       AttemptWindowSeconds: int(1, 900, "Password attempt window."),

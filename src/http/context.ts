@@ -31,6 +31,8 @@ export type AppEnv = {
     /** The real client IP (http/client-ip.ts), or `unknown`. */
     clientIp: string;
     principal?: Principal;
+    /** The caller's identity as loaded with the session (auth/middleware.ts). */
+    identity?: import("../auth/service.ts").Identity;
     tenant?: ResolvedTenant;
   };
 };

@@ -1,5 +1,9 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { randomBytes } from "node:crypto";
 import { ManualClock } from "../../src/clock.ts";
+import { putTenantSecret } from "../../src/providers/secrets.ts";
+import { putTenantProvider } from "../../src/providers/tenant-providers.ts";
+import { parseTenantSecretKeys } from "../../src/security/tenant-secrets.ts";
 import { type SmsGateway, startSmsGateway } from "../fixtures/sms-gateway.ts";
 import { createTestApp, type TestApp } from "../helpers/app.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
@@ -15,6 +19,7 @@ import {
   type Tokens,
 } from "../helpers/identity.ts";
 
+const MASTER_KEY = randomBytes(32).toString("base64");
 let t: TestDatabase;
 let app: TestApp;
 let sms: SmsGateway;
@@ -32,6 +37,8 @@ beforeAll(async () => {
       Authentication__Sms__HttpUrl: sms.url,
       Authentication__Sms__HttpApiKey: sms.token,
       Authentication__Sms__CodePepper: "p".repeat(40),
+      PLINTH_TENANT_SECRET_KEY_ID: "test-key",
+      PLINTH_TENANT_SECRET_MASTER_KEY: MASTER_KEY,
     },
   });
 });
@@ -319,5 +326,54 @@ describe("SMS codes", () => {
     const tenant = await createTenant(t.database.db);
     const response = await send("0415 555", tenant.code);
     expect(response.status).toBe(400);
+  });
+
+  test("the tenant's own SMS provider is used; a Disabled one means none, never the global default", async () => {
+    const own = startSmsGateway();
+    try {
+      const { keyring } = parseTenantSecretKeys({
+        KeyId: "test-key",
+        MasterKey: MASTER_KEY,
+        PreviousKeys: [],
+      });
+      if (!keyring) throw new Error("keyring");
+      const withOwn = await phoneUser();
+      const now = clock.now();
+      await putTenantSecret(t.database.db, keyring, withOwn.tenant.id, {
+        name: "sms-api-key",
+        value: own.token,
+        now,
+      });
+      await putTenantProvider(t.database.db, withOwn.tenant.id, "sms", {
+        provider: "http",
+        status: "Active",
+        settings: { url: own.url },
+        secretRefs: { apiKey: "sms-api-key" },
+        now,
+      });
+      const globalBefore = sms.messages.length;
+      expect((await send(withOwn.phone, withOwn.tenant.code)).status).toBe(202);
+      expect(own.lastCode(withOwn.phone)).toMatch(/^\d{6}$/);
+      expect(sms.messages.length).toBe(globalBefore);
+
+      const disabled = await phoneUser();
+      await putTenantProvider(t.database.db, disabled.tenant.id, "sms", {
+        provider: "http",
+        status: "Disabled",
+        settings: { url: own.url },
+        secretRefs: {},
+        now,
+      });
+      const ownBefore = own.messages.length;
+      expect((await send(disabled.phone, disabled.tenant.code)).status).toBe(202);
+      expect(own.messages.length).toBe(ownBefore);
+      expect(sms.messages.length).toBe(globalBefore);
+
+      const noRow = await phoneUser();
+      await send(noRow.phone, noRow.tenant.code);
+      expect(sms.lastCode(noRow.phone)).toMatch(/^\d{6}$/); // the global default
+    } finally {
+      await own.stop();
+    }
   });
 });

@@ -1,6 +1,16 @@
 import { createRoute, z } from "@hono/zod-openapi";
+import { endSessions } from "../../auth/service.ts";
 import type { Deps } from "../../deps.ts";
 import { createTenant, getTenant, listTenants, suspendTenant } from "../../tenancy/tenants.ts";
+
+/** Suspends a tenant; its users' sessions and its hosts stop working at once. */
+async function suspendTenantAndSessions(deps: Deps, tenantId: string) {
+  const tenant = await suspendTenant(deps.database.db, tenantId, deps.clock.now());
+  deps.tenants.clear();
+  await endSessions(deps, { tenantId });
+  return tenant;
+}
+
 import { createRouter } from "../context.ts";
 import { platformAdminOnly } from "../guards.ts";
 
@@ -107,6 +117,6 @@ export function adminTenantRoutes(deps: Deps) {
     .openapi(list, async (c) => c.json({ items: await listTenants(db, c.req.valid("query")) }, 200))
     .openapi(show, async (c) => c.json(await getTenant(db, c.req.valid("param").tenantId), 200))
     .openapi(suspend, async (c) =>
-      c.json(await suspendTenant(db, c.req.valid("param").tenantId, deps.clock.now()), 200),
+      c.json(await suspendTenantAndSessions(deps, c.req.valid("param").tenantId), 200),
     );
 }

@@ -10,7 +10,6 @@ import { normaliseOrigin } from "../../auth/origins.ts";
 import {
   type AuthDeps,
   changePassword,
-  loadIdentity,
   login,
   logout,
   refresh,
@@ -249,10 +248,9 @@ export function authRoutes(deps: AuthRouteDeps, authenticated: MiddlewareHandler
       return c.json(await verifySmsCode(deps, { ...body, tenantId, ip: c.get("clientIp") }), 200);
     })
     .openapi(routes.me, async (c) => {
-      const principal = principalOf(c);
-      const identity = await loadIdentity(deps.database.db, principal.userId);
+      const identity = c.get("identity");
       if (!identity) throw new ProblemError("unauthorized");
-      const tenant = identity.tenantId ? await deps.tenants.byId(identity.tenantId) : null;
+      const tenant = identity.tenantId ? { id: identity.tenantId, code: identity.tenantCode ?? "" } : null;
       return c.json(
         {
           user: { id: identity.userId, email: identity.email, name: identity.name },
@@ -276,7 +274,7 @@ export function authRoutes(deps: AuthRouteDeps, authenticated: MiddlewareHandler
       return c.json({ ...session, passwordChangeRequired: identity.mustChangePassword }, 200);
     })
     .openapi(routes.browserLogout, async (c) => {
-      await revokeSession(deps.database.db, principalOf(c).sessionId, "logout", deps.clock.now());
+      await revokeSession(deps, principalOf(c).sessionId, "logout", deps.clock.now());
       clearBrowserSession(c);
       return c.body(null, 204);
     });

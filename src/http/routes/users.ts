@@ -1,5 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { principalOf } from "../../auth/middleware.ts";
+import { endSessions } from "../../auth/service.ts";
 import { tenantRoles } from "../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import {
@@ -116,16 +117,15 @@ export function tenantUserRoutes(deps: Deps) {
       c.json(await createTenantUser(deps.database.db, tenantOf(c), c.req.valid("json")), 201),
     )
     .openapi(disable, async (c) => {
-      await disableTenantUser(
-        deps.database.db,
-        tenantOf(c),
-        c.req.valid("param").userId as string,
-        deps.clock.now(),
-      );
+      const { userId } = c.req.valid("param") as { userId: string };
+      await disableTenantUser(deps.database.db, tenantOf(c), userId, deps.clock.now());
+      await endSessions(deps, { userId });
       return c.body(null, 204);
     })
     .openapi(remove, async (c) => {
-      await removeTenantUser(deps.database.db, tenantOf(c), c.req.valid("param").userId as string);
+      const { userId } = c.req.valid("param") as { userId: string };
+      await removeTenantUser(deps.database.db, tenantOf(c), userId);
+      await endSessions(deps, { userId });
       return c.body(null, 204);
     });
 }

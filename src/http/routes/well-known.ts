@@ -1,6 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import type { TokenService } from "../../auth/tokens.ts";
+import type { Deps } from "../../deps.ts";
 import { createRouter } from "../context.ts";
+import { outputCacheFor } from "../output-cache.ts";
 
 const jwks = createRoute({
   method: "get",
@@ -19,9 +20,12 @@ const jwks = createRoute({
   },
 });
 
-export function wellKnownRoutes(tokens: TokenService) {
-  const body = tokens.jwks();
-  return createRouter().openapi(jwks, (c) => {
+export function wellKnownRoutes(deps: Deps) {
+  const body = deps.tokens.jwks();
+  const router = createRouter();
+  // anonymous and the same for everyone: served from the output cache in Production
+  router.use("/.well-known/jwks.json", outputCacheFor(deps));
+  return router.openapi(jwks, (c) => {
     c.header("cache-control", "public, max-age=300");
     return c.json(body, 200);
   });

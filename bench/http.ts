@@ -1,0 +1,103 @@
+/**
+ * HTTP throughput of Plinth beside a bare `Bun.serve` hello-world, same machine, same run:
+ *
+ *   bun run bench:http [--seconds 8] [--connections 64]
+ *
+ * Three servers, one at a time, each loaded over loopback with `wrk -t1 -c<connections>` (Debian:
+ * apt-get install -y wrk):
+ *   1. bare Bun.serve returning "ok";
+ *   2. Plinth `GET /api/health` through the full middleware stack (request id, log line, secure
+ *      headers, client IP, host check, rate limit on Redis, body limit);
+ *   3. Plinth `GET /api/auth/me` with a bearer token (signature check, session check, identity).
+ * Needs PostgreSQL on 127.0.0.1:5432 and Redis on 127.0.0.1:6379. Log lines go to /dev/null
+ * (they are still built and written). Prints requests/s and the ratio to the bare server.
+ */
+import { openSync, writeSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { eq } from "drizzle-orm";
+import { createApp } from "../src/app.ts";
+import { loadConfig } from "../src/config/load.ts";
+import { users } from "../src/db/schema/index.ts";
+import { closeDeps, createDeps } from "../src/deps.ts";
+import { createTestDatabase } from "../tests/helpers/database.ts";
+import { createPlatformAdmin, PASSWORD } from "../tests/helpers/identity.ts";
+
+const { values } = parseArgs({
+  options: { seconds: { type: "string", default: "8" }, connections: { type: "string", default: "64" } },
+});
+const SECONDS = Number(values.seconds);
+const CONNECTIONS = Number(values.connections);
+
+async function wrk(url: string, headers: Record<string, string> = {}): Promise<number> {
+  const args = ["wrk", "-t1", `-c${CONNECTIONS}`, `-d${SECONDS}s`, "--latency"];
+  for (const [name, value] of Object.entries(headers)) args.push("-H", `${name}: ${value}`);
+  const proc = Bun.spawn([...args, url], { stdout: "pipe", stderr: "pipe" });
+  const out = await new Response(proc.stdout).text();
+  await proc.exited;
+  const rps = /Requests\/sec:\s+([\d.]+)/.exec(out)?.[1];
+  const non2xx = /Non-2xx or 3xx responses:\s+(\d+)/.exec(out)?.[1];
+  if (!rps) throw new Error(`wrk printed no figure:\n${out}`);
+  if (non2xx) throw new Error(`${non2xx} responses were not 2xx for ${url}`);
+  return Number(rps);
+}
+
+const results: { name: string; rps: number }[] = [];
+
+// 1. bare Bun.serve
+{
+  const server = Bun.serve({ port: 0, fetch: () => new Response("ok") });
+  await wrk(`http://127.0.0.1:${server.port}/`); // warm-up
+  results.push({ name: "bare Bun.serve hello-world", rps: await wrk(`http://127.0.0.1:${server.port}/`) });
+  await server.stop(true);
+}
+
+// 2 and 3. Plinth
+const t = await createTestDatabase({ poolSize: 1 });
+await t.database.close();
+const devNull = openSync("/dev/null", "w");
+const config = loadConfig({
+  env: {
+    DATABASE_URL: t.url,
+    CACHE_URL: "redis://127.0.0.1:6379",
+    RateLimiting__Global__PermitLimit: "1000000000",
+    RateLimiting__Auth__PermitLimit: "1000000000",
+    BackgroundProcessing__Enabled: "false",
+  },
+  configDir: "/nonexistent",
+});
+const deps = await createDeps(config, {
+  cachePrefix: `plinth:bench-http-${process.pid}:`,
+  logWrite: (line) => writeSync(devNull, `${line}\n`),
+});
+await deps.cache?.waitReady(3_000);
+const admin = await createPlatformAdmin(deps.database.db);
+await deps.database.db.update(users).set({ mustChangePassword: false }).where(eq(users.id, admin.id));
+const app = createApp(deps);
+const server = Bun.serve({
+  port: 0,
+  fetch: (req, srv) => app.fetch(req, { peerAddress: srv.requestIP(req)?.address }),
+});
+const base = `http://127.0.0.1:${server.port}`;
+const login = await fetch(`${base}/api/auth/login`, {
+  method: "POST",
+  headers: { "content-type": "application/json" },
+  body: JSON.stringify({ email: admin.email, password: PASSWORD }),
+});
+const { accessToken } = (await login.json()) as { accessToken: string };
+
+await wrk(`${base}/api/health`);
+results.push({ name: "Plinth GET /api/health (full stack)", rps: await wrk(`${base}/api/health`) });
+const auth = { authorization: `Bearer ${accessToken}` };
+await wrk(`${base}/api/auth/me`, auth);
+results.push({ name: "Plinth GET /api/auth/me (bearer)", rps: await wrk(`${base}/api/auth/me`, auth) });
+
+await server.stop(true);
+await closeDeps(deps);
+await t.drop();
+
+const bare = results[0]?.rps ?? 1;
+console.log(`\nwrk -t1 -c${CONNECTIONS} -d${SECONDS}s, same run (${new Date().toISOString()})\n`);
+console.log("| server | req/s | × bare |");
+console.log("| --- | ---: | ---: |");
+for (const r of results)
+  console.log(`| ${r.name} | ${Math.round(r.rps).toLocaleString("en")} | ${(r.rps / bare).toFixed(2)} |`);

@@ -1,0 +1,91 @@
+import { sql } from "drizzle-orm";
+import type { Clock } from "../clock.ts";
+import { type Database, type Executor, execute } from "../db/client.ts";
+import type { Logger } from "../telemetry/logger.ts";
+
+/** Channel on which every process hears that sessions ended (logout, disable, password change). */
+export const SESSION_CHANNEL = "plinth_sessions";
+
+/** What ended: one session, every session of a user, or of a tenant. */
+export type SessionChange = { sessionId: string } | { userId: string } | { tenantId: string };
+
+export interface SessionEntry {
+  sessionId: string;
+  userId: string;
+  tenantId: string | null;
+  expiresAt: Date;
+  value: unknown;
+}
+
+/**
+ * Open sessions seen recently, so an authenticated request costs no database round trip.
+ * Entries live `ttlMs` at most; a session that ends is evicted at once in this process and, through
+ * NOTIFY on `plinth_sessions`, in every other process (the TTL bounds staleness if a notice is lost).
+ */
+export class SessionCache {
+  readonly #entries = new Map<string, SessionEntry & { until: number }>();
+  readonly #ttlMs: number;
+  readonly #max: number;
+  readonly #clock: Clock;
+
+  constructor(options: { ttlMs: number; clock: Clock; max?: number }) {
+    this.#ttlMs = options.ttlMs;
+    this.#clock = options.clock;
+    this.#max = options.max ?? 50_000;
+  }
+
+  get(key: string): SessionEntry | undefined {
+    const entry = this.#entries.get(key);
+    if (!entry) return undefined;
+    const now = this.#clock.now().getTime();
+    if (entry.until <= now || entry.expiresAt.getTime() <= now) {
+      this.#entries.delete(key);
+      return undefined;
+    }
+    return entry;
+  }
+
+  set(key: string, entry: SessionEntry): void {
+    if (this.#ttlMs <= 0) return;
+    if (this.#entries.size >= this.#max) this.#entries.clear();
+    this.#entries.set(key, { ...entry, until: this.#clock.now().getTime() + this.#ttlMs });
+  }
+
+  evict(change: SessionChange): void {
+    for (const [key, entry] of this.#entries) {
+      if (
+        ("sessionId" in change && entry.sessionId === change.sessionId) ||
+        ("userId" in change && entry.userId === change.userId) ||
+        ("tenantId" in change && entry.tenantId === change.tenantId)
+      ) {
+        this.#entries.delete(key);
+      }
+    }
+  }
+
+  clear(): void {
+    this.#entries.clear();
+  }
+
+  /** Listens for changes from other processes. Without LISTEN (a pooler), the TTL still bounds staleness. */
+  async listen(database: Database, logger: Logger): Promise<void> {
+    try {
+      await database.listen(SESSION_CHANNEL, (payload) => {
+        try {
+          this.evict(JSON.parse(payload) as SessionChange);
+        } catch {
+          this.clear();
+        }
+      });
+    } catch (error) {
+      logger.warn("cannot LISTEN for session changes; cached sessions expire by TTL only", {
+        error: (error as Error).message,
+      });
+    }
+  }
+}
+
+/** Tells every process (this one included, through its listener) that sessions ended. */
+export async function announceSessionChange(db: Executor, change: SessionChange): Promise<void> {
+  await execute(db, sql`select pg_notify(${SESSION_CHANNEL}, ${JSON.stringify(change)})`);
+}

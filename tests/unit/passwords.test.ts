@@ -1,0 +1,30 @@
+import { expect, test } from "bun:test";
+import { argon2id, argon2Verify } from "hash-wasm";
+import { hashPassword, verifyPassword } from "../../src/security/passwords.ts";
+
+test("hashes are argon2id PHC strings at OWASP's parameters", async () => {
+  const hash = await hashPassword("correct horse battery");
+  expect(hash).toMatch(/^\$argon2id\$v=19\$m=19456,t=2,p=1\$/);
+  expect(await verifyPassword("correct horse battery", hash)).toBe(true);
+  expect(await verifyPassword("wrong", hash)).toBe(false);
+});
+
+test("portable: Bun's hashes verify with hash-wasm (Deno) and hash-wasm's verify with Bun", async () => {
+  const fromBun = await hashPassword("portable-password-1");
+  expect(await argon2Verify({ password: "portable-password-1", hash: fromBun })).toBe(true);
+  const fromWasm = await argon2id({
+    password: "portable-password-2",
+    salt: crypto.getRandomValues(new Uint8Array(16)),
+    parallelism: 1,
+    iterations: 2,
+    memorySize: 19_456,
+    hashLength: 32,
+    outputType: "encoded",
+  });
+  expect(await verifyPassword("portable-password-2", fromWasm)).toBe(true);
+  expect(await verifyPassword("portable-password-x", fromWasm)).toBe(false);
+});
+
+test("a malformed hash never verifies and never throws", async () => {
+  expect(await verifyPassword("x", "not-a-hash")).toBe(false);
+});
