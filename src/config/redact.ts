@@ -23,9 +23,13 @@ export function createRedactor(secretValues: Iterable<string>): Redactor {
   const text = (value: string): string => {
     let out = value;
     for (const needle of ordered) if (out.includes(needle)) out = out.split(needle).join(REDACTED);
-    return out
-      .replace(/(\b[a-z][a-z0-9+.-]*:\/\/[^:/?#\s@]*:)[^@/\s]+@/gi, `$1${REDACTED}@`)
-      .replace(/\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}/g, `$1 ${REDACTED}`);
+    // the patterns only where they can match: most strings (paths, ids) skip both
+    if (out.includes("://"))
+      out = out.replace(/(\b[a-z][a-z0-9+.-]*:\/\/[^:/?#\s@]*:)[^@/\s]+@/gi, `$1${REDACTED}@`);
+    if (out.includes("Bearer") || out.includes("Basic")) {
+      out = out.replace(/\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}/g, `$1 ${REDACTED}`);
+    }
+    return out;
   };
 
   const value = <T>(input: T): T => {

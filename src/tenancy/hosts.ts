@@ -13,6 +13,8 @@ export function normaliseHost(value: string | null | undefined): string | null {
   const colon = host.lastIndexOf(":");
   if (colon >= 0) host = host.slice(0, colon);
   if (host.endsWith(".")) host = host.slice(0, -1);
+  // plain ASCII names (nearly every request) need no IDNA conversion
+  if (/^[a-z0-9.-]+$/.test(host)) return host.length > 0 ? host : null;
   const ascii = domainToASCII(host);
   return ascii || null;
 }
