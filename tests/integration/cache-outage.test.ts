@@ -4,6 +4,7 @@ import type { Deps } from "../../src/deps.ts";
 import { assertAllowed } from "../../src/security/windows.ts";
 import { testConfig, testDeps } from "../helpers/app.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { createTenant, createUser, PASSWORD } from "../helpers/identity.ts";
 import { addProbeRoutes } from "../helpers/probe-routes.ts";
 import { type OwnRedis, ownRedisServer } from "../helpers/redis-server.ts";
 
@@ -28,6 +29,9 @@ beforeAll(async () => {
   const config = testConfig({ settings, cacheUrl: redis.url, environment: "Production" });
   deps = await testDeps(config, { database: t.database });
   app = addProbeRoutes(createApp(deps), deps);
+  const tenant = await createTenant(t.database.db);
+  const user = await createUser(t.database.db, tenant.id);
+  account = { email: user.email, tenant: tenant.code };
   // a window-protected route outside /api/auth/: only the security window stands in front of it
   app.post("/api/probe-window", async (c) => {
     assertAllowed(await deps.windows.consume("smsSend", { phone: "+15550001111", ip: c.get("clientIp") }));
@@ -41,12 +45,19 @@ afterAll(async () => {
 });
 
 const peer = { peerAddress: "198.51.100.7" };
-const login = (password: string) =>
-  app.request(
-    "/api/auth/probe-login",
-    { method: "POST", body: JSON.stringify({ account: "ops@example.com", password }) },
+let account: { email: string; tenant: string };
+/** The real sign-in route: "right" is the user's password, anything else is wrong. */
+const signIn = (target: App, password: string) =>
+  target.request(
+    "/api/auth/login",
+    {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ ...account, password: password === "right" ? PASSWORD : "wrong-password-123" }),
+    },
     peer,
   );
+const login = (password: string) => signIn(app, password);
 const ready = () => app.request("/api/health/ready", {}, peer);
 
 async function eventually(check: () => Promise<boolean>, timeoutMs = 8_000): Promise<void> {
@@ -118,11 +129,7 @@ describe("Production with an unreachable Upstash endpoint", () => {
     const upstashApp = addProbeRoutes(createApp(upstashDeps), upstashDeps);
     expect(upstashDeps.cache?.adapter).toBe("upstash");
     expect((await upstashApp.request("/api/health/ready", {}, peer)).status).toBe(503);
-    const res = await upstashApp.request(
-      "/api/auth/probe-login",
-      { method: "POST", body: JSON.stringify({ account: "x@example.com", password: "right" }) },
-      peer,
-    );
+    const res = await signIn(upstashApp, "right");
     expect(res.status).toBe(503);
   });
 });
