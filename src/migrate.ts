@@ -1,7 +1,6 @@
 import { parseArgs } from "node:util";
-import { ConfigError } from "./config/errors.ts";
-import { type AppConfig, loadConfig } from "./config/load.ts";
-import { createRedactor } from "./config/redact.ts";
+import { loadCliContext } from "./cli.ts";
+import type { AppConfig } from "./config/load.ts";
 import { type Database, openDatabase } from "./db/client.ts";
 import { migrate, migrateDown, migrationStatus } from "./db/migrator.ts";
 import { seedCatalog } from "./db/seed.ts";
@@ -11,7 +10,7 @@ import {
   checkBootstrapInput,
   platformAdminExists,
 } from "./identity/bootstrap.ts";
-import { createLogger, type Logger } from "./telemetry/logger.ts";
+import type { Logger } from "./telemetry/logger.ts";
 
 export const EXIT = {
   ok: 0,
@@ -169,18 +168,9 @@ async function main(argv: string[]): Promise<number> {
     return EXIT.usage;
   }
 
-  let config: AppConfig;
-  try {
-    config = loadConfig({ process: "migrator" });
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      process.stderr.write(`${error.message}\n`);
-      return EXIT.failure;
-    }
-    throw error;
-  }
-  const redactor = createRedactor(config.secretValues);
-  const logger = createLogger({ level: config.settings.Logging.Level, redactor }, { process: "migrator" });
+  const context = loadCliContext("migrator", { process: "migrator" });
+  if (!context) return EXIT.failure;
+  const { config, redactor, logger } = context;
   let database: Database | undefined;
   try {
     database = await openDatabase(config.database.url, { poolSize: 2, applicationName: "plinth-migrator" });

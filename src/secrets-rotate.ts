@@ -1,12 +1,11 @@
 import { parseArgs } from "node:util";
-import { ConfigError } from "./config/errors.ts";
-import { type AppConfig, loadConfig } from "./config/load.ts";
-import { createRedactor } from "./config/redact.ts";
+import { loadCliContext } from "./cli.ts";
+import type { AppConfig } from "./config/load.ts";
 import { type Database, openDatabase } from "./db/client.ts";
 import { rotateTenantSecrets } from "./providers/secrets.ts";
 import { createDataProtection } from "./security/data-protection.ts";
 import { parseTenantSecretKeys } from "./security/tenant-secrets.ts";
-import { createLogger, type Logger } from "./telemetry/logger.ts";
+import type { Logger } from "./telemetry/logger.ts";
 
 export const EXIT = {
   /** Every tenant secret is under the current key (nothing to do, or all re-encrypted). */
@@ -148,21 +147,9 @@ async function main(argv: string[]): Promise<number> {
     return EXIT.usage;
   }
 
-  let config: AppConfig;
-  try {
-    config = loadConfig({ process: "migrator" });
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      process.stderr.write(`${error.message}\n`);
-      return EXIT.failure;
-    }
-    throw error;
-  }
-  const redactor = createRedactor(config.secretValues);
-  const logger = createLogger(
-    { level: config.settings.Logging.Level, redactor },
-    { process: "secrets-rotate" },
-  );
+  const context = loadCliContext("secrets-rotate", { process: "migrator" });
+  if (!context) return EXIT.failure;
+  const { config, redactor, logger } = context;
   let database: Database | undefined;
   try {
     database = await openDatabase(config.database.url, {

@@ -1,5 +1,6 @@
 import { randomInt } from "node:crypto";
-import { and, desc, eq, gt, isNull, ne, sql } from "drizzle-orm";
+import { and, desc, eq, gt, isNull, ne, type SQL, sql } from "drizzle-orm";
+import type { AnyPgColumn } from "drizzle-orm/pg-core";
 import type { Db } from "../db/client.ts";
 import { refreshTokens, sessions, smsCodes, tenants, users } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
@@ -40,6 +41,11 @@ export interface Identity {
   mustChangePassword: boolean;
   roles: string[];
   platformRoles: string[];
+}
+
+/** `column = tenantId`, or `column is null` for platform staff. */
+function sameTenant(column: AnyPgColumn, tenantId: string | null): SQL {
+  return tenantId ? eq(column, tenantId) : isNull(column);
 }
 
 const invalidCredentials = () => new ProblemError("unauthorized", "Invalid credentials.");
@@ -193,12 +199,7 @@ export async function verifyCredentials(
   const [row] = await deps.database.db
     .select({ id: users.id, passwordHash: users.passwordHash })
     .from(users)
-    .where(
-      and(
-        input.tenantId ? eq(users.tenantId, input.tenantId) : sql`${users.tenantId} is null`,
-        eq(users.email, email),
-      ),
-    )
+    .where(and(sameTenant(users.tenantId, input.tenantId), eq(users.email, email)))
     .limit(1);
   const ok = await verifyPassword(input.password, row?.passwordHash ?? (await getDummyHash()));
   if (!row?.passwordHash || !ok) throw invalidCredentials();
@@ -401,11 +402,7 @@ export async function sendSmsCode(
     .select({ id: users.id })
     .from(users)
     .where(
-      and(
-        input.tenantId ? eq(users.tenantId, input.tenantId) : sql`${users.tenantId} is null`,
-        eq(users.phone, phone),
-        eq(users.status, "Active"),
-      ),
+      and(sameTenant(users.tenantId, input.tenantId), eq(users.phone, phone), eq(users.status, "Active")),
     )
     .limit(1);
   if (!user) return;
@@ -419,7 +416,7 @@ export async function sendSmsCode(
       .set({ consumedAt: now })
       .where(
         and(
-          input.tenantId ? eq(smsCodes.tenantId, input.tenantId) : sql`${smsCodes.tenantId} is null`,
+          sameTenant(smsCodes.tenantId, input.tenantId),
           eq(smsCodes.phone, phone),
           isNull(smsCodes.consumedAt),
         ),
@@ -455,14 +452,16 @@ export async function verifySmsCode(
   assertAllowed(await deps.windows.consume("smsVerify", { phone: subject, ip: input.ip }));
   const db = deps.database.db;
   const now = deps.clock.now();
-  const tenantMatch = input.tenantId
-    ? eq(smsCodes.tenantId, input.tenantId)
-    : sql`${smsCodes.tenantId} is null`;
   const [open] = await db
     .select({ id: smsCodes.id, codeHash: smsCodes.codeHash, attempts: smsCodes.attempts })
     .from(smsCodes)
     .where(
-      and(tenantMatch, eq(smsCodes.phone, phone), isNull(smsCodes.consumedAt), gt(smsCodes.expiresAt, now)),
+      and(
+        sameTenant(smsCodes.tenantId, input.tenantId),
+        eq(smsCodes.phone, phone),
+        isNull(smsCodes.consumedAt),
+        gt(smsCodes.expiresAt, now),
+      ),
     )
     .orderBy(desc(smsCodes.createdAt))
     .limit(1);
@@ -488,12 +487,7 @@ export async function verifySmsCode(
   const [user] = await db
     .select({ id: users.id })
     .from(users)
-    .where(
-      and(
-        input.tenantId ? eq(users.tenantId, input.tenantId) : sql`${users.tenantId} is null`,
-        eq(users.phone, phone),
-      ),
-    )
+    .where(and(sameTenant(users.tenantId, input.tenantId), eq(users.phone, phone)))
     .limit(1);
   const identity = user ? await loadIdentity(db, user.id) : null;
   if (identity?.status !== "Active") throw invalidCredentials();

@@ -100,16 +100,21 @@ async function assertNotLastOwner(tx: Executor, tenantId: string, userId: string
   }
 }
 
-/** Disables a tenant's user and ends their sessions at once. Another tenant's user is "not found". */
+/** Locks a user of this tenant for a change that must keep an owner; another tenant's user is "not found". */
+async function lockChangeableUser(tx: Executor, tenantId: string, userId: string): Promise<void> {
+  const [user] = await tx
+    .select({ id: users.id })
+    .from(users)
+    .where(and(eq(users.id, userId), eq(users.tenantId, tenantId)))
+    .for("update");
+  if (!user) throw notFound();
+  await assertNotLastOwner(tx, tenantId, userId);
+}
+
+/** Disables a tenant's user and revokes their sessions (the caller evicts them from caches). */
 export async function disableTenantUser(db: Db, tenantId: string, userId: string, now: Date): Promise<void> {
   await db.transaction(async (tx) => {
-    const [user] = await tx
-      .select({ id: users.id })
-      .from(users)
-      .where(and(eq(users.id, userId), eq(users.tenantId, tenantId)))
-      .for("update");
-    if (!user) throw notFound();
-    await assertNotLastOwner(tx, tenantId, userId);
+    await lockChangeableUser(tx, tenantId, userId);
     await tx.update(users).set({ status: "Disabled", updatedAt: now }).where(eq(users.id, userId));
     await tx
       .update(sessions)
@@ -120,13 +125,7 @@ export async function disableTenantUser(db: Db, tenantId: string, userId: string
 
 export async function removeTenantUser(db: Db, tenantId: string, userId: string): Promise<void> {
   await db.transaction(async (tx) => {
-    const [user] = await tx
-      .select({ id: users.id })
-      .from(users)
-      .where(and(eq(users.id, userId), eq(users.tenantId, tenantId)))
-      .for("update");
-    if (!user) throw notFound();
-    await assertNotLastOwner(tx, tenantId, userId);
+    await lockChangeableUser(tx, tenantId, userId);
     await tx.delete(users).where(and(eq(users.id, userId), eq(users.tenantId, tenantId)));
   });
 }
