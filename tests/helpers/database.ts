@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { readdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import postgres from "postgres";
 import { type Database, openDatabase } from "../../src/db/client.ts";
@@ -16,16 +16,20 @@ export function databaseUrl(name: string, base = SERVER_URL): string {
   return url.toString();
 }
 
-function migrationsFingerprint(): string {
+/** What the template is made of: the migrations, and the seeders with the catalogs they write. */
+function templateFingerprint(): string {
   const hash = createHash("sha256");
   const walk = (dir: string) => {
+    if (!existsSync(dir)) return;
     for (const entry of readdirSync(dir).sort()) {
       const path = join(dir, entry);
       if (statSync(path).isDirectory()) walk(path);
-      else hash.update(entry).update(readFileSync(path));
+      else hash.update(path).update(readFileSync(path));
     }
   };
   walk(MIGRATIONS_DIR);
+  walk(join(MIGRATIONS_DIR, "../src/db"));
+  walk(join(MIGRATIONS_DIR, "../src/billing"));
   return hash.digest("hex").slice(0, 12);
 }
 
@@ -33,7 +37,7 @@ let templateReady: Promise<string> | undefined;
 
 /** A database migrated and seeded by the production migrator, cloned for each test database. */
 async function ensureTemplate(): Promise<string> {
-  const name = `plinth_tpl_${migrationsFingerprint()}`;
+  const name = `plinth_tpl_${templateFingerprint()}`;
   const admin = postgres(SERVER_URL, { max: 1, onnotice: () => {} });
   try {
     const conn = await admin.reserve();
