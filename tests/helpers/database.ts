@@ -24,7 +24,7 @@ function templateFingerprint(): string {
     for (const entry of readdirSync(dir).sort()) {
       const path = join(dir, entry);
       if (statSync(path).isDirectory()) walk(path);
-      else hash.update(path).update(readFileSync(path));
+      else hash.update(entry).update(readFileSync(path));
     }
   };
   walk(MIGRATIONS_DIR);
