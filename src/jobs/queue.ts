@@ -27,7 +27,8 @@ export interface ClaimInput {
 
 const ts = (date: Date): SQL => sql`${date.toISOString()}::timestamptz`;
 
-interface ClaimRow {
+interface CycleRow {
+  done: boolean;
   id: string | number;
   kind: string;
   payload: unknown;
@@ -43,49 +44,93 @@ interface ClaimRow {
  * CTEs with their LIMITs fix the row set before the UPDATE, so the planner cannot update more rows.
  */
 export async function claimJobs(db: Executor, input: ClaimInput): Promise<ClaimedJob[]> {
-  if (input.limit < 1 || input.kinds.length === 0) return [];
+  return (await completeAndClaimJobs(db, { ...input, complete: [] })).claimed;
+}
+
+/**
+ * `completeJobs` and `claimJobs` in one round trip: a busy loop records what it finished and takes
+ * the next jobs in the same statement. Returns the new runs and the ids actually completed.
+ */
+export async function completeAndClaimJobs(
+  db: Executor,
+  input: ClaimInput & { complete: JobLease[] },
+): Promise<{ claimed: ClaimedJob[]; completed: number[] }> {
+  const limit = input.kinds.length === 0 ? 0 : Math.max(0, input.limit);
+  if (limit === 0) {
+    const completed = await completeJobs(db, {
+      workerId: input.workerId,
+      jobs: input.complete,
+      now: input.now,
+    });
+    return { claimed: [], completed };
+  }
   const kinds = sql.join(
     input.kinds.map((k) => sql`${k}`),
     sql`, `,
   );
   const now = ts(input.now);
   const until = new Date(input.now.getTime() + (input.leaseMs ?? LEASE_MS));
-  const rows = await execute<ClaimRow>(
+  const finished = JSON.stringify(input.complete.map((i) => ({ id: i.id, attempts: i.attempts })));
+  const rows = await execute<CycleRow>(
     db,
-    sql`with due as materialized (
+    sql`with lease as materialized (
+          select * from jsonb_to_recordset(${finished}::jsonb) as l(id bigint, attempts int)
+        ),
+        done as (
+          update background_jobs j
+          set status = 'succeeded', finished_at = ${now}, updated_at = ${now}, locked_by = null, locked_until = null
+          from lease
+          where j.id = lease.id and j.attempts = lease.attempts
+            and j.locked_by = ${input.workerId} and j.status = 'processing'
+          returning j.id
+        ),
+        due as materialized (
           select id, run_after as due_at from background_jobs
           where status in ('pending', 'failed') and run_after <= ${now} and kind in (${kinds})
           order by run_after
-          limit ${input.limit}
+          limit ${limit}
           for update skip locked
         ),
         expired as materialized (
           select id, locked_until as due_at from background_jobs
           where status = 'processing' and locked_until < ${now} and kind in (${kinds})
+            and id not in (select id from lease)
           order by locked_until
-          limit ${input.limit}
+          limit ${limit}
           for update skip locked
         ),
         picked as materialized (
           select id from (select * from due union all select * from expired) candidates
           order by due_at
-          limit ${input.limit}
+          limit ${limit}
+        ),
+        claimed as (
+          update background_jobs j
+          set status = 'processing', locked_by = ${input.workerId}, locked_until = ${ts(until)},
+              attempts = j.attempts + 1, updated_at = ${now}
+          from picked
+          where j.id = picked.id
+          returning j.id, j.kind, j.payload, j.attempts, j.max_attempts, j.locked_until
         )
-        update background_jobs j
-        set status = 'processing', locked_by = ${input.workerId}, locked_until = ${ts(until)},
-            attempts = j.attempts + 1, updated_at = ${now}
-        from picked
-        where j.id = picked.id
-        returning j.id, j.kind, j.payload, j.attempts, j.max_attempts, j.locked_until`,
+        select false as done, claimed.* from claimed
+        union all
+        select true, id, null, null, null, null, null from done`,
   );
-  return rows.map((r) => ({
-    id: Number(r.id),
-    kind: r.kind,
-    payload: r.payload,
-    attempts: r.attempts,
-    maxAttempts: r.max_attempts,
-    lockedUntil: new Date(r.locked_until),
-  }));
+  const claimed: ClaimedJob[] = [];
+  const completed: number[] = [];
+  for (const r of rows) {
+    if (r.done) completed.push(Number(r.id));
+    else
+      claimed.push({
+        id: Number(r.id),
+        kind: r.kind,
+        payload: r.payload,
+        attempts: r.attempts,
+        maxAttempts: r.max_attempts,
+        lockedUntil: new Date(r.locked_until),
+      });
+  }
+  return { claimed, completed };
 }
 
 /** Which run of a job a worker owns: every update after the claim is fenced on all three. */

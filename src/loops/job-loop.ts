@@ -6,7 +6,7 @@ import type { Database } from "../db/client.ts";
 import { describeIssues, JOBS_CHANNEL } from "../jobs/enqueue.ts";
 import {
   type ClaimedJob,
-  claimJobs,
+  completeAndClaimJobs,
   completeJobs,
   DEFAULT_RETRY_POLICY,
   describeJobError,
@@ -75,6 +75,12 @@ export interface JobLoop {
   readonly listening: boolean;
 }
 
+interface Completion {
+  lease: JobLease;
+  job: ClaimedJob;
+  startedAt: number;
+}
+
 interface Run {
   job: ClaimedJob;
   controller: AbortController;
@@ -109,7 +115,7 @@ export function createJobLoop(deps: JobLoopDeps, options: JobLoopOptions): JobLo
   const log = logger.child({ loop: "jobs", workerId });
 
   const runs = new Map<number, Run>();
-  /** Slots promised to claims still in flight. */
+  /** Slots promised to the statement in flight. */
   let reserved = 0;
   /** A claim came back full, or a NOTIFY or poll said there may be work: claim when a slot frees. */
   let moreMaybe = true;
@@ -117,11 +123,12 @@ export function createJobLoop(deps: JobLoopDeps, options: JobLoopOptions): JobLo
   let stopping = false;
   let started = false;
   let listening = false;
+  let paused = false;
   let unlisten: (() => Promise<void>) | undefined;
-  const claims = new Set<Promise<void>>();
+  /** The one statement in flight: it records finished runs and claims new ones together. */
+  let cycle: Promise<void> | undefined;
   const writes = new Set<Promise<unknown>>();
-  let completions: { lease: JobLease; job: ClaimedJob; startedAt: number }[] = [];
-  let flushing: Promise<void> | undefined;
+  let completions: Completion[] = [];
 
   const free = () => options.parallelism - runs.size - reserved;
 
@@ -136,42 +143,93 @@ export function createJobLoop(deps: JobLoopDeps, options: JobLoopOptions): JobLo
     hintGeneration++;
   }
 
-  /** Starts one claim for the free slots if there may be work; returns it so a poll tick can await it. */
+  /**
+   * Sends the next statement unless one is in flight: finished runs are recorded and, when there
+   * may be work and slots are free, min(batch, free slots) jobs are claimed in the same round trip.
+   * What piles up meanwhile goes together in the next one, so a backlog drains at full speed.
+   */
   function pump(): Promise<void> | undefined {
-    if (stopping || !started || !moreMaybe) return undefined;
-    const n = Math.min(options.batchSize, free());
-    if (n < 1) return undefined;
+    if (!started || cycle || paused) return cycle;
+    const n = !stopping && moreMaybe ? Math.min(options.batchSize, free()) : 0;
+    if (n < 1 && completions.length === 0) return undefined;
+    const finished = completions;
+    completions = [];
     reserved += n;
     const generation = hintGeneration;
     const startedAt = performance.now();
-    const claim = (async () => {
+    const current = (async () => {
       let claimed: ClaimedJob[] = [];
+      let completed: number[];
       try {
-        claimed = await claimJobs(db, { workerId, kinds, limit: n, now: clock.now(), leaseMs });
+        const complete = finished.map((c) => c.lease);
+        if (n > 0) {
+          ({ claimed, completed } = await completeAndClaimJobs(db, {
+            workerId,
+            kinds,
+            limit: n,
+            now: clock.now(),
+            leaseMs,
+            complete,
+          }));
+        } else completed = await completeJobs(db, { workerId, jobs: complete, now: clock.now() });
       } catch (error) {
-        log.error("claiming jobs failed", { error });
-        return; // the next poll tries again
+        log.error("job loop statement failed; retrying in a second", { error });
+        // keep the finished runs for the next try; their leases still protect them meanwhile
+        completions = [...finished, ...completions];
+        paused = true;
+        setTimeout(() => {
+          paused = false;
+          pump();
+        }, 1_000);
+        return;
       } finally {
         reserved -= n;
       }
-      emit({
-        type: "claimed",
-        count: claimed.length,
-        requested: n,
-        durationMs: performance.now() - startedAt,
-      });
+      if (n > 0)
+        emit({
+          type: "claimed",
+          count: claimed.length,
+          requested: n,
+          durationMs: performance.now() - startedAt,
+        });
+      reportCompleted(finished, completed);
       for (const job of claimed) startRun(job);
-      if (claimed.length < n && generation === hintGeneration) moreMaybe = false;
-      // a full claim means a backlog: claim again at once while slots are free
-      pump();
+      if (n > 0 && claimed.length < n && generation === hintGeneration) moreMaybe = false;
     })();
-    claims.add(claim);
-    void claim.finally(() => claims.delete(claim));
-    return claim;
+    cycle = current;
+    void current.finally(() => {
+      cycle = undefined;
+      schedulePump();
+    });
+    return current;
   }
 
-  function slotFreed(): void {
-    pump();
+  let pumpScheduled = false;
+  /** Pump once everything that finished in this turn of the event loop has freed its slot. */
+  function schedulePump(): void {
+    if (pumpScheduled) return;
+    pumpScheduled = true;
+    setImmediate(() => {
+      pumpScheduled = false;
+      pump();
+    });
+  }
+
+  function reportCompleted(finished: Completion[], completed: number[]): void {
+    if (finished.length === 0) return;
+    const done = new Set(completed);
+    const now = performance.now();
+    for (const c of finished) {
+      if (done.has(c.job.id))
+        emit({
+          type: "succeeded",
+          id: c.job.id,
+          kind: c.job.kind,
+          attempt: c.job.attempts,
+          durationMs: now - c.startedAt,
+        });
+      else lost(c.job);
+    }
   }
 
   function startRun(job: ClaimedJob): void {
@@ -180,7 +238,7 @@ export function createJobLoop(deps: JobLoopDeps, options: JobLoopOptions): JobLo
     runs.set(job.id, run);
     run.done = execute(run).finally(() => {
       runs.delete(job.id);
-      slotFreed();
+      schedulePump();
     });
   }
 
@@ -222,48 +280,12 @@ export function createJobLoop(deps: JobLoopDeps, options: JobLoopOptions): JobLo
         maxAttempts: job.maxAttempts,
         signal: controller.signal,
       });
-      if (!run.released) queueCompletion(lease, job, startedAt);
+      // recorded by the next statement (pump runs as the slot frees)
+      if (!run.released) completions.push({ lease, job, startedAt });
     } catch (error) {
       if (!run.released) recordFailure(run, error, performance.now() - startedAt);
     } finally {
       clearTimeout(timer);
-    }
-  }
-
-  function queueCompletion(lease: JobLease, job: ClaimedJob, startedAt: number): void {
-    completions.push({ lease, job, startedAt });
-    // group commit: completions that arrive while one flush runs go together in the next
-    flushing ??= track(flush());
-  }
-
-  async function flush(): Promise<void> {
-    try {
-      while (completions.length > 0) {
-        const batch = completions;
-        completions = [];
-        try {
-          const done = new Set(
-            await completeJobs(db, { workerId, jobs: batch.map((c) => c.lease), now: clock.now() }),
-          );
-          const finishedAt = performance.now();
-          for (const c of batch) {
-            if (done.has(c.job.id))
-              emit({
-                type: "succeeded",
-                id: c.job.id,
-                kind: c.job.kind,
-                attempt: c.job.attempts,
-                durationMs: finishedAt - c.startedAt,
-              });
-            else lost(c.job);
-          }
-        } catch (error) {
-          // at-least-once: these rows stay processing and run again once their lease expires
-          log.error("recording finished jobs failed", { error, ids: batch.map((c) => c.job.id) });
-        }
-      }
-    } finally {
-      flushing = undefined;
     }
   }
 
@@ -393,7 +415,7 @@ export function createJobLoop(deps: JobLoopDeps, options: JobLoopOptions): JobLo
       if (!started || stopping) return { finished: 0, released: [] };
       stopping = true;
       await Promise.all([poller.stop(), pruner?.stop()]);
-      await Promise.allSettled([...claims]);
+      await cycle;
       const inFlight = [...runs.values()];
       let timer: ReturnType<typeof setTimeout> | undefined;
       await Promise.race([
@@ -422,7 +444,12 @@ export function createJobLoop(deps: JobLoopDeps, options: JobLoopOptions): JobLo
           log.error("releasing jobs failed; they run again once their lease expires", { error });
         }
       }
-      while (flushing || writes.size > 0) await Promise.allSettled([flushing, ...writes]);
+      // record what finished: completions go out in the statements pump still sends
+      for (let i = 0; i < 100 && (cycle || completions.length > 0 || writes.size > 0); i++) {
+        pump();
+        await Promise.allSettled([cycle, ...writes]);
+        if (paused) break; // the database is away: those runs go again after their lease
+      }
       if (unlisten) await unlisten().catch(() => {});
       listening = false;
       log.info("job loop stopped", { finished: inFlight.length - left.length, released: released.length });
