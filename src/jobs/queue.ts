@@ -64,6 +64,27 @@ export async function completeAndClaimJobs(
     });
     return { claimed: [], completed };
   }
+  const rows = await execute<CycleRow>(db, completeAndClaimStatement({ ...input, limit }));
+  const claimed: ClaimedJob[] = [];
+  const completed: number[] = [];
+  for (const r of rows) {
+    if (r.done) completed.push(Number(r.id));
+    else
+      claimed.push({
+        id: Number(r.id),
+        kind: r.kind,
+        payload: r.payload,
+        attempts: r.attempts,
+        maxAttempts: r.max_attempts,
+        lockedUntil: new Date(r.locked_until),
+      });
+  }
+  return { claimed, completed };
+}
+
+/** The statement behind `completeAndClaimJobs` (exported so a test can EXPLAIN it). */
+export function completeAndClaimStatement(input: ClaimInput & { complete: JobLease[] }): SQL {
+  const limit = input.limit;
   const kinds = sql.join(
     input.kinds.map((k) => sql`${k}`),
     sql`, `,
@@ -71,9 +92,7 @@ export async function completeAndClaimJobs(
   const now = ts(input.now);
   const until = new Date(input.now.getTime() + (input.leaseMs ?? LEASE_MS));
   const finished = JSON.stringify(input.complete.map((i) => ({ id: i.id, attempts: i.attempts })));
-  const rows = await execute<CycleRow>(
-    db,
-    sql`with lease as materialized (
+  return sql`with lease as materialized (
           select * from jsonb_to_recordset(${finished}::jsonb) as l(id bigint, attempts int)
         ),
         done as (
@@ -114,23 +133,7 @@ export async function completeAndClaimJobs(
         )
         select false as done, claimed.* from claimed
         union all
-        select true, id, null, null, null, null, null from done`,
-  );
-  const claimed: ClaimedJob[] = [];
-  const completed: number[] = [];
-  for (const r of rows) {
-    if (r.done) completed.push(Number(r.id));
-    else
-      claimed.push({
-        id: Number(r.id),
-        kind: r.kind,
-        payload: r.payload,
-        attempts: r.attempts,
-        maxAttempts: r.max_attempts,
-        lockedUntil: new Date(r.locked_until),
-      });
-  }
-  return { claimed, completed };
+        select true, id, null, null, null, null, null from done`;
 }
 
 /** Which run of a job a worker owns: every update after the claim is fenced on all three. */
