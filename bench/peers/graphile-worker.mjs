@@ -23,6 +23,8 @@ if (mode === "throughput") {
       [n],
     ),
   );
+  // statistics as autovacuum would have them a minute later (all three peers get the same)
+  await utils.withPgClient((c) => c.query("analyze graphile_worker._private_jobs"));
   let count = 0;
   let done;
   const finished = new Promise((r) => (done = r));
