@@ -41,6 +41,18 @@ async function main(argv: string[]): Promise<number> {
     return 64;
   }
 
+  // handlers from the start, so no signal falls in a gap between serving and being able to drain;
+  // before the server serves there is nothing to drain and a signal ends the process as before
+  let serving = false;
+  const signalled = new Promise<string>((resolve) => {
+    const on = (signal: "SIGTERM" | "SIGINT") => () => {
+      if (!serving) process.exit(signal === "SIGTERM" ? 143 : 130);
+      resolve(signal);
+    };
+    process.once("SIGTERM", on("SIGTERM"));
+    process.once("SIGINT", on("SIGINT"));
+  });
+
   let config: AppConfig;
   try {
     config = loadConfig({ embeddedFallback: flags.embedded });
@@ -80,6 +92,7 @@ async function main(argv: string[]): Promise<number> {
   }
 
   const app = createApp(deps);
+  serving = true;
   const server = Bun.serve({
     port: config.settings.Server.Port,
     fetch: app.fetch,
@@ -94,34 +107,29 @@ async function main(argv: string[]): Promise<number> {
   });
 
   // after the server listens; LISTEN failing only costs wake-ups, the loops keep polling
-  const background = await startBackground(deps);
-
-  return new Promise<number>((resolve) => {
-    let stopping = false;
-    const shutdown = async (signal: string) => {
-      if (stopping) return;
-      stopping = true;
-      const timeoutMs = config.settings.Server.ShutdownTimeoutSeconds * 1000;
-      logger.info("shutting down", { signal, timeoutMs });
-      // stop claiming at once; running jobs share the same deadline as in-flight requests, then are released
-      const backgroundStopped = background.stop(timeoutMs);
-      const drained = server.stop(false);
-      const timedOut = await Promise.race([
-        drained.then(() => false),
-        new Promise<boolean>((r) => setTimeout(() => r(true), timeoutMs)),
-      ]);
-      if (timedOut) {
-        logger.warn("shutdown timeout: closing remaining connections");
-        await server.stop(true);
-      }
-      await backgroundStopped;
-      await closeDeps(deps);
-      logger.info("stopped");
-      resolve(0);
-    };
-    process.on("SIGTERM", () => void shutdown("SIGTERM"));
-    process.on("SIGINT", () => void shutdown("SIGINT"));
+  const background = startBackground(deps).catch((error: unknown) => {
+    logger.error("background loops failed to start", { error });
+    return null;
   });
+
+  const signal = await signalled;
+  const timeoutMs = config.settings.Server.ShutdownTimeoutSeconds * 1000;
+  logger.info("shutting down", { signal, timeoutMs });
+  // stop claiming at once; running jobs share the same deadline as in-flight requests, then are released
+  const backgroundStopped = background.then((b) => b?.stop(timeoutMs));
+  const drained = server.stop(false);
+  const timedOut = await Promise.race([
+    drained.then(() => false),
+    new Promise<boolean>((r) => setTimeout(() => r(true), timeoutMs)),
+  ]);
+  if (timedOut) {
+    logger.warn("shutdown timeout: closing remaining connections");
+    await server.stop(true);
+  }
+  await backgroundStopped;
+  await closeDeps(deps);
+  logger.info("stopped");
+  return 0;
 }
 
 function createSafeMessage(config: AppConfig, error: unknown): string {
