@@ -3,6 +3,7 @@
 //   bun run bench:jobs [--runs 3] [--jobs 20000] [--latency 1000] [--pgboss-latency 100] [--idle 10]
 //                      [--only plinth,graphile,pgboss] [--database postgres://postgres@127.0.0.1:5432/postgres]
 // Peers run under Node (`node bench/peers/*.mjs`), as they are made for it; Plinth runs under Bun.
+import { loadavg as loadavgOf } from "node:os";
 import { parseArgs } from "node:util";
 import { sql } from "drizzle-orm";
 import postgres from "postgres";
@@ -208,45 +209,71 @@ async function nodeIdle(script: string, dbName: string, extra: string[] = []): P
   }, dbName);
 }
 
-async function peer(
+async function peerThroughput(script: string, dbName: string, extra: string[] = []): Promise<number> {
+  const url = await recreate(dbName);
+  return (await node(script, ["throughput", url, String(JOBS), String(SLOTS), ...extra]))
+    .jobsPerSecond as number;
+}
+
+async function peerLatency(
   script: string,
   dbName: string,
-  latencyN: number,
+  n: number,
   extra: string[] = [],
-): Promise<PeerResult> {
-  const throughput: number[] = [];
-  for (let r = 0; r < RUNS; r++) {
-    const url = await recreate(dbName);
-    const result = await node(script, ["throughput", url, String(JOBS), String(SLOTS), ...extra]);
-    throughput.push(result.jobsPerSecond as number);
-    log(`  ${script} drain run ${r + 1}: ${Math.round(result.jobsPerSecond as number)} jobs/s`);
-  }
-  const latUrl = await recreate(dbName);
-  const latency = (await node(script, ["latency", latUrl, String(latencyN), String(SLOTS), ...extra]))
-    .samples as number[];
-  const idleQps = await nodeIdle(script, dbName, extra);
-  return { throughput, latency, idleQps };
+): Promise<number[]> {
+  const url = await recreate(dbName);
+  return (await node(script, ["latency", url, String(n), String(SLOTS), ...extra])).samples as number[];
 }
 
 // ---------- main ----------
 
+interface Contender {
+  name: string;
+  throughput(): Promise<number>;
+  latency(): Promise<number[]>;
+  idle(): Promise<number>;
+}
+const contenders: Contender[] = [];
+if (ONLY.has("plinth"))
+  contenders.push({ name: "Plinth", throughput: plinthThroughput, latency: plinthLatency, idle: plinthIdle });
+if (ONLY.has("graphile"))
+  contenders.push({
+    name: "graphile-worker 0.18",
+    throughput: () => peerThroughput("graphile-worker.mjs", "bench_graphile"),
+    latency: () => peerLatency("graphile-worker.mjs", "bench_graphile", LATENCY_N),
+    idle: () => nodeIdle("graphile-worker.mjs", "bench_graphile"),
+  });
+if (ONLY.has("pgboss"))
+  contenders.push({
+    name: "pg-boss 10.4.2",
+    throughput: () => peerThroughput("pg-boss.mjs", "bench_pgboss", ["50"]),
+    latency: () => peerLatency("pg-boss.mjs", "bench_pgboss", PGBOSS_LATENCY_N, ["50"]),
+    idle: () => nodeIdle("pg-boss.mjs", "bench_pgboss", ["50"]),
+  });
+
+const loadavg = () =>
+  loadavgOf()
+    .map((x) => x.toFixed(2))
+    .join(" ");
+const loadBefore = loadavg();
 const results: Record<string, PeerResult> = {};
-if (ONLY.has("plinth")) {
-  log("Plinth (Bun) …");
-  const throughput: number[] = [];
-  for (let r = 0; r < RUNS; r++) {
-    throughput.push(await plinthThroughput());
-    log(`  plinth drain run ${r + 1}: ${Math.round(throughput.at(-1) as number)} jobs/s`);
+for (const c of contenders) results[c.name] = { throughput: [], latency: [], idleQps: 0 };
+const resultOf = (c: Contender) => results[c.name] as PeerResult;
+// runs interleaved (A B C, A B C, …) so a change in the machine's load hits every contender alike
+for (let r = 0; r < RUNS; r++) {
+  for (const c of contenders) {
+    const jobsPerSecond = await c.throughput();
+    resultOf(c).throughput.push(jobsPerSecond);
+    log(`drain run ${r + 1}, ${c.name}: ${Math.round(jobsPerSecond)} jobs/s`);
   }
-  results.Plinth = { throughput, latency: await plinthLatency(), idleQps: await plinthIdle() };
 }
-if (ONLY.has("graphile")) {
-  log("graphile-worker 0.18 (Node) …");
-  results["graphile-worker 0.18"] = await peer("graphile-worker.mjs", "bench_graphile", LATENCY_N);
+for (const c of contenders) {
+  resultOf(c).latency = await c.latency();
+  log(`latency, ${c.name}: p50 ${percentile(resultOf(c).latency, 50).toFixed(1)} ms`);
 }
-if (ONLY.has("pgboss")) {
-  log("pg-boss 10.4.2 (Node) …");
-  results["pg-boss 10.4.2"] = await peer("pg-boss.mjs", "bench_pgboss", PGBOSS_LATENCY_N, ["50"]);
+for (const c of contenders) {
+  resultOf(c).idleQps = await c.idle();
+  log(`idle, ${c.name}: ${resultOf(c).idleQps.toFixed(1)} statements/s`);
 }
 
 const names = Object.keys(results);
@@ -279,6 +306,6 @@ const lines = [
 ];
 process.stdout.write(`\n${lines.join("\n")}\n\n`);
 process.stdout.write(
-  `machine: ${navigator.hardwareConcurrency} CPUs, PostgreSQL ${await postgres(SERVER.toString(), { max: 1 })`show server_version`.then((r) => r[0]?.server_version)}, Bun ${Bun.version}, ${(await Bun.$`node --version`.text()).trim()}\n`,
+  `load average (1/5/15 min) before: ${loadBefore}, after: ${loadavg()}; machine: ${navigator.hardwareConcurrency} CPUs, PostgreSQL ${await postgres(SERVER.toString(), { max: 1 })`show server_version`.then((r) => r[0]?.server_version)}, Bun ${Bun.version}, ${(await Bun.$`node --version`.text()).trim()}\n`,
 );
 process.exit(0);
