@@ -389,17 +389,22 @@ export function createJobLoop(deps: JobLoopDeps, options: JobLoopOptions): JobLo
       if (started) return;
       started = true;
       if (options.listen !== false) {
+        let timer: ReturnType<typeof setTimeout> | undefined;
         try {
           unlisten = await Promise.race([
             database.listen(JOBS_CHANNEL, () => {
               hint();
               pump();
             }),
-            new Promise<never>((_, reject) => setTimeout(() => reject(new Error("LISTEN timed out")), 5_000)),
+            new Promise<never>((_, reject) => {
+              timer = setTimeout(() => reject(new Error("LISTEN timed out")), 5_000);
+            }),
           ]);
           listening = true;
         } catch (error) {
           log.warn("LISTEN on the jobs channel failed; polling only", { error });
+        } finally {
+          clearTimeout(timer);
         }
       }
       poller.start();
