@@ -3,6 +3,7 @@ import { createApp } from "./app.ts";
 import { ConfigError } from "./config/errors.ts";
 import { type AppConfig, loadConfig } from "./config/load.ts";
 import { closeDeps, createDeps, type Deps } from "./deps.ts";
+import { startBackground } from "./loops/background.ts";
 import { runMigrator } from "./migrate.ts";
 
 const HELP = `Usage: bun run start [--migrate] [--embedded]
@@ -39,6 +40,18 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(`${(error as Error).message}\n\n${HELP}`);
     return 64;
   }
+
+  // handlers from the start, so no signal falls in a gap between serving and being able to drain;
+  // before the server serves there is nothing to drain and a signal ends the process as before
+  let serving = false;
+  const signalled = new Promise<string>((resolve) => {
+    const on = (signal: "SIGTERM" | "SIGINT") => () => {
+      if (!serving) process.exit(signal === "SIGTERM" ? 143 : 130);
+      resolve(signal);
+    };
+    process.once("SIGTERM", on("SIGTERM"));
+    process.once("SIGINT", on("SIGINT"));
+  });
 
   let config: AppConfig;
   try {
@@ -83,6 +96,7 @@ async function main(argv: string[]): Promise<number> {
     logger.warn("cache not reachable yet; serving anyway, readiness reports it until it is back");
 
   const app = createApp(deps);
+  serving = true;
   const server = Bun.serve({
     port: config.settings.Server.Port,
     // the socket peer is the client IP's starting point (http/client-ip.ts)
@@ -97,29 +111,30 @@ async function main(argv: string[]): Promise<number> {
     cache: config.cache ? { source: config.cache.source } : null,
   });
 
-  return new Promise<number>((resolve) => {
-    let stopping = false;
-    const shutdown = async (signal: string) => {
-      if (stopping) return;
-      stopping = true;
-      const timeoutMs = config.settings.Server.ShutdownTimeoutSeconds * 1000;
-      logger.info("shutting down", { signal, timeoutMs });
-      const drained = server.stop(false);
-      const timedOut = await Promise.race([
-        drained.then(() => false),
-        new Promise<boolean>((r) => setTimeout(() => r(true), timeoutMs)),
-      ]);
-      if (timedOut) {
-        logger.warn("shutdown timeout: closing remaining connections");
-        await server.stop(true);
-      }
-      await closeDeps(deps);
-      logger.info("stopped");
-      resolve(0);
-    };
-    process.on("SIGTERM", () => void shutdown("SIGTERM"));
-    process.on("SIGINT", () => void shutdown("SIGINT"));
+  // after the server listens; LISTEN failing only costs wake-ups, the loops keep polling
+  const background = startBackground(deps).catch((error: unknown) => {
+    logger.error("background loops failed to start", { error });
+    return null;
   });
+
+  const signal = await signalled;
+  const timeoutMs = config.settings.Server.ShutdownTimeoutSeconds * 1000;
+  logger.info("shutting down", { signal, timeoutMs });
+  // stop claiming at once; running jobs share the same deadline as in-flight requests, then are released
+  const backgroundStopped = background.then((b) => b?.stop(timeoutMs));
+  const drained = server.stop(false);
+  const timedOut = await Promise.race([
+    drained.then(() => false),
+    new Promise<boolean>((r) => setTimeout(() => r(true), timeoutMs)),
+  ]);
+  if (timedOut) {
+    logger.warn("shutdown timeout: closing remaining connections");
+    await server.stop(true);
+  }
+  await backgroundStopped;
+  await closeDeps(deps);
+  logger.info("stopped");
+  return 0;
 }
 
 function createSafeMessage(config: AppConfig, error: unknown): string {

@@ -1,0 +1,311 @@
+// Job-queue benchmark: Plinth's job loop vs graphile-worker 0.18 and pg-boss 10.4.2 on the same
+// local PostgreSQL, each in its own database, all with 4 worker slots.
+//   bun run bench:jobs [--runs 3] [--jobs 20000] [--latency 1000] [--pgboss-latency 100] [--idle 10]
+//                      [--only plinth,graphile,pgboss] [--database postgres://postgres@127.0.0.1:5432/postgres]
+// Peers run under Node (`node bench/peers/*.mjs`), as they are made for it; Plinth runs under Bun.
+import { loadavg as loadavgOf } from "node:os";
+import { parseArgs } from "node:util";
+import { sql } from "drizzle-orm";
+import postgres from "postgres";
+import { z } from "zod";
+import { systemClock } from "../src/clock.ts";
+import { createRedactor } from "../src/config/redact.ts";
+import { type Database, execute, openDatabase } from "../src/db/client.ts";
+import { migrate } from "../src/db/migrator.ts";
+import { enqueue, enqueueMany } from "../src/jobs/enqueue.ts";
+import { createJobRegistry, defineJob, systemNoop } from "../src/jobs/registry.ts";
+import { createJobLoop, type JobLoop } from "../src/loops/job-loop.ts";
+import { createLogger } from "../src/telemetry/logger.ts";
+import { startQueryCounter } from "./query-counter.ts";
+
+const { values: args } = parseArgs({
+  options: {
+    runs: { type: "string", default: "3" },
+    jobs: { type: "string", default: "20000" },
+    latency: { type: "string", default: "1000" },
+    "pgboss-latency": { type: "string", default: "100" },
+    idle: { type: "string", default: "10" },
+    only: { type: "string", default: "plinth,graphile,pgboss" },
+    database: { type: "string", default: "postgres://postgres@127.0.0.1:5432/postgres" },
+  },
+});
+const RUNS = Number(args.runs);
+const JOBS = Number(args.jobs);
+const LATENCY_N = Number(args.latency);
+const PGBOSS_LATENCY_N = Number(args["pgboss-latency"]);
+const IDLE_SECONDS = Number(args.idle);
+const ONLY = new Set(args.only.split(","));
+const SLOTS = 4;
+const SERVER = new URL(args.database);
+
+const urlOf = (name: string, port?: number) => {
+  const u = new URL(SERVER);
+  u.pathname = `/${name}`;
+  if (port) {
+    u.hostname = "127.0.0.1";
+    u.port = String(port);
+  }
+  return u.toString();
+};
+
+async function recreate(name: string): Promise<string> {
+  const admin = postgres(SERVER.toString(), { max: 1, onnotice: () => {} });
+  try {
+    await admin.unsafe(`drop database if exists "${name}" with (force)`);
+    await admin.unsafe(`create database "${name}"`);
+  } finally {
+    await admin.end();
+  }
+  return urlOf(name);
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2
+    ? (s[(s.length - 1) / 2] as number)
+    : ((s[s.length / 2 - 1] as number) + (s[s.length / 2] as number)) / 2;
+};
+const percentile = (xs: number[], p: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] as number;
+};
+const log = (message: string) => process.stderr.write(`${message}\n`);
+
+interface PeerResult {
+  throughput: number[];
+  latency: number[];
+  idleQps: number;
+}
+
+// ---------- Plinth ----------
+
+const redactor = createRedactor([]);
+const quiet = createLogger({ level: "error", redactor, write: (l) => process.stderr.write(`${l}\n`) });
+
+function plinthLoop(
+  database: Database,
+  registry = createJobRegistry(),
+  onEvent?: Parameters<typeof createJobLoop>[1]["onEvent"],
+): JobLoop {
+  // the production defaults: 4 slots, batches of 5, a 2 s poll
+  return createJobLoop(
+    { database, clock: systemClock, logger: quiet, redactor },
+    { registry, parallelism: SLOTS, batchSize: 5, pollMs: 2_000, onEvent },
+  );
+}
+
+async function plinthDatabase(): Promise<string> {
+  const url = await recreate("bench_plinth");
+  const database = await openDatabase(url, { poolSize: 2 });
+  await migrate(database.db);
+  await database.close();
+  return url;
+}
+
+async function plinthThroughput(): Promise<number> {
+  const url = await plinthDatabase();
+  const database = await openDatabase(url, { poolSize: 10 });
+  await enqueueMany(
+    database.db,
+    { clock: systemClock },
+    Array.from({ length: JOBS }, () => ({ job: systemNoop, payload: {} })),
+  );
+  await execute(database.db, sql`analyze background_jobs`);
+  let done = 0;
+  let finish: () => void = () => {};
+  const finished = new Promise<void>((r) => (finish = r));
+  const loop = plinthLoop(database, createJobRegistry(), (e) => {
+    if (e.type === "succeeded" && ++done === JOBS) finish();
+  });
+  const start = performance.now();
+  await loop.start();
+  await finished; // every run recorded as succeeded in the database, not only started
+  const seconds = (performance.now() - start) / 1000;
+  await loop.stop(5_000);
+  await database.close();
+  return JOBS / seconds;
+}
+
+async function plinthLatency(): Promise<number[]> {
+  const url = await plinthDatabase();
+  const database = await openDatabase(url, { poolSize: 10 });
+  let started: (at: number) => void = () => {};
+  const lat = defineJob("bench.latency", z.object({ i: z.number() }), () => started(performance.now()));
+  const loop = plinthLoop(database, createJobRegistry([lat]));
+  await loop.start();
+  if (!loop.listening) throw new Error("LISTEN failed: the latency figure would be poll-bound");
+  await Bun.sleep(500);
+  const samples: number[] = [];
+  for (let i = 0; i < LATENCY_N; i++) {
+    const begun = new Promise<number>((r) => (started = r));
+    const t0 = performance.now();
+    await enqueue(database.db, { clock: systemClock }, lat, { i });
+    samples.push((await begun) - t0);
+  }
+  await loop.stop(5_000);
+  await database.close();
+  return samples;
+}
+
+async function measureIdle(
+  start: (url: string) => Promise<() => Promise<void>>,
+  dbName: string,
+): Promise<number> {
+  const counter = await startQueryCounter({ host: SERVER.hostname, port: Number(SERVER.port || 5432) });
+  try {
+    const stop = await start(urlOf(dbName, counter.port));
+    await Bun.sleep(2_000); // start-up queries settle
+    const before = counter.count();
+    await Bun.sleep(IDLE_SECONDS * 1000);
+    const qps = (counter.count() - before) / IDLE_SECONDS;
+    await stop();
+    return qps;
+  } finally {
+    counter.close();
+  }
+}
+
+async function plinthIdle(): Promise<number> {
+  await plinthDatabase();
+  return measureIdle(async (url) => {
+    const database = await openDatabase(url, { poolSize: 10 });
+    const loop = plinthLoop(database);
+    await loop.start();
+    return async () => {
+      await loop.stop(5_000);
+      await database.close();
+    };
+  }, "bench_plinth");
+}
+
+// ---------- peers (Node child processes) ----------
+
+async function node(script: string, argv: string[]): Promise<Record<string, unknown>> {
+  const proc = Bun.spawn(["node", `bench/peers/${script}`, ...argv], { stdout: "pipe", stderr: "inherit" });
+  const out = await new Response(proc.stdout).text();
+  const code = await proc.exited;
+  const last = out.trim().split("\n").at(-1);
+  if (code !== 0 || !last) throw new Error(`${script} ${argv[0]} failed (exit ${code})`);
+  return JSON.parse(last);
+}
+
+async function nodeIdle(script: string, dbName: string, extra: string[] = []): Promise<number> {
+  return measureIdle(async (url) => {
+    const proc = Bun.spawn(["node", `bench/peers/${script}`, "idle", url, "0", String(SLOTS), ...extra], {
+      stdout: "pipe",
+      stderr: "inherit",
+    });
+    const reader = proc.stdout.getReader();
+    let text = "";
+    while (!text.includes('"ready":true')) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error(`${script} idle exited early`);
+      text += new TextDecoder().decode(value);
+    }
+    return async () => {
+      proc.kill("SIGTERM");
+      await proc.exited;
+    };
+  }, dbName);
+}
+
+async function peerThroughput(script: string, dbName: string, extra: string[] = []): Promise<number> {
+  const url = await recreate(dbName);
+  return (await node(script, ["throughput", url, String(JOBS), String(SLOTS), ...extra]))
+    .jobsPerSecond as number;
+}
+
+async function peerLatency(
+  script: string,
+  dbName: string,
+  n: number,
+  extra: string[] = [],
+): Promise<number[]> {
+  const url = await recreate(dbName);
+  return (await node(script, ["latency", url, String(n), String(SLOTS), ...extra])).samples as number[];
+}
+
+// ---------- main ----------
+
+interface Contender {
+  name: string;
+  throughput(): Promise<number>;
+  latency(): Promise<number[]>;
+  idle(): Promise<number>;
+}
+const contenders: Contender[] = [];
+if (ONLY.has("plinth"))
+  contenders.push({ name: "Plinth", throughput: plinthThroughput, latency: plinthLatency, idle: plinthIdle });
+if (ONLY.has("graphile"))
+  contenders.push({
+    name: "graphile-worker 0.18",
+    throughput: () => peerThroughput("graphile-worker.mjs", "bench_graphile"),
+    latency: () => peerLatency("graphile-worker.mjs", "bench_graphile", LATENCY_N),
+    idle: () => nodeIdle("graphile-worker.mjs", "bench_graphile"),
+  });
+if (ONLY.has("pgboss"))
+  contenders.push({
+    name: "pg-boss 10.4.2",
+    throughput: () => peerThroughput("pg-boss.mjs", "bench_pgboss", ["50"]),
+    latency: () => peerLatency("pg-boss.mjs", "bench_pgboss", PGBOSS_LATENCY_N, ["50"]),
+    idle: () => nodeIdle("pg-boss.mjs", "bench_pgboss", ["50"]),
+  });
+
+const loadavg = () =>
+  loadavgOf()
+    .map((x) => x.toFixed(2))
+    .join(" ");
+const loadBefore = loadavg();
+const results: Record<string, PeerResult> = {};
+for (const c of contenders) results[c.name] = { throughput: [], latency: [], idleQps: 0 };
+const resultOf = (c: Contender) => results[c.name] as PeerResult;
+// runs interleaved (A B C, A B C, …) so a change in the machine's load hits every contender alike
+for (let r = 0; r < RUNS; r++) {
+  for (const c of contenders) {
+    const jobsPerSecond = await c.throughput();
+    resultOf(c).throughput.push(jobsPerSecond);
+    log(`drain run ${r + 1}, ${c.name}: ${Math.round(jobsPerSecond)} jobs/s`);
+  }
+}
+for (const c of contenders) {
+  resultOf(c).latency = await c.latency();
+  log(`latency, ${c.name}: p50 ${percentile(resultOf(c).latency, 50).toFixed(1)} ms`);
+}
+for (const c of contenders) {
+  resultOf(c).idleQps = await c.idle();
+  log(`idle, ${c.name}: ${resultOf(c).idleQps.toFixed(1)} statements/s`);
+}
+
+const names = Object.keys(results);
+const plinth = results.Plinth;
+const fmt = (n: number, digits = 0) =>
+  n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
+const row = (label: string, cell: (r: PeerResult) => string) =>
+  `| ${label} | ${names.map((n) => cell(results[n] as PeerResult)).join(" | ")} |`;
+const lines = [
+  `| ${SLOTS} worker slots | ${names.join(" | ")} |`,
+  `| --- | ${names.map(() => "---").join(" | ")} |`,
+  row(`drain ${fmt(JOBS)} no-op jobs, jobs/s (median of ${RUNS})`, (r) => fmt(median(r.throughput))),
+  row("drain runs, jobs/s", (r) => r.throughput.map((x) => fmt(x)).join(" / ")),
+  ...(plinth
+    ? [row("Plinth drain ÷ this", (r) => `${fmt(median(plinth.throughput) / median(r.throughput), 2)}×`)]
+    : []),
+  row("enqueue→start latency p50 / p95 / p99, ms", (r) =>
+    [50, 95, 99].map((p) => fmt(percentile(r.latency, p), 1)).join(" / "),
+  ),
+  row("latency samples (sequential jobs)", (r) => fmt(r.latency.length)),
+  ...(plinth
+    ? [
+        row(
+          "this p50 ÷ Plinth p50",
+          (r) => `${fmt(percentile(r.latency, 50) / percentile(plinth.latency, 50), 2)}×`,
+        ),
+      ]
+    : []),
+  row(`idle load, statements/s (over ${IDLE_SECONDS} s)`, (r) => fmt(r.idleQps, 1)),
+];
+process.stdout.write(`\n${lines.join("\n")}\n\n`);
+process.stdout.write(
+  `load average (1/5/15 min) before: ${loadBefore}, after: ${loadavg()}; machine: ${navigator.hardwareConcurrency} CPUs, PostgreSQL ${await postgres(SERVER.toString(), { max: 1 })`show server_version`.then((r) => r[0]?.server_version)}, Bun ${Bun.version}, ${(await Bun.$`node --version`.text()).trim()}\n`,
+);
+process.exit(0);
