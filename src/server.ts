@@ -3,6 +3,7 @@ import { createApp } from "./app.ts";
 import { ConfigError } from "./config/errors.ts";
 import { type AppConfig, loadConfig } from "./config/load.ts";
 import { closeDeps, createDeps, type Deps } from "./deps.ts";
+import { tenantDomainsLoop } from "./domains/loop.ts";
 import { startBackground } from "./loops/background.ts";
 import { runMigrator } from "./migrate.ts";
 
@@ -99,7 +100,7 @@ async function main(argv: string[]): Promise<number> {
   });
 
   // after the server listens; LISTEN failing only costs wake-ups, the loops keep polling
-  const background = await startBackground(deps);
+  const background = await startBackground(deps, { loops: { tenantDomains: tenantDomainsLoop } });
 
   return new Promise<number>((resolve) => {
     let stopping = false;
