@@ -12,6 +12,7 @@ import { testConfig } from "../helpers/app.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 import { domainRow, domainSettings, EDGE_TARGET, publishRecords, uniqueHost } from "../helpers/domains.ts";
 import { createTenant } from "../helpers/identity.ts";
+import { waitFor } from "../helpers/jobs.ts";
 
 let t: TestDatabase;
 let doh: DohServer;
@@ -364,6 +365,23 @@ describe("gateway registration", () => {
     await deleteDomain(deps, tenantId, domain.id);
     expect(gateway.byHostname(domain.hostname)).toBeUndefined();
     expect(await deps.tenants.byDomain(domain.hostname)).toBeNull();
+  });
+
+  test("a domain deleted while it is being checked does not stay registered with the gateway", async () => {
+    const domain = await addDomain();
+    publishRecords(doh, domain);
+    doh.delayMs = 150;
+    const creates = gateway.creates;
+    const tick = ticker().tick();
+    try {
+      await waitFor(() => doh.queries.some((q) => q.name === domain.hostname), { what: "check started" });
+      await deleteDomain(deps, tenantId, domain.id); // nothing at the gateway yet
+    } finally {
+      doh.delayMs = 0;
+    }
+    await tick;
+    expect(gateway.creates).toBe(creates + 1); // registered after the delete, then taken off again
+    expect(gateway.byHostname(domain.hostname)).toBeUndefined();
   });
 
   test("a gateway outage keeps the domain (503) so the removal can be retried", async () => {
