@@ -23,6 +23,8 @@ export interface ClaimedDomain {
   verificationToken: string;
   gatewayHostnameId: string | null;
   checkAttempts: number;
+  /** `next_check_at` as claimed (text, full precision): a later value means a check was requested meanwhile. */
+  dueAt: string;
 }
 
 /**
@@ -45,6 +47,7 @@ export async function claimDueDomains(
     verification_token: string;
     gateway_hostname_id: string | null;
     check_attempts: number;
+    due_at: string;
   }>(
     db,
     sql`update tenant_domains d
@@ -59,7 +62,7 @@ export async function claimDueDomains(
           for update skip locked
         )
         returning d.id, d.tenant_id, d.hostname, d.status, d.verification_token, d.gateway_hostname_id,
-          d.check_attempts`,
+          d.check_attempts, d.next_check_at::text as due_at`,
   );
   return rows.map((r) => ({
     id: r.id,
@@ -69,6 +72,7 @@ export async function claimDueDomains(
     verificationToken: r.verification_token,
     gatewayHostnameId: r.gateway_hostname_id,
     checkAttempts: Number(r.check_attempts),
+    dueAt: r.due_at,
   }));
 }
 
@@ -109,10 +113,16 @@ export function createDomainTicker(deps: LoopDeps, options: DomainLoopOptions = 
   let toldIncomplete = false;
 
   /** Stores a check's result, fenced on our lease; false when the lease or the row is gone. */
-  async function finish(domain: ClaimedDomain, set: Partial<typeof tenantDomains.$inferInsert>) {
+  async function finish(
+    domain: ClaimedDomain,
+    set: Omit<Partial<typeof tenantDomains.$inferInsert>, "nextCheckAt"> & { nextCheckAt: Date },
+  ) {
+    // a check requested while we held the lease (POST …/check) wins over our backoff
+    const nextCheckAt = sql`case when ${tenantDomains.nextCheckAt} > ${domain.dueAt}::timestamptz
+      then ${tenantDomains.nextCheckAt} else ${ts(set.nextCheckAt)} end`;
     const rows = await db
       .update(tenantDomains)
-      .set({ ...set, lockedBy: null, lockedUntil: null, updatedAt: deps.clock.now() })
+      .set({ ...set, nextCheckAt, lockedBy: null, lockedUntil: null, updatedAt: deps.clock.now() })
       .where(and(eq(tenantDomains.id, domain.id), eq(tenantDomains.lockedBy, owner)))
       .returning({ id: tenantDomains.id });
     return rows.length > 0;

@@ -286,6 +286,30 @@ describe("backoff", () => {
   });
 });
 
+describe("check requests", () => {
+  test("a check requested while the domain is being checked is not lost to the backoff", async () => {
+    const domain = await addDomain(); // nothing published: it fails
+    doh.delayMs = 100;
+    const tick = ticker().tick();
+    try {
+      await waitFor(() => doh.queries.some((q) => q.name === domain.hostname), { what: "check started" });
+      clock.advance(5);
+      await requestDomainCheck(deps, tenantId, domain.id);
+    } finally {
+      doh.delayMs = 0;
+    }
+    expect(await tick).toBe(1);
+    const row = await domainRow(t.database.db, domain.id);
+    expect(row.status).toBe("Failed");
+    expect(row.nextCheckAt.toISOString()).toBe(clock.now().toISOString());
+    expect(await ticker().tick()).toBe(1);
+    // without a request, the backoff holds
+    expect((await domainRow(t.database.db, domain.id)).nextCheckAt.getTime()).toBe(
+      clock.now().getTime() + 120_000,
+    );
+  });
+});
+
 describe("configuration incomplete", () => {
   for (const missing of [
     "TenantDomains:GatewayApiKey",
