@@ -1,4 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
+import { requireTenantUser } from "../../auth/middleware.ts";
 import type { Deps } from "../../deps.ts";
 import {
   createDomain,
@@ -156,7 +157,11 @@ export function adminDomainRoutes(deps: Deps) {
 export function tenantDomainRoutes(deps: Deps) {
   const tenantId = (c: { get(key: "principal"): Parameters<typeof tenantPrincipal>[0] }) =>
     tenantPrincipal(c.get("principal")).tenantId;
-  return createRouter()
+  const router = createRouter();
+  // defence in depth: app.ts guards these paths with the owner role too
+  router.use("/api/tenant/domains", requireTenantUser(["owner"]));
+  router.use("/api/tenant/domains/*", requireTenantUser(["owner"]));
+  return router
     .openapi(tenant.create, async (c) =>
       c.json(await createDomain(deps, tenantId(c), c.req.valid("json")), 201),
     )
