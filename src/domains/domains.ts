@@ -98,7 +98,7 @@ export async function createDomain(
 }
 
 export async function listDomains(deps: DomainDeps, tenantId: string): Promise<DomainView[]> {
-  if (!isUuid(tenantId)) throw new ProblemError("not_found", "No such tenant.");
+  await getTenant(deps.database.db, tenantId);
   const rows = await deps.database.db
     .select()
     .from(tenantDomains)

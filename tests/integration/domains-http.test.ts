@@ -172,6 +172,7 @@ describe("admin endpoints", () => {
   test("unknown or malformed tenant: 404; POST …/check makes it due now; DELETE removes it", async () => {
     expect((await adminAdd(crypto.randomUUID(), uniqueHost())).status).toBe(404);
     expect((await app.request(adminBase("not-a-uuid"), auth(admin))).status).toBe(404);
+    expect((await app.request(adminBase(crypto.randomUUID()), auth(admin))).status).toBe(404);
     const created = (await (await adminAdd(a.id, uniqueHost())).json()) as DomainBody;
     const checked = await app.request(
       `${adminBase(a.id)}/${created.id}/check`,
