@@ -209,7 +209,7 @@ export function createGatewayClient(options: GatewayOptions): GatewayClient {
       if (envelope === null && id) {
         // the stored id is gone; an entry for the name made later would still serve it
         const other = await client.findByHostname(hostname);
-        if (other) return client.remove({ id: other.id, hostname });
+        if (other && other.id !== id) return client.remove({ id: other.id, hostname });
       }
       return envelope !== null;
     },
