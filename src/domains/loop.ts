@@ -99,8 +99,8 @@ export interface DomainTicker {
 
 /**
  * The work of the tenant-domain loop, one tick at a time. With the configuration incomplete it
- * claims nothing and changes nothing, and says so once in the log (again once it became complete
- * and incomplete again, which needs a restart today since configuration is read at start-up).
+ * claims nothing and changes nothing, and says so once in the log (configuration is read at
+ * start-up, so completing it takes a restart).
  */
 export function createDomainTicker(deps: LoopDeps, options: DomainLoopOptions = {}): DomainTicker {
   const settings = deps.config.settings.TenantDomains;
