@@ -12,6 +12,7 @@ import { adminProviderRoutes } from "./http/routes/admin-providers.ts";
 import { adminSecretRoutes } from "./http/routes/admin-secrets.ts";
 import { adminTenantRoutes } from "./http/routes/admin-tenants.ts";
 import { authRoutes } from "./http/routes/auth.ts";
+import { adminDomainRoutes, tenantDomainRoutes, tlsPermissionRoutes } from "./http/routes/domains.ts";
 import { healthRoutes } from "./http/routes/health.ts";
 import { tenantStorageRoutes } from "./http/routes/tenant-storage.ts";
 import { adminUserRoutes, tenantUserRoutes } from "./http/routes/users.ts";
@@ -73,6 +74,8 @@ export function createApp(deps: Deps) {
   app.use("/api/tenant/*", authenticated, requireTenantUser());
   app.use("/api/tenant/users/*", requireTenantUser(["owner"]));
   app.use("/api/tenant/users", requireTenantUser(["owner"]));
+  app.use("/api/tenant/domains/*", requireTenantUser(["owner"]));
+  app.use("/api/tenant/domains", requireTenantUser(["owner"]));
 
   app.route("/", healthRoutes(deps));
   app.route("/", wellKnownRoutes(deps));
@@ -83,6 +86,9 @@ export function createApp(deps: Deps) {
   app.route("/", adminProviderRoutes(deps));
   app.route("/", adminSecretRoutes(deps));
   app.route("/", tenantStorageRoutes(deps));
+  app.route("/", adminDomainRoutes(deps));
+  app.route("/", tenantDomainRoutes(deps));
+  app.route("/", tlsPermissionRoutes(deps));
 
   app.openAPIRegistry.registerComponent("securitySchemes", "bearer", {
     type: "http",

@@ -3,6 +3,7 @@ import { createApp } from "./app.ts";
 import { ConfigError } from "./config/errors.ts";
 import { type AppConfig, loadConfig } from "./config/load.ts";
 import { closeDeps, createDeps, type Deps } from "./deps.ts";
+import { tenantDomainsLoop } from "./domains/loop.ts";
 import { startBackground } from "./loops/background.ts";
 import { runMigrator } from "./migrate.ts";
 
@@ -112,10 +113,12 @@ async function main(argv: string[]): Promise<number> {
   });
 
   // after the server listens; LISTEN failing only costs wake-ups, the loops keep polling
-  const background = startBackground(deps).catch((error: unknown) => {
-    logger.error("background loops failed to start", { error });
-    return null;
-  });
+  const background = startBackground(deps, { loops: { tenantDomains: tenantDomainsLoop } }).catch(
+    (error: unknown) => {
+      logger.error("background loops failed to start", { error });
+      return null;
+    },
+  );
 
   const signal = await signalled;
   const timeoutMs = config.settings.Server.ShutdownTimeoutSeconds * 1000;

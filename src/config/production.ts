@@ -167,5 +167,18 @@ export function checkProduction(config: AppConfig): ConfigProblem[] {
   need("RateLimiting:Global:WindowSeconds", s.RateLimiting.Global.WindowSeconds);
   need("RateLimiting:Auth:PermitLimit", s.RateLimiting.Auth.PermitLimit);
   need("RateLimiting:Auth:WindowSeconds", s.RateLimiting.Auth.WindowSeconds);
+
+  // the gateway key travels as a Bearer token, and DNS answers decide which hosts are served
+  const domains = s.TenantDomains;
+  for (const [key, value] of [
+    ["TenantDomains:GatewayBaseUrl", domains.GatewayBaseUrl],
+    ["TenantDomains:DnsJsonEndpoint", domains.DnsJsonEndpoint],
+  ] as const)
+    if (value && new URL(value).protocol !== "https:")
+      problems.push({ key, problem: "must be an https:// URL in Production" });
+  domains.AllowedCnameTargets.forEach((target, i) => {
+    if (!isHostName(target.replace(/\.$/, "")))
+      problems.push({ key: `TenantDomains:AllowedCnameTargets:${i}`, problem: "must be a host name" });
+  });
   return problems;
 }

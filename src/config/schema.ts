@@ -112,6 +112,24 @@ export const configSchema = z.object({
       .default(null)
       .meta({ description: "TLS gateway API base (Cloudflare custom hostnames zone URL)." }),
     GatewayApiKey: z.string().nullable().default(null).meta(secret("Bearer token for the TLS gateway.")),
+    DnsTimeoutMs: int(100, 5000, "Timeout of one DNS-over-HTTPS query."),
+    GatewayTimeoutMs: int(100, 10000, "Timeout of one TLS gateway request."),
+    GatewayRetries: int(
+      0,
+      2,
+      "Extra attempts of a gateway request after a timeout, a network error, 429 or 5xx.",
+    ),
+    LeaseSeconds: int(
+      10,
+      120,
+      "How long a process holds a claimed domain; another process takes it over after that.",
+    ),
+    RetryBaseSeconds: int(
+      1,
+      60,
+      "Delay before re-checking a domain after its first failed check; each further failure doubles it.",
+    ),
+    RetryMaxSeconds: int(1, 3600, "Upper bound of the re-check delay of a failed domain."),
   }),
   SaasSubscriptions: z.object({
     Enabled: flag(true, "Runs the subscription loop."),

@@ -6,8 +6,11 @@ import { ProblemError } from "../http/errors.ts";
 import { createHostPolicy, normaliseHost } from "./hosts.ts";
 import type { TenantLookup } from "./lookup.ts";
 
-/** Paths every host may reach: orchestrators probe pods by IP, not by name. */
-const HOST_EXEMPT = new Set(["/api/health", "/api/health/ready"]);
+/**
+ * Paths every host may reach: orchestrators probe pods by IP, not by name, and a TLS edge asks
+ * for permission (domains/permission.ts) by IP before any certificate exists.
+ */
+const HOST_EXEMPT = new Set(["/api/health", "/api/health/ready", "/api/tls/permission"]);
 export const TENANT_CODE_HEADER = "x-tenant";
 
 /** Is a tenant code accepted on this path (`Tenancy:Resolution:TenantCodePaths`, prefixes)? */

@@ -40,6 +40,12 @@ describe("defaults", () => {
       JobPollSeconds: 2,
       JobParallelism: 4,
       JobBatchSize: 5,
+      JobsEnabled: true,
+      JobMaxAttempts: 10,
+      JobRetryBaseSeconds: 5,
+      JobRetryMaxSeconds: 3600,
+      JobRetentionDays: 7,
+      JobDeadRetentionDays: 30,
     });
     expect(settings.TenantDomains).toMatchObject({
       Enabled: true,

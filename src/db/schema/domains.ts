@@ -21,9 +21,13 @@ export const tenantDomains = pgTable(
     /** The CNAME target last seen in DNS. */
     cnameTarget: text(),
     gatewayHostnameId: text(),
-    /** The gateway's certificate status (e.g. pending_validation, active): DNS success is not TLS. */
+    /** The gateway's hostname status (`result.status`, e.g. pending, active). */
+    gatewayStatus: text(),
+    /** The gateway's certificate status (`result.ssl.status`, e.g. pending_validation, active): DNS success is not TLS. */
     tlsStatus: text(),
     lastCheckedAt: timestamp({ withTimezone: true }),
+    /** Stable code of the last failure (see src/domains/verify.ts `failureCodes`). */
+    lastFailureCode: text(),
     lastFailureReason: text(),
     nextCheckAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
     checkAttempts: integer().notNull().default(0),
@@ -34,6 +38,9 @@ export const tenantDomains = pgTable(
   },
   (t) => [
     index("tenant_domains_tenant_idx").on(t.tenantId),
-    index("tenant_domains_due_idx").on(t.nextCheckAt).where(sql`${t.status} in ('Pending', 'Failed')`),
+    // the loop's claim predicate: unverified domains, and Active ones whose certificate is not issued yet
+    index("tenant_domains_due_idx")
+      .on(t.nextCheckAt)
+      .where(sql`${t.status} <> 'Active' or ${t.tlsStatus} is distinct from 'active'`),
   ],
 );

@@ -1,0 +1,286 @@
+import { hostname as machineName } from "node:os";
+import { and, eq, type SQL, sql } from "drizzle-orm";
+import { type Executor, execute } from "../db/client.ts";
+import { tenantDomains } from "../db/schema/index.ts";
+import type { Deps } from "../deps.ts";
+import { intervalLoop, type LoopFactory } from "../loops/background.ts";
+import { createIntervalRunner, type IntervalRunner } from "../loops/interval-runner.ts";
+import type { DnsResolver } from "./dns.ts";
+import type { GatewayClient } from "./gateway.ts";
+import { verificationRecordName } from "./hostnames.ts";
+import { cnameTargets, dnsResolver, gatewayClient, missingDomainSettings, retryDelayMs } from "./settings.ts";
+import { type CheckOutcome, checkDomain } from "./verify.ts";
+
+const ts = (date: Date): SQL => sql`${date.toISOString()}::timestamptz`;
+/** Checks run at once per tick within one process (each is a few DNS and gateway requests). */
+const PARALLEL_CHECKS = 8;
+
+export interface ClaimedDomain {
+  id: string;
+  tenantId: string;
+  hostname: string;
+  status: "Pending" | "Failed" | "Active";
+  verificationToken: string;
+  gatewayHostnameId: string | null;
+  checkAttempts: number;
+  /** `next_check_at` as claimed (text, full precision): a later value means a check was requested meanwhile. */
+  dueAt: string;
+}
+
+/**
+ * Claims up to `limit` due domains for `owner` until `now + leaseMs`: Pending and Failed ones to
+ * verify, and Active ones whose certificate is not issued yet to refresh the TLS status. Any
+ * number of processes may run this at once (`for update skip locked`, no leader): a row is
+ * checked by one process at a time, and an expired lease (a crashed process) is taken over.
+ */
+export async function claimDueDomains(
+  db: Executor,
+  input: { owner: string; now: Date; leaseMs: number; limit: number },
+): Promise<ClaimedDomain[]> {
+  const now = ts(input.now);
+  const until = ts(new Date(input.now.getTime() + input.leaseMs));
+  const rows = await execute<{
+    id: string;
+    tenant_id: string;
+    hostname: string;
+    status: ClaimedDomain["status"];
+    verification_token: string;
+    gateway_hostname_id: string | null;
+    check_attempts: number;
+    due_at: string;
+  }>(
+    db,
+    sql`update tenant_domains d
+        set locked_by = ${input.owner}, locked_until = ${until}
+        where d.id in (
+          select id from tenant_domains
+          where (status <> 'Active' or tls_status is distinct from 'active')
+            and next_check_at <= ${now}
+            and (locked_until is null or locked_until <= ${now})
+          order by next_check_at
+          limit ${input.limit}
+          for update skip locked
+        )
+        returning d.id, d.tenant_id, d.hostname, d.status, d.verification_token, d.gateway_hostname_id,
+          d.check_attempts, d.next_check_at::text as due_at`,
+  );
+  return rows.map((r) => ({
+    id: r.id,
+    tenantId: r.tenant_id,
+    hostname: r.hostname,
+    status: r.status,
+    verificationToken: r.verification_token,
+    gatewayHostnameId: r.gateway_hostname_id,
+    checkAttempts: Number(r.check_attempts),
+    dueAt: r.due_at,
+  }));
+}
+
+export type LoopDeps = Pick<Deps, "database" | "clock" | "config" | "tenants" | "logger">;
+
+export interface DomainLoopOptions {
+  /** Lease owner id; default `<host>:<pid>:<random>`. */
+  owner?: string;
+  /** Test seams: services built from configuration otherwise. */
+  resolver?: DnsResolver;
+  gateway?: GatewayClient;
+  /** Called after each domain a tick handled (tests observe progress without sleeping). */
+  onChecked?: (
+    domain: ClaimedDomain,
+    result: { status: ClaimedDomain["status"]; code: string | null },
+  ) => void;
+}
+
+export interface DomainTicker {
+  owner: string;
+  /** One round: claims a batch and checks it; resolves how many domains it handled. */
+  tick(): Promise<number>;
+}
+
+/**
+ * The work of the tenant-domain loop, one tick at a time. With the configuration incomplete it
+ * claims nothing and changes nothing, and says so once in the log (configuration is read at
+ * start-up, so completing it takes a restart).
+ */
+export function createDomainTicker(deps: LoopDeps, options: DomainLoopOptions = {}): DomainTicker {
+  const settings = deps.config.settings.TenantDomains;
+  const owner = options.owner ?? `${machineName()}:${process.pid}:${crypto.randomUUID().slice(0, 8)}`;
+  const missing = missingDomainSettings(settings);
+  const resolver = options.resolver ?? dnsResolver(settings);
+  const gateway = options.gateway ?? gatewayClient(settings, deps.logger);
+  const targets = cnameTargets(settings);
+  const db = deps.database.db;
+  let toldIncomplete = false;
+
+  /** Stores a check's result, fenced on our lease; false when the lease or the row is gone. */
+  async function finish(
+    domain: ClaimedDomain,
+    set: Omit<Partial<typeof tenantDomains.$inferInsert>, "nextCheckAt"> & { nextCheckAt: Date },
+  ) {
+    // a check requested while we held the lease (POST …/check) wins over our backoff
+    const nextCheckAt = sql`case when ${tenantDomains.nextCheckAt} > ${domain.dueAt}::timestamptz
+      then ${tenantDomains.nextCheckAt} else ${ts(set.nextCheckAt)} end`;
+    const rows = await db
+      .update(tenantDomains)
+      .set({ ...set, nextCheckAt, lockedBy: null, lockedUntil: null, updatedAt: deps.clock.now() })
+      .where(and(eq(tenantDomains.id, domain.id), eq(tenantDomains.lockedBy, owner)))
+      .returning({ id: tenantDomains.id });
+    return rows.length > 0;
+  }
+
+  async function verify(domain: ClaimedDomain, services: { resolver: DnsResolver; gateway: GatewayClient }) {
+    const outcome: CheckOutcome = await checkDomain(services, {
+      hostname: domain.hostname,
+      token: domain.verificationToken,
+      recordName: verificationRecordName(settings.VerificationRecordPrefix, domain.hostname),
+      targets,
+    });
+    const now = deps.clock.now();
+    if (outcome.ok) {
+      const stored = await finish(domain, {
+        status: "Active",
+        cnameTarget: outcome.cnameTarget,
+        gatewayHostnameId: outcome.gateway.id,
+        gatewayStatus: outcome.gateway.status,
+        tlsStatus: outcome.gateway.sslStatus,
+        lastCheckedAt: now,
+        lastFailureCode: null,
+        lastFailureReason: null,
+        checkAttempts: 0,
+        activatedAt: now,
+        // the certificate is usually still pending: refresh its status soon
+        nextCheckAt: new Date(now.getTime() + retryDelayMs(settings, 1)),
+      });
+      if (!stored) await abandoned(domain, services.gateway, outcome.gateway.id);
+      else {
+        deps.tenants.clear();
+        deps.logger.info("tenant domain active", {
+          domainId: domain.id,
+          tenantId: domain.tenantId,
+          hostname: domain.hostname,
+          tlsStatus: outcome.gateway.sslStatus,
+        });
+      }
+      return { status: "Active" as const, code: null };
+    }
+    const attempts = domain.checkAttempts + 1;
+    const stored = await finish(domain, {
+      status: "Failed",
+      cnameTarget: outcome.cnameTarget,
+      lastCheckedAt: now,
+      lastFailureCode: outcome.code,
+      lastFailureReason: outcome.reason,
+      checkAttempts: attempts,
+      nextCheckAt: new Date(now.getTime() + retryDelayMs(settings, attempts)),
+    });
+    if (stored) {
+      if (domain.status !== "Failed") deps.tenants.clear();
+      deps.logger.info("tenant domain check failed", {
+        domainId: domain.id,
+        hostname: domain.hostname,
+        code: outcome.code,
+        attempts,
+      });
+    }
+    return { status: "Failed" as const, code: outcome.code };
+  }
+
+  /** The domain was deleted while we registered it: take it off the gateway again. */
+  async function abandoned(domain: ClaimedDomain, gw: GatewayClient, gatewayId: string) {
+    const [row] = await db
+      .select({ id: tenantDomains.id })
+      .from(tenantDomains)
+      .where(eq(tenantDomains.id, domain.id));
+    if (row) return; // another process took over after our lease ran out; it owns the result
+    await gw.remove({ id: gatewayId, hostname: domain.hostname }).catch((error: unknown) =>
+      deps.logger.warn("could not remove the gateway entry of a deleted domain", {
+        hostname: domain.hostname,
+        error: (error as Error).message,
+      }),
+    );
+  }
+
+  /** An Active domain whose certificate is not issued yet: refresh the gateway's statuses. */
+  async function refreshTls(domain: ClaimedDomain, gw: GatewayClient) {
+    const now = deps.clock.now();
+    const attempts = domain.checkAttempts + 1;
+    try {
+      const entry =
+        (domain.gatewayHostnameId ? await gw.get(domain.gatewayHostnameId) : null) ??
+        (await gw.ensure(domain.hostname));
+      await finish(domain, {
+        gatewayHostnameId: entry.id,
+        gatewayStatus: entry.status,
+        tlsStatus: entry.sslStatus,
+        lastCheckedAt: now,
+        checkAttempts: attempts,
+        nextCheckAt: new Date(now.getTime() + retryDelayMs(settings, attempts)),
+      });
+      return { status: "Active" as const, code: null };
+    } catch (error) {
+      deps.logger.warn("tenant domain TLS status not refreshed", {
+        domainId: domain.id,
+        error: (error as Error).message,
+      });
+      await finish(domain, {
+        lastCheckedAt: now,
+        checkAttempts: attempts,
+        nextCheckAt: new Date(now.getTime() + retryDelayMs(settings, attempts)),
+      });
+      return { status: "Active" as const, code: "gateway_error" };
+    }
+  }
+
+  return {
+    owner,
+    async tick() {
+      if (missing.length > 0 || !gateway) {
+        if (!toldIncomplete) {
+          toldIncomplete = true;
+          deps.logger.warn("tenant domains are not verified: configuration incomplete", { missing });
+        }
+        return 0;
+      }
+      const claimed = await claimDueDomains(db, {
+        owner,
+        now: deps.clock.now(),
+        leaseMs: settings.LeaseSeconds * 1000,
+        limit: settings.BatchSize,
+      });
+      const queue = [...claimed];
+      const services = { resolver, gateway };
+      const worker = async () => {
+        for (let domain = queue.shift(); domain; domain = queue.shift()) {
+          try {
+            const result =
+              domain.status === "Active" ? await refreshTls(domain, gateway) : await verify(domain, services);
+            options.onChecked?.(domain, result);
+          } catch (error) {
+            // the lease runs out and the domain is checked again; the others of the batch go on
+            deps.logger.error("tenant domain check crashed", {
+              domainId: domain.id,
+              error: (error as Error).message,
+            });
+          }
+        }
+      };
+      await Promise.all(Array.from({ length: Math.min(PARALLEL_CHECKS, claimed.length) }, worker));
+      return claimed.length;
+    },
+  };
+}
+
+/** The loop runner of a process: ticks every `PollSeconds`, at once again while batches come back full. */
+export function createDomainLoop(deps: LoopDeps, options: DomainLoopOptions = {}): IntervalRunner {
+  const ticker = createDomainTicker(deps, options);
+  const batch = deps.config.settings.TenantDomains.BatchSize;
+  return createIntervalRunner({
+    name: "tenantDomains",
+    intervalMs: deps.config.settings.TenantDomains.PollSeconds * 1000,
+    tick: async () => (await ticker.tick()) >= batch,
+    logger: deps.logger,
+  });
+}
+
+/** `startBackground(deps, { loops: { tenantDomains: tenantDomainsLoop } })` */
+export const tenantDomainsLoop: LoopFactory = (deps) => intervalLoop("tenantDomains", createDomainLoop(deps));

@@ -1,0 +1,22 @@
+import type { Deps } from "../deps.ts";
+import { ProblemError } from "../http/errors.ts";
+import { normaliseHost } from "../tenancy/hosts.ts";
+
+/**
+ * The on-demand TLS question of an edge (Caddy's `ask`): may a certificate be issued for this
+ * name? Yes only for the platform host and Active domains of Active tenants. Answers come from
+ * the tenant lookup's in-process cache (30 s, unknown names too), so a flood of made-up names
+ * costs one indexed query per name and window; a domain activated by another process is allowed
+ * within 30 s.
+ */
+export function tlsPermission(deps: Pick<Deps, "config" | "tenants">) {
+  const platform = normaliseHost(deps.config.settings.Tenancy.Resolution.PlatformHost);
+  return async (raw: string): Promise<string> => {
+    const domain = normaliseHost(raw);
+    if (domain && !domain.startsWith("[") && domain.length <= 253) {
+      if (domain === platform) return domain;
+      if (await deps.tenants.byDomain(domain)) return domain;
+    }
+    throw new ProblemError("not_found", "No certificate is issued for this name.");
+  };
+}

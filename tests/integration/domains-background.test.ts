@@ -1,0 +1,61 @@
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { createDeps } from "../../src/deps.ts";
+import { createDomain } from "../../src/domains/domains.ts";
+import { tenantDomainsLoop } from "../../src/domains/loop.ts";
+import { startBackground } from "../../src/loops/background.ts";
+import { type DohServer, startDohServer } from "../fixtures/doh-server.ts";
+import { type GatewayServer, startGatewayServer } from "../fixtures/gateway-server.ts";
+import { testConfig } from "../helpers/app.ts";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { domainRow, domainSettings, publishRecords, uniqueHost } from "../helpers/domains.ts";
+import { createTenant } from "../helpers/identity.ts";
+import { waitFor } from "../helpers/jobs.ts";
+
+let t: TestDatabase;
+let doh: DohServer;
+let gateway: GatewayServer;
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  doh = startDohServer();
+  gateway = startGatewayServer();
+}, 60_000);
+
+afterAll(async () => {
+  await doh.stop();
+  await gateway.stop();
+  await t.drop();
+}, 60_000);
+
+async function start(extra: Record<string, string>) {
+  const config = testConfig({
+    settings: { "BackgroundProcessing:JobsEnabled": "false", ...domainSettings(doh, gateway, extra) },
+  });
+  const deps = await createDeps(config, { database: t.database, logWrite: () => {} });
+  const background = await startBackground(deps, { loops: { tenantDomains: tenantDomainsLoop } });
+  return { deps, background };
+}
+
+test("the server's loop factory runs the domain loop: a published domain goes Active", async () => {
+  const { deps, background } = await start({ "TenantDomains:PollSeconds": "1" });
+  try {
+    expect(background.loops.map((l) => l.name)).toContain("tenantDomains");
+    const tenant = await createTenant(t.database.db);
+    const domain = await createDomain(deps, tenant.id, { hostname: uniqueHost("bg") });
+    publishRecords(doh, domain);
+    await waitFor(async () => (await domainRow(t.database.db, domain.id)).status === "Active", {
+      what: "domain Active",
+    });
+  } finally {
+    await background.stop(1_000);
+  }
+});
+
+test("TenantDomains:Enabled=false: the loop does not run", async () => {
+  const { background } = await start({ "TenantDomains:Enabled": "false" });
+  try {
+    expect(background.loops.map((l) => l.name)).not.toContain("tenantDomains");
+  } finally {
+    await background.stop(1_000);
+  }
+});
