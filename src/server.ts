@@ -3,7 +3,11 @@ import { createApp } from "./app.ts";
 import { ConfigError } from "./config/errors.ts";
 import { type AppConfig, loadConfig } from "./config/load.ts";
 import { closeDeps, createDeps, type Deps } from "./deps.ts";
+import { billingJobs } from "./billing/notifications.ts";
+import { createJobRegistry } from "./jobs/registry.ts";
 import { startBackground } from "./loops/background.ts";
+import { subscriptionsLoop } from "./loops/subscriptions-loop.ts";
+import { usageReconciliationLoop } from "./loops/usage-reconciliation-loop.ts";
 import { runMigrator } from "./migrate.ts";
 
 const HELP = `Usage: bun run start [--migrate] [--embedded]
@@ -99,7 +103,10 @@ async function main(argv: string[]): Promise<number> {
   });
 
   // after the server listens; LISTEN failing only costs wake-ups, the loops keep polling
-  const background = await startBackground(deps);
+  const background = await startBackground(deps, {
+    registry: createJobRegistry([...billingJobs(logger)]),
+    loops: { subscriptions: subscriptionsLoop(), usageReconciliation: usageReconciliationLoop() },
+  });
 
   return new Promise<number>((resolve) => {
     let stopping = false;

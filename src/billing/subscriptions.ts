@@ -422,3 +422,66 @@ export async function applySubscriptionEvent(
   if (result.changed) await invalidate(deps.cache, [tenantFeaturesKey(tenantId)], { logger: deps.logger });
   return result;
 }
+
+export interface SubscriptionPassResult {
+  changed: TransitionResult[];
+  /** A full batch was due: run again at once. */
+  more: boolean;
+}
+
+/**
+ * One batch of the subscription loop: trialing/active subscriptions whose period ended unpaid become
+ * `past_due`; `past_due` ones whose grace ran out (at exactly `PastDueGraceDays` × 24 h after
+ * `past_due_since`) become `suspended`. Rows are claimed `FOR UPDATE SKIP LOCKED`, so any number of
+ * processes can run it; a second pass finds nothing left to do. Each change goes through
+ * `applyEventInTx` (history, notification job) and drops the tenant's cached features after commit.
+ */
+export async function runSubscriptionBatch(
+  deps: BillingDeps,
+  options: { batchSize: number },
+): Promise<SubscriptionPassResult> {
+  const context = transitionContext(deps);
+  const now = context.clock.now();
+  const graceCutoff = new Date(now.getTime() - context.graceDays * DAY_MS);
+  const { changed, claimed } = await deps.database.db.transaction(async (tx) => {
+    const due = await tx
+      .select({ tenantId: subscriptions.tenantId, status: subscriptions.status })
+      .from(subscriptions)
+      .where(
+        sql`(${subscriptions.status} in ('trialing', 'active') and ${subscriptions.currentPeriodEnd} <= ${now.toISOString()}::timestamptz)
+          or (${subscriptions.status} = 'past_due' and ${subscriptions.pastDueSince} <= ${graceCutoff.toISOString()}::timestamptz)`,
+      )
+      .orderBy(subscriptions.updatedAt)
+      .limit(options.batchSize)
+      .for("update", { skipLocked: true });
+    const results: TransitionResult[] = [];
+    for (const row of due) {
+      const event: SubscriptionEvent = row.status === "past_due" ? "grace_expired" : "period_ended_unpaid";
+      try {
+        // a savepoint per subscription: one that cannot move does not hold up the batch
+        results.push(
+          await tx.transaction((sp) => applyEventInTx(sp, context, row.tenantId, { event, source: "loop" })),
+        );
+      } catch (error) {
+        deps.logger.warn("subscription transition failed", {
+          tenantId: row.tenantId,
+          event,
+          error: error instanceof Error ? error.message : String(error),
+        });
+      }
+    }
+    return { changed: results, claimed: due.length };
+  });
+  if (changed.length > 0) {
+    await invalidate(
+      deps.cache,
+      changed.map((r) => tenantFeaturesKey(r.subscription.tenantId)),
+      { logger: deps.logger },
+    );
+    deps.logger.info("subscriptions moved by the loop", {
+      count: changed.length,
+      moves: changed.map((r) => ({ tenantId: r.subscription.tenantId, from: r.from, to: r.to })),
+    });
+  }
+  return { changed, more: claimed >= options.batchSize && changed.length > 0 };
+}
