@@ -12,6 +12,12 @@ import { adminProviderRoutes } from "./http/routes/admin-providers.ts";
 import { adminSecretRoutes } from "./http/routes/admin-secrets.ts";
 import { adminTenantRoutes } from "./http/routes/admin-tenants.ts";
 import { authRoutes } from "./http/routes/auth.ts";
+import {
+  adminBillingRoutes,
+  paymentWebhookRoutes,
+  planRoutes,
+  tenantBillingRoutes,
+} from "./http/routes/billing.ts";
 import { healthRoutes } from "./http/routes/health.ts";
 import { tenantStorageRoutes } from "./http/routes/tenant-storage.ts";
 import { adminUserRoutes, tenantUserRoutes } from "./http/routes/users.ts";
@@ -83,6 +89,10 @@ export function createApp(deps: Deps) {
   app.route("/", adminProviderRoutes(deps));
   app.route("/", adminSecretRoutes(deps));
   app.route("/", tenantStorageRoutes(deps));
+  app.route("/", adminBillingRoutes(deps));
+  app.route("/", tenantBillingRoutes(deps));
+  app.route("/", planRoutes(deps));
+  app.route("/", paymentWebhookRoutes(deps));
 
   app.openAPIRegistry.registerComponent("securitySchemes", "bearer", {
     type: "http",

@@ -1,9 +1,9 @@
 import { parseArgs } from "node:util";
 import { createApp } from "./app.ts";
+import { billingJobs } from "./billing/notifications.ts";
 import { ConfigError } from "./config/errors.ts";
 import { type AppConfig, loadConfig } from "./config/load.ts";
 import { closeDeps, createDeps, type Deps } from "./deps.ts";
-import { billingJobs } from "./billing/notifications.ts";
 import { createJobRegistry } from "./jobs/registry.ts";
 import { startBackground } from "./loops/background.ts";
 import { subscriptionsLoop } from "./loops/subscriptions-loop.ts";
