@@ -59,13 +59,14 @@ describe("recording", () => {
   test("concurrent recording keeps the ledger and the counter exact; duplicate keys count once", async () => {
     const tenant = await createTenant(db());
     await currentUsage(deps, tenant.id, "api_calls", "month"); // builds the (empty) counter
+    // every fourth call repeats the previous one's key and quantity: a retried request
+    const keyOf = (i: number) => (i % 4 === 3 ? i - 1 : i);
     const calls = Array.from({ length: 200 }, (_, i) =>
       recordUsage(deps, {
         tenantId: tenant.id,
         feature: "api_calls",
-        quantity: (i % 3) + 1,
-        // every fourth call repeats an earlier key: a retried request
-        idempotencyKey: `req-${i % 4 === 3 ? i - 1 : i}`,
+        quantity: (keyOf(i) % 3) + 1,
+        idempotencyKey: `req-${keyOf(i)}`,
       }),
     );
     const results = await Promise.all(calls);
