@@ -53,7 +53,7 @@ async function meteredFeature(deps: UsageDeps, key: string): Promise<UsagePeriod
       featurePeriods.set(key, row);
     }
   }
-  if (!entry || entry.kind !== "metered")
+  if (entry?.kind !== "metered")
     throw new ProblemError("validation_failed", "Not a metered feature.", {
       errors: [{ path: "feature", message: `"${key}" is not a metered feature` }],
     });
