@@ -336,7 +336,7 @@ export async function applyEventInTx(
       .values({ tenantId, ...next, createdAt: now, updatedAt: now })
       .onConflictDoNothing({ target: subscriptions.tenantId })
       .returning();
-    if (!row) throw new ProblemError("conflict", "The subscription was created concurrently; retry.");
+    if (!row) throw new ConcurrentCreateError();
   }
   if (!row) throw new Error("subscription write returned no row");
 
@@ -378,6 +378,13 @@ export async function applyEventInTx(
   return { subscription: row, changed: true, from, to: row.status, historyId: history.id };
 }
 
+/** Another transaction created the tenant's first subscription meanwhile: the event is retried on it. */
+class ConcurrentCreateError extends ProblemError {
+  constructor() {
+    super("conflict", "The subscription was created concurrently; retry.");
+  }
+}
+
 function isUniqueViolation(error: unknown, constraint: string): boolean {
   for (let e: unknown = error; e; e = (e as { cause?: unknown }).cause) {
     const pg = e as { code?: string; constraint_name?: string; constraint?: string; message?: string };
@@ -403,7 +410,11 @@ export async function applySubscriptionEvent(
   await getTenant(db, tenantId);
   let result: TransitionResult;
   try {
-    result = await db.transaction((tx) => applyEventInTx(tx, transitionContext(deps), tenantId, input));
+    const attempt = () => db.transaction((tx) => applyEventInTx(tx, transitionContext(deps), tenantId, input));
+    result = await attempt().catch((error: unknown) => {
+      if (error instanceof ConcurrentCreateError) return attempt();
+      throw error;
+    });
   } catch (error) {
     // two deliveries of one external event raced past the duplicate check: the second changes nothing
     if (input.externalEventId && isUniqueViolation(error, "subscription_history_external_event_idx")) {

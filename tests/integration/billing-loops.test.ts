@@ -1,11 +1,14 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { eq } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
+import { billingJobs } from "../../src/billing/notifications.ts";
 import { applySubscriptionEvent, DAY_MS } from "../../src/billing/subscriptions.ts";
 import { ManualClock } from "../../src/clock.ts";
-import { subscriptions } from "../../src/db/schema/index.ts";
+import { backgroundJobs, subscriptions } from "../../src/db/schema/index.ts";
+import { createJobRegistry } from "../../src/jobs/registry.ts";
 import { startBackground } from "../../src/loops/background.ts";
 import { subscriptionsLoop } from "../../src/loops/subscriptions-loop.ts";
 import { usageReconciliationLoop } from "../../src/loops/usage-reconciliation-loop.ts";
+import { createLogger } from "../../src/telemetry/logger.ts";
 import { periodAt, usageCounterKey } from "../../src/usage/counters.ts";
 import { currentUsage, recordUsage } from "../../src/usage/ledger.ts";
 import { testConfig, testDeps } from "../helpers/app.ts";
@@ -84,6 +87,35 @@ test("each loop's own flag and the master switch turn it off", async () => {
     );
     const background = await startBackground(deps, { loops });
     expect(background.loops.map((l) => l.name)).toEqual([...expected]);
+    await background.stop(1_000);
+  }
+});
+
+test("the job loop runs billing.subscription_changed with the registry the server uses", async () => {
+  const logs: string[] = [];
+  const deps = await testDeps(testConfig({ cacheUrl: null, settings: { "Logging:Level": "info" } }), {
+    database: t.database,
+    clock: new ManualClock(),
+  });
+  const logger = createLogger({ level: "info", redactor: deps.redactor, write: (line) => logs.push(line) });
+  const tenant = await createTenant(t.database.db);
+  await applySubscriptionEvent(deps, tenant.id, { event: "start_trial", source: "admin", plan: "pro" });
+  const background = await startBackground(deps, { registry: createJobRegistry(billingJobs(logger)) });
+  try {
+    await waitFor(
+      async () => {
+        const rows = await t.database.db
+          .select({ status: backgroundJobs.status })
+          .from(backgroundJobs)
+          .where(
+            sql`${backgroundJobs.kind} = 'billing.subscription_changed' and ${backgroundJobs.payload}->>'tenantId' = ${tenant.id}`,
+          );
+        return rows[0]?.status === "succeeded";
+      },
+      { what: "the notification job" },
+    );
+    expect(logs.some((l) => l.includes("subscription changed") && l.includes(tenant.id))).toBe(true);
+  } finally {
     await background.stop(1_000);
   }
 });

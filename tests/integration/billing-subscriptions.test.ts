@@ -153,6 +153,27 @@ describe("transition effects", () => {
     }
   });
 
+  test("concurrent deliveries of one provider event apply it once, even for a tenant without a subscription", async () => {
+    const tenantId = await tenantIn("none");
+    const results = await Promise.all(
+      Array.from({ length: 6 }, () =>
+        applySubscriptionEvent(deps, tenantId, {
+          event: "activate",
+          source: "webhook",
+          plan: "pro",
+          externalEventId: "evt_same",
+        }),
+      ),
+    );
+    expect(results.filter((r) => r.changed)).toHaveLength(1);
+    expect(results.every((r) => r.subscription.status === "active")).toBe(true);
+    const history = await db()
+      .select()
+      .from(subscriptionHistory)
+      .where(eq(subscriptionHistory.tenantId, tenantId));
+    expect(history).toHaveLength(1);
+  });
+
   test("a system plan (the suspended set) and unknown plans cannot be assigned", async () => {
     const tenantId = await tenantIn("active");
     for (const plan of ["suspended", "no-such-plan"]) {
