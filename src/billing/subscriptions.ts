@@ -410,7 +410,8 @@ export async function applySubscriptionEvent(
   await getTenant(db, tenantId);
   let result: TransitionResult;
   try {
-    const attempt = () => db.transaction((tx) => applyEventInTx(tx, transitionContext(deps), tenantId, input));
+    const attempt = () =>
+      db.transaction((tx) => applyEventInTx(tx, transitionContext(deps), tenantId, input));
     result = await attempt().catch((error: unknown) => {
       if (error instanceof ConcurrentCreateError) return attempt();
       throw error;

@@ -47,7 +47,11 @@ export const incrIfExistsScript = defineScript(
 return false`,
 );
 
-const LOCK_SPACE = 7_400_201;
+export const LOCK_SPACE = 7_400_201;
+
+export function counterLockName(tenantId: string, featureKey: string, window: UsagePeriodWindow): string {
+  return `${tenantId}:${featureKey}:${window.label}`;
+}
 
 /**
  * Serialises counter writes against rebuilds of one tenant × feature × period: recorders take the
@@ -61,7 +65,7 @@ export async function lockCounter(
   window: UsagePeriodWindow,
   mode: "shared" | "exclusive",
 ): Promise<void> {
-  const name = `${tenantId}:${featureKey}:${window.label}`;
+  const name = counterLockName(tenantId, featureKey, window);
   if (mode === "shared")
     await execute(tx, sql`select pg_advisory_xact_lock_shared(${LOCK_SPACE}, hashtext(${name}))`);
   else await execute(tx, sql`select pg_advisory_xact_lock(${LOCK_SPACE}, hashtext(${name}))`);

@@ -1,13 +1,15 @@
-import { desc, eq } from "drizzle-orm";
+import { desc, eq, sql } from "drizzle-orm";
 import type { Cache } from "../cache/port.ts";
 import type { Clock } from "../clock.ts";
-import type { Database } from "../db/client.ts";
-import { features, type UsagePeriod, usageCounters, usageEvents } from "../db/schema/billing.ts";
+import { type Database, execute } from "../db/client.ts";
+import { features, type UsagePeriod, usageEvents } from "../db/schema/billing.ts";
 import { ProblemError } from "../http/errors.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import {
+  counterLockName,
   counterTtlSeconds,
   incrIfExistsScript,
+  LOCK_SPACE,
   ledgerTotal,
   lockCounter,
   periodAt,
@@ -85,34 +87,34 @@ export async function recordUsage(deps: UsageDeps, input: RecordUsageInput): Pro
   const now = deps.clock.now();
   const window = periodAt(period, now);
   const key = usageCounterKey(input.tenantId, input.feature, window);
+  const nowText = now.toISOString();
+  const startText = window.start.toISOString();
   return deps.database.db.transaction(async (tx) => {
-    await lockCounter(tx, input.tenantId, input.feature, window, "shared");
-    const inserted = await tx
-      .insert(usageEvents)
-      .values({
-        tenantId: input.tenantId,
-        featureKey: input.feature,
-        periodStart: window.start,
-        quantity: input.quantity,
-        idempotencyKey: input.idempotencyKey,
-        occurredAt: now,
-      })
-      .onConflictDoNothing({ target: [usageEvents.tenantId, usageEvents.idempotencyKey] })
-      .returning({ id: usageEvents.id });
-    if (inserted.length === 0) return { recorded: false, counter: null, period: window.label };
-    await tx
-      .insert(usageCounters)
-      .values({
-        tenantId: input.tenantId,
-        featureKey: input.feature,
-        periodStart: window.start,
-        periodEnd: window.end,
-        createdAt: now,
-        updatedAt: now,
-      })
-      .onConflictDoNothing({
-        target: [usageCounters.tenantId, usageCounters.featureKey, usageCounters.periodStart],
-      });
+    // one statement: the shared counter lock first (the inserts read from it), the event, and the
+    // counter row reconciliation claims; the lock is held until commit, after the cache increment
+    const [row] = await execute<{ inserted: number }>(
+      tx,
+      sql`with locked as materialized (
+            select pg_advisory_xact_lock_shared(${LOCK_SPACE}, hashtext(${counterLockName(input.tenantId, input.feature, window)}))
+          ),
+          inserted as (
+            insert into usage_events (tenant_id, feature_key, period_start, quantity, idempotency_key, occurred_at)
+            select ${input.tenantId}::uuid, ${input.feature}, ${startText}::timestamptz, ${input.quantity}::bigint,
+                   ${input.idempotencyKey}, ${nowText}::timestamptz
+            from locked
+            on conflict (tenant_id, idempotency_key) do nothing
+            returning id
+          ),
+          counter as (
+            insert into usage_counters (tenant_id, feature_key, period_start, period_end, created_at, updated_at)
+            select ${input.tenantId}::uuid, ${input.feature}, ${startText}::timestamptz, ${window.end?.toISOString() ?? null}::timestamptz,
+                   ${nowText}::timestamptz, ${nowText}::timestamptz
+            from inserted
+            on conflict (tenant_id, feature_key, period_start) do nothing
+          )
+          select count(*)::int as inserted from inserted`,
+    );
+    if (!row || Number(row.inserted) === 0) return { recorded: false, counter: null, period: window.label };
     let counter: number | null = null;
     if (deps.cache) {
       try {
