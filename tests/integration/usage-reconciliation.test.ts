@@ -163,6 +163,38 @@ describe("recording", () => {
   });
 });
 
+describe("cache outage", () => {
+  test("recording still lands in the ledger and limits read the ledger; reconciliation fixes the counter later", async () => {
+    const down = await testDeps(testConfig({ cacheUrl: "redis://127.0.0.1:1" }), {
+      database: t.database,
+      clock,
+      cachePrefix: prefix,
+      waitForCache: false,
+    });
+    try {
+      const tenant = await createTenant(db());
+      await currentUsage(deps, tenant.id, "api_calls", "month"); // counter built (0) while the cache was up
+      const result = await recordUsage(down, {
+        tenantId: tenant.id,
+        feature: "api_calls",
+        quantity: 4,
+        idempotencyKey: "outage",
+      });
+      expect(result).toMatchObject({ recorded: true, counter: null });
+      expect(await currentUsage(down, tenant.id, "api_calls", "month")).toBe(4);
+      expect(Number(await raw.client.get(monthKey(tenant.id)))).toBe(0); // the increment was lost
+      clock.advance(INTERVAL_MS);
+      const pass = await reconcileUsage(deps, { batchSize: 100, intervalMs: INTERVAL_MS });
+      expect(pass.corrections.find((c) => c.tenantId === tenant.id)).toMatchObject({
+        cachedBefore: 0,
+        ledgerTotal: 4,
+      });
+    } finally {
+      await down.cache?.close();
+    }
+  });
+});
+
 describe("reconciliation", () => {
   async function tenantWithUsage(quantity: number) {
     const tenant = await createTenant(db());
