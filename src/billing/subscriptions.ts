@@ -272,6 +272,10 @@ export async function applyEventInTx(
     });
   const plan = await assignablePlan(tx, planCode);
   const paid = plan.priceCents > 0;
+  if (input.event === "start_trial" && !paid)
+    throw new ProblemError("validation_failed", "A trial needs a paid plan.", {
+      errors: [{ path: "plan", message: `"${plan.code}" is free` }],
+    });
 
   const next = {
     planCode: plan.code,
@@ -297,7 +301,7 @@ export async function applyEventInTx(
       if (input.event === "start_trial")
         newPeriod((start) => new Date(start.getTime() + DEFAULT_TRIAL_DAYS * DAY_MS));
       else if (input.event === "change_plan" && !paid) {
-        // a trial of the free plan is just the free plan
+        // moving a trial to a free plan ends the trial (documented beside the table)
         next.status = "active";
         newPeriod(() => null);
       }
@@ -385,14 +389,13 @@ class ConcurrentCreateError extends ProblemError {
   }
 }
 
+/** A unique violation of `constraint`, from postgres.js or PGlite, possibly wrapped by Drizzle (`cause`). */
 function isUniqueViolation(error: unknown, constraint: string): boolean {
-  for (let e: unknown = error; e; e = (e as { cause?: unknown }).cause) {
-    const pg = e as { code?: string; constraint_name?: string; constraint?: string; message?: string };
-    if (pg.code === "23505" && (pg.constraint_name === constraint || pg.constraint === constraint))
-      return true;
-    if (typeof pg.message === "string" && pg.message.includes(constraint) && pg.message.includes("duplicate"))
-      return true;
-    if (e === (e as { cause?: unknown }).cause) break;
+  let e: unknown = error;
+  for (let depth = 0; e && depth < 5; depth++) {
+    const pg = e as { code?: string; constraint_name?: string; constraint?: string; cause?: unknown };
+    if (pg.code === "23505" && (pg.constraint_name ?? pg.constraint) === constraint) return true;
+    e = pg.cause;
   }
   return false;
 }

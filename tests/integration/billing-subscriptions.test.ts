@@ -78,7 +78,7 @@ describe("transition table: every state × event", () => {
         const input = {
           event,
           source: sourceOf(event),
-          plan: event === "change_plan" ? "enterprise" : undefined,
+          plan: event === "change_plan" ? "enterprise" : event === "start_trial" ? "pro" : undefined,
         };
         if (!expected) {
           const error = await applySubscriptionEvent(deps, tenantId, input).catch((e: unknown) => e);
@@ -316,5 +316,30 @@ describe("subscription loop", () => {
     clock.advance(400 * DAY_MS);
     await drain();
     expect((await statusOf(tenant.id))?.status).toBe("active");
+  });
+});
+
+describe("trials", () => {
+  test("a trial needs a paid plan; moving a trial to the free plan ends it", async () => {
+    const tenant = await createTenant(t.database.db);
+    const refused = await applySubscriptionEvent(deps, tenant.id, {
+      event: "start_trial",
+      source: "admin",
+      plan: "free",
+    }).catch((e: unknown) => e);
+    expect((refused as ProblemError).code).toBe("validation_failed");
+    const trial = await applySubscriptionEvent(deps, tenant.id, {
+      event: "start_trial",
+      source: "admin",
+      plan: "pro",
+    });
+    expect(trial.subscription.status).toBe("trialing");
+    expect(trial.subscription.currentPeriodEnd?.getTime()).toBe(clock.now().getTime() + 14 * DAY_MS);
+    const free = await applySubscriptionEvent(deps, tenant.id, {
+      event: "change_plan",
+      source: "admin",
+      plan: "free",
+    });
+    expect(free.subscription).toMatchObject({ status: "active", planCode: "free", currentPeriodEnd: null });
   });
 });
