@@ -421,3 +421,22 @@ describe("catalog", () => {
     expect(view(after)).toEqual(view(before));
   });
 });
+
+test("the OpenAPI document describes the billing routes", async () => {
+  const response = await request("/api/openapi.json");
+  expect(response.status).toBe(200);
+  const doc = (await response.json()) as { paths: Record<string, unknown> };
+  expect(Object.keys(doc.paths)).toEqual(
+    expect.arrayContaining([
+      "/api/plans",
+      "/api/webhooks/payments/{tenantId}",
+      "/api/tenant/features",
+      "/api/admin/tenants/{tenantId}/subscription",
+      "/api/admin/tenants/{tenantId}/subscription/events",
+      "/api/admin/tenants/{tenantId}/subscription/history",
+      "/api/admin/tenants/{tenantId}/features",
+      "/api/admin/tenants/{tenantId}/features/{featureKey}/override",
+      "/api/admin/tenants/{tenantId}/usage",
+    ]),
+  );
+});
