@@ -12,6 +12,12 @@ import { adminProviderRoutes } from "./http/routes/admin-providers.ts";
 import { adminSecretRoutes } from "./http/routes/admin-secrets.ts";
 import { adminTenantRoutes } from "./http/routes/admin-tenants.ts";
 import { authRoutes } from "./http/routes/auth.ts";
+import {
+  adminBillingRoutes,
+  paymentWebhookRoutes,
+  planRoutes,
+  tenantBillingRoutes,
+} from "./http/routes/billing.ts";
 import { adminDomainRoutes, tenantDomainRoutes, tlsPermissionRoutes } from "./http/routes/domains.ts";
 import { healthRoutes } from "./http/routes/health.ts";
 import { tenantStorageRoutes } from "./http/routes/tenant-storage.ts";
@@ -89,6 +95,10 @@ export function createApp(deps: Deps) {
   app.route("/", adminDomainRoutes(deps));
   app.route("/", tenantDomainRoutes(deps));
   app.route("/", tlsPermissionRoutes(deps));
+  app.route("/", adminBillingRoutes(deps));
+  app.route("/", tenantBillingRoutes(deps));
+  app.route("/", planRoutes(deps));
+  app.route("/", paymentWebhookRoutes(deps));
 
   app.openAPIRegistry.registerComponent("securitySchemes", "bearer", {
     type: "http",

@@ -135,10 +135,16 @@ export const configSchema = z.object({
     Enabled: flag(true, "Runs the subscription loop."),
     BatchSize: int(1, 100, "Subscriptions handled per tick."),
     PastDueGraceDays: int(0, 7, "Days a past-due subscription keeps its features before suspension."),
+    PollSeconds: int(1, 60, "Interval of the subscription loop (not in the spec; Plinth's choice)."),
+    WebhookToleranceSeconds: int(
+      1,
+      300,
+      "How far a payment webhook's signed timestamp may be from now before it is refused as a replay.",
+    ),
   }),
   FeatureUsageReconciliation: z.object({
     Enabled: flag(true, "Runs the feature-usage reconciliation loop."),
-    BatchSize: int(1, 100, "Tenants reconciled per batch."),
+    BatchSize: int(1, 100, "Usage counters (tenant × feature × period) reconciled per batch."),
     IntervalMinutes: int(1, 60, "Interval of the reconciliation loop."),
   }),
   Security: z.object({

@@ -1,4 +1,5 @@
 import { sql } from "drizzle-orm";
+import { seedBillingCatalog } from "../billing/catalog.ts";
 import type { Executor, Tx } from "./client.ts";
 import { platformRoles } from "./schema/index.ts";
 
@@ -27,7 +28,12 @@ const platformRoleCatalog: Seeder = {
 };
 
 /** Every seeder, in order. Other areas (billing's plans and features) add theirs here. */
-export const seeders: Seeder[] = [platformRoleCatalog];
+const billingCatalog: Seeder = {
+  name: "billing catalog (features, plans, suspended set)",
+  run: (tx) => seedBillingCatalog(tx),
+};
+
+export const seeders: Seeder[] = [platformRoleCatalog, billingCatalog];
 
 /** Seeds the built-in catalog in one transaction; running it twice changes nothing. */
 export async function seedCatalog(db: Executor, list: Seeder[] = seeders): Promise<string[]> {

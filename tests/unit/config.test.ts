@@ -57,7 +57,7 @@ describe("defaults", () => {
       GatewayApiKey: null,
     });
     expect(settings.TenantDomains.DnsJsonEndpoint).toStartWith("https://");
-    expect(settings.SaasSubscriptions).toEqual({ Enabled: true, BatchSize: 100, PastDueGraceDays: 7 });
+    expect(settings.SaasSubscriptions).toMatchObject({ Enabled: true, BatchSize: 100, PastDueGraceDays: 7 });
     expect(settings.FeatureUsageReconciliation).toEqual({
       Enabled: true,
       BatchSize: 100,

@@ -1,3 +1,4 @@
+export * from "./billing.ts";
 export * from "./data-protection.ts";
 export * from "./domains.ts";
 export * from "./identity.ts";

@@ -1,0 +1,116 @@
+/**
+ * Usage metering figures: `recordUsage` throughput and latency (ledger insert + shared counter lock
+ * + cache increment in one transaction) for one hot tenant × feature and spread over many tenants,
+ * the limit check (`assertFeature`: cached features + cached counter), and one reconciliation pass
+ * over many counters.
+ *
+ *   bun bench/usage.ts [--events 5000] [--concurrency 32] [--tenants 200]
+ *
+ * Needs PostgreSQL on 127.0.0.1:5432 and Redis on 127.0.0.1:6379 (a scratch database and a unique
+ * key prefix, both removed at the end). Prints one table; copy it into docs/performance.md.
+ */
+import { parseArgs } from "node:util";
+import { assertFeature } from "../src/billing/entitlements.ts";
+import { systemClock } from "../src/clock.ts";
+import { currentUsage, recordUsage } from "../src/usage/ledger.ts";
+import { reconcileUsage } from "../src/usage/reconcile.ts";
+import { testConfig, testDeps } from "../tests/helpers/app.ts";
+import { REDIS_URL, rawRedis, uniquePrefix } from "../tests/helpers/cache.ts";
+import { createTestDatabase } from "../tests/helpers/database.ts";
+import { createTenant } from "../tests/helpers/identity.ts";
+
+const { values } = parseArgs({
+  options: {
+    events: { type: "string", default: "5000" },
+    concurrency: { type: "string", default: "32" },
+    tenants: { type: "string", default: "200" },
+  },
+});
+const events = Number(values.events);
+const concurrency = Number(values.concurrency);
+const tenantCount = Number(values.tenants);
+
+const t = await createTestDatabase({ poolSize: Math.min(concurrency, 20) });
+const prefix = uniquePrefix("bench-usage");
+const raw = rawRedis();
+const deps = await testDeps(testConfig({ cacheUrl: REDIS_URL }), {
+  database: t.database,
+  clock: systemClock,
+  cachePrefix: prefix,
+});
+
+async function drive(n: number, op: (i: number) => Promise<unknown>) {
+  const latencies: number[] = [];
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      for (let i = next++; i < n; i = next++) {
+        const t0 = performance.now();
+        await op(i);
+        latencies.push(performance.now() - t0);
+      }
+    }),
+  );
+  const seconds = (performance.now() - started) / 1000;
+  latencies.sort((a, b) => a - b);
+  const p = (q: number) =>
+    (latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? 0).toFixed(2);
+  return { perSecond: Math.round(n / seconds), p50: p(0.5), p95: p(0.95), p99: p(0.99) };
+}
+
+try {
+  const tenants: string[] = [];
+  for (let i = 0; i < tenantCount; i++) tenants.push((await createTenant(t.database.db)).id);
+  const hot = tenants[0] as string;
+  for (const id of tenants) await currentUsage(deps, id, "api_calls", "month");
+
+  const rows: [string, Awaited<ReturnType<typeof drive>>][] = [];
+  rows.push([
+    "recordUsage, one tenant × feature",
+    await drive(events, (i) =>
+      recordUsage(deps, { tenantId: hot, feature: "api_calls", quantity: 1, idempotencyKey: `hot-${i}` }),
+    ),
+  ]);
+  rows.push([
+    `recordUsage, ${tenantCount} tenants`,
+    await drive(events, (i) =>
+      recordUsage(deps, {
+        tenantId: tenants[i % tenantCount] as string,
+        feature: "api_calls",
+        quantity: 1,
+        idempotencyKey: `spread-${i}`,
+      }),
+    ),
+  ]);
+  rows.push([
+    "recordUsage, duplicate key",
+    await drive(events, () =>
+      recordUsage(deps, { tenantId: hot, feature: "api_calls", quantity: 1, idempotencyKey: "hot-0" }),
+    ),
+  ]);
+  rows.push([
+    "assertFeature (cached)",
+    await drive(events, (i) => assertFeature(deps, tenants[i % tenantCount] as string, "api_calls")),
+  ]);
+
+  const counter = Number(
+    await raw.client.get(`${prefix}usage:${hot}:api_calls:${new Date().toISOString().slice(0, 7)}`),
+  );
+  const started = performance.now();
+  const pass = await reconcileUsage(deps, { batchSize: 100, intervalMs: 60 * 60_000 });
+  const passMs = performance.now() - started;
+
+  console.log(`events per row: ${events}, concurrency: ${concurrency}, tenants: ${tenantCount}`);
+  console.log("| operation | ops/s | p50 ms | p95 ms | p99 ms |");
+  console.log("| --- | --- | --- | --- | --- |");
+  for (const [name, r] of rows) console.log(`| ${name} | ${r.perSecond} | ${r.p50} | ${r.p95} | ${r.p99} |`);
+  console.log(
+    `\nreconciliation pass: ${pass.reconciled} counters in ${passMs.toFixed(0)} ms (${pass.corrections.length} corrections); hot counter ${counter} (its own ${events} plus every ${tenantCount}th spread event)`,
+  );
+} finally {
+  await deps.cache?.close();
+  await raw.cleanup(prefix);
+  raw.close();
+  await t.drop();
+}

@@ -1,0 +1,194 @@
+import { and, asc, eq } from "drizzle-orm";
+import type { MiddlewareHandler } from "hono";
+import { cached, invalidate, tenantFeaturesKey } from "../cache/read-through.ts";
+import type { Executor } from "../db/client.ts";
+import {
+  type FeatureKind,
+  features,
+  planFeatures,
+  plans,
+  tenantFeatureOverrides,
+  type UsagePeriod,
+} from "../db/schema/billing.ts";
+import type { AppEnv } from "../http/context.ts";
+import { ProblemError } from "../http/errors.ts";
+import { getTenant } from "../tenancy/tenants.ts";
+import { currentUsage } from "../usage/ledger.ts";
+import { DEFAULT_PLAN, SUSPENDED_PLAN } from "./catalog.ts";
+import { type BillingDeps, getSubscription, type SubscriptionState } from "./subscriptions.ts";
+
+export interface FeatureEntitlement {
+  key: string;
+  kind: FeatureKind;
+  unit: string;
+  period: UsagePeriod;
+  enabled: boolean;
+  /** For metered features: the most the tenant may use per period; null: unlimited. */
+  limit: number | null;
+  /** Where the entry came from: the plan, the tenant's override, or the suspended set. */
+  source: "plan" | "override" | "suspended";
+}
+
+export interface TenantFeatures {
+  tenantId: string;
+  /** The plan whose features apply (`suspended` for a suspended tenant). */
+  plan: string;
+  status: SubscriptionState;
+  features: Record<string, FeatureEntitlement>;
+}
+
+async function defaultPlan(db: Executor): Promise<string> {
+  const [row] = await db
+    .select({ code: plans.code })
+    .from(plans)
+    .where(and(eq(plans.isDefault, true), eq(plans.system, false)))
+    .orderBy(asc(plans.sortOrder))
+    .limit(1);
+  return row?.code ?? DEFAULT_PLAN;
+}
+
+/**
+ * A tenant's effective features from the database: its plan's entries with the tenant's overrides
+ * on top. No subscription or a canceled one: the default plan. Suspended: the suspended set, and
+ * overrides do not apply. Every catalog feature is listed (off when the plan does not include it).
+ */
+export async function loadTenantFeatures(db: Executor, tenantId: string): Promise<TenantFeatures> {
+  const subscription = await getSubscription(db, tenantId);
+  const status: SubscriptionState = subscription?.status ?? "none";
+  const suspended = status === "suspended";
+  const plan = suspended
+    ? SUSPENDED_PLAN
+    : !subscription || status === "canceled"
+      ? await defaultPlan(db)
+      : subscription.planCode;
+  const rows = await db
+    .select({
+      key: features.key,
+      kind: features.kind,
+      unit: features.unit,
+      period: features.period,
+      enabled: planFeatures.enabled,
+      limit: planFeatures.limit,
+    })
+    .from(features)
+    .leftJoin(planFeatures, and(eq(planFeatures.featureKey, features.key), eq(planFeatures.planCode, plan)))
+    .orderBy(asc(features.key));
+  const out: Record<string, FeatureEntitlement> = {};
+  for (const row of rows)
+    out[row.key] = {
+      key: row.key,
+      kind: row.kind,
+      unit: row.unit,
+      period: row.period,
+      enabled: row.enabled ?? false,
+      limit: row.kind === "metered" ? (row.limit ?? null) : null,
+      source: suspended ? "suspended" : "plan",
+    };
+  if (!suspended) {
+    const overrides = await db
+      .select()
+      .from(tenantFeatureOverrides)
+      .where(eq(tenantFeatureOverrides.tenantId, tenantId));
+    for (const override of overrides) {
+      const base = out[override.featureKey];
+      if (!base) continue;
+      out[override.featureKey] = {
+        ...base,
+        enabled: override.enabled,
+        limit: base.kind === "metered" ? override.limit : null,
+        source: "override",
+      };
+    }
+  }
+  return { tenantId, plan, status, features: out };
+}
+
+/** The tenant's effective features, read through the cache for `Cache:TenantFeaturesSeconds`. */
+export async function getTenantFeatures(deps: BillingDeps, tenantId: string): Promise<TenantFeatures> {
+  return cached(
+    deps.cache,
+    tenantFeaturesKey(tenantId),
+    deps.config.settings.Cache.TenantFeaturesSeconds,
+    () => loadTenantFeatures(deps.database.db, tenantId),
+    { logger: deps.logger },
+  );
+}
+
+/** Sets (or with `null`, removes) a tenant's override of one feature; drops the cached features. */
+export async function setFeatureOverride(
+  deps: BillingDeps,
+  tenantId: string,
+  featureKey: string,
+  input: { enabled: boolean; limit: number | null; reason: string } | null,
+): Promise<void> {
+  const db = deps.database.db;
+  await getTenant(db, tenantId);
+  const [feature] = await db.select({ key: features.key }).from(features).where(eq(features.key, featureKey));
+  if (!feature) throw new ProblemError("not_found", "No such feature.");
+  const now = deps.clock.now();
+  if (input === null) {
+    const deleted = await db
+      .delete(tenantFeatureOverrides)
+      .where(
+        and(eq(tenantFeatureOverrides.tenantId, tenantId), eq(tenantFeatureOverrides.featureKey, featureKey)),
+      )
+      .returning({ key: tenantFeatureOverrides.featureKey });
+    if (deleted.length === 0)
+      throw new ProblemError("not_found", "The tenant has no override of this feature.");
+  } else {
+    await db
+      .insert(tenantFeatureOverrides)
+      .values({ tenantId, featureKey, ...input, createdAt: now, updatedAt: now })
+      .onConflictDoUpdate({
+        target: [tenantFeatureOverrides.tenantId, tenantFeatureOverrides.featureKey],
+        set: { ...input, updatedAt: now },
+      });
+  }
+  await invalidate(deps.cache, [tenantFeaturesKey(tenantId)], { logger: deps.logger });
+}
+
+/**
+ * Throws unless the tenant may use `quantity` more of a feature now:
+ * - 402 `payment_required`: the feature is off for the tenant (not in its plan, or suspended);
+ * - 403 `usage_limit_reached`: a metered feature whose period usage plus `quantity` exceeds the limit.
+ * Limits are checked against the fast cached counter (rebuilt from the ledger when missing); the
+ * check and the later `recordUsage` are not one atomic step, so concurrent requests may overshoot
+ * a limit by at most their number.
+ */
+export async function assertFeature(
+  deps: BillingDeps,
+  tenantId: string,
+  featureKey: string,
+  quantity = 1,
+): Promise<FeatureEntitlement> {
+  const { features: entitlements } = await getTenantFeatures(deps, tenantId);
+  const feature = entitlements[featureKey];
+  if (!feature?.enabled)
+    throw new ProblemError("payment_required", `The tenant's plan does not include "${featureKey}".`);
+  if (feature.kind === "metered" && feature.limit !== null) {
+    const used = await currentUsage(deps, tenantId, featureKey, feature.period);
+    if (used + quantity > feature.limit)
+      throw new ProblemError(
+        "usage_limit_reached",
+        `The ${feature.period === "month" ? "monthly " : ""}limit of "${featureKey}" (${feature.limit} ${feature.unit}) is reached.`,
+      );
+  }
+  return feature;
+}
+
+/**
+ * Route guard: the calling tenant (the principal's, else the resolved tenant) must have `featureKey`
+ * (see `assertFeature` for 402 vs 403). 401 when the request has no tenant at all.
+ */
+export function requireFeature(
+  deps: BillingDeps,
+  featureKey: string,
+  options: { quantity?: number } = {},
+): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const tenantId = c.get("principal")?.tenantId ?? c.get("tenant")?.id;
+    if (!tenantId) throw new ProblemError("unauthorized", "A tenant is required.");
+    await assertFeature(deps, tenantId, featureKey, options.quantity ?? 1);
+    await next();
+  };
+}

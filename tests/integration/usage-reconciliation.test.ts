@@ -1,0 +1,299 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { eq } from "drizzle-orm";
+import { assertFeature } from "../../src/billing/entitlements.ts";
+import { applySubscriptionEvent } from "../../src/billing/subscriptions.ts";
+import { ManualClock } from "../../src/clock.ts";
+import { usageCounters, usageEvents, usageReconciliations } from "../../src/db/schema/index.ts";
+import type { Deps } from "../../src/deps.ts";
+import type { ProblemError } from "../../src/http/errors.ts";
+import { periodAt, usageCounterKey } from "../../src/usage/counters.ts";
+import { currentUsage, recordUsage } from "../../src/usage/ledger.ts";
+import { reconcileUsage, reconcileUsageBatch } from "../../src/usage/reconcile.ts";
+import { testConfig, testDeps } from "../helpers/app.ts";
+import { REDIS_URL, rawRedis, uniquePrefix } from "../helpers/cache.ts";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { createTenant } from "../helpers/identity.ts";
+
+const raw = rawRedis();
+const prefix = uniquePrefix("usage");
+const clock = new ManualClock("2026-11-10T12:00:00Z");
+const INTERVAL_MS = 60 * 60_000;
+let t: TestDatabase;
+let deps: Deps;
+let devDeps: Deps;
+
+beforeAll(async () => {
+  t = await createTestDatabase({ poolSize: 12 });
+  deps = await testDeps(testConfig({ cacheUrl: REDIS_URL }), {
+    database: t.database,
+    clock,
+    cachePrefix: prefix,
+  });
+  devDeps = await testDeps(testConfig({ cacheUrl: null }), { database: t.database, clock });
+}, 30_000);
+
+afterAll(async () => {
+  await deps.cache?.close();
+  await raw.cleanup(prefix);
+  raw.close();
+  await t.drop();
+}, 30_000);
+
+const db = () => t.database.db;
+const monthKey = (tenantId: string, feature = "api_calls") =>
+  `${prefix}${usageCounterKey(tenantId, feature, periodAt(feature === "api_calls" ? "month" : "never", clock.now()))}`;
+
+async function ledger(tenantId: string, feature = "api_calls"): Promise<number> {
+  const rows = await db().select().from(usageEvents).where(eq(usageEvents.tenantId, tenantId));
+  return rows.filter((r) => r.featureKey === feature).reduce((sum, r) => sum + r.quantity, 0);
+}
+
+/** What "the cache was flushed" means for one tenant: its keys are gone (never FLUSHALL a shared Redis). */
+async function flushTenant(tenantId: string) {
+  const keys = await raw.keys(`${prefix}usage:${tenantId}:`);
+  const features = await raw.keys(`${prefix}tenant-features:${tenantId}`);
+  if (keys.length + features.length > 0) await raw.client.del(...keys, ...features);
+}
+
+describe("recording", () => {
+  test("concurrent recording keeps the ledger and the counter exact; duplicate keys count once", async () => {
+    const tenant = await createTenant(db());
+    await currentUsage(deps, tenant.id, "api_calls", "month"); // builds the (empty) counter
+    // every fourth call repeats the previous one's key and quantity: a retried request
+    const keyOf = (i: number) => (i % 4 === 3 ? i - 1 : i);
+    const calls = Array.from({ length: 200 }, (_, i) =>
+      recordUsage(deps, {
+        tenantId: tenant.id,
+        feature: "api_calls",
+        quantity: (keyOf(i) % 3) + 1,
+        idempotencyKey: `req-${keyOf(i)}`,
+      }),
+    );
+    const results = await Promise.all(calls);
+    const recorded = results.filter((r) => r.recorded).length;
+    expect(recorded).toBe(150);
+    const expected = Array.from({ length: 200 }, (_, i) => i)
+      .filter((i) => i % 4 !== 3)
+      .reduce((sum, i) => sum + (i % 3) + 1, 0);
+    expect(await ledger(tenant.id)).toBe(expected);
+    expect(Number(await raw.client.get(monthKey(tenant.id)))).toBe(expected);
+    expect(await currentUsage(deps, tenant.id, "api_calls", "month")).toBe(expected);
+
+    const again = await recordUsage(deps, {
+      tenantId: tenant.id,
+      feature: "api_calls",
+      quantity: 50,
+      idempotencyKey: "req-0",
+    });
+    expect(again.recorded).toBe(false);
+    expect(await ledger(tenant.id)).toBe(expected);
+  });
+
+  test("a missing counter is rebuilt from the ledger, not started at zero, even while events arrive", async () => {
+    const tenant = await createTenant(db());
+    for (let i = 0; i < 10; i++)
+      await recordUsage(deps, {
+        tenantId: tenant.id,
+        feature: "api_calls",
+        quantity: 2,
+        idempotencyKey: `a${i}`,
+      });
+    expect(await raw.client.exists(monthKey(tenant.id))).toBe(0);
+    const [usage] = await Promise.all([
+      currentUsage(deps, tenant.id, "api_calls", "month"),
+      ...Array.from({ length: 20 }, (_, i) =>
+        recordUsage(deps, {
+          tenantId: tenant.id,
+          feature: "api_calls",
+          quantity: 1,
+          idempotencyKey: `b${i}`,
+        }),
+      ),
+    ]);
+    expect(usage).toBeGreaterThanOrEqual(20);
+    expect(Number(await raw.client.get(monthKey(tenant.id)))).toBe(40);
+    expect(await ledger(tenant.id)).toBe(40);
+  });
+
+  test("validation: unknown or boolean features, zero or negative monthly quantities", async () => {
+    const tenant = await createTenant(db());
+    for (const input of [
+      { feature: "no_such", quantity: 1 },
+      { feature: "sso", quantity: 1 },
+      { feature: "api_calls", quantity: 0 },
+      { feature: "api_calls", quantity: -1 },
+      { feature: "api_calls", quantity: 1.5 },
+    ]) {
+      const error = await recordUsage(deps, { tenantId: tenant.id, idempotencyKey: "x", ...input }).catch(
+        (e: unknown) => e,
+      );
+      expect((error as ProblemError).code).toBe("validation_failed");
+    }
+    // storage never resets and takes deltas both ways
+    await recordUsage(deps, {
+      tenantId: tenant.id,
+      feature: "storage_bytes",
+      quantity: 500,
+      idempotencyKey: "up",
+    });
+    await recordUsage(deps, {
+      tenantId: tenant.id,
+      feature: "storage_bytes",
+      quantity: -200,
+      idempotencyKey: "rm",
+    });
+    expect(await currentUsage(deps, tenant.id, "storage_bytes", "never")).toBe(300);
+  });
+
+  test("without a cache (Development) limits read the ledger", async () => {
+    const tenant = await createTenant(db());
+    await recordUsage(devDeps, {
+      tenantId: tenant.id,
+      feature: "api_calls",
+      quantity: 7,
+      idempotencyKey: "d1",
+    });
+    await recordUsage(devDeps, {
+      tenantId: tenant.id,
+      feature: "api_calls",
+      quantity: 7,
+      idempotencyKey: "d1",
+    });
+    expect(await currentUsage(devDeps, tenant.id, "api_calls", "month")).toBe(7);
+  });
+});
+
+describe("cache outage", () => {
+  test("recording still lands in the ledger and limits read the ledger; reconciliation fixes the counter later", async () => {
+    const down = await testDeps(testConfig({ cacheUrl: "redis://127.0.0.1:1" }), {
+      database: t.database,
+      clock,
+      cachePrefix: prefix,
+      waitForCache: false,
+    });
+    try {
+      const tenant = await createTenant(db());
+      await currentUsage(deps, tenant.id, "api_calls", "month"); // counter built (0) while the cache was up
+      const result = await recordUsage(down, {
+        tenantId: tenant.id,
+        feature: "api_calls",
+        quantity: 4,
+        idempotencyKey: "outage",
+      });
+      expect(result).toMatchObject({ recorded: true, counter: null });
+      expect(await currentUsage(down, tenant.id, "api_calls", "month")).toBe(4);
+      expect(Number(await raw.client.get(monthKey(tenant.id)))).toBe(0); // the increment was lost
+      clock.advance(INTERVAL_MS);
+      const pass = await reconcileUsage(deps, { batchSize: 100, intervalMs: INTERVAL_MS });
+      expect(pass.corrections.find((c) => c.tenantId === tenant.id)).toMatchObject({
+        cachedBefore: 0,
+        ledgerTotal: 4,
+      });
+    } finally {
+      await down.cache?.close();
+    }
+  });
+});
+
+describe("reconciliation", () => {
+  async function tenantWithUsage(quantity: number) {
+    const tenant = await createTenant(db());
+    await currentUsage(deps, tenant.id, "api_calls", "month");
+    await recordUsage(deps, { tenantId: tenant.id, feature: "api_calls", quantity, idempotencyKey: "seed" });
+    return tenant.id;
+  }
+
+  test("one pass corrects drift injected into the cache (lost and double-counted increments) and records it", async () => {
+    await reconcileUsage(deps, { batchSize: 50, intervalMs: INTERVAL_MS }); // earlier tests' counters
+    const lost = await tenantWithUsage(100);
+    const doubled = await tenantWithUsage(100);
+    const exact = await tenantWithUsage(100);
+    await raw.client.set(monthKey(lost), "60"); // increments lost (a crash between ledger and cache)
+    await raw.client.incrby(monthKey(doubled), 100); // an increment applied twice
+
+    const pass = await reconcileUsage(deps, { batchSize: 2, intervalMs: INTERVAL_MS });
+    const mine = pass.corrections.filter((c) => [lost, doubled, exact].includes(c.tenantId));
+    expect(mine.map((c) => [c.tenantId, c.cachedBefore, c.ledgerTotal, c.reason]).sort()).toEqual(
+      [
+        [lost, 60, 100, "drift"],
+        [doubled, 200, 100, "drift"],
+      ].sort(),
+    );
+    for (const id of [lost, doubled, exact]) expect(Number(await raw.client.get(monthKey(id)))).toBe(100);
+    const records = await db()
+      .select()
+      .from(usageReconciliations)
+      .where(eq(usageReconciliations.tenantId, doubled));
+    expect(records).toHaveLength(1);
+    expect(records[0]).toMatchObject({ ledgerTotal: 100, cachedBefore: 200, drift: 100, reason: "drift" });
+
+    // nothing is due again before half the interval; a second pass then finds nothing to correct
+    expect((await reconcileUsage(deps, { batchSize: 50, intervalMs: INTERVAL_MS })).claimed).toBe(0);
+    clock.advance(INTERVAL_MS);
+    const second = await reconcileUsage(deps, { batchSize: 50, intervalMs: INTERVAL_MS });
+    expect(second.claimed).toBeGreaterThanOrEqual(3);
+    expect(second.corrections).toHaveLength(0);
+    const [row] = await db().select().from(usageCounters).where(eq(usageCounters.tenantId, lost));
+    expect(row).toMatchObject({ ledgerTotal: 100, lockedBy: null });
+  });
+
+  test("after a cache flush, limits still hold once reconciled (and on the next read before that)", async () => {
+    const tenant = await createTenant(db());
+    await applySubscriptionEvent(deps, tenant.id, { event: "activate", source: "admin", plan: "free" });
+    await recordUsage(deps, {
+      tenantId: tenant.id,
+      feature: "api_calls",
+      quantity: 10_000,
+      idempotencyKey: "all",
+    });
+    const blocked = await assertFeature(deps, tenant.id, "api_calls").catch((e: unknown) => e);
+    expect((blocked as ProblemError).code).toBe("usage_limit_reached");
+
+    await flushTenant(tenant.id);
+    clock.advance(INTERVAL_MS);
+    const pass = await reconcileUsage(deps, { batchSize: 50, intervalMs: INTERVAL_MS });
+    expect(pass.corrections.find((c) => c.tenantId === tenant.id)).toMatchObject({
+      cachedBefore: null,
+      ledgerTotal: 10_000,
+      reason: "missing",
+    });
+    expect(Number(await raw.client.get(monthKey(tenant.id)))).toBe(10_000);
+    const still = await assertFeature(deps, tenant.id, "api_calls").catch((e: unknown) => e);
+    expect((still as ProblemError).status).toBe(403);
+
+    await flushTenant(tenant.id); // flushed again: the read path rebuilds before any reconciliation
+    const rebuilt = await assertFeature(deps, tenant.id, "api_calls").catch((e: unknown) => e);
+    expect((rebuilt as ProblemError).code).toBe("usage_limit_reached");
+  });
+
+  test("two reconcilers at once share the counters, each reconciled once", async () => {
+    const ids = await Promise.all(Array.from({ length: 9 }, (_, i) => tenantWithUsage(i + 1)));
+    for (const id of ids) await raw.client.set(monthKey(id), "0");
+    clock.advance(INTERVAL_MS);
+    const run = (workerId: string) =>
+      reconcileUsage(deps, { batchSize: 2, intervalMs: INTERVAL_MS, workerId });
+    const [a, b] = await Promise.all([run("a"), run("b")]);
+    const fixed = [...a.corrections, ...b.corrections].filter((c) => ids.includes(c.tenantId));
+    expect(fixed).toHaveLength(9);
+    expect(new Set(fixed.map((c) => c.tenantId)).size).toBe(9);
+    for (const [i, id] of ids.entries()) expect(Number(await raw.client.get(monthKey(id)))).toBe(i + 1);
+  });
+
+  test("a counter claimed by a reconciler that died is taken over once its lease ends", async () => {
+    const tenant = await tenantWithUsage(5);
+    clock.advance(INTERVAL_MS);
+    await db()
+      .update(usageCounters)
+      .set({ lockedBy: "dead", lockedUntil: new Date(clock.now().getTime() + 60_000) })
+      .where(eq(usageCounters.tenantId, tenant));
+    await raw.client.set(monthKey(tenant), "1");
+    const during = await reconcileUsageBatch(deps, { batchSize: 100, intervalMs: INTERVAL_MS });
+    expect(during.corrections.find((c) => c.tenantId === tenant)).toBeUndefined();
+    clock.advance(60_001);
+    const after = await reconcileUsage(deps, { batchSize: 100, intervalMs: INTERVAL_MS });
+    expect(after.corrections.find((c) => c.tenantId === tenant)).toMatchObject({
+      cachedBefore: 1,
+      ledgerTotal: 5,
+    });
+  });
+});

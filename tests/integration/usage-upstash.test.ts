@@ -1,0 +1,69 @@
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { createCache } from "../../src/cache/index.ts";
+import { ManualClock } from "../../src/clock.ts";
+import type { Deps } from "../../src/deps.ts";
+import { periodAt, usageCounterKey } from "../../src/usage/counters.ts";
+import { currentUsage, recordUsage } from "../../src/usage/ledger.ts";
+import { reconcileUsage } from "../../src/usage/reconcile.ts";
+import { startUpstashBridge, type UpstashBridge } from "../fixtures/upstash-bridge.ts";
+import { testConfig, testDeps } from "../helpers/app.ts";
+import { rawRedis, silentLogger, uniquePrefix } from "../helpers/cache.ts";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { createTenant } from "../helpers/identity.ts";
+
+const raw = rawRedis();
+const prefix = uniquePrefix("usage-upstash");
+const clock = new ManualClock("2026-11-10T12:00:00Z");
+let t: TestDatabase;
+let bridge: UpstashBridge;
+let deps: Deps;
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  bridge = await startUpstashBridge();
+  const base = await testDeps(testConfig({ cacheUrl: null }), { database: t.database, clock });
+  deps = {
+    ...base,
+    cache: createCache(bridge.url, {
+      environment: "Development",
+      logger: silentLogger,
+      prefix,
+      token: bridge.token,
+    }),
+  };
+}, 30_000);
+
+afterAll(async () => {
+  await deps.cache?.close();
+  await bridge.stop();
+  await raw.cleanup(prefix);
+  raw.close();
+  await t.drop();
+}, 30_000);
+
+test("counters work the same over Upstash REST: increment only an existing counter, rebuild, reconcile", async () => {
+  const tenant = await createTenant(t.database.db);
+  const key = `${prefix}${usageCounterKey(tenant.id, "api_calls", periodAt("month", clock.now()))}`;
+  const first = await recordUsage(deps, {
+    tenantId: tenant.id,
+    feature: "api_calls",
+    quantity: 3,
+    idempotencyKey: "1",
+  });
+  expect(first).toMatchObject({ recorded: true, counter: null }); // no counter yet: not started at zero
+  expect(await raw.client.exists(key)).toBe(0);
+  expect(await currentUsage(deps, tenant.id, "api_calls", "month")).toBe(3); // rebuilt from the ledger
+  const second = await recordUsage(deps, {
+    tenantId: tenant.id,
+    feature: "api_calls",
+    quantity: 2,
+    idempotencyKey: "2",
+  });
+  expect(second.counter).toBe(5);
+  await raw.client.set(key, "50");
+  const pass = await reconcileUsage(deps, { batchSize: 10, intervalMs: 3_600_000 });
+  expect(pass.corrections).toEqual([
+    expect.objectContaining({ tenantId: tenant.id, cachedBefore: 50, ledgerTotal: 5 }),
+  ]);
+  expect(await raw.client.get(key)).toBe("5");
+});
