@@ -3,6 +3,7 @@ import { createApp } from "./app.ts";
 import { ConfigError } from "./config/errors.ts";
 import { type AppConfig, loadConfig } from "./config/load.ts";
 import { closeDeps, createDeps, type Deps } from "./deps.ts";
+import { startBackground } from "./loops/background.ts";
 import { runMigrator } from "./migrate.ts";
 
 const HELP = `Usage: bun run start [--migrate] [--embedded]
@@ -97,6 +98,9 @@ async function main(argv: string[]): Promise<number> {
     cache: config.cache ? { source: config.cache.source } : null,
   });
 
+  // after the server listens; LISTEN failing only costs wake-ups, the loops keep polling
+  const background = await startBackground(deps);
+
   return new Promise<number>((resolve) => {
     let stopping = false;
     const shutdown = async (signal: string) => {
@@ -104,6 +108,8 @@ async function main(argv: string[]): Promise<number> {
       stopping = true;
       const timeoutMs = config.settings.Server.ShutdownTimeoutSeconds * 1000;
       logger.info("shutting down", { signal, timeoutMs });
+      // stop claiming at once; running jobs share the same deadline as in-flight requests, then are released
+      const backgroundStopped = background.stop(timeoutMs);
       const drained = server.stop(false);
       const timedOut = await Promise.race([
         drained.then(() => false),
@@ -113,6 +119,7 @@ async function main(argv: string[]): Promise<number> {
         logger.warn("shutdown timeout: closing remaining connections");
         await server.stop(true);
       }
+      await backgroundStopped;
       await closeDeps(deps);
       logger.info("stopped");
       resolve(0);

@@ -81,6 +81,16 @@ export const configSchema = z.object({
     JobPollSeconds: int(1, 2, "Idle poll interval of the job loop."),
     JobParallelism: int(1, 4, "Jobs run at once per process."),
     JobBatchSize: int(1, 5, "Jobs claimed per query."),
+    JobsEnabled: flag(true, "Runs the job loop (the master switch `Enabled` must be on too)."),
+    JobMaxAttempts: int(1, 10, "Attempts a job gets unless it is enqueued with its own `maxAttempts`."),
+    JobRetryBaseSeconds: int(
+      1,
+      5,
+      "Delay before the first retry; each further retry doubles it (±20% jitter).",
+    ),
+    JobRetryMaxSeconds: int(1, 3600, "Upper bound of the retry delay."),
+    JobRetentionDays: int(1, 7, "Succeeded jobs are deleted this many days after they finished."),
+    JobDeadRetentionDays: int(1, 30, "Dead jobs stay inspectable this many days, then are deleted."),
   }),
   TenantDomains: z.object({
     Enabled: flag(true, "Runs the tenant-domain verification loop."),

@@ -43,7 +43,12 @@ export const backgroundJobs = pgTable(
     uniqueIndex("background_jobs_dedup_key_idx")
       .on(t.dedupKey)
       .where(sql`${t.dedupKey} is not null and ${t.status} in ('pending', 'processing', 'failed')`),
-    index("background_jobs_status_kind_idx").on(t.status, t.kind, t.id),
+    // admin listing by status/kind for the statuses the claim never reads; pending and failed are
+    // listed through the due index. An index the claim could also use would let the planner pick it
+    // on a table without statistics and sort the whole backlog on every claim.
+    index("background_jobs_admin_idx")
+      .on(t.status, t.kind, t.id)
+      .where(sql`${t.status} in ('processing', 'succeeded', 'dead')`),
     index("background_jobs_finished_idx").on(t.finishedAt).where(sql`${t.finishedAt} is not null`),
   ],
 );

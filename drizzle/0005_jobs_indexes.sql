@@ -1,0 +1,2 @@
+DROP INDEX "background_jobs_status_kind_idx";--> statement-breakpoint
+CREATE INDEX "background_jobs_admin_idx" ON "background_jobs" USING btree ("status","kind","id") WHERE "background_jobs"."status" in ('processing', 'succeeded', 'dead');

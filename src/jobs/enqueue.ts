@@ -1,0 +1,144 @@
+import { sql } from "drizzle-orm";
+import type { z } from "zod";
+import type { Clock } from "../clock.ts";
+import { type Executor, execute } from "../db/client.ts";
+import type { JobDefinition } from "./registry.ts";
+
+/** The NOTIFY channel an enqueue signals so idle job loops wake at once. */
+export const JOBS_CHANNEL = "plinth_jobs";
+/** Matches the column default and `BackgroundProcessing:JobMaxAttempts`' default. */
+export const DEFAULT_MAX_ATTEMPTS = 10;
+
+export interface EnqueueContext {
+  clock: Clock;
+  /** `BackgroundProcessing:JobMaxAttempts`; a kind's own `maxAttempts` wins, an enqueue's wins over both. */
+  defaultMaxAttempts?: number;
+}
+
+export interface EnqueueOptions {
+  /** Not before this time (a delayed job). Default: now. */
+  runAfter?: Date;
+  maxAttempts?: number;
+  /** While a job with this key is pending, processing or failed, enqueueing another is a no-op. */
+  dedupKey?: string;
+}
+
+export interface EnqueueItem<S extends z.ZodType = z.ZodType> {
+  job: JobDefinition<S>;
+  payload: z.input<S>;
+  options?: EnqueueOptions;
+}
+
+/** A payload that does not match its kind's schema: a programming error, nothing is stored. */
+export class InvalidJobPayloadError extends Error {
+  override name = "InvalidJobPayloadError";
+  constructor(
+    readonly kind: string,
+    readonly issues: { path: string; message: string }[],
+  ) {
+    super(
+      `payload of job kind "${kind}" is not valid: ${issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`,
+    );
+  }
+}
+
+export function describeIssues(error: z.ZodError): { path: string; message: string }[] {
+  return error.issues.map((issue) => ({
+    path: issue.path.map(String).join(".") || "(payload)",
+    message: issue.message,
+  }));
+}
+
+interface Row {
+  kind: string;
+  payload: unknown;
+  runAfter: string;
+  maxAttempts: number;
+  dedupKey: string | null;
+}
+
+function toRow(context: EnqueueContext, now: Date, item: EnqueueItem): Row {
+  const { job, payload, options = {} } = item;
+  const parsed = job.schema.safeParse(payload);
+  if (!parsed.success) throw new InvalidJobPayloadError(job.kind, describeIssues(parsed.error));
+  const maxAttempts =
+    options.maxAttempts ?? job.maxAttempts ?? context.defaultMaxAttempts ?? DEFAULT_MAX_ATTEMPTS;
+  if (!Number.isInteger(maxAttempts) || maxAttempts < 1)
+    throw new Error("maxAttempts must be a positive integer");
+  // the stored payload is what the caller gave (validated); the handler gets the parsed output at run time
+  return {
+    kind: job.kind,
+    payload: payload ?? {},
+    runAfter: (options.runAfter ?? now).toISOString(),
+    maxAttempts,
+    dedupKey: options.dedupKey ?? null,
+  };
+}
+
+async function insertRows(db: Executor, now: Date, rows: Row[]): Promise<number[]> {
+  if (rows.length === 0) return [];
+  const nowText = now.toISOString();
+  // one JSON parameter for the whole batch: no parameter limit, same SQL on postgres.js and PGlite.
+  // The NOTIFY is part of the statement, so it is sent on commit and never for a rolled-back enqueue.
+  const result = await execute<{ id: string | number }>(
+    db,
+    sql`with inserted as (
+          insert into background_jobs (kind, payload, run_after, max_attempts, dedup_key, created_at, updated_at)
+          select r.kind, r.payload, r."runAfter", r."maxAttempts", r."dedupKey", ${nowText}::timestamptz, ${nowText}::timestamptz
+          from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+            as r(kind text, payload jsonb, "runAfter" timestamptz, "maxAttempts" int, "dedupKey" text)
+          on conflict (dedup_key) where dedup_key is not null and status in ('pending', 'processing', 'failed')
+          do nothing
+          returning id, run_after
+        ),
+        wake as (
+          select pg_notify(${JOBS_CHANNEL}, '') from (select 1 from inserted where run_after <= ${nowText}::timestamptz limit 1) due
+        )
+        select id, (select count(*) from wake) as notified from inserted`,
+  );
+  return result.map((r) => Number(r.id));
+}
+
+/**
+ * Enqueues one job on `db` (the database or the caller's transaction: rolled back, nothing is
+ * enqueued). With a `dedupKey` already held by an unfinished job, returns that job's id and
+ * `created: false`.
+ */
+export async function enqueue<S extends z.ZodType>(
+  db: Executor,
+  context: EnqueueContext,
+  job: JobDefinition<S>,
+  payload: z.input<S>,
+  options: EnqueueOptions = {},
+): Promise<{ id: number; created: boolean }> {
+  const now = context.clock.now();
+  const row = toRow(context, now, { job, payload, options } as EnqueueItem);
+  const [id] = await insertRows(db, now, [row]);
+  if (id !== undefined) return { id, created: true };
+  const [existing] = await execute<{ id: string | number }>(
+    db,
+    sql`select id from background_jobs
+        where dedup_key = ${row.dedupKey} and status in ('pending', 'processing', 'failed')`,
+  );
+  if (!existing) throw new Error("enqueue inserted nothing and found no job holding its dedup key");
+  return { id: Number(existing.id), created: false };
+}
+
+/** Enqueues many jobs in one statement; returns the ids created (dedup hits are skipped). */
+export async function enqueueMany(
+  db: Executor,
+  context: EnqueueContext,
+  items: EnqueueItem[],
+): Promise<number[]> {
+  const now = context.clock.now();
+  const rows = items.map((item) => toRow(context, now, item));
+  const chunk = 5_000;
+  if (rows.length <= chunk) return insertRows(db, now, rows);
+  // several statements: all or nothing (a savepoint when `db` is already a transaction)
+  return db.transaction(async (tx) => {
+    const ids: number[] = [];
+    for (let i = 0; i < rows.length; i += chunk)
+      ids.push(...(await insertRows(tx, now, rows.slice(i, i + chunk))));
+    return ids;
+  });
+}

@@ -1,0 +1,96 @@
+import type { Settings } from "../config/schema.ts";
+import type { Deps } from "../deps.ts";
+import { createJobRegistry, type JobRegistry } from "../jobs/registry.ts";
+import type { IntervalRunner } from "./interval-runner.ts";
+import { createJobLoop, type JobLoop, type JobLoopOptions } from "./job-loop.ts";
+
+/** The four background loops of the API process (spec 3.4). */
+export const loopNames = ["jobs", "tenantDomains", "subscriptions", "usageReconciliation"] as const;
+export type LoopName = (typeof loopNames)[number];
+
+/** Whether a loop runs: the master switch and the loop's own flag must both be on. */
+export function loopEnabled(settings: Settings, name: LoopName): boolean {
+  if (!settings.BackgroundProcessing.Enabled) return false;
+  switch (name) {
+    case "jobs":
+      return settings.BackgroundProcessing.JobsEnabled;
+    case "tenantDomains":
+      return settings.TenantDomains.Enabled;
+    case "subscriptions":
+      return settings.SaasSubscriptions.Enabled;
+    case "usageReconciliation":
+      return settings.FeatureUsageReconciliation.Enabled;
+  }
+}
+
+/** A running loop, as `startBackground` stops it. */
+export interface BackgroundLoop {
+  name: LoopName;
+  /** Stop claiming; finish or give back work within `timeoutMs`. */
+  stop(timeoutMs: number): Promise<void>;
+}
+
+/** Adapts an interval runner (a loop whose ticks claim with their own lease query) to a BackgroundLoop. */
+export function intervalLoop(name: LoopName, runner: IntervalRunner): BackgroundLoop {
+  runner.start();
+  return { name, stop: () => runner.stop() };
+}
+
+export type LoopFactory = (deps: Deps) => BackgroundLoop | Promise<BackgroundLoop>;
+
+export interface StartBackgroundOptions {
+  /** Kinds this process runs; default the built-ins (`system.noop`). */
+  registry?: JobRegistry;
+  /** The other three loops, added by their areas; each starts only when its flags allow. */
+  loops?: Partial<Record<Exclude<LoopName, "jobs">, LoopFactory>>;
+  /** Test overrides of the job loop (lease, clock-driven pruning, events). */
+  jobLoop?: Partial<Omit<JobLoopOptions, "registry">>;
+}
+
+export interface Background {
+  loops: BackgroundLoop[];
+  jobLoop: JobLoop | null;
+  /** Stops every loop; running jobs get `timeoutMs` to finish before they are released. */
+  stop(timeoutMs: number): Promise<void>;
+}
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+/** Job-loop options from configuration (`BackgroundProcessing:*`). */
+export function jobLoopOptions(settings: Settings, registry: JobRegistry): JobLoopOptions {
+  const bp = settings.BackgroundProcessing;
+  return {
+    registry,
+    parallelism: bp.JobParallelism,
+    batchSize: bp.JobBatchSize,
+    pollMs: bp.JobPollSeconds * 1000,
+    retry: { baseMs: bp.JobRetryBaseSeconds * 1000, maxMs: bp.JobRetryMaxSeconds * 1000, jitter: 0.2 },
+    retention: { succeededMs: bp.JobRetentionDays * DAY_MS, deadMs: bp.JobDeadRetentionDays * DAY_MS },
+  };
+}
+
+/** Starts the enabled background loops of this process (called by src/server.ts once it serves). */
+export async function startBackground(deps: Deps, options: StartBackgroundOptions = {}): Promise<Background> {
+  const settings = deps.config.settings;
+  const loops: BackgroundLoop[] = [];
+  let jobLoop: JobLoop | null = null;
+  if (loopEnabled(settings, "jobs")) {
+    const registry = options.registry ?? createJobRegistry();
+    const loop = createJobLoop(deps, { ...jobLoopOptions(settings, registry), ...options.jobLoop });
+    await loop.start();
+    jobLoop = loop;
+    loops.push({ name: "jobs", stop: async (timeoutMs) => void (await loop.stop(timeoutMs)) });
+  }
+  for (const [name, factory] of Object.entries(options.loops ?? {}) as [LoopName, LoopFactory][]) {
+    if (loopEnabled(settings, name)) loops.push(await factory(deps));
+  }
+  const disabled = loopNames.filter((n) => !loops.some((l) => l.name === n));
+  deps.logger.info("background loops started", { running: loops.map((l) => l.name), off: disabled });
+  return {
+    loops,
+    jobLoop,
+    stop: async (timeoutMs) => {
+      await Promise.allSettled(loops.map((l) => l.stop(timeoutMs)));
+    },
+  };
+}

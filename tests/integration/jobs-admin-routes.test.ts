@@ -1,0 +1,113 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { sql } from "drizzle-orm";
+import { z } from "zod";
+import { ManualClock } from "../../src/clock.ts";
+import { execute } from "../../src/db/client.ts";
+import type { Deps } from "../../src/deps.ts";
+import { createRouter } from "../../src/http/context.ts";
+import { problemResponse, toProblem } from "../../src/http/errors.ts";
+import { requestId } from "../../src/http/middleware.ts";
+import { adminJobRoutes } from "../../src/http/routes/admin-jobs.ts";
+import { enqueue } from "../../src/jobs/enqueue.ts";
+import { defineJob } from "../../src/jobs/registry.ts";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { testDeps } from "../helpers/jobs.ts";
+
+const mail = defineJob("admin.mail", z.object({ to: z.string() }), () => {});
+const report = defineJob("admin.report", z.object({}), () => {});
+
+let t: TestDatabase;
+let deps: Deps;
+let app: ReturnType<typeof createRouter>;
+const clock = new ManualClock("2030-03-01T00:00:00Z");
+let deadId: number;
+let pendingId: number;
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  deps = await testDeps(t.database, { url: t.url, clock });
+  // mounted here the way src/app.ts will mount it (behind the platform-admin guard)
+  app = createRouter();
+  app.use(requestId());
+  app.onError((error, c) => problemResponse(c, toProblem(error)));
+  app.route("/", adminJobRoutes(deps));
+  for (let i = 0; i < 3; i++) await enqueue(t.database.db, { clock }, mail, { to: `u${i}@example.com` });
+  pendingId = (await enqueue(t.database.db, { clock }, report, {})).id;
+  deadId = (await enqueue(t.database.db, { clock }, mail, { to: "dead@example.com" })).id;
+  await execute(
+    t.database.db,
+    sql`update background_jobs set status = 'dead', attempts = 10, last_error = 'gave up', finished_at = now() where id = ${deadId}`,
+  );
+});
+afterAll(() => t.drop());
+
+const get = (path: string) => app.request(path);
+
+describe("admin job routes", () => {
+  test("lists by kind and status with a cursor", async () => {
+    const first = await get("/api/admin/jobs?kind=admin.mail&status=pending&limit=2");
+    expect(first.status).toBe(200);
+    const page1 = (await first.json()) as { items: { id: number; kind: string }[]; nextCursor: string };
+    expect(page1.items).toHaveLength(2);
+    expect(page1.items.every((j) => j.kind === "admin.mail")).toBe(true);
+    const second = (await (
+      await get(`/api/admin/jobs?kind=admin.mail&status=pending&limit=2&cursor=${page1.nextCursor}`)
+    ).json()) as {
+      items: { id: number }[];
+      nextCursor: string | null;
+    };
+    expect(second.items).toHaveLength(1);
+    expect(second.nextCursor).toBeNull();
+    const dead = (await (await get("/api/admin/jobs?status=dead")).json()) as {
+      items: { id: number; lastError: string }[];
+    };
+    expect(dead.items.map((j) => j.id)).toEqual([deadId]);
+    expect(dead.items[0]?.lastError).toBe("gave up");
+  });
+
+  test("rejects an unknown status or a bad cursor with a 400 problem", async () => {
+    for (const path of [
+      "/api/admin/jobs?status=sleeping",
+      "/api/admin/jobs?cursor=abc",
+      "/api/admin/jobs?limit=0",
+    ]) {
+      const res = await get(path);
+      expect(res.status).toBe(400);
+      expect(res.headers.get("content-type")).toContain("application/problem+json");
+      expect(((await res.json()) as { code: string }).code).toBe("validation_failed");
+    }
+  });
+
+  test("shows one job; an unknown id is a 404 problem", async () => {
+    const res = await get(`/api/admin/jobs/${pendingId}`);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({
+      id: pendingId,
+      kind: "admin.report",
+      status: "pending",
+      attempts: 0,
+    });
+    const missing = await get("/api/admin/jobs/987654321");
+    expect(missing.status).toBe(404);
+    expect(missing.headers.get("content-type")).toContain("application/problem+json");
+    expect(await missing.json()).toMatchObject({ code: "not_found", status: 404 });
+    expect((await get("/api/admin/jobs/not-a-number")).status).toBe(400);
+  });
+
+  test("retries a dead job; a job that is not dead is a 409; an unknown one a 404", async () => {
+    const res = await app.request(`/api/admin/jobs/${deadId}/retry`, { method: "POST" });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({
+      id: deadId,
+      status: "pending",
+      attempts: 0,
+      finishedAt: null,
+      runAfter: clock.now().toISOString(),
+    });
+    const again = await app.request(`/api/admin/jobs/${deadId}/retry`, { method: "POST" });
+    expect(again.status).toBe(409);
+    expect(await again.json()).toMatchObject({ code: "conflict" });
+    const missing = await app.request("/api/admin/jobs/987654321/retry", { method: "POST" });
+    expect(missing.status).toBe(404);
+  });
+});

@@ -1,0 +1,115 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { z } from "zod";
+import { ManualClock } from "../../src/clock.ts";
+import { enqueue } from "../../src/jobs/enqueue.ts";
+import { createJobRegistry, defineJob } from "../../src/jobs/registry.ts";
+import { type Background, intervalLoop, type LoopName, startBackground } from "../../src/loops/background.ts";
+import { createIntervalRunner } from "../../src/loops/interval-runner.ts";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { jobRow, testDeps, waitFor } from "../helpers/jobs.ts";
+
+let t: TestDatabase;
+beforeAll(async () => {
+  t = await createTestDatabase();
+});
+afterAll(() => t.drop());
+
+const flags: Record<LoopName, string> = {
+  jobs: "BackgroundProcessing:JobsEnabled",
+  tenantDomains: "TenantDomains:Enabled",
+  subscriptions: "SaasSubscriptions:Enabled",
+  usageReconciliation: "FeatureUsageReconciliation:Enabled",
+};
+
+/** Starts the background with counting stand-ins for the three loops other areas will add. */
+async function start(settings: Record<string, string>, kind: string) {
+  const ticks: Record<string, number> = { tenantDomains: 0, subscriptions: 0, usageReconciliation: 0 };
+  const runs: string[] = [];
+  const job = defineJob(kind, z.object({}), (_p, c) => {
+    runs.push(String(c.id));
+  });
+  const deps = await testDeps(t.database, {
+    url: t.url,
+    clock: new ManualClock(),
+    settings: { "BackgroundProcessing:JobPollSeconds": "1", ...settings },
+  });
+  const factory = (name: "tenantDomains" | "subscriptions" | "usageReconciliation") => () =>
+    intervalLoop(
+      name,
+      createIntervalRunner({
+        name,
+        intervalMs: 60_000,
+        tick: async () => {
+          ticks[name] = (ticks[name] ?? 0) + 1;
+        },
+      }),
+    );
+  const background = await startBackground(deps, {
+    registry: createJobRegistry([job]),
+    loops: {
+      tenantDomains: factory("tenantDomains"),
+      subscriptions: factory("subscriptions"),
+      usageReconciliation: factory("usageReconciliation"),
+    },
+  });
+  return { background, ticks, runs, job, deps };
+}
+
+describe("Enabled flags", () => {
+  const cleanup: Background[] = [];
+  afterAll(async () => {
+    await Promise.all(cleanup.map((b) => b.stop(1_000)));
+  });
+
+  test("all four loops run by default", async () => {
+    const { background, ticks, runs, job, deps } = await start({}, "bg.all");
+    cleanup.push(background);
+    expect(background.loops.map((l) => l.name as string).sort()).toEqual(
+      ["jobs", "subscriptions", "tenantDomains", "usageReconciliation"].sort(),
+    );
+    const { id } = await enqueue(t.database.db, { clock: deps.clock }, job, {});
+    await waitFor(() => runs.includes(String(id)), { what: "job run" });
+    expect(ticks).toEqual({ tenantDomains: 1, subscriptions: 1, usageReconciliation: 1 });
+    await background.stop(1_000);
+  });
+
+  test("BackgroundProcessing:Enabled=false switches off all four", async () => {
+    const off = await start({ "BackgroundProcessing:Enabled": "false" }, "bg.master");
+    cleanup.push(off.background);
+    expect(off.background.loops).toEqual([]);
+    expect(off.background.jobLoop).toBeNull();
+    const { id } = await enqueue(t.database.db, { clock: off.deps.clock }, off.job, {});
+    // a running process takes the job at once (the job was claimable all along); the switched-off one never ran it
+    const on = await start({}, "bg.master");
+    cleanup.push(on.background);
+    await waitFor(() => on.runs.includes(String(id)), { what: "job run by the enabled process" });
+    expect(off.runs).toEqual([]);
+    expect(off.ticks).toEqual({ tenantDomains: 0, subscriptions: 0, usageReconciliation: 0 });
+    expect((await jobRow(t.database, id)).locked_by).toBeNull();
+    await on.background.stop(1_000);
+  });
+
+  for (const name of ["jobs", "tenantDomains", "subscriptions", "usageReconciliation"] as const) {
+    test(`${flags[name]}=false stops only that loop`, async () => {
+      const kind = `bg.flag-${name.toLowerCase()}`;
+      const { background, ticks, runs, job, deps } = await start({ [flags[name]]: "false" }, kind);
+      cleanup.push(background);
+      const running = background.loops.map((l) => l.name);
+      expect(running).not.toContain(name);
+      expect(running).toHaveLength(3);
+      if (name !== "jobs") expect(ticks[name]).toBe(0);
+      const { id } = await enqueue(t.database.db, { clock: deps.clock }, job, {});
+      if (name === "jobs") {
+        expect(background.jobLoop).toBeNull();
+        const other = await start({}, kind);
+        cleanup.push(other.background);
+        await waitFor(() => other.runs.includes(String(id)), { what: "job run elsewhere" });
+        expect(runs).toEqual([]);
+        await other.background.stop(1_000);
+      } else {
+        await waitFor(() => runs.includes(String(id)), { what: "job run" });
+      }
+      await background.stop(1_000);
+    });
+  }
+});
