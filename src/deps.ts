@@ -14,7 +14,10 @@ import {
 } from "./security/counter-store.ts";
 import { createDataProtection, type DataProtection } from "./security/data-protection.ts";
 import { createSecurityWindows, type SecurityWindows } from "./security/windows.ts";
+import { createQueryObserver } from "./telemetry/db.ts";
+import { type Fetch, tracedFetch } from "./telemetry/fetch.ts";
 import { createLogger, type Logger } from "./telemetry/logger.ts";
+import { createTelemetry, type Telemetry } from "./telemetry/otel.ts";
 import { createTenantLookup, type TenantLookup } from "./tenancy/lookup.ts";
 
 /** Everything the app, the loops and domain functions need, built once per process. */
@@ -36,6 +39,10 @@ export interface Deps {
   tenants: TenantLookup;
   /** Key ring protecting data at rest (browser session cookies and the like). */
   dataProtection: DataProtection;
+  /** Traces and metrics (`OpenTelemetry:*`); no-ops when no endpoint is configured. */
+  telemetry: Telemetry;
+  /** `fetch` for outgoing calls: a client span and `traceparent` when telemetry is on. */
+  fetch: Fetch;
 }
 
 export interface CreateDepsOptions {
@@ -47,17 +54,32 @@ export interface CreateDepsOptions {
   /** Tests share one in-process store between two app instances. */
   counters?: CounterStore;
   logWrite?: (line: string) => void;
+  /** Tests and benchmarks record spans in process (see src/telemetry/otel.ts). */
+  telemetry?: Telemetry;
 }
 
 export async function createDeps(config: AppConfig, options: CreateDepsOptions = {}): Promise<Deps> {
   const redactor = createRedactor(config.secretValues);
   const logger = createLogger({ level: config.settings.Logging.Level, redactor, write: options.logWrite });
+  const otel = config.settings.OpenTelemetry;
+  const telemetry =
+    options.telemetry ??
+    createTelemetry({
+      endpoint: otel.OtlpEndpoint,
+      serviceName: otel.ServiceName,
+      environment: config.environment,
+      metricIntervalMs: otel.MetricExportSeconds * 1000,
+    });
+  const fetch = tracedFetch(telemetry);
   const database =
     options.database ??
     (await openDatabase(config.database.url, {
       poolSize: config.settings.Database.PoolSize,
       applicationName: "plinth",
     }));
+  database.setQueryObserver(
+    createQueryObserver({ telemetry, logger, slowQueryMs: config.settings.Database.SlowQueryMilliseconds }),
+  );
   const cache = config.cache
     ? createCache(config.cache.url, {
         environment: config.environment,
@@ -98,7 +120,7 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
   }
   const smsSender =
     sms.Provider === "http" && sms.HttpUrl && sms.HttpApiKey
-      ? httpSmsSender({ url: sms.HttpUrl, apiKey: sms.HttpApiKey, logger })
+      ? httpSmsSender({ url: sms.HttpUrl, apiKey: sms.HttpApiKey, logger, fetch })
       : developmentSmsSender(logger);
   const tenants = createTenantLookup(database.db, clock);
   const dataProtection = createDataProtection(config, { db: database.db, clock, logger });
@@ -116,9 +138,11 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
     smsPepper,
     tenants,
     dataProtection,
+    telemetry,
+    fetch,
   };
 }
 
 export async function closeDeps(deps: Deps): Promise<void> {
-  await Promise.allSettled([deps.database.close(), deps.cache?.close()]);
+  await Promise.allSettled([deps.database.close(), deps.cache?.close(), deps.telemetry.shutdown()]);
 }

@@ -60,6 +60,11 @@ export const configSchema = z.object({
   }),
   Database: z.object({
     PoolSize: int(1, 10, "PostgreSQL connections per process."),
+    SlowQueryMilliseconds: int(
+      1,
+      200,
+      "Statements at least this slow are logged at warn (statement shape and duration, never parameter values).",
+    ),
   }),
   Server: z.object({
     Port: int(0, 8080, "HTTP port (also `PORT`, which wins)."),
@@ -345,6 +350,7 @@ export const configSchema = z.object({
       .min(1)
       .default("plinth")
       .meta({ description: "`service.name` of exported telemetry." }),
+    MetricExportSeconds: int(1, 15, "Interval between metric exports to the collector."),
   }),
   Bootstrap: z.object({
     PlatformAdminEmail: z.string().optional().meta({

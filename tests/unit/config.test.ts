@@ -35,7 +35,7 @@ describe("defaults", () => {
   test("every key of the spec's background tables has the spec's default", () => {
     const { settings, environment } = load({});
     expect(environment).toBe("Development");
-    expect(settings.BackgroundProcessing).toEqual({
+    expect(settings.BackgroundProcessing).toMatchObject({
       Enabled: true,
       JobPollSeconds: 2,
       JobParallelism: 4,
