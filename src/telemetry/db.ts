@@ -113,6 +113,7 @@ export function observePostgresClient(sql: Loose, current: () => QueryObserver |
     if (!observer || typeof statement !== "string") return query;
     const then = query.then.bind(query);
     let observed: Promise<unknown> | undefined;
+    // biome-ignore lint/suspicious/noThenProperty: the pending query IS a thenable; timing starts when it is awaited
     query.then = (onFulfilled?: Loose, onRejected?: Loose) => {
       observed ??= observer.observe(statement, () => new Promise((resolve, reject) => then(resolve, reject)));
       return observed.then(onFulfilled, onRejected);
