@@ -83,9 +83,13 @@ export function describeError(
   const failed = error as Error & { query?: unknown; params?: unknown };
   if (typeof failed.query === "string" && "params" in failed) {
     const cause = error.cause as { message?: unknown; code?: unknown; name?: unknown } | undefined;
+    let message = typeof cause?.message === "string" ? cause.message : "query failed";
+    // data exceptions (SQLSTATE class 22) quote the offending value: `invalid input syntax … "value"`
+    if (typeof cause?.code === "string" && cause.code.startsWith("22"))
+      message = message.replace(/"[^"]*"/g, '"?"');
     return {
       name: typeof cause?.name === "string" ? cause.name : "QueryError",
-      message: text(typeof cause?.message === "string" ? cause.message : "query failed"),
+      message: text(message),
       ...(typeof cause?.code === "string" ? { code: cause.code } : {}),
       statement: text(failed.query.replace(/\s+/g, " ").slice(0, 1_000)),
       ...(frames ? { stack: frames } : {}),

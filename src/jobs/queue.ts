@@ -266,11 +266,12 @@ export function retryDelayMs(
 export function describeJobError(error: unknown, redactor: Redactor): string {
   let text: string;
   if (error instanceof Error) {
+    // frames only: the lines before them repeat the message (a failed query's lists its values)
     const frames = (error.stack ?? "")
       .split("\n")
-      .slice(1, 6)
-      .map((l) => l.trim())
-      .filter(Boolean);
+      .filter((l) => /^\s+at /.test(l))
+      .slice(0, 5)
+      .map((l) => l.trim());
     // a failed query's own message lists its parameter values: describeError keeps the cause only
     const described = describeError(error);
     const statement = described.statement ? ` [${described.statement}]` : "";
