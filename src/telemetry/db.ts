@@ -53,7 +53,8 @@ export function createQueryObserver(options: QueryObserverOptions): QueryObserve
   return {
     async observe<T>(statement: string, run: () => Promise<T>): Promise<T> {
       const started = now();
-      const operation = statementOperation(statement);
+      // parsed only when something uses it: with telemetry off, fast statements cost two clock reads
+      const operation = telemetry.enabled ? statementOperation(statement) : "";
       const span = telemetry.enabled
         ? telemetry.tracer.startSpan(
             `db ${operation}`,
@@ -85,7 +86,7 @@ export function createQueryObserver(options: QueryObserverOptions): QueryObserve
         if (durationMs >= slowQueryMs) {
           if (telemetry.enabled) instruments.dbSlowQueries.add(1, { "db.operation.name": operation });
           logger.warn("slow query", {
-            operation,
+            operation: operation || statementOperation(statement),
             statement: statementShape(statement),
             durationMs: Math.round(durationMs * 100) / 100,
             thresholdMs: slowQueryMs,
