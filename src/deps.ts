@@ -69,6 +69,7 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
       serviceName: otel.ServiceName,
       environment: config.environment,
       metricIntervalMs: otel.MetricExportSeconds * 1000,
+      sampleRatio: otel.SampleRatio,
     });
   const fetch = tracedFetch(telemetry);
   const database =

@@ -351,6 +351,10 @@ export const configSchema = z.object({
       .default("plinth")
       .meta({ description: "`service.name` of exported telemetry." }),
     MetricExportSeconds: int(1, 15, "Interval between metric exports to the collector."),
+    SampleRatio: z.number().min(0).max(1).default(1).meta({
+      description:
+        "Share of new traces recorded (0–1); a request continuing a caller's trace follows the caller's decision.",
+    }),
   }),
   Bootstrap: z.object({
     PlatformAdminEmail: z.string().optional().meta({

@@ -24,7 +24,14 @@ import {
   PeriodicExportingMetricReader,
   type PushMetricExporter,
 } from "@opentelemetry/sdk-metrics";
-import { BatchSpanProcessor, type SpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
+import {
+  AlwaysOnSampler,
+  BatchSpanProcessor,
+  ParentBasedSampler,
+  type SpanProcessor,
+  TraceIdRatioBasedSampler,
+  TracerProvider,
+} from "@opentelemetry/sdk-trace";
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from "@opentelemetry/semantic-conventions";
 
 /** The instruments Plinth records into; all no-ops while telemetry is off. */
@@ -74,6 +81,8 @@ export interface TelemetryOptions {
   environment?: string;
   /** Metric export interval (default 15 s). */
   metricIntervalMs?: number;
+  /** `OpenTelemetry:SampleRatio`: share of new traces recorded (default 1). */
+  sampleRatio?: number;
   /** Tests and benchmarks: record spans into these processors instead of (or without) an exporter. */
   spanProcessors?: SpanProcessor[];
   metricReaders?: MetricReader[];
@@ -197,7 +206,11 @@ export function createTelemetry(options: TelemetryOptions): Telemetry {
   if (options.serviceVersion) attributes[ATTR_SERVICE_VERSION] = options.serviceVersion;
   if (options.environment) attributes["deployment.environment.name"] = options.environment;
   const resource = resourceFromAttributes(attributes);
-  const tracerProvider = new TracerProvider({ resource, spanProcessors: processors });
+  const ratio = options.sampleRatio ?? 1;
+  const sampler = new ParentBasedSampler({
+    root: ratio >= 1 ? new AlwaysOnSampler() : new TraceIdRatioBasedSampler(ratio),
+  });
+  const tracerProvider = new TracerProvider({ resource, spanProcessors: processors, sampler });
   const meterProvider = new MeterProvider({ resource, readers });
   return makeTelemetry({
     enabled: true,

@@ -1,14 +1,17 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace";
 import { sql } from "drizzle-orm";
+import { createApp } from "../../src/app.ts";
 import { createRedactor } from "../../src/config/redact.ts";
 import { execute, openDatabase } from "../../src/db/client.ts";
+import { createDeps } from "../../src/deps.ts";
 import { createQueryObserver, statementOperation, statementShape } from "../../src/telemetry/db.ts";
 import { tracedFetch } from "../../src/telemetry/fetch.ts";
 import { createLogger } from "../../src/telemetry/logger.ts";
 import { createTelemetry, disabledTelemetry } from "../../src/telemetry/otel.ts";
 import { type OtlpCollector, startOtlpCollector } from "../fixtures/otlp-collector.ts";
 import { type SmsGateway, startSmsGateway } from "../fixtures/sms-gateway.ts";
-import { createTestApp, type TestApp } from "../helpers/app.ts";
+import { createTestApp, envConfig, type TestApp } from "../helpers/app.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 import { createTenant, createUser, json } from "../helpers/identity.ts";
 
@@ -254,5 +257,28 @@ describe("slow queries", () => {
       "update",
     );
     expect(statementOperation("  INSERT into x values ($1)")).toBe("insert");
+  });
+});
+
+describe("OpenTelemetry:SampleRatio", () => {
+  test("0 records no new trace, yet follows a caller that sampled its trace", async () => {
+    const exporter = new InMemorySpanExporter();
+    const telemetry = createTelemetry({
+      serviceName: "plinth",
+      sampleRatio: 0,
+      spanProcessors: [new SimpleSpanProcessor({ exporter })],
+    });
+    const deps = await createDeps(envConfig({}), { database: t.database, telemetry, logWrite: () => {} });
+    const app = createApp(deps);
+    const get = (headers: Record<string, string> = {}) =>
+      app.fetch(new Request("http://localhost/api/health", { headers }), { peerAddress: "127.0.0.1" });
+    expect((await get()).status).toBe(200);
+    expect(exporter.getFinishedSpans()).toHaveLength(0);
+    const traceId = crypto.randomUUID().replaceAll("-", "");
+    expect((await get({ traceparent: `00-${traceId}-00f067aa0ba902b7-01` })).status).toBe(200);
+    const spans = exporter.getFinishedSpans();
+    expect(spans).toHaveLength(1);
+    expect(spans[0]?.spanContext().traceId).toBe(traceId);
+    await telemetry.shutdown();
   });
 });
