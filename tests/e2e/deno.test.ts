@@ -1,15 +1,21 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
+import { type OtlpCollector, startOtlpCollector } from "../fixtures/otlp-collector.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 import { denoBinary } from "../helpers/deno.ts";
 import { createPlatformAdmin, PASSWORD } from "../helpers/identity.ts";
 import { cleanEnv, ROOT } from "../helpers/process.ts";
 
-/** The same app under Deno (src/deno.ts): health, readiness and a password sign-in. */
+/** The same app under Deno (src/deno.ts): health, readiness, a password sign-in, exported spans. */
 let t: TestDatabase;
+let collector: OtlpCollector;
 beforeAll(async () => {
   t = await createTestDatabase();
+  collector = startOtlpCollector();
 }, 60_000);
-afterAll(() => t.drop());
+afterAll(async () => {
+  await collector.stop();
+  await t.drop();
+});
 
 test("src/deno.ts serves /api/health and /api/health/ready under Deno", async () => {
   const proc = Bun.spawn([denoBinary(), "run", "-A", "src/deno.ts"], {
@@ -19,6 +25,7 @@ test("src/deno.ts serves /api/health and /api/health/ready under Deno", async ()
       DATABASE_URL: t.url,
       PORT: "0",
       BackgroundProcessing__Enabled: "false",
+      OpenTelemetry__OtlpEndpoint: collector.url,
       DENO_NO_UPDATE_CHECK: "1",
     }),
     stdout: "pipe",
@@ -78,4 +85,9 @@ test("src/deno.ts serves /api/health and /api/health/ready under Deno", async ()
     const code = await proc.exited;
     expect(code).toBe(0);
   }
+  // telemetry works under Deno too: the sign-in's server span with its statements, flushed at shutdown
+  const server = await collector.waitForSpan((s) => s.name === "POST /api/auth/login");
+  expect(collector.spans.some((s) => s.traceId === server.traceId && s.parentSpanId === server.spanId)).toBe(
+    true,
+  );
 }, 60_000);
