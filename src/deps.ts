@@ -17,7 +17,7 @@ import { createSecurityWindows, type SecurityWindows } from "./security/windows.
 import { createQueryObserver } from "./telemetry/db.ts";
 import { type Fetch, tracedFetch } from "./telemetry/fetch.ts";
 import { createLogger, type Logger } from "./telemetry/logger.ts";
-import { createTelemetry, type Telemetry } from "./telemetry/otel.ts";
+import { disabledTelemetry, type Telemetry } from "./telemetry/otel.ts";
 import { createTenantLookup, type TenantLookup } from "./tenancy/lookup.ts";
 
 /** Everything the app, the loops and domain functions need, built once per process. */
@@ -62,15 +62,18 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
   const redactor = createRedactor(config.secretValues);
   const logger = createLogger({ level: config.settings.Logging.Level, redactor, write: options.logWrite });
   const otel = config.settings.OpenTelemetry;
+  // the SDK is imported only when something is exported
   const telemetry =
     options.telemetry ??
-    createTelemetry({
-      endpoint: otel.OtlpEndpoint,
-      serviceName: otel.ServiceName,
-      environment: config.environment,
-      metricIntervalMs: otel.MetricExportSeconds * 1000,
-      sampleRatio: otel.SampleRatio,
-    });
+    (otel.OtlpEndpoint
+      ? (await import("./telemetry/sdk.ts")).createTelemetry({
+          endpoint: otel.OtlpEndpoint,
+          serviceName: otel.ServiceName,
+          environment: config.environment,
+          metricIntervalMs: otel.MetricExportSeconds * 1000,
+          sampleRatio: otel.SampleRatio,
+        })
+      : disabledTelemetry());
   const fetch = tracedFetch(telemetry);
   const database =
     options.database ??

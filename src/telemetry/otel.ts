@@ -1,5 +1,4 @@
 import {
-  type Attributes,
   type Context,
   type Counter,
   context,
@@ -10,29 +9,10 @@ import {
   ProxyTracerProvider,
   type Span,
   type SpanOptions,
+  type TextMapPropagator,
   type Tracer,
   trace,
 } from "@opentelemetry/api";
-import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
-import { W3CTraceContextPropagator } from "@opentelemetry/core";
-import { OTLPMetricExporter } from "@opentelemetry/exporter-metrics-otlp-http";
-import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
-import { resourceFromAttributes } from "@opentelemetry/resources";
-import {
-  MeterProvider,
-  type MetricReader,
-  PeriodicExportingMetricReader,
-  type PushMetricExporter,
-} from "@opentelemetry/sdk-metrics";
-import {
-  AlwaysOnSampler,
-  BatchSpanProcessor,
-  ParentBasedSampler,
-  type SpanProcessor,
-  TraceIdRatioBasedSampler,
-  TracerProvider,
-} from "@opentelemetry/sdk-trace";
-import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from "@opentelemetry/semantic-conventions";
 
 /** The instruments Plinth records into; all no-ops while telemetry is off. */
 export interface Instruments {
@@ -65,7 +45,8 @@ export interface Telemetry {
   readonly tracer: Tracer;
   readonly meter: Meter;
   readonly instruments: Instruments;
-  readonly propagator: W3CTraceContextPropagator;
+  /** W3C `traceparent`/`tracestate` (a no-op while off). */
+  readonly propagator: TextMapPropagator;
   /** Runs `fn` in a new active span, ending it (with an error status on a throw) when `fn` settles. */
   inSpan<T>(name: string, options: SpanOptions, fn: (span: Span) => Promise<T>, parent?: Context): Promise<T>;
   /** Sends whatever is buffered (tests, shutdown). */
@@ -73,31 +54,11 @@ export interface Telemetry {
   shutdown(): Promise<void>;
 }
 
-export interface TelemetryOptions {
-  /** `OpenTelemetry:OtlpEndpoint`: the collector's base URL (`/v1/traces`, `/v1/metrics` are appended). */
-  endpoint?: string;
-  serviceName: string;
-  serviceVersion?: string;
-  environment?: string;
-  /** Metric export interval (default 15 s). */
-  metricIntervalMs?: number;
-  /** `OpenTelemetry:SampleRatio`: share of new traces recorded (default 1). */
-  sampleRatio?: number;
-  /** Tests and benchmarks: record spans into these processors instead of (or without) an exporter. */
-  spanProcessors?: SpanProcessor[];
-  metricReaders?: MetricReader[];
-}
-
-const propagator = new W3CTraceContextPropagator();
-let contextManagerInstalled = false;
-
-/** Bun has no Node auto-instrumentation hooks; an AsyncLocalStorage context manager carries spans across awaits. */
-function installContextManager(): void {
-  if (contextManagerInstalled) return;
-  contextManagerInstalled = true;
-  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
-}
-
+const noopPropagator: TextMapPropagator = {
+  inject: () => {},
+  extract: (ctx) => ctx,
+  fields: () => [],
+};
 function createInstruments(meter: Meter): Instruments {
   return {
     httpServerDuration: meter.createHistogram("http.server.request.duration", {
@@ -129,10 +90,11 @@ function createInstruments(meter: Meter): Instruments {
   };
 }
 
-function makeTelemetry(input: {
+export function makeTelemetry(input: {
   enabled: boolean;
   tracer: Tracer;
   meter: Meter;
+  propagator?: TextMapPropagator;
   flush: () => Promise<void>;
   shutdown: () => Promise<void>;
 }): Telemetry {
@@ -142,7 +104,7 @@ function makeTelemetry(input: {
     tracer,
     meter: input.meter,
     instruments: createInstruments(input.meter),
-    propagator,
+    propagator: input.propagator ?? noopPropagator,
     inSpan: (name, options, fn, parent) => {
       if (!input.enabled) return fn(trace.wrapSpanContext(INVALID_SPAN_CONTEXT));
       return tracer.startActiveSpan(name, options, parent ?? context.active(), async (span) => {
@@ -176,52 +138,6 @@ export function disabledTelemetry(): Telemetry {
     meter: createNoopMeter(),
     flush: async () => {},
     shutdown: async () => {},
-  });
-}
-
-/**
- * Exports traces and metrics over OTLP/HTTP (JSON) when an endpoint is set (or processors are
- * given); otherwise returns `disabledTelemetry()`. Providers are this object's own, not global,
- * so tests can build several; only the context manager is process-wide.
- */
-export function createTelemetry(options: TelemetryOptions): Telemetry {
-  const processors = [...(options.spanProcessors ?? [])];
-  const readers = [...(options.metricReaders ?? [])];
-  const base = options.endpoint?.replace(/\/+$/, "");
-  if (base) {
-    processors.push(
-      new BatchSpanProcessor({ exporter: new OTLPTraceExporter({ url: `${base}/v1/traces` }) }),
-    );
-    const exporter: PushMetricExporter = new OTLPMetricExporter({ url: `${base}/v1/metrics` });
-    readers.push(
-      new PeriodicExportingMetricReader({
-        exporter,
-        exportIntervalMillis: options.metricIntervalMs ?? 15_000,
-      }),
-    );
-  }
-  if (processors.length === 0 && readers.length === 0) return disabledTelemetry();
-  installContextManager();
-  const attributes: Attributes = { [ATTR_SERVICE_NAME]: options.serviceName };
-  if (options.serviceVersion) attributes[ATTR_SERVICE_VERSION] = options.serviceVersion;
-  if (options.environment) attributes["deployment.environment.name"] = options.environment;
-  const resource = resourceFromAttributes(attributes);
-  const ratio = options.sampleRatio ?? 1;
-  const sampler = new ParentBasedSampler({
-    root: ratio >= 1 ? new AlwaysOnSampler() : new TraceIdRatioBasedSampler(ratio),
-  });
-  const tracerProvider = new TracerProvider({ resource, spanProcessors: processors, sampler });
-  const meterProvider = new MeterProvider({ resource, readers });
-  return makeTelemetry({
-    enabled: true,
-    tracer: tracerProvider.getTracer("plinth"),
-    meter: meterProvider.getMeter("plinth"),
-    flush: async () => {
-      await Promise.allSettled([tracerProvider.forceFlush(), meterProvider.forceFlush()]);
-    },
-    shutdown: async () => {
-      await Promise.allSettled([tracerProvider.shutdown(), meterProvider.shutdown()]);
-    },
   });
 }
 

@@ -9,7 +9,7 @@ import { createDeps } from "../../src/deps.ts";
 import { enqueue } from "../../src/jobs/enqueue.ts";
 import { createJobRegistry, defineJob } from "../../src/jobs/registry.ts";
 import { startBackground } from "../../src/loops/background.ts";
-import { createTelemetry } from "../../src/telemetry/otel.ts";
+import { createTelemetry } from "../../src/telemetry/sdk.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 import { waitFor } from "../helpers/jobs.ts";
 

@@ -4,8 +4,8 @@ import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-tr
 import { ManualClock } from "../../src/clock.ts";
 import { ObjectStorage } from "../../src/storage/object-storage.ts";
 import { createS3Client } from "../../src/storage/s3.ts";
-import { createTelemetry } from "../../src/telemetry/otel.ts";
 import { traceS3Client } from "../../src/telemetry/s3.ts";
+import { createTelemetry } from "../../src/telemetry/sdk.ts";
 import { S3_CREDENTIALS, startTestS3, type TestS3 } from "../fixtures/s3-server.ts";
 
 const clock = new ManualClock("2026-11-01T12:00:00Z");
