@@ -250,6 +250,27 @@ describe("slow queries", () => {
     }
   });
 
+  test("embedded PGlite statements are observed too, in and out of transactions", async () => {
+    const seen: string[] = [];
+    const database = await openDatabase("pglite:memory:");
+    try {
+      database.setQueryObserver({
+        observe: (statement, run) => {
+          seen.push(statement);
+          return run();
+        },
+      });
+      await execute(database.db, sql`select ${1}::int as one`);
+      await database.db.transaction(async (tx) => {
+        await execute(tx, sql`select ${2}::int as two`);
+      });
+      expect(seen).toContain("select $1::int as one");
+      expect(seen).toContain("select $1::int as two");
+    } finally {
+      await database.close();
+    }
+  }, 30_000);
+
   test("statement shape and operation", () => {
     expect(statementShape("update t set a = 'x''y', b = 42 where id = $1")).toBe(
       "update t set a = ?, b = ? where id = $1",
