@@ -9,6 +9,7 @@ import {
   ProxyTracerProvider,
   type Span,
   type SpanOptions,
+  SpanStatusCode,
   type TextMapPropagator,
   type Tracer,
   trace,
@@ -112,7 +113,7 @@ export function makeTelemetry(input: {
           return await fn(span);
         } catch (error) {
           span.recordException(scrubbedException(error));
-          span.setStatus({ code: 2 /* ERROR */ });
+          span.setStatus({ code: SpanStatusCode.ERROR });
           throw error;
         } finally {
           span.end();
