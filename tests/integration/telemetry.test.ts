@@ -190,24 +190,24 @@ describe("slow queries", () => {
     const database = await openDatabase(t.url, { poolSize: 2 });
     try {
       database.setQueryObserver(
-        createQueryObserver({ telemetry: disabledTelemetry(), logger, slowQueryMs: 60 }),
+        createQueryObserver({ telemetry: disabledTelemetry(), logger, slowQueryMs: 120 }),
       );
       const marker = `value-${crypto.randomUUID()}`;
-      await execute(database.db, sql`select pg_sleep(${0.15}), ${marker}::text as marker`);
+      await execute(database.db, sql`select pg_sleep(${0.25}), ${marker}::text as marker`);
       await execute(database.db, sql`select 1 as fast, ${marker}::text as marker`);
       await database.db.transaction(async (tx) => {
-        await execute(tx, sql`select pg_sleep(${0.1}), ${marker}::text as in_tx`);
+        await execute(tx, sql`select pg_sleep(${0.2}), ${marker}::text as in_tx`);
       });
       const slow = lines.map((l) => JSON.parse(l)).filter((l) => l.msg === "slow query");
       expect(slow).toHaveLength(2);
       expect(slow[0].level).toBe("warn");
       expect(slow[0].statement).toBe("select pg_sleep($1), $2::text as marker");
       expect(slow[0].operation).toBe("select");
-      expect(slow[0].durationMs).toBeGreaterThanOrEqual(60);
-      expect(slow[0].thresholdMs).toBe(60);
+      expect(slow[0].durationMs).toBeGreaterThanOrEqual(120);
+      expect(slow[0].thresholdMs).toBe(120);
       expect(slow[1].statement).toContain("in_tx");
       expect(lines.join("\n")).not.toContain(marker);
-      expect(lines.join("\n")).not.toContain("0.15");
+      expect(lines.join("\n")).not.toContain("0.25");
     } finally {
       await database.close();
     }
