@@ -1,10 +1,11 @@
 #!/usr/bin/env sh
 # Makes this checkout runnable: Bun (from the npm registry) and the packages; with --services also
-# a PostgreSQL and a Redis on localhost for the test suite (used when running, installed from
+# Deno (npm registry, for the Deno smoke test) and a PostgreSQL and a Redis on localhost for the test suite (used when running, installed from
 # Debian's packages and started when missing). Idempotent: quick when everything is there.
 set -eu
 cd "$(dirname "$0")/.."
 BUN_VERSION=1.4.4
+DENO_VERSION=2.9.6
 
 say() { printf 'setup: %s\n' "$*" >&2; }
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null 2>&1; then sudo "$@"; else say "need root for: $*"; exit 1; fi; }
@@ -19,6 +20,15 @@ if [ ! -d node_modules ] || [ bun.lock -nt node_modules/.bun-installed ]; then
 fi
 
 [ "${1:-}" = "--services" ] || exit 0
+
+# Deno runs the same app in one smoke test (tests/e2e/deno.test.ts): from the npm registry into
+# .cache/deno (the package carries the binary; its install script is not needed).
+if ! command -v deno >/dev/null 2>&1 && [ ! -x .cache/deno/node_modules/.bin/deno ]; then
+  say "installing Deno $DENO_VERSION from the npm registry into .cache/deno"
+  mkdir -p .cache/deno
+  npm install --prefix .cache/deno --no-save --no-audit --no-fund "deno@$DENO_VERSION" >/dev/null 2>&1 ||
+    { say "installing Deno failed"; exit 1; }
+fi
 
 apt_updated=
 apt_install() {

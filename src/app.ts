@@ -1,7 +1,9 @@
+import { Scalar } from "@scalar/hono-api-reference";
 import { cors } from "hono/cors";
 import { secureHeaders } from "hono/secure-headers";
 import { authenticate, requirePlatformAdmin, requireTenantUser } from "./auth/middleware.ts";
 import { normaliseOrigin } from "./auth/origins.ts";
+import { describeError } from "./config/redact.ts";
 import type { Deps } from "./deps.ts";
 import { clientIp } from "./http/client-ip.ts";
 import { createRouter } from "./http/context.ts";
@@ -23,12 +25,15 @@ import { healthRoutes } from "./http/routes/health.ts";
 import { tenantStorageRoutes } from "./http/routes/tenant-storage.ts";
 import { adminUserRoutes, tenantUserRoutes } from "./http/routes/users.ts";
 import { wellKnownRoutes } from "./http/routes/well-known.ts";
+import { traceRequests } from "./telemetry/http.ts";
 import { resolveTenancy } from "./tenancy/resolve.ts";
 
 /** Builds the HTTP app from its dependencies: no globals, so tests build it with their own. */
 export function createApp(deps: Deps) {
   const app = createRouter();
   app.use(requestId());
+  // before the request log, so its line carries the trace id
+  app.use(traceRequests(deps.telemetry));
   app.use(requestLog(deps.logger));
   app.use(secureHeaders());
   const settings = deps.config.settings;
@@ -63,12 +68,10 @@ export function createApp(deps: Deps) {
   app.onError((error, c) => {
     const problem = toProblem(error);
     if (problem.status >= 500) {
+      // never error.message as is: a failed query's message carries its parameter values
       deps.logger.error("unhandled error", {
         requestId: c.get("requestId"),
-        error:
-          error instanceof Error
-            ? { name: error.name, message: error.message, stack: error.stack }
-            : String(error),
+        error: describeError(error, deps.redactor.text, { stack: true }),
       });
     }
     return problemResponse(c, problem);
@@ -109,6 +112,8 @@ export function createApp(deps: Deps) {
     openapi: "3.1.0",
     info: { title: "Plinth API", version: "0.1.0", description: "Multi-tenant SaaS API foundation." },
   });
+  // a reference page over the document above (the page loads its viewer script from a CDN)
+  app.get("/api/docs", Scalar({ url: "/api/openapi.json", pageTitle: "Plinth API" }));
   return app;
 }
 

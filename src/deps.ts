@@ -17,7 +17,10 @@ import {
 import { createDataProtection, type DataProtection } from "./security/data-protection.ts";
 import { parseTenantSecretKeys } from "./security/tenant-secrets.ts";
 import { createSecurityWindows, type SecurityWindows } from "./security/windows.ts";
+import { createQueryObserver } from "./telemetry/db.ts";
+import { type Fetch, tracedFetch } from "./telemetry/fetch.ts";
 import { createLogger, type Logger } from "./telemetry/logger.ts";
+import { disabledTelemetry, type Telemetry } from "./telemetry/otel.ts";
 import { createTenantLookup, type TenantLookup } from "./tenancy/lookup.ts";
 
 /** Everything the app, the loops and domain functions need, built once per process. */
@@ -41,6 +44,10 @@ export interface Deps {
   sessionCache: SessionCache;
   /** Key ring protecting data at rest (browser session cookies and the like). */
   dataProtection: DataProtection;
+  /** Traces and metrics (`OpenTelemetry:*`); no-ops when no endpoint is configured. */
+  telemetry: Telemetry;
+  /** `fetch` for outgoing calls: a client span and `traceparent` when telemetry is on. */
+  fetch: Fetch;
 }
 
 export interface CreateDepsOptions {
@@ -52,17 +59,36 @@ export interface CreateDepsOptions {
   /** Tests share one in-process store between two app instances. */
   counters?: CounterStore;
   logWrite?: (line: string) => void;
+  /** Tests and benchmarks record spans in process (see src/telemetry/otel.ts). */
+  telemetry?: Telemetry;
 }
 
 export async function createDeps(config: AppConfig, options: CreateDepsOptions = {}): Promise<Deps> {
   const redactor = createRedactor(config.secretValues);
   const logger = createLogger({ level: config.settings.Logging.Level, redactor, write: options.logWrite });
+  const otel = config.settings.OpenTelemetry;
+  // the SDK is imported only when something is exported
+  const telemetry =
+    options.telemetry ??
+    (otel.OtlpEndpoint
+      ? (await import("./telemetry/sdk.ts")).createTelemetry({
+          endpoint: otel.OtlpEndpoint,
+          serviceName: otel.ServiceName,
+          environment: config.environment,
+          metricIntervalMs: otel.MetricExportSeconds * 1000,
+          sampleRatio: otel.SampleRatio,
+        })
+      : disabledTelemetry());
+  const fetch = tracedFetch(telemetry);
   const database =
     options.database ??
     (await openDatabase(config.database.url, {
       poolSize: config.settings.Database.PoolSize,
       applicationName: "plinth",
     }));
+  database.setQueryObserver(
+    createQueryObserver({ telemetry, logger, slowQueryMs: config.settings.Database.SlowQueryMilliseconds }),
+  );
   const cache = config.cache
     ? createCache(config.cache.url, {
         environment: config.environment,
@@ -103,7 +129,7 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
   }
   const globalSms =
     sms.Provider === "http" && sms.HttpUrl && sms.HttpApiKey
-      ? httpSmsSender({ url: sms.HttpUrl, apiKey: sms.HttpApiKey, logger })
+      ? httpSmsSender({ url: sms.HttpUrl, apiKey: sms.HttpApiKey, logger, fetch })
       : developmentSmsSender(logger);
   const { keyring } = parseTenantSecretKeys(config.settings.Security.TenantSecrets);
   const smsSender = tenantAwareSmsSender({
@@ -116,6 +142,7 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
       return readProviderSecrets(database.db, keyring, provider);
     },
     logger,
+    fetch,
   });
   const tenants = createTenantLookup(database.db, clock);
   const dataProtection = createDataProtection(config, { db: database.db, clock, logger });
@@ -139,9 +166,11 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
     tenants,
     dataProtection,
     sessionCache,
+    telemetry,
+    fetch,
   };
 }
 
 export async function closeDeps(deps: Deps): Promise<void> {
-  await Promise.allSettled([deps.database.close(), deps.cache?.close()]);
+  await Promise.allSettled([deps.database.close(), deps.cache?.close(), deps.telemetry.shutdown()]);
 }

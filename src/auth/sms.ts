@@ -67,6 +67,7 @@ export function tenantAwareSmsSender(input: {
   resolve: (tenantId: string) => Promise<ResolvedProvider>;
   secrets: (provider: TenantProvider) => Promise<Record<string, string>>;
   logger: Logger;
+  fetch?: typeof fetch;
 }): SmsSender {
   return {
     send: async (message) => {
@@ -82,7 +83,7 @@ export function tenantAwareSmsSender(input: {
       const { apiKey } = await input.secrets(provider);
       if (typeof url !== "string" || !apiKey)
         throw new SmsDeliveryError("the tenant's SMS provider lacks url or apiKey");
-      return httpSmsSender({ url, apiKey, logger: input.logger }).send(message);
+      return httpSmsSender({ url, apiKey, logger: input.logger, fetch: input.fetch }).send(message);
     },
   };
 }

@@ -39,7 +39,7 @@ export function createRedactor(secretValues: Iterable<string>): Redactor {
       if (node === null || typeof node !== "object") return node;
       if (seen.has(node)) return "[Circular]";
       seen.add(node);
-      if (node instanceof Error) return { name: node.name, message: text(node.message) };
+      if (node instanceof Error) return describeError(node, text);
       if (Array.isArray(node)) return node.map((item) => walk(item));
       const out: Record<string, unknown> = {};
       for (const [key, child] of Object.entries(node)) {
@@ -54,4 +54,50 @@ export function createRedactor(secretValues: Iterable<string>): Redactor {
   };
 
   return { text, value };
+}
+
+export interface ErrorDescription {
+  name: string;
+  message: string;
+  /** The driver's SQLSTATE, when a statement failed. */
+  code?: string;
+  /** A failed statement's text: `$n` placeholders, never the parameter values. */
+  statement?: string;
+  /** Stack frames only: the first line of `error.stack` repeats the message. */
+  stack?: string;
+}
+
+/**
+ * An error as logs may show it. A failed Drizzle query's message lists its parameter VALUES
+ * ("Failed query: … params: …"): such an error is described by its driver cause's message, SQLSTATE
+ * and statement text instead. Everything passes through `text` (the redactor's).
+ */
+export function describeError(
+  error: unknown,
+  text: (value: string) => string = (v) => v,
+  options: { stack?: boolean } = {},
+): ErrorDescription {
+  if (!(error instanceof Error)) return { name: typeof error, message: text(String(error)) };
+  const frames = options.stack
+    ? error.stack
+        ?.split("\n")
+        .filter((line) => /^\s+at /.test(line))
+        .join("\n")
+    : undefined;
+  const failed = error as Error & { query?: unknown; params?: unknown };
+  if (typeof failed.query === "string" && "params" in failed) {
+    const cause = error.cause as { message?: unknown; code?: unknown; name?: unknown } | undefined;
+    let message = typeof cause?.message === "string" ? cause.message : "query failed";
+    // data exceptions (SQLSTATE class 22) quote the offending value: `invalid input syntax … "value"`
+    if (typeof cause?.code === "string" && cause.code.startsWith("22"))
+      message = message.replace(/"[^"]*"/g, '"?"');
+    return {
+      name: typeof cause?.name === "string" ? cause.name : "QueryError",
+      message: text(message),
+      ...(typeof cause?.code === "string" ? { code: cause.code } : {}),
+      statement: text(failed.query.replace(/\s+/g, " ").slice(0, 1_000)),
+      ...(frames ? { stack: frames } : {}),
+    };
+  }
+  return { name: error.name, message: text(error.message), ...(frames ? { stack: frames } : {}) };
 }

@@ -60,6 +60,11 @@ export const configSchema = z.object({
   }),
   Database: z.object({
     PoolSize: int(1, 10, "PostgreSQL connections per process."),
+    SlowQueryMilliseconds: int(
+      1,
+      200,
+      "Statements at least this slow are logged at warn (statement shape and duration, never parameter values).",
+    ),
   }),
   Server: z.object({
     Port: int(0, 8080, "HTTP port (also `PORT`, which wins)."),
@@ -374,6 +379,11 @@ export const configSchema = z.object({
       .min(1)
       .default("plinth")
       .meta({ description: "`service.name` of exported telemetry." }),
+    MetricExportSeconds: int(1, 15, "Interval between metric exports to the collector."),
+    SampleRatio: z.number().min(0).max(1).default(1).meta({
+      description:
+        "Share of new traces recorded (0–1); a request continuing a caller's trace follows the caller's decision.",
+    }),
   }),
   Bootstrap: z.object({
     PlatformAdminEmail: z.string().optional().meta({

@@ -5,6 +5,7 @@ import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
 import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
 import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
 import postgres from "postgres";
+import { observePgliteClient, observePostgresClient, type QueryObserver } from "../telemetry/db.ts";
 import * as schema from "./schema/index.ts";
 
 export type Schema = typeof schema;
@@ -23,6 +24,8 @@ export interface Database {
   listen(channel: string, onMessage: (payload: string) => void): Promise<() => Promise<void>>;
   /** Waits up to `timeoutSeconds` (default 5) for queries in flight, then closes. */
   close(timeoutSeconds?: number): Promise<void>;
+  /** Times every statement from now on (spans, duration metric, slow-query log); undefined stops it. */
+  setQueryObserver(observer: QueryObserver | undefined): void;
 }
 
 export interface OpenDatabaseOptions {
@@ -56,6 +59,8 @@ async function openPglite(url: string): Promise<Database> {
   if (dataDir) mkdirSync(dataDir, { recursive: true });
   const client = new PGlite(dataDir);
   await client.waitReady;
+  let observer: QueryObserver | undefined;
+  observePgliteClient(client, () => observer);
   const db = drizzlePglite(client, { schema, casing: "snake_case" }) as unknown as Db;
   return {
     db,
@@ -70,6 +75,9 @@ async function openPglite(url: string): Promise<Database> {
     close: async () => {
       if (!client.closed) await client.close();
     },
+    setQueryObserver: (next) => {
+      observer = next;
+    },
   };
 }
 
@@ -82,6 +90,8 @@ function openPostgres(url: string, options: OpenDatabaseOptions): Database {
     onnotice: () => {},
     connection: { application_name: options.applicationName ?? "plinth" },
   });
+  let observer: QueryObserver | undefined;
+  observePostgresClient(client, () => observer);
   const db = drizzlePostgres(client, { schema, casing: "snake_case" }) as unknown as Db;
   return {
     db,
@@ -95,6 +105,9 @@ function openPostgres(url: string, options: OpenDatabaseOptions): Database {
     },
     close: async (timeoutSeconds = 5) => {
       await client.end({ timeout: timeoutSeconds });
+    },
+    setQueryObserver: (next) => {
+      observer = next;
     },
   };
 }

@@ -7,7 +7,8 @@ import { getTenant, isUuid } from "../tenancy/tenants.ts";
 import { validateHostname, verificationRecordName } from "./hostnames.ts";
 import { cnameTargets, gatewayClient } from "./settings.ts";
 
-export type DomainDeps = Pick<Deps, "database" | "clock" | "config" | "tenants" | "logger">;
+export type DomainDeps = Pick<Deps, "database" | "clock" | "config" | "tenants" | "logger"> &
+  Partial<Pick<Deps, "fetch">>;
 type DomainRow = typeof tenantDomains.$inferSelect;
 
 /** A domain as admins and tenant owners see it: what to set in DNS, and where it stands. */
@@ -149,7 +150,7 @@ export async function requestDomainCheck(
  */
 export async function deleteDomain(deps: DomainDeps, tenantId: string, id: string): Promise<void> {
   const row = await domainRow(deps, tenantId, id);
-  const gateway = gatewayClient(deps.config.settings.TenantDomains, deps.logger);
+  const gateway = gatewayClient(deps.config.settings.TenantDomains, deps.logger, deps.fetch);
   if (gateway) {
     try {
       await gateway.remove({ id: row.gatewayHostnameId, hostname: row.hostname });

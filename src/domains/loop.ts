@@ -76,7 +76,8 @@ export async function claimDueDomains(
   }));
 }
 
-export type LoopDeps = Pick<Deps, "database" | "clock" | "config" | "tenants" | "logger">;
+export type LoopDeps = Pick<Deps, "database" | "clock" | "config" | "tenants" | "logger"> &
+  Partial<Pick<Deps, "fetch">>;
 
 export interface DomainLoopOptions {
   /** Lease owner id; default `<host>:<pid>:<random>`. */
@@ -106,8 +107,8 @@ export function createDomainTicker(deps: LoopDeps, options: DomainLoopOptions = 
   const settings = deps.config.settings.TenantDomains;
   const owner = options.owner ?? `${machineName()}:${process.pid}:${crypto.randomUUID().slice(0, 8)}`;
   const missing = missingDomainSettings(settings);
-  const resolver = options.resolver ?? dnsResolver(settings);
-  const gateway = options.gateway ?? gatewayClient(settings, deps.logger);
+  const resolver = options.resolver ?? dnsResolver(settings, deps.fetch);
+  const gateway = options.gateway ?? gatewayClient(settings, deps.logger, deps.fetch);
   const targets = cnameTargets(settings);
   const db = deps.database.db;
   let toldIncomplete = false;

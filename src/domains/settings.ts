@@ -1,4 +1,5 @@
 import type { Settings } from "../config/schema.ts";
+import type { Fetch } from "../telemetry/fetch.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import { createDohResolver, type DnsResolver } from "./dns.ts";
 import { createGatewayClient, type GatewayClient } from "./gateway.ts";
@@ -21,9 +22,10 @@ export function cnameTargets(s: DomainSettings): string[] {
   return s.AllowedCnameTargets.map((t) => t.trim().toLowerCase().replace(/\.$/, "")).filter(Boolean);
 }
 
-export function gatewayClient(s: DomainSettings, logger?: Logger): GatewayClient | null {
+export function gatewayClient(s: DomainSettings, logger?: Logger, fetch?: Fetch): GatewayClient | null {
   if (!s.GatewayBaseUrl || !s.GatewayApiKey) return null;
   return createGatewayClient({
+    fetch,
     baseUrl: s.GatewayBaseUrl,
     apiKey: s.GatewayApiKey,
     timeoutMs: s.GatewayTimeoutMs,
@@ -32,8 +34,8 @@ export function gatewayClient(s: DomainSettings, logger?: Logger): GatewayClient
   });
 }
 
-export function dnsResolver(s: DomainSettings): DnsResolver {
-  return createDohResolver({ endpoint: s.DnsJsonEndpoint, timeoutMs: s.DnsTimeoutMs });
+export function dnsResolver(s: DomainSettings, fetch?: Fetch): DnsResolver {
+  return createDohResolver({ endpoint: s.DnsJsonEndpoint, timeoutMs: s.DnsTimeoutMs, fetch });
 }
 
 /** Delay before the next check after `attempts` failed ones: base·2^(attempts−1), capped. */

@@ -85,11 +85,10 @@ export function rateLimit(policy: RateLimitPolicy, options: RateLimitOptions): M
         options.clock.now().getTime(),
       );
     } catch (error) {
-      const message = error instanceof Error ? error.message : String(error);
       if (policy.onUnavailable === "closed") {
         options.logger.error("rate-limit store unavailable; failing closed", {
           policy: policy.name,
-          error: message,
+          error,
         });
         throw new ProblemError("unavailable", "Temporarily unavailable, try again shortly.", {
           headers: { "retry-after": "5" },
@@ -100,7 +99,7 @@ export function rateLimit(policy: RateLimitPolicy, options: RateLimitOptions): M
         lastOpenLog = now;
         options.logger.warn("rate-limit store unavailable; letting requests through", {
           policy: policy.name,
-          error: message,
+          error,
         });
       }
       return next();

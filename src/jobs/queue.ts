@@ -1,5 +1,5 @@
 import { type SQL, sql } from "drizzle-orm";
-import type { Redactor } from "../config/redact.ts";
+import { describeError, type Redactor } from "../config/redact.ts";
 import { type Executor, execute } from "../db/client.ts";
 
 /** A claimed job holds its row this long; after it any process may take the job over (spec 2.1). */
@@ -266,12 +266,16 @@ export function retryDelayMs(
 export function describeJobError(error: unknown, redactor: Redactor): string {
   let text: string;
   if (error instanceof Error) {
+    // frames only: the lines before them repeat the message (a failed query's lists its values)
     const frames = (error.stack ?? "")
       .split("\n")
-      .slice(1, 6)
-      .map((l) => l.trim())
-      .filter(Boolean);
-    text = [`${error.name}: ${error.message}`, ...frames].join("\n");
+      .filter((l) => /^\s+at /.test(l))
+      .slice(0, 5)
+      .map((l) => l.trim());
+    // a failed query's own message lists its parameter values: describeError keeps the cause only
+    const described = describeError(error);
+    const statement = described.statement ? ` [${described.statement}]` : "";
+    text = [`${described.name}: ${described.message}${statement}`, ...frames].join("\n");
   } else {
     text = typeof error === "string" ? error : safeJson(error);
   }

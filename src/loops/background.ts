@@ -1,6 +1,7 @@
 import type { Settings } from "../config/schema.ts";
 import type { Deps } from "../deps.ts";
 import { createJobRegistry, type JobRegistry } from "../jobs/registry.ts";
+import { jobMetrics, observeJobs } from "../telemetry/jobs.ts";
 import type { IntervalRunner } from "./interval-runner.ts";
 import { createJobLoop, type JobLoop, type JobLoopOptions } from "./job-loop.ts";
 
@@ -75,8 +76,21 @@ export async function startBackground(deps: Deps, options: StartBackgroundOption
   const loops: BackgroundLoop[] = [];
   let jobLoop: JobLoop | null = null;
   if (loopEnabled(settings, "jobs")) {
-    const registry = options.registry ?? createJobRegistry();
-    const loop = createJobLoop(deps, { ...jobLoopOptions(settings, registry), ...options.jobLoop });
+    // telemetry hook: handlers run in a span with one log line per run; loop events become metrics
+    const registry = observeJobs(options.registry ?? createJobRegistry(), deps);
+    const metrics = jobMetrics(deps.telemetry);
+    const onEvent = options.jobLoop?.onEvent;
+    const loop = createJobLoop(deps, {
+      ...jobLoopOptions(settings, registry),
+      ...options.jobLoop,
+      onEvent:
+        metrics && onEvent
+          ? (event) => {
+              metrics(event);
+              onEvent(event);
+            }
+          : (metrics ?? onEvent),
+    });
     await loop.start();
     jobLoop = loop;
     loops.push({ name: "jobs", stop: async (timeoutMs) => void (await loop.stop(timeoutMs)) });

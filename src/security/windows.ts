@@ -109,7 +109,7 @@ export function createSecurityWindows(input: {
     input.logger.error("security window store unavailable; failing closed", {
       window: kind,
       store: input.store.kind,
-      error: error instanceof Error ? error.message : String(error),
+      error, // the logger describes it; a failed query's parameter values never show
     });
     return new ProblemError("unavailable", "Temporarily unavailable, try again shortly.", {
       headers: { "retry-after": "5" },

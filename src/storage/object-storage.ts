@@ -10,6 +10,8 @@ import { getSignedUrl } from "@aws-sdk/s3-request-presigner";
 import type { Clock } from "../clock.ts";
 import type { AppConfig } from "../config/load.ts";
 import { ProblemError } from "../http/errors.ts";
+import { disabledTelemetry, type Telemetry } from "../telemetry/otel.ts";
+import { traceS3Client } from "../telemetry/s3.ts";
 import { InvalidObjectKeyError, relativeObjectKey, tenantObjectKey, tenantPrefix } from "./keys.ts";
 import { createS3Client } from "./s3.ts";
 
@@ -248,12 +250,12 @@ export class ObjectStorage {
 /** Object storage from `Storage` / `Storage:S3`; null when no bucket is configured (storage is off). */
 export function createObjectStorage(
   config: AppConfig,
-  deps: { clock: Clock; client?: S3Client },
+  deps: { clock: Clock; client?: S3Client; telemetry?: Telemetry },
 ): ObjectStorage | null {
   const storage = config.settings.Storage;
   if (!storage.S3.Bucket) return null;
   return new ObjectStorage({
-    client: deps.client ?? createS3Client(storage.S3),
+    client: deps.client ?? traceS3Client(createS3Client(storage.S3), deps.telemetry ?? disabledTelemetry()),
     bucket: storage.S3.Bucket,
     maxUploadBytes: storage.MaxUploadBytes,
     allowedMimeTypes: storage.AllowedMimeTypes,

@@ -1,4 +1,5 @@
 import type { Redactor } from "../config/redact.ts";
+import { activeTraceFields } from "./otel.ts";
 
 export type LogLevel = "debug" | "info" | "warn" | "error";
 const rank: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
@@ -21,7 +22,10 @@ export interface LoggerOptions {
   now?: () => Date;
 }
 
-/** One JSON object per line, every field passed through the redactor. */
+/**
+ * One JSON object per line, every field passed through the redactor. Inside an active span the line
+ * carries its `traceId` and `spanId`, so logs and traces join up.
+ */
 export function createLogger(options: LoggerOptions, base: LogFields = {}): Logger {
   const write = options.write ?? ((line: string) => process.stdout.write(`${line}\n`));
   const now = options.now ?? (() => new Date());
@@ -31,6 +35,7 @@ export function createLogger(options: LoggerOptions, base: LogFields = {}): Logg
       time: now().toISOString(),
       level,
       msg: message,
+      ...activeTraceFields(),
       ...base,
       ...fields,
     });

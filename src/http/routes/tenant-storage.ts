@@ -123,7 +123,9 @@ const remove = createRoute({
  */
 export function tenantStorageRoutes(deps: Deps, options: { storage?: ObjectStorage | null } = {}) {
   const storage =
-    options.storage === undefined ? createObjectStorage(deps.config, { clock: deps.clock }) : options.storage;
+    options.storage === undefined
+      ? createObjectStorage(deps.config, { clock: deps.clock, telemetry: deps.telemetry })
+      : options.storage;
   const use = (): ObjectStorage => {
     if (!storage)
       throw new ProblemError("unavailable", "Object storage is not configured (Storage:S3:Bucket).");

@@ -1,0 +1,102 @@
+import { SpanKind } from "@opentelemetry/api";
+import { type JobDefinition, JobRegistry } from "../jobs/registry.ts";
+import type { JobEvent } from "../loops/job-loop.ts";
+import type { Logger } from "./logger.ts";
+import type { Telemetry } from "./otel.ts";
+
+/**
+ * The registry with every handler run inside a `job <kind>` span (a new trace root) and followed by
+ * one `job run` log line (id, kind, attempt, duration, outcome; the trace id while the span is
+ * active). The handlers themselves are unchanged.
+ */
+export function observeJobs(
+  registry: JobRegistry,
+  deps: { telemetry: Telemetry; logger: Logger },
+): JobRegistry {
+  const { telemetry, logger } = deps;
+  const log = logger.child({ loop: "jobs" });
+  const wrap = (definition: JobDefinition): JobDefinition => ({
+    ...definition,
+    handler: (payload, job) =>
+      telemetry.inSpan(
+        `job ${job.kind}`,
+        {
+          kind: SpanKind.CONSUMER,
+          root: true,
+          attributes: {
+            "plinth.job.id": job.id,
+            "plinth.job.kind": job.kind,
+            "plinth.job.attempt": job.attempt,
+          },
+        },
+        async () => {
+          const started = performance.now();
+          const fields = { jobId: job.id, kind: job.kind, attempt: job.attempt };
+          try {
+            await definition.handler(payload, job);
+            log.info("job run", { ...fields, outcome: "ok", durationMs: since(started) });
+          } catch (error) {
+            log.warn("job run", { ...fields, outcome: "error", durationMs: since(started), error });
+            throw error;
+          }
+        },
+      ),
+  });
+  return new JobRegistry(
+    registry.kinds().flatMap((kind) => {
+      const definition = registry.get(kind);
+      return definition ? [wrap(definition)] : [];
+    }),
+  );
+}
+
+const since = (started: number) => Math.round((performance.now() - started) * 100) / 100;
+
+/** Job-loop events as metrics: runs by kind and outcome, their duration, claims and loop rounds. */
+export function jobMetrics(telemetry: Telemetry): ((event: JobEvent) => void) | undefined {
+  if (!telemetry.enabled) return undefined;
+  const m = telemetry.instruments;
+  return (event) => {
+    switch (event.type) {
+      case "claimed":
+        m.jobsClaimed.add(event.count);
+        m.loopTicks.add(1, { loop: "jobs" });
+        m.loopTickDuration.record(event.durationMs / 1000, { loop: "jobs" });
+        break;
+      case "succeeded":
+      case "failed":
+        m.jobRuns.add(1, { "plinth.job.kind": event.kind, outcome: event.type });
+        m.jobDuration.record(event.durationMs / 1000, { "plinth.job.kind": event.kind, outcome: event.type });
+        break;
+      case "dead":
+      case "lost":
+        m.jobRuns.add(1, { "plinth.job.kind": event.kind, outcome: event.type });
+        break;
+      default:
+        break;
+    }
+  };
+}
+
+/** Wraps a loop's tick with the loop-round metrics (for the interval loops the other areas add). */
+export function measuredTick<T>(
+  telemetry: Telemetry,
+  loop: string,
+  tick: () => Promise<T>,
+): () => Promise<T> {
+  if (!telemetry.enabled) return tick;
+  const m = telemetry.instruments;
+  return async () => {
+    const started = performance.now();
+    let outcome = "ok";
+    try {
+      return await tick();
+    } catch (error) {
+      outcome = "error";
+      throw error;
+    } finally {
+      m.loopTicks.add(1, { loop, outcome });
+      m.loopTickDuration.record((performance.now() - started) / 1000, { loop });
+    }
+  };
+}

@@ -1,0 +1,28 @@
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { createTestApp, type TestApp } from "../helpers/app.ts";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+
+let t: TestDatabase;
+let app: TestApp;
+beforeAll(async () => {
+  t = await createTestDatabase();
+  app = await createTestApp({ database: t.database });
+}, 60_000);
+afterAll(async () => {
+  await app.close();
+  await t.drop();
+});
+
+test("/api/docs is an HTML reference page over /api/openapi.json", async () => {
+  const res = await app.request("/api/docs");
+  expect(res.status).toBe(200);
+  expect(res.headers.get("content-type")).toContain("text/html");
+  const html = await res.text();
+  expect(html).toContain("/api/openapi.json");
+  expect(html).toContain("Plinth API");
+  const doc = await app.request("/api/openapi.json");
+  expect(doc.status).toBe(200);
+  const openapi = (await doc.json()) as { openapi: string; paths: Record<string, unknown> };
+  expect(openapi.openapi).toBe("3.1.0");
+  expect(Object.keys(openapi.paths)).toContain("/api/health");
+});
