@@ -10,6 +10,7 @@ import { createRouter } from "./http/context.ts";
 import { ProblemError, problemResponse, toProblem } from "./http/errors.ts";
 import { limitBody, requestId, requestLog } from "./http/middleware.ts";
 import { rateLimit, rateLimitPolicies } from "./http/rate-limit.ts";
+import { adminJobRoutes } from "./http/routes/admin-jobs.ts";
 import { adminProviderRoutes } from "./http/routes/admin-providers.ts";
 import { adminSecretRoutes } from "./http/routes/admin-secrets.ts";
 import { adminTenantRoutes } from "./http/routes/admin-tenants.ts";
@@ -90,6 +91,7 @@ export function createApp(deps: Deps) {
   app.route("/", wellKnownRoutes(deps));
   app.route("/", authRoutes(deps, authenticated));
   app.route("/", adminUserRoutes(deps));
+  app.route("/", adminJobRoutes(deps));
   app.route("/", tenantUserRoutes(deps));
   app.route("/", adminTenantRoutes(deps));
   app.route("/", adminProviderRoutes(deps));

@@ -15,6 +15,14 @@ export interface EnqueueContext {
   defaultMaxAttempts?: number;
 }
 
+/** The enqueue context of a process: its clock and `BackgroundProcessing:JobMaxAttempts`. */
+export function enqueueContext(deps: {
+  clock: Clock;
+  config: { settings: { BackgroundProcessing: { JobMaxAttempts: number } } };
+}): EnqueueContext {
+  return { clock: deps.clock, defaultMaxAttempts: deps.config.settings.BackgroundProcessing.JobMaxAttempts };
+}
+
 export interface EnqueueOptions {
   /** Not before this time (a delayed job). Default: now. */
   runAfter?: Date;

@@ -91,8 +91,11 @@ export function completeAndClaimStatement(input: ClaimInput & { complete: JobLea
   );
   const now = ts(input.now);
   const until = new Date(input.now.getTime() + (input.leaseMs ?? LEASE_MS));
+  // nothing to record (an idle poll, a NOTIFY wake-up): the claim alone, less to plan
+  const recording = input.complete.length > 0;
   const finished = JSON.stringify(input.complete.map((i) => ({ id: i.id, attempts: i.attempts })));
-  return sql`with lease as materialized (
+  const completion = recording
+    ? sql`lease as materialized (
           select * from jsonb_to_recordset(${finished}::jsonb) as l(id bigint, attempts int)
         ),
         done as (
@@ -102,7 +105,9 @@ export function completeAndClaimStatement(input: ClaimInput & { complete: JobLea
           where j.id = lease.id and j.attempts = lease.attempts
             and j.locked_by = ${input.workerId} and j.status = 'processing'
           returning j.id
-        ),
+        ),`
+    : sql``;
+  return sql`with ${completion}
         due as materialized (
           select id, run_after as due_at from background_jobs
           where status in ('pending', 'failed') and run_after <= ${now} and kind in (${kinds})
@@ -113,7 +118,7 @@ export function completeAndClaimStatement(input: ClaimInput & { complete: JobLea
         expired as materialized (
           select id, locked_until as due_at from background_jobs
           where status = 'processing' and locked_until < ${now} and kind in (${kinds})
-            and id not in (select id from lease)
+            ${recording ? sql`and id not in (select id from lease)` : sql``}
           order by locked_until
           limit ${limit}
           for update skip locked
@@ -132,8 +137,7 @@ export function completeAndClaimStatement(input: ClaimInput & { complete: JobLea
           returning j.id, j.kind, j.payload, j.attempts, j.max_attempts, j.locked_until
         )
         select false as done, claimed.* from claimed
-        union all
-        select true, id, null, null, null, null, null from done`;
+        ${recording ? sql`union all select true, id, null, null, null, null, null from done` : sql``}`;
 }
 
 /** Which run of a job a worker owns: every update after the claim is fenced on all three. */

@@ -457,6 +457,7 @@ export function createJobLoop(deps: JobLoopDeps, options: JobLoopOptions): JobLo
       }
       if (unlisten) await unlisten().catch(() => {});
       listening = false;
+      started = false; // a pending retry timer finds the loop stopped
       log.info("job loop stopped", { finished: inFlight.length - left.length, released: released.length });
       return { finished: inFlight.length - left.length, released };
     },

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { z } from "zod";
 import { ManualClock } from "../../src/clock.ts";
-import { enqueue } from "../../src/jobs/enqueue.ts";
+import { getJob } from "../../src/jobs/admin.ts";
+import { enqueue, enqueueContext } from "../../src/jobs/enqueue.ts";
 import { createJobRegistry, defineJob } from "../../src/jobs/registry.ts";
 import { type Background, intervalLoop, type LoopName, startBackground } from "../../src/loops/background.ts";
 import { createIntervalRunner } from "../../src/loops/interval-runner.ts";
@@ -120,4 +121,45 @@ describe("Enabled flags", () => {
       await background.stop(1_000);
     });
   }
+});
+
+describe("configuration reaches the queue", () => {
+  test("BackgroundProcessing:JobMaxAttempts is the default max_attempts of an enqueue", async () => {
+    const deps = await testDeps(t.database, {
+      url: t.url,
+      settings: { "BackgroundProcessing:JobMaxAttempts": "3" },
+    });
+    const job = defineJob("bg.attempts", z.object({}), () => {});
+    const { id } = await enqueue(t.database.db, enqueueContext(deps), job, {});
+    expect((await jobRow(t.database, id)).max_attempts).toBe(3);
+    const strict = defineJob("bg.attempts-kind", z.object({}), () => {}, { maxAttempts: 2 });
+    const kindWins = await enqueue(t.database.db, enqueueContext(deps), strict, {});
+    expect((await jobRow(t.database, kindWins.id)).max_attempts).toBe(2);
+    const callWins = await enqueue(t.database.db, enqueueContext(deps), strict, {}, { maxAttempts: 7 });
+    expect((await jobRow(t.database, callWins.id)).max_attempts).toBe(7);
+  });
+
+  test("the job loop prunes finished jobs after the configured retention", async () => {
+    const clock = new ManualClock("2032-01-01T00:00:00Z");
+    const job = defineJob("bg.prune", z.object({}), () => {});
+    const deps = await testDeps(t.database, {
+      url: t.url,
+      clock,
+      settings: { "BackgroundProcessing:JobRetentionDays": "1", "TenantDomains:Enabled": "false" },
+    });
+    const first = await startBackground(deps, { registry: createJobRegistry([job]) });
+    const { id } = await enqueue(t.database.db, enqueueContext(deps), job, {});
+    await waitFor(async () => (await jobRow(t.database, id)).status === "succeeded", { what: "job done" });
+    await first.stop(1_000);
+    // two days later a new process starts; its pruner runs at start
+    clock.advance(2 * 86_400_000);
+    const pruned: number[] = [];
+    const second = await startBackground(deps, {
+      registry: createJobRegistry([job]),
+      jobLoop: { onEvent: (e) => e.type === "pruned" && pruned.push(e.count) },
+    });
+    await waitFor(() => pruned.length > 0, { what: "prune" });
+    expect(await getJob(t.database.db, id)).toBeNull();
+    await second.stop(1_000);
+  });
 });

@@ -1,0 +1,54 @@
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { eq, sql } from "drizzle-orm";
+import { execute } from "../../src/db/client.ts";
+import { users } from "../../src/db/schema/index.ts";
+import { createTestApp, type TestApp } from "../helpers/app.ts";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { bearer, createPlatformAdmin, createTenant, createUser, loginTokens } from "../helpers/identity.ts";
+
+let t: TestDatabase;
+let app: TestApp;
+let admin: string;
+let owner: string;
+let deadId: number;
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  app = await createTestApp({ database: t.database, env: { RateLimiting__Auth__PermitLimit: "100000" } });
+  const platformAdmin = await createPlatformAdmin(t.database.db);
+  await t.database.db.update(users).set({ mustChangePassword: false }).where(eq(users.id, platformAdmin.id));
+  admin = (await loginTokens(app, { email: platformAdmin.email })).accessToken;
+  const tenant = await createTenant(t.database.db);
+  const user = await createUser(t.database.db, tenant.id, { role: "owner" });
+  owner = (await loginTokens(app, { email: user.email, tenant: tenant.code })).accessToken;
+  const [row] = await execute<{ id: number }>(
+    t.database.db,
+    sql`insert into background_jobs (kind, status, attempts, max_attempts, last_error, finished_at)
+        values ('system.noop', 'dead', 10, 10, 'gave up', now()) returning id`,
+  );
+  deadId = Number(row?.id);
+});
+afterAll(() => t.drop());
+
+test("platform administrators list, inspect and retry dead jobs through the real app", async () => {
+  const list = await app.request("/api/admin/jobs?status=dead", bearer(admin));
+  expect(list.status).toBe(200);
+  const { items } = (await list.json()) as { items: { id: number }[] };
+  expect(items.map((j) => Number(j.id))).toContain(deadId);
+  expect((await app.request(`/api/admin/jobs/${deadId}`, bearer(admin))).status).toBe(200);
+  const retry = await app.request(`/api/admin/jobs/${deadId}/retry`, { method: "POST", ...bearer(admin) });
+  expect(retry.status).toBe(200);
+  const [job] = await execute<{ status: string }>(
+    t.database.db,
+    sql`select status from background_jobs where id = ${deadId}`,
+  );
+  expect(job?.status).toBe("pending");
+});
+
+test("job administration is closed to tenant users and to anonymous callers", async () => {
+  expect((await app.request("/api/admin/jobs", bearer(owner))).status).toBe(403);
+  expect((await app.request("/api/admin/jobs")).status).toBe(401);
+  expect(
+    (await app.request(`/api/admin/jobs/${deadId}/retry`, { method: "POST", ...bearer(owner) })).status,
+  ).toBe(403);
+});
