@@ -19,6 +19,7 @@ import { createApp } from "../src/app.ts";
 import { loadConfig } from "../src/config/load.ts";
 import { users } from "../src/db/schema/index.ts";
 import { closeDeps, createDeps } from "../src/deps.ts";
+import { bufferedLines } from "../src/telemetry/logger.ts";
 import { createTestDatabase } from "../tests/helpers/database.ts";
 import { createPlatformAdmin, PASSWORD } from "../tests/helpers/identity.ts";
 
@@ -65,9 +66,11 @@ const config = loadConfig({
   },
   configDir: "/nonexistent",
 });
+// the server's own sink (one write per event-loop turn), aimed at /dev/null instead of stdout
+const sink = bufferedLines((chunk) => writeSync(devNull, chunk));
 const deps = await createDeps(config, {
   cachePrefix: `plinth:bench-http-${process.pid}:`,
-  logWrite: (line) => writeSync(devNull, `${line}\n`),
+  logWrite: sink.write,
 });
 await deps.cache?.waitReady(3_000);
 const admin = await createPlatformAdmin(deps.database.db);

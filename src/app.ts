@@ -1,14 +1,12 @@
 import { Scalar } from "@scalar/hono-api-reference";
 import { cors } from "hono/cors";
-import { secureHeaders } from "hono/secure-headers";
 import { authenticate, requirePlatformAdmin, requireTenantUser } from "./auth/middleware.ts";
 import { normaliseOrigin } from "./auth/origins.ts";
 import { describeError } from "./config/redact.ts";
 import type { Deps } from "./deps.ts";
-import { clientIp } from "./http/client-ip.ts";
 import { createRouter } from "./http/context.ts";
 import { ProblemError, problemResponse, toProblem } from "./http/errors.ts";
-import { limitBody, requestId, requestLog } from "./http/middleware.ts";
+import { edge, limitBody } from "./http/middleware.ts";
 import { rateLimit, rateLimitPolicies } from "./http/rate-limit.ts";
 import { adminJobRoutes } from "./http/routes/admin-jobs.ts";
 import { adminProviderRoutes } from "./http/routes/admin-providers.ts";
@@ -32,13 +30,10 @@ import { resolveTenancy } from "./tenancy/resolve.ts";
 /** Builds the HTTP app from its dependencies: no globals, so tests build it with their own. */
 export function createApp(deps: Deps) {
   const app = createRouter();
-  app.use(requestId());
-  // before the request log, so its line carries the trace id
-  app.use(traceRequests(deps.telemetry));
-  app.use(requestLog(deps.logger));
-  app.use(secureHeaders());
   const settings = deps.config.settings;
-  app.use(clientIp(settings.Tenancy.Resolution.TrustedProxies));
+  // outermost, so the request's log line is written inside its span and carries the trace id
+  if (deps.telemetry.enabled) app.use(traceRequests(deps.telemetry));
+  app.use(edge({ logger: deps.logger, trustedProxies: settings.Tenancy.Resolution.TrustedProxies }));
   app.use(resolveTenancy({ settings, environment: deps.config.environment, lookup: deps.tenants }));
   if (settings.Cors.Origins.length > 0) {
     const origins = new Set(settings.Cors.Origins.map(normaliseOrigin));

@@ -72,6 +72,7 @@ const shutdown = async (signal: string) => {
   await backgroundStopped;
   await closeDeps(deps);
   logger.info("stopped");
+  logger.flush();
   deno.exit(0);
 };
 deno.addSignalListener("SIGTERM", () => void shutdown("SIGTERM"));

@@ -19,7 +19,7 @@ import { parseTenantSecretKeys } from "./security/tenant-secrets.ts";
 import { createSecurityWindows, type SecurityWindows } from "./security/windows.ts";
 import { createQueryObserver } from "./telemetry/db.ts";
 import { type Fetch, tracedFetch } from "./telemetry/fetch.ts";
-import { createLogger, type Logger } from "./telemetry/logger.ts";
+import { bufferedLines, createLogger, type Logger } from "./telemetry/logger.ts";
 import { disabledTelemetry, type Telemetry } from "./telemetry/otel.ts";
 import { createTenantLookup, type TenantLookup } from "./tenancy/lookup.ts";
 
@@ -65,7 +65,9 @@ export interface CreateDepsOptions {
 
 export async function createDeps(config: AppConfig, options: CreateDepsOptions = {}): Promise<Deps> {
   const redactor = createRedactor(config.secretValues);
-  const logger = createLogger({ level: config.settings.Logging.Level, redactor, write: options.logWrite });
+  // a serving process writes its log lines once per event-loop turn; tests read them line by line
+  const sink = options.logWrite ? { write: options.logWrite, flush: undefined } : bufferedLines();
+  const logger = createLogger({ level: config.settings.Logging.Level, redactor, ...sink });
   const otel = config.settings.OpenTelemetry;
   // the SDK is imported only when something is exported
   const telemetry =

@@ -146,6 +146,7 @@ async function main(argv: string[]): Promise<number> {
   await backgroundStopped;
   await closeDeps(deps);
   logger.info("stopped");
+  logger.flush();
   return 0;
 }
 

@@ -19,10 +19,15 @@ export function createRedactor(secretValues: Iterable<string>): Redactor {
       if (line.trim().length >= 16 && !line.startsWith("-----")) needles.add(line.trim());
   }
   const ordered = [...needles].sort((a, b) => b.length - a.length);
+  // one pass for all values; longest first, so a secret containing another is replaced whole
+  const anySecret = ordered.length
+    ? new RegExp(ordered.map((n) => n.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("|"), "g")
+    : null;
+  const shortest = ordered.at(-1)?.length ?? Number.POSITIVE_INFINITY;
 
   const text = (value: string): string => {
     let out = value;
-    for (const needle of ordered) if (out.includes(needle)) out = out.split(needle).join(REDACTED);
+    if (anySecret && out.length >= shortest) out = out.replace(anySecret, REDACTED);
     // the patterns only where they can match: most strings (paths, ids) skip both
     if (out.includes("://"))
       out = out.replace(/(\b[a-z][a-z0-9+.-]*:\/\/[^:/?#\s@]*:)[^@/\s]+@/gi, `$1${REDACTED}@`);
@@ -32,19 +37,33 @@ export function createRedactor(secretValues: Iterable<string>): Redactor {
     return out;
   };
 
+  // log records repeat the same few field names: remember which ones name a secret
+  const secretNames = new Map<string, boolean>();
+  const isSecretName = (name: string): boolean => {
+    let secret = secretNames.get(name);
+    if (secret === undefined) {
+      secret = SECRET_NAME.test(name);
+      if (secretNames.size < 4096) secretNames.set(name, secret);
+    }
+    return secret;
+  };
+
   const value = <T>(input: T): T => {
-    const seen = new WeakSet<object>();
+    let seen: WeakSet<object> | undefined;
     const walk = (node: unknown, name?: string): unknown => {
-      if (typeof node === "string") return name && SECRET_NAME.test(name) ? REDACTED : text(node);
+      if (typeof node === "string") return name && isSecretName(name) ? REDACTED : text(node);
       if (node === null || typeof node !== "object") return node;
+      seen ??= new WeakSet<object>();
       if (seen.has(node)) return "[Circular]";
       seen.add(node);
       if (node instanceof Error) return describeError(node, text);
       if (Array.isArray(node)) return node.map((item) => walk(item));
       const out: Record<string, unknown> = {};
-      for (const [key, child] of Object.entries(node)) {
+      for (const key in node) {
+        if (!Object.hasOwn(node, key)) continue;
+        const child = (node as Record<string, unknown>)[key];
         out[key] =
-          SECRET_NAME.test(key) && child !== null && child !== undefined && typeof child !== "boolean"
+          child !== null && child !== undefined && typeof child !== "boolean" && isSecretName(key)
             ? REDACTED
             : walk(child, key);
       }

@@ -12,13 +12,17 @@ export interface Logger {
   warn(message: string, fields?: LogFields): void;
   error(message: string, fields?: LogFields): void;
   child(fields: LogFields): Logger;
+  /** Writes out buffered lines now (see `bufferedLines`). */
+  flush(): void;
 }
 
 export interface LoggerOptions {
   level: LogLevel;
   redactor: Redactor;
-  /** Where lines go; stdout by default. Tests pass their own to read what was logged. */
+  /** Where lines go; stdout, line by line, by default. Tests pass their own to read what was logged. */
   write?: (line: string) => void;
+  /** Lines buffered by `bufferedLines`: flushed on shutdown. */
+  flush?: () => void;
   now?: () => Date;
 }
 
@@ -47,5 +51,39 @@ export function createLogger(options: LoggerOptions, base: LogFields = {}): Logg
     warn: (message, fields) => log("warn", message, fields),
     error: (message, fields) => log("error", message, fields),
     child: (fields) => createLogger({ ...options, write, now }, { ...base, ...fields }),
+    flush: () => options.flush?.(),
+  };
+}
+
+/**
+ * Lines gathered during one turn of the event loop and written as one chunk: a busy server makes
+ * one write per turn instead of one per request. Flushed when the buffer fills, at the end of the
+ * turn, and at process exit (the server also flushes on shutdown).
+ */
+export function bufferedLines(
+  out: (chunk: string) => void = (chunk) => process.stdout.write(chunk),
+  maxLines = 256,
+): { write: (line: string) => void; flush: () => void } {
+  let lines: string[] = [];
+  let scheduled = false;
+  const defer = typeof setImmediate === "function" ? setImmediate : (fn: () => void) => setTimeout(fn, 0);
+  const flush = () => {
+    scheduled = false;
+    if (lines.length === 0) return;
+    const chunk = `${lines.join("\n")}\n`;
+    lines = [];
+    out(chunk);
+  };
+  process.once("exit", flush);
+  return {
+    write: (line) => {
+      lines.push(line);
+      if (lines.length >= maxLines) flush();
+      else if (!scheduled) {
+        scheduled = true;
+        defer(flush);
+      }
+    },
+    flush,
   };
 }

@@ -61,6 +61,7 @@ test("a failing tick is logged and the loop goes on", async () => {
     child() {
       return logger;
     },
+    flush() {},
   };
   const runner = createIntervalRunner({
     name: "t",

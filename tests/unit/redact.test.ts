@@ -1,0 +1,48 @@
+import { expect, test } from "bun:test";
+import { createRedactor, REDACTED } from "../../src/config/redact.ts";
+
+test("every secret value is replaced, including ones with regex metacharacters and nested ones", () => {
+  const r = createRedactor(["p@ss+(word)$", "abcd", "abcdefgh-longer", "tiny"]);
+  expect(r.text("x p@ss+(word)$ y")).toBe(`x ${REDACTED} y`);
+  expect(r.text("abcdefgh-longer and abcd")).toBe(`${REDACTED} and ${REDACTED}`);
+  expect(r.text("no secrets here")).toBe("no secrets here");
+});
+
+test("lines of a PEM secret are secrets on their own", () => {
+  const pem =
+    "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nBKcwggSjAgEAAoIBAQC7\n-----END PRIVATE KEY-----";
+  const r = createRedactor([pem]);
+  expect(r.text("leaked MIIEvQIBADANBgkqhkiG9w0BAQEFAASC here")).not.toContain(
+    "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC",
+  );
+});
+
+test("credentials in URLs and bearer tokens are hidden without knowing them", () => {
+  const r = createRedactor([]);
+  expect(r.text("postgres://app:hunter2@db:5432/x")).toBe(`postgres://app:${REDACTED}@db:5432/x`);
+  expect(r.text("Authorization: Bearer eyJhbGciOiJSUzI1NiJ9.abc.def")).toBe(
+    `Authorization: Bearer ${REDACTED}`,
+  );
+});
+
+test("values: secret-named fields, nested objects, arrays, cycles", () => {
+  const r = createRedactor(["s3cr3t-value"]);
+  const cyclic: Record<string, unknown> = { name: "loop" };
+  cyclic.self = cyclic;
+  const out: unknown = r.value<Record<string, unknown>>({
+    password: "anything",
+    apiKey: 42,
+    ok: true,
+    nested: { note: "has s3cr3t-value inside", list: ["s3cr3t-value", 1] },
+    cyclic,
+    flag: { token: false },
+  });
+  expect(out).toEqual({
+    password: REDACTED,
+    apiKey: REDACTED,
+    ok: true,
+    nested: { note: `has ${REDACTED} inside`, list: [REDACTED, 1] },
+    cyclic: { name: "loop", self: "[Circular]" },
+    flag: { token: false },
+  });
+});
