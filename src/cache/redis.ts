@@ -21,6 +21,8 @@ export function createRedisCache(url: string, settings: AdapterSettings): Cache 
     connectTimeout: 2_000,
     commandTimeout: settings.commandTimeoutMs,
     retryStrategy: (attempt) => Math.min(attempt * 200, 2_000),
+    // commands issued in the same event-loop turn (one per concurrent request) go out in one write
+    enableAutoPipelining: true,
   });
   client.on("error", throttledWarn(settings.logger, "cache connection error; reconnecting"));
 
