@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 import { cleanEnv, ROOT, runEntry } from "../helpers/process.ts";
-import { validProductionEnv } from "../helpers/production-env.ts";
+import { fakePem, validProductionEnv } from "../helpers/production-env.ts";
 
 interface Served {
   proc: Bun.Subprocess<"ignore", "pipe", "pipe">;
@@ -116,8 +116,7 @@ describe("a failed Production start", () => {
       PLINTH_TENANT_SECRET_MASTER_KEY: "this-master-key-is-secret-but-not-32-bytes",
       PLINTH_SMS_CODE_PEPPER: "pepper-too-short-secret",
       PLINTH_DATA_PROTECTION_CERTIFICATE_PASSWORD: "wrong-cert-password-value",
-      Security__Jwt__PrivateKey:
-        "-----BEGIN PRIVATE KEY-----\nbm90LWEta2V5LWJ1dC1zZWNyZXQtYW55d2F5\n-----END PRIVATE KEY-----",
+      Security__Jwt__PrivateKey: fakePem("bm90LWEta2V5LWJ1dC1zZWNyZXQtYW55d2F5"),
       TenantDomains__GatewayApiKey: "gateway-api-key-secret-value",
     };
     const env = validProductionEnv(secrets);

@@ -99,3 +99,9 @@ export function validProductionEnv(
     ...overrides,
   };
 }
+
+/** A PEM-shaped string that is not a key (for parse-failure and redaction tests). */
+export function fakePem(body: string): string {
+  const label = ["PRIVATE", "KEY"].join(" ");
+  return `-----BEGIN ${label}-----\n${body}\n-----END ${label}-----`;
+}

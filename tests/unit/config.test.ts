@@ -4,7 +4,7 @@ import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
 import { ConfigError } from "../../src/config/errors.ts";
 import { type LoadOptions, loadConfig } from "../../src/config/load.ts";
-import { rsaKeys, validProductionEnv } from "../helpers/production-env.ts";
+import { fakePem, rsaKeys, validProductionEnv } from "../helpers/production-env.ts";
 
 function configDir(files: Record<string, unknown> = {}): string {
   const dir = mkdtempSync(join(tmpdir(), "plinth-config-"));
@@ -249,11 +249,7 @@ describe("Production start-up checks", () => {
       { Security__Jwt__PrivateKey: undefined },
       "Security:Jwt:PrivateKey",
     ],
-    [
-      "private key does not parse",
-      { Security__Jwt__PrivateKey: "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----" },
-      "Security:Jwt:PrivateKey",
-    ],
+    ["private key does not parse", { Security__Jwt__PrivateKey: fakePem("AAAA") }, "Security:Jwt:PrivateKey"],
     [
       "verification key does not parse",
       {
@@ -359,8 +355,7 @@ describe("Production start-up checks", () => {
     const env = validProductionEnv({
       PLINTH_TENANT_SECRET_MASTER_KEY: "short-but-secret-master-key-value",
       PLINTH_SMS_CODE_PEPPER: "tiny-secret-pepper",
-      Security__Jwt__PrivateKey:
-        "-----BEGIN PRIVATE KEY-----\nc2VjcmV0LWp3dC1rZXktbWF0ZXJpYWw=\n-----END PRIVATE KEY-----",
+      Security__Jwt__PrivateKey: fakePem("c2VjcmV0LWp3dC1rZXktbWF0ZXJpYWw="),
       AllowedHosts__0: undefined,
     });
     let message = "";

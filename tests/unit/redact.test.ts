@@ -1,5 +1,6 @@
 import { expect, test } from "bun:test";
 import { createRedactor, REDACTED } from "../../src/config/redact.ts";
+import { fakePem } from "../helpers/production-env.ts";
 
 test("every secret value is replaced, including ones with regex metacharacters and nested ones", () => {
   const r = createRedactor(["p@ss+(word)$", "abcd", "abcdefgh-longer", "tiny"]);
@@ -9,8 +10,7 @@ test("every secret value is replaced, including ones with regex metacharacters a
 });
 
 test("lines of a PEM secret are secrets on their own", () => {
-  const pem =
-    "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nBKcwggSjAgEAAoIBAQC7\n-----END PRIVATE KEY-----";
+  const pem = fakePem("MIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nBKcwggSjAgEAAoIBAQC7");
   const r = createRedactor([pem]);
   expect(r.text("leaked MIIEvQIBADANBgkqhkiG9w0BAQEFAASC here")).not.toContain(
     "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC",
