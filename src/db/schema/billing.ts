@@ -13,7 +13,7 @@ import {
   uuid,
 } from "drizzle-orm/pg-core";
 import { timestamps } from "./columns.ts";
-import { tenants } from "./tenants.ts";
+import { tenantIdColumn } from "./tenants.ts";
 
 export const featureKinds = ["boolean", "metered"] as const;
 export type FeatureKind = (typeof featureKinds)[number];
@@ -81,9 +81,7 @@ export const planFeatures = pgTable(
 export const tenantFeatureOverrides = pgTable(
   "tenant_feature_overrides",
   {
-    tenantId: uuid()
-      .notNull()
-      .references(() => tenants.id, { onDelete: "cascade" }),
+    tenantId: tenantIdColumn(),
     featureKey: text()
       .notNull()
       .references(() => features.key, { onDelete: "cascade", onUpdate: "cascade" }),
@@ -100,9 +98,7 @@ export const subscriptions = pgTable(
   "subscriptions",
   {
     id: uuid().primaryKey().defaultRandom(),
-    tenantId: uuid()
-      .notNull()
-      .references(() => tenants.id, { onDelete: "cascade" }),
+    tenantId: tenantIdColumn(),
     planCode: text()
       .notNull()
       .default("free")
@@ -138,9 +134,7 @@ export const subscriptionHistory = pgTable(
   "subscription_history",
   {
     id: bigint({ mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
-    tenantId: uuid()
-      .notNull()
-      .references(() => tenants.id, { onDelete: "cascade" }),
+    tenantId: tenantIdColumn(),
     subscriptionId: uuid()
       .notNull()
       .references(() => subscriptions.id, { onDelete: "cascade" }),
@@ -171,9 +165,7 @@ export const usageEvents = pgTable(
   "usage_events",
   {
     id: bigint({ mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
-    tenantId: uuid()
-      .notNull()
-      .references(() => tenants.id, { onDelete: "cascade" }),
+    tenantId: tenantIdColumn(),
     featureKey: text()
       .notNull()
       .references(() => features.key, { onUpdate: "cascade" }),
@@ -197,9 +189,7 @@ export const usageCounters = pgTable(
   "usage_counters",
   {
     id: bigint({ mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
-    tenantId: uuid()
-      .notNull()
-      .references(() => tenants.id, { onDelete: "cascade" }),
+    tenantId: tenantIdColumn(),
     featureKey: text()
       .notNull()
       .references(() => features.key, { onUpdate: "cascade" }),
@@ -223,9 +213,7 @@ export const usageReconciliations = pgTable(
   "usage_reconciliations",
   {
     id: bigint({ mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
-    tenantId: uuid()
-      .notNull()
-      .references(() => tenants.id, { onDelete: "cascade" }),
+    tenantId: tenantIdColumn(),
     featureKey: text().notNull().default(""),
     periodStart: timestamp({ withTimezone: true }).notNull().default(sql`'1970-01-01T00:00:00Z'`),
     ledgerTotal: bigint({ mode: "number" }).notNull().default(0),

@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { index, integer, pgTable, text, timestamp, uuid } from "drizzle-orm/pg-core";
 import { timestamps } from "./columns.ts";
-import { tenants } from "./tenants.ts";
+import { tenantIdColumn } from "./tenants.ts";
 
 export const domainStatuses = ["Pending", "Failed", "Active"] as const;
 export type DomainStatus = (typeof domainStatuses)[number];
@@ -11,9 +11,7 @@ export const tenantDomains = pgTable(
   "tenant_domains",
   {
     id: uuid().primaryKey().defaultRandom(),
-    tenantId: uuid()
-      .notNull()
-      .references(() => tenants.id, { onDelete: "cascade" }),
+    tenantId: tenantIdColumn(),
     /** Normalised: lower case, punycode, no trailing dot, no port. Unique across tenants. */
     hostname: text().notNull().unique(),
     status: text({ enum: domainStatuses }).notNull().default("Pending"),

@@ -12,7 +12,7 @@ import {
   uuid,
 } from "drizzle-orm/pg-core";
 import { timestamps } from "./columns.ts";
-import { tenants } from "./tenants.ts";
+import { tenantIdColumn, tenants } from "./tenants.ts";
 
 export const users = pgTable(
   "users",
@@ -48,9 +48,7 @@ export type TenantRole = (typeof tenantRoles)[number];
 export const tenantMemberships = pgTable(
   "tenant_memberships",
   {
-    tenantId: uuid()
-      .notNull()
-      .references(() => tenants.id, { onDelete: "cascade" }),
+    tenantId: tenantIdColumn(),
     userId: uuid()
       .notNull()
       .references(() => users.id, { onDelete: "cascade" }),

@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { check, jsonb, pgTable, text, unique, uuid } from "drizzle-orm/pg-core";
 import { timestamps } from "./columns.ts";
-import { tenants } from "./tenants.ts";
+import { tenantIdColumn } from "./tenants.ts";
 
 export const providerTypes = ["identity", "sms", "payment", "notification", "ai"] as const;
 export type ProviderType = (typeof providerTypes)[number];
@@ -13,9 +13,7 @@ export const tenantExternalProviders = pgTable(
   "tenant_external_providers",
   {
     id: uuid().primaryKey().defaultRandom(),
-    tenantId: uuid()
-      .notNull()
-      .references(() => tenants.id, { onDelete: "cascade" }),
+    tenantId: tenantIdColumn(),
     type: text({ enum: providerTypes }).notNull(),
     /** Implementation name, e.g. `twilio`, `stripe`, `openai`. */
     provider: text().notNull(),

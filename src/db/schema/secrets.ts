@@ -1,15 +1,13 @@
 import { pgTable, text, unique, uuid } from "drizzle-orm/pg-core";
 import { timestamps } from "./columns.ts";
-import { tenants } from "./tenants.ts";
+import { tenantIdColumn } from "./tenants.ts";
 
 /** A tenant's sensitive provider value, encrypted (AES-256-GCM, see src/security/tenant-secrets.ts). */
 export const tenantSecrets = pgTable(
   "tenant_secrets",
   {
     id: uuid().primaryKey().defaultRandom(),
-    tenantId: uuid()
-      .notNull()
-      .references(() => tenants.id, { onDelete: "cascade" }),
+    tenantId: tenantIdColumn(),
     name: text().notNull(),
     /** Id of the master key the value is encrypted under; rotation moves every row to the current one. */
     keyId: text().notNull(),

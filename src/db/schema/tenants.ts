@@ -11,3 +11,9 @@ export const tenants = pgTable("tenants", {
     .default("Active"),
   ...timestamps,
 });
+
+/** `tenant_id`: required, and the row goes with its tenant. */
+export const tenantIdColumn = () =>
+  uuid()
+    .notNull()
+    .references(() => tenants.id, { onDelete: "cascade" });
