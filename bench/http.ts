@@ -3,18 +3,20 @@
  *
  *   bun run bench:http [--seconds 8] [--connections 64]
  *
- * Three servers, one at a time, each loaded over loopback with `wrk -t1 -c<connections>` (Debian:
+ * Four servers, one at a time, each loaded over loopback with `wrk -t1 -c<connections>` (Debian:
  * apt-get install -y wrk):
  *   1. bare Bun.serve returning "ok";
- *   2. Plinth `GET /api/health` through the full middleware stack (request id, log line, secure
+ *   2. a one-route Hono app (the framework's own share);
+ *   3. Plinth `GET /api/health` through the full middleware stack (request id, log line, secure
  *      headers, client IP, host check, rate limit on Redis, body limit);
- *   3. Plinth `GET /api/auth/me` with a bearer token (signature check, session check, identity).
+ *   4. Plinth `GET /api/auth/me` with a bearer token (signature check, session check, identity).
  * Needs PostgreSQL on 127.0.0.1:5432 and Redis on 127.0.0.1:6379. Log lines go to /dev/null
  * (they are still built and written). Prints requests/s and the ratio to the bare server.
  */
 import { openSync, writeSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { eq } from "drizzle-orm";
+import { Hono } from "hono";
 import { createApp } from "../src/app.ts";
 import { loadConfig } from "../src/config/load.ts";
 import { users } from "../src/db/schema/index.ts";
@@ -52,7 +54,20 @@ const results: { name: string; rps: number }[] = [];
   await server.stop(true);
 }
 
-// 2 and 3. Plinth
+// the framework alone: a one-route Hono app, to separate Hono's cost from Plinth's
+{
+  const hono = new Hono();
+  hono.get("/api/health", (c) => c.json({ status: "pass" }));
+  const server = Bun.serve({ port: 0, fetch: hono.fetch });
+  await wrk(`http://127.0.0.1:${server.port}/api/health`);
+  results.push({
+    name: "one-route Hono app (reference)",
+    rps: await wrk(`http://127.0.0.1:${server.port}/api/health`),
+  });
+  await server.stop(true);
+}
+
+// Plinth
 const t = await createTestDatabase({ poolSize: 1 });
 await t.database.close();
 const devNull = openSync("/dev/null", "w");
