@@ -186,8 +186,33 @@ const getDummyHash = () => {
 };
 
 /**
+ * The password windows around one attempt: the account's window counts every attempt (atomically,
+ * before anything is looked up) and is cleared by a success; the client IP's window counts failures
+ * only, so an office behind one address can sign in all day while guessing from it is still capped.
+ */
+async function passwordAttempt<T>(
+  deps: AuthDeps,
+  subjects: { account: string; ip: string },
+  attempt: () => Promise<T>,
+): Promise<T> {
+  assertAllowed(await deps.windows.check("password", { ip: subjects.ip }));
+  assertAllowed(await deps.windows.consume("password", { account: subjects.account }));
+  let result: T;
+  try {
+    result = await attempt();
+  } catch (error) {
+    if (error instanceof ProblemError && error.code === "unauthorized") {
+      await deps.windows.hit("password", { ip: subjects.ip });
+    }
+    throw error;
+  }
+  await deps.windows.reset("password", { account: subjects.account });
+  return result;
+}
+
+/**
  * Checks an e-mail and password in a tenant (or among platform staff when `tenantId` is null).
- * The password window is consumed before anything is looked up; every failure is the same 401.
+ * Every failure is the same 401, guarded by the password windows (`passwordAttempt`).
  */
 export async function verifyCredentials(
   deps: AuthDeps,
@@ -195,18 +220,18 @@ export async function verifyCredentials(
 ): Promise<Identity> {
   const email = normaliseEmail(input.email);
   const account = `${input.tenantId ?? "platform"}:${email}`;
-  assertAllowed(await deps.windows.consume("password", { account, ip: input.ip }));
-  const [row] = await deps.database.db
-    .select({ id: users.id, passwordHash: users.passwordHash })
-    .from(users)
-    .where(and(sameTenant(users.tenantId, input.tenantId), eq(users.email, email)))
-    .limit(1);
-  const ok = await verifyPassword(input.password, row?.passwordHash ?? (await getDummyHash()));
-  if (!row?.passwordHash || !ok) throw invalidCredentials();
-  const identity = await loadIdentity(deps.database.db, row.id);
-  if (identity?.status !== "Active") throw invalidCredentials();
-  await deps.windows.reset("password", { account });
-  return identity;
+  return passwordAttempt(deps, { account, ip: input.ip }, async () => {
+    const [row] = await deps.database.db
+      .select({ id: users.id, passwordHash: users.passwordHash })
+      .from(users)
+      .where(and(sameTenant(users.tenantId, input.tenantId), eq(users.email, email)))
+      .limit(1);
+    const ok = await verifyPassword(input.password, row?.passwordHash ?? (await getDummyHash()));
+    if (!row?.passwordHash || !ok) throw invalidCredentials();
+    const identity = await loadIdentity(deps.database.db, row.id);
+    if (identity?.status !== "Active") throw invalidCredentials();
+    return identity;
+  });
 }
 
 export async function login(
@@ -317,10 +342,12 @@ export async function changePassword(
     .limit(1);
   if (!user) throw new ProblemError("unauthorized");
   const account = `${user.tenantId ?? "platform"}:${user.email}`;
-  assertAllowed(await deps.windows.consume("password", { account, ip: input.ip }));
-  if (!user.passwordHash || !(await verifyPassword(input.currentPassword, user.passwordHash))) {
-    throw new ProblemError("unauthorized", "The current password is wrong.");
-  }
+  const passwordHash = user.passwordHash;
+  await passwordAttempt(deps, { account, ip: input.ip }, async () => {
+    if (!passwordHash || !(await verifyPassword(input.currentPassword, passwordHash))) {
+      throw new ProblemError("unauthorized", "The current password is wrong.");
+    }
+  });
   if (input.newPassword.length < MIN_PASSWORD_LENGTH) {
     throw new ProblemError("validation_failed", "The new password is too short.", {
       errors: [{ path: "newPassword", message: `must be at least ${MIN_PASSWORD_LENGTH} characters` }],
@@ -355,7 +382,6 @@ export async function changePassword(
     .update(refreshTokens)
     .set({ rotatedAt: now })
     .where(and(eq(refreshTokens.sessionId, principal.sessionId), isNull(refreshTokens.rotatedAt)));
-  await deps.windows.reset("password", { account });
   await endSessions(deps, { userId: principal.userId });
   const identity = await loadIdentity(db, principal.userId);
   if (!identity) throw new ProblemError("unauthorized");

@@ -151,6 +151,32 @@ describe("password sign-in", () => {
     }
   });
 
+  test("the client IP's window counts failures only: an office behind one address can sign in all day", async () => {
+    const strict = await createTestApp({
+      database: t.database,
+      clock,
+      env: { RateLimiting__Auth__PermitLimit: "100000", Authentication__Password__IpAttemptLimit: "3" },
+    });
+    const tenant = await createTenant(t.database.db);
+    const office = peer();
+    for (let i = 0; i < 6; i++) {
+      const colleague = await createUser(t.database.db, tenant.id);
+      expect(
+        (await login(strict, { email: colleague.email, tenant: tenant.code }, { peer: office })).status,
+      ).toBe(200);
+    }
+    const guesses: number[] = [];
+    for (let i = 0; i < 4; i++) {
+      const response = await login(
+        strict,
+        { email: `guess${i}@example.com`, tenant: tenant.code },
+        { peer: office },
+      );
+      guesses.push(response.status);
+    }
+    expect(guesses).toEqual([401, 401, 401, 429]);
+  });
+
   test("bad bodies are 400 problems naming the fields", async () => {
     const response = await app.request("/api/auth/login", json({ email: 5 }));
     expect(response.status).toBe(400);
