@@ -55,17 +55,6 @@ export function edge(options: {
   };
 }
 
-/** Takes a well-formed incoming X-Request-Id or makes one; echoes it on the response. */
-export function requestId(): MiddlewareHandler<AppEnv> {
-  return async (c, next) => {
-    const incoming = c.req.header("x-request-id");
-    const id = incoming && REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID();
-    c.set("requestId", id);
-    await next();
-    c.header("x-request-id", id);
-  };
-}
-
 export function limitBody(maxBytes: number): MiddlewareHandler<AppEnv> {
   const limit = bodyLimit({
     maxSize: maxBytes,

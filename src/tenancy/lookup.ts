@@ -11,8 +11,6 @@ export interface TenantLookup {
   byDomain(host: string): Promise<ResolvedTenant | null>;
   /** An Active tenant by its code, or null. */
   byCode(code: string): Promise<ResolvedTenant | null>;
-  /** A tenant by id (any status), or null. */
-  byId(id: string): Promise<ResolvedTenant | null>;
   /** Forget cached answers (after a domain or tenant changes in this process). */
   clear(): void;
 }
@@ -52,15 +50,6 @@ export function createTenantLookup(db: Db, clock: Clock): TenantLookup {
           .select({ id: tenants.id, code: tenants.code })
           .from(tenants)
           .where(and(eq(tenants.code, code.toLowerCase()), eq(tenants.status, "Active")))
-          .limit(1);
-        return row ?? null;
-      }),
-    byId: (id) =>
-      cached(`i:${id}`, async () => {
-        const [row] = await db
-          .select({ id: tenants.id, code: tenants.code })
-          .from(tenants)
-          .where(eq(tenants.id, id))
           .limit(1);
         return row ?? null;
       }),

@@ -6,7 +6,7 @@ import { execute } from "../../src/db/client.ts";
 import type { Deps } from "../../src/deps.ts";
 import { createRouter } from "../../src/http/context.ts";
 import { problemResponse, toProblem } from "../../src/http/errors.ts";
-import { requestId } from "../../src/http/middleware.ts";
+import { edge } from "../../src/http/middleware.ts";
 import { adminJobRoutes } from "../../src/http/routes/admin-jobs.ts";
 import { enqueue } from "../../src/jobs/enqueue.ts";
 import { defineJob } from "../../src/jobs/registry.ts";
@@ -26,9 +26,10 @@ let pendingId: number;
 beforeAll(async () => {
   t = await createTestDatabase();
   deps = await testDeps(t.database, { url: t.url, clock });
-  // mounted here the way src/app.ts will mount it (behind the platform-admin guard)
+  // the routes alone, behind the same edge middleware as the app (the real app with its
+  // platform-admin guard is exercised in jobs-admin-auth.test.ts)
   app = createRouter();
-  app.use(requestId());
+  app.use(edge({ logger: deps.logger, trustedProxies: [] }));
   app.onError((error, c) => problemResponse(c, toProblem(error)));
   app.route("/", adminJobRoutes(deps));
   for (let i = 0; i < 3; i++) await enqueue(t.database.db, { clock }, mail, { to: `u${i}@example.com` });

@@ -235,8 +235,11 @@ export function authRoutes(deps: AuthRouteDeps, authenticated: MiddlewareHandler
     })
     .openapi(routes.smsSend, async (c) => {
       const body = c.req.valid("json");
-      const tenantId = await signInTenant(deps, c, body.tenant).catch(() => undefined);
-      // an unknown tenant code gets the same answer as an unknown number
+      // an unknown tenant code gets the same answer as an unknown number; other failures surface
+      const tenantId = await signInTenant(deps, c, body.tenant).catch((error: unknown) => {
+        if (error instanceof ProblemError && error.code === "unauthorized") return undefined;
+        throw error;
+      });
       if (tenantId !== undefined)
         await sendSmsCode(deps, { phone: body.phone, tenantId, ip: c.get("clientIp") });
       return c.body(null, 202);
