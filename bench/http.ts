@@ -21,6 +21,7 @@ import { createApp } from "../src/app.ts";
 import { loadConfig } from "../src/config/load.ts";
 import { users } from "../src/db/schema/index.ts";
 import { closeDeps, createDeps } from "../src/deps.ts";
+import { bunPeer } from "../src/http/client-ip.ts";
 import { bufferedLines } from "../src/telemetry/logger.ts";
 import { createTestDatabase } from "../tests/helpers/database.ts";
 import { createPlatformAdmin, PASSWORD } from "../tests/helpers/identity.ts";
@@ -93,7 +94,7 @@ await deps.database.db.update(users).set({ mustChangePassword: false }).where(eq
 const app = createApp(deps);
 const server = Bun.serve({
   port: 0,
-  fetch: (req, srv) => app.fetch(req, { peerAddress: srv.requestIP(req)?.address }),
+  fetch: (req, srv) => app.fetch(req, bunPeer(srv, req)),
 });
 const base = `http://127.0.0.1:${server.port}`;
 const login = await fetch(`${base}/api/auth/login`, {

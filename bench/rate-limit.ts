@@ -17,7 +17,7 @@ import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
 import { createCache } from "../src/cache/index.ts";
 import { systemClock } from "../src/clock.ts";
-import { clientIp } from "../src/http/client-ip.ts";
+import { bunPeer } from "../src/http/client-ip.ts";
 import { createRouter } from "../src/http/context.ts";
 import { rateLimit } from "../src/http/rate-limit.ts";
 import {
@@ -44,7 +44,6 @@ const PREFIX = `plinth:bench-${process.pid}:`;
 
 function buildApp(store: CounterStore | null) {
   const app = createRouter();
-  app.use(clientIp([]));
   if (store)
     app.use(
       rateLimit(
@@ -93,7 +92,7 @@ async function wrk(app: Fetcher): Promise<[number, number, number]> {
   const server = Bun.serve({
     port: 0,
     hostname: "127.0.0.1",
-    fetch: (req, srv) => app.fetch(req, { peerAddress: srv.requestIP(req)?.address }),
+    fetch: (req, srv) => app.fetch(req, bunPeer(srv, req)),
   });
   try {
     const url = `http://127.0.0.1:${server.port}/bench`;

@@ -34,6 +34,11 @@ export function createApp(deps: Deps) {
   // outermost, so the request's log line is written inside its span and carries the trace id
   if (deps.telemetry.enabled) app.use(traceRequests(deps.telemetry));
   app.use(edge({ logger: deps.logger, trustedProxies: settings.Tenancy.Resolution.TrustedProxies }));
+  // Probes come before the host check, CORS, rate limits and the body limit, so none of those run
+  // for them: orchestrators probe pods by IP rather than by name, a throttled readiness check would
+  // take the pod out of service, and the probes read no body. They still get the request id, the
+  // log line and the security headers.
+  app.route("/", healthRoutes(deps));
   app.use(resolveTenancy({ settings, environment: deps.config.environment, lookup: deps.tenants }));
   if (settings.Cors.Origins.length > 0) {
     const origins = new Set(settings.Cors.Origins.map(normaliseOrigin));
@@ -51,13 +56,7 @@ export function createApp(deps: Deps) {
   }
   const policies = rateLimitPolicies(deps.config.settings, deps.config.environment);
   const limiter = { store: deps.counters, clock: deps.clock, logger: deps.logger };
-  // probes must never be throttled: a limited readiness check would take the pod out of service
-  app.use(
-    rateLimit(policies.global, {
-      ...limiter,
-      skip: (path) => path === "/api/health" || path === "/api/health/ready",
-    }),
-  );
+  app.use(rateLimit(policies.global, limiter));
   app.use("/api/auth/*", rateLimit(policies.auth, limiter));
   app.use(limitBody(deps.config.settings.Server.MaxBodyBytes));
 
@@ -82,7 +81,6 @@ export function createApp(deps: Deps) {
   app.use("/api/tenant/domains/*", requireTenantUser(["owner"]));
   app.use("/api/tenant/domains", requireTenantUser(["owner"]));
 
-  app.route("/", healthRoutes(deps));
   app.route("/", wellKnownRoutes(deps));
   app.route("/", authRoutes(deps, authenticated));
   app.route("/", adminUserRoutes(deps));

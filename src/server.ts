@@ -5,6 +5,7 @@ import { ConfigError } from "./config/errors.ts";
 import { type AppConfig, loadConfig } from "./config/load.ts";
 import { closeDeps, createDeps, type Deps } from "./deps.ts";
 import { tenantDomainsLoop } from "./domains/loop.ts";
+import { bunPeer } from "./http/client-ip.ts";
 import { createJobRegistry } from "./jobs/registry.ts";
 import { startBackground } from "./loops/background.ts";
 import { subscriptionsLoop } from "./loops/subscriptions-loop.ts";
@@ -105,7 +106,7 @@ async function main(argv: string[]): Promise<number> {
   const server = Bun.serve({
     port: config.settings.Server.Port,
     // the socket peer is the client IP's starting point (http/client-ip.ts)
-    fetch: (req, srv) => app.fetch(req, { peerAddress: srv.requestIP(req)?.address }),
+    fetch: (req, srv) => app.fetch(req, bunPeer(srv, req)),
     // the app's limit answers with a problem body; Bun's own, a little higher, stops floods before the app
     maxRequestBodySize: config.settings.Server.MaxBodyBytes + 65_536,
   });

@@ -7,6 +7,8 @@ export type Redactor = {
   text(value: string): string;
   /** Deep copy with secret-named fields and secret values replaced. */
   value<T>(value: T): T;
+  /** Does a field of this name hold a secret (password, token, key, …) whatever its value? */
+  isSecretName(name: string): boolean;
 };
 
 /** Builds the redaction helper used by logs, errors and config dumps. */
@@ -57,6 +59,7 @@ export function createRedactor(secretValues: Iterable<string>): Redactor {
       if (seen.has(node)) return "[Circular]";
       seen.add(node);
       if (node instanceof Error) return describeError(node, text);
+      if (node instanceof Date) return Number.isNaN(node.getTime()) ? null : node.toISOString();
       if (Array.isArray(node)) return node.map((item) => walk(item));
       const out: Record<string, unknown> = {};
       for (const key in node) {
@@ -72,7 +75,7 @@ export function createRedactor(secretValues: Iterable<string>): Redactor {
     return walk(input) as T;
   };
 
-  return { text, value };
+  return { text, value, isSecretName };
 }
 
 export interface ErrorDescription {

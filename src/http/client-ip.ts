@@ -1,5 +1,5 @@
 import { isIP } from "node:net";
-import type { MiddlewareHandler } from "hono";
+import type { Context } from "hono";
 import type { AppEnv } from "./context.ts";
 
 /**
@@ -9,7 +9,7 @@ import type { AppEnv } from "./context.ts";
  * written by the client itself and is ignored.
  *
  * The peer comes from the server: under Bun `server.requestIP(req)?.address`, handed to Hono as
- * the `peerAddress` binding (`app.fetch(req, { peerAddress })`, see server.ts); under Deno
+ * the `peerAddress` binding (`app.fetch(req, bunPeer(server, req))`, see server.ts); under Deno
  * `info.remoteAddr.hostname`. Without one (tests using `app.request` without env) the client IP
  * is `unknown`, and all such requests share one rate-limit partition.
  */
@@ -71,12 +71,15 @@ function parseRange(entry: string): Range | null {
 
 export interface TrustedProxies {
   has(ip: string): boolean;
+  /** No proxy is trusted: forwarded headers are never read. */
+  readonly empty: boolean;
 }
 
 /** Matches IPs against a list of IPs and CIDRs (invalid entries are ignored; config checks them). */
 export function trustedProxies(entries: readonly string[]): TrustedProxies {
   const ranges = entries.map(parseRange).filter((r): r is Range => r !== null);
   return {
+    empty: ranges.length === 0,
     has: (ip) => {
       if (ranges.length === 0) return false;
       const normal = normaliseIp(ip);
@@ -112,11 +115,38 @@ export function resolveClientIp(
   return client;
 }
 
-/** Sets `clientIp` for every later middleware and route. */
-export function clientIp(trustedEntries: readonly string[]): MiddlewareHandler<AppEnv> {
-  const trusted = trustedProxies(trustedEntries);
-  return async (c, next) => {
-    c.set("clientIp", resolveClientIp(c.env?.peerAddress, c.req.header("x-forwarded-for"), trusted));
-    await next();
+const NO_PROXIES: TrustedProxies = { has: () => false, empty: true };
+
+/**
+ * The request's real client IP (see `resolveClientIp`), worked out on first use and remembered
+ * for the rest of the request: routes that never need it (the health probes) never ask the server
+ * for the socket peer. The trusted proxies are the ones the `edge` middleware put on the context.
+ */
+export function clientIp(c: Context<AppEnv>): string {
+  let ip = c.get("clientIp");
+  if (ip === undefined) {
+    const trusted = c.get("trustedProxies") ?? NO_PROXIES;
+    ip = resolveClientIp(
+      c.env?.peerAddress,
+      trusted.empty ? undefined : c.req.raw.headers.get("x-forwarded-for"),
+      trusted,
+    );
+    c.set("clientIp", ip);
+  }
+  return ip;
+}
+
+/**
+ * The Bun binding for `app.fetch(req, env)`: the socket peer, read from the server only when a
+ * middleware or route asks for it (`server.requestIP` costs a system call).
+ */
+export function bunPeer(
+  server: { requestIP(req: Request): { address: string } | null },
+  req: Request,
+): { readonly peerAddress: string | undefined } {
+  return {
+    get peerAddress() {
+      return server.requestIP(req)?.address;
+    },
   };
 }

@@ -28,8 +28,10 @@ export type AppEnv = {
   };
   Variables: {
     requestId: string;
-    /** The real client IP (http/client-ip.ts), or `unknown`. */
-    clientIp: string;
+    /** The real client IP, or `unknown`: read it with `clientIp(c)` (http/client-ip.ts). */
+    clientIp?: string;
+    /** Set by the `edge` middleware for `clientIp(c)`. */
+    trustedProxies?: import("./client-ip.ts").TrustedProxies;
     principal?: Principal;
     /** The caller's identity as loaded with the session (auth/middleware.ts). */
     identity?: import("../auth/service.ts").Identity;

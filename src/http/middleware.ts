@@ -1,30 +1,37 @@
-import type { MiddlewareHandler } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import type { Logger } from "../telemetry/logger.ts";
-import { resolveClientIp, trustedProxies } from "./client-ip.ts";
+import { normaliseIp, trustedProxies } from "./client-ip.ts";
 import type { AppEnv } from "./context.ts";
 import { ProblemError } from "./errors.ts";
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /**
- * The response headers OWASP's REST Security Cheat Sheet asks of a JSON API (set on every response,
- * in one pass): no framing, no MIME sniffing, HTTPS only, no referrer. Browser-page headers
- * (COOP, CORP, …) are left to the pages that need them.
+ * The response headers OWASP's REST Security Cheat Sheet asks of every API response: no framing,
+ * no MIME sniffing. `Strict-Transport-Security` joins them on responses that travel over HTTPS
+ * (`HSTS_HEADER`); RFC 6797 §7.2 forbids it over plain HTTP. `Content-Type` comes from each route,
+ * `Cache-Control` from the routes that return something private or live.
  */
 export const SECURITY_HEADERS: readonly [string, string][] = [
   ["content-security-policy", "frame-ancestors 'none'"],
-  ["strict-transport-security", "max-age=31536000; includeSubDomains"],
   ["x-content-type-options", "nosniff"],
   ["x-frame-options", "DENY"],
-  ["referrer-policy", "no-referrer"],
+];
+export const HSTS_HEADER: readonly [string, string] = [
+  "strict-transport-security",
+  "max-age=31536000; includeSubDomains",
 ];
 
 /**
  * What every request gets, in one middleware (each Hono middleware costs a few µs, and this runs
- * on every request): the request id (a well-formed incoming X-Request-Id, else a new one), the
- * real client IP, then one structured log line (method, path without query, status, duration,
- * request id), the security headers and X-Request-Id on the response.
+ * on every request): the request id (a well-formed incoming X-Request-Id, else a new one), then one
+ * structured log line (method, path without query, status, duration, request id), the security
+ * headers and X-Request-Id on the response. The client IP is worked out only when something asks
+ * (`clientIp(c)`): reading the socket peer costs a system call.
+ *
+ * The request counts as HTTPS when its URL is `https:` or, from a trusted proxy, when the first
+ * `X-Forwarded-Proto` value is `https`.
  */
 export function edge(options: {
   logger: Logger;
@@ -32,15 +39,24 @@ export function edge(options: {
 }): MiddlewareHandler<AppEnv> {
   const trusted = trustedProxies(options.trustedProxies);
   const { logger } = options;
+  const secure = (c: Context<AppEnv>): boolean => {
+    if (c.req.url.startsWith("https:")) return true;
+    if (trusted.empty) return false;
+    const proto = c.req.raw.headers.get("x-forwarded-proto");
+    if (!proto) return false;
+    const peer = normaliseIp(c.env?.peerAddress);
+    return peer !== null && trusted.has(peer) && proto.split(",")[0]?.trim().toLowerCase() === "https";
+  };
   return async (c, next) => {
     const started = performance.now();
-    const incoming = c.req.header("x-request-id");
+    const incoming = c.req.raw.headers.get("x-request-id");
     const id = incoming && REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID();
     c.set("requestId", id);
-    c.set("clientIp", resolveClientIp(c.env?.peerAddress, c.req.header("x-forwarded-for"), trusted));
+    c.set("trustedProxies", trusted);
     await next();
     const headers = c.res.headers;
     for (const [name, value] of SECURITY_HEADERS) headers.set(name, value);
+    if (secure(c)) headers.set(HSTS_HEADER[0], HSTS_HEADER[1]);
     headers.set("x-request-id", id);
     const status = c.res.status;
     const fields = {

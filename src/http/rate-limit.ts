@@ -3,6 +3,7 @@ import type { Clock } from "../clock.ts";
 import type { Environment, Settings } from "../config/schema.ts";
 import type { CounterStore } from "../security/counter-store.ts";
 import type { Logger } from "../telemetry/logger.ts";
+import { clientIp } from "./client-ip.ts";
 import type { AppEnv } from "./context.ts";
 import { ProblemError } from "./errors.ts";
 
@@ -59,12 +60,10 @@ export interface RateLimitOptions {
   store: CounterStore;
   clock: Clock;
   logger: Logger;
-  /** Requests this returns true for are not counted (health probes). */
-  skip?: (path: string) => boolean;
 }
 
 /**
- * Token-bucket (GCRA) rate limit partitioned by client IP (`clientIp`, set by http/client-ip.ts).
+ * Token-bucket (GCRA) rate limit partitioned by client IP (`clientIp(c)`, http/client-ip.ts).
  * Adds `RateLimit-Policy: "<name>";q=<limit>;w=<window>` and `RateLimit: "<name>";r=<left>;t=<s>`
  * (several policies on one route are listed together); a refused request gets 429 `rate_limited`
  * with `Retry-After`.
@@ -74,8 +73,7 @@ export function rateLimit(policy: RateLimitPolicy, options: RateLimitOptions): M
   const policyHeader = `"${policy.name}";q=${policy.limit};w=${policy.windowSeconds}`;
   let lastOpenLog = 0;
   return async (c, next) => {
-    if (options.skip?.(c.req.path)) return next();
-    const ip = c.get("clientIp") ?? "unknown";
+    const ip = clientIp(c);
     let outcome: Awaited<ReturnType<CounterStore["rate"]>>;
     try {
       outcome = await options.store.rate(

@@ -1,4 +1,4 @@
-import type { Redactor } from "../config/redact.ts";
+import { REDACTED, type Redactor } from "../config/redact.ts";
 import { activeTraceFields } from "./otel.ts";
 
 export type LogLevel = "debug" | "info" | "warn" | "error";
@@ -26,32 +26,104 @@ export interface LoggerOptions {
   now?: () => Date;
 }
 
+/** Keys every line starts with; a field of the same name falls back to the object merge below. */
+const RESERVED = new Set(["time", "level", "msg", "traceId", "spanId"]);
+
 /**
  * One JSON object per line, every field passed through the redactor. Inside an active span the line
  * carries its `traceId` and `spanId`, so logs and traces join up.
+ *
+ * Lines are written on every request, so the usual record (flat fields: strings, numbers, booleans)
+ * is serialised by hand, field by field, with the same redaction as `Redactor.value`: a field whose
+ * name marks a secret is replaced, every string goes through `Redactor.text`. Nested values take
+ * the generic walk. The timestamp string is reused within the same millisecond.
  */
 export function createLogger(options: LoggerOptions, base: LogFields = {}): Logger {
   const write = options.write ?? ((line: string) => process.stdout.write(`${line}\n`));
-  const now = options.now ?? (() => new Date());
+  const { redactor } = options;
+  const baseKeys = Object.keys(base);
+  // the child's own fields are serialised once, not on every line
+  const baseJson = baseKeys.map((key) => member(redactor, key, base[key])).join("");
+  const timestamp = options.now ? () => (options.now as () => Date)().toISOString() : cachedIsoNow();
+
   const log = (level: LogLevel, message: string, fields?: LogFields) => {
     if (rank[level] < rank[options.level]) return;
-    const record = options.redactor.value({
-      time: now().toISOString(),
-      level,
-      msg: message,
-      ...activeTraceFields(),
-      ...base,
-      ...fields,
-    });
-    write(JSON.stringify(record));
+    const trace = activeTraceFields();
+    let line = `{"time":"${timestamp()}","level":"${level}","msg":${quote(redactor.text(message))}`;
+    if (trace) line += `,"traceId":"${trace.traceId}","spanId":"${trace.spanId}"`;
+    if (fields) {
+      let own = "";
+      for (const key in fields) {
+        if (!Object.hasOwn(fields, key)) continue;
+        if (RESERVED.has(key) || (baseKeys.length > 0 && Object.hasOwn(base, key))) {
+          write(merged(level, message, trace, fields));
+          return;
+        }
+        own += member(redactor, key, fields[key]);
+      }
+      line += baseJson + own;
+    } else line += baseJson;
+    write(`${line}}`);
   };
+  // a field that shadows a reserved or base key: the object spread decides, as it always did
+  const merged = (level: LogLevel, message: string, trace: LogFields | undefined, fields: LogFields) =>
+    JSON.stringify(
+      redactor.value({ time: timestamp(), level, msg: message, ...trace, ...base, ...fields }),
+      jsonSafe,
+    );
   return {
     debug: (message, fields) => log("debug", message, fields),
     info: (message, fields) => log("info", message, fields),
     warn: (message, fields) => log("warn", message, fields),
     error: (message, fields) => log("error", message, fields),
-    child: (fields) => createLogger({ ...options, write, now }, { ...base, ...fields }),
+    child: (fields) => createLogger({ ...options, write }, { ...base, ...fields }),
     flush: () => options.flush?.(),
+  };
+}
+
+/** `,"key":value` for one field, redacted exactly as `Redactor.value` would; "" for undefined. */
+function member(redactor: Redactor, key: string, value: unknown): string {
+  let json: string;
+  if (value === undefined || typeof value === "function" || typeof value === "symbol") return "";
+  if (value === null || typeof value === "boolean") json = String(value);
+  else if (redactor.isSecretName(key)) json = `"${REDACTED}"`;
+  else if (typeof value === "string") json = quote(redactor.text(value));
+  else if (typeof value === "number") json = Number.isFinite(value) ? String(value) : "null";
+  else json = JSON.stringify(redactor.value(value), jsonSafe);
+  return `${prefix(key)}${json}`;
+}
+
+/** Only characters JSON keeps as they are (no quote, backslash, control character, surrogate half). */
+const PLAIN = /^[ !#-[\]-~\u0080-\ud7ff\ue000-\uffff]*$/;
+const quote = (text: string): string => (PLAIN.test(text) ? `"${text}"` : JSON.stringify(text));
+
+/** `,"key":` for the few field names logs repeat. */
+const prefixes = new Map<string, string>();
+function prefix(key: string): string {
+  let out = prefixes.get(key);
+  if (out === undefined) {
+    out = `,${JSON.stringify(key)}:`;
+    if (prefixes.size < 4096) prefixes.set(key, out);
+  }
+  return out;
+}
+
+/** JSON.stringify throws on a bigint; a log line must never throw. */
+function jsonSafe(_key: string, value: unknown): unknown {
+  return typeof value === "bigint" ? value.toString() : value;
+}
+
+/** `new Date().toISOString()`, computed once per millisecond. */
+function cachedIsoNow(): () => string {
+  let lastMs = -1;
+  let last = "";
+  return () => {
+    const ms = Date.now();
+    if (ms !== lastMs) {
+      lastMs = ms;
+      last = new Date(ms).toISOString();
+    }
+    return last;
   };
 }
 

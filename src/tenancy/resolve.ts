@@ -1,16 +1,16 @@
 import type { MiddlewareHandler } from "hono";
 import type { Settings } from "../config/schema.ts";
-import { trustedProxies } from "../http/client-ip.ts";
+import { normaliseIp, trustedProxies } from "../http/client-ip.ts";
 import type { AppEnv } from "../http/context.ts";
 import { ProblemError } from "../http/errors.ts";
 import { createHostPolicy, normaliseHost } from "./hosts.ts";
 import type { TenantLookup } from "./lookup.ts";
 
 /**
- * Paths every host may reach: orchestrators probe pods by IP, not by name, and a TLS edge asks
- * for permission (domains/permission.ts) by IP before any certificate exists.
+ * Paths every host may reach: a TLS edge asks for permission (domains/permission.ts) by IP before
+ * any certificate exists. (The health probes are mounted in front of this middleware: app.ts.)
  */
-const HOST_EXEMPT = new Set(["/api/health", "/api/health/ready", "/api/tls/permission"]);
+const HOST_EXEMPT = new Set(["/api/tls/permission"]);
 export const TENANT_CODE_HEADER = "x-tenant";
 
 /** Is a tenant code accepted on this path (`Tenancy:Resolution:TenantCodePaths`, prefixes)? */
@@ -40,9 +40,9 @@ export function resolveTenancy(input: {
   });
   return async (c, next) => {
     if (HOST_EXEMPT.has(c.req.path)) return next();
-    const peer = c.env?.peerAddress;
-    const forwardedHost =
-      peer && trusted.has(peer) ? c.req.header("x-forwarded-host")?.split(",")[0] : undefined;
+    const forwarded = trusted.empty ? undefined : c.req.raw.headers.get("x-forwarded-host");
+    const peer = forwarded ? normaliseIp(c.env?.peerAddress) : null;
+    const forwardedHost = peer && trusted.has(peer) ? forwarded?.split(",")[0] : undefined;
     const host = normaliseHost(forwardedHost ?? c.req.header("host") ?? new URL(c.req.url).host);
     if (!host) throw new ProblemError("host_not_allowed", "The request has no usable Host.");
 

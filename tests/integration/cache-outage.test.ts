@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type App, createApp } from "../../src/app.ts";
 import type { Deps } from "../../src/deps.ts";
+import { clientIp } from "../../src/http/client-ip.ts";
 import { assertAllowed } from "../../src/security/windows.ts";
 import { testConfig, testDeps } from "../helpers/app.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
@@ -34,7 +35,7 @@ beforeAll(async () => {
   account = { email: user.email, tenant: tenant.code };
   // a window-protected route outside /api/auth/: only the security window stands in front of it
   app.post("/api/probe-window", async (c) => {
-    assertAllowed(await deps.windows.consume("smsSend", { phone: "+15550001111", ip: c.get("clientIp") }));
+    assertAllowed(await deps.windows.consume("smsSend", { phone: "+15550001111", ip: clientIp(c) }));
     return c.json({ sent: true });
   });
 });

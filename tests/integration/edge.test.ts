@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { SECURITY_HEADERS } from "../../src/http/middleware.ts";
+import { HSTS_HEADER, SECURITY_HEADERS } from "../../src/http/middleware.ts";
 import { createTestApp, type TestApp } from "../helpers/app.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 
@@ -7,7 +7,10 @@ let t: TestDatabase;
 let app: TestApp;
 beforeAll(async () => {
   t = await createTestDatabase();
-  app = await createTestApp({ database: t.database, env: { Security__Jwt__AccessTokenMinutes: "15" } });
+  app = await createTestApp({
+    database: t.database,
+    env: { Security__Jwt__AccessTokenMinutes: "15", Tenancy__Resolution__TrustedProxies__0: "10.0.0.0/8" },
+  });
 });
 afterAll(() => t.drop());
 
@@ -23,8 +26,31 @@ test("every response carries the API security headers and its request id, errors
     expect(response.headers.get("x-request-id")).toBeString();
   }
   expect(SECURITY_HEADERS.map(([name]) => name)).toEqual(
-    expect.arrayContaining(["x-content-type-options", "strict-transport-security", "x-frame-options"]),
+    expect.arrayContaining(["content-security-policy", "x-content-type-options", "x-frame-options"]),
   );
+});
+
+test("Strict-Transport-Security only on responses that travel over HTTPS (RFC 6797 7.2)", async () => {
+  const [name, value] = HSTS_HEADER;
+  expect((await app.request("/api/health")).headers.get(name)).toBeNull();
+  expect((await app.request("https://localhost/api/health")).headers.get(name)).toBe(value);
+  // a TLS-terminating proxy says so with X-Forwarded-Proto; believed only from a trusted peer
+  const proxied = { headers: { "x-forwarded-proto": "https" } };
+  expect((await app.request("/api/health", proxied, "10.1.2.3")).headers.get(name)).toBe(value);
+  expect((await app.request("/api/health", proxied, "203.0.113.9")).headers.get(name)).toBeNull();
+  const plain = { headers: { "x-forwarded-proto": "http" } };
+  expect((await app.request("/api/health", plain, "10.1.2.3")).headers.get(name)).toBeNull();
+});
+
+test("the probes answer on any Host and are never stored by a cache", async () => {
+  for (const path of ["/api/health", "/api/health/ready"]) {
+    const response = await app.request(path, { headers: { host: "10.244.3.17:8080" } });
+    expect(response.status).toBe(200);
+    expect(response.headers.get("cache-control")).toBe("no-store");
+    expect(response.headers.get("content-type")).toBe("application/health+json");
+  }
+  // every other path still checks the Host
+  expect((await app.request("/api/plans", { headers: { host: "evil.example" } })).status).toBe(400);
 });
 
 test("a well-formed X-Request-Id is kept, a malformed one replaced; the log line has no query string", async () => {

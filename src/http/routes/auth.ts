@@ -19,6 +19,7 @@ import {
   verifySmsCode,
 } from "../../auth/service.ts";
 import type { TenantLookup } from "../../tenancy/lookup.ts";
+import { clientIp } from "../client-ip.ts";
 import { type AppEnv, createRouter } from "../context.ts";
 import { ProblemError } from "../errors.ts";
 import { problemSchema } from "../openapi.ts";
@@ -214,7 +215,7 @@ export function authRoutes(deps: AuthRouteDeps, authenticated: MiddlewareHandler
         email: body.email,
         password: body.password,
         tenantId,
-        ip: c.get("clientIp"),
+        ip: clientIp(c),
       });
       c.header("cache-control", "no-store");
       return c.json(pair, 200);
@@ -229,7 +230,7 @@ export function authRoutes(deps: AuthRouteDeps, authenticated: MiddlewareHandler
     })
     .openapi(routes.password, async (c) => {
       const body = c.req.valid("json");
-      const pair = await changePassword(deps, principalOf(c), { ...body, ip: c.get("clientIp") });
+      const pair = await changePassword(deps, principalOf(c), { ...body, ip: clientIp(c) });
       c.header("cache-control", "no-store");
       return c.json(pair, 200);
     })
@@ -240,15 +241,14 @@ export function authRoutes(deps: AuthRouteDeps, authenticated: MiddlewareHandler
         if (error instanceof ProblemError && error.code === "unauthorized") return undefined;
         throw error;
       });
-      if (tenantId !== undefined)
-        await sendSmsCode(deps, { phone: body.phone, tenantId, ip: c.get("clientIp") });
+      if (tenantId !== undefined) await sendSmsCode(deps, { phone: body.phone, tenantId, ip: clientIp(c) });
       return c.body(null, 202);
     })
     .openapi(routes.smsVerify, async (c) => {
       const body = c.req.valid("json");
       const tenantId = await signInTenant(deps, c, body.tenant);
       c.header("cache-control", "no-store");
-      return c.json(await verifySmsCode(deps, { ...body, tenantId, ip: c.get("clientIp") }), 200);
+      return c.json(await verifySmsCode(deps, { ...body, tenantId, ip: clientIp(c) }), 200);
     })
     .openapi(routes.me, async (c) => {
       const identity = c.get("identity");
@@ -271,7 +271,7 @@ export function authRoutes(deps: AuthRouteDeps, authenticated: MiddlewareHandler
       }
       const body = c.req.valid("json");
       const tenantId = await signInTenant(deps, c, body.tenant);
-      const identity = await verifyCredentials(deps, { ...body, tenantId, ip: c.get("clientIp") });
+      const identity = await verifyCredentials(deps, { ...body, tenantId, ip: clientIp(c) });
       const session = await startBrowserSession(deps, c, identity);
       c.header("cache-control", "no-store");
       return c.json({ ...session, passwordChangeRequired: identity.mustChangePassword }, 200);

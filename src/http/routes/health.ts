@@ -4,6 +4,8 @@ import { createReadinessCheck, type Probe } from "../../health/readiness.ts";
 import { createRouter } from "../context.ts";
 
 const HEALTH_JSON = "application/health+json";
+/** A probe's answer is live: never stored by any cache. */
+const PROBE_HEADERS = { "content-type": HEALTH_JSON, "cache-control": "no-store" };
 /** Each dependency gets this long; readiness answers within it even when a dependency hangs. */
 export const PROBE_TIMEOUT_MS = 1_000;
 
@@ -56,15 +58,11 @@ export function healthRoutes(deps: Deps) {
   const check = createReadinessCheck(probes, { timeoutMs: PROBE_TIMEOUT_MS, clock: deps.clock });
 
   return createRouter()
-    .openapi(liveness, (c) => {
-      c.header("cache-control", "no-store");
-      return c.json({ status: "pass" as const }, 200, { "content-type": HEALTH_JSON });
-    })
+    .openapi(liveness, (c) => c.json({ status: "pass" as const }, 200, PROBE_HEADERS))
     .openapi(readiness, async (c) => {
       const result = await check();
-      c.header("cache-control", "no-store");
       return result.status === "pass"
-        ? c.json(result, 200, { "content-type": HEALTH_JSON })
-        : c.json(result, 503, { "content-type": HEALTH_JSON });
+        ? c.json(result, 200, PROBE_HEADERS)
+        : c.json(result, 503, PROBE_HEADERS);
     });
 }

@@ -1,0 +1,116 @@
+import { expect, test } from "bun:test";
+import { createRedactor, REDACTED } from "../../src/config/redact.ts";
+import { createLogger } from "../../src/telemetry/logger.ts";
+
+const SECRET = "hunter2-very-secret-value";
+const NOW = new Date("2026-11-22T10:00:00.000Z");
+
+function capture(level: "debug" | "info" | "warn" | "error" = "debug") {
+  const lines: string[] = [];
+  const logger = createLogger({
+    level,
+    redactor: createRedactor([SECRET]),
+    write: (line) => lines.push(line),
+    now: () => NOW,
+  });
+  return { logger, lines, parsed: () => lines.map((line) => JSON.parse(line) as Record<string, unknown>) };
+}
+
+test("a line is one JSON object: time, level, message, then the fields in order", () => {
+  const { logger, lines } = capture();
+  logger.info("request", { method: "GET", path: "/api/health", status: 200, durationMs: 0.12 });
+  expect(lines).toEqual([
+    '{"time":"2026-11-22T10:00:00.000Z","level":"info","msg":"request","method":"GET","path":"/api/health","status":200,"durationMs":0.12}',
+  ]);
+});
+
+test("strings JSON must escape are escaped, whatever they hold", () => {
+  const { logger, lines, parsed } = capture();
+  const awkward = ['say "hi"', "back\\slash", "line\nbreak\ttab", "\u0001ctl", "é ü 日本", "lone \ud800 half", "😀"];
+  for (const value of awkward) logger.info(value, { value });
+  expect(parsed().map((line) => [line.msg, line.value])).toEqual(awkward.map((value) => [value, value]));
+  expect(lines.every((line) => !line.includes("\n"))).toBe(true);
+});
+
+test("values of every kind come out as JSON.stringify would, and a log call never throws", () => {
+  const { logger, parsed } = capture();
+  const when = new Date("2026-01-02T03:04:05.000Z");
+  logger.info("kinds", {
+    nan: Number.NaN,
+    inf: Number.POSITIVE_INFINITY,
+    yes: true,
+    none: null,
+    missing: undefined,
+    fn: () => 1,
+    big: 12345678901234567890n,
+    when,
+    list: [1, "two", { three: 3 }],
+    nested: { deep: { count: 2, big: 5n } },
+  });
+  expect(parsed()[0]).toEqual({
+    time: NOW.toISOString(),
+    level: "info",
+    msg: "kinds",
+    nan: null,
+    inf: null,
+    yes: true,
+    none: null,
+    big: "12345678901234567890",
+    when: "2026-01-02T03:04:05.000Z",
+    list: [1, "two", { three: 3 }],
+    nested: { deep: { count: 2, big: "5" } },
+  });
+});
+
+test("secret-named fields and secret values are redacted, flat or nested, in fields and in the message", () => {
+  const { logger, lines, parsed } = capture();
+  logger.warn(`failed with ${SECRET}`, {
+    password: "whatever",
+    apiKey: 42,
+    token: false,
+    note: `the value ${SECRET} leaked`,
+    url: "postgres://app:pw-in-url@db/x",
+    nested: { authorization: "Bearer abcdefghijkl", text: SECRET },
+    error: new Error(`query failed: ${SECRET}`),
+  });
+  expect(lines.join("\n")).not.toContain(SECRET);
+  expect(lines.join("\n")).not.toContain("pw-in-url");
+  const line = parsed()[0] as Record<string, unknown>;
+  expect(line.msg).toBe(`failed with ${REDACTED}`);
+  expect(line).toMatchObject({
+    password: REDACTED,
+    apiKey: REDACTED,
+    token: false,
+    note: `the value ${REDACTED} leaked`,
+    url: `postgres://app:${REDACTED}@db/x`,
+    nested: { authorization: REDACTED, text: REDACTED },
+  });
+  expect((line.error as { message: string }).message).toBe(`query failed: ${REDACTED}`);
+});
+
+test("child loggers add their fields; a field named like a reserved or inherited key replaces it", () => {
+  const { logger, parsed } = capture();
+  const child = logger.child({ process: "worker", secret: "child-secret" });
+  child.info("started", { slot: 1 });
+  child.info("shadowed", { process: "other", level: "custom" });
+  const [first, second] = parsed();
+  expect(first).toEqual({
+    time: NOW.toISOString(),
+    level: "info",
+    msg: "started",
+    process: "worker",
+    secret: REDACTED,
+    slot: 1,
+  });
+  expect(second).toMatchObject({ process: "other", level: "custom", msg: "shadowed", secret: REDACTED });
+  expect(Object.keys(second as object).filter((key) => key === "process")).toHaveLength(1);
+});
+
+test("lines below the level are dropped", () => {
+  const { logger, parsed } = capture("warn");
+  logger.debug("no");
+  logger.info("no");
+  logger.warn("yes");
+  logger.error("yes too");
+  expect(parsed().map((line) => line.level)).toEqual(["warn", "error"]);
+});
