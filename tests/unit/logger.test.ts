@@ -26,7 +26,15 @@ test("a line is one JSON object: time, level, message, then the fields in order"
 
 test("strings JSON must escape are escaped, whatever they hold", () => {
   const { logger, lines, parsed } = capture();
-  const awkward = ['say "hi"', "back\\slash", "line\nbreak\ttab", "\u0001ctl", "é ü 日本", "lone \ud800 half", "😀"];
+  const awkward = [
+    'say "hi"',
+    "back\\slash",
+    "line\nbreak\ttab",
+    "\u0001ctl",
+    "é ü 日本",
+    "lone \ud800 half",
+    "😀",
+  ];
   for (const value of awkward) logger.info(value, { value });
   expect(parsed().map((line) => [line.msg, line.value])).toEqual(awkward.map((value) => [value, value]));
   expect(lines.every((line) => !line.includes("\n"))).toBe(true);
