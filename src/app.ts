@@ -12,7 +12,7 @@ import { adminJobRoutes } from "./http/routes/admin-jobs.ts";
 import { adminProviderRoutes } from "./http/routes/admin-providers.ts";
 import { adminSecretRoutes } from "./http/routes/admin-secrets.ts";
 import { adminTenantRoutes } from "./http/routes/admin-tenants.ts";
-import { authRoutes } from "./http/routes/auth.ts";
+import { authRoutes, CREDENTIAL_PATHS } from "./http/routes/auth.ts";
 import {
   adminBillingRoutes,
   paymentWebhookRoutes,
@@ -57,7 +57,8 @@ export function createApp(deps: Deps) {
   const policies = rateLimitPolicies(deps.config.settings, deps.config.environment);
   const limiter = { store: deps.counters, clock: deps.clock, logger: deps.logger };
   app.use(rateLimit(policies.global, limiter));
-  app.use("/api/auth/*", rateLimit(policies.auth, limiter));
+  const authLimit = rateLimit(policies.auth, limiter);
+  for (const path of CREDENTIAL_PATHS) app.use(path, authLimit);
   app.use(limitBody(deps.config.settings.Server.MaxBodyBytes));
 
   app.onError((error, c) => {

@@ -15,7 +15,6 @@ export function addProbeRoutes(app: App, deps: Deps): App {
     await deps.windows.reset("password", { account: body.account });
     return c.json({ ok: true });
   });
-  app.get("/api/auth/probe", (c) => c.json({ ok: true }));
   app.get("/api/probe", (c) => c.json({ ok: true }));
   return app;
 }

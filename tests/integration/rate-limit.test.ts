@@ -83,19 +83,31 @@ describe.each(["redis", "database"] as const)("rate limiting on %s", (store) => 
     expect((await get(app, "/api/health/ready", ip)).headers.get("ratelimit")).toBeNull();
   });
 
-  test("authentication endpoints have the stricter limit on top of the global one", async () => {
+  test("endpoints that take a credential have the stricter limit on top of the global one", async () => {
     const ip = "198.51.100.60";
-    const first = await get(app, "/api/auth/probe", ip);
-    expect(first.status).toBe(200);
+    const login = () =>
+      app.request(
+        "/api/auth/login",
+        {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ email: "nobody@example.com", password: "wrong-password" }),
+        },
+        { peerAddress: ip },
+      );
+    const first = await login();
+    expect(first.status).toBe(401);
     expect(first.headers.get("ratelimit-policy")).toBe('"global";q=5;w=60, "auth";q=2;w=60');
     expect(first.headers.get("ratelimit")).toBe('"global";r=4;t=12, "auth";r=1;t=30');
-    expect((await get(app, "/api/auth/probe", ip)).status).toBe(200);
-    const refused = await get(app, "/api/auth/probe", ip);
+    expect((await login()).status).toBe(401);
+    const refused = await login();
     expect(refused.status).toBe(429);
     expect(refused.headers.get("retry-after")).toBe("30");
     expect(refused.headers.get("ratelimit-policy")).toBe('"global";q=5;w=60, "auth";q=2;w=60');
-    // the global budget is still there for other routes
-    expect((await get(app, "/api/probe", ip)).status).toBe(200);
+    // reading who you are is not an authentication attempt: the global budget alone
+    const me = await get(app, "/api/auth/me", ip);
+    expect(me.status).toBe(401);
+    expect(me.headers.get("ratelimit-policy")).toBe('"global";q=5;w=60');
     clock.advance(60_000);
   });
 

@@ -24,6 +24,19 @@ import { type AppEnv, createRouter } from "../context.ts";
 import { ProblemError } from "../errors.ts";
 import { problemSchema } from "../openapi.ts";
 
+/**
+ * The endpoints that take a credential (password, refresh token, SMS code): the stricter `auth`
+ * rate limit applies to these (app.ts). Reading `/api/auth/me` or signing out is an ordinary request.
+ */
+export const CREDENTIAL_PATHS = [
+  "/api/auth/login",
+  "/api/auth/refresh",
+  PASSWORD_CHANGE_PATH,
+  "/api/auth/sms/send",
+  "/api/auth/sms/verify",
+  "/api/auth/browser/login",
+] as const;
+
 const tokenPair = z
   .object({
     accessToken: z.string(),
