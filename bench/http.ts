@@ -1,9 +1,9 @@
 /**
  * HTTP throughput of Plinth beside a bare `Bun.serve` hello-world, same machine, same run:
  *
- *   bun run bench:http [--seconds 8] [--connections 64]
+ *   bun run bench:http [--rounds 5] [--seconds 5] [--connections 64]
  *
- * Five servers, one at a time, each loaded over loopback with `wrk -t1 -c<connections>` (Debian:
+ * Five servers, loaded in turn over loopback with `wrk -t1 -c<connections>` (Debian:
  * apt-get install -y wrk):
  *   1. bare Bun.serve returning "ok";
  *   2. a one-route Hono app (the framework's own share);
@@ -32,13 +32,18 @@ import { createTestDatabase } from "../tests/helpers/database.ts";
 import { createPlatformAdmin, PASSWORD } from "../tests/helpers/identity.ts";
 
 const { values } = parseArgs({
-  options: { seconds: { type: "string", default: "8" }, connections: { type: "string", default: "64" } },
+  options: {
+    seconds: { type: "string", default: "5" },
+    connections: { type: "string", default: "64" },
+    rounds: { type: "string", default: "5" },
+  },
 });
 const SECONDS = Number(values.seconds);
 const CONNECTIONS = Number(values.connections);
+const ROUNDS = Number(values.rounds);
 
-async function wrk(url: string, headers: Record<string, string> = {}): Promise<number> {
-  const args = ["wrk", "-t1", `-c${CONNECTIONS}`, `-d${SECONDS}s`, "--latency"];
+async function wrk(url: string, headers: Record<string, string> = {}, seconds = SECONDS): Promise<number> {
+  const args = ["wrk", "-t1", `-c${CONNECTIONS}`, `-d${seconds}s`];
   for (const [name, value] of Object.entries(headers)) args.push("-H", `${name}: ${value}`);
   const proc = Bun.spawn([...args, url], { stdout: "pipe", stderr: "pipe" });
   const out = await new Response(proc.stdout).text();
@@ -50,30 +55,31 @@ async function wrk(url: string, headers: Record<string, string> = {}): Promise<n
   return Number(rps);
 }
 
-const results: { name: string; rps: number }[] = [];
+interface Target {
+  name: string;
+  url: string;
+  headers?: Record<string, string>;
+}
+const targets: Target[] = [];
+const servers: { stop(closeActiveConnections?: boolean): Promise<void> }[] = [];
 
 // 1. bare Bun.serve
 {
   const server = Bun.serve({ port: 0, fetch: () => new Response("ok") });
-  await wrk(`http://127.0.0.1:${server.port}/`); // warm-up
-  results.push({ name: "bare Bun.serve hello-world", rps: await wrk(`http://127.0.0.1:${server.port}/`) });
-  await server.stop(true);
+  servers.push(server);
+  targets.push({ name: "bare Bun.serve hello-world", url: `http://127.0.0.1:${server.port}/` });
 }
 
-// the framework alone: a one-route Hono app, to separate Hono's cost from Plinth's
+// 2. the framework alone: a one-route Hono app, to separate Hono's cost from Plinth's
 {
   const hono = new Hono();
   hono.get("/api/health", (c) => c.json({ status: "pass" }));
   const server = Bun.serve({ port: 0, fetch: hono.fetch });
-  await wrk(`http://127.0.0.1:${server.port}/api/health`);
-  results.push({
-    name: "one-route Hono app (reference)",
-    rps: await wrk(`http://127.0.0.1:${server.port}/api/health`),
-  });
-  await server.stop(true);
+  servers.push(server);
+  targets.push({ name: "one-route Hono app (reference)", url: `http://127.0.0.1:${server.port}/api/health` });
 }
 
-// The floor: Plinth's per-request work for /api/health written straight into Bun.serve, no framework
+// 3. the floor: the health route's own work written straight into Bun.serve, no framework
 // (request id, the same response headers, the same log line through the same logger and sink).
 // Whatever Plinth's middleware stack costs comes on top of this row.
 {
@@ -104,15 +110,14 @@ const results: { name: string; rps: number }[] = [];
       return response;
     },
   });
-  await wrk(`http://127.0.0.1:${server.port}/api/health`);
-  results.push({
+  servers.push(server);
+  targets.push({
     name: "the same work, no framework (floor)",
-    rps: await wrk(`http://127.0.0.1:${server.port}/api/health`),
+    url: `http://127.0.0.1:${server.port}/api/health`,
   });
-  await server.stop(true);
 }
 
-// Plinth
+// 4 and 5: Plinth
 const t = await createTestDatabase({ poolSize: 1 });
 await t.database.close();
 const devNull = openSync("/dev/null", "w");
@@ -140,6 +145,7 @@ const server = Bun.serve({
   port: 0,
   fetch: (req, srv) => app.fetch(req, bunPeer(srv, req)),
 });
+servers.push(server);
 const base = `http://127.0.0.1:${server.port}`;
 const login = await fetch(`${base}/api/auth/login`, {
   method: "POST",
@@ -147,20 +153,47 @@ const login = await fetch(`${base}/api/auth/login`, {
   body: JSON.stringify({ email: admin.email, password: PASSWORD }),
 });
 const { accessToken } = (await login.json()) as { accessToken: string };
+targets.push({ name: "Plinth GET /api/health (full stack)", url: `${base}/api/health` });
+targets.push({
+  name: "Plinth GET /api/auth/me (bearer)",
+  url: `${base}/api/auth/me`,
+  headers: { authorization: `Bearer ${accessToken}` },
+});
 
-await wrk(`${base}/api/health`);
-results.push({ name: "Plinth GET /api/health (full stack)", rps: await wrk(`${base}/api/health`) });
-const auth = { authorization: `Bearer ${accessToken}` };
-await wrk(`${base}/api/auth/me`, auth);
-results.push({ name: "Plinth GET /api/auth/me (bearer)", rps: await wrk(`${base}/api/auth/me`, auth) });
+// Interleaved rounds: each round loads every server once, in turn, so a change in the machine's
+// load (this is a shared 2-core box) hits all of them alike; the table gives medians.
+for (const target of targets) await wrk(target.url, target.headers, 2); // warm-up
+const samples = targets.map(() => [] as number[]);
+const ratios = targets.map(() => [] as number[]);
+for (let round = 0; round < ROUNDS; round++) {
+  const rps: number[] = [];
+  for (const [i, target] of targets.entries()) {
+    rps[i] = await wrk(target.url, target.headers);
+    samples[i]?.push(rps[i] as number);
+  }
+  for (const [i] of targets.entries()) ratios[i]?.push((rps[i] as number) / (rps[0] as number));
+  process.stderr.write(`round ${round + 1}/${ROUNDS}: ${rps.map((r) => Math.round(r)).join(" ")}\n`);
+}
 
-await server.stop(true);
+for (const s of servers) await s.stop(true);
 await closeDeps(deps);
 await t.drop();
 
-const bare = results[0]?.rps ?? 1;
-console.log(`\nwrk -t1 -c${CONNECTIONS} -d${SECONDS}s, same run (${new Date().toISOString()})\n`);
-console.log("| server | req/s | × bare |");
-console.log("| --- | ---: | ---: |");
-for (const r of results)
-  console.log(`| ${r.name} | ${Math.round(r.rps).toLocaleString("en")} | ${(r.rps / bare).toFixed(2)} |`);
+const median = (xs: number[]) => {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2
+    ? (sorted[mid] as number)
+    : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
+};
+console.log(
+  `\nwrk -t1 -c${CONNECTIONS}, ${ROUNDS} interleaved rounds of ${SECONDS} s per server (${new Date().toISOString()})\n`,
+);
+console.log("| server | req/s (median) | × bare (median of rounds) | × bare (range) |");
+console.log("| --- | ---: | ---: | ---: |");
+for (const [i, target] of targets.entries()) {
+  const r = ratios[i] ?? [];
+  console.log(
+    `| ${target.name} | ${Math.round(median(samples[i] ?? [])).toLocaleString("en")} | ${median(r).toFixed(2)} | ${Math.min(...r).toFixed(2)}–${Math.max(...r).toFixed(2)} |`,
+  );
+}

@@ -65,12 +65,13 @@ interface OpenSession {
 async function cachedSession(
   deps: AuthDeps,
   key: string,
-  where: SQL,
+  /** Only built on a miss: most requests are answered from the cache. */
+  where: () => SQL,
   now: Date,
 ): Promise<OpenSession | null> {
   const hit = deps.sessionCache.get(key);
   if (hit) return hit.value as OpenSession;
-  const entry = await openSession(deps.database.db, where, now);
+  const entry = await openSession(deps.database.db, where(), now);
   if (!entry) return null;
   deps.sessionCache.set(key, entry);
   return entry.value as OpenSession;
@@ -103,7 +104,7 @@ export function authenticate(deps: AuthDeps): MiddlewareHandler<AppEnv> {
       const session = await cachedSession(
         deps,
         `s:${claims.sessionId}`,
-        eq(sessions.id, claims.sessionId),
+        () => eq(sessions.id, claims.sessionId),
         now,
       );
       if (!session || session.identity.userId !== claims.userId || session.kind !== "token") {
@@ -124,7 +125,12 @@ export function authenticate(deps: AuthDeps): MiddlewareHandler<AppEnv> {
         .catch(() => null);
       if (!opened) throw unauthorized("The session cookie is not valid here.");
       const cookieHash = tokenHash(opened);
-      const session = await cachedSession(deps, `c:${cookieHash}`, eq(sessions.cookieHash, cookieHash), now);
+      const session = await cachedSession(
+        deps,
+        `c:${cookieHash}`,
+        () => eq(sessions.cookieHash, cookieHash),
+        now,
+      );
       if (session?.kind !== "browser") throw unauthorized("The session has ended.");
       if (!SAFE_METHODS.has(c.req.method)) {
         const csrf = c.req.header(CSRF_HEADER);
