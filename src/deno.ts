@@ -8,7 +8,7 @@ import { createApp } from "./app.ts";
 import { ConfigError } from "./config/errors.ts";
 import { loadConfig } from "./config/load.ts";
 import { closeDeps, createDeps } from "./deps.ts";
-import { startBackground } from "./loops/background.ts";
+import { startApiBackground } from "./loops/api-background.ts";
 
 interface DenoServer {
   finished: Promise<void>;
@@ -59,7 +59,7 @@ const server = deno.serve(
   // the socket peer is the client IP's starting point (http/client-ip.ts)
   (req, info) => app.fetch(req, { peerAddress: info.remoteAddr.hostname }),
 );
-const background = await startBackground(deps);
+const background = await startApiBackground(deps);
 
 let stopping = false;
 const shutdown = async (signal: string) => {

@@ -1,15 +1,10 @@
 import { parseArgs } from "node:util";
 import { createApp } from "./app.ts";
-import { billingJobs } from "./billing/notifications.ts";
 import { ConfigError } from "./config/errors.ts";
 import { type AppConfig, loadConfig } from "./config/load.ts";
 import { closeDeps, createDeps, type Deps } from "./deps.ts";
-import { tenantDomainsLoop } from "./domains/loop.ts";
 import { bunPeer } from "./http/client-ip.ts";
-import { createJobRegistry } from "./jobs/registry.ts";
-import { startBackground } from "./loops/background.ts";
-import { subscriptionsLoop } from "./loops/subscriptions-loop.ts";
-import { usageReconciliationLoop } from "./loops/usage-reconciliation-loop.ts";
+import { startApiBackground } from "./loops/api-background.ts";
 import { runMigrator } from "./migrate.ts";
 
 const HELP = `Usage: bun run start [--migrate] [--embedded]
@@ -118,14 +113,7 @@ async function main(argv: string[]): Promise<number> {
   });
 
   // after the server listens; LISTEN failing only costs wake-ups, the loops keep polling
-  const background = startBackground(deps, {
-    registry: createJobRegistry([...billingJobs(logger)]),
-    loops: {
-      tenantDomains: tenantDomainsLoop,
-      subscriptions: subscriptionsLoop(),
-      usageReconciliation: usageReconciliationLoop(),
-    },
-  }).catch((error: unknown) => {
+  const background = startApiBackground(deps).catch((error: unknown) => {
     logger.error("background loops failed to start", { error });
     return null;
   });

@@ -18,6 +18,8 @@ export const CSRF_HEADER = "x-csrf-token";
 const COOKIE_PURPOSE = "browser-session";
 /** The one route a token that must change its password may use. */
 export const PASSWORD_CHANGE_PATH = "/api/auth/password";
+/** What a user who must change the password may still do: change it, or sign out of the browser. */
+const ALLOWED_BEFORE_CHANGE = new Set([PASSWORD_CHANGE_PATH, "/api/auth/browser/logout"]);
 
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 
@@ -152,7 +154,7 @@ export function authenticate(deps: AuthDeps): MiddlewareHandler<AppEnv> {
     const passwordChangeRequired = identity.mustChangePassword;
     const tenant = c.get("tenant");
     if (tenant && principal.tenantId !== tenant.id) throw new ProblemError("not_found", "No such resource.");
-    if (passwordChangeRequired && !(c.req.method === "POST" && c.req.path === PASSWORD_CHANGE_PATH)) {
+    if (passwordChangeRequired && !(c.req.method === "POST" && ALLOWED_BEFORE_CHANGE.has(c.req.path))) {
       throw new ProblemError(
         "password_change_required",
         "Change your password first (POST /api/auth/password).",

@@ -243,9 +243,15 @@ export async function login(
 
 /**
  * Rotates a refresh token: the old one is spent, a new one returned. A spent token presented
- * again means it was stolen (or replayed): the whole session is revoked.
+ * again means it was stolen (or replayed): the whole session is revoked. On a request that acts in
+ * a tenant (its host or tenant code), a session of another tenant is refused like an unknown
+ * token, and left as it is.
  */
-export async function refresh(deps: AuthDeps, refreshToken: string): Promise<TokenPair> {
+export async function refresh(
+  deps: AuthDeps,
+  refreshToken: string,
+  requestTenantId?: string,
+): Promise<TokenPair> {
   const db = deps.database.db;
   const now = deps.clock.now();
   const [row] = await db
@@ -255,6 +261,7 @@ export async function refresh(deps: AuthDeps, refreshToken: string): Promise<Tok
       rotatedAt: refreshTokens.rotatedAt,
       expiresAt: refreshTokens.expiresAt,
       userId: sessions.userId,
+      tenantId: sessions.tenantId,
       revokedAt: sessions.revokedAt,
       sessionExpiresAt: sessions.expiresAt,
     })
@@ -262,7 +269,9 @@ export async function refresh(deps: AuthDeps, refreshToken: string): Promise<Tok
     .innerJoin(sessions, eq(sessions.id, refreshTokens.sessionId))
     .where(eq(refreshTokens.tokenHash, tokenHash(refreshToken)))
     .limit(1);
-  if (!row) throw new ProblemError("unauthorized", "Invalid refresh token.");
+  if (!row || (requestTenantId !== undefined && row.tenantId !== requestTenantId)) {
+    throw new ProblemError("unauthorized", "Invalid refresh token.");
+  }
   if (row.revokedAt || row.sessionExpiresAt <= now || row.expiresAt <= now) {
     throw new ProblemError("unauthorized", "Invalid refresh token.");
   }
@@ -315,14 +324,19 @@ export async function endSessions(
   await announceSessionChange(deps.database.db, change);
 }
 
-/** Ends the session a refresh token belongs to. Unknown tokens are ignored (logout is idempotent). */
-export async function logout(deps: AuthDeps, refreshToken: string): Promise<void> {
+/**
+ * Ends the session a refresh token belongs to. Unknown tokens are ignored (logout is idempotent), and
+ * so is a session of another tenant than the request acts in.
+ */
+export async function logout(deps: AuthDeps, refreshToken: string, requestTenantId?: string): Promise<void> {
   const [row] = await deps.database.db
-    .select({ sessionId: refreshTokens.sessionId })
+    .select({ sessionId: refreshTokens.sessionId, tenantId: sessions.tenantId })
     .from(refreshTokens)
+    .innerJoin(sessions, eq(sessions.id, refreshTokens.sessionId))
     .where(eq(refreshTokens.tokenHash, tokenHash(refreshToken)))
     .limit(1);
-  if (row) await revokeSession(deps, row.sessionId, "logout", deps.clock.now());
+  if (!row || (requestTenantId !== undefined && row.tenantId !== requestTenantId)) return;
+  await revokeSession(deps, row.sessionId, "logout", deps.clock.now());
 }
 
 /**

@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import type { ZodError } from "zod";
+import { ZodError } from "zod";
 
 /** Every problem code Plinth answers with; clients may rely on them. */
 export const problemCodes = {
@@ -101,6 +101,10 @@ export function toProblem(error: unknown): ProblemError {
     const code = (Object.entries(problemCodes).find(([, status]) => status === error.status)?.[0] ??
       "bad_request") as ProblemCode;
     return new ProblemError(code, error.status >= 500 ? undefined : error.message || undefined);
+  }
+  // a service re-validating its input: the caller sent something the route's schema let through
+  if (error instanceof ZodError) {
+    return new ProblemError("validation_failed", "The request is not valid.", { errors: fieldErrors(error) });
   }
   return new ProblemError("internal");
 }

@@ -1,7 +1,7 @@
 import type { MiddlewareHandler } from "hono";
 import type { Settings } from "../config/schema.ts";
 import { normaliseIp, trustedProxies } from "../http/client-ip.ts";
-import type { AppEnv } from "../http/context.ts";
+import type { AppEnv, ResolvedTenant } from "../http/context.ts";
 import { ProblemError } from "../http/errors.ts";
 import { createHostPolicy, normaliseHost } from "./hosts.ts";
 import type { TenantLookup } from "./lookup.ts";
@@ -13,6 +13,15 @@ import type { TenantLookup } from "./lookup.ts";
 const HOST_EXEMPT = new Set(["/api/tls/permission"]);
 export const TENANT_CODE_HEADER = "x-tenant";
 
+/**
+ * The tenant an unknown tenant code resolves to: an id no row has (the nil UUID), so every lookup
+ * in it finds nothing and every authenticated route answers 404, as for another tenant.
+ */
+export const UNKNOWN_TENANT_ID = "00000000-0000-0000-0000-000000000000";
+export function unknownTenant(code: string): ResolvedTenant {
+  return { id: UNKNOWN_TENANT_ID, code: code.toLowerCase() };
+}
+
 /** Is a tenant code accepted on this path (`Tenancy:Resolution:TenantCodePaths`, prefixes)? */
 export function tenantCodeAllowed(paths: readonly string[], path: string): boolean {
   return paths.some((prefix) => path === prefix.replace(/\/$/, "") || path.startsWith(prefix));
@@ -23,6 +32,8 @@ export function tenantCodeAllowed(paths: readonly string[], path: string): boole
  * - the host is `Host`, or `X-Forwarded-Host` when the socket peer is a trusted proxy;
  * - a configured host (AllowedHosts, the platform host) acts as the platform: a tenant code
  *   (`X-Tenant` header or `?tenant=`) is accepted only on `TenantCodePaths` and refused elsewhere;
+ *   an unknown code resolves to `unknownTenant` (no users, nothing found), never to a 404 that
+ *   would tell which codes exist;
  * - an Active tenant domain resolves to its tenant;
  * - any other host gets 400 `host_not_allowed`.
  */
@@ -52,9 +63,9 @@ export function resolveTenancy(input: {
         if (!tenantCodeAllowed(Resolution.TenantCodePaths, c.req.path)) {
           throw new ProblemError("bad_request", "A tenant code is not accepted on this path.");
         }
-        const tenant = await input.lookup.byCode(code);
-        if (!tenant) throw new ProblemError("not_found", "No such tenant.");
-        c.set("tenant", tenant);
+        // an unknown code must not be told apart from a known one: the request goes on in a
+        // tenant that has no users (sign-in then fails like a wrong password, SMS answers 202)
+        c.set("tenant", (await input.lookup.byCode(code)) ?? unknownTenant(code));
       }
       return next();
     }

@@ -3,6 +3,7 @@ import { type OtlpCollector, startOtlpCollector } from "../fixtures/otlp-collect
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 import { denoBinary } from "../helpers/deno.ts";
 import { createPlatformAdmin, PASSWORD } from "../helpers/identity.ts";
+import { waitFor } from "../helpers/jobs.ts";
 import { cleanEnv, ROOT } from "../helpers/process.ts";
 
 /** The same app under Deno (src/deno.ts): health, readiness, a password sign-in, exported spans. */
@@ -17,14 +18,13 @@ afterAll(async () => {
   await t.drop();
 });
 
-test("src/deno.ts serves /api/health and /api/health/ready under Deno", async () => {
+test("src/deno.ts serves the API and runs the background loops under Deno", async () => {
   const proc = Bun.spawn([denoBinary(), "run", "-A", "src/deno.ts"], {
     cwd: ROOT,
     env: cleanEnv({
       PLINTH_ENVIRONMENT: "Development",
       DATABASE_URL: t.url,
       PORT: "0",
-      BackgroundProcessing__Enabled: "false",
       OpenTelemetry__OtlpEndpoint: collector.url,
       DENO_NO_UPDATE_CHECK: "1",
     }),
@@ -60,6 +60,17 @@ test("src/deno.ts serves /api/health and /api/health/ready under Deno", async ()
         reject(new Error(`Deno exited before listening:\n${lines.join("\n")}\n${await stderr}`));
       })();
     });
+    // the same background loops as under Bun
+    await waitFor(() => lines.some((l) => l.includes('"msg":"background loops started"')), {
+      what: "the background loops",
+    });
+    const started = JSON.parse(lines.find((l) => l.includes('"msg":"background loops started"')) ?? "{}");
+    expect((started as { running: string[] }).running.sort()).toEqual([
+      "jobs",
+      "subscriptions",
+      "tenantDomains",
+      "usageReconciliation",
+    ]);
     const base = `http://127.0.0.1:${port}`;
     const live = await fetch(`${base}/api/health`);
     expect(live.status).toBe(200);

@@ -19,6 +19,7 @@ import {
   verifySmsCode,
 } from "../../auth/service.ts";
 import type { TenantLookup } from "../../tenancy/lookup.ts";
+import { UNKNOWN_TENANT_ID } from "../../tenancy/resolve.ts";
 import { clientIp } from "../client-ip.ts";
 import { type AppEnv, createRouter } from "../context.ts";
 import { ProblemError } from "../errors.ts";
@@ -190,7 +191,12 @@ export interface AuthRouteDeps extends AuthDeps {
   tenants: TenantLookup;
 }
 
-/** The tenant a sign-in is for: the host's, else the `tenant` code in the body, else none (platform staff). */
+/**
+ * The tenant a sign-in is for: the host's, else the `tenant` code in the body, else none (platform
+ * staff). An unknown code, or a body code that contradicts the host, signs in to a tenant with no
+ * users (`unknownTenant`): the attempt then costs a password hash, counts against the windows and
+ * fails like a wrong password, so neither the answer nor its timing tells which codes exist.
+ */
 async function signInTenant(
   deps: AuthRouteDeps,
   c: Context<AppEnv>,
@@ -198,15 +204,11 @@ async function signInTenant(
 ): Promise<string | null> {
   const fromHost = c.get("tenant");
   if (fromHost) {
-    if (code && code.toLowerCase() !== fromHost.code)
-      throw new ProblemError("unauthorized", "Invalid credentials.");
+    if (code && code.toLowerCase() !== fromHost.code) return UNKNOWN_TENANT_ID;
     return fromHost.id;
   }
   if (!code) return null;
-  const tenant = await deps.tenants.byCode(code);
-  // an unknown tenant answers like a wrong password
-  if (!tenant) throw new ProblemError("unauthorized", "Invalid credentials.");
-  return tenant.id;
+  return (await deps.tenants.byCode(code))?.id ?? UNKNOWN_TENANT_ID;
 }
 
 /**
@@ -235,10 +237,10 @@ export function authRoutes(deps: AuthRouteDeps, authenticated: MiddlewareHandler
     })
     .openapi(routes.refresh, async (c) => {
       c.header("cache-control", "no-store");
-      return c.json(await refresh(deps, c.req.valid("json").refreshToken), 200);
+      return c.json(await refresh(deps, c.req.valid("json").refreshToken, c.get("tenant")?.id), 200);
     })
     .openapi(routes.logout, async (c) => {
-      await logout(deps, c.req.valid("json").refreshToken);
+      await logout(deps, c.req.valid("json").refreshToken, c.get("tenant")?.id);
       return c.body(null, 204);
     })
     .openapi(routes.password, async (c) => {
@@ -249,12 +251,9 @@ export function authRoutes(deps: AuthRouteDeps, authenticated: MiddlewareHandler
     })
     .openapi(routes.smsSend, async (c) => {
       const body = c.req.valid("json");
-      // an unknown tenant code gets the same answer as an unknown number; other failures surface
-      const tenantId = await signInTenant(deps, c, body.tenant).catch((error: unknown) => {
-        if (error instanceof ProblemError && error.code === "unauthorized") return undefined;
-        throw error;
-      });
-      if (tenantId !== undefined) await sendSmsCode(deps, { phone: body.phone, tenantId, ip: clientIp(c) });
+      // an unknown tenant code gets the same answer as an unknown number
+      const tenantId = await signInTenant(deps, c, body.tenant);
+      await sendSmsCode(deps, { phone: body.phone, tenantId, ip: clientIp(c) });
       return c.body(null, 202);
     })
     .openapi(routes.smsVerify, async (c) => {

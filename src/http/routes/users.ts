@@ -7,6 +7,7 @@ import {
   createTenantUser,
   disableTenantUser,
   listTenantUsers,
+  newUserSchema,
   removeTenantUser,
 } from "../../identity/users.ts";
 import { createRouter } from "../context.ts";
@@ -17,9 +18,10 @@ const newUser = z
   .object({
     email: z.email().max(320),
     name: z.string().trim().min(1).max(200),
-    password: z.string().min(12).max(1024),
+    password: newUserSchema.shape.password,
     role: z.enum(tenantRoles).default("member"),
-    phone: z.string().max(32).optional(),
+    // the same rule the service applies, so a bad number is a 400 naming the field
+    phone: newUserSchema.shape.phone,
   })
   .openapi("NewUser");
 const created = z.object({ id: z.uuid() }).openapi("Created");

@@ -1,0 +1,23 @@
+import { billingJobs } from "../billing/notifications.ts";
+import type { Deps } from "../deps.ts";
+import { tenantDomainsLoop } from "../domains/loop.ts";
+import { createJobRegistry } from "../jobs/registry.ts";
+import { type Background, startBackground } from "./background.ts";
+import { subscriptionsLoop } from "./subscriptions-loop.ts";
+import { usageReconciliationLoop } from "./usage-reconciliation-loop.ts";
+
+/**
+ * The background work of an API process, the same under Bun (src/server.ts) and Deno (src/deno.ts):
+ * the job loop with Plinth's own job kinds, and the tenant-domain, subscription and usage
+ * reconciliation loops, each as its settings allow.
+ */
+export function startApiBackground(deps: Deps): Promise<Background> {
+  return startBackground(deps, {
+    registry: createJobRegistry([...billingJobs(deps.logger)]),
+    loops: {
+      tenantDomains: tenantDomainsLoop,
+      subscriptions: subscriptionsLoop(),
+      usageReconciliation: usageReconciliationLoop(),
+    },
+  });
+}
