@@ -63,8 +63,10 @@ function parseRange(entry: string): Range | null {
   if (!ip) return null;
   const { family, value } = toBigInt(ip);
   const width = family === 4 ? 32 : 128;
+  // "10.0.0.1/" must not read as /0 (Number("") is 0): that would trust every address
+  if (bitsText !== undefined && !/^\d{1,3}$/.test(bitsText)) return null;
   const bits = bitsText === undefined ? width : Number(bitsText);
-  if (!Number.isInteger(bits) || bits < 0 || bits > width) return null;
+  if (bits > width) return null;
   const shift = BigInt(width - bits);
   return { family, base: (value >> shift) << shift, bits };
 }

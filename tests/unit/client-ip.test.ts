@@ -39,6 +39,14 @@ describe("trustedProxies", () => {
     expect(all4.has("8.8.8.8")).toBe(true);
     expect(all4.has("::1")).toBe(false);
   });
+
+  test("a malformed prefix length is ignored, never read as /0", () => {
+    for (const entry of ["10.0.0.1/", "10.0.0.1/ ", "10.0.0.1/x", "10.0.0.1/-1", "10.0.0.1/33", "::1/129"]) {
+      const trusted = trustedProxies([entry]);
+      expect(trusted.has("8.8.8.8")).toBe(false);
+      expect(trusted.empty).toBe(true);
+    }
+  });
 });
 
 describe("resolveClientIp", () => {
