@@ -121,15 +121,18 @@ export async function enqueue<S extends z.ZodType>(
 ): Promise<{ id: number; created: boolean }> {
   const now = context.clock.now();
   const row = toRow(context, now, { job, payload, options } as EnqueueItem);
-  const [id] = await insertRows(db, now, [row]);
-  if (id !== undefined) return { id, created: true };
-  const [existing] = await execute<{ id: string | number }>(
-    db,
-    sql`select id from background_jobs
-        where dedup_key = ${row.dedupKey} and status in ('pending', 'processing', 'failed')`,
-  );
-  if (!existing) throw new Error("enqueue inserted nothing and found no job holding its dedup key");
-  return { id: Number(existing.id), created: false };
+  // the job holding the dedup key may finish between the insert and the look-up: then try again
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const [id] = await insertRows(db, now, [row]);
+    if (id !== undefined) return { id, created: true };
+    const [existing] = await execute<{ id: string | number }>(
+      db,
+      sql`select id from background_jobs
+          where dedup_key = ${row.dedupKey} and status in ('pending', 'processing', 'failed')`,
+    );
+    if (existing) return { id: Number(existing.id), created: false };
+  }
+  throw new Error("enqueue inserted nothing and found no job holding its dedup key (3 tries)");
 }
 
 /** Enqueues many jobs in one statement; returns the ids created (dedup hits are skipped). */
