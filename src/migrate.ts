@@ -100,7 +100,13 @@ export async function runMigrator(
     }
   }
 
-  const applied = await migrate(db);
+  const applied = await migrate(db, {
+    onChanged: (tag) =>
+      logger.warn("an applied migration's file has changed since it was applied; it is not run again", {
+        tag,
+        hint: "restore the file as applied and put the change in a new migration (bun run db:generate)",
+      }),
+  });
   logger.info(applied.length ? "migrations applied" : "database is up to date", { applied });
   const seeded = await seedCatalog(db);
   logger.info("catalog seeded", { seeders: seeded });

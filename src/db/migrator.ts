@@ -73,6 +73,11 @@ export interface MigrateOptions {
   dir?: string;
   /** Stop after this migration (tests and the switch-over rehearsal use it). */
   to?: string;
+  /**
+   * Told of each applied migration whose file no longer matches what was applied (it is not run
+   * again; `--status` lists them too). An edited migration means databases may differ.
+   */
+  onChanged?: (tag: string) => void;
 }
 
 /**
@@ -87,7 +92,9 @@ export async function migrate(db: Db, options: MigrateOptions = {}): Promise<str
     const applied = await lockAndPrepare(tx);
     const done: string[] = [];
     for (const migration of migrations) {
-      if (!applied.has(migration.tag)) {
+      const before = applied.get(migration.tag);
+      if (before && before.hash !== migration.hash) options.onChanged?.(migration.tag);
+      if (!before) {
         for (const statement of migration.statements) await tx.execute(sql.raw(statement));
         await execute(
           tx,

@@ -30,6 +30,24 @@ describe("migrator on an empty database", () => {
     expect(await tables(t)).not.toContain("inbox_messages");
   });
 
+  test("an applied migration whose file changed is reported, not run again", async () => {
+    const [first] = readMigrations();
+    if (!first) throw new Error("no migrations");
+    await execute(
+      t.database.db,
+      sql`update schema_migrations set hash = 'hash-of-an-older-edit' where tag = ${first.tag}`,
+    );
+    const changed: string[] = [];
+    expect(await migrate(t.database.db, { onChanged: (tag) => changed.push(tag) })).toEqual([]);
+    expect(changed).toEqual([first.tag]);
+    const status = await migrationStatus(t.database.db);
+    expect(status.find((m) => m.tag === first.tag)?.changed).toBe(true);
+    await execute(
+      t.database.db,
+      sql`update schema_migrations set hash = ${first.hash} where tag = ${first.tag}`,
+    );
+  });
+
   test("seeding twice leaves one copy of the catalog", async () => {
     await seedCatalog(t.database.db);
     await seedCatalog(t.database.db);
