@@ -117,6 +117,17 @@ export function resolveClientIp(
   return client;
 }
 
+/**
+ * The value a trusted proxy wrote into a forwarded header (`X-Forwarded-Host`, `-Proto`): the last
+ * entry. A proxy that appends keeps whatever the client sent in front of its own value, so the
+ * first entry is the client's word.
+ */
+export function lastForwarded(value: string | null | undefined): string | undefined {
+  if (!value) return undefined;
+  const last = value.slice(value.lastIndexOf(",") + 1).trim();
+  return last || undefined;
+}
+
 const NO_PROXIES: TrustedProxies = { has: () => false, empty: true };
 
 /**

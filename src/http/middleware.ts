@@ -1,7 +1,7 @@
 import type { Context, MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import type { Logger } from "../telemetry/logger.ts";
-import { normaliseIp, trustedProxies } from "./client-ip.ts";
+import { lastForwarded, normaliseIp, trustedProxies } from "./client-ip.ts";
 import type { AppEnv } from "./context.ts";
 import { ProblemError } from "./errors.ts";
 
@@ -30,8 +30,8 @@ export const HSTS_HEADER: readonly [string, string] = [
  * headers and X-Request-Id on the response. The client IP is worked out only when something asks
  * (`clientIp(c)`): reading the socket peer costs a system call.
  *
- * The request counts as HTTPS when its URL is `https:` or, from a trusted proxy, when the first
- * `X-Forwarded-Proto` value is `https`.
+ * The request counts as HTTPS when its URL is `https:` or, from a trusted proxy, when the last
+ * `X-Forwarded-Proto` value (the one the proxy wrote) is `https`.
  */
 export function edge(options: {
   logger: Logger;
@@ -45,7 +45,7 @@ export function edge(options: {
     const proto = c.req.raw.headers.get("x-forwarded-proto");
     if (!proto) return false;
     const peer = normaliseIp(c.env?.peerAddress);
-    return peer !== null && trusted.has(peer) && proto.split(",")[0]?.trim().toLowerCase() === "https";
+    return peer !== null && trusted.has(peer) && lastForwarded(proto)?.toLowerCase() === "https";
   };
   return async (c, next) => {
     const started = performance.now();

@@ -40,6 +40,9 @@ test("Strict-Transport-Security only on responses that travel over HTTPS (RFC 67
   expect((await app.request("/api/health", proxied, "203.0.113.9")).headers.get(name)).toBeNull();
   const plain = { headers: { "x-forwarded-proto": "http" } };
   expect((await app.request("/api/health", plain, "10.1.2.3")).headers.get(name)).toBeNull();
+  // an appending proxy: the last entry is the proxy's own
+  const appended = { headers: { "x-forwarded-proto": "https, http" } };
+  expect((await app.request("/api/health", appended, "10.1.2.3")).headers.get(name)).toBeNull();
 });
 
 test("the probes answer on any Host and are never stored by a cache", async () => {

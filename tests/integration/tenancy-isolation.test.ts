@@ -227,6 +227,18 @@ describe("hosts", () => {
       "10.1.1.1",
     );
     expect(proxied.status).toBe(404); // trusted proxy: the request is for tenant B's host
+    // a proxy that appends: the client's own entry in front of the proxy's is not believed
+    const appended = await app.request(
+      on("api.plinth.test", "/api/tenant/users"),
+      {
+        headers: {
+          authorization: `Bearer ${ownerA}`,
+          "x-forwarded-host": "app.tenant-b.test, app.tenant-a.test",
+        },
+      },
+      "10.1.1.1",
+    );
+    expect(appended.status).toBe(200);
   });
 
   test("a tenant code is accepted only on the configured paths", async () => {
