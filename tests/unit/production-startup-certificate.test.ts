@@ -131,6 +131,28 @@ describe("Production start-up and the data-protection certificate", () => {
     ]);
   });
 
+  test("a retired tenant-secret key id equal to the current one (or to another retired one) is refused, by key", () => {
+    const current = productionEnv();
+    const same = {
+      ...current,
+      Security__TenantSecrets__PreviousKeys__0__KeyId: current.PLINTH_TENANT_SECRET_KEY_ID,
+      Security__TenantSecrets__PreviousKeys__0__MasterKey: randomBytes(32).toString("base64"),
+    };
+    expect(problemsOf(same)).toEqual([
+      { key: "Security:TenantSecrets:PreviousKeys:0:KeyId", problem: "must differ from every other key id" },
+    ]);
+    const twice = {
+      ...current,
+      Security__TenantSecrets__PreviousKeys__0__KeyId: "ts-0",
+      Security__TenantSecrets__PreviousKeys__0__MasterKey: randomBytes(32).toString("base64"),
+      Security__TenantSecrets__PreviousKeys__1__KeyId: "ts-0",
+      Security__TenantSecrets__PreviousKeys__1__MasterKey: randomBytes(32).toString("base64"),
+    };
+    expect(problemsOf(twice)).toEqual([
+      { key: "Security:TenantSecrets:PreviousKeys:1:KeyId", problem: "must differ from every other key id" },
+    ]);
+  });
+
   test("a chain file listing the CA first starts, and the certificate used is the one the key belongs to", () => {
     for (const path of [chain.caFirstPfxPath, chain.caFirstPemPath]) {
       const env = {
