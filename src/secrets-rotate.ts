@@ -14,6 +14,11 @@ export const EXIT = {
   failure: 1,
   /** Some secrets open with no configured key; they were left as they were, the rest rotated. */
   undecryptable: 2,
+  /**
+   * Every secret that was tried decrypted, but some are still not under the current key (locked by
+   * another run, or written under an old key meanwhile by a process on the old configuration). Rerun.
+   */
+  incomplete: 3,
   /** --revoke-data-protection-key named no live key; nothing changed. */
   noSuchKey: 4,
   usage: 64,
@@ -39,9 +44,11 @@ Options:
   --batch-size <n>  Secrets per transaction (default 100).
   --help            Show this help.
 
-Exit codes: 0 done (every secret is under the current key); 1 configuration or database failure
-(rerun); 2 some secrets decrypt with no configured key (listed by tenant, name and key id; left
-unchanged); 4 no such data-protection key; 64 bad usage.
+Exit codes: 0 done (every secret is under the current key; only now may the old key be retired);
+1 configuration or database failure (rerun); 2 some secrets decrypt with no configured key (listed
+by tenant, name and key id; left unchanged); 3 incomplete: some secrets are still not under the
+current key (locked by another run, or written under an old key meanwhile), rerun until 0; 4 no
+such data-protection key; 64 bad usage.
 `;
 
 export interface RotateFlags {
@@ -75,7 +82,17 @@ export async function runSecretsRotate(
     undecryptable: result.failed.length,
     remaining: result.remaining,
   });
-  return result.failed.length > 0 ? EXIT.undecryptable : EXIT.ok;
+  if (result.failed.length > 0) return EXIT.undecryptable;
+  if (result.remaining > 0) {
+    logger.warn(
+      "some tenant secrets are still not under the current key; rerun before retiring the old key",
+      {
+        remaining: result.remaining,
+      },
+    );
+    return EXIT.incomplete;
+  }
+  return EXIT.ok;
 }
 
 async function runDataProtection(

@@ -1,10 +1,10 @@
 import { isIP } from "node:net";
 import { CertificateError, loadCertificate } from "../security/certificates.ts";
 import { parseJwtKeys } from "../security/jwt-keys.ts";
+import { parseTenantSecretKeys } from "../security/tenant-secrets.ts";
 import type { ConfigProblem } from "./errors.ts";
 import type { AppConfig } from "./load.ts";
 
-const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 const HOST =
   /^(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/i;
 
@@ -29,10 +29,6 @@ export function isIpOrCidr(value: string): boolean {
   if (bits === undefined) return true;
   if (!/^\d+$/.test(bits)) return false;
   return Number(bits) <= (family === 4 ? 32 : 128);
-}
-
-export function isMasterKey(value: string | undefined): boolean {
-  return value !== undefined && BASE64.test(value) && Buffer.from(value, "base64").length === 32;
 }
 
 /** The cache URL selects an adapter; Upstash over plain http:// is for local bridges, never Production. */
@@ -91,17 +87,11 @@ export function checkProduction(config: AppConfig): ConfigProblem[] {
     }
   });
 
+  // every problem that leaves the service without a tenant-secret keyring (a master key's format,
+  // a key id used twice) stops start-up: otherwise every tenant secret would answer 503
   need("Security:TenantSecrets:KeyId", s.Security.TenantSecrets.KeyId);
-  if (!isMasterKey(s.Security.TenantSecrets.MasterKey)) {
-    problems.push({ key: "Security:TenantSecrets:MasterKey", problem: "must be Base64 of exactly 32 bytes" });
-  }
-  s.Security.TenantSecrets.PreviousKeys.forEach((previous, i) => {
-    if (!isMasterKey(previous.MasterKey))
-      problems.push({
-        key: `Security:TenantSecrets:PreviousKeys:${i}:MasterKey`,
-        problem: "must be Base64 of exactly 32 bytes",
-      });
-  });
+  for (const problem of parseTenantSecretKeys(s.Security.TenantSecrets).problems)
+    if (problem.key !== "Security:TenantSecrets:KeyId") problems.push(problem);
 
   if ((s.Authentication.Sms.CodePepper ?? "").length < 32) {
     problems.push({ key: "Authentication:Sms:CodePepper", problem: "must be at least 32 characters" });

@@ -225,7 +225,7 @@ export const configSchema = z.object({
         .default([])
         .meta({
           description:
-            "Retired master keys that still decrypt during a rotation; remove after `bun run secrets:rotate`.",
+            "Retired master keys that still decrypt during a rotation; remove only after `bun run secrets:rotate` exits 0.",
         }),
     }),
   }),

@@ -209,7 +209,7 @@ export function createDomainTicker(deps: LoopDeps, options: DomainLoopOptions = 
       const entry =
         (domain.gatewayHostnameId ? await gw.get(domain.gatewayHostnameId) : null) ??
         (await gw.ensure(domain.hostname));
-      await finish(domain, {
+      const stored = await finish(domain, {
         gatewayHostnameId: entry.id,
         gatewayStatus: entry.status,
         tlsStatus: entry.sslStatus,
@@ -217,6 +217,8 @@ export function createDomainTicker(deps: LoopDeps, options: DomainLoopOptions = 
         checkAttempts: attempts,
         nextCheckAt: new Date(now.getTime() + retryDelayMs(settings, attempts)),
       });
+      // deleted meanwhile: its removal may have run before `ensure` registered it again
+      if (!stored) await abandoned(domain, gw, entry.id);
       return { status: "Active" as const, code: null };
     } catch (error) {
       deps.logger.warn("tenant domain TLS status not refreshed", {

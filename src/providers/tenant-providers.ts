@@ -35,8 +35,30 @@ export type ResolvedProvider =
   | { source: "global"; provider: GlobalProviderDefault }
   | null;
 
-/** Setting names that look like they hold a secret value: those go to tenant secrets, referenced by name. */
-const SECRET_LOOKING = /pass(word)?|secret|token|private_?key|api_?key|credential/i;
+/**
+ * Setting names that look like they hold a secret value, at any depth: those go to tenant secrets,
+ * referenced by name. Words may be joined by `-`, `_`, `.` or a space, or camel-cased.
+ */
+const SECRET_LOOKING =
+  /pass(?:word|phrase|wd)?|pwd|secret|token|credential|(?:api|private|access|auth|signing|encryption|master)[-_. ]?key/i;
+
+/** Paths (`settings.auth.apiKey`, `settings.keys[0].token`) of every secret-looking name in the settings. */
+function secretLookingPaths(settings: Record<string, unknown>): string[] {
+  const found: string[] = [];
+  // iterative walk: a deeply nested body must not exhaust the stack
+  const pending: { path: string; value: unknown }[] = [{ path: "settings", value: settings }];
+  for (let next = pending.pop(); next; next = pending.pop()) {
+    const { path, value } = next;
+    if (Array.isArray(value))
+      for (const [i, item] of value.entries()) pending.push({ path: `${path}[${i}]`, value: item });
+    else if (value !== null && typeof value === "object")
+      for (const [key, child] of Object.entries(value)) {
+        if (SECRET_LOOKING.test(key)) found.push(`${path}.${key}`);
+        else pending.push({ path: `${path}.${key}`, value: child });
+      }
+  }
+  return found.sort();
+}
 
 const columns = {
   tenantId: tenantExternalProviders.tenantId,
@@ -55,12 +77,10 @@ export function isProviderType(value: string): value is ProviderType {
 
 function checkInput(input: { settings: Record<string, unknown>; secretRefs: Record<string, string> }): void {
   const errors = [
-    ...Object.keys(input.settings)
-      .filter((key) => SECRET_LOOKING.test(key))
-      .map((key) => ({
-        path: `settings.${key}`,
-        message: "looks like a secret: store it as a tenant secret and reference it in secretRefs",
-      })),
+    ...secretLookingPaths(input.settings).map((path) => ({
+      path,
+      message: "looks like a secret: store it as a tenant secret and reference it in secretRefs",
+    })),
     ...Object.entries(input.secretRefs)
       .filter(([, name]) => !SECRET_NAME.test(name))
       .map(([key]) => ({ path: `secretRefs.${key}`, message: "must be a tenant secret name" })),

@@ -1,6 +1,5 @@
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:crypto";
 import type { ConfigProblem } from "../config/errors.ts";
-import { isMasterKey } from "../config/production.ts";
 
 /**
  * Tenant-secret encryption: AES-256-GCM under a data key derived (HKDF-SHA256) from a master key.
@@ -12,6 +11,12 @@ const ALGORITHM = "aes-256-gcm";
 const NONCE_BYTES = 12;
 const TAG_BYTES = 16;
 const HKDF_SALT = Buffer.from("plinth/tenant-secrets/v1", "utf8");
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+/** A master key is Base64 of exactly 32 bytes. */
+export function isMasterKey(value: string | undefined): boolean {
+  return value !== undefined && BASE64.test(value) && Buffer.from(value, "base64").length === 32;
+}
 
 export interface TenantSecretKey {
   keyId: string;

@@ -5,7 +5,9 @@ import { openDatabase } from "../../src/db/client.ts";
 import { tenantDomains } from "../../src/db/schema/index.ts";
 import { createDeps, type Deps } from "../../src/deps.ts";
 import { createDomain, deleteDomain, requestDomainCheck } from "../../src/domains/domains.ts";
+import type { GatewayClient } from "../../src/domains/gateway.ts";
 import { claimDueDomains, createDomainTicker, type DomainTicker } from "../../src/domains/loop.ts";
+import { gatewayClient } from "../../src/domains/settings.ts";
 import { type DohServer, startDohServer } from "../fixtures/doh-server.ts";
 import { type GatewayServer, startGatewayServer } from "../fixtures/gateway-server.ts";
 import { testConfig } from "../helpers/app.ts";
@@ -405,6 +407,31 @@ describe("gateway registration", () => {
     }
     await tick;
     expect(gateway.creates).toBe(creates + 1); // registered after the delete, then taken off again
+    expect(gateway.byHostname(domain.hostname)).toBeUndefined();
+  });
+
+  test("an Active domain deleted while its TLS status is being refreshed does not stay registered", async () => {
+    const domain = await addDomain();
+    publishRecords(doh, domain);
+    await ticker().tick();
+    expect((await domainRow(t.database.db, domain.id)).tlsStatus).toBe("pending_validation");
+    const real = gatewayClient(deps.config.settings.TenantDomains, deps.logger);
+    if (!real) throw new Error("gateway settings");
+    // the delete lands between the claim and the refresh: the gateway answers 404, ensure registers anew
+    const racing: GatewayClient = {
+      ...real,
+      get: async (id) => {
+        await deleteDomain(deps, tenantId, domain.id);
+        return real.get(id);
+      },
+    };
+    const creates = gateway.creates;
+    clock.advance(60_000);
+    expect(await createDomainTicker(deps, { gateway: racing }).tick()).toBe(1);
+    expect(gateway.creates).toBe(creates + 1); // registered after the delete, then taken off again
+    expect(await t.database.db.select().from(tenantDomains).where(eq(tenantDomains.id, domain.id))).toEqual(
+      [],
+    );
     expect(gateway.byHostname(domain.hostname)).toBeUndefined();
   });
 

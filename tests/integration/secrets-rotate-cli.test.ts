@@ -96,6 +96,34 @@ describe("bun run secrets:rotate", () => {
     expect(keyIds.map((r) => r.key_id)).toEqual(["lost", "new"]);
   });
 
+  test("rows still not under the current key after the run (locked by another run) → 3, then 0 on a rerun", async () => {
+    const db = t.database.db;
+    // start from a table where every row is under the current key (earlier tests leave an orphan)
+    await execute(db, sql`delete from tenant_secrets where key_id <> 'new'`);
+    const tenant = await makeTenant(db);
+    for (const name of ["free", "held"])
+      await putTenantSecret(db, ring("old", oldKey), tenant.id, {
+        name,
+        value: `v-${name}`,
+        now: new Date(),
+      });
+    let held: ReturnType<typeof rotate> | undefined;
+    await db.transaction(async (tx) => {
+      // another run holds this row: `skip locked` passes it by
+      await execute(
+        tx,
+        sql`select id from tenant_secrets where tenant_id = ${tenant.id} and name = 'held' for update`,
+      );
+      held = rotate([], rotatedEnv);
+    });
+    expect(held?.code).toBe(3);
+    expect(held?.out).toContain('"remaining":1');
+    const rerun = rotate([], rotatedEnv);
+    expect(rerun.code).toBe(0);
+    expect(rerun.out).toContain('"rotated":1');
+    expect(await readTenantSecret(db, ring("new", newKey), tenant.id, "held")).toBe("v-held");
+  });
+
   test("data protection: rotate now, list, revoke (4 when there is no such key)", () => {
     const certs = makeTestCertificates();
     try {

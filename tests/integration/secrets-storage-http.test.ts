@@ -225,6 +225,48 @@ describe("admin: providers", () => {
   });
 });
 
+describe("admin: providers, secret-looking settings at any depth", () => {
+  test("nested, hyphenated and array-held secret-looking names → 400 naming each path, value never echoed, nothing stored", async () => {
+    const id = await newTenant();
+    const [a = "", b = ""] = secretValues;
+    const refused = await call("PUT", `/api/admin/tenants/${id}/providers/sms`, {
+      body: {
+        provider: "x",
+        settings: {
+          from: "+15550100",
+          auth: { apiKey: a, password: b, region: "eu" },
+          "api-key": a,
+          "x-auth-key": b,
+          hooks: [{ url: "https://hooks.example", signing_secret: a }],
+          "Private.Key": b,
+        },
+      },
+      headers: admin,
+    });
+    expect(refused.status).toBe(400);
+    expect(refused.json.code).toBe("validation_failed");
+    expect(refused.json.errors.map((e: { path: string }) => e.path)).toEqual([
+      "settings.Private.Key",
+      "settings.api-key",
+      "settings.auth.apiKey",
+      "settings.auth.password",
+      "settings.hooks[0].signing_secret",
+      "settings.x-auth-key",
+    ]);
+    for (const value of [a, b]) expect(refused.text).not.toContain(value);
+    const list = await call("GET", `/api/admin/tenants/${id}/providers`, { headers: admin });
+    expect(list.json.items).toEqual([]);
+
+    const plain = { from: "+15550100", routing: { region: "eu", weights: [{ name: "primary", share: 1 }] } };
+    const ok = await call("PUT", `/api/admin/tenants/${id}/providers/sms`, {
+      body: { provider: "x", settings: plain, secretRefs: { apiKey: "x-api-key" } },
+      headers: admin,
+    });
+    expect(ok.status).toBe(200);
+    expect(ok.json.settings).toEqual(plain);
+  });
+});
+
 describe("admin: secrets (write-only)", () => {
   test("PUT → 204; GET lists name, key id and timestamps only; DELETE → 204 then 404", async () => {
     const id = await newTenant();

@@ -1,14 +1,29 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { generateKeyPairSync, randomBytes } from "node:crypto";
+import { constants, generateKeyPairSync, privateDecrypt, publicEncrypt, randomBytes } from "node:crypto";
 import { ConfigError } from "../../src/config/errors.ts";
 import { loadConfig } from "../../src/config/load.ts";
-import { makeTestCertificates, type TestCertificates } from "../helpers/certificates.ts";
+import { loadCertificate } from "../../src/security/certificates.ts";
+import {
+  type ChainCertificates,
+  makeChainCertificates,
+  makeEcCertificate,
+  makeTestCertificates,
+  type TestCertificates,
+} from "../helpers/certificates.ts";
 
 let certs: TestCertificates;
+let chain: ChainCertificates;
+let ec: ReturnType<typeof makeEcCertificate>;
 beforeAll(() => {
   certs = makeTestCertificates();
+  chain = makeChainCertificates();
+  ec = makeEcCertificate();
 });
-afterAll(() => certs.cleanup());
+afterAll(() => {
+  certs.cleanup();
+  chain.cleanup();
+  ec.cleanup();
+});
 
 function productionEnv(): Record<string, string | undefined> {
   const { privateKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
@@ -114,5 +129,83 @@ describe("Production start-up and the data-protection certificate", () => {
         problem: "must be Base64 of exactly 32 bytes",
       },
     ]);
+  });
+
+  test("a retired tenant-secret key id equal to the current one (or to another retired one) is refused, by key", () => {
+    const current = productionEnv();
+    const same = {
+      ...current,
+      Security__TenantSecrets__PreviousKeys__0__KeyId: current.PLINTH_TENANT_SECRET_KEY_ID,
+      Security__TenantSecrets__PreviousKeys__0__MasterKey: randomBytes(32).toString("base64"),
+    };
+    expect(problemsOf(same)).toEqual([
+      { key: "Security:TenantSecrets:PreviousKeys:0:KeyId", problem: "must differ from every other key id" },
+    ]);
+    const twice = {
+      ...current,
+      Security__TenantSecrets__PreviousKeys__0__KeyId: "ts-0",
+      Security__TenantSecrets__PreviousKeys__0__MasterKey: randomBytes(32).toString("base64"),
+      Security__TenantSecrets__PreviousKeys__1__KeyId: "ts-0",
+      Security__TenantSecrets__PreviousKeys__1__MasterKey: randomBytes(32).toString("base64"),
+    };
+    expect(problemsOf(twice)).toEqual([
+      { key: "Security:TenantSecrets:PreviousKeys:1:KeyId", problem: "must differ from every other key id" },
+    ]);
+  });
+
+  test("a chain file listing the CA first starts, and the certificate used is the one the key belongs to", () => {
+    for (const path of [chain.caFirstPfxPath, chain.caFirstPemPath]) {
+      const env = {
+        ...productionEnv(),
+        PLINTH_DATA_PROTECTION_CERTIFICATE_PATH: path,
+        PLINTH_DATA_PROTECTION_CERTIFICATE_PASSWORD: chain.password,
+      };
+      expect(problemsOf(env)).toEqual([]);
+      const loaded = loadCertificate(path, chain.password);
+      expect(loaded.certificate.subject).toBe(chain.leafSubject);
+      // what data protection does with it: wrap with the public key, unwrap with the private key
+      const oaep = { padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: "sha256" };
+      const key = randomBytes(32);
+      const wrapped = publicEncrypt({ key: loaded.publicKey, ...oaep }, key);
+      expect(privateDecrypt({ key: loaded.privateKey, ...oaep }, wrapped)).toEqual(key);
+    }
+  });
+
+  test("a PKCS#12 whose key matches none of its certificates is refused, by key", () => {
+    const env = {
+      ...productionEnv(),
+      PLINTH_DATA_PROTECTION_CERTIFICATE_PATH: chain.mismatchedPfxPath,
+      PLINTH_DATA_PROTECTION_CERTIFICATE_PASSWORD: chain.password,
+    };
+    expect(problemsOf(env)).toEqual([
+      {
+        key: "Security:DataProtection:CertificatePath",
+        problem: "private key matches no certificate in the file",
+      },
+    ]);
+    const previous = {
+      ...productionEnv(),
+      Security__DataProtection__PreviousCertificates__0__Path: chain.mismatchedPfxPath,
+      Security__DataProtection__PreviousCertificates__0__Password: chain.password,
+    };
+    expect(problemsOf(previous).map((p) => p.key)).toEqual([
+      "Security:DataProtection:PreviousCertificates:0:Path",
+    ]);
+  });
+
+  test("an EC certificate (PEM or PKCS#12) is refused at start-up: key wrapping needs RSA", () => {
+    for (const path of [ec.pemPath, ec.pfxPath]) {
+      const env = {
+        ...productionEnv(),
+        PLINTH_DATA_PROTECTION_CERTIFICATE_PATH: path,
+        PLINTH_DATA_PROTECTION_CERTIFICATE_PASSWORD: ec.password,
+      };
+      expect(problemsOf(env)).toEqual([
+        {
+          key: "Security:DataProtection:CertificatePath",
+          problem: "must hold an RSA key (data protection wraps keys with RSA-OAEP), not ec",
+        },
+      ]);
+    }
   });
 });
