@@ -319,6 +319,101 @@ describe("subscription loop", () => {
   });
 });
 
+describe("downgrade while past due", () => {
+  test("change_plan to the free plan from past_due: active, no period end, grace cleared, never suspended", async () => {
+    const tenant = await createTenant(db());
+    await applySubscriptionEvent(deps, tenant.id, { event: "activate", source: "admin", plan: "pro" });
+    await applySubscriptionEvent(deps, tenant.id, { event: "payment_failed", source: "admin" });
+    clock.advance(3 * DAY_MS);
+    const free = await applySubscriptionEvent(deps, tenant.id, {
+      event: "change_plan",
+      source: "webhook",
+      plan: "free",
+    });
+    expect(free.to).toBe("active");
+    expect(free.subscription).toMatchObject({
+      status: "active",
+      planCode: "free",
+      currentPeriodEnd: null,
+      pastDueSince: null,
+      suspendedAt: null,
+    });
+    expect(free.subscription.currentPeriodStart.getTime()).toBe(clock.now().getTime());
+    const [history] = await db()
+      .select()
+      .from(subscriptionHistory)
+      .where(and(eq(subscriptionHistory.tenantId, tenant.id), eq(subscriptionHistory.event, "change_plan")));
+    expect(history).toMatchObject({ fromStatus: "past_due", toStatus: "active", toPlan: "free" });
+    // well past the grace (and any paid period end): the loop leaves it alone
+    clock.advance(60 * DAY_MS);
+    for (;;) if (!(await runSubscriptionBatch(deps, { batchSize: 3 })).more) break;
+    const [row] = await db().select().from(subscriptions).where(eq(subscriptions.tenantId, tenant.id));
+    expect(row).toMatchObject({ status: "active", planCode: "free", pastDueSince: null });
+    expect((await getTenantFeatures(deps, tenant.id)).plan).toBe("free");
+  });
+
+  test("change_plan to another paid plan from past_due keeps the grace running", async () => {
+    const tenantId = await tenantIn("past_due");
+    const [before] = await db().select().from(subscriptions).where(eq(subscriptions.tenantId, tenantId));
+    const result = await applySubscriptionEvent(deps, tenantId, {
+      event: "change_plan",
+      source: "admin",
+      plan: "enterprise",
+    });
+    expect(result.subscription.status).toBe("past_due");
+    expect(result.subscription.pastDueSince?.getTime()).toBe(before?.pastDueSince?.getTime());
+  });
+});
+
+describe("period validation", () => {
+  test("a period end at or before the effective start (periodStart, else now) is refused, nothing stored", async () => {
+    const tenant = await createTenant(db());
+    const past = new Date(clock.now().getTime() - DAY_MS);
+    for (const input of [
+      { periodEnd: past },
+      { periodEnd: clock.now() },
+      {
+        periodStart: new Date(clock.now().getTime() + 2 * DAY_MS),
+        periodEnd: new Date(clock.now().getTime() + DAY_MS),
+      },
+    ]) {
+      const error = await applySubscriptionEvent(deps, tenant.id, {
+        event: "activate",
+        source: "admin",
+        plan: "pro",
+        ...input,
+      }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(ProblemError);
+      expect((error as ProblemError).code).toBe("validation_failed");
+      expect((error as ProblemError).status).toBe(400);
+      expect((error as ProblemError).errors?.[0]?.path).toBe("periodEnd");
+    }
+    const rows = await db().select().from(subscriptions).where(eq(subscriptions.tenantId, tenant.id));
+    expect(rows).toHaveLength(0);
+    // a start in the past with an end in the future is fine
+    const ok = await applySubscriptionEvent(deps, tenant.id, {
+      event: "activate",
+      source: "admin",
+      plan: "pro",
+      periodStart: new Date(clock.now().getTime() - 2 * DAY_MS),
+      periodEnd: new Date(clock.now().getTime() + DAY_MS),
+    });
+    expect(ok.subscription.status).toBe("active");
+  });
+
+  test("a payment with an end in the past does not renew a past-due subscription", async () => {
+    const tenantId = await tenantIn("past_due");
+    const error = await applySubscriptionEvent(deps, tenantId, {
+      event: "payment_succeeded",
+      source: "webhook",
+      periodEnd: new Date(clock.now().getTime() - 1),
+    }).catch((e: unknown) => e);
+    expect((error as ProblemError).code).toBe("validation_failed");
+    const [row] = await db().select().from(subscriptions).where(eq(subscriptions.tenantId, tenantId));
+    expect(row?.status).toBe("past_due");
+  });
+});
+
 describe("trials", () => {
   test("a trial needs a paid plan; moving a trial to the free plan ends it", async () => {
     const tenant = await createTenant(t.database.db);
