@@ -12,7 +12,9 @@ import {
   subscriptionEvents,
   subscriptionStates,
 } from "../../src/billing/subscriptions.ts";
+import type { Cache } from "../../src/cache/port.ts";
 import { tenantFeaturesKey } from "../../src/cache/read-through.ts";
+import { invalidateScript } from "../../src/cache/scripts.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { execute } from "../../src/db/client.ts";
 import { backgroundJobs, subscriptionHistory, subscriptions } from "../../src/db/schema/index.ts";
@@ -195,6 +197,45 @@ describe("transition effects", () => {
     const features = await getTenantFeatures(deps, tenantId);
     expect(features.plan).toBe("suspended");
     expect(features.features.api_calls?.enabled).toBe(false);
+  });
+
+  test("a features read that loaded before a suspension does not cache the old features after it", async () => {
+    const tenantId = await tenantIn("active");
+    const cache = deps.cache;
+    if (!cache) throw new Error("these tests run with a cache");
+    let release = () => {};
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let writing = () => {};
+    const aboutToWrite = new Promise<void>((resolve) => {
+      writing = resolve;
+    });
+    // the reader's cache: any write-back (a plain set, or a script other than the invalidation)
+    // waits until the suspension below has committed and invalidated
+    const held: Cache = {
+      ...cache,
+      set: async (key, value, ttl) => {
+        writing();
+        await gate;
+        return cache.set(key, value, ttl);
+      },
+      run: async (script, keys, args) => {
+        if (script.name !== invalidateScript.name) {
+          writing();
+          await gate;
+        }
+        return cache.run(script, keys, args);
+      },
+    };
+    const reader = getTenantFeatures({ ...deps, cache: held }, tenantId); // misses, loads "pro"
+    await aboutToWrite;
+    await applySubscriptionEvent(deps, tenantId, { event: "suspend", source: "admin" });
+    release();
+    expect((await reader).plan).toBe("pro"); // what it loaded, before the suspension committed
+    const after = await getTenantFeatures(deps, tenantId);
+    expect(after.plan).toBe("suspended");
+    expect(after.features.storage_bytes).toMatchObject({ enabled: true, limit: 0 });
   });
 });
 
