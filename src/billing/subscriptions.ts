@@ -287,14 +287,27 @@ export async function applyEventInTx(
     canceledAt: current?.canceledAt ?? null,
     externalRef: input.externalRef ?? current?.externalRef ?? null,
   };
+  const endsBeforeStart = (start: Date) =>
+    new ProblemError("validation_failed", "The period ends before it starts.", {
+      errors: [
+        {
+          path: "periodEnd",
+          message: input.periodStart
+            ? "must be after periodStart"
+            : `must be after now (${start.toISOString()})`,
+        },
+      ],
+    });
   const newPeriod = (length: (start: Date) => Date | null) => {
-    next.currentPeriodStart = input.periodStart ?? now;
-    next.currentPeriodEnd = input.periodEnd ?? length(next.currentPeriodStart);
+    // the effective start (periodStart, else now) must come before the end, whether or not the
+    // caller gave a start: an end in the past would be stored and moved to past_due at once
+    const start = input.periodStart ?? now;
+    if (input.periodEnd && input.periodEnd.getTime() <= start.getTime()) throw endsBeforeStart(start);
+    next.currentPeriodStart = start;
+    next.currentPeriodEnd = input.periodEnd ?? length(start);
   };
   if (input.periodEnd && input.periodStart && input.periodEnd.getTime() <= input.periodStart.getTime())
-    throw new ProblemError("validation_failed", "The period ends before it starts.", {
-      errors: [{ path: "periodEnd", message: "must be after periodStart" }],
-    });
+    throw endsBeforeStart(input.periodStart);
 
   switch (to) {
     case "trialing":
@@ -316,7 +329,15 @@ export async function applyEventInTx(
       next.canceledAt = null;
       break;
     case "past_due":
-      if (from !== "past_due") next.pastDueSince = now;
+      if (input.event === "change_plan" && !paid) {
+        // a free plan has nothing left to pay: the subscription leaves the suspension path
+        // (active, no period end, no grace running), as a trial moved to a free plan does
+        next.status = "active";
+        newPeriod(() => null);
+        next.pastDueSince = null;
+        next.suspendedAt = null;
+        next.canceledAt = null;
+      } else if (from !== "past_due") next.pastDueSince = now;
       break;
     case "suspended":
       next.suspendedAt = now;

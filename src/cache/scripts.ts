@@ -76,3 +76,31 @@ if next - now > window then return { 0, tat - now } end
 redis.call('SET', KEYS[1], string.format('%d', next), 'PX', string.format('%d', next - now))
 return { 1, next - now }`,
 );
+
+/**
+ * Read-through write-back guarded by a generation: KEYS[1] the entry, KEYS[2] its generation;
+ * ARGV: the generation the reader saw before loading ('' for none), the value, the TTL in seconds
+ * (0: none). Writes only when the generation is unchanged, i.e. no invalidation ran while the
+ * reader was loading. Returns 1 when written, 0 when skipped.
+ */
+export const setIfGenerationScript = defineScript(
+  "set-if-generation",
+  `local g = redis.call('GET', KEYS[2])
+if (g or '') ~= ARGV[1] then return 0 end
+local ttl = tonumber(ARGV[3])
+if ttl > 0 then redis.call('SET', KEYS[1], ARGV[2], 'EX', ttl) else redis.call('SET', KEYS[1], ARGV[2]) end
+return 1`,
+);
+
+/**
+ * Invalidation of read-through entries: KEYS are pairs (entry, its generation). Deletes each entry
+ * and bumps its generation in one step, so a load that started before cannot write back.
+ */
+export const invalidateScript = defineScript(
+  "invalidate-generation",
+  `for i = 1, #KEYS, 2 do
+  redis.call('DEL', KEYS[i])
+  redis.call('INCR', KEYS[i + 1])
+end
+return #KEYS / 2`,
+);

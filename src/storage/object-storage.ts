@@ -240,10 +240,11 @@ export class ObjectStorage {
     return { items, nextCursor: out.IsTruncated ? (items.at(-1)?.key ?? null) : null };
   }
 
-  /** Deletes an object of this tenant (404 when there is none). */
-  async deleteObject(tenantId: string, key: string): Promise<void> {
-    const { Key } = await this.#head(tenantId, key);
+  /** Deletes an object of this tenant (404 when there is none); resolves to its size in bytes. */
+  async deleteObject(tenantId: string, key: string): Promise<number> {
+    const { Key, size } = await this.#head(tenantId, key);
     await this.#o.client.send(new DeleteObjectCommand({ Bucket: this.#o.bucket, Key }));
+    return size;
   }
 }
 

@@ -175,6 +175,27 @@ describe("payment webhook", () => {
     expect(invalid.headers.get("content-type")).toContain("application/problem+json");
   });
 
+  test("a period end in the past without a periodStart: 400 validation_failed on periodEnd, nothing stored", async () => {
+    const tenant = await createTenant(db());
+    await withPaymentProvider(tenant.id);
+    const refused = await deliver(tenant.id, {
+      id: "evt_past",
+      type: "activate",
+      plan: "pro",
+      periodEnd: new Date(clock.now().getTime() - DAY_MS).toISOString(),
+    });
+    expect(refused.status).toBe(400);
+    expect(refused.headers.get("content-type")).toContain("application/problem+json");
+    const body = (await refused.json()) as { code: string; errors?: { path: string }[] };
+    expect(body.code).toBe("validation_failed");
+    expect(body.errors?.map((e) => e.path)).toEqual(["periodEnd"]);
+    const history = await db()
+      .select()
+      .from(subscriptionHistory)
+      .where(eq(subscriptionHistory.tenantId, tenant.id));
+    expect(history).toHaveLength(0);
+  });
+
   test("wrong secret, tampered body, missing or malformed header: 401, nothing changes", async () => {
     const tenant = await createTenant(db());
     const secret = await withPaymentProvider(tenant.id);

@@ -12,7 +12,9 @@ import {
   subscriptionEvents,
   subscriptionStates,
 } from "../../src/billing/subscriptions.ts";
+import type { Cache } from "../../src/cache/port.ts";
 import { tenantFeaturesKey } from "../../src/cache/read-through.ts";
+import { invalidateScript } from "../../src/cache/scripts.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { execute } from "../../src/db/client.ts";
 import { backgroundJobs, subscriptionHistory, subscriptions } from "../../src/db/schema/index.ts";
@@ -196,6 +198,45 @@ describe("transition effects", () => {
     expect(features.plan).toBe("suspended");
     expect(features.features.api_calls?.enabled).toBe(false);
   });
+
+  test("a features read that loaded before a suspension does not cache the old features after it", async () => {
+    const tenantId = await tenantIn("active");
+    const cache = deps.cache;
+    if (!cache) throw new Error("these tests run with a cache");
+    let release = () => {};
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let writing = () => {};
+    const aboutToWrite = new Promise<void>((resolve) => {
+      writing = resolve;
+    });
+    // the reader's cache: any write-back (a plain set, or a script other than the invalidation)
+    // waits until the suspension below has committed and invalidated
+    const held: Cache = {
+      ...cache,
+      set: async (key, value, ttl) => {
+        writing();
+        await gate;
+        return cache.set(key, value, ttl);
+      },
+      run: async (script, keys, args) => {
+        if (script.name !== invalidateScript.name) {
+          writing();
+          await gate;
+        }
+        return cache.run(script, keys, args);
+      },
+    };
+    const reader = getTenantFeatures({ ...deps, cache: held }, tenantId); // misses, loads "pro"
+    await aboutToWrite;
+    await applySubscriptionEvent(deps, tenantId, { event: "suspend", source: "admin" });
+    release();
+    expect((await reader).plan).toBe("pro"); // what it loaded, before the suspension committed
+    const after = await getTenantFeatures(deps, tenantId);
+    expect(after.plan).toBe("suspended");
+    expect(after.features.storage_bytes).toMatchObject({ enabled: true, limit: 0 });
+  });
 });
 
 describe("subscription loop", () => {
@@ -316,6 +357,101 @@ describe("subscription loop", () => {
     clock.advance(400 * DAY_MS);
     await drain();
     expect((await statusOf(tenant.id))?.status).toBe("active");
+  });
+});
+
+describe("downgrade while past due", () => {
+  test("change_plan to the free plan from past_due: active, no period end, grace cleared, never suspended", async () => {
+    const tenant = await createTenant(db());
+    await applySubscriptionEvent(deps, tenant.id, { event: "activate", source: "admin", plan: "pro" });
+    await applySubscriptionEvent(deps, tenant.id, { event: "payment_failed", source: "admin" });
+    clock.advance(3 * DAY_MS);
+    const free = await applySubscriptionEvent(deps, tenant.id, {
+      event: "change_plan",
+      source: "webhook",
+      plan: "free",
+    });
+    expect(free.to).toBe("active");
+    expect(free.subscription).toMatchObject({
+      status: "active",
+      planCode: "free",
+      currentPeriodEnd: null,
+      pastDueSince: null,
+      suspendedAt: null,
+    });
+    expect(free.subscription.currentPeriodStart.getTime()).toBe(clock.now().getTime());
+    const [history] = await db()
+      .select()
+      .from(subscriptionHistory)
+      .where(and(eq(subscriptionHistory.tenantId, tenant.id), eq(subscriptionHistory.event, "change_plan")));
+    expect(history).toMatchObject({ fromStatus: "past_due", toStatus: "active", toPlan: "free" });
+    // well past the grace (and any paid period end): the loop leaves it alone
+    clock.advance(60 * DAY_MS);
+    for (;;) if (!(await runSubscriptionBatch(deps, { batchSize: 3 })).more) break;
+    const [row] = await db().select().from(subscriptions).where(eq(subscriptions.tenantId, tenant.id));
+    expect(row).toMatchObject({ status: "active", planCode: "free", pastDueSince: null });
+    expect((await getTenantFeatures(deps, tenant.id)).plan).toBe("free");
+  });
+
+  test("change_plan to another paid plan from past_due keeps the grace running", async () => {
+    const tenantId = await tenantIn("past_due");
+    const [before] = await db().select().from(subscriptions).where(eq(subscriptions.tenantId, tenantId));
+    const result = await applySubscriptionEvent(deps, tenantId, {
+      event: "change_plan",
+      source: "admin",
+      plan: "enterprise",
+    });
+    expect(result.subscription.status).toBe("past_due");
+    expect(result.subscription.pastDueSince?.getTime()).toBe(before?.pastDueSince?.getTime());
+  });
+});
+
+describe("period validation", () => {
+  test("a period end at or before the effective start (periodStart, else now) is refused, nothing stored", async () => {
+    const tenant = await createTenant(db());
+    const past = new Date(clock.now().getTime() - DAY_MS);
+    for (const input of [
+      { periodEnd: past },
+      { periodEnd: clock.now() },
+      {
+        periodStart: new Date(clock.now().getTime() + 2 * DAY_MS),
+        periodEnd: new Date(clock.now().getTime() + DAY_MS),
+      },
+    ]) {
+      const error = await applySubscriptionEvent(deps, tenant.id, {
+        event: "activate",
+        source: "admin",
+        plan: "pro",
+        ...input,
+      }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(ProblemError);
+      expect((error as ProblemError).code).toBe("validation_failed");
+      expect((error as ProblemError).status).toBe(400);
+      expect((error as ProblemError).errors?.[0]?.path).toBe("periodEnd");
+    }
+    const rows = await db().select().from(subscriptions).where(eq(subscriptions.tenantId, tenant.id));
+    expect(rows).toHaveLength(0);
+    // a start in the past with an end in the future is fine
+    const ok = await applySubscriptionEvent(deps, tenant.id, {
+      event: "activate",
+      source: "admin",
+      plan: "pro",
+      periodStart: new Date(clock.now().getTime() - 2 * DAY_MS),
+      periodEnd: new Date(clock.now().getTime() + DAY_MS),
+    });
+    expect(ok.subscription.status).toBe("active");
+  });
+
+  test("a payment with an end in the past does not renew a past-due subscription", async () => {
+    const tenantId = await tenantIn("past_due");
+    const error = await applySubscriptionEvent(deps, tenantId, {
+      event: "payment_succeeded",
+      source: "webhook",
+      periodEnd: new Date(clock.now().getTime() - 1),
+    }).catch((e: unknown) => e);
+    expect((error as ProblemError).code).toBe("validation_failed");
+    const [row] = await db().select().from(subscriptions).where(eq(subscriptions.tenantId, tenantId));
+    expect(row?.status).toBe("past_due");
   });
 });
 

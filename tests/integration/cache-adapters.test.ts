@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Redis as UpstashClient } from "@upstash/redis";
 import { type Cache, CacheUnavailableError, createCache } from "../../src/cache/index.ts";
+import { cached, invalidate } from "../../src/cache/read-through.ts";
 import { defineScript, slidingLogScript } from "../../src/cache/scripts.ts";
 import { startUpstashBridge, type UpstashBridge } from "../fixtures/upstash-bridge.ts";
 import { openRedisCache, rawRedis, silentLogger, uniquePrefix } from "../helpers/cache.ts";
@@ -88,6 +89,43 @@ describe.each(adapters)("cache contract: %s", (_name, open) => {
     )) as number[];
     expect(out).toEqual([1, 0, 1, 1]);
     expect(await raw.client.zcard(`${prefix}w:a`)).toBe(1);
+  });
+
+  test("read-through: a load in flight across an invalidation does not write its old value back", async () => {
+    const key = "rt:features";
+    // round 1: the entry has no generation yet; round 2: it has one (bumped by round 1)
+    for (const _round of [1, 2]) {
+      await cache.del(key); // a plain miss (an expired entry): the generation stays as it is
+      let release = () => {};
+      const gate = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      let entered = () => {};
+      const loading = new Promise<void>((resolve) => {
+        entered = resolve;
+      });
+      // the reader misses and loads the old value (the database before the change committed), then
+      // stalls before writing it back
+      const inFlight = cached(cache, key, 300, async () => {
+        entered();
+        await gate;
+        return { plan: "pro" };
+      });
+      await loading;
+      // the change commits and invalidates while the reader is still loading
+      expect(await invalidate(cache, [key])).toBe(true);
+      release();
+      expect(await inFlight).toEqual({ plan: "pro" }); // answered as loaded
+      expect(await cache.get(key)).toBeNull(); // but not cached
+      expect(await cached(cache, key, 300, async () => ({ plan: "suspended" }))).toEqual({
+        plan: "suspended",
+      });
+      expect(JSON.parse((await cache.get(key)) ?? "null")).toEqual({ v: { plan: "suspended" } });
+    }
+    // an undisturbed load writes back as before
+    expect(await invalidate(cache, [key])).toBe(true);
+    expect(await cached(cache, key, 300, async () => ({ plan: "free" }))).toEqual({ plan: "free" });
+    expect(await cached(cache, key, 300, async () => ({ plan: "other" }))).toEqual({ plan: "free" });
   });
 
   test("a script error is reported, not swallowed", async () => {

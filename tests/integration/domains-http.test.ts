@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { ManualClock } from "../../src/clock.ts";
-import { users } from "../../src/db/schema/index.ts";
+import { subscriptions, users } from "../../src/db/schema/index.ts";
 import { createDomainTicker } from "../../src/domains/loop.ts";
 import { type DohServer, startDohServer } from "../fixtures/doh-server.ts";
 import { type GatewayServer, startGatewayServer } from "../fixtures/gateway-server.ts";
@@ -65,6 +65,8 @@ beforeAll(async () => {
     const row = await createTenant(db);
     tenant.id = row.id;
     tenant.code = row.code;
+    // custom domains need a paid plan (the free plan has none): both tenants are on enterprise (admin tests add several to tenant A, and they count)
+    await db.insert(subscriptions).values({ tenantId: row.id, planCode: "enterprise", status: "active" });
     const owner = await createUser(db, row.id, { role: "owner" });
     tenant.owner = (await loginTokens(app, { email: owner.email, tenant: row.code })).accessToken;
     if (withMember) {

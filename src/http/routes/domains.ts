@@ -1,5 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { requireTenantUser } from "../../auth/middleware.ts";
+import { assertFeature } from "../../billing/entitlements.ts";
 import type { Deps } from "../../deps.ts";
 import {
   createDomain,
@@ -9,6 +10,7 @@ import {
   requestDomainCheck,
 } from "../../domains/domains.ts";
 import { tlsPermission } from "../../domains/permission.ts";
+import { recordUsage } from "../../usage/ledger.ts";
 import { createRouter } from "../context.ts";
 import { platformAdminOnly, tenantPrincipal } from "../guards.ts";
 import { problemResponse } from "../openapi.ts";
@@ -76,6 +78,12 @@ function routes<P extends z.ZodRawShape>(base: string, tag: string, params: z.Zo
         400: problemResponse("The hostname is not valid."),
         404: problemResponse("No such tenant."),
         409: problemResponse("The hostname is already registered."),
+        ...(tag === "tenant"
+          ? {
+              402: problemResponse("`payment_required`: the tenant's plan has no custom domains."),
+              403: problemResponse("`usage_limit_reached`: the plan's custom domain limit is reached."),
+            }
+          : {}),
       },
     }),
     list: createRoute({
@@ -121,6 +129,20 @@ function routes<P extends z.ZodRawShape>(base: string, tag: string, params: z.Zo
   };
 }
 
+/**
+ * `custom_domains` usage (all-time): +1 per domain added, −1 per domain removed, whoever did it
+ * (admins' additions count toward the tenant's quota too). Keyed by the domain id, so a retried
+ * call never counts twice.
+ */
+async function countDomain(deps: Deps, tenantId: string, domainId: string, quantity: 1 | -1) {
+  await recordUsage(deps, {
+    tenantId,
+    feature: "custom_domains",
+    quantity,
+    idempotencyKey: `custom_domains:${quantity > 0 ? "added" : "removed"}:${domainId}`,
+  });
+}
+
 const admin = routes("/api/admin/tenants/{tenantId}/domains", "admin", tenantParam);
 const tenant = routes("/api/tenant/domains", "tenant", z.object({}));
 
@@ -128,26 +150,33 @@ const tenant = routes("/api/tenant/domains", "tenant", z.object({}));
 export function adminDomainRoutes(deps: Deps) {
   const router = createRouter();
   router.use("/api/admin/tenants/*", platformAdminOnly());
-  return router
-    .openapi(admin.create, async (c) =>
-      c.json(await createDomain(deps, c.req.valid("param").tenantId, c.req.valid("json")), 201),
-    )
-    .openapi(admin.list, async (c) =>
-      c.json({ items: await listDomains(deps, c.req.valid("param").tenantId) }, 200),
-    )
-    .openapi(admin.show, async (c) => {
-      const { tenantId, id } = c.req.valid("param");
-      return c.json(await getDomain(deps, tenantId, id), 200);
-    })
-    .openapi(admin.check, async (c) => {
-      const { tenantId, id } = c.req.valid("param");
-      return c.json(await requestDomainCheck(deps, tenantId, id), 202);
-    })
-    .openapi(admin.remove, async (c) => {
-      const { tenantId, id } = c.req.valid("param");
-      await deleteDomain(deps, tenantId, id);
-      return c.body(null, 204);
-    });
+  return (
+    router
+      // operators act for the platform: the tenant's plan does not block them (usage still counts)
+      .openapi(admin.create, async (c) => {
+        const { tenantId } = c.req.valid("param");
+        const domain = await createDomain(deps, tenantId, c.req.valid("json"));
+        await countDomain(deps, tenantId, domain.id, 1);
+        return c.json(domain, 201);
+      })
+      .openapi(admin.list, async (c) =>
+        c.json({ items: await listDomains(deps, c.req.valid("param").tenantId) }, 200),
+      )
+      .openapi(admin.show, async (c) => {
+        const { tenantId, id } = c.req.valid("param");
+        return c.json(await getDomain(deps, tenantId, id), 200);
+      })
+      .openapi(admin.check, async (c) => {
+        const { tenantId, id } = c.req.valid("param");
+        return c.json(await requestDomainCheck(deps, tenantId, id), 202);
+      })
+      .openapi(admin.remove, async (c) => {
+        const { tenantId, id } = c.req.valid("param");
+        await deleteDomain(deps, tenantId, id);
+        await countDomain(deps, tenantId, id, -1);
+        return c.body(null, 204);
+      })
+  );
 }
 
 /**
@@ -162,9 +191,14 @@ export function tenantDomainRoutes(deps: Deps) {
   router.use("/api/tenant/domains", requireTenantUser(["owner"]));
   router.use("/api/tenant/domains/*", requireTenantUser(["owner"]));
   return router
-    .openapi(tenant.create, async (c) =>
-      c.json(await createDomain(deps, tenantId(c), c.req.valid("json")), 201),
-    )
+    .openapi(tenant.create, async (c) => {
+      const id = tenantId(c);
+      // 402 payment_required when the plan has no custom domains, 403 usage_limit_reached at the limit
+      await assertFeature(deps, id, "custom_domains", 1);
+      const domain = await createDomain(deps, id, c.req.valid("json"));
+      await countDomain(deps, id, domain.id, 1);
+      return c.json(domain, 201);
+    })
     .openapi(tenant.list, async (c) => c.json({ items: await listDomains(deps, tenantId(c)) }, 200))
     .openapi(tenant.show, async (c) =>
       c.json(await getDomain(deps, tenantId(c), c.req.valid("param").id), 200),
@@ -173,7 +207,9 @@ export function tenantDomainRoutes(deps: Deps) {
       c.json(await requestDomainCheck(deps, tenantId(c), c.req.valid("param").id), 202),
     )
     .openapi(tenant.remove, async (c) => {
-      await deleteDomain(deps, tenantId(c), c.req.valid("param").id);
+      const id = c.req.valid("param").id;
+      await deleteDomain(deps, tenantId(c), id);
+      await countDomain(deps, tenantId(c), id, -1);
       return c.body(null, 204);
     });
 }

@@ -1,6 +1,9 @@
+import { randomUUID } from "node:crypto";
 import { createRoute, z } from "@hono/zod-openapi";
+import { assertFeature } from "../../billing/entitlements.ts";
 import type { Deps } from "../../deps.ts";
 import { createObjectStorage, type ObjectStorage } from "../../storage/object-storage.ts";
+import { recordUsage } from "../../usage/ledger.ts";
 import { createRouter } from "../context.ts";
 import { ProblemError } from "../errors.ts";
 import { tenantPrincipal } from "../guards.ts";
@@ -52,6 +55,10 @@ const createUpload = createRoute({
       },
     },
     400: problem("The key is not valid."),
+    402: problem("`payment_required`: the tenant's plan has no storage."),
+    403: problem(
+      "`usage_limit_reached`: the upload would take the tenant past its `storage_bytes` limit (a suspended tenant's is 0).",
+    ),
     413: problem("Larger than Storage:MaxUploadBytes."),
     415: problem("Content type not in Storage:AllowedMimeTypes."),
     503: problem("Object storage is not configured."),
@@ -134,7 +141,21 @@ export function tenantStorageRoutes(deps: Deps, options: { storage?: ObjectStora
   return createRouter()
     .openapi(createUpload, async (c) => {
       const { tenantId } = tenantPrincipal(c.get("principal"));
-      const upload = await use().createUpload(tenantId, c.req.valid("json"));
+      const input = c.req.valid("json");
+      const store = use();
+      // the plan's storage_bytes: off → 402; used + size over the limit → 403. An empty object
+      // still counts as something new (a suspended tenant's limit of 0 refuses every upload).
+      await assertFeature(deps, tenantId, "storage_bytes", Math.max(input.size, 1));
+      const upload = await store.createUpload(tenantId, input);
+      // counted when the upload is granted (its exact length is signed): a URL never used, or an
+      // upload over an existing key, over-counts until the object is deleted (docs/billing.md)
+      if (input.size > 0)
+        await recordUsage(deps, {
+          tenantId,
+          feature: "storage_bytes",
+          quantity: input.size,
+          idempotencyKey: `storage_bytes:upload:${randomUUID()}`,
+        });
       return c.json({ ...upload, expiresAt: upload.expiresAt.toISOString() }, 201);
     })
     .openapi(list, async (c) => {
@@ -156,7 +177,14 @@ export function tenantStorageRoutes(deps: Deps, options: { storage?: ObjectStora
     })
     .openapi(remove, async (c) => {
       const { tenantId } = tenantPrincipal(c.get("principal"));
-      await use().deleteObject(tenantId, c.req.valid("query").key);
+      const size = await use().deleteObject(tenantId, c.req.valid("query").key);
+      if (size > 0)
+        await recordUsage(deps, {
+          tenantId,
+          feature: "storage_bytes",
+          quantity: -size,
+          idempotencyKey: `storage_bytes:delete:${randomUUID()}`,
+        });
       return c.body(null, 204);
     });
 }

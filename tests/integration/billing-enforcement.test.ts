@@ -1,0 +1,196 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { eq } from "drizzle-orm";
+import { createApp } from "../../src/app.ts";
+import { applySubscriptionEvent } from "../../src/billing/subscriptions.ts";
+import { ManualClock } from "../../src/clock.ts";
+import { tenantDomains, users } from "../../src/db/schema/index.ts";
+import type { Deps } from "../../src/deps.ts";
+import { currentUsage } from "../../src/usage/ledger.ts";
+import { S3_CREDENTIALS, startTestS3, type TestS3 } from "../fixtures/s3-server.ts";
+import { testConfig, testDeps } from "../helpers/app.ts";
+import { REDIS_URL, rawRedis, uniquePrefix } from "../helpers/cache.ts";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { uniqueHost } from "../helpers/domains.ts";
+import { createPlatformAdmin, createTenant, createUser, PASSWORD } from "../helpers/identity.ts";
+
+/** Plan limits on the tenant routes that create things: custom domains and storage uploads. */
+
+const raw = rawRedis();
+const prefix = uniquePrefix("billing-enforce");
+const clock = new ManualClock(Date.now());
+let t: TestDatabase;
+let s3: TestS3;
+let deps: Deps;
+let app: ReturnType<typeof createApp>;
+let admin: Record<string, string>;
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  s3 = await startTestS3(clock);
+  const config = testConfig({
+    cacheUrl: REDIS_URL,
+    settings: {
+      "Storage:S3:Bucket": s3.bucket,
+      "Storage:S3:Endpoint": s3.endpoint,
+      "Storage:S3:Region": "us-east-1",
+      "Storage:S3:ForcePathStyle": "true",
+      "Storage:S3:AccessKeyId": S3_CREDENTIALS.accessKeyId,
+      "Storage:S3:SecretAccessKey": S3_CREDENTIALS.secretAccessKey,
+      "Storage:AllowedMimeTypes:0": "text/plain",
+    },
+  });
+  deps = await testDeps(config, { database: t.database, clock, cachePrefix: prefix });
+  app = createApp(deps);
+  const platformAdmin = await createPlatformAdmin(t.database.db);
+  await t.database.db.update(users).set({ mustChangePassword: false }).where(eq(users.id, platformAdmin.id));
+  admin = await signIn({ email: platformAdmin.email });
+}, 30_000);
+
+afterAll(async () => {
+  await deps.cache?.close();
+  await raw.cleanup(prefix);
+  raw.close();
+  await s3.close();
+  await t.drop();
+}, 30_000);
+
+const db = () => t.database.db;
+
+async function request(path: string, init: RequestInit = {}): Promise<Response> {
+  return app.request(path, init, { peerAddress: "127.0.0.1" });
+}
+
+async function signIn(body: { email: string; tenant?: string }): Promise<Record<string, string>> {
+  const response = await request("/api/auth/login", {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ ...body, password: PASSWORD }),
+  });
+  if (response.status !== 200) throw new Error(`sign-in failed: ${response.status} ${await response.text()}`);
+  const { accessToken } = (await response.json()) as { accessToken: string };
+  return { authorization: `Bearer ${accessToken}` };
+}
+
+function post(headers: Record<string, string>, path: string, body: unknown) {
+  return request(path, {
+    method: "POST",
+    headers: { ...headers, "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+}
+
+/** A tenant with an owner signed in, on `plan` (free: no subscription at all, the default plan). */
+async function tenantOn(plan: "free" | "pro" | "suspended") {
+  const tenant = await createTenant(db());
+  const owner = await createUser(db(), tenant.id, { role: "owner" });
+  const headers = await signIn({ email: owner.email, tenant: tenant.code });
+  if (plan !== "free") {
+    await applySubscriptionEvent(deps, tenant.id, { event: "activate", source: "admin", plan: "pro" });
+    if (plan === "suspended")
+      await applySubscriptionEvent(deps, tenant.id, { event: "suspend", source: "admin" });
+  }
+  return { id: tenant.id, headers };
+}
+
+async function problemOf(response: Response) {
+  return { status: response.status, code: ((await response.json()) as { code: string }).code };
+}
+
+async function domainCount(tenantId: string) {
+  return (await db().select().from(tenantDomains).where(eq(tenantDomains.tenantId, tenantId))).length;
+}
+
+describe("custom domains (POST /api/tenant/domains)", () => {
+  test("a free tenant is refused with 402 payment_required; nothing is created or counted", async () => {
+    const free = await tenantOn("free");
+    const refused = await post(free.headers, "/api/tenant/domains", { hostname: uniqueHost() });
+    expect(await problemOf(refused)).toEqual({ status: 402, code: "payment_required" });
+    expect(await domainCount(free.id)).toBe(0);
+    expect(await currentUsage(deps, free.id, "custom_domains", "never")).toBe(0);
+  });
+
+  test("a pro tenant may add domains; each is counted, and a removal gives it back", async () => {
+    const pro = await tenantOn("pro");
+    const added = await post(pro.headers, "/api/tenant/domains", { hostname: uniqueHost() });
+    expect(added.status).toBe(201);
+    const { id } = (await added.json()) as { id: string };
+    expect(await currentUsage(deps, pro.id, "custom_domains", "never")).toBe(1);
+    expect(
+      (await request(`/api/tenant/domains/${id}`, { method: "DELETE", headers: pro.headers })).status,
+    ).toBe(204);
+    expect(await currentUsage(deps, pro.id, "custom_domains", "never")).toBe(0);
+  });
+
+  test("the plan's limit reached: 403 usage_limit_reached (pro: 5 domains)", async () => {
+    const pro = await tenantOn("pro");
+    for (let i = 0; i < 5; i++)
+      expect((await post(pro.headers, "/api/tenant/domains", { hostname: uniqueHost() })).status).toBe(201);
+    const sixth = await post(pro.headers, "/api/tenant/domains", { hostname: uniqueHost() });
+    expect(await problemOf(sixth)).toEqual({ status: 403, code: "usage_limit_reached" });
+    expect(await domainCount(pro.id)).toBe(5);
+  });
+
+  test("a suspended tenant is refused (402): custom domains are off while suspended", async () => {
+    const suspended = await tenantOn("suspended");
+    const refused = await post(suspended.headers, "/api/tenant/domains", { hostname: uniqueHost() });
+    expect(await problemOf(refused)).toEqual({ status: 402, code: "payment_required" });
+    expect(await domainCount(suspended.id)).toBe(0);
+  });
+
+  test("platform admins are not blocked by the tenant's plan; their additions still count", async () => {
+    const free = await tenantOn("free");
+    const added = await post(admin, `/api/admin/tenants/${free.id}/domains`, { hostname: uniqueHost() });
+    expect(added.status).toBe(201);
+    expect(await currentUsage(deps, free.id, "custom_domains", "never")).toBe(1);
+  });
+});
+
+describe("storage uploads (POST /api/tenant/storage/uploads)", () => {
+  const upload = (headers: Record<string, string>, key: string, size: number) =>
+    post(headers, "/api/tenant/storage/uploads", { key, contentType: "text/plain", size });
+
+  test("a free tenant (1 GiB) may upload; bytes are counted when granted, deletions subtract", async () => {
+    const free = await tenantOn("free");
+    const body = "hello, storage";
+    const created = await upload(free.headers, "notes/a.txt", Buffer.byteLength(body));
+    expect(created.status).toBe(201);
+    const presigned = (await created.json()) as { url: string; headers: Record<string, string> };
+    expect((await fetch(presigned.url, { method: "PUT", body, headers: presigned.headers })).status).toBe(
+      200,
+    );
+    expect(await currentUsage(deps, free.id, "storage_bytes", "never")).toBe(Buffer.byteLength(body));
+    const removed = await request("/api/tenant/storage/objects?key=notes/a.txt", {
+      method: "DELETE",
+      headers: free.headers,
+    });
+    expect(removed.status).toBe(204);
+    expect(await currentUsage(deps, free.id, "storage_bytes", "never")).toBe(0);
+  });
+
+  test("a suspended tenant (storage limit 0) gets no upload URL, not even for an empty object", async () => {
+    const suspended = await tenantOn("suspended");
+    for (const size of [10, 0])
+      expect(await problemOf(await upload(suspended.headers, `s-${size}.txt`, size))).toEqual({
+        status: 403,
+        code: "usage_limit_reached",
+      });
+    expect(await currentUsage(deps, suspended.id, "storage_bytes", "never")).toBe(0);
+  });
+
+  test("the limit reached: 403 usage_limit_reached, counting what was already granted", async () => {
+    const pro = await tenantOn("pro");
+    const override = await request(`/api/admin/tenants/${pro.id}/features/storage_bytes/override`, {
+      method: "PUT",
+      headers: { ...admin, "content-type": "application/json" },
+      body: JSON.stringify({ enabled: true, limit: 100 }),
+    });
+    expect(override.status).toBe(204);
+    expect((await upload(pro.headers, "one.txt", 60)).status).toBe(201);
+    expect(await problemOf(await upload(pro.headers, "two.txt", 60))).toEqual({
+      status: 403,
+      code: "usage_limit_reached",
+    });
+    expect((await upload(pro.headers, "three.txt", 40)).status).toBe(201);
+    expect(await currentUsage(deps, pro.id, "storage_bytes", "never")).toBe(100);
+  });
+});
