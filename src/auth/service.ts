@@ -1,7 +1,7 @@
 import { randomInt } from "node:crypto";
 import { and, desc, eq, gt, isNull, ne, type SQL, sql } from "drizzle-orm";
 import type { AnyPgColumn } from "drizzle-orm/pg-core";
-import type { Db } from "../db/client.ts";
+import type { Db, Executor } from "../db/client.ts";
 import { refreshTokens, sessions, smsCodes, tenants, users } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { ProblemError } from "../http/errors.ts";
@@ -136,11 +136,9 @@ function claimsOf(identity: Identity, sessionId: string): AccessClaims {
   };
 }
 
-async function issueRefreshToken(deps: AuthDeps, sessionId: string, expiresAt: Date): Promise<string> {
+async function issueRefreshToken(db: Executor, sessionId: string, expiresAt: Date): Promise<string> {
   const refreshToken = opaqueToken();
-  await deps.database.db
-    .insert(refreshTokens)
-    .values({ sessionId, tokenHash: tokenHash(refreshToken), expiresAt });
+  await db.insert(refreshTokens).values({ sessionId, tokenHash: tokenHash(refreshToken), expiresAt });
   return refreshToken;
 }
 
@@ -159,23 +157,62 @@ async function tokenPair(
   };
 }
 
-/** Opens a token session for a verified identity and returns its first token pair. */
-export async function startTokenSession(deps: AuthDeps, identity: Identity): Promise<TokenPair> {
+/**
+ * A verified sign-in: the identity, and what was seen of the user row when the credential was
+ * checked (the password hash that matched; absent for an SMS code, which proves the phone).
+ */
+export interface SignIn {
+  identity: Identity;
+  seenPasswordHash?: string;
+}
+
+/**
+ * Inserts a session only while the user row is still as the sign-in saw it: Active and, for a
+ * password sign-in, with the hash that was verified. `FOR SHARE` waits for a concurrent password
+ * change or disable (which update the row first, then revoke sessions, in one transaction) and
+ * then sees the changed row: such a sign-in gets the same 401 as a wrong password instead of a
+ * session opened after the others were revoked.
+ */
+export async function insertSessionIfUnchanged(
+  tx: Executor,
+  signIn: SignIn,
+  values: Omit<typeof sessions.$inferInsert, "userId" | "tenantId">,
+): Promise<string> {
+  const { identity, seenPasswordHash } = signIn;
+  const [user] = await tx
+    .select({ id: users.id })
+    .from(users)
+    .where(
+      and(
+        eq(users.id, identity.userId),
+        eq(users.status, "Active"),
+        seenPasswordHash === undefined ? undefined : eq(users.passwordHash, seenPasswordHash),
+      ),
+    )
+    .for("share");
+  if (!user) throw invalidCredentials();
+  const [session] = await tx
+    .insert(sessions)
+    .values({ ...values, userId: identity.userId, tenantId: identity.tenantId })
+    .returning({ id: sessions.id });
+  if (!session) throw new Error("session insert returned nothing");
+  return session.id;
+}
+
+/** Opens a token session for a verified sign-in and returns its first token pair. */
+export async function startTokenSession(deps: AuthDeps, signIn: SignIn): Promise<TokenPair> {
   const now = deps.clock.now();
   const expiresAt = new Date(now.getTime() + deps.config.settings.Security.Jwt.RefreshTokenDays * 86_400_000);
-  const [session] = await deps.database.db
-    .insert(sessions)
-    .values({
-      userId: identity.userId,
-      tenantId: identity.tenantId,
+  const opened = await deps.database.db.transaction(async (tx) => {
+    const sessionId = await insertSessionIfUnchanged(tx, signIn, {
       kind: "token",
       createdAt: now,
       lastUsedAt: now,
       expiresAt,
-    })
-    .returning({ id: sessions.id });
-  if (!session) throw new Error("session insert returned nothing");
-  return tokenPair(deps, identity, session.id, await issueRefreshToken(deps, session.id, expiresAt));
+    });
+    return { sessionId, refreshToken: await issueRefreshToken(tx, sessionId, expiresAt) };
+  });
+  return tokenPair(deps, signIn.identity, opened.sessionId, opened.refreshToken);
 }
 
 // A real argon2id hash of a random password: unknown accounts cost the same time as known ones.
@@ -217,7 +254,7 @@ async function passwordAttempt<T>(
 export async function verifyCredentials(
   deps: AuthDeps,
   input: { email: string; password: string; tenantId: string | null; ip: string },
-): Promise<Identity> {
+): Promise<SignIn> {
   const email = normaliseEmail(input.email);
   const account = `${input.tenantId ?? "platform"}:${email}`;
   return passwordAttempt(deps, { account, ip: input.ip }, async () => {
@@ -230,7 +267,7 @@ export async function verifyCredentials(
     if (!row?.passwordHash || !ok) throw invalidCredentials();
     const identity = await loadIdentity(deps.database.db, row.id);
     if (identity?.status !== "Active") throw invalidCredentials();
-    return identity;
+    return { identity, seenPasswordHash: row.passwordHash };
   });
 }
 
@@ -289,7 +326,7 @@ export async function refresh(deps: AuthDeps, refreshToken: string): Promise<Tok
     deps,
     identity,
     row.sessionId,
-    await issueRefreshToken(deps, row.sessionId, row.sessionExpiresAt),
+    await issueRefreshToken(db, row.sessionId, row.sessionExpiresAt),
   );
 }
 
@@ -359,29 +396,34 @@ export async function changePassword(
     });
   }
   const now = deps.clock.now();
-  await db
-    .update(users)
-    .set({
-      passwordHash: await hashPassword(input.newPassword),
-      mustChangePassword: false,
-      passwordChangedAt: now,
-      updatedAt: now,
-    })
-    .where(eq(users.id, principal.userId));
-  await db
-    .update(sessions)
-    .set({ revokedAt: now, revokedReason: "password changed" })
-    .where(
-      and(
-        eq(sessions.userId, principal.userId),
-        ne(sessions.id, principal.sessionId),
-        isNull(sessions.revokedAt),
-      ),
-    );
-  await db
-    .update(refreshTokens)
-    .set({ rotatedAt: now })
-    .where(and(eq(refreshTokens.sessionId, principal.sessionId), isNull(refreshTokens.rotatedAt)));
+  const newHash = await hashPassword(input.newPassword);
+  const changed = await db.transaction(async (tx) => {
+    // The user row first, then the sessions, in one transaction: a concurrent sign-in that verified
+    // the old hash waits on this row (insertSessionIfUnchanged) and then finds it changed. The update
+    // is conditional on the hash just verified, so two concurrent changes cannot both win.
+    const updated = await tx
+      .update(users)
+      .set({ passwordHash: newHash, mustChangePassword: false, passwordChangedAt: now, updatedAt: now })
+      .where(and(eq(users.id, principal.userId), eq(users.passwordHash, passwordHash ?? "")))
+      .returning({ id: users.id });
+    if (updated.length === 0) return false;
+    await tx
+      .update(sessions)
+      .set({ revokedAt: now, revokedReason: "password changed" })
+      .where(
+        and(
+          eq(sessions.userId, principal.userId),
+          ne(sessions.id, principal.sessionId),
+          isNull(sessions.revokedAt),
+        ),
+      );
+    await tx
+      .update(refreshTokens)
+      .set({ rotatedAt: now })
+      .where(and(eq(refreshTokens.sessionId, principal.sessionId), isNull(refreshTokens.rotatedAt)));
+    return true;
+  });
+  if (!changed) throw new ProblemError("unauthorized", "The current password is wrong.");
   await endSessions(deps, { userId: principal.userId });
   const identity = await loadIdentity(db, principal.userId);
   if (!identity) throw new ProblemError("unauthorized");
@@ -395,7 +437,7 @@ export async function changePassword(
     deps,
     identity,
     principal.sessionId,
-    await issueRefreshToken(deps, principal.sessionId, expiresAt),
+    await issueRefreshToken(db, principal.sessionId, expiresAt),
   );
 }
 
@@ -518,5 +560,5 @@ export async function verifySmsCode(
   const identity = user ? await loadIdentity(db, user.id) : null;
   if (identity?.status !== "Active") throw invalidCredentials();
   await deps.windows.reset("smsVerify", { phone: subject });
-  return startTokenSession(deps, identity);
+  return startTokenSession(deps, { identity });
 }

@@ -284,10 +284,10 @@ export function authRoutes(deps: AuthRouteDeps, authenticated: MiddlewareHandler
       }
       const body = c.req.valid("json");
       const tenantId = await signInTenant(deps, c, body.tenant);
-      const identity = await verifyCredentials(deps, { ...body, tenantId, ip: clientIp(c) });
-      const session = await startBrowserSession(deps, c, identity);
+      const signIn = await verifyCredentials(deps, { ...body, tenantId, ip: clientIp(c) });
+      const session = await startBrowserSession(deps, c, signIn);
       c.header("cache-control", "no-store");
-      return c.json({ ...session, passwordChangeRequired: identity.mustChangePassword }, 200);
+      return c.json({ ...session, passwordChangeRequired: signIn.identity.mustChangePassword }, 200);
     })
     .openapi(routes.browserLogout, async (c) => {
       await revokeSession(deps, principalOf(c).sessionId, "logout", deps.clock.now());

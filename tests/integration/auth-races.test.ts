@@ -1,0 +1,84 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import postgres from "postgres";
+import { ManualClock } from "../../src/clock.ts";
+import { hashPassword } from "../../src/security/passwords.ts";
+import { createTestApp, type TestApp } from "../helpers/app.ts";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { createTenant, createUser, login } from "../helpers/identity.ts";
+
+let t: TestDatabase;
+let app: TestApp;
+let other: postgres.Sql;
+const clock = new ManualClock();
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  other = postgres(t.url, { max: 2, onnotice: () => {} });
+  app = await createTestApp({
+    database: t.database,
+    clock,
+    env: { RateLimiting__Auth__PermitLimit: "100000" },
+  });
+});
+afterAll(async () => {
+  await other.end();
+  await t.drop();
+});
+
+const peer = () => `10.7.${Math.floor(Math.random() * 250)}.${Math.floor(Math.random() * 250)}`;
+
+/** Polls until a backend of the test database waits on a lock: the sign-in reached the user row. */
+async function someoneWaitsOnALock(): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline) {
+    const rows = await other`select 1 from pg_stat_activity
+      where datname = ${t.name} and wait_event_type = 'Lock'`;
+    if (rows.length > 0) return;
+    await Bun.sleep(5);
+  }
+  throw new Error("no sign-in ever waited on the user row");
+}
+
+describe("a sign-in racing a change of the user row", () => {
+  const changes = {
+    "a password change": async (sql: postgres.TransactionSql, userId: string) => {
+      const hash = await hashPassword("a-brand-new-password-2");
+      await sql`update users set password_hash = ${hash}, password_changed_at = now() where id = ${userId}`;
+      await sql`update sessions set revoked_at = now(), revoked_reason = 'password changed'
+        where user_id = ${userId} and revoked_at is null`;
+    },
+    "disabling the user": async (sql: postgres.TransactionSql, userId: string) => {
+      await sql`update users set status = 'Disabled' where id = ${userId}`;
+      await sql`update sessions set revoked_at = now(), revoked_reason = 'user disabled'
+        where user_id = ${userId} and revoked_at is null`;
+    },
+  };
+
+  for (const [name, change] of Object.entries(changes)) {
+    test(`a login that verified the old row before ${name} committed gets 401 and no session`, async () => {
+      const tenant = await createTenant(t.database.db);
+      const user = await createUser(t.database.db, tenant.id);
+      let signIn: Promise<Response> | undefined;
+      // the change holds the user row (as changePassword / disableTenantUser do) while the login runs
+      await other.begin(async (sql) => {
+        await change(sql, user.id);
+        signIn = login(app, { email: user.email, tenant: tenant.code }, { peer: peer() });
+        await someoneWaitsOnALock();
+      });
+      const response = await (signIn as Promise<Response>);
+      expect(response.status).toBe(401);
+      const open = await other`select id from sessions where user_id = ${user.id} and revoked_at is null`;
+      expect(open.length).toBe(0);
+    });
+  }
+
+  test("a login that commits its session first is revoked by the password change that follows", async () => {
+    const tenant = await createTenant(t.database.db);
+    const user = await createUser(t.database.db, tenant.id);
+    const response = await login(app, { email: user.email, tenant: tenant.code }, { peer: peer() });
+    expect(response.status).toBe(200);
+    await other.begin((sql) => changes["a password change"](sql, user.id));
+    const open = await other`select id from sessions where user_id = ${user.id} and revoked_at is null`;
+    expect(open.length).toBe(0);
+  });
+});
