@@ -4,7 +4,7 @@ import { ManualClock } from "../../src/clock.ts";
 import { hashPassword } from "../../src/security/passwords.ts";
 import { createTestApp, type TestApp } from "../helpers/app.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
-import { createTenant, createUser, login } from "../helpers/identity.ts";
+import { bearer, createTenant, createUser, login, loginTokens } from "../helpers/identity.ts";
 
 let t: TestDatabase;
 let app: TestApp;
@@ -81,4 +81,37 @@ describe("a sign-in racing a change of the user row", () => {
     const open = await other`select id from sessions where user_id = ${user.id} and revoked_at is null`;
     expect(open.length).toBe(0);
   });
+});
+
+describe("a tenant keeps an active owner under concurrency", () => {
+  const actions = {
+    disable: (id: string) => ({ path: `/api/tenant/users/${id}/disable`, method: "POST" }),
+    remove: (id: string) => ({ path: `/api/tenant/users/${id}`, method: "DELETE" }),
+  };
+  for (const [first, second] of [
+    ["disable", "disable"],
+    ["remove", "remove"],
+    ["disable", "remove"],
+  ] as const) {
+    test(`two owners: ${first} and ${second} each other at once; exactly one succeeds`, async () => {
+      for (let round = 0; round < 5; round++) {
+        const tenant = await createTenant(t.database.db);
+        const a = await createUser(t.database.db, tenant.id, { role: "owner" });
+        const b = await createUser(t.database.db, tenant.id, { role: "owner" });
+        const tokenA = (await loginTokens(app, { email: a.email, tenant: tenant.code })).accessToken;
+        const tokenB = (await loginTokens(app, { email: b.email, tenant: tenant.code })).accessToken;
+        const request = (token: string, action: { path: string; method: string }) =>
+          app.request(action.path, { method: action.method, ...bearer(token) });
+        const statuses = (
+          await Promise.all([request(tokenA, actions[first](b.id)), request(tokenB, actions[second](a.id))])
+        ).map((r) => r.status);
+        // the loser is refused (409), or finds its own session already ended (401)
+        expect(statuses.filter((s) => s === 204).length).toBe(1);
+        const owners = await other`select count(*)::int as n from tenant_memberships m
+          join users u on u.id = m.user_id
+          where m.tenant_id = ${tenant.id} and m.role = 'owner' and u.status = 'Active'`;
+        expect(owners[0]?.n).toBe(1);
+      }
+    });
+  }
 });
