@@ -292,6 +292,7 @@ export async function refresh(deps: AuthDeps, refreshToken: string): Promise<Tok
       rotatedAt: refreshTokens.rotatedAt,
       expiresAt: refreshTokens.expiresAt,
       userId: sessions.userId,
+      kind: sessions.kind,
       revokedAt: sessions.revokedAt,
       sessionExpiresAt: sessions.expiresAt,
     })
@@ -299,7 +300,8 @@ export async function refresh(deps: AuthDeps, refreshToken: string): Promise<Tok
     .innerJoin(sessions, eq(sessions.id, refreshTokens.sessionId))
     .where(eq(refreshTokens.tokenHash, tokenHash(refreshToken)))
     .limit(1);
-  if (!row) throw new ProblemError("unauthorized", "Invalid refresh token.");
+  // only token sessions carry refresh tokens; one on a browser session is refused, never rotated
+  if (row?.kind !== "token") throw new ProblemError("unauthorized", "Invalid refresh token.");
   if (row.revokedAt || row.sessionExpiresAt <= now || row.expiresAt <= now) {
     throw new ProblemError("unauthorized", "Invalid refresh token.");
   }
@@ -363,14 +365,15 @@ export async function logout(deps: AuthDeps, refreshToken: string): Promise<void
 }
 
 /**
- * Changes the password (current one required), clears must-change-password, ends the user's other
- * sessions and returns fresh tokens for this one.
+ * Changes the password (current one required), clears must-change-password and ends the user's
+ * other sessions. A token session gets fresh tokens for itself; a browser session gets none (null:
+ * the cookie session simply continues, and no refresh token is ever handed to page script).
  */
 export async function changePassword(
   deps: AuthDeps,
   principal: { userId: string; sessionId: string },
   input: { currentPassword: string; newPassword: string; ip: string },
-): Promise<TokenPair> {
+): Promise<TokenPair | null> {
   const db = deps.database.db;
   const [user] = await db
     .select({ passwordHash: users.passwordHash, tenantId: users.tenantId, email: users.email })
@@ -425,14 +428,16 @@ export async function changePassword(
   });
   if (!changed) throw new ProblemError("unauthorized", "The current password is wrong.");
   await endSessions(deps, { userId: principal.userId });
-  const identity = await loadIdentity(db, principal.userId);
-  if (!identity) throw new ProblemError("unauthorized");
   const [session] = await db
-    .select({ expiresAt: sessions.expiresAt })
+    .select({ kind: sessions.kind, expiresAt: sessions.expiresAt })
     .from(sessions)
     .where(eq(sessions.id, principal.sessionId))
     .limit(1);
-  const expiresAt = session?.expiresAt ?? new Date(now.getTime() + 86_400_000);
+  if (!session) throw new ProblemError("unauthorized");
+  if (session.kind !== "token") return null;
+  const identity = await loadIdentity(db, principal.userId);
+  if (!identity) throw new ProblemError("unauthorized");
+  const expiresAt = session.expiresAt;
   return tokenPair(
     deps,
     identity,

@@ -107,13 +107,20 @@ const routes = {
     path: PASSWORD_CHANGE_PATH,
     tags: ["auth"],
     summary: "Change the password; ends the user's other sessions.",
+    description:
+      "With a bearer token: 200 and a fresh token pair for this session. With the browser session " +
+      "cookie (and X-CSRF-Token): 204 and no tokens; the cookie session continues.",
     security: [{ bearer: [] }],
     request: {
       body: json(
         z.object({ currentPassword: z.string().min(1).max(1024), newPassword: z.string().min(1).max(1024) }),
       ),
     },
-    responses: { 200: ok(tokenPair, "Changed; fresh tokens."), 401: problem("Wrong current password.") },
+    responses: {
+      200: ok(tokenPair, "Changed (token session); fresh tokens."),
+      204: { description: "Changed (browser session); the cookie session continues." },
+      401: problem("Wrong current password."),
+    },
   }),
   smsSend: createRoute({
     method: "post",
@@ -244,6 +251,7 @@ export function authRoutes(deps: AuthRouteDeps, authenticated: MiddlewareHandler
     .openapi(routes.password, async (c) => {
       const body = c.req.valid("json");
       const pair = await changePassword(deps, principalOf(c), { ...body, ip: clientIp(c) });
+      if (!pair) return c.body(null, 204);
       c.header("cache-control", "no-store");
       return c.json(pair, 200);
     })
