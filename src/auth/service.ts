@@ -223,27 +223,37 @@ const getDummyHash = () => {
 };
 
 /**
- * The password windows around one attempt: the account's window counts every attempt (atomically,
- * before anything is looked up) and is cleared by a success; the client IP's window counts failures
- * only, so an office behind one address can sign in all day while guessing from it is still capped.
+ * The password windows around one attempt: the account's window counts every attempt and is
+ * cleared by a success; the client IP's window counts failures only, so an office behind one
+ * address can sign in all day while guessing from it is still capped. Both are consumed up front in
+ * one atomic step (so parallel guesses cannot overshoot either limit), and the IP's permit is
+ * given back when the attempt turns out not to be a failed guess (reserve, then settle).
  */
 async function passwordAttempt<T>(
   deps: AuthDeps,
   subjects: { account: string; ip: string },
   attempt: () => Promise<T>,
 ): Promise<T> {
-  assertAllowed(await deps.windows.check("password", { ip: subjects.ip }));
-  assertAllowed(await deps.windows.consume("password", { account: subjects.account }));
+  const decision = await deps.windows.consume("password", subjects);
+  assertAllowed(decision);
+  const refundIp = async () => {
+    if (decision.recordedAtMs !== undefined) {
+      await deps.windows.refund("password", { ip: subjects.ip }, decision.recordedAtMs);
+    }
+  };
   let result: T;
   try {
     result = await attempt();
   } catch (error) {
-    if (error instanceof ProblemError && error.code === "unauthorized") {
-      await deps.windows.hit("password", { ip: subjects.ip });
+    if (!(error instanceof ProblemError && error.code === "unauthorized")) {
+      // not a wrong password (e.g. the database failed): the IP's permit goes back; the original
+      // error is what the caller sees even if giving it back fails (the count then errs high)
+      await refundIp().catch(() => undefined);
     }
     throw error;
   }
   await deps.windows.reset("password", { account: subjects.account });
+  await refundIp();
   return result;
 }
 

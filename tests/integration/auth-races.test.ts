@@ -115,3 +115,47 @@ describe("a tenant keeps an active owner under concurrency", () => {
     });
   }
 });
+
+describe("the per-IP password window under parallel guesses", () => {
+  test("parallel wrong logins from one IP: at most IpAttemptLimit get 401, the rest 429; successes do not count", async () => {
+    const strict = await createTestApp({
+      database: t.database,
+      clock,
+      env: { RateLimiting__Auth__PermitLimit: "100000", Authentication__Password__IpAttemptLimit: "3" },
+    });
+    const tenant = await createTenant(t.database.db);
+    const office = peer();
+    const colleagues = await Promise.all(
+      Array.from({ length: 6 }, () => createUser(t.database.db, tenant.id)),
+    );
+    // successes give their permit back: three at once (the limit), then more one by one
+    const together = await Promise.all(
+      colleagues
+        .slice(0, 3)
+        .map((u) => login(strict, { email: u.email, tenant: tenant.code }, { peer: office })),
+    );
+    expect(together.map((r) => r.status)).toEqual([200, 200, 200]);
+    for (const u of colleagues.slice(3)) {
+      expect((await login(strict, { email: u.email, tenant: tenant.code }, { peer: office })).status).toBe(
+        200,
+      );
+    }
+    const guesses = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        login(
+          strict,
+          { email: `guess${i}@example.com`, password: "wrong-password-123", tenant: tenant.code },
+          { peer: office },
+        ),
+      ),
+    );
+    const statuses = guesses.map((r) => r.status);
+    expect(statuses.filter((s) => s === 401).length).toBe(3);
+    expect(statuses.filter((s) => s === 429).length).toBe(17);
+    // another address is not affected
+    expect(
+      (await login(strict, { email: colleagues[0]?.email ?? "", tenant: tenant.code }, { peer: peer() }))
+        .status,
+    ).toBe(200);
+  });
+});
