@@ -15,7 +15,7 @@ import type { AccessClaims, TokenService } from "./tokens.ts";
 export interface AuthDeps
   extends Pick<
     Deps,
-    "database" | "clock" | "config" | "windows" | "logger" | "dataProtection" | "sessionCache"
+    "database" | "clock" | "config" | "windows" | "logger" | "dataProtection" | "sessionCache" | "pending"
   > {
   tokens: TokenService;
   sms: SmsSender;
@@ -462,7 +462,9 @@ function smsCodeHash(deps: AuthDeps, tenantId: string | null, phone: string, cod
 
 /**
  * Sends a six-digit sign-in code to an account's phone. The answer is the same whether or not an
- * account has that number; only the send window (per phone and per IP) can refuse.
+ * account has that number, and so is its timing: only the phone's validity and the send window (per
+ * phone and per IP) are decided before answering; the lookup, the code's storage and the provider
+ * call run in the background (`deps.pending`), their failures logged for operators.
  */
 export async function sendSmsCode(
   deps: AuthDeps,
@@ -480,6 +482,16 @@ export async function sendSmsCode(
       ip: input.ip,
     }),
   );
+  const now = deps.clock.now();
+  deps.pending.run("SMS code send", () => deliverSmsCode(deps, { phone, tenantId: input.tenantId, now }));
+}
+
+/** The background half of `sendSmsCode`: nothing for an unknown number, else store and send a code. */
+async function deliverSmsCode(
+  deps: AuthDeps,
+  input: { phone: string; tenantId: string | null; now: Date },
+): Promise<void> {
+  const { phone, now } = input;
   const db = deps.database.db;
   const [user] = await db
     .select({ id: users.id })
@@ -489,7 +501,6 @@ export async function sendSmsCode(
     )
     .limit(1);
   if (!user) return;
-  const now = deps.clock.now();
   const code = String(randomInt(0, 1_000_000)).padStart(6, "0");
   const lifetime = deps.config.settings.Authentication.Sms.CodeLifetimeSeconds;
   await db.transaction(async (tx) => {
@@ -519,8 +530,9 @@ export async function sendSmsCode(
       text: `Your sign-in code is ${code}. It expires in ${Math.round(lifetime / 60)} minutes.`,
     });
   } catch (error) {
-    // the caller still gets the uniform answer; the failure is for operators
-    deps.logger.error("SMS delivery failed", { error: (error as Error).message });
+    // the caller already has the uniform answer; the failure is for operators. The error is
+    // described by the logger (redacted; a failed query's parameters never show), never the code.
+    deps.logger.error("SMS delivery failed", { error });
   }
 }
 

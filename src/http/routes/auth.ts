@@ -127,6 +127,10 @@ const routes = {
     path: "/api/auth/sms/send",
     tags: ["auth"],
     summary: "Send a six-digit sign-in code (same answer whether or not the number is known).",
+    description:
+      "Answers 202 as soon as the number is valid and the send windows allow it, before looking the " +
+      "number up: the code is stored and sent in the background, so the answer and its timing are the " +
+      "same for a known and an unknown number. Delivery failures are logged, never returned.",
     request: {
       body: json(
         z.object({ phone: z.string().min(1).max(32), tenant: z.string().min(1).max(64).optional() }),
