@@ -7,6 +7,7 @@ import { type Clock, systemClock } from "./clock.ts";
 import type { AppConfig } from "./config/load.ts";
 import { createRedactor, type Redactor } from "./config/redact.ts";
 import { type Database, openDatabase } from "./db/client.ts";
+import { PendingTasks } from "./pending.ts";
 import { readProviderSecrets, resolveProvider } from "./providers/tenant-providers.ts";
 import {
   type CounterStore,
@@ -48,6 +49,8 @@ export interface Deps {
   telemetry: Telemetry;
   /** `fetch` for outgoing calls: a client span and `traceparent` when telemetry is on. */
   fetch: Fetch;
+  /** Work requests start without waiting for (SMS sends); shutdown and tests await it. */
+  pending: PendingTasks;
 }
 
 export interface CreateDepsOptions {
@@ -170,6 +173,7 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
     sessionCache,
     telemetry,
     fetch,
+    pending: new PendingTasks(logger),
   };
 }
 

@@ -133,6 +133,10 @@ async function main(argv: string[]): Promise<number> {
     await server.stop(true);
   }
   await backgroundStopped;
+  // work requests started without waiting (SMS sends) finishes before the database closes
+  if (!(await deps.pending.settled(timeoutMs))) {
+    logger.warn("shutdown timeout: background sends still running", { pending: deps.pending.size });
+  }
   await closeDeps(deps);
   logger.info("stopped");
   logger.flush();

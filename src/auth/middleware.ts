@@ -8,7 +8,14 @@ import type { AppEnv, Principal } from "../http/context.ts";
 import { ProblemError } from "../http/errors.ts";
 import { normaliseOrigin } from "./origins.ts";
 import { opaqueToken, safeEqual, tokenHash } from "./secrets.ts";
-import { type AuthDeps, type Identity, identityColumns, identityOf } from "./service.ts";
+import {
+  type AuthDeps,
+  type Identity,
+  identityColumns,
+  identityOf,
+  insertSessionIfUnchanged,
+  type SignIn,
+} from "./service.ts";
 import type { SessionEntry } from "./session-cache.ts";
 import { InvalidTokenError } from "./tokens.ts";
 
@@ -194,26 +201,30 @@ export function requireTenantUser(roles?: readonly string[]): MiddlewareHandler<
   };
 }
 
-/** Opens a browser session: an HttpOnly `__Host-` cookie plus a CSRF token for the page to send back. */
+/**
+ * Opens a browser session: an HttpOnly `__Host-` cookie plus a CSRF token for the page to send back.
+ * Like a token session, it is only opened while the user row is as the sign-in verified it.
+ */
 export async function startBrowserSession(
   deps: AuthDeps,
   c: Context<AppEnv>,
-  identity: { userId: string; tenantId: string | null },
+  signIn: SignIn,
 ): Promise<{ csrfToken: string; expiresIn: number }> {
   const now = deps.clock.now();
   const seconds = deps.config.settings.BrowserAuth.SessionHours * 3600;
   const cookie = opaqueToken();
   const csrfToken = opaqueToken();
-  await deps.database.db.insert(sessions).values({
-    userId: identity.userId,
-    tenantId: identity.tenantId,
-    kind: "browser",
-    cookieHash: tokenHash(cookie),
-    csrfHash: tokenHash(csrfToken),
-    createdAt: now,
-    lastUsedAt: now,
-    expiresAt: new Date(now.getTime() + seconds * 1000),
-  });
+  // one transaction: the user row stays share-locked until the session row is committed
+  await deps.database.db.transaction((tx) =>
+    insertSessionIfUnchanged(tx, signIn, {
+      kind: "browser",
+      cookieHash: tokenHash(cookie),
+      csrfHash: tokenHash(csrfToken),
+      createdAt: now,
+      lastUsedAt: now,
+      expiresAt: new Date(now.getTime() + seconds * 1000),
+    }),
+  );
   setCookie(c, SESSION_COOKIE, await deps.dataProtection.forPurpose(COOKIE_PURPOSE).protect(cookie), {
     path: "/",
     httpOnly: true,

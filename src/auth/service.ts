@@ -1,7 +1,7 @@
 import { randomInt } from "node:crypto";
 import { and, desc, eq, gt, isNull, ne, type SQL, sql } from "drizzle-orm";
 import type { AnyPgColumn } from "drizzle-orm/pg-core";
-import type { Db } from "../db/client.ts";
+import type { Db, Executor } from "../db/client.ts";
 import { refreshTokens, sessions, smsCodes, tenants, users } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { ProblemError } from "../http/errors.ts";
@@ -15,7 +15,7 @@ import type { AccessClaims, TokenService } from "./tokens.ts";
 export interface AuthDeps
   extends Pick<
     Deps,
-    "database" | "clock" | "config" | "windows" | "logger" | "dataProtection" | "sessionCache"
+    "database" | "clock" | "config" | "windows" | "logger" | "dataProtection" | "sessionCache" | "pending"
   > {
   tokens: TokenService;
   sms: SmsSender;
@@ -136,11 +136,9 @@ function claimsOf(identity: Identity, sessionId: string): AccessClaims {
   };
 }
 
-async function issueRefreshToken(deps: AuthDeps, sessionId: string, expiresAt: Date): Promise<string> {
+async function issueRefreshToken(db: Executor, sessionId: string, expiresAt: Date): Promise<string> {
   const refreshToken = opaqueToken();
-  await deps.database.db
-    .insert(refreshTokens)
-    .values({ sessionId, tokenHash: tokenHash(refreshToken), expiresAt });
+  await db.insert(refreshTokens).values({ sessionId, tokenHash: tokenHash(refreshToken), expiresAt });
   return refreshToken;
 }
 
@@ -159,23 +157,62 @@ async function tokenPair(
   };
 }
 
-/** Opens a token session for a verified identity and returns its first token pair. */
-export async function startTokenSession(deps: AuthDeps, identity: Identity): Promise<TokenPair> {
+/**
+ * A verified sign-in: the identity, and what was seen of the user row when the credential was
+ * checked (the password hash that matched; absent for an SMS code, which proves the phone).
+ */
+export interface SignIn {
+  identity: Identity;
+  seenPasswordHash?: string;
+}
+
+/**
+ * Inserts a session only while the user row is still as the sign-in saw it: Active and, for a
+ * password sign-in, with the hash that was verified. `FOR SHARE` waits for a concurrent password
+ * change or disable (which update the row first, then revoke sessions, in one transaction) and
+ * then sees the changed row: such a sign-in gets the same 401 as a wrong password instead of a
+ * session opened after the others were revoked.
+ */
+export async function insertSessionIfUnchanged(
+  tx: Executor,
+  signIn: SignIn,
+  values: Omit<typeof sessions.$inferInsert, "userId" | "tenantId">,
+): Promise<string> {
+  const { identity, seenPasswordHash } = signIn;
+  const [user] = await tx
+    .select({ id: users.id })
+    .from(users)
+    .where(
+      and(
+        eq(users.id, identity.userId),
+        eq(users.status, "Active"),
+        seenPasswordHash === undefined ? undefined : eq(users.passwordHash, seenPasswordHash),
+      ),
+    )
+    .for("share");
+  if (!user) throw invalidCredentials();
+  const [session] = await tx
+    .insert(sessions)
+    .values({ ...values, userId: identity.userId, tenantId: identity.tenantId })
+    .returning({ id: sessions.id });
+  if (!session) throw new Error("session insert returned nothing");
+  return session.id;
+}
+
+/** Opens a token session for a verified sign-in and returns its first token pair. */
+export async function startTokenSession(deps: AuthDeps, signIn: SignIn): Promise<TokenPair> {
   const now = deps.clock.now();
   const expiresAt = new Date(now.getTime() + deps.config.settings.Security.Jwt.RefreshTokenDays * 86_400_000);
-  const [session] = await deps.database.db
-    .insert(sessions)
-    .values({
-      userId: identity.userId,
-      tenantId: identity.tenantId,
+  const opened = await deps.database.db.transaction(async (tx) => {
+    const sessionId = await insertSessionIfUnchanged(tx, signIn, {
       kind: "token",
       createdAt: now,
       lastUsedAt: now,
       expiresAt,
-    })
-    .returning({ id: sessions.id });
-  if (!session) throw new Error("session insert returned nothing");
-  return tokenPair(deps, identity, session.id, await issueRefreshToken(deps, session.id, expiresAt));
+    });
+    return { sessionId, refreshToken: await issueRefreshToken(tx, sessionId, expiresAt) };
+  });
+  return tokenPair(deps, signIn.identity, opened.sessionId, opened.refreshToken);
 }
 
 // A real argon2id hash of a random password: unknown accounts cost the same time as known ones.
@@ -186,27 +223,37 @@ const getDummyHash = () => {
 };
 
 /**
- * The password windows around one attempt: the account's window counts every attempt (atomically,
- * before anything is looked up) and is cleared by a success; the client IP's window counts failures
- * only, so an office behind one address can sign in all day while guessing from it is still capped.
+ * The password windows around one attempt: the account's window counts every attempt and is
+ * cleared by a success; the client IP's window counts failures only, so an office behind one
+ * address can sign in all day while guessing from it is still capped. Both are consumed up front in
+ * one atomic step (so parallel guesses cannot overshoot either limit), and the IP's permit is
+ * given back when the attempt turns out not to be a failed guess (reserve, then settle).
  */
 async function passwordAttempt<T>(
   deps: AuthDeps,
   subjects: { account: string; ip: string },
   attempt: () => Promise<T>,
 ): Promise<T> {
-  assertAllowed(await deps.windows.check("password", { ip: subjects.ip }));
-  assertAllowed(await deps.windows.consume("password", { account: subjects.account }));
+  const decision = await deps.windows.consume("password", subjects);
+  assertAllowed(decision);
+  const refundIp = async () => {
+    if (decision.recordedAtMs !== undefined) {
+      await deps.windows.refund("password", { ip: subjects.ip }, decision.recordedAtMs);
+    }
+  };
   let result: T;
   try {
     result = await attempt();
   } catch (error) {
-    if (error instanceof ProblemError && error.code === "unauthorized") {
-      await deps.windows.hit("password", { ip: subjects.ip });
+    if (!(error instanceof ProblemError && error.code === "unauthorized")) {
+      // not a wrong password (e.g. the database failed): the IP's permit goes back; the original
+      // error is what the caller sees even if giving it back fails (the count then errs high)
+      await refundIp().catch(() => undefined);
     }
     throw error;
   }
   await deps.windows.reset("password", { account: subjects.account });
+  await refundIp();
   return result;
 }
 
@@ -217,7 +264,7 @@ async function passwordAttempt<T>(
 export async function verifyCredentials(
   deps: AuthDeps,
   input: { email: string; password: string; tenantId: string | null; ip: string },
-): Promise<Identity> {
+): Promise<SignIn> {
   const email = normaliseEmail(input.email);
   const account = `${input.tenantId ?? "platform"}:${email}`;
   return passwordAttempt(deps, { account, ip: input.ip }, async () => {
@@ -230,7 +277,7 @@ export async function verifyCredentials(
     if (!row?.passwordHash || !ok) throw invalidCredentials();
     const identity = await loadIdentity(deps.database.db, row.id);
     if (identity?.status !== "Active") throw invalidCredentials();
-    return identity;
+    return { identity, seenPasswordHash: row.passwordHash };
   });
 }
 
@@ -262,6 +309,7 @@ export async function refresh(
       expiresAt: refreshTokens.expiresAt,
       userId: sessions.userId,
       tenantId: sessions.tenantId,
+      kind: sessions.kind,
       revokedAt: sessions.revokedAt,
       sessionExpiresAt: sessions.expiresAt,
     })
@@ -269,7 +317,9 @@ export async function refresh(
     .innerJoin(sessions, eq(sessions.id, refreshTokens.sessionId))
     .where(eq(refreshTokens.tokenHash, tokenHash(refreshToken)))
     .limit(1);
-  if (!row || (requestTenantId !== undefined && row.tenantId !== requestTenantId)) {
+  // only token sessions carry refresh tokens; one on a browser session is refused, never rotated,
+  // and so is one of another tenant than the request acts in
+  if (row?.kind !== "token" || (requestTenantId !== undefined && row.tenantId !== requestTenantId)) {
     throw new ProblemError("unauthorized", "Invalid refresh token.");
   }
   if (row.revokedAt || row.sessionExpiresAt <= now || row.expiresAt <= now) {
@@ -298,7 +348,7 @@ export async function refresh(
     deps,
     identity,
     row.sessionId,
-    await issueRefreshToken(deps, row.sessionId, row.sessionExpiresAt),
+    await issueRefreshToken(db, row.sessionId, row.sessionExpiresAt),
   );
 }
 
@@ -340,14 +390,15 @@ export async function logout(deps: AuthDeps, refreshToken: string, requestTenant
 }
 
 /**
- * Changes the password (current one required), clears must-change-password, ends the user's other
- * sessions and returns fresh tokens for this one.
+ * Changes the password (current one required), clears must-change-password and ends the user's
+ * other sessions. A token session gets fresh tokens for itself; a browser session gets none (null:
+ * the cookie session simply continues, and no refresh token is ever handed to page script).
  */
 export async function changePassword(
   deps: AuthDeps,
   principal: { userId: string; sessionId: string },
   input: { currentPassword: string; newPassword: string; ip: string },
-): Promise<TokenPair> {
+): Promise<TokenPair | null> {
   const db = deps.database.db;
   const [user] = await db
     .select({ passwordHash: users.passwordHash, tenantId: users.tenantId, email: users.email })
@@ -373,43 +424,50 @@ export async function changePassword(
     });
   }
   const now = deps.clock.now();
-  await db
-    .update(users)
-    .set({
-      passwordHash: await hashPassword(input.newPassword),
-      mustChangePassword: false,
-      passwordChangedAt: now,
-      updatedAt: now,
-    })
-    .where(eq(users.id, principal.userId));
-  await db
-    .update(sessions)
-    .set({ revokedAt: now, revokedReason: "password changed" })
-    .where(
-      and(
-        eq(sessions.userId, principal.userId),
-        ne(sessions.id, principal.sessionId),
-        isNull(sessions.revokedAt),
-      ),
-    );
-  await db
-    .update(refreshTokens)
-    .set({ rotatedAt: now })
-    .where(and(eq(refreshTokens.sessionId, principal.sessionId), isNull(refreshTokens.rotatedAt)));
+  const newHash = await hashPassword(input.newPassword);
+  const changed = await db.transaction(async (tx) => {
+    // The user row first, then the sessions, in one transaction: a concurrent sign-in that verified
+    // the old hash waits on this row (insertSessionIfUnchanged) and then finds it changed. The update
+    // is conditional on the hash just verified, so two concurrent changes cannot both win.
+    const updated = await tx
+      .update(users)
+      .set({ passwordHash: newHash, mustChangePassword: false, passwordChangedAt: now, updatedAt: now })
+      .where(and(eq(users.id, principal.userId), eq(users.passwordHash, passwordHash ?? "")))
+      .returning({ id: users.id });
+    if (updated.length === 0) return false;
+    await tx
+      .update(sessions)
+      .set({ revokedAt: now, revokedReason: "password changed" })
+      .where(
+        and(
+          eq(sessions.userId, principal.userId),
+          ne(sessions.id, principal.sessionId),
+          isNull(sessions.revokedAt),
+        ),
+      );
+    await tx
+      .update(refreshTokens)
+      .set({ rotatedAt: now })
+      .where(and(eq(refreshTokens.sessionId, principal.sessionId), isNull(refreshTokens.rotatedAt)));
+    return true;
+  });
+  if (!changed) throw new ProblemError("unauthorized", "The current password is wrong.");
   await endSessions(deps, { userId: principal.userId });
-  const identity = await loadIdentity(db, principal.userId);
-  if (!identity) throw new ProblemError("unauthorized");
   const [session] = await db
-    .select({ expiresAt: sessions.expiresAt })
+    .select({ kind: sessions.kind, expiresAt: sessions.expiresAt })
     .from(sessions)
     .where(eq(sessions.id, principal.sessionId))
     .limit(1);
-  const expiresAt = session?.expiresAt ?? new Date(now.getTime() + 86_400_000);
+  if (!session) throw new ProblemError("unauthorized");
+  if (session.kind !== "token") return null;
+  const identity = await loadIdentity(db, principal.userId);
+  if (!identity) throw new ProblemError("unauthorized");
+  const expiresAt = session.expiresAt;
   return tokenPair(
     deps,
     identity,
     principal.sessionId,
-    await issueRefreshToken(deps, principal.sessionId, expiresAt),
+    await issueRefreshToken(db, principal.sessionId, expiresAt),
   );
 }
 
@@ -419,7 +477,9 @@ function smsCodeHash(deps: AuthDeps, tenantId: string | null, phone: string, cod
 
 /**
  * Sends a six-digit sign-in code to an account's phone. The answer is the same whether or not an
- * account has that number; only the send window (per phone and per IP) can refuse.
+ * account has that number, and so is its timing: only the phone's validity and the send window (per
+ * phone and per IP) are decided before answering; the lookup, the code's storage and the provider
+ * call run in the background (`deps.pending`), their failures logged for operators.
  */
 export async function sendSmsCode(
   deps: AuthDeps,
@@ -437,6 +497,16 @@ export async function sendSmsCode(
       ip: input.ip,
     }),
   );
+  const now = deps.clock.now();
+  deps.pending.run("SMS code send", () => deliverSmsCode(deps, { phone, tenantId: input.tenantId, now }));
+}
+
+/** The background half of `sendSmsCode`: nothing for an unknown number, else store and send a code. */
+async function deliverSmsCode(
+  deps: AuthDeps,
+  input: { phone: string; tenantId: string | null; now: Date },
+): Promise<void> {
+  const { phone, now } = input;
   const db = deps.database.db;
   const [user] = await db
     .select({ id: users.id })
@@ -446,7 +516,6 @@ export async function sendSmsCode(
     )
     .limit(1);
   if (!user) return;
-  const now = deps.clock.now();
   const code = String(randomInt(0, 1_000_000)).padStart(6, "0");
   const lifetime = deps.config.settings.Authentication.Sms.CodeLifetimeSeconds;
   await db.transaction(async (tx) => {
@@ -476,8 +545,9 @@ export async function sendSmsCode(
       text: `Your sign-in code is ${code}. It expires in ${Math.round(lifetime / 60)} minutes.`,
     });
   } catch (error) {
-    // the caller still gets the uniform answer; the failure is for operators
-    deps.logger.error("SMS delivery failed", { error: (error as Error).message });
+    // the caller already has the uniform answer; the failure is for operators. The error is
+    // described by the logger (redacted; a failed query's parameters never show), never the code.
+    deps.logger.error("SMS delivery failed", { error });
   }
 }
 
@@ -532,5 +602,5 @@ export async function verifySmsCode(
   const identity = user ? await loadIdentity(db, user.id) : null;
   if (identity?.status !== "Active") throw invalidCredentials();
   await deps.windows.reset("smsVerify", { phone: subject });
-  return startTokenSession(deps, identity);
+  return startTokenSession(deps, { identity });
 }

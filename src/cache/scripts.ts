@@ -61,6 +61,22 @@ return out`,
 );
 
 /**
+ * Takes back one attempt recorded by the sliding-log script: on each key, removes one member whose
+ * score is exactly ARGV[1] (the `now` it was recorded at). Attempts already outside their window
+ * are gone anyway; nothing else is touched. Returns the number of members removed.
+ */
+export const slidingLogRefundScript = defineScript(
+  "sliding-log-refund",
+  `local at = ARGV[1]
+local removed = 0
+for _, key in ipairs(KEYS) do
+  local members = redis.call('ZRANGEBYSCORE', key, at, at, 'LIMIT', 0, 1)
+  if #members > 0 then removed = removed + redis.call('ZREM', key, members[1]) end
+end
+return removed`,
+);
+
+/**
  * GCRA (a token bucket kept as one "theoretical arrival time"). ARGV: now (ms), emission interval
  * (ms per permit), window (ms). Returns { allowed (1/0), TAT - now (ms) after the decision }.
  */

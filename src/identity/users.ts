@@ -100,8 +100,19 @@ async function assertNotLastOwner(tx: Executor, tenantId: string, userId: string
   }
 }
 
-/** Locks a user of this tenant for a change that must keep an owner; another tenant's user is "not found". */
+/**
+ * Locks a user of this tenant for a change that must keep an owner; another tenant's user is "not
+ * found". The tenant row is locked first (FOR UPDATE): every change that can disable or remove an
+ * owner goes through here, so they serialise per tenant and the owner count below cannot be stale
+ * (two owners disabling each other at once: the second sees the first's change and is refused).
+ */
 async function lockChangeableUser(tx: Executor, tenantId: string, userId: string): Promise<void> {
+  const [tenant] = await tx
+    .select({ id: tenants.id })
+    .from(tenants)
+    .where(eq(tenants.id, tenantId))
+    .for("update");
+  if (!tenant) throw notFound();
   const [user] = await tx
     .select({ id: users.id })
     .from(users)

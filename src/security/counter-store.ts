@@ -1,6 +1,6 @@
 import { inArray, lt, sql } from "drizzle-orm";
 import type { Cache } from "../cache/index.ts";
-import { gcraScript, slidingLogScript } from "../cache/scripts.ts";
+import { gcraScript, slidingLogRefundScript, slidingLogScript } from "../cache/scripts.ts";
 import { type Db, execute } from "../db/client.ts";
 import { securityCounters } from "../db/schema/security.ts";
 
@@ -42,6 +42,11 @@ export interface CounterStore {
   readonly kind: "cache" | "database" | "memory";
   window(mode: WindowMode, specs: WindowSpec[], nowMs: number): Promise<WindowOutcome>;
   resetWindows(keys: string[]): Promise<void>;
+  /**
+   * Takes back one attempt recorded at `atMs` (by `window`) on each key: reserve-then-settle, for a
+   * window that should count only attempts that turn out to fail. Atomic per key.
+   */
+  refundWindows(keys: string[], atMs: number): Promise<void>;
   /** One request against a token bucket of `limit` permits refilled over `windowMs` (GCRA). */
   rate(key: string, limit: number, windowMs: number, nowMs: number): Promise<RateOutcome>;
 }
@@ -85,6 +90,9 @@ export function cacheCounterStore(cache: Cache): CounterStore {
     },
     resetWindows: async (keys) => {
       await cache.del(...keys);
+    },
+    refundWindows: async (keys, atMs) => {
+      if (keys.length > 0) await cache.run(slidingLogRefundScript, keys, [atMs]);
     },
     rate: async (key, limit, windowMs, nowMs) => {
       const { windowUs, intervalUs } = gcraParams(limit, windowMs);
@@ -177,6 +185,18 @@ export function databaseCounterStore(db: Db, options: { cleanupEvery?: number } 
     resetWindows: async (keys) => {
       if (keys.length > 0) await db.delete(securityCounters).where(inArray(securityCounters.key, keys));
     },
+    refundWindows: async (keys, atMs) => {
+      // one statement per key: the row lock makes removing one occurrence of `atMs` atomic
+      for (const key of keys) {
+        await execute(
+          db,
+          sql`update security_counters
+              set hits = hits[:array_position(hits, ${Math.trunc(atMs)}::bigint) - 1]
+                || hits[array_position(hits, ${Math.trunc(atMs)}::bigint) + 1:]
+              where key = ${key} and array_position(hits, ${Math.trunc(atMs)}::bigint) is not null`,
+        );
+      }
+    },
     rate: async (key, limit, windowMs, nowMs) => {
       const { windowUs, intervalUs } = gcraParams(limit, windowMs);
       const nowUs = nowMs * 1000;
@@ -231,6 +251,13 @@ export function memoryCounterStore(): CounterStore {
     },
     resetWindows: async (keys) => {
       for (const key of keys) logs.delete(key);
+    },
+    refundWindows: async (keys, atMs) => {
+      for (const key of keys) {
+        const entry = logs.get(key);
+        const at = entry?.hits.indexOf(atMs) ?? -1;
+        if (entry && at >= 0) entry.hits.splice(at, 1);
+      }
     },
     rate: async (key, limit, windowMs, nowMs) => {
       sweep(nowMs);

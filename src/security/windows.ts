@@ -13,7 +13,9 @@ import type { CounterStore, WindowMode, WindowSpec } from "./counter-store.ts";
  *      `account` is the identifier as submitted (tenant id + normalised e-mail), whether or not
  *      such an account exists, so a lockout (429) never tells whether it does.
  *   2. Verify the password. On failure answer the usual 401 (the attempt is already counted).
- *   3. On success: `windows.reset("password", { account })` (the IP window keeps counting).
+ *   3. On success: `windows.reset("password", { account })`. Windows that count failures only
+ *      (the password IP window) are consumed up front too and given back on success with
+ *      `windows.refund(kind, { ip }, decision.recordedAtMs)`: reserve, then settle.
  * `consume` checks and records in one atomic step, so parallel guesses cannot overshoot the limit.
  * When the counter store is unreachable every method throws a 503 `unavailable` problem: the
  * endpoint fails closed rather than allowing unlimited attempts.
@@ -33,6 +35,8 @@ export interface WindowDecision {
   allowed: boolean;
   /** Whole seconds until an attempt is accepted again; 0 when allowed. */
   retryAfterSeconds: number;
+  /** When this call recorded an attempt: the time it was recorded at, to hand to `refund`. */
+  recordedAtMs?: number;
 }
 
 export interface SecurityWindows {
@@ -44,6 +48,12 @@ export interface SecurityWindows {
   consume(kind: WindowKind, subjects: WindowSubjects): Promise<WindowDecision>;
   /** Clears the subject's window (not the IP's): after a successful login or verification. */
   reset(kind: WindowKind, subjects: Omit<WindowSubjects, "ip">): Promise<void>;
+  /**
+   * Takes back the attempt a `consume` recorded (its `recordedAtMs`) on the given subjects' windows:
+   * reserve up front, give the permit back when the attempt turns out not to count (the password
+   * IP window counts failures only, yet parallel guesses cannot overshoot it).
+   */
+  refund(kind: WindowKind, subjects: WindowSubjects, recordedAtMs: number): Promise<void>;
 }
 
 interface Limits {
@@ -122,12 +132,15 @@ export function createSecurityWindows(input: {
     subjects: WindowSubjects,
   ): Promise<WindowDecision> => {
     const windows = specs(kind, subjects);
+    const nowMs = input.clock.now().getTime();
     try {
-      const outcome = await input.store.window(mode, windows, input.clock.now().getTime());
-      return {
+      const outcome = await input.store.window(mode, windows, nowMs);
+      const decision: WindowDecision = {
         allowed: outcome.allowed,
         retryAfterSeconds: outcome.allowed ? 0 : Math.max(1, Math.ceil(outcome.retryAfterMs / 1000)),
       };
+      if (mode === "hit" || (mode === "consume" && outcome.allowed)) decision.recordedAtMs = nowMs;
+      return decision;
     } catch (error) {
       throw unavailable(kind, error);
     }
@@ -143,6 +156,14 @@ export function createSecurityWindows(input: {
       if (!subject) return;
       try {
         await input.store.resetWindows([windowKey(kind, l.subject, subject)]);
+      } catch (error) {
+        throw unavailable(kind, error);
+      }
+    },
+    refund: async (kind, subjects, recordedAtMs) => {
+      const keys = specs(kind, subjects).map((spec) => spec.key);
+      try {
+        await input.store.refundWindows(keys, recordedAtMs);
       } catch (error) {
         throw unavailable(kind, error);
       }

@@ -282,8 +282,12 @@ describe("SMS codes", () => {
     await createUser(t.database.db, tenant.id, { phone });
     return { tenant, phone };
   }
-  const send = (phone: string, tenant: string, ip = peer()) =>
-    app.request("/api/auth/sms/send", json({ phone, tenant }), ip);
+  /** Sends, then waits for the background delivery the answer does not wait for. */
+  const send = async (phone: string, tenant: string, ip = peer()) => {
+    const response = await app.request("/api/auth/sms/send", json({ phone, tenant }), ip);
+    await app.deps.pending.settled();
+    return response;
+  };
   const verify = (phone: string, code: string, tenant: string, ip = peer()) =>
     app.request("/api/auth/sms/verify", json({ phone, code, tenant }), ip);
 
@@ -302,6 +306,26 @@ describe("SMS codes", () => {
     expect(ok.status).toBe(200);
     expect(((await ok.json()) as Tokens).accessToken).toBeTruthy();
     expect((await verify(phone, code ?? "", tenant.code)).status).toBe(401); // single use
+  });
+
+  test("the answer does not wait for the lookup or the provider: a known number answers like an unknown one", async () => {
+    const { tenant, phone } = await phoneUser();
+    let release = () => {};
+    sms.hold = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    try {
+      // the provider is stuck: were the send awaited, this request would not answer
+      const response = await app.request("/api/auth/sms/send", json({ phone, tenant: tenant.code }), peer());
+      expect(response.status).toBe(202);
+      expect(app.deps.pending.size).toBeGreaterThan(0);
+      expect(sms.lastCode(phone)).toBeUndefined();
+    } finally {
+      sms.hold = null;
+      release();
+    }
+    expect(await app.deps.pending.settled(10_000)).toBe(true);
+    expect(sms.lastCode(phone)).toMatch(/^\d{6}$/);
   });
 
   test("an unknown number gets the same 202 and nothing is sent", async () => {

@@ -155,6 +155,34 @@ describe.each(["redis", "upstash", "database", "memory"] as Store[])("security w
     );
   });
 
+  test("refund takes back exactly the one attempt a consume recorded, on the windows named", async () => {
+    const ip = "198.51.100.150";
+    const recorded: number[] = [];
+    // five attempts in the same millisecond (the clock stands still): the IP window is full
+    for (let i = 0; i < 5; i++) {
+      const decision = await a.windows.consume("password", { account: `${store}-r${i}@example.com`, ip });
+      expect(decision.allowed).toBe(true);
+      recorded.push(decision.recordedAtMs ?? -1);
+    }
+    expect(recorded.every((at) => at === clock.now().getTime())).toBe(true);
+    expect((await a.windows.check("password", { ip })).allowed).toBe(false);
+    await b.windows.refund("password", { ip }, recorded[0] ?? -1);
+    // one permit back, not all five
+    expect((await a.windows.consume("password", { account: `${store}-r5@example.com`, ip })).allowed).toBe(
+      true,
+    );
+    expect((await a.windows.check("password", { ip })).allowed).toBe(false);
+    // the account window was not touched by refunding the IP's
+    const account = `${store}-r0@example.com`;
+    for (let i = 0; i < 2; i++) expect((await a.windows.consume("password", { account })).allowed).toBe(true);
+    expect((await a.windows.consume("password", { account })).allowed).toBe(false);
+    // a refund of an attempt that was never recorded changes nothing
+    await a.windows.refund("password", { ip }, 1);
+    expect((await a.windows.check("password", { ip })).allowed).toBe(false);
+    // a refused consume records nothing, so it carries nothing to refund
+    expect((await a.windows.consume("password", { ip })).recordedAtMs).toBeUndefined();
+  });
+
   test("SMS send windows count per phone with their own limits", async () => {
     const phone = `+1555${store.length}000111`;
     expect((await a.windows.consume("smsSend", { phone, ip: "192.0.2.50" })).allowed).toBe(true);

@@ -70,6 +70,7 @@ describe("with OpenTelemetry:OtlpEndpoint set", () => {
       json({ phone: PHONE, tenant: tenantCode }, { traceparent: `00-${incomingTrace}-${incomingParent}-01` }),
     );
     expect(res.status).toBe(202);
+    await app.deps.pending.settled(); // the SMS lookup and send run after the answer
     await app.deps.telemetry.flush();
 
     const server = await collector.waitForSpan(
@@ -132,6 +133,7 @@ describe("with OpenTelemetry:OtlpEndpoint set", () => {
       json({ phone: PHONE }),
     );
     expect(res.status).toBe(202);
+    await app.deps.pending.settled(); // the SMS lookup and send run after the answer
     await app.deps.telemetry.flush();
     const span = await collector.waitForSpan(
       (s) => s.kind === 2 && s.attributes["plinth.tenant.id"] === tenant.id,
@@ -165,6 +167,7 @@ describe("without OpenTelemetry:OtlpEndpoint", () => {
       await createUser(t.database.db, tenant.id, { phone: PHONE });
       const res = await app.request("/api/auth/sms/send", json({ phone: PHONE, tenant: tenant.code }));
       expect(res.status).toBe(202);
+      await app.deps.pending.settled();
       await app.deps.telemetry.flush();
       await app.deps.telemetry.shutdown();
       expect(quiet.requests).toEqual([]);

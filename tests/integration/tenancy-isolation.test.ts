@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { eq } from "drizzle-orm";
-import { users } from "../../src/db/schema/index.ts";
+import { and, eq } from "drizzle-orm";
+import { opaqueToken, tokenHash } from "../../src/auth/secrets.ts";
+import { refreshTokens, sessions, users } from "../../src/db/schema/index.ts";
 import { createTestApp, type TestApp } from "../helpers/app.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 import {
@@ -364,6 +365,40 @@ describe("browser authentication", () => {
     expect(done.headers.get("set-cookie")).toContain("Max-Age=0");
     expect(
       (await app.request(on("api.plinth.test", "/api/auth/me"), { headers: { cookie, origin } })).status,
+    ).toBe(401);
+  });
+
+  test("a password change in a browser session answers 204 without tokens; the cookie session continues", async () => {
+    const user = await createUser(t.database.db, tenantA.id);
+    const origin = "https://app.customer.test";
+    const response = await browserLogin(origin, user.email, tenantA.code);
+    const cookie = (response.headers.get("set-cookie") ?? "").split(";")[0] ?? "";
+    const { csrfToken } = (await response.json()) as { csrfToken: string };
+    const changed = await app.request(on("api.plinth.test", "/api/auth/password"), {
+      method: "POST",
+      headers: { cookie, origin, "x-csrf-token": csrfToken, "content-type": "application/json" },
+      body: JSON.stringify({
+        currentPassword: "a-long-test-password-1",
+        newPassword: "a-brand-new-password-3",
+      }),
+    });
+    expect(changed.status).toBe(204);
+    expect(await changed.text()).toBe("");
+    expect(
+      (await app.request(on("api.plinth.test", "/api/auth/me"), { headers: { cookie, origin } })).status,
+    ).toBe(200);
+    // a refresh token attached to a browser session (as the old answer handed out) is refused
+    const [session] = await t.database.db
+      .select({ id: sessions.id, expiresAt: sessions.expiresAt })
+      .from(sessions)
+      .where(and(eq(sessions.userId, user.id), eq(sessions.kind, "browser")));
+    if (!session) throw new Error("no browser session");
+    const refreshToken = opaqueToken();
+    await t.database.db
+      .insert(refreshTokens)
+      .values({ sessionId: session.id, tokenHash: tokenHash(refreshToken), expiresAt: session.expiresAt });
+    expect(
+      (await app.request(on("api.plinth.test", "/api/auth/refresh"), json({ refreshToken }))).status,
     ).toBe(401);
   });
 });

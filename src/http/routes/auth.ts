@@ -108,19 +108,30 @@ const routes = {
     path: PASSWORD_CHANGE_PATH,
     tags: ["auth"],
     summary: "Change the password; ends the user's other sessions.",
+    description:
+      "With a bearer token: 200 and a fresh token pair for this session. With the browser session " +
+      "cookie (and X-CSRF-Token): 204 and no tokens; the cookie session continues.",
     security: [{ bearer: [] }],
     request: {
       body: json(
         z.object({ currentPassword: z.string().min(1).max(1024), newPassword: z.string().min(1).max(1024) }),
       ),
     },
-    responses: { 200: ok(tokenPair, "Changed; fresh tokens."), 401: problem("Wrong current password.") },
+    responses: {
+      200: ok(tokenPair, "Changed (token session); fresh tokens."),
+      204: { description: "Changed (browser session); the cookie session continues." },
+      401: problem("Wrong current password."),
+    },
   }),
   smsSend: createRoute({
     method: "post",
     path: "/api/auth/sms/send",
     tags: ["auth"],
     summary: "Send a six-digit sign-in code (same answer whether or not the number is known).",
+    description:
+      "Answers 202 as soon as the number is valid and the send windows allow it, before looking the " +
+      "number up: the code is stored and sent in the background, so the answer and its timing are the " +
+      "same for a known and an unknown number. Delivery failures are logged, never returned.",
     request: {
       body: json(
         z.object({ phone: z.string().min(1).max(32), tenant: z.string().min(1).max(64).optional() }),
@@ -246,6 +257,7 @@ export function authRoutes(deps: AuthRouteDeps, authenticated: MiddlewareHandler
     .openapi(routes.password, async (c) => {
       const body = c.req.valid("json");
       const pair = await changePassword(deps, principalOf(c), { ...body, ip: clientIp(c) });
+      if (!pair) return c.body(null, 204);
       c.header("cache-control", "no-store");
       return c.json(pair, 200);
     })
@@ -283,10 +295,10 @@ export function authRoutes(deps: AuthRouteDeps, authenticated: MiddlewareHandler
       }
       const body = c.req.valid("json");
       const tenantId = await signInTenant(deps, c, body.tenant);
-      const identity = await verifyCredentials(deps, { ...body, tenantId, ip: clientIp(c) });
-      const session = await startBrowserSession(deps, c, identity);
+      const signIn = await verifyCredentials(deps, { ...body, tenantId, ip: clientIp(c) });
+      const session = await startBrowserSession(deps, c, signIn);
       c.header("cache-control", "no-store");
-      return c.json({ ...session, passwordChangeRequired: identity.mustChangePassword }, 200);
+      return c.json({ ...session, passwordChangeRequired: signIn.identity.mustChangePassword }, 200);
     })
     .openapi(routes.browserLogout, async (c) => {
       await revokeSession(deps, principalOf(c).sessionId, "logout", deps.clock.now());
