@@ -70,6 +70,10 @@ const shutdown = async (signal: string) => {
   const backgroundStopped = background.stop(timeoutMs);
   await Promise.race([server.shutdown(), new Promise((r) => setTimeout(r, timeoutMs))]);
   await backgroundStopped;
+  // work requests started without waiting (SMS sends) finishes before the database closes
+  if (!(await deps.pending.settled(timeoutMs))) {
+    logger.warn("shutdown timeout: background sends still running", { pending: deps.pending.size });
+  }
   await closeDeps(deps);
   logger.info("stopped");
   logger.flush();
