@@ -77,8 +77,9 @@ return removed`,
 );
 
 /**
- * GCRA (a token bucket kept as one "theoretical arrival time"). ARGV: now (ms), emission interval
- * (ms per permit), window (ms). Returns { allowed (1/0), TAT - now (ms) after the decision }.
+ * GCRA (a token bucket kept as one "theoretical arrival time"). ARGV: now, emission interval (time
+ * per permit) and window, all in microseconds. Returns { allowed (1/0), TAT - now (µs) after the
+ * decision }. The key expires when the bucket is full again (PX takes milliseconds).
  */
 export const gcraScript = defineScript(
   "gcra",
@@ -89,7 +90,7 @@ local tat = tonumber(redis.call('GET', KEYS[1]) or now)
 if tat < now then tat = now end
 local next = tat + interval
 if next - now > window then return { 0, tat - now } end
-redis.call('SET', KEYS[1], string.format('%d', next), 'PX', string.format('%d', next - now))
+redis.call('SET', KEYS[1], string.format('%d', next), 'PX', string.format('%d', math.ceil((next - now) / 1000)))
 return { 1, next - now }`,
 );
 

@@ -75,8 +75,8 @@ function coerce(value: unknown, node: SchemaNode): unknown {
   if (typeof value !== "string") return value;
   if (value === "") return undefined; // an empty variable means "not set"
   const types = typesOf(node);
-  if ((types.includes("integer") || types.includes("number")) && /^-?\d+$/.test(value.trim()))
-    return Number(value);
+  if (types.includes("integer") && /^-?\d+$/.test(value.trim())) return Number(value);
+  if (types.includes("number") && /^-?\d+(\.\d+)?$/.test(value.trim())) return Number(value);
   if (types.includes("boolean") && /^(true|false)$/i.test(value.trim()))
     return value.trim().toLowerCase() === "true";
   return value;
@@ -179,8 +179,10 @@ export function loadConfig(options: LoadOptions = {}): AppConfig {
   readJsonFile(flat, join(configDir, "appsettings.json"));
   readJsonFile(flat, join(configDir, `appsettings.${environment}.json`));
   for (const [name, value] of Object.entries(env)) {
-    if (value !== undefined && name.includes("__")) put(flat, name.split("__").join(":"), value);
-    else if (value !== undefined && nodeAt([name]) && name !== "PORT") put(flat, name, value);
+    // an empty variable (`Key=` in a compose file) is "not set": the files below it still apply
+    if (value === undefined || value === "") continue;
+    if (name.includes("__")) put(flat, name.split("__").join(":"), value);
+    else if (nodeAt([name]) && name !== "PORT") put(flat, name, value);
   }
   for (const [variable, key] of Object.entries(environmentOverrides)) {
     const value = env[variable];

@@ -12,6 +12,7 @@ export interface SchemaNode {
   enum?: unknown[];
   format?: string;
   minimum?: number;
+  maximum?: number;
 }
 
 export const schemaTree = z.toJSONSchema(configSchema, { io: "input" }) as SchemaNode;
@@ -34,6 +35,11 @@ export function describeType(node: SchemaNode): string {
   if (types.includes("object")) return "a section";
   if (types.includes("integer"))
     return node.minimum !== undefined ? `an integer ≥ ${node.minimum}` : "an integer";
+  if (types.includes("number")) {
+    const low = node.minimum !== undefined ? ` ≥ ${node.minimum}` : "";
+    const high = node.maximum !== undefined ? ` ≤ ${node.maximum}` : "";
+    return `a number${low}${low && high ? " and" : ""}${high}`;
+  }
   if (types.includes("boolean")) return "true or false";
   if (node.format === "uri") return "a URL";
   return "a string";

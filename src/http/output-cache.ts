@@ -44,10 +44,10 @@ export function outputCache(options: OutputCacheOptions): MiddlewareHandler<AppE
   return async (c, next) => {
     if (c.req.method !== "GET" || c.req.header("authorization") || c.req.header("cookie")) return next();
     const url = new URL(c.req.url);
-    const query = [...url.searchParams.entries()]
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-      .map(([k, v]) => `${k}=${v}`)
-      .join("&");
+    // re-encoded, so `?a=1%26b%3D2` and `?a=1&b=2` are different keys
+    const query = new URLSearchParams(
+      [...url.searchParams.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+    ).toString();
     const tenant = c.get("tenant")?.id ?? "-";
     const baseKey = `out:${hash([tenant, url.pathname, query])}`;
     const variantKey = (vary: string[]) =>

@@ -105,6 +105,14 @@ describe("output cache in Production", () => {
     expect(ctx.calls.plans - before).toBe(3);
   });
 
+  test("an encoded query value is not confused with several parameters", async () => {
+    const encoded = await ctx.app.request("/api/public/plans?q=1%26b%3D2");
+    expect(((await encoded.json()) as { q: string }).q).toBe("1&b=2");
+    const split = await ctx.app.request("/api/public/plans?q=1&b=2");
+    expect(split.headers.get("x-cache")).not.toBe("hit");
+    expect(((await split.json()) as { q: string }).q).toBe("1");
+  });
+
   test("requests with Authorization or Cookie bypass the cache", async () => {
     await ctx.app.request("/api/public/plans?who=me");
     const before = ctx.calls.plans;

@@ -36,9 +36,10 @@ describe.each(["redis", "database"] as const)("rate limiting on %s", (store) => 
   let deps: Deps;
   let app: App;
   let second: App;
+  let prefix: string;
   beforeAll(async () => {
     clock = new ManualClock("2026-11-22T10:00:00Z");
-    const prefix = uniquePrefix(`rl-${store}`);
+    prefix = uniquePrefix(`rl-${store}`);
     prefixes.push(prefix);
     const config = testConfig({ settings, cacheUrl: store === "redis" ? REDIS_URL : null });
     deps = await testDeps(config, { database: t.database, clock, cachePrefix: prefix });
@@ -72,6 +73,18 @@ describe.each(["redis", "database"] as const)("rate limiting on %s", (store) => 
     expect((await get(app, "/api/probe", ip)).status).toBe(429);
     clock.advance(60_000);
   });
+
+  if (store === "redis")
+    test("a client's bucket key expires when the bucket is full again, not later", async () => {
+      const ip = "198.51.100.44";
+      expect((await get(app, "/api/probe", ip)).status).toBe(200);
+      const [key] = (await raw.keys(prefix)).filter((k) => k.includes(ip));
+      if (!key) throw new Error("no bucket key");
+      const ttl = await raw.client.pttl(key);
+      // one permit spent of 5 per 60 s: full again in 12 s
+      expect(ttl).toBeGreaterThan(0);
+      expect(ttl).toBeLessThanOrEqual(12_000);
+    });
 
   test("health probes are never limited", async () => {
     const ip = "198.51.100.50";

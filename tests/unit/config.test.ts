@@ -68,6 +68,23 @@ describe("defaults", () => {
 });
 
 describe("sources and precedence", () => {
+  test("an empty variable is not set: the files' value still applies", () => {
+    const { settings } = load(
+      { DATABASE_URL: "postgres://x@h/db", Server__MaxBodyBytes: "", Server__Port: "" },
+      { "appsettings.json": { Server: { MaxBodyBytes: 2048, Port: 1234 } } },
+    );
+    expect(settings.Server.MaxBodyBytes).toBe(2048);
+    expect(settings.Server.Port).toBe(1234);
+  });
+
+  test("fractional numbers come from the environment; integers stay integers", () => {
+    const { settings } = load({ DATABASE_URL: "postgres://x@h/db", OpenTelemetry__SampleRatio: "0.25" });
+    expect(settings.OpenTelemetry.SampleRatio).toBe(0.25);
+    expect(problemsOf(() => load({ DATABASE_URL: "postgres://x@h/db", Server__Port: "80.5" }))[0]?.key).toBe(
+      "Server:Port",
+    );
+  });
+
   test("appsettings.json < appsettings.{Environment}.json < Section__Key < PLINTH_* overrides < explicit", () => {
     const files = {
       "appsettings.json": {
