@@ -66,12 +66,14 @@ const shutdown = async (signal: string) => {
   if (stopping) return;
   stopping = true;
   const timeoutMs = config.settings.Server.ShutdownTimeoutSeconds * 1000;
+  // one deadline for the whole drain: requests, background loops and started sends together
+  const deadline = Date.now() + timeoutMs;
   logger.info("shutting down", { signal, timeoutMs });
   const backgroundStopped = background.stop(timeoutMs);
   await Promise.race([server.shutdown(), new Promise((r) => setTimeout(r, timeoutMs))]);
   await backgroundStopped;
   // work requests started without waiting (SMS sends) finishes before the database closes
-  if (!(await deps.pending.settled(timeoutMs))) {
+  if (!(await deps.pending.settled(Math.max(0, deadline - Date.now())))) {
     logger.warn("shutdown timeout: background sends still running", { pending: deps.pending.size });
   }
   await closeDeps(deps);

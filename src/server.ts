@@ -120,6 +120,8 @@ async function main(argv: string[]): Promise<number> {
 
   const signal = await signalled;
   const timeoutMs = config.settings.Server.ShutdownTimeoutSeconds * 1000;
+  // one deadline for the whole drain: requests, background loops and started sends together
+  const deadline = Date.now() + timeoutMs;
   logger.info("shutting down", { signal, timeoutMs });
   // stop claiming at once; running jobs share the same deadline as in-flight requests, then are released
   const backgroundStopped = background.then((b) => b?.stop(timeoutMs));
@@ -134,7 +136,7 @@ async function main(argv: string[]): Promise<number> {
   }
   await backgroundStopped;
   // work requests started without waiting (SMS sends) finishes before the database closes
-  if (!(await deps.pending.settled(timeoutMs))) {
+  if (!(await deps.pending.settled(Math.max(0, deadline - Date.now())))) {
     logger.warn("shutdown timeout: background sends still running", { pending: deps.pending.size });
   }
   await closeDeps(deps);
