@@ -67,7 +67,13 @@ export const configSchema = z.object({
     ),
   }),
   Server: z.object({
-    Port: int(0, 8080, "HTTP port (also `PORT`, which wins)."),
+    Port: z
+      .number()
+      .int()
+      .min(0)
+      .max(65_535)
+      .default(8080)
+      .meta({ description: "HTTP port (also `PORT`, which wins); 0 picks a free one." }),
     MaxBodyBytes: int(1, 1_048_576, "Largest request body accepted, in bytes; larger bodies get 413."),
     ShutdownTimeoutSeconds: int(
       1,

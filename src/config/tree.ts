@@ -33,8 +33,13 @@ export function describeType(node: SchemaNode): string {
     return `a list of ${plural}`;
   }
   if (types.includes("object")) return "a section";
-  if (types.includes("integer"))
-    return node.minimum !== undefined ? `an integer ≥ ${node.minimum}` : "an integer";
+  if (types.includes("integer")) {
+    const low = node.minimum !== undefined ? ` ≥ ${node.minimum}` : "";
+    // zod's .int() says ≤ MAX_SAFE_INTEGER: no bound worth printing
+    const high =
+      node.maximum !== undefined && node.maximum < Number.MAX_SAFE_INTEGER ? ` ≤ ${node.maximum}` : "";
+    return `an integer${low}${low && high ? " and" : ""}${high}`;
+  }
   if (types.includes("number")) {
     const low = node.minimum !== undefined ? ` ≥ ${node.minimum}` : "";
     const high = node.maximum !== undefined ? ` ≤ ${node.maximum}` : "";

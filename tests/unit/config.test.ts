@@ -83,6 +83,9 @@ describe("sources and precedence", () => {
     expect(problemsOf(() => load({ DATABASE_URL: "postgres://x@h/db", Server__Port: "80.5" }))[0]?.key).toBe(
       "Server:Port",
     );
+    expect(problemsOf(() => load({ DATABASE_URL: "postgres://x@h/db", Server__Port: "70000" }))[0]?.key).toBe(
+      "Server:Port",
+    );
   });
 
   test("appsettings.json < appsettings.{Environment}.json < Section__Key < PLINTH_* overrides < explicit", () => {
