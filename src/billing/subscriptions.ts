@@ -499,11 +499,12 @@ export async function runSubscriptionBatch(
           await tx.transaction((sp) => applyEventInTx(sp, context, row.tenantId, { event, source: "loop" })),
         );
       } catch (error) {
-        deps.logger.warn("subscription transition failed", {
-          tenantId: row.tenantId,
-          event,
-          error: error instanceof Error ? error.message : String(error),
-        });
+        // to the back of the queue: rows that fail every time must not starve the rest
+        await tx
+          .update(subscriptions)
+          .set({ updatedAt: now })
+          .where(eq(subscriptions.tenantId, row.tenantId));
+        deps.logger.warn("subscription transition failed", { tenantId: row.tenantId, event, error });
       }
     }
     return { changed: results, claimed: due.length };
