@@ -5,6 +5,9 @@ import { features, type UsagePeriod, usageCounters, usageReconciliations } from 
 import { counterTtlSeconds, ledgerTotal, lockCounter, usageCounterKey, windowOf } from "./counters.ts";
 import type { UsageDeps } from "./ledger.ts";
 
+/** A counter whose lease another pass took over while this one waited. */
+const LOST = Symbol("lost");
+
 export interface Correction {
   tenantId: string;
   feature: string;
@@ -84,6 +87,14 @@ export async function reconcileUsageBatch(
     try {
       const correction = await db.transaction(async (tx) => {
         await lockCounter(tx, row.tenant_id, row.feature_key, window, "exclusive");
+        // still ours? A pass whose lease ran out and was taken over records nothing (no second
+        // correction row); the row lock keeps it ours until this transaction ends
+        const [mine] = await tx
+          .select({ id: usageCounters.id })
+          .from(usageCounters)
+          .where(and(eq(usageCounters.id, Number(row.id)), eq(usageCounters.lockedBy, workerId)))
+          .for("update");
+        if (!mine) return LOST;
         const total = await ledgerTotal(tx, row.tenant_id, row.feature_key, window);
         let fixed: Correction | null = null;
         if (deps.cache) {
@@ -118,6 +129,7 @@ export async function reconcileUsageBatch(
           .where(and(eq(usageCounters.id, Number(row.id)), eq(usageCounters.lockedBy, workerId)));
         return fixed;
       });
+      if (correction === LOST) continue;
       reconciled++;
       if (correction) corrections.push(correction);
     } catch (error) {
@@ -125,7 +137,7 @@ export async function reconcileUsageBatch(
       deps.logger.warn("usage reconciliation of a counter failed", {
         tenantId: row.tenant_id,
         feature: row.feature_key,
-        error: error instanceof Error ? error.message : String(error),
+        error,
       });
     }
   }

@@ -6,13 +6,14 @@ import { ManualClock } from "../../src/clock.ts";
 import { usageCounters, usageEvents, usageReconciliations } from "../../src/db/schema/index.ts";
 import type { Deps } from "../../src/deps.ts";
 import type { ProblemError } from "../../src/http/errors.ts";
-import { periodAt, usageCounterKey } from "../../src/usage/counters.ts";
+import { lockCounter, periodAt, usageCounterKey } from "../../src/usage/counters.ts";
 import { currentUsage, recordUsage } from "../../src/usage/ledger.ts";
 import { reconcileUsage, reconcileUsageBatch } from "../../src/usage/reconcile.ts";
 import { testConfig, testDeps } from "../helpers/app.ts";
 import { REDIS_URL, rawRedis, uniquePrefix } from "../helpers/cache.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 import { createTenant } from "../helpers/identity.ts";
+import { waitFor } from "../helpers/jobs.ts";
 
 const raw = rawRedis();
 const prefix = uniquePrefix("usage");
@@ -277,6 +278,48 @@ describe("reconciliation", () => {
     expect(fixed).toHaveLength(9);
     expect(new Set(fixed.map((c) => c.tenantId)).size).toBe(9);
     for (const [i, id] of ids.entries()) expect(Number(await raw.client.get(monthKey(id)))).toBe(i + 1);
+  });
+
+  test("a pass whose counter was taken over while it waited records no correction", async () => {
+    const tenant = await tenantWithUsage(7);
+    clock.advance(INTERVAL_MS);
+    await raw.client.set(monthKey(tenant), "2");
+    const window = periodAt("month", clock.now());
+    let release = () => {};
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let holding = () => {};
+    const held = new Promise<void>((resolve) => {
+      holding = resolve;
+    });
+    // another transaction holds the counter's lock, as a recorder or a second reconciler would
+    const holder = db().transaction(async (tx) => {
+      await lockCounter(tx, tenant, "api_calls", window, "exclusive");
+      holding();
+      await released;
+      // meanwhile the lease ran out and another reconciler took the counter
+      await tx.update(usageCounters).set({ lockedBy: "thief" }).where(eq(usageCounters.tenantId, tenant));
+    });
+    await held;
+    const pass = reconcileUsageBatch(deps, { batchSize: 100, intervalMs: INTERVAL_MS, workerId: "slow" });
+    await waitFor(async () => {
+      const [row] = await db().select().from(usageCounters).where(eq(usageCounters.tenantId, tenant));
+      return row?.lockedBy === "slow";
+    });
+    release();
+    await holder;
+    const result = await pass;
+    expect(result.corrections.find((c) => c.tenantId === tenant)).toBeUndefined();
+    const records = await db()
+      .select()
+      .from(usageReconciliations)
+      .where(eq(usageReconciliations.tenantId, tenant));
+    expect(records).toHaveLength(0);
+    await db()
+      .update(usageCounters)
+      .set({ lockedBy: null, lockedUntil: null })
+      .where(eq(usageCounters.tenantId, tenant));
   });
 
   test("a counter claimed by a reconciler that died is taken over once its lease ends", async () => {
