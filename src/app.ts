@@ -27,6 +27,9 @@ import { wellKnownRoutes } from "./http/routes/well-known.ts";
 import { traceRequests } from "./telemetry/http.ts";
 import { resolveTenancy } from "./tenancy/resolve.ts";
 
+/** Request headers allowed cross-origin when `Cors:Headers` is empty (Production requires the list). */
+const DEFAULT_CORS_HEADERS = ["content-type", "authorization", "x-request-id", "x-csrf-token", "x-tenant"];
+
 /** Builds the HTTP app from its dependencies: no globals, so tests build it with their own. */
 export function createApp(deps: Deps) {
   const app = createRouter();
@@ -47,7 +50,8 @@ export function createApp(deps: Deps) {
         // unlisted origins get no CORS headers at all, preflight or not
         origin: (origin) => (origins.has(normaliseOrigin(origin)) ? origin : null),
         allowMethods: settings.Cors.Methods,
-        allowHeaders: settings.Cors.Headers,
+        // never an empty list: hono/cors would then echo whatever headers a preflight asks for
+        allowHeaders: settings.Cors.Headers.length > 0 ? settings.Cors.Headers : DEFAULT_CORS_HEADERS,
         credentials: settings.Cors.AllowCredentials,
         exposeHeaders: ["x-request-id", "ratelimit", "ratelimit-policy", "retry-after"],
         maxAge: 600,

@@ -134,18 +134,19 @@ export function checkProduction(config: AppConfig): ConfigProblem[] {
       problems.push({ key: `Cors:Origins:${i}`, problem: "must be an http(s) origin" });
   });
   if (s.Cors.Origins.length > 0) {
+    // explicit lists: with none, a CORS layer would answer whatever a preflight asks for
     if (s.Cors.Methods.length === 0)
       problems.push({ key: "Cors:Methods", problem: "must list methods when Cors:Origins is set" });
-    if (s.Cors.AllowCredentials) {
-      s.Cors.Headers.forEach((header, i) => {
-        if (header === "*")
-          problems.push({ key: `Cors:Headers:${i}`, problem: "must not be * with AllowCredentials" });
-      });
-      s.Cors.Methods.forEach((method, i) => {
-        if (method === "*")
-          problems.push({ key: `Cors:Methods:${i}`, problem: "must not be * with AllowCredentials" });
-      });
-    }
+    if (s.Cors.Headers.length === 0)
+      problems.push({ key: "Cors:Headers", problem: "must list request headers when Cors:Origins is set" });
+    s.Cors.Headers.forEach((header, i) => {
+      if (header.trim() === "*")
+        problems.push({ key: `Cors:Headers:${i}`, problem: "must be an explicit header name, not *" });
+    });
+    s.Cors.Methods.forEach((method, i) => {
+      if (method.trim() === "*")
+        problems.push({ key: `Cors:Methods:${i}`, problem: "must be an explicit method, not *" });
+    });
   }
 
   s.BrowserAuth.AllowedOrigins.forEach((origin, i) => {

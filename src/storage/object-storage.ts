@@ -157,11 +157,17 @@ export class ObjectStorage {
     };
   }
 
-  async #head(tenantId: string, key: string): Promise<{ Key: string; size: number; contentType?: string }> {
+  async #head(
+    tenantId: string,
+    key: string,
+  ): Promise<{ Key: string; size: number; contentType?: string; version: string }> {
     const Key = this.#key(tenantId, key);
     try {
       const head = await this.#o.client.send(new HeadObjectCommand({ Bucket: this.#o.bucket, Key }));
-      return { Key, size: head.ContentLength ?? 0, contentType: head.ContentType };
+      // what tells one stored version of the key from the next (the same bytes uploaded again
+      // have the same ETag but a new modification time)
+      const version = `${head.VersionId ?? ""}|${head.ETag ?? ""}|${head.LastModified?.getTime() ?? ""}`;
+      return { Key, size: head.ContentLength ?? 0, contentType: head.ContentType, version };
     } catch (error) {
       if (isNotFound(error)) throw new ProblemError("not_found", "No such object.");
       throw error;
@@ -240,11 +246,14 @@ export class ObjectStorage {
     return { items, nextCursor: out.IsTruncated ? (items.at(-1)?.key ?? null) : null };
   }
 
-  /** Deletes an object of this tenant (404 when there is none); resolves to its size in bytes. */
-  async deleteObject(tenantId: string, key: string): Promise<number> {
-    const { Key, size } = await this.#head(tenantId, key);
+  /**
+   * Deletes an object of this tenant (404 when there is none); resolves to its size in bytes and the
+   * version deleted, so deletes racing on one object can be counted once.
+   */
+  async deleteObject(tenantId: string, key: string): Promise<{ size: number; version: string }> {
+    const { Key, size, version } = await this.#head(tenantId, key);
     await this.#o.client.send(new DeleteObjectCommand({ Bucket: this.#o.bucket, Key }));
-    return size;
+    return { size, version };
   }
 }
 

@@ -93,6 +93,31 @@ describe("an unknown tenant code cannot be told apart from a known one", () => {
   });
 });
 
+describe("TenantCodePaths", () => {
+  test("a tenant code in the body obeys it like X-Tenant does", async () => {
+    const narrow = await createTestApp({
+      database: t.database,
+      env: { RateLimiting__Auth__PermitLimit: "100000", Tenancy__Resolution__TenantCodePaths__0: "/t/" },
+    });
+    const tenant = await createTenant(t.database.db);
+    const user = await createUser(t.database.db, tenant.id);
+    const inBody = await narrow.request(
+      "/api/auth/login",
+      json({ email: user.email, password: PASSWORD, tenant: tenant.code }),
+      peer(),
+    );
+    expect(inBody.status).toBe(400);
+    const inHeader = await narrow.request(
+      "/api/auth/login",
+      json({ email: user.email, password: PASSWORD }, { "x-tenant": tenant.code }),
+      peer(),
+    );
+    expect(inHeader.status).toBe(400);
+    // and with the default paths both work
+    expect((await login(app, { email: user.email, tenant: tenant.code }, { peer: peer() })).status).toBe(200);
+  });
+});
+
 describe("refresh tokens stay in their tenant", () => {
   test("tenant A's refresh token is refused on tenant B's host and stays usable on its own", async () => {
     const a = await createTenant(t.database.db);

@@ -67,3 +67,25 @@ test("a well-formed X-Request-Id is kept, a malformed one replaced; the log line
   expect(line).toMatchObject({ msg: "request", method: "GET", path: "/api/health", status: 200 });
   expect(app.logs.join("\n")).not.toContain("should-not-be-logged");
 });
+
+test("CORS without Cors:Headers allows a fixed list, never whatever the preflight asks for", async () => {
+  const corsApp = await createTestApp({
+    database: t.database,
+    env: {
+      Cors__Origins__0: "https://app.example.test",
+      Cors__Methods__0: "GET",
+      Cors__AllowCredentials: "true",
+    },
+  });
+  const preflight = await corsApp.request("/api/plans", {
+    method: "OPTIONS",
+    headers: {
+      origin: "https://app.example.test",
+      "access-control-request-method": "GET",
+      "access-control-request-headers": "x-evil, authorization",
+    },
+  });
+  const allowed = (preflight.headers.get("access-control-allow-headers") ?? "").toLowerCase();
+  expect(allowed).toContain("authorization");
+  expect(allowed).not.toContain("x-evil");
+});

@@ -342,7 +342,9 @@ describe("Production start-up checks", () => {
     ["AllowedHosts empty", { AllowedHosts__0: undefined }, "AllowedHosts"],
     ["AllowedHosts wildcard", { AllowedHosts__1: "*.example.com" }, "AllowedHosts:1"],
     ["CORS wildcard origin", { Cors__Origins__0: "*" }, "Cors:Origins:0"],
-    ["CORS * header with credentials", { Cors__Headers__0: "*" }, "Cors:Headers:0"],
+    ["CORS * header", { Cors__Headers__0: "*", Cors__AllowCredentials: "false" }, "Cors:Headers:0"],
+    ["CORS * method", { Cors__Methods__1: "*" }, "Cors:Methods:1"],
+    ["CORS origins without headers", { Cors__Headers__0: undefined }, "Cors:Headers"],
     [
       "browser-auth origin not http(s)",
       { BrowserAuth__AllowedOrigins__0: "ftp://app.example.com" },

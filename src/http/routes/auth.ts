@@ -19,7 +19,7 @@ import {
   verifySmsCode,
 } from "../../auth/service.ts";
 import type { TenantLookup } from "../../tenancy/lookup.ts";
-import { UNKNOWN_TENANT_ID } from "../../tenancy/resolve.ts";
+import { tenantCodeAllowed, UNKNOWN_TENANT_ID } from "../../tenancy/resolve.ts";
 import { clientIp } from "../client-ip.ts";
 import { type AppEnv, createRouter } from "../context.ts";
 import { ProblemError } from "../errors.ts";
@@ -219,6 +219,9 @@ async function signInTenant(
     return fromHost.id;
   }
   if (!code) return null;
+  // the body's code obeys Tenancy:Resolution:TenantCodePaths like X-Tenant and ?tenant= do
+  if (!tenantCodeAllowed(deps.config.settings.Tenancy.Resolution.TenantCodePaths, c.req.path))
+    throw new ProblemError("bad_request", "A tenant code is not accepted on this path.");
   return (await deps.tenants.byCode(code))?.id ?? UNKNOWN_TENANT_ID;
 }
 

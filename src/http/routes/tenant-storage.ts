@@ -1,4 +1,4 @@
-import { randomUUID } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { createRoute, z } from "@hono/zod-openapi";
 import { assertFeature } from "../../billing/entitlements.ts";
 import type { Deps } from "../../deps.ts";
@@ -177,13 +177,16 @@ export function tenantStorageRoutes(deps: Deps, options: { storage?: ObjectStora
     })
     .openapi(remove, async (c) => {
       const { tenantId } = tenantPrincipal(c.get("principal"));
-      const size = await use().deleteObject(tenantId, c.req.valid("query").key);
+      const key = c.req.valid("query").key;
+      const { size, version } = await use().deleteObject(tenantId, key);
+      // keyed by the object version: deletes of one object that race (each saw it before the
+      // other removed it) give its bytes back once
       if (size > 0)
         await recordUsage(deps, {
           tenantId,
           feature: "storage_bytes",
           quantity: -size,
-          idempotencyKey: `storage_bytes:delete:${randomUUID()}`,
+          idempotencyKey: `storage_bytes:delete:${createHash("sha256").update(`${tenantId}\u0000${key}\u0000${version}`).digest("hex")}`,
         });
       return c.body(null, 204);
     });
