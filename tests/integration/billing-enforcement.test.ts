@@ -175,6 +175,13 @@ describe("storage uploads (POST /api/tenant/storage/uploads)", () => {
         code: "usage_limit_reached",
       });
     expect(await currentUsage(deps, suspended.id, "storage_bytes", "never")).toBe(0);
+    // a bad request is told what is wrong with it before the plan is consulted
+    const wrongType = await post(suspended.headers, "/api/tenant/storage/uploads", {
+      key: "x.exe",
+      contentType: "application/x-msdownload",
+      size: 10,
+    });
+    expect(wrongType.status).toBe(415);
   });
 
   test("the limit reached: 403 usage_limit_reached, counting what was already granted", async () => {

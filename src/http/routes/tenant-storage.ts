@@ -143,10 +143,12 @@ export function tenantStorageRoutes(deps: Deps, options: { storage?: ObjectStora
       const { tenantId } = tenantPrincipal(c.get("principal"));
       const input = c.req.valid("json");
       const store = use();
-      // the plan's storage_bytes: off → 402; used + size over the limit → 403. An empty object
-      // still counts as something new (a suspended tenant's limit of 0 refuses every upload).
-      await assertFeature(deps, tenantId, "storage_bytes", Math.max(input.size, 1));
+      // the request itself first (key, type 415, size 413; presigning is local and the URL is
+      // dropped if the plan refuses), then the plan's storage_bytes: off → 402; used + size over
+      // the limit → 403. An empty object still counts as something new (a suspended tenant's
+      // limit of 0 refuses every upload).
       const upload = await store.createUpload(tenantId, input);
+      await assertFeature(deps, tenantId, "storage_bytes", Math.max(input.size, 1));
       // counted when the upload is granted (its exact length is signed): a URL never used, or an
       // upload over an existing key, over-counts until the object is deleted (docs/billing.md)
       if (input.size > 0)
