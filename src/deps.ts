@@ -129,7 +129,8 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
       throw new Error("Authentication:Sms:CodePepper is required in Production");
     smsPepper = opaqueToken(32);
     logger.warn(
-      "Authentication:Sms:CodePepper is not set: using an ephemeral pepper; SMS codes die with this process",
+      "Authentication:Sms:CodePepper is not set: using an ephemeral pepper; SMS codes die with this process and no other replica accepts them",
+      { environment: config.environment },
     );
   }
   const globalSms =

@@ -50,12 +50,12 @@ interface SigningMaterial {
   verificationKeys: Map<string, KeyObject>;
 }
 
-function developmentMaterial(logger: Logger): SigningMaterial {
+function developmentMaterial(logger: Logger, environment: string): SigningMaterial {
   const { privateKey, publicKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
   const currentKeyId = `dev-${crypto.randomUUID().slice(0, 8)}`;
   logger.warn(
-    "Security:Jwt has no keys: signing with an EPHEMERAL key pair. Tokens die with this process. Development only.",
-    { kid: currentKeyId },
+    "Security:Jwt has no keys: signing with an EPHEMERAL key pair. Tokens die with this process and no other replica accepts them: fine for one Development process, set the keys anywhere else.",
+    { kid: currentKeyId, environment },
   );
   return { currentKeyId, privateKey, verificationKeys: new Map([[currentKeyId, publicKey]]) };
 }
@@ -73,7 +73,8 @@ export async function createTokenService(
 ): Promise<TokenService> {
   const jwt = config.settings.Security.Jwt;
   let material: SigningMaterial;
-  if (!jwt.PrivateKey && config.environment !== "Production") material = developmentMaterial(logger);
+  if (!jwt.PrivateKey && config.environment !== "Production")
+    material = developmentMaterial(logger, config.environment);
   else {
     const { ring, problems } = parseJwtKeys(jwt);
     if (!ring)
