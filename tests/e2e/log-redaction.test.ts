@@ -42,6 +42,7 @@ test("an API process run logs no secret, password, token, key or parameter value
     Logging__Level: "debug",
     AllowedHosts__0: "127.0.0.1",
     Tenancy__Resolution__PlatformHost: "127.0.0.1",
+    Tenancy__Resolution__TenantCodePaths__0: "/api/auth/", // the SMS sign-in below names its tenant
     Authentication__Sms__Provider: "http",
     Authentication__Sms__HttpUrl: gateway.url,
     Authentication__Sms__HttpApiKey: gateway.token,
