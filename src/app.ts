@@ -1,5 +1,8 @@
 import { Scalar } from "@scalar/hono-api-reference";
 import { cors } from "hono/cors";
+import { RegExpRouter } from "hono/router/reg-exp-router";
+import { SmartRouter } from "hono/router/smart-router";
+import { TrieRouter } from "hono/router/trie-router";
 import { authenticate, requirePlatformAdmin, requireTenantUser } from "./auth/middleware.ts";
 import { normaliseOrigin } from "./auth/origins.ts";
 import { describeError } from "./config/redact.ts";
@@ -29,6 +32,28 @@ import { resolveTenancy } from "./tenancy/resolve.ts";
 
 /** Request headers allowed cross-origin when `Cors:Headers` is empty (Production requires the list). */
 const DEFAULT_CORS_HEADERS = ["content-type", "authorization", "x-request-id", "x-csrf-token", "x-tenant"];
+
+const METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const;
+
+/**
+ * The methods the app's routes answer on a path (HEAD with GET), from its route table; built on
+ * first use, once every route is registered. Middleware (`ALL`) does not count.
+ */
+function methodsByPath(routes: () => readonly { method: string; path: string }[]) {
+  let router: SmartRouter<string> | undefined;
+  return (path: string): string[] => {
+    if (!router) {
+      router = new SmartRouter<string>({ routers: [new RegExpRouter(), new TrieRouter()] });
+      for (const route of routes())
+        if (route.method !== "ALL") router.add(route.method, route.path, route.method);
+    }
+    const found: string[] = METHODS.filter(
+      (method) => (router as SmartRouter<string>).match(method, path)[0].length > 0,
+    );
+    if (found.includes("GET")) found.splice(1, 0, "HEAD");
+    return found;
+  };
+}
 
 /** Builds the HTTP app from its dependencies: no globals, so tests build it with their own. */
 export function createApp(deps: Deps) {
@@ -76,7 +101,18 @@ export function createApp(deps: Deps) {
     }
     return problemResponse(c, problem);
   });
-  app.notFound((c) => problemResponse(c, new ProblemError("not_found", "No such resource.")));
+  // a path that exists under other methods is 405 with Allow, not 404 (which would say it does not exist)
+  const allowedMethods = methodsByPath(() => app.routes);
+  app.notFound((c) => {
+    const allowed = allowedMethods(c.req.path);
+    if (allowed.length === 0) return problemResponse(c, new ProblemError("not_found", "No such resource."));
+    return problemResponse(
+      c,
+      new ProblemError("method_not_allowed", `This resource answers ${allowed.join(", ")}.`, {
+        headers: { allow: allowed.join(", ") },
+      }),
+    );
+  });
 
   const authenticated = authenticate(deps);
   app.use("/api/admin/*", authenticated, requirePlatformAdmin());

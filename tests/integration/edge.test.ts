@@ -89,3 +89,15 @@ test("CORS without Cors:Headers allows a fixed list, never whatever the prefligh
   expect(allowed).toContain("authorization");
   expect(allowed).not.toContain("x-evil");
 });
+
+test("a path that exists under other methods is 405 with Allow; an unknown path is 404", async () => {
+  const patch = await app.request("/api/health", { method: "PATCH" });
+  expect(patch.status).toBe(405);
+  expect(patch.headers.get("allow")).toBe("GET, HEAD");
+  expect(patch.headers.get("content-type")).toContain("application/problem+json");
+  expect(((await patch.json()) as { code: string }).code).toBe("method_not_allowed");
+  const refresh = await app.request("/api/auth/refresh", { method: "GET" });
+  expect(refresh.status).toBe(405);
+  expect(refresh.headers.get("allow")).toBe("POST");
+  expect((await app.request("/no/such/route", { method: "PATCH" })).status).toBe(404);
+});
