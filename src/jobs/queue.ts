@@ -220,6 +220,33 @@ export async function releaseJobs(
 }
 
 /** Deletes succeeded jobs finished before `succeededBefore` and dead ones before `deadBefore`. */
+/**
+ * Unfinished jobs of kinds not in `kinds` that nobody has picked up since `before` (due and never
+ * claimed, or left `processing` with a lease that ended): jobs of a kind no running process
+ * handles, e.g. one a new release dropped. Counted by kind, at most 20 kinds.
+ */
+export async function orphanedJobKinds(
+  db: Executor,
+  input: { kinds: string[]; before: Date },
+): Promise<{ kind: string; count: number }[]> {
+  const known =
+    input.kinds.length === 0
+      ? sql`true`
+      : sql`kind not in (${sql.join(
+          input.kinds.map((k) => sql`${k}`),
+          sql`, `,
+        )})`;
+  const rows = await execute<{ kind: string; count: number | string }>(
+    db,
+    sql`select kind, count(*) as count from background_jobs
+        where ${known} and (
+          (status in ('pending', 'failed') and run_after < ${ts(input.before)})
+          or (status = 'processing' and locked_until < ${ts(input.before)}))
+        group by kind order by kind limit 20`,
+  );
+  return rows.map((r) => ({ kind: r.kind, count: Number(r.count) }));
+}
+
 export async function pruneJobs(
   db: Executor,
   input: { succeededBefore: Date; deadBefore: Date; batchSize?: number },

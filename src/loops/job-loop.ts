@@ -13,6 +13,7 @@ import {
   failJob,
   type JobLease,
   LEASE_MS,
+  orphanedJobKinds,
   pruneJobs,
   type RetryPolicy,
   releaseJobs,
@@ -376,6 +377,13 @@ export function createJobLoop(deps: JobLoopDeps, options: JobLoopOptions): JobLo
             log.info("pruned finished jobs", { count });
             emit({ type: "pruned", count });
           }
+          // jobs of kinds no process handles stay forever: say so (after a release dropped a kind)
+          const orphaned = await orphanedJobKinds(db, { kinds, before: new Date(now - leaseMs) });
+          if (orphaned.length > 0)
+            log.warn("unfinished jobs of kinds no process has handled for a lease or longer", {
+              kinds: orphaned,
+              hint: "a release dropped these kinds, or the process that handles them is down (docs/runbooks/switch-over.md)",
+            });
         },
       })
     : undefined;

@@ -12,6 +12,7 @@ import {
   DEFAULT_RETRY_POLICY,
   failJob,
   LEASE_MS,
+  orphanedJobKinds,
   pruneJobs,
   releaseJobs,
   retryDelayMs,
@@ -327,6 +328,40 @@ describe("admin listing and pruning", () => {
     const processing = await listJobs(t.database.db, { kind: job.kind, status: "processing" });
     expect(processing.items.map((j) => j.id)).toEqual([claimed?.id as number]);
     expect((await getJob(t.database.db, claimed?.id as number))?.lockedBy).toBe("w");
+  });
+
+  test("lists unfinished jobs of kinds nobody has handled for a lease (after a release dropped them)", async () => {
+    // its own database: the look-up is over every kind but the ones named
+    const own = await createTestDatabase();
+    try {
+      const base = new Date("2032-01-01T00:00:00Z");
+      const c = new ManualClock(base);
+      const known = kindFor("kept");
+      const dropped = kindFor("dropped");
+      const later = kindFor("later");
+      await enqueue(own.database.db, { clock: c }, known, {});
+      await enqueue(own.database.db, { clock: c }, dropped, {});
+      await enqueue(own.database.db, { clock: c }, dropped, {});
+      await enqueue(
+        own.database.db,
+        { clock: c },
+        later,
+        {},
+        { runAfter: new Date(base.getTime() + 86_400_000) },
+      );
+      // one of the dropped kind was being run by the old release when it stopped
+      await claimJobs(own.database.db, { workerId: "old", kinds: [dropped.kind], limit: 1, now: base });
+      // what the job loop asks: due (or lease ended) more than a lease ago
+      const at = (ms: number) =>
+        orphanedJobKinds(own.database.db, { kinds: [known.kind], before: new Date(ms - LEASE_MS) });
+      expect(await at(base.getTime())).toEqual([]);
+      // a lease later: the never-claimed one is overdue; the claimed one's lease has only just ended
+      expect(await at(base.getTime() + LEASE_MS + 1)).toEqual([{ kind: dropped.kind, count: 1 }]);
+      // two leases later both are; the known kind and the one due tomorrow never are
+      expect(await at(base.getTime() + 2 * LEASE_MS + 1)).toEqual([{ kind: dropped.kind, count: 2 }]);
+    } finally {
+      await own.drop();
+    }
   });
 
   test("prunes succeeded and dead jobs after their retention, keeps the rest", async () => {
