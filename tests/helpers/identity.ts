@@ -78,6 +78,24 @@ export async function loginTokens(
   return (await response.json()) as Tokens;
 }
 
+/**
+ * Signs in through the app's real login route and returns the Authorization header to use, for
+ * tests that build the app themselves (`request` sends one request to it).
+ */
+export async function signInHeaders(
+  request: (path: string, init: RequestInit) => Response | Promise<Response>,
+  body: { email: string; tenant?: string },
+): Promise<Record<string, string>> {
+  const response = await request("/api/auth/login", {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ ...body, password: PASSWORD }),
+  });
+  if (response.status !== 200) throw new Error(`sign-in failed: ${response.status} ${await response.text()}`);
+  const { accessToken } = (await response.json()) as { accessToken: string };
+  return { authorization: `Bearer ${accessToken}` };
+}
+
 export function bearer(token: string, extra: Record<string, string> = {}): RequestInit {
   return { headers: { authorization: `Bearer ${token}`, ...extra } };
 }

@@ -16,7 +16,7 @@ import { recordUsage } from "../../src/usage/ledger.ts";
 import { testConfig, testDeps } from "../helpers/app.ts";
 import { REDIS_URL, rawRedis, uniquePrefix } from "../helpers/cache.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
-import { createPlatformAdmin, createTenant, createUser, PASSWORD } from "../helpers/identity.ts";
+import { createPlatformAdmin, createTenant, createUser, signInHeaders } from "../helpers/identity.ts";
 
 const raw = rawRedis();
 const prefix = uniquePrefix("billing-http");
@@ -90,16 +90,8 @@ async function request(path: string, init: RequestInit = {}): Promise<Response> 
   return app.request(path, init, { peerAddress: "127.0.0.1" });
 }
 
-async function signIn(body: { email: string; tenant?: string }): Promise<Record<string, string>> {
-  const response = await request("/api/auth/login", {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ ...body, password: PASSWORD }),
-  });
-  if (response.status !== 200) throw new Error(`sign-in failed: ${response.status} ${await response.text()}`);
-  const { accessToken } = (await response.json()) as { accessToken: string };
-  return { authorization: `Bearer ${accessToken}` };
-}
+/** Real sign-in through the app: the routes sit behind the real authentication. */
+const signIn = (body: { email: string; tenant?: string }) => signInHeaders(request, body);
 
 async function tenantWithUser() {
   const tenant = await createTenant(db());

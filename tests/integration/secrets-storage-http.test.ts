@@ -14,7 +14,7 @@ import { parseTenantSecretKeys } from "../../src/security/tenant-secrets.ts";
 import { S3_CREDENTIALS, startTestS3, type TestS3 } from "../fixtures/s3-server.ts";
 import { makeTestCertificates, type TestCertificates } from "../helpers/certificates.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
-import { createPlatformAdmin, createTenant, createUser, PASSWORD } from "../helpers/identity.ts";
+import { createPlatformAdmin, createTenant, createUser, signInHeaders } from "../helpers/identity.ts";
 
 /** Every log line any part of Plinth wrote during this file: checked for secrets at the end. */
 const logLines: string[] = [];
@@ -69,20 +69,8 @@ beforeAll(async () => {
 });
 
 /** Real sign-in through the app: the routes sit behind the real authentication. */
-async function signIn(body: { email: string; tenant?: string }): Promise<Record<string, string>> {
-  const response = await app.request(
-    "/api/auth/login",
-    {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ ...body, password: PASSWORD }),
-    },
-    { peerAddress: "127.0.0.1" },
-  );
-  if (response.status !== 200) throw new Error(`sign-in failed: ${response.status} ${await response.text()}`);
-  const { accessToken } = (await response.json()) as { accessToken: string };
-  return { authorization: `Bearer ${accessToken}` };
-}
+const signIn = (body: { email: string; tenant?: string }) =>
+  signInHeaders((path, init) => app.request(path, init, { peerAddress: "127.0.0.1" }), body);
 
 /** A real tenant with a signed-in user of the given role. */
 async function tenantUserHeaders(
