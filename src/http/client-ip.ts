@@ -128,6 +128,23 @@ export function lastForwarded(value: string | null | undefined): string | undefi
   return last || undefined;
 }
 
+/**
+ * A forwarded header's value as a trusted proxy wrote it (`lastForwarded`), or undefined when the
+ * socket peer is not a trusted proxy or the header is absent. The peer is only asked for when a
+ * proxy is trusted and the header is there.
+ */
+export function forwardedByProxy(
+  c: Context<AppEnv>,
+  trusted: TrustedProxies,
+  header: "x-forwarded-host" | "x-forwarded-proto",
+): string | undefined {
+  if (trusted.empty) return undefined;
+  const value = lastForwarded(c.req.raw.headers.get(header));
+  if (value === undefined) return undefined;
+  const peer = normaliseIp(c.env?.peerAddress);
+  return peer !== null && trusted.has(peer) ? value : undefined;
+}
+
 const NO_PROXIES: TrustedProxies = { has: () => false, empty: true };
 
 /**

@@ -1,7 +1,7 @@
 import type { Context, MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import type { Logger } from "../telemetry/logger.ts";
-import { lastForwarded, normaliseIp, trustedProxies } from "./client-ip.ts";
+import { forwardedByProxy, trustedProxies } from "./client-ip.ts";
 import type { AppEnv } from "./context.ts";
 import { ProblemError } from "./errors.ts";
 
@@ -39,14 +39,9 @@ export function edge(options: {
 }): MiddlewareHandler<AppEnv> {
   const trusted = trustedProxies(options.trustedProxies);
   const { logger } = options;
-  const secure = (c: Context<AppEnv>): boolean => {
-    if (c.req.url.startsWith("https:")) return true;
-    if (trusted.empty) return false;
-    const proto = c.req.raw.headers.get("x-forwarded-proto");
-    if (!proto) return false;
-    const peer = normaliseIp(c.env?.peerAddress);
-    return peer !== null && trusted.has(peer) && lastForwarded(proto)?.toLowerCase() === "https";
-  };
+  const secure = (c: Context<AppEnv>): boolean =>
+    c.req.url.startsWith("https:") ||
+    forwardedByProxy(c, trusted, "x-forwarded-proto")?.toLowerCase() === "https";
   return async (c, next) => {
     const started = performance.now();
     const incoming = c.req.raw.headers.get("x-request-id");

@@ -1,6 +1,6 @@
 import type { MiddlewareHandler } from "hono";
 import type { Settings } from "../config/schema.ts";
-import { lastForwarded, normaliseIp, trustedProxies } from "../http/client-ip.ts";
+import { forwardedByProxy, trustedProxies } from "../http/client-ip.ts";
 import type { AppEnv, ResolvedTenant } from "../http/context.ts";
 import { ProblemError } from "../http/errors.ts";
 import { createHostPolicy, normaliseHost } from "./hosts.ts";
@@ -51,9 +51,7 @@ export function resolveTenancy(input: {
   });
   return async (c, next) => {
     if (HOST_EXEMPT.has(c.req.path)) return next();
-    const forwarded = trusted.empty ? undefined : c.req.raw.headers.get("x-forwarded-host");
-    const peer = forwarded ? normaliseIp(c.env?.peerAddress) : null;
-    const forwardedHost = peer && trusted.has(peer) ? lastForwarded(forwarded) : undefined;
+    const forwardedHost = forwardedByProxy(c, trusted, "x-forwarded-host");
     const host = normaliseHost(forwardedHost ?? c.req.header("host") ?? new URL(c.req.url).host);
     if (!host) throw new ProblemError("host_not_allowed", "The request has no usable Host.");
 
