@@ -3,16 +3,15 @@
  *
  *   bun run bench:http [--rounds 5] [--seconds 5] [--connections 64]
  *
- * Five servers, loaded in turn over loopback with `wrk -t1 -c<connections>` (Debian:
+ * Four servers, loaded in turn over loopback with `wrk -t1 -c<connections>` (Debian:
  * apt-get install -y wrk):
  *   1. bare Bun.serve returning "ok";
  *   2. a one-route Hono app (the framework's own share);
- *   3. the floor: /api/health's own work (request id, response headers, log line) in a bare
- *      Bun.serve handler, no framework;
- *   4. Plinth `GET /api/health` through the middleware stack (request id, log line, security
- *      headers; the probes sit in front of the host check and the rate limits);
- *   5. Plinth `GET /api/auth/me` with a bearer token (host check, global rate limit on Redis,
- *      signature check, session check, identity).
+ *   3. Plinth `GET /api/health` as server.ts serves it: request id, log line, security headers,
+ *      on Bun's own router in front of the app (`nativeLiveness`; the probes sit in front of the
+ *      host check and the rate limits);
+ *   4. Plinth `GET /api/auth/me` with a bearer token through the app's middleware (host check,
+ *      global rate limit on Redis, signature check, session check, identity).
  * Needs PostgreSQL on 127.0.0.1:5432 and Redis on 127.0.0.1:6379. Log lines go to /dev/null
  * (they are still built and written). Prints requests/s and the ratio to the bare server.
  */
@@ -22,12 +21,10 @@ import { eq } from "drizzle-orm";
 import { Hono } from "hono";
 import { createApp } from "../src/app.ts";
 import { loadConfig } from "../src/config/load.ts";
-import { createRedactor } from "../src/config/redact.ts";
 import { users } from "../src/db/schema/index.ts";
 import { closeDeps, createDeps } from "../src/deps.ts";
-import { bunPeer } from "../src/http/client-ip.ts";
-import { SECURITY_HEADERS } from "../src/http/middleware.ts";
-import { bufferedLines, createLogger } from "../src/telemetry/logger.ts";
+import { bunServeOptions } from "../src/http/bun-serve.ts";
+import { bufferedLines } from "../src/telemetry/logger.ts";
 import { createTestDatabase } from "../tests/helpers/database.ts";
 import { createPlatformAdmin, PASSWORD } from "../tests/helpers/identity.ts";
 
@@ -79,45 +76,7 @@ const servers: { stop(closeActiveConnections?: boolean): Promise<void> }[] = [];
   targets.push({ name: "one-route Hono app (reference)", url: `http://127.0.0.1:${server.port}/api/health` });
 }
 
-// 3. the floor: the health route's own work written straight into Bun.serve, no framework
-// (request id, the same response headers, the same log line through the same logger and sink).
-// Whatever Plinth's middleware stack costs comes on top of this row.
-{
-  const devNullFloor = openSync("/dev/null", "w");
-  const floorSink = bufferedLines((chunk) => writeSync(devNullFloor, chunk));
-  const logger = createLogger({ level: "info", redactor: createRedactor([]), write: floorSink.write });
-  const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-  const server = Bun.serve({
-    port: 0,
-    fetch: (req) => {
-      const started = performance.now();
-      const incoming = req.headers.get("x-request-id");
-      const id = incoming && REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID();
-      const headers: Record<string, string> = {
-        "content-type": "application/health+json",
-        "cache-control": "no-store",
-        "x-request-id": id,
-      };
-      for (const [name, value] of SECURITY_HEADERS) headers[name] = value;
-      const response = new Response('{"status":"pass"}', { headers });
-      logger.info("request", {
-        method: req.method,
-        path: "/api/health",
-        status: 200,
-        durationMs: Math.round((performance.now() - started) * 100) / 100,
-        requestId: id,
-      });
-      return response;
-    },
-  });
-  servers.push(server);
-  targets.push({
-    name: "the same work, no framework (floor)",
-    url: `http://127.0.0.1:${server.port}/api/health`,
-  });
-}
-
-// 4 and 5: Plinth
+// 3 and 4: Plinth, served as server.ts serves it
 const t = await createTestDatabase({ poolSize: 1 });
 await t.database.close();
 const devNull = openSync("/dev/null", "w");
@@ -141,10 +100,7 @@ await deps.cache?.waitReady(3_000);
 const admin = await createPlatformAdmin(deps.database.db);
 await deps.database.db.update(users).set({ mustChangePassword: false }).where(eq(users.id, admin.id));
 const app = createApp(deps);
-const server = Bun.serve({
-  port: 0,
-  fetch: (req, srv) => app.fetch(req, bunPeer(srv, req)),
-});
+const server = Bun.serve({ port: 0, ...bunServeOptions(app, deps) });
 servers.push(server);
 const base = `http://127.0.0.1:${server.port}`;
 const login = await fetch(`${base}/api/auth/login`, {

@@ -3,7 +3,7 @@ import { createApp } from "./app.ts";
 import { ConfigError } from "./config/errors.ts";
 import { type AppConfig, loadConfig } from "./config/load.ts";
 import { closeDeps, createDeps, type Deps } from "./deps.ts";
-import { bunPeer } from "./http/client-ip.ts";
+import { bunServeOptions } from "./http/bun-serve.ts";
 import { startApiBackground } from "./loops/api-background.ts";
 import { runMigrator } from "./migrate.ts";
 
@@ -98,13 +98,7 @@ async function main(argv: string[]): Promise<number> {
 
   const app = createApp(deps);
   serving = true;
-  const server = Bun.serve({
-    port: config.settings.Server.Port,
-    // the socket peer is the client IP's starting point (http/client-ip.ts)
-    fetch: (req, srv) => app.fetch(req, bunPeer(srv, req)),
-    // the app's limit answers with a problem body; Bun's own, a little higher, stops floods before the app
-    maxRequestBodySize: config.settings.Server.MaxBodyBytes + 65_536,
-  });
+  const server = Bun.serve({ port: config.settings.Server.Port, ...bunServeOptions(app, deps) });
   logger.info("listening", {
     port: server.port,
     environment: config.environment,

@@ -138,10 +138,20 @@ export function forwardedByProxy(
   trusted: TrustedProxies,
   header: "x-forwarded-host" | "x-forwarded-proto",
 ): string | undefined {
+  return forwardedFrom(c.req.raw.headers, () => c.env?.peerAddress, trusted, header);
+}
+
+/** `forwardedByProxy` outside a Hono context: the request's headers and a way to read its peer. */
+export function forwardedFrom(
+  headers: Headers,
+  peerAddress: () => string | undefined,
+  trusted: TrustedProxies,
+  header: "x-forwarded-host" | "x-forwarded-proto",
+): string | undefined {
   if (trusted.empty) return undefined;
-  const value = lastForwarded(c.req.raw.headers.get(header));
+  const value = lastForwarded(headers.get(header));
   if (value === undefined) return undefined;
-  const peer = normaliseIp(c.env?.peerAddress);
+  const peer = normaliseIp(peerAddress());
   return peer !== null && trusted.has(peer) ? value : undefined;
 }
 

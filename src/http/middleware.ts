@@ -1,7 +1,7 @@
-import type { Context, MiddlewareHandler } from "hono";
+import type { MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import type { Logger } from "../telemetry/logger.ts";
-import { forwardedByProxy, trustedProxies } from "./client-ip.ts";
+import { forwardedFrom, type TrustedProxies, trustedProxies } from "./client-ip.ts";
 import type { AppEnv } from "./context.ts";
 import { ProblemError } from "./errors.ts";
 
@@ -23,15 +23,31 @@ export const HSTS_HEADER: readonly [string, string] = [
   "max-age=31536000; includeSubDomains",
 ];
 
+/** The request's id: a well-formed incoming `X-Request-Id`, else a new one. */
+export function requestIdFor(incoming: string | null): string {
+  return incoming && REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID();
+}
+
+/**
+ * Did the request travel over HTTPS: it came over TLS (`tls`: its URL is `https:`) or, from a
+ * trusted proxy, the last `X-Forwarded-Proto` value (the one the proxy wrote) is `https`.
+ */
+export function overHttps(
+  tls: boolean,
+  headers: Headers,
+  peerAddress: () => string | undefined,
+  trusted: TrustedProxies,
+): boolean {
+  return tls || forwardedFrom(headers, peerAddress, trusted, "x-forwarded-proto")?.toLowerCase() === "https";
+}
+
 /**
  * What every request gets, in one middleware (each Hono middleware costs a few µs, and this runs
  * on every request): the request id (a well-formed incoming X-Request-Id, else a new one), then one
  * structured log line (method, path without query, status, duration, request id), the security
  * headers and X-Request-Id on the response. The client IP is worked out only when something asks
- * (`clientIp(c)`): reading the socket peer costs a system call.
- *
- * The request counts as HTTPS when its URL is `https:` or, from a trusted proxy, when the last
- * `X-Forwarded-Proto` value (the one the proxy wrote) is `https`.
+ * (`clientIp(c)`): reading the socket peer costs a system call. Under Bun the liveness probe is
+ * answered in front of the app with the same id, headers and line (`nativeLiveness`).
  */
 export function edge(options: {
   logger: Logger;
@@ -39,32 +55,30 @@ export function edge(options: {
 }): MiddlewareHandler<AppEnv> {
   const trusted = trustedProxies(options.trustedProxies);
   const { logger } = options;
-  const secure = (c: Context<AppEnv>): boolean =>
-    c.req.url.startsWith("https:") ||
-    forwardedByProxy(c, trusted, "x-forwarded-proto")?.toLowerCase() === "https";
   return async (c, next) => {
     const started = performance.now();
-    const incoming = c.req.raw.headers.get("x-request-id");
-    const id = incoming && REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID();
+    const id = requestIdFor(c.req.raw.headers.get("x-request-id"));
     c.set("requestId", id);
     c.set("trustedProxies", trusted);
     await next();
     const headers = c.res.headers;
     for (const [name, value] of SECURITY_HEADERS) headers.set(name, value);
-    if (secure(c)) headers.set(HSTS_HEADER[0], HSTS_HEADER[1]);
+    const { raw } = c.req;
+    if (overHttps(raw.url.startsWith("https:"), raw.headers, () => c.env?.peerAddress, trusted))
+      headers.set(HSTS_HEADER[0], HSTS_HEADER[1]);
     headers.set("x-request-id", id);
-    const status = c.res.status;
-    const fields = {
+    logger.request({
       method: c.req.method,
       path: c.req.path,
-      status,
-      durationMs: Math.round((performance.now() - started) * 100) / 100,
+      status: c.res.status,
+      durationMs: elapsedMs(started),
       requestId: id,
-    };
-    if (status >= 500) logger.error("request", fields);
-    else logger.info("request", fields);
+    });
   };
 }
+
+/** Milliseconds since `started` (a `performance.now()` reading), to two decimals. */
+export const elapsedMs = (started: number): number => Math.round((performance.now() - started) * 100) / 100;
 
 export function limitBody(maxBytes: number): MiddlewareHandler<AppEnv> {
   const limit = bodyLimit({

@@ -11,9 +11,23 @@ export interface Logger {
   info(message: string, fields?: LogFields): void;
   warn(message: string, fields?: LogFields): void;
   error(message: string, fields?: LogFields): void;
+  /**
+   * The request line every response gets: the same line as `info("request", entry)` (`error` from
+   * status 500 on), built without the generic field walk since it is written for every request.
+   */
+  request(entry: RequestLine): void;
   child(fields: LogFields): Logger;
   /** Writes out buffered lines now (see `bufferedLines`). */
   flush(): void;
+}
+
+/** What the request line says: the path without its query, the duration in milliseconds. */
+export interface RequestLine {
+  method: string;
+  path: string;
+  status: number;
+  durationMs: number;
+  requestId: string;
 }
 
 export interface LoggerOptions {
@@ -65,6 +79,20 @@ export function createLogger(options: LoggerOptions, base: LogFields = {}): Logg
     } else line += baseJson;
     write(`${line}}`);
   };
+  // the request line's fixed parts, redacted once (the names are not secret-looking, see the test)
+  const requestMsg = quote(redactor.text("request"));
+  const request = (entry: RequestLine) => {
+    const level: LogLevel = entry.status >= 500 ? "error" : "info";
+    if (rank[level] < rank[options.level]) return;
+    // a child's own fields may shadow the entry's: the generic path keeps that rule
+    if (baseKeys.length > 0) return log(level, "request", { ...entry });
+    const trace = activeTraceFields();
+    let line = `{"time":"${timestamp()}","level":"${level}","msg":${requestMsg}`;
+    if (trace) line += `,"traceId":"${trace.traceId}","spanId":"${trace.spanId}"`;
+    write(
+      `${line},"method":${quote(redactor.text(entry.method))},"path":${quote(redactor.text(entry.path))},"status":${finite(entry.status)},"durationMs":${finite(entry.durationMs)},"requestId":${quote(redactor.text(entry.requestId))}}`,
+    );
+  };
   // a field that shadows a reserved or base key: the object spread decides, as it always did
   const merged = (level: LogLevel, message: string, trace: LogFields | undefined, fields: LogFields) =>
     JSON.stringify(
@@ -76,6 +104,7 @@ export function createLogger(options: LoggerOptions, base: LogFields = {}): Logg
     info: (message, fields) => log("info", message, fields),
     warn: (message, fields) => log("warn", message, fields),
     error: (message, fields) => log("error", message, fields),
+    request,
     child: (fields) => createLogger({ ...options, write }, { ...base, ...fields }),
     flush: () => options.flush?.(),
   };
@@ -88,10 +117,13 @@ function member(redactor: Redactor, key: string, value: unknown): string {
   if (value === null || typeof value === "boolean") json = String(value);
   else if (redactor.isSecretName(key)) json = `"${REDACTED}"`;
   else if (typeof value === "string") json = quote(redactor.text(value));
-  else if (typeof value === "number") json = Number.isFinite(value) ? String(value) : "null";
+  else if (typeof value === "number") json = finite(value);
   else json = JSON.stringify(redactor.value(value), jsonSafe);
   return `${prefix(key)}${json}`;
 }
+
+/** A number as JSON.stringify writes it (NaN and the infinities as null). */
+const finite = (value: number): string => (Number.isFinite(value) ? String(value) : "null");
 
 /** Only characters JSON keeps as they are (no quote, backslash, control character, surrogate half). */
 const PLAIN = /^[ !#-[\]-~\u0080-\ud7ff\ue000-\uffff]*$/;

@@ -58,6 +58,7 @@ test("a failing tick is logged and the loop goes on", async () => {
     info() {},
     warn() {},
     error: (_m: string, f?: Record<string, unknown>) => errors.push(f?.error),
+    request() {},
     child() {
       return logger;
     },

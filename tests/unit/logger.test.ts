@@ -122,3 +122,36 @@ test("lines below the level are dropped", () => {
   logger.error("yes too");
   expect(parsed().map((line) => line.level)).toEqual(["warn", "error"]);
 });
+
+test('the request line is byte for byte the line info/error("request", entry) writes', () => {
+  const entries = [
+    { method: "GET", path: "/api/health", status: 200, durationMs: 0.12, requestId: crypto.randomUUID() },
+    {
+      method: "POST",
+      path: `/api/reset/${SECRET}`,
+      status: 503,
+      durationMs: 12.5,
+      requestId: `id-${SECRET}`,
+    },
+    { method: "PATCH", path: '/quote"and\\back\nslash', status: 404, durationMs: Number.NaN, requestId: "x" },
+    { method: "GET", path: "/Bearer abcdefghijkl", status: 500, durationMs: 1, requestId: "y" },
+  ];
+  for (const level of ["debug", "warn", "error"] as const) {
+    const fast = capture(level);
+    const generic = capture(level);
+    for (const entry of entries) {
+      fast.logger.request(entry);
+      const { status } = entry;
+      if (status >= 500) generic.logger.error("request", { ...entry });
+      else generic.logger.info("request", { ...entry });
+    }
+    expect(fast.lines).toEqual(generic.lines);
+    // and a child's own fields come along, as on any other line
+    fast.logger.child({ process: "api" }).request(entries[0] as (typeof entries)[0]);
+    generic.logger.child({ process: "api" }).info("request", { ...entries[0] });
+    expect(fast.lines).toEqual(generic.lines);
+  }
+  const { logger, lines } = capture();
+  logger.request(entries[1] as (typeof entries)[1]);
+  expect(lines[0]).not.toContain(SECRET);
+});

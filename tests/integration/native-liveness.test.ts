@@ -1,0 +1,120 @@
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { bunServeOptions } from "../../src/http/bun-serve.ts";
+import { HSTS_HEADER } from "../../src/http/middleware.ts";
+import { createTestApp, type TestApp } from "../helpers/app.ts";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+
+// Under Bun the liveness probe is answered by Bun's router in front of the app (nativeLiveness).
+// These tests hold its answer and its log line equal to the app's own route for the same request.
+
+let t: TestDatabase;
+let app: TestApp;
+let server: ReturnType<typeof Bun.serve>;
+let base: string;
+beforeAll(async () => {
+  t = await createTestDatabase();
+  // loopback is a trusted proxy here, so X-Forwarded-Proto from this test counts
+  app = await createTestApp({
+    database: t.database,
+    env: { Tenancy__Resolution__TrustedProxies__0: "127.0.0.1" },
+  });
+  server = Bun.serve({ port: 0, ...bunServeOptions(app.app, app.deps) });
+  base = `http://127.0.0.1:${server.port}`;
+});
+afterAll(async () => {
+  await server.stop(true);
+  await app.close();
+  await t.drop();
+});
+
+/** What a client can tell two answers apart by: status, body, headers but the date. */
+async function answer(response: Response) {
+  const headers = Object.fromEntries(
+    [...response.headers].filter(([name]) => name !== "date" && name !== "content-length"),
+  );
+  return { status: response.status, headers, body: await response.text() };
+}
+
+/** The log line for a request id, without what differs between two requests (time, duration). */
+function logLine(requestId: string) {
+  const line = app.logs.map((l) => JSON.parse(l)).find((l) => l.requestId === requestId);
+  if (!line) throw new Error(`no log line for ${requestId}`);
+  const { time: _time, durationMs, ...rest } = line;
+  expect(durationMs).toBeNumber();
+  return rest;
+}
+
+test("the native probe answers as the app's route does, and logs the same line", async () => {
+  const cases: [string, RequestInit][] = [
+    ["/api/health", { headers: { "x-request-id": "probe-1" } }],
+    ["/api/health?token=never-logged", { headers: { "x-request-id": "probe-2" } }],
+    ["/api/health", { headers: { "x-request-id": "probe-3", "x-forwarded-proto": "https" } }],
+    ["/api/health", { headers: { "x-request-id": "probe-4", "x-forwarded-proto": "https, http" } }],
+    ["/api/health", { method: "HEAD", headers: { "x-request-id": "probe-5" } }],
+  ];
+  for (const [path, init] of cases) {
+    const id = (init.headers as Record<string, string>)["x-request-id"] as string;
+    const native = await answer(await fetch(`${base}${path}`, init));
+    const nativeLine = logLine(id);
+    app.logs.length = 0;
+    const routed = await answer(await app.request(path, init, "127.0.0.1"));
+    expect(native).toEqual(routed);
+    expect(nativeLine).toEqual(logLine(id));
+    app.logs.length = 0;
+  }
+  expect(app.logs.join("\n")).not.toContain("never-logged");
+});
+
+test("the native probe says HTTPS only when a trusted proxy does, and makes an id when none is good", async () => {
+  const [name, value] = HSTS_HEADER;
+  const https = await fetch(`${base}/api/health`, { headers: { "x-forwarded-proto": "https" } });
+  expect(https.headers.get(name)).toBe(value);
+  // the header set is shared between responses: the next plain one must not inherit anything
+  const plain = await fetch(`${base}/api/health`, { headers: { "x-request-id": "bad id" } });
+  expect(plain.headers.get(name)).toBeNull();
+  const id = plain.headers.get("x-request-id");
+  expect(id).toMatch(/^[0-9a-f-]{36}$/);
+  expect(https.headers.get("x-request-id")).not.toBe(id);
+
+  // a peer that is not a trusted proxy cannot claim HTTPS
+  const untrusted = await createTestApp({
+    database: t.database,
+    env: { Tenancy__Resolution__TrustedProxies__0: "10.0.0.0/8" },
+  });
+  const other = Bun.serve({ port: 0, ...bunServeOptions(untrusted.app, untrusted.deps) });
+  try {
+    const spoofed = await fetch(`http://127.0.0.1:${other.port}/api/health`, {
+      headers: { "x-forwarded-proto": "https" },
+    });
+    expect(spoofed.status).toBe(200);
+    expect(spoofed.headers.get(name)).toBeNull();
+  } finally {
+    await other.stop(true);
+    await untrusted.close();
+  }
+});
+
+test("other methods and paths near the probe reach the app", async () => {
+  const post = await fetch(`${base}/api/health`, { method: "POST" });
+  expect(post.status).toBe(405);
+  expect(post.headers.get("allow")).toBe("GET, HEAD");
+  expect((await fetch(`${base}/api/health/`)).status).toBe(404);
+  const ready = await fetch(`${base}/api/health/ready`);
+  expect(ready.status).toBe(200);
+  expect(((await ready.json()) as { checks: object }).checks).toHaveProperty("database:responseTime");
+});
+
+test("the probe is on Bun's router unless telemetry is on (then it is traced like every request)", async () => {
+  expect(bunServeOptions(app.app, app.deps).routes?.["/api/health"]?.GET).toBeFunction();
+  const traced = await createTestApp({
+    database: t.database,
+    env: { OpenTelemetry__OtlpEndpoint: "http://127.0.0.1:9" },
+  });
+  try {
+    expect(traced.deps.telemetry.enabled).toBe(true);
+    expect(bunServeOptions(traced.app, traced.deps).routes).toBeUndefined();
+  } finally {
+    await traced.close();
+    await traced.deps.telemetry.shutdown();
+  }
+});
