@@ -1,4 +1,6 @@
 import { Redis } from "ioredis";
+// ioredis asks TracingChannel#hasSubscribers before tracing each command; Bun lacks the getter
+import "../runtime/tracing-channel.ts";
 import { withTimeout } from "../db/client.ts";
 import {
   type AdapterSettings,
