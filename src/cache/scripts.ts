@@ -77,21 +77,28 @@ return removed`,
 );
 
 /**
- * GCRA (a token bucket kept as one "theoretical arrival time"). ARGV: now, emission interval (time
- * per permit) and window, all in microseconds. Returns { allowed (1/0), TAT - now (µs) after the
- * decision }. The key expires when the bucket is full again (PX takes milliseconds).
+ * GCRA (a token bucket kept as one "theoretical arrival time", TAT). ARGV: now, emission interval
+ * (time per permit) and window, all in microseconds, and how many permits are asked for at once.
+ * Grants as many as n requests one after another at `now` would get: up to
+ * floor((window - (TAT - now)) / interval). Returns { permits granted, TAT - now (µs) before them }.
+ * The key expires when the bucket is full again (PX takes milliseconds).
  */
 export const gcraScript = defineScript(
-  "gcra",
+  "gcra-n",
   `local now = tonumber(ARGV[1])
 local interval = tonumber(ARGV[2])
 local window = tonumber(ARGV[3])
+local count = tonumber(ARGV[4])
 local tat = tonumber(redis.call('GET', KEYS[1]) or now)
 if tat < now then tat = now end
-local next = tat + interval
-if next - now > window then return { 0, tat - now } end
-redis.call('SET', KEYS[1], string.format('%d', next), 'PX', string.format('%d', math.ceil((next - now) / 1000)))
-return { 1, next - now }`,
+local granted = math.floor((window - (tat - now)) / interval)
+if granted > count then granted = count end
+if granted < 0 then granted = 0 end
+if granted > 0 then
+  local next = tat + granted * interval
+  redis.call('SET', KEYS[1], string.format('%d', next), 'PX', string.format('%d', math.ceil((next - now) / 1000)))
+end
+return { granted, tat - now }`,
 );
 
 /**

@@ -1,7 +1,8 @@
 import type { MiddlewareHandler } from "hono";
 import type { Clock } from "../clock.ts";
 import type { Environment, Settings } from "../config/schema.ts";
-import type { CounterStore } from "../security/counter-store.ts";
+import { nextTurn } from "../runtime/next-turn.ts";
+import type { CounterStore, RateOutcome } from "../security/counter-store.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import { clientIp } from "./client-ip.ts";
 import type { AppEnv } from "./context.ts";
@@ -63,25 +64,56 @@ export interface RateLimitOptions {
 }
 
 /**
+ * The requests of one event-loop turn for the same bucket, decided in one store call: `count`
+ * requests taken at once get exactly what they would one after another (`CounterStore.rate`), so
+ * a client's burst costs one round trip to the cache instead of one per request. A request waits
+ * at most for the rest of the turn it arrived in.
+ */
+function coalescedRate(options: RateLimitOptions, policy: RateLimitPolicy) {
+  const windowMs = policy.windowSeconds * 1000;
+  type Waiter = { resolve: (outcome: RateOutcome) => void; reject: (error: unknown) => void };
+  let pending = new Map<string, Waiter[]>();
+  const flush = () => {
+    const batch = pending;
+    pending = new Map();
+    const nowMs = options.clock.now().getTime();
+    for (const [key, waiters] of batch) {
+      options.store.rate(key, policy.limit, windowMs, nowMs, waiters.length).then(
+        (outcomes) => {
+          for (const [i, waiter] of waiters.entries()) waiter.resolve(outcomes[i] as RateOutcome);
+        },
+        (error: unknown) => {
+          for (const waiter of waiters) waiter.reject(error);
+        },
+      );
+    }
+  };
+  return (key: string): Promise<RateOutcome> =>
+    new Promise<RateOutcome>((resolve, reject) => {
+      const waiters = pending.get(key);
+      if (waiters) waiters.push({ resolve, reject });
+      else {
+        if (pending.size === 0) nextTurn(flush);
+        pending.set(key, [{ resolve, reject }]);
+      }
+    });
+}
+
+/**
  * Token-bucket (GCRA) rate limit partitioned by client IP (`clientIp(c)`, http/client-ip.ts).
  * Adds `RateLimit-Policy: "<name>";q=<limit>;w=<window>` and `RateLimit: "<name>";r=<left>;t=<s>`
  * (several policies on one route are listed together); a refused request gets 429 `rate_limited`
  * with `Retry-After`.
  */
 export function rateLimit(policy: RateLimitPolicy, options: RateLimitOptions): MiddlewareHandler<AppEnv> {
-  const windowMs = policy.windowSeconds * 1000;
+  const take = coalescedRate(options, policy);
   const policyHeader = `"${policy.name}";q=${policy.limit};w=${policy.windowSeconds}`;
   let lastOpenLog = 0;
   return async (c, next) => {
     const ip = clientIp(c);
-    let outcome: Awaited<ReturnType<CounterStore["rate"]>>;
+    let outcome: RateOutcome;
     try {
-      outcome = await options.store.rate(
-        `rl:${policy.name}:${ip}`,
-        policy.limit,
-        windowMs,
-        options.clock.now().getTime(),
-      );
+      outcome = await take(`rl:${policy.name}:${ip}`);
     } catch (error) {
       if (policy.onUnavailable === "closed") {
         options.logger.error("rate-limit store unavailable; failing closed", {

@@ -47,8 +47,12 @@ export interface CounterStore {
    * window that should count only attempts that turn out to fail. Atomic per key.
    */
   refundWindows(keys: string[], atMs: number): Promise<void>;
-  /** One request against a token bucket of `limit` permits refilled over `windowMs` (GCRA). */
-  rate(key: string, limit: number, windowMs: number, nowMs: number): Promise<RateOutcome>;
+  /**
+   * `count` requests at `nowMs` against a token bucket of `limit` permits refilled over `windowMs`
+   * (GCRA), in one atomic step: outcome i is what the i-th of `count` requests made one after
+   * another would get (`gcraOutcomes`).
+   */
+  rate(key: string, limit: number, windowMs: number, nowMs: number, count: number): Promise<RateOutcome[]>;
 }
 
 /** GCRA in microseconds: `interval` per permit, burst up to `limit` (interval * limit <= window). */
@@ -57,7 +61,7 @@ function gcraParams(limit: number, windowMs: number) {
   return { windowUs, intervalUs: Math.max(1, Math.floor(windowUs / limit)) };
 }
 
-/** Outcome from the TAT relative to now after the decision (what the script returns). */
+/** Outcome from the TAT relative to now after the decision. */
 function gcraOutcome(allowed: boolean, tatRelUs: number, intervalUs: number, windowUs: number): RateOutcome {
   if (allowed) {
     return {
@@ -73,6 +77,34 @@ function gcraOutcome(allowed: boolean, tatRelUs: number, intervalUs: number, win
     resetMs: Math.ceil(tatRelUs / 1000),
     retryAfterMs: Math.max(1, Math.ceil((tatRelUs + intervalUs - windowUs) / 1000)),
   };
+}
+
+/** How many of `count` permits the bucket grants with its TAT `tatRelUs` ahead of now (>= 0). */
+function gcraGranted(count: number, tatRelUs: number, intervalUs: number, windowUs: number): number {
+  return Math.max(0, Math.min(count, Math.floor((windowUs - tatRelUs) / intervalUs)));
+}
+
+/**
+ * The outcomes of `count` requests at one instant, in order, when `granted` of them got a permit
+ * and the TAT was `tatRelUs` ahead of now before them: each granted request moves the TAT one
+ * interval on; the refused ones see the TAT after the last grant.
+ */
+export function gcraOutcomes(
+  count: number,
+  granted: number,
+  tatRelUs: number,
+  intervalUs: number,
+  windowUs: number,
+): RateOutcome[] {
+  const outcomes: RateOutcome[] = [];
+  for (let i = 0; i < count; i++) {
+    outcomes.push(
+      i < granted
+        ? gcraOutcome(true, tatRelUs + (i + 1) * intervalUs, intervalUs, windowUs)
+        : gcraOutcome(false, tatRelUs + granted * intervalUs, intervalUs, windowUs),
+    );
+  }
+  return outcomes;
 }
 
 export function cacheCounterStore(cache: Cache): CounterStore {
@@ -94,10 +126,14 @@ export function cacheCounterStore(cache: Cache): CounterStore {
     refundWindows: async (keys, atMs) => {
       if (keys.length > 0) await cache.run(slidingLogRefundScript, keys, [atMs]);
     },
-    rate: async (key, limit, windowMs, nowMs) => {
+    rate: async (key, limit, windowMs, nowMs, count) => {
       const { windowUs, intervalUs } = gcraParams(limit, windowMs);
-      const out = (await cache.run(gcraScript, [key], [nowMs * 1000, intervalUs, windowUs])) as number[];
-      return gcraOutcome(out[0] === 1, Number(out[1] ?? 0), intervalUs, windowUs);
+      const out = (await cache.run(
+        gcraScript,
+        [key],
+        [nowMs * 1000, intervalUs, windowUs, count],
+      )) as number[];
+      return gcraOutcomes(count, Number(out[0] ?? 0), Number(out[1] ?? 0), intervalUs, windowUs);
     },
   };
 }
@@ -197,20 +233,22 @@ export function databaseCounterStore(db: Db, options: { cleanupEvery?: number } 
         );
       }
     },
-    rate: async (key, limit, windowMs, nowMs) => {
+    rate: async (key, limit, windowMs, nowMs, count) => {
       const { windowUs, intervalUs } = gcraParams(limit, windowMs);
       const nowUs = nowMs * 1000;
       const result = await db.transaction(async (tx) => {
         const row = await lockRow(tx as unknown as Db, key, nowMs);
         const tat = Math.max(row.tat ?? nowUs, nowUs);
-        const next = tat + intervalUs;
-        if (next - nowUs > windowUs) return gcraOutcome(false, tat - nowUs, intervalUs, windowUs);
-        await execute(
-          tx,
-          sql`update security_counters set tat = ${next}, expires_at = ${new Date(next / 1000).toISOString()}
-              where key = ${key}`,
-        );
-        return gcraOutcome(true, next - nowUs, intervalUs, windowUs);
+        const granted = gcraGranted(count, tat - nowUs, intervalUs, windowUs);
+        if (granted > 0) {
+          const next = tat + granted * intervalUs;
+          await execute(
+            tx,
+            sql`update security_counters set tat = ${next}, expires_at = ${new Date(next / 1000).toISOString()}
+                where key = ${key}`,
+          );
+        }
+        return gcraOutcomes(count, granted, tat - nowUs, intervalUs, windowUs);
       });
       await maybeCleanup(nowMs);
       return result;
@@ -259,15 +297,14 @@ export function memoryCounterStore(): CounterStore {
         if (entry && at >= 0) entry.hits.splice(at, 1);
       }
     },
-    rate: async (key, limit, windowMs, nowMs) => {
+    rate: async (key, limit, windowMs, nowMs, count) => {
       sweep(nowMs);
       const { windowUs, intervalUs } = gcraParams(limit, windowMs);
       const nowUs = nowMs * 1000;
       const tat = Math.max(tats.get(key) ?? nowUs, nowUs);
-      const next = tat + intervalUs;
-      if (next - nowUs > windowUs) return gcraOutcome(false, tat - nowUs, intervalUs, windowUs);
-      tats.set(key, next);
-      return gcraOutcome(true, next - nowUs, intervalUs, windowUs);
+      const granted = gcraGranted(count, tat - nowUs, intervalUs, windowUs);
+      if (granted > 0) tats.set(key, tat + granted * intervalUs);
+      return gcraOutcomes(count, granted, tat - nowUs, intervalUs, windowUs);
     },
   };
 }

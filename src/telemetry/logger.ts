@@ -1,4 +1,5 @@
 import { REDACTED, type Redactor } from "../config/redact.ts";
+import { nextTurn } from "../runtime/next-turn.ts";
 import { activeTraceFields } from "./otel.ts";
 
 export type LogLevel = "debug" | "info" | "warn" | "error";
@@ -170,7 +171,6 @@ export function bufferedLines(
 ): { write: (line: string) => void; flush: () => void } {
   let lines: string[] = [];
   let scheduled = false;
-  const defer = typeof setImmediate === "function" ? setImmediate : (fn: () => void) => setTimeout(fn, 0);
   const flush = () => {
     scheduled = false;
     if (lines.length === 0) return;
@@ -185,7 +185,7 @@ export function bufferedLines(
       if (lines.length >= maxLines) flush();
       else if (!scheduled) {
         scheduled = true;
-        defer(flush);
+        nextTurn(flush);
       }
     },
     flush,

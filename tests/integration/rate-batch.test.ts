@@ -1,0 +1,119 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import type { App } from "../../src/app.ts";
+import { createApp } from "../../src/app.ts";
+import type { Cache } from "../../src/cache/port.ts";
+import { ManualClock } from "../../src/clock.ts";
+import {
+  type CounterStore,
+  cacheCounterStore,
+  databaseCounterStore,
+  memoryCounterStore,
+} from "../../src/security/counter-store.ts";
+import { startUpstashBridge, type UpstashBridge } from "../fixtures/upstash-bridge.ts";
+import { testConfig, testDeps } from "../helpers/app.ts";
+import { openRedisCache, REDIS_URL, rawRedis, uniquePrefix } from "../helpers/cache.ts";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { addProbeRoutes } from "../helpers/probe-routes.ts";
+
+// The rate limiter decides the requests of one event-loop turn for the same client in one store
+// call (`count` permits at once). These tests hold that equal to the requests taken one by one.
+
+let t: TestDatabase;
+let bridge: UpstashBridge;
+const caches: Cache[] = [];
+const prefixes: string[] = [];
+const raw = rawRedis();
+beforeAll(async () => {
+  t = await createTestDatabase();
+  bridge = await startUpstashBridge();
+});
+afterAll(async () => {
+  for (const cache of caches) await cache.close();
+  for (const prefix of prefixes) await raw.cleanup(prefix);
+  raw.close();
+  await bridge.stop();
+  await t.drop();
+});
+
+async function store(kind: "redis" | "upstash" | "database" | "memory"): Promise<CounterStore> {
+  if (kind === "database") return databaseCounterStore(t.database.db);
+  if (kind === "memory") return memoryCounterStore();
+  const prefix = uniquePrefix(`rate-batch-${kind}`);
+  prefixes.push(prefix);
+  const cache = await openRedisCache(
+    prefix,
+    kind === "redis" ? REDIS_URL : bridge.url.replace("http://", `http://:${bridge.token}@`),
+  );
+  caches.push(cache);
+  return cacheCounterStore(cache);
+}
+
+describe.each(["redis", "upstash", "database", "memory"] as const)("GCRA on %s", (kind) => {
+  test("n permits at once are what n requests one after another get", async () => {
+    const counters = await store(kind);
+    const now = Date.parse("2026-11-22T10:00:00Z");
+    const one = async (key: string, at: number, n: number) => {
+      const outcomes = [];
+      for (let i = 0; i < n; i++) outcomes.push(...(await counters.rate(key, 5, 60_000, at, 1)));
+      return outcomes;
+    };
+    const batch = await counters.rate("batch", 5, 60_000, now, 8);
+    expect(batch).toEqual(await one("single", now, 8));
+    expect(batch.map((o) => [o.allowed, o.remaining])).toEqual([
+      [true, 4],
+      [true, 3],
+      [true, 2],
+      [true, 1],
+      [true, 0],
+      [false, 0],
+      [false, 0],
+      [false, 0],
+    ]);
+    expect(batch[5]?.retryAfterMs).toBe(12_000);
+    // one permit back after 12 s, two after 24 s: a partial grant
+    expect(await counters.rate("batch", 5, 60_000, now + 24_000, 3)).toEqual(
+      await one("single", now + 24_000, 3),
+    );
+    expect((await counters.rate("batch", 5, 60_000, now + 24_000, 1))[0]?.allowed).toBe(false);
+  });
+});
+
+describe.each(["redis", "database"] as const)("a burst through the app on %s", (kind) => {
+  let app: App;
+  beforeAll(async () => {
+    const prefix = uniquePrefix(`rate-burst-${kind}`);
+    prefixes.push(prefix);
+    const config = testConfig({
+      settings: { "RateLimiting:Global:PermitLimit": "5", "RateLimiting:Global:WindowSeconds": "60" },
+      cacheUrl: kind === "redis" ? REDIS_URL : null,
+    });
+    const deps = await testDeps(config, {
+      database: t.database,
+      clock: new ManualClock("2026-11-22T10:00:00Z"),
+      cachePrefix: prefix,
+    });
+    if (deps.cache) caches.push(deps.cache);
+    app = addProbeRoutes(createApp(deps), deps);
+  });
+
+  test("eight requests at once from one client: five pass with distinct counts, three are refused", async () => {
+    const responses = await Promise.all(
+      Array.from({ length: 8 }, () => app.request("/api/probe", {}, { peerAddress: "198.51.100.7" })),
+    );
+    const passed = responses.filter((r) => r.status === 200);
+    const refused = responses.filter((r) => r.status === 429);
+    expect(passed).toHaveLength(5);
+    expect(refused).toHaveLength(3);
+    expect(passed.map((r) => r.headers.get("ratelimit")).sort()).toEqual(
+      [4, 3, 2, 1, 0].map((left, i) => `"global";r=${left};t=${12 * (i + 1)}`).sort(),
+    );
+    for (const r of refused) expect(r.headers.get("retry-after")).toBe("12");
+    // another client in the same turn has a bucket of its own
+    const [mine, other] = await Promise.all([
+      app.request("/api/probe", {}, { peerAddress: "198.51.100.7" }),
+      app.request("/api/probe", {}, { peerAddress: "198.51.100.8" }),
+    ]);
+    expect(mine?.status).toBe(429);
+    expect(other?.status).toBe(200);
+  });
+});
