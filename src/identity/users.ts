@@ -56,7 +56,34 @@ export async function createTenantUser(db: Db, tenantId: string, input: NewUser)
   });
 }
 
-export async function listTenantUsers(db: Db, tenantId: string): Promise<TenantUser[]> {
+/** Where a page of users ends: the last user's creation time (PostgreSQL's exact text) and id. */
+export interface UserPosition {
+  createdAt: string;
+  id: string;
+}
+
+const POSITION = /^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,6})?[+-]\d{2}(?::\d{2})?)\|([0-9a-f-]{36})$/;
+
+/** The opaque cursor for a position (base64url), and back; null for anything else. */
+export const userCursor = {
+  encode: (position: UserPosition): string =>
+    Buffer.from(`${position.createdAt}|${position.id}`).toString("base64url"),
+  decode: (cursor: string): UserPosition | null => {
+    const match = POSITION.exec(Buffer.from(cursor, "base64url").toString());
+    return match?.[1] && match[2] ? { createdAt: match[1], id: match[2] } : null;
+  },
+};
+
+/**
+ * A page of a tenant's users in creation order, after `after` (keyset: creation time, then id,
+ * compared in the database at full precision). `next` is where the following page starts, null
+ * on the last page.
+ */
+export async function listTenantUsers(
+  db: Db,
+  tenantId: string,
+  page: { limit: number; after?: UserPosition },
+): Promise<{ items: TenantUser[]; next: UserPosition | null }> {
   const rows = await db
     .select({
       id: users.id,
@@ -67,15 +94,30 @@ export async function listTenantUsers(db: Db, tenantId: string): Promise<TenantU
       role: tenantMemberships.role,
       mustChangePassword: users.mustChangePassword,
       createdAt: users.createdAt,
+      position: sql<string>`${users.createdAt}::text`,
     })
     .from(users)
     .leftJoin(
       tenantMemberships,
       and(eq(tenantMemberships.userId, users.id), eq(tenantMemberships.tenantId, tenantId)),
     )
-    .where(eq(users.tenantId, tenantId))
-    .orderBy(asc(users.createdAt), asc(users.id));
-  return rows.map((row) => ({ ...row, createdAt: row.createdAt.toISOString() }));
+    .where(
+      and(
+        eq(users.tenantId, tenantId),
+        page.after
+          ? sql`(${users.createdAt}, ${users.id}) > (${page.after.createdAt}::timestamptz, ${page.after.id}::uuid)`
+          : undefined,
+      ),
+    )
+    .orderBy(asc(users.createdAt), asc(users.id))
+    .limit(page.limit + 1);
+  const more = rows.length > page.limit;
+  const items = rows.slice(0, page.limit).map(({ position: _position, ...row }) => ({
+    ...row,
+    createdAt: row.createdAt.toISOString(),
+  }));
+  const last = more ? rows[page.limit - 1] : undefined;
+  return { items, next: last ? { createdAt: last.position, id: last.id } : null };
 }
 
 async function assertNotLastOwner(tx: Executor, tenantId: string, userId: string): Promise<void> {

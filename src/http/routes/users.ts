@@ -9,6 +9,7 @@ import {
   listTenantUsers,
   newUserSchema,
   removeTenantUser,
+  userCursor,
 } from "../../identity/users.ts";
 import { createRouter } from "../context.ts";
 import { ProblemError } from "../errors.ts";
@@ -66,13 +67,24 @@ const list = createRoute({
   method: "get",
   path: "/api/tenant/users",
   tags: ["tenant"],
-  summary: "The caller's tenant's users (owners only).",
+  summary: "The caller's tenant's users in creation order, a page at a time (owners only).",
   security: [{ bearer: [] }],
+  request: {
+    query: z.object({
+      limit: z.coerce.number().int().min(1).max(200).default(50),
+      cursor: z.string().max(200).optional(),
+    }),
+  },
   responses: {
     200: {
-      description: "Users.",
-      content: { "application/json": { schema: z.object({ items: z.array(tenantUser) }) } },
+      description: "A page of users; pass `nextCursor` as `cursor` for the next one (null on the last page).",
+      content: {
+        "application/json": {
+          schema: z.object({ items: z.array(tenantUser), nextCursor: z.string().nullable() }),
+        },
+      },
     },
+    400: problemResponse("The limit or the cursor is not valid."),
   },
 });
 const add = createRoute({
@@ -114,7 +126,16 @@ export function tenantUserRoutes(deps: Deps) {
     return tenantId;
   };
   return createRouter()
-    .openapi(list, async (c) => c.json({ items: await listTenantUsers(deps.database.db, tenantOf(c)) }, 200))
+    .openapi(list, async (c) => {
+      const { limit, cursor } = c.req.valid("query");
+      const after = cursor === undefined ? undefined : userCursor.decode(cursor);
+      if (after === null)
+        throw new ProblemError("validation_failed", "The request is not valid.", {
+          errors: [{ path: "cursor", message: "not a cursor returned by this endpoint" }],
+        });
+      const page = await listTenantUsers(deps.database.db, tenantOf(c), { limit, after });
+      return c.json({ items: page.items, nextCursor: page.next && userCursor.encode(page.next) }, 200);
+    })
     .openapi(add, async (c) =>
       c.json(await createTenantUser(deps.database.db, tenantOf(c), c.req.valid("json")), 201),
     )
