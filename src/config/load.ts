@@ -64,10 +64,58 @@ function readJsonFile(flat: Flat, path: string): void {
   } catch {
     return; // an absent file is an empty source
   }
+  let parsed: unknown;
   try {
-    flattenJson(flat, JSON.parse(text), "");
-  } catch (error) {
-    throw new ConfigError([{ key: path, problem: `is not valid JSON (${(error as Error).message})` }]);
+    parsed = JSON.parse(text);
+  } catch {
+    // never the parser's message: it quotes the offending token, which may be a secret value
+    throw new ConfigError([{ key: path, problem: `is not valid JSON (near line ${jsonErrorLine(text)})` }]);
+  }
+  flattenJson(flat, parsed, "");
+}
+
+/**
+ * The line of the first JSON syntax error, found without the parser's message: the longest prefix
+ * of whole lines that can still be completed to valid JSON by closing what is open.
+ */
+function jsonErrorLine(text: string): number {
+  const lines = text.split("\n");
+  let good = 0;
+  for (let n = 1; n <= lines.length; n++) {
+    if (!completable(lines.slice(0, n).join("\n"))) break;
+    good = n;
+  }
+  return Math.min(good + 1, lines.length);
+}
+
+/** Can `prefix` be the start of a JSON document? Closes open strings and brackets, then parses. */
+function completable(prefix: string): boolean {
+  const stack: string[] = [];
+  let inString = false;
+  for (let i = 0; i < prefix.length; i++) {
+    const ch = prefix[i];
+    if (inString) {
+      if (ch === "\\") i++;
+      else if (ch === '"') inString = false;
+    } else if (ch === '"') inString = true;
+    else if (ch === "{") stack.push("}");
+    else if (ch === "[") stack.push("]");
+    else if (ch === "}" || ch === "]") stack.pop();
+  }
+  let candidate = prefix.trimEnd();
+  if (inString) candidate += '"';
+  // a dangling comma, colon or key is completed the simplest way
+  candidate = candidate.replace(/,\s*$/, "");
+  if (/:\s*$/.test(candidate)) candidate += "null";
+  // a string last inside an object is a key waiting for its value
+  else if (stack.at(-1) === "}" && /[{,]\s*"(?:[^"\\]|\\.)*"\s*$/.test(candidate)) candidate += ":null";
+  candidate += stack.reverse().join("");
+  if (candidate.trim() === "") return true;
+  try {
+    JSON.parse(candidate);
+    return true;
+  } catch {
+    return false;
   }
 }
 
@@ -181,7 +229,8 @@ export function loadConfig(options: LoadOptions = {}): AppConfig {
   for (const [name, value] of Object.entries(env)) {
     // an empty variable (`Key=` in a compose file) is "not set": the files below it still apply
     if (value === undefined || value === "") continue;
-    if (name.includes("__")) put(flat, name.split("__").join(":"), value);
+    // `Section__Key`, or `Section:Key` where the environment allows the colon (env files, compose)
+    if (name.includes("__") || name.includes(":")) put(flat, name.split("__").join(":"), value);
     else if (nodeAt([name]) && name !== "PORT") put(flat, name, value);
   }
   for (const [variable, key] of Object.entries(environmentOverrides)) {

@@ -19,7 +19,7 @@ export function renderConfigReference(): string {
     "<!-- Generated from src/config/schema.ts by `bun run docs:config`. Do not edit by hand. -->",
     "",
     "Sources, lowest precedence first: `config/appsettings.json`, `config/appsettings.{Environment}.json`,",
-    "environment variables (`Section__Key`, arrays `Key__0`, case-insensitive; a `;`-separated value also",
+    "environment variables (`Section__Key`, or `Section:Key` where the environment allows a colon; arrays `Key__0`, case-insensitive; a `;`-separated value also",
     "fills an array), then the override variables named below, then command-line overrides. The",
     "environment comes from `PLINTH_ENVIRONMENT` (`Development` | `Staging` | `Production`; default",
     "`Development`). Keys marked secret are never printed: not in logs, errors or `--help`.",

@@ -183,6 +183,31 @@ describe("sources and precedence", () => {
     writeFileSync(join(dir, "appsettings.json"), "{ nope");
     expect(problemsOf(() => loadConfig({ env: {}, configDir: dir }))[0]?.key).toEndWith("appsettings.json");
   });
+
+  test("invalid JSON is located by line, and the offending value is never quoted", () => {
+    const secret = "Sup3rS3cretPw-not-quoted";
+    for (const [text, line] of [
+      [`{\n  "Security": {\n    "MasterKey": ${secret}\n  }\n}`, 3],
+      [`{\n  "AllowedHosts": [\n    "a.test",\n    "b.test"\n  ],\n  "Key": ${secret}\n}`, 6],
+      [`{\n  "A": "x"\n  "B": "${secret}"\n}`, 3],
+    ] as const) {
+      const dir = configDir();
+      writeFileSync(join(dir, "appsettings.json"), text);
+      const [problem] = problemsOf(() => loadConfig({ env: {}, configDir: dir }));
+      expect(problem?.problem).toBe(`is not valid JSON (near line ${line})`);
+      expect(JSON.stringify(problem)).not.toContain("Sup3rS3cret");
+    }
+  });
+
+  test("Section:Key variables count like Section__Key ones", () => {
+    const { settings } = load({
+      DATABASE_URL: "postgres://x@h/db",
+      "BackgroundProcessing:Enabled": "false",
+      "Server:Port": "9090",
+    });
+    expect(settings.BackgroundProcessing.Enabled).toBe(false);
+    expect(settings.Server.Port).toBe(9090);
+  });
 });
 
 describe("database resolution", () => {
