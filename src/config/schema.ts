@@ -422,7 +422,17 @@ export const environmentOverrides: Record<string, string> = {
   PLINTH_BOOTSTRAP_PLATFORM_ADMIN_PASSWORD: "Bootstrap:PlatformAdminPassword",
   PLINTH_BOOTSTRAP_PLATFORM_ADMIN_NAME: "Bootstrap:PlatformAdminName",
   PORT: "Server:Port",
+  // the provider family (spec 2.3: a second prefix named after the default provider); the
+  // STORAGE_* names below win where both are set
+  S3_BUCKET: "Storage:S3:Bucket",
+  S3_REGION: "Storage:S3:Region",
+  S3_ENDPOINT: "Storage:S3:Endpoint",
+  S3_FORCE_PATH_STYLE: "Storage:S3:ForcePathStyle",
+  S3_ACCESS_KEY_ID: "Storage:S3:AccessKeyId",
+  S3_SECRET_ACCESS_KEY: "Storage:S3:SecretAccessKey",
   STORAGE_PROVIDER: "Storage:Provider",
+  STORAGE_ALLOWED_MIME_TYPES: "Storage:AllowedMimeTypes",
+  STORAGE_PRESIGN_SECONDS: "Storage:PresignSeconds",
   STORAGE_MAX_UPLOAD_BYTES: "Storage:MaxUploadBytes",
   STORAGE_BUCKET: "Storage:S3:Bucket",
   STORAGE_REGION: "Storage:S3:Region",

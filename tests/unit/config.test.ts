@@ -199,6 +199,25 @@ describe("sources and precedence", () => {
     }
   });
 
+  test("storage from STORAGE_* and from the provider family S3_*; STORAGE_* wins where both are set", () => {
+    const { settings } = load({
+      DATABASE_URL: "postgres://x@h/db",
+      S3_BUCKET: "from-s3-family",
+      S3_REGION: "eu-west-1",
+      S3_ENDPOINT: "http://s3.internal:9000",
+      S3_FORCE_PATH_STYLE: "true",
+      STORAGE_BUCKET: "from-storage",
+      STORAGE_ALLOWED_MIME_TYPES: "image/png;application/pdf",
+      STORAGE_PRESIGN_SECONDS: "120",
+    });
+    expect(settings.Storage.S3.Bucket).toBe("from-storage");
+    expect(settings.Storage.S3.Region).toBe("eu-west-1");
+    expect(settings.Storage.S3.Endpoint).toBe("http://s3.internal:9000");
+    expect(settings.Storage.S3.ForcePathStyle).toBe(true);
+    expect(settings.Storage.AllowedMimeTypes).toEqual(["image/png", "application/pdf"]);
+    expect(settings.Storage.PresignSeconds).toBe(120);
+  });
+
   test("Section:Key variables count like Section__Key ones", () => {
     const { settings } = load({
       DATABASE_URL: "postgres://x@h/db",
