@@ -399,7 +399,9 @@ export const configSchema = z.object({
       .string()
       .optional()
       .meta(
-        secret("Temporary password, at least 12 characters (`PLINTH_BOOTSTRAP_PLATFORM_ADMIN_PASSWORD`)."),
+        secret(
+          "Temporary password, at least 12 characters and hard to guess (zxcvbn score 3 of 4; `PLINTH_BOOTSTRAP_PLATFORM_ADMIN_PASSWORD`).",
+        ),
       ),
     PlatformAdminName: z
       .string()

@@ -1,3 +1,5 @@
+import { ZxcvbnFactory } from "@zxcvbn-ts/core";
+import * as zxcvbnCommon from "@zxcvbn-ts/language-common";
 import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { type Db, type Executor, execute } from "../db/client.ts";
@@ -5,13 +7,48 @@ import { platformRoleBindings, users } from "../db/schema/index.ts";
 import { PLATFORM_ADMIN_ROLE } from "../db/seed.ts";
 import { hashPassword, MIN_PASSWORD_LENGTH } from "../security/passwords.ts";
 
-export const bootstrapInputSchema = z.object({
-  email: z.email({ error: "must be a valid e-mail address" }).transform((email) => email.toLowerCase()),
-  password: z
-    .string({ error: "is required" })
-    .min(MIN_PASSWORD_LENGTH, { error: `must be at least ${MIN_PASSWORD_LENGTH} characters` }),
-  name: z.string({ error: "is required" }).trim().min(1, { error: "is required" }),
-});
+/**
+ * The least zxcvbn score (0-4) a bootstrap password needs: 3, "safely unguessable", which
+ * refuses repeats, keyboard walks, dictionary words with digits (`password1234`, `P@ssw0rd2026!`)
+ * and anything built from the administrator's own e-mail or name.
+ */
+export const BOOTSTRAP_MIN_PASSWORD_SCORE = 3;
+
+let estimator: ZxcvbnFactory | undefined;
+/** zxcvbn's guessability score, its dictionaries loaded on first use (~25 ms, once). */
+function passwordScore(password: string, userInputs: string[]): number {
+  estimator ??= new ZxcvbnFactory({
+    dictionary: { ...zxcvbnCommon.dictionary },
+    graphs: zxcvbnCommon.adjacencyGraphs,
+  });
+  return estimator.check(password, userInputs).score;
+}
+
+export const bootstrapInputSchema = z
+  .object({
+    email: z.email({ error: "must be a valid e-mail address" }).transform((email) => email.toLowerCase()),
+    password: z
+      .string({ error: "is required" })
+      .min(MIN_PASSWORD_LENGTH, { error: `must be at least ${MIN_PASSWORD_LENGTH} characters` }),
+    name: z.string({ error: "is required" }).trim().min(1, { error: "is required" }),
+  })
+  .superRefine((input, ctx) => {
+    // the spec asks for a strong temporary password: the first administrator's is the key to everything
+    const inputs = [
+      input.email,
+      ...input.email.split(/[@.+_-]/),
+      input.name,
+      ...input.name.split(/\s+/),
+      "plinth",
+      "admin",
+    ];
+    if (passwordScore(input.password, inputs) < BOOTSTRAP_MIN_PASSWORD_SCORE)
+      ctx.addIssue({
+        code: "custom",
+        path: ["password"],
+        message: "is too easy to guess: use a long passphrase or a generated password",
+      });
+  });
 export type BootstrapInput = z.input<typeof bootstrapInputSchema>;
 
 const variableOf = { email: "EMAIL", password: "PASSWORD", name: "NAME" } as const;

@@ -50,6 +50,26 @@ describe("Production first install: bun run migrate --bootstrap-platform-admin",
     expect(tables?.n).toBe(0);
   });
 
+  test("a long but guessable password is refused too, by name, never echoed", async () => {
+    for (const guessable of ["password1234", "aaaaaaaaaaaaaaaa", "qwertyuiop123"]) {
+      const run = await runEntry("src/migrate.ts", ["--bootstrap-platform-admin"], {
+        ...env,
+        ...admin,
+        PLINTH_BOOTSTRAP_PLATFORM_ADMIN_PASSWORD: guessable,
+      });
+      expect(run.exitCode).toBe(3);
+      const output = run.stdout + run.stderr;
+      expect(output).toContain("PLINTH_BOOTSTRAP_PLATFORM_ADMIN_PASSWORD is too easy to guess");
+      expect(output).not.toContain(guessable);
+    }
+    // refused before anything changed: not even the tables exist yet
+    const [tables] = await execute<{ n: number }>(
+      t.database.db,
+      sql`select count(*)::int as n from information_schema.tables where table_schema = 'public'`,
+    );
+    expect(tables?.n).toBe(0);
+  });
+
   test("Production without the flag migrates and seeds but never bootstraps", async () => {
     const run = await runEntry("src/migrate.ts", [], { ...env, ...admin });
     expect(run.exitCode).toBe(0);
