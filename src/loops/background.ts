@@ -1,4 +1,6 @@
+import { systemClock } from "../clock.ts";
 import type { Settings } from "../config/schema.ts";
+import { databaseClock } from "../db/clock.ts";
 import type { Deps } from "../deps.ts";
 import { createJobRegistry, type JobRegistry } from "../jobs/registry.ts";
 import { jobMetrics, observeJobs } from "../telemetry/jobs.ts";
@@ -70,10 +72,23 @@ export function jobLoopOptions(settings: Settings, registry: JobRegistry): JobLo
   };
 }
 
-/** Starts the enabled background loops of this process (called by src/server.ts once it serves). */
-export async function startBackground(deps: Deps, options: StartBackgroundOptions = {}): Promise<Background> {
-  const settings = deps.config.settings;
+/**
+ * Starts the enabled background loops of this process (called by src/server.ts once it serves).
+ * On the system clock, the loops time their leases by the database's clock (`databaseClock`), the
+ * one clock every host shares; an injected clock (tests) is used as it is.
+ */
+export async function startBackground(
+  processDeps: Deps,
+  options: StartBackgroundOptions = {},
+): Promise<Background> {
+  const settings = processDeps.config.settings;
   const loops: BackgroundLoop[] = [];
+  const anyLoop = loopNames.some((name) => loopEnabled(settings, name));
+  const clock =
+    anyLoop && processDeps.clock === systemClock
+      ? await databaseClock(processDeps.database.db, processDeps.logger)
+      : undefined;
+  const deps: Deps = clock ? { ...processDeps, clock } : processDeps;
   let jobLoop: JobLoop | null = null;
   if (loopEnabled(settings, "jobs")) {
     // telemetry hook: handlers run in a span with one log line per run; loop events become metrics
@@ -105,6 +120,7 @@ export async function startBackground(deps: Deps, options: StartBackgroundOption
     jobLoop,
     stop: async (timeoutMs) => {
       await Promise.allSettled(loops.map((l) => l.stop(timeoutMs)));
+      clock?.stop();
     },
   };
 }
