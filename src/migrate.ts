@@ -2,7 +2,7 @@ import { parseArgs } from "node:util";
 import { loadCliContext } from "./cli.ts";
 import type { AppConfig } from "./config/load.ts";
 import { type Database, openDatabase } from "./db/client.ts";
-import { migrate, migrateDown, migrationStatus } from "./db/migrator.ts";
+import { migrate, migrateDown, migrationScript, migrationStatus } from "./db/migrator.ts";
 import { seedCatalog } from "./db/seed.ts";
 import {
   BootstrapRefusedError,
@@ -38,6 +38,8 @@ Options:
                               Migrates and seeds first, so it is the whole first install.
   --down                      Run the Down step of the latest applied migration that has one.
   --status                    List applied and pending migrations.
+  --script                    Print every migration as one idempotent SQL script (for review, or to
+                              apply by hand: psql -f); connects to no database, changes nothing.
   --help                      Show this help.
 
 Without the flag, Development and Staging bootstrap the administrator when the three variables
@@ -157,6 +159,7 @@ async function main(argv: string[]): Promise<number> {
         "bootstrap-platform-admin": { type: "boolean", default: false },
         down: { type: "boolean", default: false },
         status: { type: "boolean", default: false },
+        script: { type: "boolean", default: false },
         help: { type: "boolean", short: "h", default: false },
       },
       strict: true,
@@ -166,8 +169,12 @@ async function main(argv: string[]): Promise<number> {
       return EXIT.ok;
     }
     flags = { bootstrap: values["bootstrap-platform-admin"], down: values.down, status: values.status };
-    if ([flags.bootstrap, flags.down, flags.status].filter(Boolean).length > 1) {
-      throw new Error("--bootstrap-platform-admin, --down and --status exclude each other");
+    if ([flags.bootstrap, flags.down, flags.status, values.script].filter(Boolean).length > 1) {
+      throw new Error("--bootstrap-platform-admin, --down, --status and --script exclude each other");
+    }
+    if (values.script) {
+      process.stdout.write(migrationScript());
+      return EXIT.ok;
     }
   } catch (error) {
     process.stderr.write(`${(error as Error).message}\n\n${HELP}`);

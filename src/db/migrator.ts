@@ -108,6 +108,48 @@ export async function migrate(db: Db, options: MigrateOptions = {}): Promise<str
   });
 }
 
+/** A dollar-quote tag that `text` does not contain. */
+function dollarTag(text: string, base: string): string {
+  let tag = `$${base}$`;
+  for (let i = 1; text.includes(tag); i++) tag = `$${base}${i}$`;
+  return tag;
+}
+
+/**
+ * The whole migration history as one idempotent SQL script, for a DBA to review and apply by hand
+ * (`bun run migrate --script`): the same transaction, advisory lock and `schema_migrations` rows as
+ * `migrate`, each migration guarded by its tag, so the script can run against a database at any
+ * version (and again), and the migrator afterwards finds nothing left to do. Needs no database.
+ */
+export function migrationScript(options: { dir?: string } = {}): string {
+  const migrations = readMigrations(options.dir);
+  const quote = (value: string) => `'${value.replaceAll("'", "''")}'`;
+  const out = [
+    "-- Plinth: every migration as one idempotent script (bun run migrate --script).",
+    "-- Applies what a database does not have yet, in one transaction, as the migrator would.",
+    "BEGIN;",
+    `SELECT pg_advisory_xact_lock(${MIGRATION_LOCK});`,
+    "CREATE TABLE IF NOT EXISTS schema_migrations (tag text PRIMARY KEY, hash text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());",
+  ];
+  for (const migration of migrations) {
+    const body = migration.statements.join("\n");
+    const block = dollarTag(body, "migration");
+    const statement = dollarTag(body, "statement");
+    out.push(
+      "",
+      `-- ${migration.tag}`,
+      `DO ${block}`,
+      "BEGIN",
+      `  IF EXISTS (SELECT 1 FROM schema_migrations WHERE tag = ${quote(migration.tag)}) THEN RETURN; END IF;`,
+      ...migration.statements.map((text) => `  EXECUTE ${statement}${text}${statement};`),
+      `  INSERT INTO schema_migrations (tag, hash) VALUES (${quote(migration.tag)}, ${quote(migration.hash)});`,
+      `END ${block};`,
+    );
+  }
+  out.push("", "COMMIT;", "");
+  return out.join("\n");
+}
+
 /** Runs the Down step of the latest applied migration that has one; returns its tag, or null. */
 export async function migrateDown(db: Db, options: { dir?: string } = {}): Promise<string | null> {
   const migrations = readMigrations(options.dir);
