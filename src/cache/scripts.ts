@@ -78,7 +78,8 @@ return removed`,
 
 /**
  * GCRA (a token bucket kept as one "theoretical arrival time", TAT). ARGV: now, emission interval
- * (time per permit) and window, all in microseconds, and how many permits are asked for at once.
+ * (time per permit) and window (the bucket's capacity: limit * interval, which the caller passes so
+ * a burst is exactly the limit), all in microseconds, and how many permits are asked for at once.
  * Grants as many as n requests one after another at `now` would get: up to
  * floor((window - (TAT - now)) / interval). Returns { permits granted, TAT - now (µs) before them }.
  * The key expires when the bucket is full again (PX takes milliseconds).

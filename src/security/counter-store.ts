@@ -55,10 +55,16 @@ export interface CounterStore {
   rate(key: string, limit: number, windowMs: number, nowMs: number, count: number): Promise<RateOutcome[]>;
 }
 
-/** GCRA in microseconds: `interval` per permit, burst up to `limit` (interval * limit <= window). */
+/**
+ * GCRA in microseconds: `interval` per permit (the window over the limit, rounded down to a whole
+ * microsecond, at least 1) and a burst of exactly `limit`. The bucket holds `limit * interval`
+ * (returned as `windowUs`, what the decisions below and the script measure against), not the
+ * window: with the interval rounded down, the window alone would hold more than `limit` permits
+ * (60 s / 9,999 holds 10,000; 1 s / 300,000 holds 333,333).
+ */
 function gcraParams(limit: number, windowMs: number) {
-  const windowUs = windowMs * 1000;
-  return { windowUs, intervalUs: Math.max(1, Math.floor(windowUs / limit)) };
+  const intervalUs = Math.max(1, Math.floor((windowMs * 1000) / limit));
+  return { windowUs: limit * intervalUs, intervalUs };
 }
 
 /** Outcome from the TAT relative to now after the decision. */

@@ -76,6 +76,23 @@ describe.each(["redis", "upstash", "database", "memory"] as const)("GCRA on %s",
     );
     expect((await counters.rate("batch", 5, 60_000, now + 24_000, 1))[0]?.allowed).toBe(false);
   });
+
+  test("a limit that does not divide the window in whole microseconds still bursts to exactly the limit", async () => {
+    const counters = await store(kind);
+    const now = Date.parse("2026-11-22T10:00:00Z");
+    // 60 s / 9,999 and 1 s / 3,000 round the interval down (6,000 µs, 333 µs): the window alone
+    // would hold 10,000 and 3,003 permits
+    for (const [limit, windowMs] of [
+      [9_999, 60_000],
+      [3_000, 1_000],
+    ] as const) {
+      const outcomes = await counters.rate(`large-${limit}`, limit, windowMs, now, limit + 10);
+      expect(outcomes.filter((o) => o.allowed)).toHaveLength(limit);
+      expect(outcomes[0]?.remaining).toBe(limit - 1);
+      expect(outcomes[limit - 1]).toMatchObject({ allowed: true, remaining: 0 });
+      expect(outcomes[limit]?.allowed).toBe(false);
+    }
+  });
 });
 
 describe.each(["redis", "database"] as const)("a burst through the app on %s", (kind) => {
