@@ -78,14 +78,17 @@ function coalescedRate(options: RateLimitOptions, policy: RateLimitPolicy) {
     pending = new Map();
     const nowMs = options.clock.now().getTime();
     for (const [key, waiters] of batch) {
-      options.store.rate(key, policy.limit, windowMs, nowMs, waiters.length).then(
-        (outcomes) => {
+      const fail = (error: unknown) => {
+        for (const waiter of waiters) waiter.reject(error);
+      };
+      try {
+        options.store.rate(key, policy.limit, windowMs, nowMs, waiters.length).then((outcomes) => {
           for (const [i, waiter] of waiters.entries()) waiter.resolve(outcomes[i] as RateOutcome);
-        },
-        (error: unknown) => {
-          for (const waiter of waiters) waiter.reject(error);
-        },
-      );
+        }, fail);
+      } catch (error) {
+        // a store that throws instead of rejecting must not leave this batch (or the next) waiting
+        fail(error);
+      }
     }
   };
   return (key: string): Promise<RateOutcome> =>

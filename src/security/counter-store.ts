@@ -184,9 +184,14 @@ const bigintArray = (values: number[]) => `{${values.map((v) => Math.trunc(v)).j
 export function databaseCounterStore(db: Db, options: { cleanupEvery?: number } = {}): CounterStore {
   const cleanupEvery = options.cleanupEvery ?? 200;
   let calls = 0;
+  // housekeeping after an operation has committed: a failed sweep must not fail that operation
+  // (its permits or attempts are already recorded); the next sweep, cleanupEvery calls on, retries
   const maybeCleanup = async (nowMs: number) => {
     if (++calls % cleanupEvery !== 0) return;
-    await db.delete(securityCounters).where(lt(securityCounters.expiresAt, new Date(nowMs)));
+    await db
+      .delete(securityCounters)
+      .where(lt(securityCounters.expiresAt, new Date(nowMs)))
+      .catch(() => undefined);
   };
   const lockRow = async (tx: Db, key: string, nowMs: number) => {
     const [row] = await execute<{ hits: string | null; tat: string | null }>(

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { sql } from "drizzle-orm";
 import type { App } from "../../src/app.ts";
 import { createApp } from "../../src/app.ts";
 import type { Cache } from "../../src/cache/port.ts";
@@ -133,4 +134,23 @@ describe.each(["redis", "database"] as const)("a burst through the app on %s", (
     expect(mine?.status).toBe(429);
     expect(other?.status).toBe(200);
   });
+});
+
+test("a failed sweep of expired counters does not fail the decision it follows (database store)", async () => {
+  const counters = databaseCounterStore(t.database.db, { cleanupEvery: 1 });
+  await t.database.db.execute(sql`create function refuse_sweep() returns trigger language plpgsql as
+    $$ begin raise exception 'sweep refused'; end $$`);
+  await t.database.db.execute(
+    sql`create trigger refuse_sweep before delete on security_counters for each statement execute function refuse_sweep()`,
+  );
+  try {
+    const now = Date.parse("2026-11-22T11:00:00Z");
+    const [outcome] = await counters.rate("sweep-key", 5, 60_000, now, 1);
+    expect(outcome?.allowed).toBe(true);
+    const windows = await counters.window("hit", [{ key: "sweep-window", limit: 3, windowMs: 60_000 }], now);
+    expect(windows.counts).toEqual([1]);
+  } finally {
+    await t.database.db.execute(sql`drop trigger refuse_sweep on security_counters`);
+    await t.database.db.execute(sql`drop function refuse_sweep()`);
+  }
 });
