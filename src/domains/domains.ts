@@ -1,6 +1,6 @@
-import { and, desc, eq } from "drizzle-orm";
+import { and, desc, eq, sql } from "drizzle-orm";
 import { opaqueToken } from "../auth/secrets.ts";
-import { tenantDomains } from "../db/schema/index.ts";
+import { tenantDomains, tenants } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { ProblemError } from "../http/errors.ts";
 import { getTenant, isUuid } from "../tenancy/tenants.ts";
@@ -67,10 +67,17 @@ export function domainView(deps: Pick<Deps, "config">, row: DomainRow): DomainVi
 }
 
 /** Adds a hostname to a tenant as `Pending` with a fresh verification token; due at once. */
+/**
+ * Registers a hostname for a tenant as Pending. With `limit` (the plan's `custom_domains` limit),
+ * the count of the tenant's domains and the insert happen under the tenant's row lock, so
+ * concurrent additions cannot take the tenant past it: the (n+1)-th gets 403
+ * `usage_limit_reached` however many arrive at once. Every domain row counts, whatever its status.
+ */
 export async function createDomain(
   deps: DomainDeps,
   tenantId: string,
   input: { hostname: string },
+  options: { limit?: number | null } = {},
 ): Promise<DomainView> {
   const settings = deps.config.settings;
   const hostname = validateHostname(input.hostname, {
@@ -79,19 +86,35 @@ export async function createDomain(
   });
   await getTenant(deps.database.db, tenantId);
   const now = deps.clock.now();
-  const [row] = await deps.database.db
-    .insert(tenantDomains)
-    .values({
-      tenantId,
-      hostname,
-      status: "Pending",
-      verificationToken: `plinth-${opaqueToken(24)}`,
-      nextCheckAt: now,
-      createdAt: now,
-      updatedAt: now,
-    })
-    .onConflictDoNothing({ target: tenantDomains.hostname })
-    .returning();
+  const row = await deps.database.db.transaction(async (tx) => {
+    const limit = options.limit;
+    if (limit !== undefined && limit !== null) {
+      await tx.select({ id: tenants.id }).from(tenants).where(eq(tenants.id, tenantId)).for("update");
+      const [held] = await tx
+        .select({ n: sql<number>`count(*)::int` })
+        .from(tenantDomains)
+        .where(eq(tenantDomains.tenantId, tenantId));
+      if ((held?.n ?? 0) >= limit)
+        throw new ProblemError(
+          "usage_limit_reached",
+          `The limit of "custom_domains" (${limit} domains) is reached.`,
+        );
+    }
+    const [inserted] = await tx
+      .insert(tenantDomains)
+      .values({
+        tenantId,
+        hostname,
+        status: "Pending",
+        verificationToken: `plinth-${opaqueToken(24)}`,
+        nextCheckAt: now,
+        createdAt: now,
+        updatedAt: now,
+      })
+      .onConflictDoNothing({ target: tenantDomains.hostname })
+      .returning();
+    return inserted;
+  });
   // one answer whichever tenant holds it: the name is taken
   if (!row) throw new ProblemError("conflict", "This hostname is already registered.");
   deps.logger.info("tenant domain added", { tenantId, domainId: row.id, hostname });

@@ -122,6 +122,19 @@ describe("custom domains (POST /api/tenant/domains)", () => {
     expect(await domainCount(pro.id)).toBe(5);
   });
 
+  test("additions sent at the same moment cannot pass the limit: exactly 5 of 8 are created", async () => {
+    const pro = await tenantOn("pro");
+    const answers = await Promise.all(
+      Array.from({ length: 8 }, () => post(pro.headers, "/api/tenant/domains", { hostname: uniqueHost() })),
+    );
+    const statuses = answers.map((r) => r.status).sort();
+    expect(statuses).toEqual([201, 201, 201, 201, 201, 403, 403, 403]);
+    for (const refused of answers.filter((r) => r.status === 403))
+      expect(((await refused.json()) as { code: string }).code).toBe("usage_limit_reached");
+    expect(await domainCount(pro.id)).toBe(5);
+    expect(await currentUsage(deps, pro.id, "custom_domains", "never")).toBe(5);
+  });
+
   test("a suspended tenant is refused (402): custom domains are off while suspended", async () => {
     const suspended = await tenantOn("suspended");
     const refused = await post(suspended.headers, "/api/tenant/domains", { hostname: uniqueHost() });

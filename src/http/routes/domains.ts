@@ -193,9 +193,10 @@ export function tenantDomainRoutes(deps: Deps) {
   return router
     .openapi(tenant.create, async (c) => {
       const id = tenantId(c);
-      // 402 payment_required when the plan has no custom domains, 403 usage_limit_reached at the limit
-      await assertFeature(deps, id, "custom_domains", 1);
-      const domain = await createDomain(deps, id, c.req.valid("json"));
+      // 402 payment_required when the plan has no custom domains, 403 usage_limit_reached at the
+      // limit: first from the usage counter, then counted again under the tenant's lock as it inserts
+      const feature = await assertFeature(deps, id, "custom_domains", 1);
+      const domain = await createDomain(deps, id, c.req.valid("json"), { limit: feature.limit });
       await countDomain(deps, id, domain.id, 1);
       return c.json(domain, 201);
     })
