@@ -5,7 +5,7 @@ import type { Db, Executor } from "../db/client.ts";
 import { refreshTokens, sessions, smsCodes, tenants, users } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { ProblemError } from "../http/errors.ts";
-import { hashPassword, MIN_PASSWORD_LENGTH, verifyPassword } from "../security/passwords.ts";
+import { hashPassword, passwordProblem, verifyPassword } from "../security/passwords.ts";
 import type { WindowDecision } from "../security/windows.ts";
 import { hmac, opaqueToken, safeEqual, tokenHash } from "./secrets.ts";
 import { announceSessionChange, type SessionChange } from "./session-cache.ts";
@@ -401,7 +401,12 @@ export async function changePassword(
 ): Promise<TokenPair | null> {
   const db = deps.database.db;
   const [user] = await db
-    .select({ passwordHash: users.passwordHash, tenantId: users.tenantId, email: users.email })
+    .select({
+      passwordHash: users.passwordHash,
+      tenantId: users.tenantId,
+      email: users.email,
+      name: users.name,
+    })
     .from(users)
     .where(eq(users.id, principal.userId))
     .limit(1);
@@ -413,9 +418,10 @@ export async function changePassword(
       throw new ProblemError("unauthorized", "The current password is wrong.");
     }
   });
-  if (input.newPassword.length < MIN_PASSWORD_LENGTH) {
-    throw new ProblemError("validation_failed", "The new password is too short.", {
-      errors: [{ path: "newPassword", message: `must be at least ${MIN_PASSWORD_LENGTH} characters` }],
+  const weakness = passwordProblem(input.newPassword, { email: user.email, name: user.name });
+  if (weakness) {
+    throw new ProblemError("validation_failed", "The new password is not strong enough.", {
+      errors: [{ path: "newPassword", message: weakness }],
     });
   }
   if (input.newPassword === input.currentPassword) {

@@ -1,28 +1,9 @@
-import { ZxcvbnFactory } from "@zxcvbn-ts/core";
-import * as zxcvbnCommon from "@zxcvbn-ts/language-common";
 import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { type Db, type Executor, execute } from "../db/client.ts";
 import { platformRoleBindings, users } from "../db/schema/index.ts";
 import { PLATFORM_ADMIN_ROLE } from "../db/seed.ts";
-import { hashPassword, MIN_PASSWORD_LENGTH } from "../security/passwords.ts";
-
-/**
- * The least zxcvbn score (0-4) a bootstrap password needs: 3, "safely unguessable", which
- * refuses repeats, keyboard walks, dictionary words with digits (`password1234`, `P@ssw0rd2026!`)
- * and anything built from the administrator's own e-mail or name.
- */
-export const BOOTSTRAP_MIN_PASSWORD_SCORE = 3;
-
-let estimator: ZxcvbnFactory | undefined;
-/** zxcvbn's guessability score, its dictionaries loaded on first use (~25 ms, once). */
-function passwordScore(password: string, userInputs: string[]): number {
-  estimator ??= new ZxcvbnFactory({
-    dictionary: { ...zxcvbnCommon.dictionary },
-    graphs: zxcvbnCommon.adjacencyGraphs,
-  });
-  return estimator.check(password, userInputs).score;
-}
+import { hashPassword, MIN_PASSWORD_LENGTH, passwordProblem } from "../security/passwords.ts";
 
 export const bootstrapInputSchema = z
   .object({
@@ -34,20 +15,8 @@ export const bootstrapInputSchema = z
   })
   .superRefine((input, ctx) => {
     // the spec asks for a strong temporary password: the first administrator's is the key to everything
-    const inputs = [
-      input.email,
-      ...input.email.split(/[@.+_-]/),
-      input.name,
-      ...input.name.split(/\s+/),
-      "plinth",
-      "admin",
-    ];
-    if (passwordScore(input.password, inputs) < BOOTSTRAP_MIN_PASSWORD_SCORE)
-      ctx.addIssue({
-        code: "custom",
-        path: ["password"],
-        message: "is too easy to guess: use a long passphrase or a generated password",
-      });
+    const problem = passwordProblem(input.password, { email: input.email, name: input.name });
+    if (problem) ctx.addIssue({ code: "custom", path: ["password"], message: problem });
   });
 export type BootstrapInput = z.input<typeof bootstrapInputSchema>;
 

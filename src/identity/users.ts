@@ -10,18 +10,23 @@ import {
   users,
 } from "../db/schema/index.ts";
 import { ProblemError } from "../http/errors.ts";
-import { hashPassword, MIN_PASSWORD_LENGTH } from "../security/passwords.ts";
+import { hashPassword, MIN_PASSWORD_LENGTH, passwordProblem } from "../security/passwords.ts";
 
-export const newUserSchema = z.object({
-  email: z.email().max(320),
-  name: z.string().trim().min(1).max(200),
-  password: z.string().min(MIN_PASSWORD_LENGTH).max(1024),
-  role: z.enum(tenantRoles).default("member"),
-  phone: z
-    .string()
-    .regex(/^\+[1-9]\d{6,14}$/, "must be an E.164 number such as +14155550100")
-    .optional(),
-});
+export const newUserSchema = z
+  .object({
+    email: z.email().max(320),
+    name: z.string().trim().min(1).max(200),
+    password: z.string().min(MIN_PASSWORD_LENGTH).max(1024),
+    role: z.enum(tenantRoles).default("member"),
+    phone: z
+      .string()
+      .regex(/^\+[1-9]\d{6,14}$/, "must be an E.164 number such as +14155550100")
+      .optional(),
+  })
+  .superRefine((user, ctx) => {
+    const problem = passwordProblem(user.password, { email: user.email, name: user.name });
+    if (problem) ctx.addIssue({ code: "custom", path: ["password"], message: problem });
+  });
 export type NewUser = z.input<typeof newUserSchema>;
 
 export interface TenantUser {

@@ -1,3 +1,5 @@
+import { ZxcvbnFactory } from "@zxcvbn-ts/core";
+import * as zxcvbnCommon from "@zxcvbn-ts/language-common";
 import { argon2id, argon2Verify } from "hash-wasm";
 
 /** OWASP's argon2id floor: 19 MiB, 2 passes, 1 lane. PHC strings, portable between Bun and Deno. */
@@ -5,6 +7,39 @@ const MEMORY_KIB = 19_456;
 const ITERATIONS = 2;
 
 export const MIN_PASSWORD_LENGTH = 12;
+
+/**
+ * The least zxcvbn score (0-4) a new password needs: 3, "safely unguessable", which refuses
+ * repeats, keyboard walks, common passwords and dictionary words with digits (`password1234`,
+ * `P@ssw0rd2026!`), and anything built from the account's own e-mail or name.
+ */
+export const MIN_PASSWORD_SCORE = 3;
+
+let estimator: ZxcvbnFactory | undefined;
+
+/**
+ * Why a new password cannot be used, or null: at least `MIN_PASSWORD_LENGTH` characters and a
+ * zxcvbn score of at least `MIN_PASSWORD_SCORE`, judged with the account's e-mail and name (and
+ * the product's name) as words an attacker would try first. The message never repeats the password.
+ * zxcvbn's dictionaries load on first use (~25 ms, once); a check takes a few milliseconds.
+ */
+export function passwordProblem(
+  password: string,
+  context: { email?: string; name?: string } = {},
+): string | null {
+  if (password.length < MIN_PASSWORD_LENGTH) return `must be at least ${MIN_PASSWORD_LENGTH} characters`;
+  estimator ??= new ZxcvbnFactory({
+    dictionary: { ...zxcvbnCommon.dictionary },
+    graphs: zxcvbnCommon.adjacencyGraphs,
+  });
+  const words = ["plinth", "admin"];
+  if (context.email) words.push(context.email, ...context.email.split(/[@.+_-]/));
+  if (context.name) words.push(context.name, ...context.name.split(/\s+/));
+  // zxcvbn's matching grows fast with the length: it judges the first 100 characters
+  if (estimator.check(password.slice(0, 100), words.filter(Boolean)).score < MIN_PASSWORD_SCORE)
+    return "is too easy to guess: use a long passphrase or a generated password";
+  return null;
+}
 
 export async function hashPassword(password: string): Promise<string> {
   if (typeof Bun !== "undefined") {

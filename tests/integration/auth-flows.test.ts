@@ -258,6 +258,14 @@ describe("the bootstrapped administrator must change the password first", () => 
         (await change({ currentPassword: "not-the-password", newPassword: "brand-new-password-1" })).status,
       ).toBe(401);
       expect((await change({ currentPassword: PASSWORD, newPassword: "short" })).status).toBe(400);
+      // long enough but guessable: 400 naming the field, the password never echoed
+      const guessable = await change({ currentPassword: PASSWORD, newPassword: "password1234" });
+      expect(guessable.status).toBe(400);
+      const problem = (await guessable.json()) as { errors: { path: string; message: string }[] };
+      expect(problem.errors).toEqual([
+        { path: "newPassword", message: expect.stringContaining("too easy to guess") },
+      ]);
+      expect(JSON.stringify(problem)).not.toContain("password1234");
       expect((await change({ currentPassword: PASSWORD, newPassword: PASSWORD })).status).toBe(400);
       const changed = await change({ currentPassword: PASSWORD, newPassword: "brand-new-password-1" });
       expect(changed.status).toBe(200);

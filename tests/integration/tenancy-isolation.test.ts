@@ -167,6 +167,18 @@ describe("platform administrators and tenants", () => {
     expect(
       (await login(app, { email: body.email, password: body.password, tenant: tenant.code })).status,
     ).toBe(200);
+    // a guessable password is refused with 400 naming the field; nothing is created
+    const weak = await app.request(
+      `/api/admin/tenants/${tenant.id}/users`,
+      json(
+        { ...body, email: "second@example.com", password: "iloveyou1234" },
+        { authorization: `Bearer ${admin}` },
+      ),
+    );
+    expect(weak.status).toBe(400);
+    const problem = (await weak.json()) as { errors: { path: string }[] };
+    expect(problem.errors.map((e) => e.path)).toEqual(["password"]);
+    expect(JSON.stringify(problem)).not.toContain("iloveyou1234");
   });
 
   test("tenant owners get 403 on admin routes; administrators act on tenants only through /api/admin", async () => {

@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
 import { argon2id, argon2Verify } from "hash-wasm";
-import { hashPassword, verifyPassword } from "../../src/security/passwords.ts";
+import { hashPassword, passwordProblem, verifyPassword } from "../../src/security/passwords.ts";
 
 test("hashes are argon2id PHC strings at OWASP's parameters", async () => {
   const hash = await hashPassword("correct horse battery");
@@ -27,4 +27,25 @@ test("portable: Bun's hashes verify with hash-wasm (Deno) and hash-wasm's verify
 
 test("a malformed hash never verifies and never throws", async () => {
   expect(await verifyPassword("x", "not-a-hash")).toBe(false);
+});
+
+test("a new password must be long and hard to guess, judged with the account's own words", () => {
+  const account = { email: "jane.doe@example.com", name: "Jane Doe" };
+  for (const weak of [
+    "short-pw",
+    "password1234",
+    "iloveyou1234",
+    "aaaaaaaaaaaaaaaa",
+    "qwertyuiop123",
+    "x".repeat(300),
+  ])
+    expect(passwordProblem(weak, account)).not.toBeNull();
+  expect(passwordProblem("short-pw", account)).toBe("must be at least 12 characters");
+  for (const strong of ["correct-horse-battery-staple", "a-long-test-password-1", "Xk9#mQ2$vL7p-tR4"])
+    expect(passwordProblem(strong, account)).toBeNull();
+  // the account's own name and e-mail are the first words an attacker tries
+  expect(passwordProblem("jane.doe@example.com", account)).not.toBeNull();
+  expect(passwordProblem("jane.doe@example.com")).toBeNull();
+  // never the password itself in the message
+  expect(passwordProblem("password1234", account)).not.toContain("password1234");
 });
