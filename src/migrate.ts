@@ -95,7 +95,7 @@ export async function runMigrator(
       );
       return EXIT.bootstrapRefused;
     }
-    const problems = checkBootstrapInput(input);
+    const problems = await checkBootstrapInput(input);
     if (problems.length > 0) {
       logger.error("bootstrap input refused; nothing changed", { problems });
       return EXIT.bootstrapInput;
@@ -123,7 +123,7 @@ export async function runMigrator(
     } else if (await platformAdminExists(db)) {
       logger.info("bootstrap skipped: a platform administrator already exists");
     } else {
-      const problems = checkBootstrapInput(input);
+      const problems = await checkBootstrapInput(input);
       if (problems.length > 0) {
         logger.error("bootstrap input refused", { problems });
         return EXIT.bootstrapInput;

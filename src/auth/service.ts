@@ -418,7 +418,7 @@ export async function changePassword(
       throw new ProblemError("unauthorized", "The current password is wrong.");
     }
   });
-  const weakness = passwordProblem(input.newPassword, { email: user.email, name: user.name });
+  const weakness = await passwordProblem(input.newPassword, { email: user.email, name: user.name });
   if (weakness) {
     throw new ProblemError("validation_failed", "The new password is not strong enough.", {
       errors: [{ path: "newPassword", message: weakness }],

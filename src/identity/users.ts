@@ -12,21 +12,16 @@ import {
 import { ProblemError } from "../http/errors.ts";
 import { hashPassword, MIN_PASSWORD_LENGTH, passwordProblem } from "../security/passwords.ts";
 
-export const newUserSchema = z
-  .object({
-    email: z.email().max(320),
-    name: z.string().trim().min(1).max(200),
-    password: z.string().min(MIN_PASSWORD_LENGTH).max(1024),
-    role: z.enum(tenantRoles).default("member"),
-    phone: z
-      .string()
-      .regex(/^\+[1-9]\d{6,14}$/, "must be an E.164 number such as +14155550100")
-      .optional(),
-  })
-  .superRefine((user, ctx) => {
-    const problem = passwordProblem(user.password, { email: user.email, name: user.name });
-    if (problem) ctx.addIssue({ code: "custom", path: ["password"], message: problem });
-  });
+export const newUserSchema = z.object({
+  email: z.email().max(320),
+  name: z.string().trim().min(1).max(200),
+  password: z.string().min(MIN_PASSWORD_LENGTH).max(1024),
+  role: z.enum(tenantRoles).default("member"),
+  phone: z
+    .string()
+    .regex(/^\+[1-9]\d{6,14}$/, "must be an E.164 number such as +14155550100")
+    .optional(),
+});
 export type NewUser = z.input<typeof newUserSchema>;
 
 export interface TenantUser {
@@ -44,6 +39,11 @@ const notFound = () => new ProblemError("not_found", "No such user.");
 
 export async function createTenantUser(db: Db, tenantId: string, input: NewUser): Promise<{ id: string }> {
   const user = newUserSchema.parse(input);
+  const weakness = await passwordProblem(user.password, { email: user.email, name: user.name });
+  if (weakness)
+    throw new ProblemError("validation_failed", "The request is not valid.", {
+      errors: [{ path: "password", message: weakness }],
+    });
   const [tenant] = await db.select({ id: tenants.id }).from(tenants).where(eq(tenants.id, tenantId)).limit(1);
   if (!tenant) throw new ProblemError("not_found", "No such tenant.");
   const passwordHash = await hashPassword(user.password);

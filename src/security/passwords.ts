@@ -1,5 +1,4 @@
-import { ZxcvbnFactory } from "@zxcvbn-ts/core";
-import * as zxcvbnCommon from "@zxcvbn-ts/language-common";
+import type { ZxcvbnFactory } from "@zxcvbn-ts/core";
 import { argon2id, argon2Verify } from "hash-wasm";
 
 /** OWASP's argon2id floor: 19 MiB, 2 passes, 1 lane. PHC strings, portable between Bun and Deno. */
@@ -15,28 +14,35 @@ export const MIN_PASSWORD_LENGTH = 12;
  */
 export const MIN_PASSWORD_SCORE = 3;
 
-let estimator: ZxcvbnFactory | undefined;
+let estimator: Promise<ZxcvbnFactory> | undefined;
+
+/** zxcvbn with its common dictionaries, loaded on first use: they cost ~30 ms and ~26 MB. */
+function loadEstimator(): Promise<ZxcvbnFactory> {
+  estimator ??= Promise.all([import("@zxcvbn-ts/core"), import("@zxcvbn-ts/language-common")]).then(
+    ([core, common]) =>
+      new core.ZxcvbnFactory({ dictionary: { ...common.dictionary }, graphs: common.adjacencyGraphs }),
+  );
+  return estimator;
+}
 
 /**
  * Why a new password cannot be used, or null: at least `MIN_PASSWORD_LENGTH` characters and a
  * zxcvbn score of at least `MIN_PASSWORD_SCORE`, judged with the account's e-mail and name (and
  * the product's name) as words an attacker would try first. The message never repeats the password.
- * zxcvbn's dictionaries load on first use (~25 ms, once); a check takes a few milliseconds.
+ * The dictionaries load on the first check (processes that never set a password never load them);
+ * a check takes a few milliseconds.
  */
-export function passwordProblem(
+export async function passwordProblem(
   password: string,
   context: { email?: string; name?: string } = {},
-): string | null {
+): Promise<string | null> {
   if (password.length < MIN_PASSWORD_LENGTH) return `must be at least ${MIN_PASSWORD_LENGTH} characters`;
-  estimator ??= new ZxcvbnFactory({
-    dictionary: { ...zxcvbnCommon.dictionary },
-    graphs: zxcvbnCommon.adjacencyGraphs,
-  });
+  const zxcvbn = await loadEstimator();
   const words = ["plinth", "admin"];
   if (context.email) words.push(context.email, ...context.email.split(/[@.+_-]/));
   if (context.name) words.push(context.name, ...context.name.split(/\s+/));
   // zxcvbn's matching grows fast with the length: it judges the first 100 characters
-  if (estimator.check(password.slice(0, 100), words.filter(Boolean)).score < MIN_PASSWORD_SCORE)
+  if (zxcvbn.check(password.slice(0, 100), words.filter(Boolean)).score < MIN_PASSWORD_SCORE)
     return "is too easy to guess: use a long passphrase or a generated password";
   return null;
 }
