@@ -9,12 +9,12 @@ import { sql } from "drizzle-orm";
 import postgres from "postgres";
 import { z } from "zod";
 import { systemClock } from "../src/clock.ts";
-import { createRedactor } from "../src/config/redact.ts";
 import { type Database, execute, openDatabase } from "../src/db/client.ts";
 import { migrate } from "../src/db/migrator.ts";
 import { enqueue, enqueueMany } from "../src/jobs/enqueue.ts";
 import { createJobRegistry, defineJob, systemNoop } from "../src/jobs/registry.ts";
 import { createJobLoop, type JobLoop } from "../src/loops/job-loop.ts";
+import { createRedactor } from "../src/redact.ts";
 import { createLogger } from "../src/telemetry/logger.ts";
 import { startQueryCounter } from "./query-counter.ts";
 

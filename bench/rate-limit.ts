@@ -19,7 +19,7 @@ import { createCache } from "../src/cache/index.ts";
 import { systemClock } from "../src/clock.ts";
 import { bunPeer } from "../src/http/client-ip.ts";
 import { createRouter } from "../src/http/context.ts";
-import { rateLimit } from "../src/http/rate-limit.ts";
+import { rateLimit } from "../src/http/middleware/rate-limit.ts";
 import {
   type CounterStore,
   cacheCounterStore,

@@ -2,8 +2,8 @@
 // rotation command's throughput over N secrets in a scratch PostgreSQL database.
 import { randomBytes, randomUUID } from "node:crypto";
 import { ManualClock } from "../src/clock.ts";
-import { createRedactor } from "../src/config/redact.ts";
 import { putTenantSecret, rotateTenantSecrets } from "../src/providers/secrets.ts";
+import { createRedactor } from "../src/redact.ts";
 import { loadCertificate } from "../src/security/certificates.ts";
 import { DataProtection } from "../src/security/data-protection.ts";
 import { openSecret, parseTenantSecretKeys, sealSecret } from "../src/security/tenant-secrets.ts";

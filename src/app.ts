@@ -3,14 +3,16 @@ import { cors } from "hono/cors";
 import { RegExpRouter } from "hono/router/reg-exp-router";
 import { SmartRouter } from "hono/router/smart-router";
 import { TrieRouter } from "hono/router/trie-router";
-import { authenticate, requirePlatformAdmin, requireTenantUser } from "./auth/middleware.ts";
 import { normaliseOrigin } from "./auth/origins.ts";
-import { describeError } from "./config/redact.ts";
 import type { Deps } from "./deps.ts";
+import { AppError } from "./errors.ts";
 import { createRouter } from "./http/context.ts";
-import { ProblemError, problemResponse, toProblem } from "./http/errors.ts";
-import { edge, limitBody } from "./http/middleware.ts";
-import { rateLimit, rateLimitPolicies } from "./http/rate-limit.ts";
+import { HttpError, problemJson, statusOf, toAppError } from "./http/errors.ts";
+import { authenticate, requirePlatformAdmin, requireTenantUser } from "./http/middleware/auth.ts";
+import { rateLimit, rateLimitPolicies } from "./http/middleware/rate-limit.ts";
+import { limitBody, requestIdLogHeaders } from "./http/middleware/request.ts";
+import { traceRequests } from "./http/middleware/telemetry.ts";
+import { resolveTenancy } from "./http/middleware/tenancy.ts";
 import { adminJobRoutes } from "./http/routes/admin-jobs.ts";
 import { adminProviderRoutes } from "./http/routes/admin-providers.ts";
 import { adminSecretRoutes } from "./http/routes/admin-secrets.ts";
@@ -22,13 +24,12 @@ import {
   planRoutes,
   tenantBillingRoutes,
 } from "./http/routes/billing.ts";
-import { adminDomainRoutes, tenantDomainRoutes, tlsPermissionRoutes } from "./http/routes/domains.ts";
+import { adminDomainRoutes, tenantDomainRoutes, tlsPermissionRoutes } from "./http/routes/custom-domains.ts";
 import { healthRoutes } from "./http/routes/health.ts";
 import { tenantStorageRoutes } from "./http/routes/tenant-storage.ts";
 import { adminUserRoutes, tenantUserRoutes } from "./http/routes/users.ts";
 import { wellKnownRoutes } from "./http/routes/well-known.ts";
-import { traceRequests } from "./telemetry/http.ts";
-import { resolveTenancy } from "./tenancy/resolve.ts";
+import { describeError } from "./redact.ts";
 
 /** Request headers allowed cross-origin when `Cors:Headers` is empty (Production requires the list). */
 const DEFAULT_CORS_HEADERS = ["content-type", "authorization", "x-request-id", "x-csrf-token", "x-tenant"];
@@ -61,7 +62,9 @@ export function createApp(deps: Deps) {
   const settings = deps.config.settings;
   // outermost, so the request's log line is written inside its span and carries the trace id
   if (deps.telemetry.enabled) app.use(traceRequests(deps.telemetry));
-  app.use(edge({ logger: deps.logger, trustedProxies: settings.Tenancy.Resolution.TrustedProxies }));
+  app.use(
+    requestIdLogHeaders({ logger: deps.logger, trustedProxies: settings.Tenancy.Resolution.TrustedProxies }),
+  );
   // Probes come before the host check, CORS, rate limits and the body limit, so none of those run
   // for them: orchestrators probe pods by IP rather than by name, a throttled readiness check would
   // take the pod out of service, and the probes read no body. They still get the request id, the
@@ -91,25 +94,25 @@ export function createApp(deps: Deps) {
   app.use(limitBody(deps.config.settings.Server.MaxBodyBytes));
 
   app.onError((error, c) => {
-    const problem = toProblem(error);
-    if (problem.status >= 500) {
+    const problem = toAppError(error);
+    if (statusOf[problem.code] >= 500) {
       // never error.message as is: a failed query's message carries its parameter values
       deps.logger.error("unhandled error", {
         requestId: c.get("requestId"),
         error: describeError(error, deps.redactor.text, { stack: true }),
       });
     }
-    return problemResponse(c, problem);
+    return problemJson(c, problem);
   });
   // a path that exists under other methods is 405 with Allow, not 404 (which would say it does not exist)
   const allowedMethods = methodsByPath(() => app.routes);
   app.notFound((c) => {
     const allowed = allowedMethods(c.req.path);
-    if (allowed.length === 0) return problemResponse(c, new ProblemError("not_found", "No such resource."));
-    return problemResponse(
+    if (allowed.length === 0) return problemJson(c, new AppError("not_found", "No such resource."));
+    return problemJson(
       c,
-      new ProblemError("method_not_allowed", `This resource answers ${allowed.join(", ")}.`, {
-        headers: { allow: allowed.join(", ") },
+      new HttpError("method_not_allowed", `This resource answers ${allowed.join(", ")}.`, {
+        allow: allowed.join(", "),
       }),
     );
   });

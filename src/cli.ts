@@ -1,6 +1,6 @@
 import { ConfigError } from "./config/errors.ts";
 import { type AppConfig, type LoadOptions, loadConfig } from "./config/load.ts";
-import { createRedactor, type Redactor } from "./config/redact.ts";
+import { createRedactor, type Redactor } from "./redact.ts";
 import { createLogger, type Logger } from "./telemetry/logger.ts";
 
 export interface CliContext {

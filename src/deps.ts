@@ -5,10 +5,10 @@ import { createTokenService, type TokenService } from "./auth/tokens.ts";
 import { type Cache, createCache } from "./cache/index.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import type { AppConfig } from "./config/load.ts";
-import { createRedactor, type Redactor } from "./config/redact.ts";
 import { type Database, openDatabase } from "./db/client.ts";
 import { PendingTasks } from "./pending.ts";
 import { readProviderSecrets, resolveProvider } from "./providers/tenant-providers.ts";
+import { createRedactor, type Redactor } from "./redact.ts";
 import {
   type CounterStore,
   cacheCounterStore,

@@ -3,13 +3,13 @@ import { loadCliContext } from "./cli.ts";
 import type { AppConfig } from "./config/load.ts";
 import { type Database, openDatabase } from "./db/client.ts";
 import { migrate, migrateDown, migrationScript, migrationStatus } from "./db/migrator.ts";
-import { seedCatalog } from "./db/seed.ts";
 import {
   BootstrapRefusedError,
   bootstrapPlatformAdmin,
   checkBootstrapInput,
   platformAdminExists,
 } from "./identity/bootstrap.ts";
+import { seedCatalog } from "./seed.ts";
 import type { Logger } from "./telemetry/logger.ts";
 
 export const EXIT = {

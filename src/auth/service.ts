@@ -4,9 +4,9 @@ import type { AnyPgColumn } from "drizzle-orm/pg-core";
 import type { Db, Executor } from "../db/client.ts";
 import { refreshTokens, sessions, smsCodes, tenants, users } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
-import { ProblemError } from "../http/errors.ts";
+import { AppError } from "../errors.ts";
 import { hashPassword, passwordProblem, verifyPassword } from "../security/passwords.ts";
-import type { WindowDecision } from "../security/windows.ts";
+import { assertAllowed } from "../security/windows.ts";
 import { hmac, opaqueToken, safeEqual, tokenHash } from "./secrets.ts";
 import { announceSessionChange, type SessionChange } from "./session-cache.ts";
 import type { SmsSender } from "./sms.ts";
@@ -48,16 +48,7 @@ function sameTenant(column: AnyPgColumn, tenantId: string | null): SQL {
   return tenantId ? eq(column, tenantId) : isNull(column);
 }
 
-const invalidCredentials = () => new ProblemError("unauthorized", "Invalid credentials.");
-
-/** Answers 429 with Retry-After when a security window is full. */
-export function assertAllowed(decision: WindowDecision): void {
-  if (!decision.allowed) {
-    throw new ProblemError("rate_limited", "Too many attempts. Try again later.", {
-      headers: { "retry-after": String(Math.max(decision.retryAfterSeconds, 1)) },
-    });
-  }
-}
+const invalidCredentials = () => new AppError("unauthorized", "Invalid credentials.");
 
 export function normaliseEmail(email: string): string {
   return email.trim().toLowerCase();
@@ -245,7 +236,7 @@ async function passwordAttempt<T>(
   try {
     result = await attempt();
   } catch (error) {
-    if (!(error instanceof ProblemError && error.code === "unauthorized")) {
+    if (!(error instanceof AppError && error.code === "unauthorized")) {
       // not a wrong password (e.g. the database failed): the IP's permit goes back; the original
       // error is what the caller sees even if giving it back fails (the count then errs high)
       await refundIp().catch(() => undefined);
@@ -320,10 +311,10 @@ export async function refresh(
   // only token sessions carry refresh tokens; one on a browser session is refused, never rotated,
   // and so is one of another tenant than the request acts in
   if (row?.kind !== "token" || (requestTenantId !== undefined && row.tenantId !== requestTenantId)) {
-    throw new ProblemError("unauthorized", "Invalid refresh token.");
+    throw new AppError("unauthorized", "Invalid refresh token.");
   }
   if (row.revokedAt || row.sessionExpiresAt <= now || row.expiresAt <= now) {
-    throw new ProblemError("unauthorized", "Invalid refresh token.");
+    throw new AppError("unauthorized", "Invalid refresh token.");
   }
   const spent = await db
     .update(refreshTokens)
@@ -336,12 +327,12 @@ export async function refresh(
       sessionId: row.sessionId,
       userId: row.userId,
     });
-    throw new ProblemError("unauthorized", "Invalid refresh token.");
+    throw new AppError("unauthorized", "Invalid refresh token.");
   }
   const identity = await loadIdentity(db, row.userId);
   if (identity?.status !== "Active") {
     await revokeSession(deps, row.sessionId, "user not active", now);
-    throw new ProblemError("unauthorized", "Invalid refresh token.");
+    throw new AppError("unauthorized", "Invalid refresh token.");
   }
   await db.update(sessions).set({ lastUsedAt: now }).where(eq(sessions.id, row.sessionId));
   return tokenPair(
@@ -410,23 +401,23 @@ export async function changePassword(
     .from(users)
     .where(eq(users.id, principal.userId))
     .limit(1);
-  if (!user) throw new ProblemError("unauthorized");
+  if (!user) throw new AppError("unauthorized");
   const account = `${user.tenantId ?? "platform"}:${user.email}`;
   const passwordHash = user.passwordHash;
   await passwordAttempt(deps, { account, ip: input.ip }, async () => {
     if (!passwordHash || !(await verifyPassword(input.currentPassword, passwordHash))) {
-      throw new ProblemError("unauthorized", "The current password is wrong.");
+      throw new AppError("unauthorized", "The current password is wrong.");
     }
   });
   const weakness = await passwordProblem(input.newPassword, { email: user.email, name: user.name });
   if (weakness) {
-    throw new ProblemError("validation_failed", "The new password is not strong enough.", {
-      errors: [{ path: "newPassword", message: weakness }],
+    throw new AppError("validation_failed", "The new password is not strong enough.", {
+      fields: [{ path: "newPassword", message: weakness }],
     });
   }
   if (input.newPassword === input.currentPassword) {
-    throw new ProblemError("validation_failed", "The new password must differ from the current one.", {
-      errors: [{ path: "newPassword", message: "must differ from the current password" }],
+    throw new AppError("validation_failed", "The new password must differ from the current one.", {
+      fields: [{ path: "newPassword", message: "must differ from the current password" }],
     });
   }
   const now = deps.clock.now();
@@ -457,17 +448,17 @@ export async function changePassword(
       .where(and(eq(refreshTokens.sessionId, principal.sessionId), isNull(refreshTokens.rotatedAt)));
     return true;
   });
-  if (!changed) throw new ProblemError("unauthorized", "The current password is wrong.");
+  if (!changed) throw new AppError("unauthorized", "The current password is wrong.");
   await endSessions(deps, { userId: principal.userId });
   const [session] = await db
     .select({ kind: sessions.kind, expiresAt: sessions.expiresAt })
     .from(sessions)
     .where(eq(sessions.id, principal.sessionId))
     .limit(1);
-  if (!session) throw new ProblemError("unauthorized");
+  if (!session) throw new AppError("unauthorized");
   if (session.kind !== "token") return null;
   const identity = await loadIdentity(db, principal.userId);
-  if (!identity) throw new ProblemError("unauthorized");
+  if (!identity) throw new AppError("unauthorized");
   const expiresAt = session.expiresAt;
   return tokenPair(
     deps,
@@ -493,8 +484,8 @@ export async function sendSmsCode(
 ): Promise<void> {
   const phone = normalisePhone(input.phone);
   if (!phone) {
-    throw new ProblemError("validation_failed", "The phone number is not valid.", {
-      errors: [{ path: "phone", message: "must be an E.164 number such as +14155550100" }],
+    throw new AppError("validation_failed", "The phone number is not valid.", {
+      fields: [{ path: "phone", message: "must be an E.164 number such as +14155550100" }],
     });
   }
   assertAllowed(

@@ -1,5 +1,4 @@
 import { and, asc, eq } from "drizzle-orm";
-import type { MiddlewareHandler } from "hono";
 import { cached, invalidate, tenantFeaturesKey } from "../cache/read-through.ts";
 import type { Executor } from "../db/client.ts";
 import {
@@ -10,8 +9,7 @@ import {
   tenantFeatureOverrides,
   type UsagePeriod,
 } from "../db/schema/billing.ts";
-import type { AppEnv } from "../http/context.ts";
-import { ProblemError } from "../http/errors.ts";
+import { AppError } from "../errors.ts";
 import { getTenant } from "../tenancy/tenants.ts";
 import { currentUsage } from "../usage/ledger.ts";
 import { DEFAULT_PLAN, SUSPENDED_PLAN } from "./catalog.ts";
@@ -124,7 +122,7 @@ export async function setFeatureOverride(
   const db = deps.database.db;
   await getTenant(db, tenantId);
   const [feature] = await db.select({ key: features.key }).from(features).where(eq(features.key, featureKey));
-  if (!feature) throw new ProblemError("not_found", "No such feature.");
+  if (!feature) throw new AppError("not_found", "No such feature.");
   const now = deps.clock.now();
   if (input === null) {
     const deleted = await db
@@ -133,8 +131,7 @@ export async function setFeatureOverride(
         and(eq(tenantFeatureOverrides.tenantId, tenantId), eq(tenantFeatureOverrides.featureKey, featureKey)),
       )
       .returning({ key: tenantFeatureOverrides.featureKey });
-    if (deleted.length === 0)
-      throw new ProblemError("not_found", "The tenant has no override of this feature.");
+    if (deleted.length === 0) throw new AppError("not_found", "The tenant has no override of this feature.");
   } else {
     await db
       .insert(tenantFeatureOverrides)
@@ -164,31 +161,14 @@ export async function assertFeature(
   const { features: entitlements } = await getTenantFeatures(deps, tenantId);
   const feature = entitlements[featureKey];
   if (!feature?.enabled)
-    throw new ProblemError("payment_required", `The tenant's plan does not include "${featureKey}".`);
+    throw new AppError("payment_required", `The tenant's plan does not include "${featureKey}".`);
   if (feature.kind === "metered" && feature.limit !== null) {
     const used = await currentUsage(deps, tenantId, featureKey, feature.period);
     if (used + quantity > feature.limit)
-      throw new ProblemError(
+      throw new AppError(
         "usage_limit_reached",
         `The ${feature.period === "month" ? "monthly " : ""}limit of "${featureKey}" (${feature.limit} ${feature.unit}) is reached.`,
       );
   }
   return feature;
-}
-
-/**
- * Route guard: the calling tenant (the principal's, else the resolved tenant) must have `featureKey`
- * (see `assertFeature` for 402 vs 403). 401 when the request has no tenant at all.
- */
-export function requireFeature(
-  deps: BillingDeps,
-  featureKey: string,
-  options: { quantity?: number } = {},
-): MiddlewareHandler<AppEnv> {
-  return async (c, next) => {
-    const tenantId = c.get("principal")?.tenantId ?? c.get("tenant")?.id;
-    if (!tenantId) throw new ProblemError("unauthorized", "A tenant is required.");
-    await assertFeature(deps, tenantId, featureKey, options.quantity ?? 1);
-    await next();
-  };
 }

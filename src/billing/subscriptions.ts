@@ -5,7 +5,7 @@ import type { Clock } from "../clock.ts";
 import type { Settings } from "../config/schema.ts";
 import type { Database, Executor, Tx } from "../db/client.ts";
 import { plans, type SubscriptionStatus, subscriptionHistory, subscriptions } from "../db/schema/billing.ts";
-import { ProblemError } from "../http/errors.ts";
+import { AppError } from "../errors.ts";
 import { enqueue } from "../jobs/enqueue.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import { getTenant } from "../tenancy/tenants.ts";
@@ -196,14 +196,14 @@ async function assignablePlan(db: Executor, code: string): Promise<{ code: strin
     .from(plans)
     .where(eq(plans.code, code));
   if (!plan || plan.system)
-    throw new ProblemError("validation_failed", "No such plan.", {
-      errors: [{ path: "plan", message: `unknown plan "${code}"` }],
+    throw new AppError("validation_failed", "No such plan.", {
+      fields: [{ path: "plan", message: `unknown plan "${code}"` }],
     });
   return plan;
 }
 
-function invalid(from: SubscriptionState, event: SubscriptionEvent, why?: string): ProblemError {
-  return new ProblemError(
+function invalid(from: SubscriptionState, event: SubscriptionEvent, why?: string): AppError {
+  return new AppError(
     "conflict",
     why ?? `A subscription in state "${from}" does not accept the event "${event}".`,
   );
@@ -221,7 +221,7 @@ export async function applyEventInTx(
   input: SubscriptionEventInput,
 ): Promise<TransitionResult> {
   if (!eventSources[input.source].includes(input.event))
-    throw new ProblemError("bad_request", `The event "${input.event}" cannot come from ${input.source}.`);
+    throw new AppError("bad_request", `The event "${input.event}" cannot come from ${input.source}.`);
   const now = context.clock.now();
   const [current] = await tx
     .select()
@@ -267,14 +267,14 @@ export async function applyEventInTx(
         ? (input.plan ?? current?.planCode ?? DEFAULT_PLAN)
         : (current?.planCode ?? DEFAULT_PLAN);
   if (!planCode)
-    throw new ProblemError("validation_failed", "A plan is required.", {
-      errors: [{ path: "plan", message: "required for change_plan" }],
+    throw new AppError("validation_failed", "A plan is required.", {
+      fields: [{ path: "plan", message: "required for change_plan" }],
     });
   const plan = await assignablePlan(tx, planCode);
   const paid = plan.priceCents > 0;
   if (input.event === "start_trial" && !paid)
-    throw new ProblemError("validation_failed", "A trial needs a paid plan.", {
-      errors: [{ path: "plan", message: `"${plan.code}" is free` }],
+    throw new AppError("validation_failed", "A trial needs a paid plan.", {
+      fields: [{ path: "plan", message: `"${plan.code}" is free` }],
     });
 
   const next = {
@@ -288,8 +288,8 @@ export async function applyEventInTx(
     externalRef: input.externalRef ?? current?.externalRef ?? null,
   };
   const endsBeforeStart = (start: Date) =>
-    new ProblemError("validation_failed", "The period ends before it starts.", {
-      errors: [
+    new AppError("validation_failed", "The period ends before it starts.", {
+      fields: [
         {
           path: "periodEnd",
           message: input.periodStart
@@ -404,7 +404,7 @@ export async function applyEventInTx(
 }
 
 /** Another transaction created the tenant's first subscription meanwhile: the event is retried on it. */
-class ConcurrentCreateError extends ProblemError {
+class ConcurrentCreateError extends AppError {
   constructor() {
     super("conflict", "The subscription was created concurrently; retry.");
   }

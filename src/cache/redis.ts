@@ -1,7 +1,7 @@
 import { Redis } from "ioredis";
 // ioredis asks TracingChannel#hasSubscribers before tracing each command; Bun lacks the getter
 import "../runtime/tracing-channel.ts";
-import { withTimeout } from "../db/client.ts";
+import { withTimeout } from "../runtime/with-timeout.ts";
 import {
   type AdapterSettings,
   type Cache,

@@ -1,5 +1,5 @@
 import { Redis } from "@upstash/redis";
-import { withTimeout } from "../db/client.ts";
+import { withTimeout } from "../runtime/with-timeout.ts";
 import { type AdapterSettings, type Cache, CacheUnavailableError, isNoScript } from "./port.ts";
 import { incrByScript } from "./scripts.ts";
 

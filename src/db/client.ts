@@ -5,6 +5,7 @@ import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
 import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
 import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
 import postgres from "postgres";
+import { withTimeout } from "../runtime/with-timeout.ts";
 import { observePgliteClient, observePostgresClient, type QueryObserver } from "../telemetry/db.ts";
 import * as schema from "./schema/index.ts";
 
@@ -43,14 +44,6 @@ export function rowsOf<T>(result: unknown): T[] {
 
 export async function execute<T = Record<string, unknown>>(db: Executor, query: SQL): Promise<T[]> {
   return rowsOf<T>(await db.execute(query));
-}
-
-export function withTimeout<T>(promise: Promise<T>, timeoutMs: number, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} timed out after ${timeoutMs} ms`)), timeoutMs);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
 async function openPglite(url: string): Promise<Database> {

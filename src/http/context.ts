@@ -1,6 +1,10 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
-import type { Deps } from "../deps.ts";
-import { fieldErrors, ProblemError } from "./errors.ts";
+import type { Context } from "hono";
+import type { Ctx, TenantCtx } from "../context.ts";
+import { AppError, fieldErrors } from "../errors.ts";
+import type { ResolvedTenant } from "../tenancy/lookup.ts";
+import { clientIp } from "./client-ip.ts";
+import { HttpError } from "./errors.ts";
 
 /** Who is calling: set by the authentication middleware from a verified token or session cookie. */
 export interface Principal {
@@ -14,11 +18,7 @@ export interface Principal {
   sessionId: string;
 }
 
-/** The tenant a request acts in, resolved from its host or tenant-code path. */
-export interface ResolvedTenant {
-  id: string;
-  code: string;
-}
+export type { ResolvedTenant };
 
 /** Per-request values set by middleware. Routes behind the auth guards can rely on `principal`. */
 export type AppEnv = {
@@ -44,8 +44,8 @@ export function createRouter() {
   return new OpenAPIHono<AppEnv>({
     defaultHook: (result) => {
       if (!result.success) {
-        throw new ProblemError("validation_failed", "The request is not valid.", {
-          errors: fieldErrors(result.error),
+        throw new AppError("validation_failed", "The request is not valid.", {
+          fields: fieldErrors(result.error),
         });
       }
     },
@@ -53,4 +53,54 @@ export function createRouter() {
 }
 
 export type Router = ReturnType<typeof createRouter>;
-export type RouteModule = (deps: Deps) => Router;
+
+type RequestContext = Context<AppEnv>;
+
+/** 401 with the `WWW-Authenticate` challenge of RFC 6750. */
+export function unauthorized(detail = "Authentication required."): HttpError {
+  return new HttpError("unauthorized", detail, { "www-authenticate": 'Bearer realm="plinth"' });
+}
+
+/** The verified caller; 401 when the request carries none (the auth guard normally answers first). */
+export function principalOf(c: RequestContext): Principal {
+  const principal = c.get("principal");
+  if (!principal) throw unauthorized();
+  return principal;
+}
+
+/** The calling tenant user's tenant: 403 for a principal that belongs to no tenant. */
+export function tenantIdOf(c: RequestContext): string {
+  const { tenantId } = principalOf(c);
+  if (!tenantId) throw new AppError("forbidden", "A tenant user is required.");
+  return tenantId;
+}
+
+/** The ctx a domain function gets for this request: the caller, the tenant, the request id. */
+export function ctxOf(c: RequestContext, tenantId: string | null = principalOf(c).tenantId): Ctx {
+  const principal = principalOf(c);
+  return {
+    tenantId,
+    actor: {
+      type: "user",
+      userId: principal.userId,
+      sessionId: principal.sessionId,
+      roles: principal.roles,
+      platformRoles: principal.platformRoles,
+    },
+    requestId: c.get("requestId"),
+    clientIp: clientIp(c),
+  };
+}
+
+/** The ctx of a caller who is not signed in (sign-in, refresh), in the tenant the request resolved to. */
+export function anonymousCtxOf(
+  c: RequestContext,
+  tenantId: string | null = c.get("tenant")?.id ?? null,
+): Ctx {
+  return { tenantId, actor: { type: "anonymous" }, requestId: c.get("requestId"), clientIp: clientIp(c) };
+}
+
+/** The ctx of a tenant user acting in their own tenant (403 for platform staff). */
+export function tenantCtxOf(c: RequestContext): TenantCtx {
+  return { ...ctxOf(c), tenantId: tenantIdOf(c) };
+}

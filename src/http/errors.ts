@@ -2,9 +2,10 @@ import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { ZodError } from "zod";
+import { AppError, type ErrorCode, fieldErrors } from "../errors.ts";
 
-/** Every problem code Plinth answers with; clients may rely on them. */
-export const problemCodes = {
+/** The HTTP status of each error code. */
+export const statusOf = {
   bad_request: 400,
   validation_failed: 400,
   host_not_allowed: 400,
@@ -21,10 +22,9 @@ export const problemCodes = {
   rate_limited: 429,
   internal: 500,
   unavailable: 503,
-} as const satisfies Record<string, ContentfulStatusCode>;
-export type ProblemCode = keyof typeof problemCodes;
+} as const satisfies Record<ErrorCode, ContentfulStatusCode>;
 
-const titles: Record<ProblemCode, string> = {
+const titles: Record<ErrorCode, string> = {
   bad_request: "Bad request",
   validation_failed: "The request is not valid",
   host_not_allowed: "Host not allowed",
@@ -43,68 +43,48 @@ const titles: Record<ProblemCode, string> = {
   unavailable: "Service unavailable",
 };
 
-export interface FieldError {
-  path: string;
-  message: string;
-}
-
-/** A typed error domain code throws; the edge turns it into application/problem+json. */
-export class ProblemError extends Error {
-  override name = "ProblemError";
-  readonly code: ProblemCode;
-  readonly status: ContentfulStatusCode;
-  readonly errors?: FieldError[];
-  readonly headers?: Record<string, string>;
-
-  constructor(
-    code: ProblemCode,
-    detail?: string,
-    options: { errors?: FieldError[]; headers?: Record<string, string> } = {},
-  ) {
-    super(detail ?? titles[code]);
-    this.code = code;
-    this.status = problemCodes[code];
-    this.errors = options.errors;
-    this.headers = options.headers;
+/**
+ * An error raised at the HTTP edge that needs response headers of its own (`WWW-Authenticate`,
+ * `Allow`); domain code throws plain `AppError`s.
+ */
+export class HttpError extends AppError {
+  readonly headers: Record<string, string>;
+  constructor(code: ErrorCode, detail: string | undefined, headers: Record<string, string>) {
+    super(code, detail);
+    this.headers = headers;
   }
 }
 
-export function fieldErrors(error: ZodError): FieldError[] {
-  return error.issues.map((issue) => ({
-    path: issue.path.map(String).join(".") || "(body)",
-    message: issue.message,
-  }));
-}
-
-export function problemResponse(c: Context, problem: ProblemError): Response {
+/** Renders an error as its `application/problem+json` response, `Retry-After` included. */
+export function problemJson(c: Context, error: AppError): Response {
+  const status = statusOf[error.code];
   const body = {
-    type: `urn:plinth:problem:${problem.code}`,
-    title: titles[problem.code],
-    status: problem.status,
-    code: problem.code,
-    detail: problem.message,
+    type: `urn:plinth:problem:${error.code}`,
+    title: titles[error.code],
+    status,
+    code: error.code,
+    detail: error.hasDetail ? error.message : titles[error.code],
     instance: new URL(c.req.url).pathname,
     requestId: c.get("requestId") as string | undefined,
-    ...(problem.errors ? { errors: problem.errors } : {}),
+    ...(error.fields ? { errors: error.fields } : {}),
   };
-  const response = c.json(body, problem.status, {
-    "content-type": "application/problem+json",
-    ...problem.headers,
-  });
-  return response;
+  const headers: Record<string, string> = { "content-type": "application/problem+json" };
+  if (error.retryAfterSeconds !== undefined) headers["retry-after"] = String(error.retryAfterSeconds);
+  if (error instanceof HttpError) Object.assign(headers, error.headers);
+  return c.json(body, status, headers);
 }
 
-/** Maps anything thrown to a problem; unknown errors become a bare 500 (logged, never echoed). */
-export function toProblem(error: unknown): ProblemError {
-  if (error instanceof ProblemError) return error;
+/** Maps anything thrown to an `AppError`; unknown errors become a bare 500 (logged, never echoed). */
+export function toAppError(error: unknown): AppError {
+  if (error instanceof AppError) return error;
   if (error instanceof HTTPException) {
-    const code = (Object.entries(problemCodes).find(([, status]) => status === error.status)?.[0] ??
-      "bad_request") as ProblemCode;
-    return new ProblemError(code, error.status >= 500 ? undefined : error.message || undefined);
+    const code = (Object.entries(statusOf).find(([, status]) => status === error.status)?.[0] ??
+      "bad_request") as ErrorCode;
+    return new AppError(code, error.status >= 500 ? undefined : error.message || undefined);
   }
   // a service re-validating its input: the caller sent something the route's schema let through
   if (error instanceof ZodError) {
-    return new ProblemError("validation_failed", "The request is not valid.", { errors: fieldErrors(error) });
+    return new AppError("validation_failed", "The request is not valid.", { fields: fieldErrors(error) });
   }
-  return new ProblemError("internal");
+  return new AppError("internal");
 }

@@ -1,7 +1,7 @@
 import type { MiddlewareHandler } from "hono";
-import { PLATFORM_ADMIN_ROLE } from "../db/seed.ts";
+import { AppError } from "../errors.ts";
+import { PLATFORM_ADMIN_ROLE } from "../identity/roles.ts";
 import type { AppEnv, Principal } from "./context.ts";
-import { ProblemError } from "./errors.ts";
 
 /**
  * Defence in depth for route modules that the auth guards mount: refuse when no principal was
@@ -10,16 +10,16 @@ import { ProblemError } from "./errors.ts";
 export function platformAdminOnly(): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const principal = c.get("principal");
-    if (!principal) throw new ProblemError("unauthorized");
+    if (!principal) throw new AppError("unauthorized");
     if (!principal.platformRoles.includes(PLATFORM_ADMIN_ROLE))
-      throw new ProblemError("forbidden", "Platform administrators only.");
+      throw new AppError("forbidden", "Platform administrators only.");
     await next();
   };
 }
 
 /** The calling tenant user: 401 without a principal, 403 for a principal that belongs to no tenant. */
 export function tenantPrincipal(principal: Principal | undefined): Principal & { tenantId: string } {
-  if (!principal) throw new ProblemError("unauthorized");
-  if (!principal.tenantId) throw new ProblemError("forbidden", "A tenant user is required.");
+  if (!principal) throw new AppError("unauthorized");
+  if (!principal.tenantId) throw new AppError("forbidden", "A tenant user is required.");
   return principal as Principal & { tenantId: string };
 }

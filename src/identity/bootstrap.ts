@@ -2,8 +2,8 @@ import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { type Db, type Executor, execute } from "../db/client.ts";
 import { platformRoleBindings, users } from "../db/schema/index.ts";
-import { PLATFORM_ADMIN_ROLE } from "../db/seed.ts";
 import { hashPassword, MIN_PASSWORD_LENGTH, passwordProblem } from "../security/passwords.ts";
+import { PLATFORM_ADMIN_ROLE } from "./roles.ts";
 
 export const bootstrapInputSchema = z.object({
   email: z.email({ error: "must be a valid e-mail address" }).transform((email) => email.toLowerCase()),

@@ -9,7 +9,7 @@ import {
   tenants,
   users,
 } from "../db/schema/index.ts";
-import { ProblemError } from "../http/errors.ts";
+import { AppError } from "../errors.ts";
 import { hashPassword, MIN_PASSWORD_LENGTH, passwordProblem } from "../security/passwords.ts";
 
 export const newUserSchema = z.object({
@@ -35,17 +35,17 @@ export interface TenantUser {
   createdAt: string;
 }
 
-const notFound = () => new ProblemError("not_found", "No such user.");
+const notFound = () => new AppError("not_found", "No such user.");
 
 export async function createTenantUser(db: Db, tenantId: string, input: NewUser): Promise<{ id: string }> {
   const user = newUserSchema.parse(input);
   const weakness = await passwordProblem(user.password, { email: user.email, name: user.name });
   if (weakness)
-    throw new ProblemError("validation_failed", "The request is not valid.", {
-      errors: [{ path: "password", message: weakness }],
+    throw new AppError("validation_failed", "The request is not valid.", {
+      fields: [{ path: "password", message: weakness }],
     });
   const [tenant] = await db.select({ id: tenants.id }).from(tenants).where(eq(tenants.id, tenantId)).limit(1);
-  if (!tenant) throw new ProblemError("not_found", "No such tenant.");
+  if (!tenant) throw new AppError("not_found", "No such tenant.");
   const passwordHash = await hashPassword(user.password);
   return db.transaction(async (tx) => {
     const inserted = await tx
@@ -54,8 +54,7 @@ export async function createTenantUser(db: Db, tenantId: string, input: NewUser)
       .onConflictDoNothing()
       .returning({ id: users.id });
     const created = inserted[0];
-    if (!created)
-      throw new ProblemError("conflict", "A user with this e-mail or phone exists in this tenant.");
+    if (!created) throw new AppError("conflict", "A user with this e-mail or phone exists in this tenant.");
     await tx.insert(tenantMemberships).values({ tenantId, userId: created.id, role: user.role });
     return created;
   });
@@ -143,7 +142,7 @@ async function assertNotLastOwner(tx: Executor, tenantId: string, userId: string
     .from(tenantMemberships)
     .where(and(eq(tenantMemberships.tenantId, tenantId), eq(tenantMemberships.userId, userId)));
   if (target?.role === "owner" && (row?.others ?? 0) === 0) {
-    throw new ProblemError("conflict", "A tenant keeps at least one active owner.");
+    throw new AppError("conflict", "A tenant keeps at least one active owner.");
   }
 }
 

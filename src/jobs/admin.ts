@@ -2,7 +2,7 @@ import { sql } from "drizzle-orm";
 import type { Clock } from "../clock.ts";
 import { type Executor, execute } from "../db/client.ts";
 import type { JobStatus } from "../db/schema/jobs.ts";
-import { ProblemError } from "../http/errors.ts";
+import { AppError } from "../errors.ts";
 import { JOBS_CHANNEL } from "./enqueue.ts";
 
 export interface JobView {
@@ -79,8 +79,8 @@ export async function listJobs(
   let before: number | null = null;
   if (input.cursor !== undefined) {
     if (!/^\d{1,18}$/.test(input.cursor))
-      throw new ProblemError("validation_failed", "The cursor is not valid.", {
-        errors: [{ path: "cursor", message: "not a cursor returned by this endpoint" }],
+      throw new AppError("validation_failed", "The cursor is not valid.", {
+        fields: [{ path: "cursor", message: "not a cursor returned by this endpoint" }],
       });
     before = Number(input.cursor);
   }
@@ -120,7 +120,7 @@ export async function retryDeadJob(db: Executor, clock: Clock, id: number): Prom
     );
   } catch (error) {
     if (isUniqueViolation(error))
-      throw new ProblemError("conflict", "Another unfinished job holds this job's dedup key.");
+      throw new AppError("conflict", "Another unfinished job holds this job's dedup key.");
     throw error;
   }
   const [row] = rows;
@@ -129,8 +129,8 @@ export async function retryDeadJob(db: Executor, clock: Clock, id: number): Prom
     return toView(row);
   }
   const existing = await getJob(db, id);
-  if (!existing) throw new ProblemError("not_found", "No job with this id.");
-  throw new ProblemError("conflict", `Only dead jobs can be retried; this one is ${existing.status}.`);
+  if (!existing) throw new AppError("not_found", "No job with this id.");
+  throw new AppError("conflict", `Only dead jobs can be retried; this one is ${existing.status}.`);
 }
 
 function isUniqueViolation(error: unknown): boolean {

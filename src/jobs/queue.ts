@@ -1,6 +1,6 @@
 import { type SQL, sql } from "drizzle-orm";
-import { describeError, type Redactor } from "../config/redact.ts";
 import { type Executor, execute } from "../db/client.ts";
+import { describeError, type Redactor } from "../redact.ts";
 
 /** A claimed job holds its row this long; after it any process may take the job over (spec 2.1). */
 export const LEASE_MS = 5 * 60 * 1000;

@@ -1,6 +1,6 @@
 import { billingJobs } from "../billing/notifications.ts";
+import { tenantDomainsLoop } from "../custom-domains/loop.ts";
 import type { Deps } from "../deps.ts";
-import { tenantDomainsLoop } from "../domains/loop.ts";
 import { createJobRegistry } from "../jobs/registry.ts";
 import { type Background, startBackground } from "./background.ts";
 import { subscriptionsLoop } from "./subscriptions-loop.ts";

@@ -3,7 +3,7 @@ import type { Settings } from "../config/schema.ts";
 import { databaseClock } from "../db/clock.ts";
 import type { Deps } from "../deps.ts";
 import { createJobRegistry, type JobRegistry } from "../jobs/registry.ts";
-import { jobMetrics, observeJobs } from "../telemetry/jobs.ts";
+import { jobMetrics, observeJobs } from "../jobs/telemetry.ts";
 import type { IntervalRunner } from "./interval-runner.ts";
 import { createJobLoop, type JobLoop, type JobLoopOptions } from "./job-loop.ts";
 

@@ -1,7 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import type { Clock } from "../clock.ts";
-import type { Redactor } from "../config/redact.ts";
 import type { Database } from "../db/client.ts";
 import { describeIssues, JOBS_CHANNEL } from "../jobs/enqueue.ts";
 import {
@@ -20,6 +19,7 @@ import {
   retryDelayMs,
 } from "../jobs/queue.ts";
 import type { JobRegistry } from "../jobs/registry.ts";
+import type { Redactor } from "../redact.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import { createIntervalRunner, type IntervalRunner } from "./interval-runner.ts";
 

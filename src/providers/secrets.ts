@@ -1,7 +1,7 @@
 import { and, asc, eq, gt, ne, sql } from "drizzle-orm";
 import { type Db, type Executor, execute } from "../db/client.ts";
 import { tenantSecrets } from "../db/schema/secrets.ts";
-import { ProblemError } from "../http/errors.ts";
+import { AppError } from "../errors.ts";
 import {
   openSecret,
   sealSecret,
@@ -23,8 +23,8 @@ export interface TenantSecretInfo {
 
 function checkName(name: string): void {
   if (!SECRET_NAME.test(name))
-    throw new ProblemError("validation_failed", "The secret name is not valid.", {
-      errors: [
+    throw new AppError("validation_failed", "The secret name is not valid.", {
+      fields: [
         {
           path: "name",
           message: "letters, digits, '.', '_' and '-', at most 128, not starting with a symbol",
@@ -42,8 +42,8 @@ export async function putTenantSecret(
 ): Promise<void> {
   checkName(input.name);
   if (Buffer.byteLength(input.value, "utf8") > MAX_SECRET_BYTES)
-    throw new ProblemError("validation_failed", "The secret value is too long.", {
-      errors: [{ path: "value", message: `at most ${MAX_SECRET_BYTES} bytes` }],
+    throw new AppError("validation_failed", "The secret value is too long.", {
+      fields: [{ path: "value", message: `at most ${MAX_SECRET_BYTES} bytes` }],
     });
   await getTenant(db, tenantId);
   const sealed = sealSecret(keyring, tenantId, input.name, input.value);
@@ -77,7 +77,7 @@ export async function deleteTenantSecret(db: Executor, tenantId: string, name: s
     .delete(tenantSecrets)
     .where(and(eq(tenantSecrets.tenantId, tenantId), eq(tenantSecrets.name, name)))
     .returning({ id: tenantSecrets.id });
-  if (deleted.length === 0) throw new ProblemError("not_found", "No such secret.");
+  if (deleted.length === 0) throw new AppError("not_found", "No such secret.");
 }
 
 /**

@@ -6,7 +6,7 @@ import {
   providerTypes,
   tenantExternalProviders,
 } from "../db/schema/providers.ts";
-import { ProblemError } from "../http/errors.ts";
+import { AppError } from "../errors.ts";
 import type { TenantSecretKeyring } from "../security/tenant-secrets.ts";
 import { getTenant } from "../tenancy/tenants.ts";
 import { readTenantSecret, SECRET_NAME } from "./secrets.ts";
@@ -86,7 +86,7 @@ function checkInput(input: { settings: Record<string, unknown>; secretRefs: Reco
       .map(([key]) => ({ path: `secretRefs.${key}`, message: "must be a tenant secret name" })),
   ];
   if (errors.length > 0)
-    throw new ProblemError("validation_failed", "The provider settings are not valid.", { errors });
+    throw new AppError("validation_failed", "The provider settings are not valid.", { fields: errors });
 }
 
 /** Creates or replaces the tenant's provider of one type. */
@@ -145,7 +145,7 @@ export async function setTenantProviderStatus(
     .set({ status, updatedAt: now })
     .where(and(eq(tenantExternalProviders.tenantId, tenantId), eq(tenantExternalProviders.type, type)))
     .returning(columns);
-  if (!row) throw new ProblemError("not_found", "The tenant has no provider of this type.");
+  if (!row) throw new AppError("not_found", "The tenant has no provider of this type.");
   return row;
 }
 

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import type { Clock } from "../clock.ts";
 import type { Settings } from "../config/schema.ts";
-import { ProblemError } from "../http/errors.ts";
+import { AppError } from "../errors.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import type { CounterStore, WindowMode, WindowSpec } from "./counter-store.ts";
 
@@ -115,14 +115,14 @@ export function createSecurityWindows(input: {
     return out;
   };
 
-  const unavailable = (kind: WindowKind, error: unknown): ProblemError => {
+  const unavailable = (kind: WindowKind, error: unknown): AppError => {
     input.logger.error("security window store unavailable; failing closed", {
       window: kind,
       store: input.store.kind,
       error, // the logger describes it; a failed query's parameter values never show
     });
-    return new ProblemError("unavailable", "Temporarily unavailable, try again shortly.", {
-      headers: { "retry-after": "5" },
+    return new AppError("unavailable", "Temporarily unavailable, try again shortly.", {
+      retryAfterSeconds: 5,
     });
   };
 
@@ -174,7 +174,7 @@ export function createSecurityWindows(input: {
 /** Throws the 429 problem for a refused attempt: the same body whether or not the account exists. */
 export function assertAllowed(decision: WindowDecision): void {
   if (decision.allowed) return;
-  throw new ProblemError("rate_limited", "Too many attempts. Try again later.", {
-    headers: { "retry-after": String(decision.retryAfterSeconds) },
+  throw new AppError("rate_limited", "Too many attempts. Try again later.", {
+    retryAfterSeconds: Math.max(decision.retryAfterSeconds, 1),
   });
 }

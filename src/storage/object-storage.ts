@@ -9,7 +9,7 @@ import {
 import { getSignedUrl } from "@aws-sdk/s3-request-presigner";
 import type { Clock } from "../clock.ts";
 import type { AppConfig } from "../config/load.ts";
-import { ProblemError } from "../http/errors.ts";
+import { AppError } from "../errors.ts";
 import { disabledTelemetry, type Telemetry } from "../telemetry/otel.ts";
 import { traceS3Client } from "../telemetry/s3.ts";
 import { InvalidObjectKeyError, relativeObjectKey, tenantObjectKey, tenantPrefix } from "./keys.ts";
@@ -83,8 +83,8 @@ export class ObjectStorage {
       return tenantObjectKey(tenantId, key);
     } catch (error) {
       if (error instanceof InvalidObjectKeyError)
-        throw new ProblemError("validation_failed", "The object key is not valid.", {
-          errors: [{ path: "key", message: error.message }],
+        throw new AppError("validation_failed", "The object key is not valid.", {
+          fields: [{ path: "key", message: error.message }],
         });
       throw error;
     }
@@ -96,17 +96,17 @@ export class ObjectStorage {
     const base = value.split(";")[0]?.trim().toLowerCase() ?? "";
     // biome-ignore lint/suspicious/noControlCharactersInRegex: header injection is what is refused
     if (!MIME.test(base) || /[\u0000-\u001f\u007f]/.test(value) || !this.#allowed.has(base))
-      throw new ProblemError("unsupported_media_type", `Content type "${base || "(none)"}" is not allowed.`);
+      throw new AppError("unsupported_media_type", `Content type "${base || "(none)"}" is not allowed.`);
     return value;
   }
 
   #size(size: number): number {
     if (!Number.isSafeInteger(size) || size < 0)
-      throw new ProblemError("validation_failed", "The size is not valid.", {
-        errors: [{ path: "size", message: "must be a whole number of bytes" }],
+      throw new AppError("validation_failed", "The size is not valid.", {
+        fields: [{ path: "size", message: "must be a whole number of bytes" }],
       });
     if (size > this.#o.maxUploadBytes)
-      throw new ProblemError("payload_too_large", `Uploads are limited to ${this.#o.maxUploadBytes} bytes.`);
+      throw new AppError("payload_too_large", `Uploads are limited to ${this.#o.maxUploadBytes} bytes.`);
     return size;
   }
 
@@ -169,7 +169,7 @@ export class ObjectStorage {
       const version = `${head.VersionId ?? ""}|${head.ETag ?? ""}|${head.LastModified?.getTime() ?? ""}`;
       return { Key, size: head.ContentLength ?? 0, contentType: head.ContentType, version };
     } catch (error) {
-      if (isNotFound(error)) throw new ProblemError("not_found", "No such object.");
+      if (isNotFound(error)) throw new AppError("not_found", "No such object.");
       throw error;
     }
   }
@@ -205,7 +205,7 @@ export class ObjectStorage {
         contentType: out.ContentType,
       };
     } catch (error) {
-      if (isNotFound(error)) throw new ProblemError("not_found", "No such object.");
+      if (isNotFound(error)) throw new AppError("not_found", "No such object.");
       throw error;
     }
   }
@@ -219,7 +219,7 @@ export class ObjectStorage {
     try {
       prefix = tenantPrefix(tenantId);
     } catch (error) {
-      if (error instanceof InvalidObjectKeyError) throw new ProblemError("forbidden", "No tenant to list.");
+      if (error instanceof InvalidObjectKeyError) throw new AppError("forbidden", "No tenant to list.");
       throw error;
     }
     if (input.prefix) {

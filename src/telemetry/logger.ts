@@ -1,4 +1,4 @@
-import { REDACTED, type Redactor } from "../config/redact.ts";
+import { REDACTED, type Redactor } from "../redact.ts";
 import { nextTurn } from "../runtime/next-turn.ts";
 import { activeTraceFields } from "./otel.ts";
 

@@ -2,9 +2,14 @@ import { and, eq } from "drizzle-orm";
 import type { Clock } from "../clock.ts";
 import type { Db } from "../db/client.ts";
 import { tenantDomains, tenants } from "../db/schema/index.ts";
-import type { ResolvedTenant } from "../http/context.ts";
 
 const TTL_MS = 30_000;
+
+/** The tenant a request acts in, resolved from its host or tenant-code path. */
+export interface ResolvedTenant {
+  id: string;
+  code: string;
+}
 
 export interface TenantLookup {
   /** The tenant an Active custom domain belongs to (the tenant itself Active), or null. */

@@ -1,7 +1,7 @@
 import { asc, eq } from "drizzle-orm";
 import type { Executor } from "../db/client.ts";
 import { tenants } from "../db/schema/tenants.ts";
-import { ProblemError } from "../http/errors.ts";
+import { AppError } from "../errors.ts";
 
 export interface Tenant {
   id: string;
@@ -22,15 +22,15 @@ const columns = { id: tenants.id, code: tenants.code, name: tenants.name, status
 export async function createTenant(db: Executor, input: { code: string; name: string }): Promise<Tenant> {
   const code = input.code.toLowerCase();
   if (!TENANT_CODE.test(code))
-    throw new ProblemError("validation_failed", "The tenant code is not valid.", {
-      errors: [{ path: "code", message: "lower-case letters, digits and inner hyphens, at most 63" }],
+    throw new AppError("validation_failed", "The tenant code is not valid.", {
+      fields: [{ path: "code", message: "lower-case letters, digits and inner hyphens, at most 63" }],
     });
   const [row] = await db
     .insert(tenants)
     .values({ code, name: input.name })
     .onConflictDoNothing({ target: tenants.code })
     .returning(columns);
-  if (!row) throw new ProblemError("conflict", "A tenant with this code exists.");
+  if (!row) throw new AppError("conflict", "A tenant with this code exists.");
   return row;
 }
 
@@ -40,9 +40,9 @@ export async function listTenants(db: Executor, input: { limit: number; offset: 
 
 /** The tenant, or a 404 problem: unknown and malformed ids look the same. */
 export async function getTenant(db: Executor, tenantId: string): Promise<Tenant> {
-  if (!isUuid(tenantId)) throw new ProblemError("not_found", "No such tenant.");
+  if (!isUuid(tenantId)) throw new AppError("not_found", "No such tenant.");
   const [row] = await db.select(columns).from(tenants).where(eq(tenants.id, tenantId));
-  if (!row) throw new ProblemError("not_found", "No such tenant.");
+  if (!row) throw new AppError("not_found", "No such tenant.");
   return row;
 }
 
@@ -53,6 +53,6 @@ export async function suspendTenant(db: Executor, tenantId: string, now: Date): 
     .set({ status: "Suspended", updatedAt: now })
     .where(eq(tenants.id, tenantId))
     .returning(columns);
-  if (!row) throw new ProblemError("not_found", "No such tenant.");
+  if (!row) throw new AppError("not_found", "No such tenant.");
   return row;
 }

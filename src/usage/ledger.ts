@@ -3,7 +3,7 @@ import type { Cache } from "../cache/port.ts";
 import type { Clock } from "../clock.ts";
 import { type Database, execute } from "../db/client.ts";
 import { features, type UsagePeriod, usageEvents } from "../db/schema/billing.ts";
-import { ProblemError } from "../http/errors.ts";
+import { AppError } from "../errors.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import {
   counterLockName,
@@ -56,8 +56,8 @@ async function meteredFeature(deps: UsageDeps, key: string): Promise<UsagePeriod
     }
   }
   if (entry?.kind !== "metered")
-    throw new ProblemError("validation_failed", "Not a metered feature.", {
-      errors: [{ path: "feature", message: `"${key}" is not a metered feature` }],
+    throw new AppError("validation_failed", "Not a metered feature.", {
+      fields: [{ path: "feature", message: `"${key}" is not a metered feature` }],
     });
   return entry.period;
 }
@@ -75,14 +75,14 @@ export async function recordUsage(deps: UsageDeps, input: RecordUsageInput): Pro
     input.quantity === 0 ||
     (period === "month" && input.quantity < 0)
   )
-    throw new ProblemError("validation_failed", "The quantity is not valid.", {
-      errors: [
+    throw new AppError("validation_failed", "The quantity is not valid.", {
+      fields: [
         { path: "quantity", message: period === "month" ? "a positive integer" : "a non-zero integer" },
       ],
     });
   if (input.idempotencyKey.length === 0 || input.idempotencyKey.length > 200)
-    throw new ProblemError("validation_failed", "The idempotency key is not valid.", {
-      errors: [{ path: "idempotencyKey", message: "1 to 200 characters" }],
+    throw new AppError("validation_failed", "The idempotency key is not valid.", {
+      fields: [{ path: "idempotencyKey", message: "1 to 200 characters" }],
     });
   const now = deps.clock.now();
   const window = periodAt(period, now);

@@ -2,12 +2,12 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test
 import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { ManualClock } from "../../src/clock.ts";
-import { createRedactor } from "../../src/config/redact.ts";
 import { execute } from "../../src/db/client.ts";
 import { type EnqueueItem, enqueue, enqueueMany } from "../../src/jobs/enqueue.ts";
 import { LEASE_MS } from "../../src/jobs/queue.ts";
 import { createJobRegistry, defineJob } from "../../src/jobs/registry.ts";
 import { createJobLoop, type JobEvent } from "../../src/loops/job-loop.ts";
+import { createRedactor } from "../../src/redact.ts";
 import { createLogger } from "../../src/telemetry/logger.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 import { jobRow, waitFor } from "../helpers/jobs.ts";

@@ -1,6 +1,6 @@
 import { Redis } from "ioredis";
 import { type Cache, createCache } from "../../src/cache/index.ts";
-import { createRedactor } from "../../src/config/redact.ts";
+import { createRedactor } from "../../src/redact.ts";
 import { createLogger, type Logger } from "../../src/telemetry/logger.ts";
 
 /** The shared Redis every test talks to; tests isolate themselves by key prefix, never flush. */

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import postgres from "postgres";
 import { type Database, openDatabase } from "../../src/db/client.ts";
 import { MIGRATIONS_DIR, migrate } from "../../src/db/migrator.ts";
-import { seedCatalog } from "../../src/db/seed.ts";
+import { seedCatalog } from "../../src/seed.ts";
 
 /** The PostgreSQL server tests use; each test file gets its own database on it. */
 export const SERVER_URL =
@@ -30,6 +30,7 @@ function templateFingerprint(): string {
   walk(MIGRATIONS_DIR);
   walk(join(MIGRATIONS_DIR, "../src/db"));
   walk(join(MIGRATIONS_DIR, "../src/billing"));
+  hash.update(readFileSync(join(MIGRATIONS_DIR, "../src/seed.ts")));
   return hash.digest("hex").slice(0, 12);
 }
 

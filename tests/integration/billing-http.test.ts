@@ -2,16 +2,16 @@ import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:tes
 import { randomBytes } from "node:crypto";
 import { eq } from "drizzle-orm";
 import { createApp } from "../../src/app.ts";
-import { requireFeature } from "../../src/billing/entitlements.ts";
+import { assertFeature } from "../../src/billing/entitlements.ts";
 import { DAY_MS, runSubscriptionBatch } from "../../src/billing/subscriptions.ts";
 import { SIGNATURE_HEADER, signatureHeader } from "../../src/billing/webhook-signature.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { planFeatures, subscriptionHistory, users } from "../../src/db/schema/index.ts";
-import { seedCatalog } from "../../src/db/seed.ts";
 import type { Deps } from "../../src/deps.ts";
 import { putTenantSecret } from "../../src/providers/secrets.ts";
 import { putTenantProvider } from "../../src/providers/tenant-providers.ts";
 import { parseTenantSecretKeys } from "../../src/security/tenant-secrets.ts";
+import { seedCatalog } from "../../src/seed.ts";
 import { recordUsage } from "../../src/usage/ledger.ts";
 import { testConfig, testDeps } from "../helpers/app.ts";
 import { REDIS_URL, rawRedis, uniquePrefix } from "../helpers/cache.ts";
@@ -57,8 +57,9 @@ beforeAll(async () => {
   };
   app = createApp(deps);
   // a tenant route metered by api_calls, as a business endpoint would be
-  app.get("/api/tenant/probe-metered", requireFeature(deps, "api_calls"), async (c) => {
+  app.get("/api/tenant/probe-metered", async (c) => {
     const tenantId = c.get("principal")?.tenantId ?? "";
+    await assertFeature(deps, tenantId, "api_calls");
     await recordUsage(deps, {
       tenantId,
       feature: "api_calls",

@@ -19,7 +19,8 @@ import { ManualClock } from "../../src/clock.ts";
 import { execute } from "../../src/db/client.ts";
 import { backgroundJobs, subscriptionHistory, subscriptions } from "../../src/db/schema/index.ts";
 import type { Deps } from "../../src/deps.ts";
-import { ProblemError } from "../../src/http/errors.ts";
+import { AppError } from "../../src/errors.ts";
+import { statusOf } from "../../src/http/errors.ts";
 import { testConfig, testDeps } from "../helpers/app.ts";
 import { REDIS_URL, rawRedis, uniquePrefix } from "../helpers/cache.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
@@ -84,8 +85,8 @@ describe("transition table: every state × event", () => {
         };
         if (!expected) {
           const error = await applySubscriptionEvent(deps, tenantId, input).catch((e: unknown) => e);
-          expect(error).toBeInstanceOf(ProblemError);
-          expect((error as ProblemError).status).toBe(409);
+          expect(error).toBeInstanceOf(AppError);
+          expect(statusOf[(error as AppError).code]).toBe(409);
           const [row] = await db().select().from(subscriptions).where(eq(subscriptions.tenantId, tenantId));
           expect(row?.status ?? "none").toBe(state);
           return;
@@ -151,7 +152,7 @@ describe("transition effects", () => {
       ["suspend", "webhook"],
     ] as const) {
       const error = await applySubscriptionEvent(deps, tenantId, { event, source }).catch((e: unknown) => e);
-      expect((error as ProblemError).status).toBe(400);
+      expect(statusOf[(error as AppError).code]).toBe(400);
     }
   });
 
@@ -184,7 +185,7 @@ describe("transition effects", () => {
         source: "admin",
         plan,
       }).catch((e: unknown) => e);
-      expect((error as ProblemError).code).toBe("validation_failed");
+      expect((error as AppError).code).toBe("validation_failed");
     }
   });
 
@@ -424,10 +425,10 @@ describe("period validation", () => {
         plan: "pro",
         ...input,
       }).catch((e: unknown) => e);
-      expect(error).toBeInstanceOf(ProblemError);
-      expect((error as ProblemError).code).toBe("validation_failed");
-      expect((error as ProblemError).status).toBe(400);
-      expect((error as ProblemError).errors?.[0]?.path).toBe("periodEnd");
+      expect(error).toBeInstanceOf(AppError);
+      expect((error as AppError).code).toBe("validation_failed");
+      expect(statusOf[(error as AppError).code]).toBe(400);
+      expect((error as AppError).fields?.[0]?.path).toBe("periodEnd");
     }
     const rows = await db().select().from(subscriptions).where(eq(subscriptions.tenantId, tenant.id));
     expect(rows).toHaveLength(0);
@@ -449,7 +450,7 @@ describe("period validation", () => {
       source: "webhook",
       periodEnd: new Date(clock.now().getTime() - 1),
     }).catch((e: unknown) => e);
-    expect((error as ProblemError).code).toBe("validation_failed");
+    expect((error as AppError).code).toBe("validation_failed");
     const [row] = await db().select().from(subscriptions).where(eq(subscriptions.tenantId, tenantId));
     expect(row?.status).toBe("past_due");
   });
@@ -463,7 +464,7 @@ describe("trials", () => {
       source: "admin",
       plan: "free",
     }).catch((e: unknown) => e);
-    expect((refused as ProblemError).code).toBe("validation_failed");
+    expect((refused as AppError).code).toBe("validation_failed");
     const trial = await applySubscriptionEvent(deps, tenant.id, {
       event: "start_trial",
       source: "admin",

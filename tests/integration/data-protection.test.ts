@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { ManualClock } from "../../src/clock.ts";
 import { loadConfig } from "../../src/config/load.ts";
-import { createRedactor } from "../../src/config/redact.ts";
 import { execute } from "../../src/db/client.ts";
+import { createRedactor } from "../../src/redact.ts";
 import { loadCertificate } from "../../src/security/certificates.ts";
 import {
   createDataProtection,

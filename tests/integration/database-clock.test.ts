@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { z } from "zod";
-import { createRedactor } from "../../src/config/redact.ts";
 import { execute, openDatabase } from "../../src/db/client.ts";
 import { databaseClock } from "../../src/db/clock.ts";
 import { enqueue } from "../../src/jobs/enqueue.ts";
 import { LEASE_MS } from "../../src/jobs/queue.ts";
 import { createJobRegistry, defineJob } from "../../src/jobs/registry.ts";
 import { createJobLoop, type JobLoop } from "../../src/loops/job-loop.ts";
+import { createRedactor } from "../../src/redact.ts";
 import { createLogger } from "../../src/telemetry/logger.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 import { jobRow, waitFor } from "../helpers/jobs.ts";

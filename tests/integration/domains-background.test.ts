@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
+import { createDomain } from "../../src/custom-domains/domains.ts";
+import { tenantDomainsLoop } from "../../src/custom-domains/loop.ts";
 import { createDeps } from "../../src/deps.ts";
-import { createDomain } from "../../src/domains/domains.ts";
-import { tenantDomainsLoop } from "../../src/domains/loop.ts";
 import { startBackground } from "../../src/loops/background.ts";
 import { type DohServer, startDohServer } from "../fixtures/doh-server.ts";
 import { type GatewayServer, startGatewayServer } from "../fixtures/gateway-server.ts";

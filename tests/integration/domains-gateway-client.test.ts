@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
-import { createGatewayClient, GatewayError } from "../../src/domains/gateway.ts";
+import { createGatewayClient, GatewayError } from "../../src/custom-domains/gateway.ts";
 import { type GatewayServer, startGatewayServer } from "../fixtures/gateway-server.ts";
 import { uniqueHost } from "../helpers/domains.ts";
 

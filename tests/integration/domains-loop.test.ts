@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { ManualClock } from "../../src/clock.ts";
+import { createDomain, deleteDomain, requestDomainCheck } from "../../src/custom-domains/domains.ts";
+import type { GatewayClient } from "../../src/custom-domains/gateway.ts";
+import { claimDueDomains, createDomainTicker, type DomainTicker } from "../../src/custom-domains/loop.ts";
+import { gatewayClient } from "../../src/custom-domains/settings.ts";
 import { openDatabase } from "../../src/db/client.ts";
 import { tenantDomains } from "../../src/db/schema/index.ts";
 import { createDeps, type Deps } from "../../src/deps.ts";
-import { createDomain, deleteDomain, requestDomainCheck } from "../../src/domains/domains.ts";
-import type { GatewayClient } from "../../src/domains/gateway.ts";
-import { claimDueDomains, createDomainTicker, type DomainTicker } from "../../src/domains/loop.ts";
-import { gatewayClient } from "../../src/domains/settings.ts";
 import { type DohServer, startDohServer } from "../fixtures/doh-server.ts";
 import { type GatewayServer, startGatewayServer } from "../fixtures/gateway-server.ts";
 import { testConfig } from "../helpers/app.ts";

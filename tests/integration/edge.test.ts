@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { HSTS_HEADER, SECURITY_HEADERS } from "../../src/http/middleware.ts";
+import { HSTS_HEADER, SECURITY_HEADERS } from "../../src/http/middleware/request.ts";
 import { createTestApp, type TestApp } from "../helpers/app.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 

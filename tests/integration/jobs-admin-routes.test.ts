@@ -5,8 +5,8 @@ import { ManualClock } from "../../src/clock.ts";
 import { execute } from "../../src/db/client.ts";
 import type { Deps } from "../../src/deps.ts";
 import { createRouter } from "../../src/http/context.ts";
-import { problemResponse, toProblem } from "../../src/http/errors.ts";
-import { edge } from "../../src/http/middleware.ts";
+import { problemJson, toAppError } from "../../src/http/errors.ts";
+import { requestIdLogHeaders } from "../../src/http/middleware/request.ts";
 import { adminJobRoutes } from "../../src/http/routes/admin-jobs.ts";
 import { enqueue } from "../../src/jobs/enqueue.ts";
 import { defineJob } from "../../src/jobs/registry.ts";
@@ -29,8 +29,8 @@ beforeAll(async () => {
   // the routes alone, behind the same edge middleware as the app (the real app with its
   // platform-admin guard is exercised in jobs-admin-auth.test.ts)
   app = createRouter();
-  app.use(edge({ logger: deps.logger, trustedProxies: [] }));
-  app.onError((error, c) => problemResponse(c, toProblem(error)));
+  app.use(requestIdLogHeaders({ logger: deps.logger, trustedProxies: [] }));
+  app.onError((error, c) => problemJson(c, toAppError(error)));
   app.route("/", adminJobRoutes(deps));
   for (let i = 0; i < 3; i++) await enqueue(t.database.db, { clock }, mail, { to: `u${i}@example.com` });
   pendingId = (await enqueue(t.database.db, { clock }, report, {})).id;

@@ -3,7 +3,7 @@ import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { ManualClock } from "../../src/clock.ts";
 import { execute } from "../../src/db/client.ts";
-import { ProblemError } from "../../src/http/errors.ts";
+import { AppError } from "../../src/errors.ts";
 import { getJob, listJobs, retryDeadJob } from "../../src/jobs/admin.ts";
 import { enqueue, enqueueMany, InvalidJobPayloadError } from "../../src/jobs/enqueue.ts";
 import {
@@ -289,7 +289,7 @@ describe("retry, dead and admin retry", () => {
     expect(view).toMatchObject({ status: "pending", attempts: 0, finishedAt: null, lastError: "boom 2" });
     // not dead any more: a second retry is a conflict
     const again = retryDeadJob(t.database.db, clock, id);
-    await expect(again).rejects.toBeInstanceOf(ProblemError);
+    await expect(again).rejects.toBeInstanceOf(AppError);
     await expect(again).rejects.toMatchObject({ code: "conflict" });
     expect(await claim(clock.now())).toHaveLength(1);
   });

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { execute } from "../../src/db/client.ts";
 import { migrate, migrateDown, migrationStatus, readMigrations } from "../../src/db/migrator.ts";
-import { seedCatalog } from "../../src/db/seed.ts";
+import { seedCatalog } from "../../src/seed.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 
 async function tables(t: TestDatabase): Promise<string[]> {

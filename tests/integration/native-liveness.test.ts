@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { bunServeOptions } from "../../src/http/bun-serve.ts";
-import { HSTS_HEADER } from "../../src/http/middleware.ts";
+import { HSTS_HEADER } from "../../src/http/middleware/request.ts";
 import { createTestApp, type TestApp } from "../helpers/app.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type App, createApp } from "../../src/app.ts";
 import type { AppConfig } from "../../src/config/load.ts";
 import type { Deps } from "../../src/deps.ts";
-import { outputCacheFor } from "../../src/http/output-cache.ts";
+import { outputCacheFor } from "../../src/http/middleware/output-cache.ts";
 import { testConfig, testDeps } from "../helpers/app.ts";
 import { REDIS_URL, rawRedis, uniquePrefix } from "../helpers/cache.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type App, createApp } from "../../src/app.ts";
 import { ManualClock } from "../../src/clock.ts";
 import type { Deps } from "../../src/deps.ts";
-import { rateLimitPolicies } from "../../src/http/rate-limit.ts";
+import { rateLimitPolicies } from "../../src/http/middleware/rate-limit.ts";
 import { testConfig, testDeps } from "../helpers/app.ts";
 import { REDIS_URL, rawRedis, uniquePrefix } from "../helpers/cache.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";

@@ -5,7 +5,7 @@ import { applySubscriptionEvent } from "../../src/billing/subscriptions.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { usageCounters, usageEvents, usageReconciliations } from "../../src/db/schema/index.ts";
 import type { Deps } from "../../src/deps.ts";
-import type { ProblemError } from "../../src/http/errors.ts";
+import type { AppError } from "../../src/errors.ts";
 import { lockCounter, periodAt, usageCounterKey } from "../../src/usage/counters.ts";
 import { currentUsage, recordUsage } from "../../src/usage/ledger.ts";
 import { reconcileUsage, reconcileUsageBatch } from "../../src/usage/reconcile.ts";
@@ -128,7 +128,7 @@ describe("recording", () => {
       const error = await recordUsage(deps, { tenantId: tenant.id, idempotencyKey: "x", ...input }).catch(
         (e: unknown) => e,
       );
-      expect((error as ProblemError).code).toBe("validation_failed");
+      expect((error as AppError).code).toBe("validation_failed");
     }
     // storage never resets and takes deltas both ways
     await recordUsage(deps, {
@@ -248,7 +248,7 @@ describe("reconciliation", () => {
       idempotencyKey: "all",
     });
     const blocked = await assertFeature(deps, tenant.id, "api_calls").catch((e: unknown) => e);
-    expect((blocked as ProblemError).code).toBe("usage_limit_reached");
+    expect((blocked as AppError).code).toBe("usage_limit_reached");
 
     await flushTenant(tenant.id);
     clock.advance(INTERVAL_MS);
@@ -260,11 +260,11 @@ describe("reconciliation", () => {
     });
     expect(Number(await raw.client.get(monthKey(tenant.id)))).toBe(10_000);
     const still = await assertFeature(deps, tenant.id, "api_calls").catch((e: unknown) => e);
-    expect((still as ProblemError).status).toBe(403);
+    expect((still as AppError).code).toBe("usage_limit_reached");
 
     await flushTenant(tenant.id); // flushed again: the read path rebuilds before any reconciliation
     const rebuilt = await assertFeature(deps, tenant.id, "api_calls").catch((e: unknown) => e);
-    expect((rebuilt as ProblemError).code).toBe("usage_limit_reached");
+    expect((rebuilt as AppError).code).toBe("usage_limit_reached");
   });
 
   test("two reconcilers at once share the counters, each reconciled once", async () => {

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { loadConfig } from "../../src/config/load.ts";
-import { createRedactor } from "../../src/config/redact.ts";
+import { createRedactor } from "../../src/redact.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "plinth-config-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

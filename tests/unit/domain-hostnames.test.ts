@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
-import { parseTxtData } from "../../src/domains/dns.ts";
-import { validateHostname } from "../../src/domains/hostnames.ts";
-import { ProblemError } from "../../src/http/errors.ts";
+import { parseTxtData } from "../../src/custom-domains/dns.ts";
+import { validateHostname } from "../../src/custom-domains/hostnames.ts";
+import { AppError } from "../../src/errors.ts";
 
 const policy = {
   platformHost: "API.Plinth.example:443",
@@ -52,11 +52,11 @@ describe("validateHostname", () => {
         validateHostname(input, policy);
         throw new Error("accepted");
       } catch (error) {
-        expect(error).toBeInstanceOf(ProblemError);
-        const problem = error as ProblemError;
+        expect(error).toBeInstanceOf(AppError);
+        const problem = error as AppError;
         expect(problem.code).toBe("validation_failed");
-        expect(problem.errors?.[0]?.path).toBe("hostname");
-        expect(problem.errors?.[0]?.message).toMatch(reason);
+        expect(problem.fields?.[0]?.path).toBe("hostname");
+        expect(problem.fields?.[0]?.message).toMatch(reason);
       }
     });
 });

@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { createRedactor, REDACTED } from "../../src/config/redact.ts";
+import { createRedactor, REDACTED } from "../../src/redact.ts";
 import { createLogger } from "../../src/telemetry/logger.ts";
 
 const SECRET = "hunter2-very-secret-value";

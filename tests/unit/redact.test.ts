@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { createRedactor, REDACTED } from "../../src/config/redact.ts";
+import { createRedactor, REDACTED } from "../../src/redact.ts";
 import { fakePem } from "../helpers/production-env.ts";
 
 test("every secret value is replaced, including ones with regex metacharacters and nested ones", () => {

@@ -1,11 +1,10 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { jobStatuses } from "../../db/schema/jobs.ts";
 import type { Deps } from "../../deps.ts";
+import { AppError } from "../../errors.ts";
 import { getJob, listJobs, retryDeadJob } from "../../jobs/admin.ts";
 import { createRouter } from "../context.ts";
-import { ProblemError } from "../errors.ts";
-
-const PROBLEM_JSON = "application/problem+json";
+import { problem } from "../openapi.ts";
 
 const job = z
   .object({
@@ -25,11 +24,6 @@ const job = z
     finishedAt: z.string().nullable(),
   })
   .openapi("BackgroundJob");
-
-const problem = z
-  .object({ type: z.string(), title: z.string(), status: z.number(), code: z.string(), detail: z.string() })
-  .passthrough()
-  .openapi("Problem");
 
 const idParam = z.object({
   id: z
@@ -61,7 +55,7 @@ const list = createRoute({
         "application/json": { schema: z.object({ items: z.array(job), nextCursor: z.string().nullable() }) },
       },
     },
-    400: { description: "Invalid query.", content: { [PROBLEM_JSON]: { schema: problem } } },
+    400: problem("Invalid query."),
   },
 });
 
@@ -73,7 +67,7 @@ const show = createRoute({
   request: { params: idParam },
   responses: {
     200: { description: "The job.", content: { "application/json": { schema: job } } },
-    404: { description: "No job with this id.", content: { [PROBLEM_JSON]: { schema: problem } } },
+    404: problem("No job with this id."),
   },
 });
 
@@ -85,11 +79,8 @@ const retry = createRoute({
   request: { params: idParam },
   responses: {
     200: { description: "The job, pending again.", content: { "application/json": { schema: job } } },
-    404: { description: "No job with this id.", content: { [PROBLEM_JSON]: { schema: problem } } },
-    409: {
-      description: "The job is not dead, or another unfinished job holds its dedup key.",
-      content: { [PROBLEM_JSON]: { schema: problem } },
-    },
+    404: problem("No job with this id."),
+    409: problem("The job is not dead, or another unfinished job holds its dedup key."),
   },
 });
 
@@ -103,7 +94,7 @@ export function adminJobRoutes(deps: Deps) {
     })
     .openapi(show, async (c) => {
       const found = await getJob(db, Number(c.req.valid("param").id));
-      if (!found) throw new ProblemError("not_found", "No job with this id.");
+      if (!found) throw new AppError("not_found", "No job with this id.");
       return c.json(found, 200);
     })
     .openapi(retry, async (c) => {

@@ -9,7 +9,7 @@ import {
 } from "../../providers/tenant-providers.ts";
 import { createRouter } from "../context.ts";
 import { platformAdminOnly } from "../guards.ts";
-import { problem } from "./admin-tenants.ts";
+import { problem } from "../openapi.ts";
 
 const providerSchema = z
   .object({

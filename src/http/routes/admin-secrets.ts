@@ -1,11 +1,11 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
+import { AppError } from "../../errors.ts";
 import { deleteTenantSecret, listTenantSecrets, putTenantSecret } from "../../providers/secrets.ts";
 import { parseTenantSecretKeys } from "../../security/tenant-secrets.ts";
 import { createRouter } from "../context.ts";
-import { ProblemError } from "../errors.ts";
 import { platformAdminOnly } from "../guards.ts";
-import { problem } from "./admin-tenants.ts";
+import { problem } from "../openapi.ts";
 
 const params = z.object({
   tenantId: z.string().openapi({ param: { name: "tenantId", in: "path" } }),
@@ -76,7 +76,7 @@ export function adminSecretRoutes(deps: Deps) {
   return router
     .openapi(put, async (c) => {
       if (!keyring)
-        throw new ProblemError("unavailable", "Tenant secrets are not configured (Security:TenantSecrets).");
+        throw new AppError("unavailable", "Tenant secrets are not configured (Security:TenantSecrets).");
       const { tenantId, name } = c.req.valid("param");
       await putTenantSecret(db, keyring, tenantId, {
         name,

@@ -13,21 +13,7 @@ async function suspendTenantAndSessions(deps: Deps, tenantId: string) {
 
 import { createRouter } from "../context.ts";
 import { platformAdminOnly } from "../guards.ts";
-
-export const problemSchema = z
-  .object({
-    type: z.string(),
-    title: z.string(),
-    status: z.number(),
-    code: z.string(),
-    detail: z.string(),
-    requestId: z.string().optional(),
-  })
-  .openapi("Problem");
-export const problem = (description: string) => ({
-  description,
-  content: { "application/problem+json": { schema: problemSchema } },
-});
+import { problem, tenantIdParam } from "../openapi.ts";
 
 const tenantSchema = z
   .object({
@@ -37,10 +23,6 @@ const tenantSchema = z
     status: z.enum(["Active", "Suspended"]),
   })
   .openapi("Tenant");
-export const tenantIdParam = z.object({
-  tenantId: z.string().openapi({ param: { name: "tenantId", in: "path" } }),
-});
-
 const create = createRoute({
   method: "post",
   path: "/api/admin/tenants",

@@ -1,11 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Context, MiddlewareHandler } from "hono";
-import {
-  clearBrowserSession,
-  PASSWORD_CHANGE_PATH,
-  principalOf,
-  startBrowserSession,
-} from "../../auth/middleware.ts";
 import { normaliseOrigin } from "../../auth/origins.ts";
 import {
   type AuthDeps,
@@ -18,11 +12,12 @@ import {
   verifyCredentials,
   verifySmsCode,
 } from "../../auth/service.ts";
+import { AppError } from "../../errors.ts";
 import type { TenantLookup } from "../../tenancy/lookup.ts";
-import { tenantCodeAllowed, UNKNOWN_TENANT_ID } from "../../tenancy/resolve.ts";
 import { clientIp } from "../client-ip.ts";
-import { type AppEnv, createRouter } from "../context.ts";
-import { ProblemError } from "../errors.ts";
+import { type AppEnv, createRouter, principalOf } from "../context.ts";
+import { clearBrowserSession, PASSWORD_CHANGE_PATH, startBrowserSession } from "../middleware/auth.ts";
+import { tenantCodeAllowed, UNKNOWN_TENANT_ID } from "../middleware/tenancy.ts";
 import { problemSchema } from "../openapi.ts";
 
 /**
@@ -221,7 +216,7 @@ async function signInTenant(
   if (!code) return null;
   // the body's code obeys Tenancy:Resolution:TenantCodePaths like X-Tenant and ?tenant= do
   if (!tenantCodeAllowed(deps.config.settings.Tenancy.Resolution.TenantCodePaths, c.req.path))
-    throw new ProblemError("bad_request", "A tenant code is not accepted on this path.");
+    throw new AppError("bad_request", "A tenant code is not accepted on this path.");
   return (await deps.tenants.byCode(code))?.id ?? UNKNOWN_TENANT_ID;
 }
 
@@ -279,7 +274,7 @@ export function authRoutes(deps: AuthRouteDeps, authenticated: MiddlewareHandler
     })
     .openapi(routes.me, async (c) => {
       const identity = c.get("identity");
-      if (!identity) throw new ProblemError("unauthorized");
+      if (!identity) throw new AppError("unauthorized");
       const tenant = identity.tenantId ? { id: identity.tenantId, code: identity.tenantCode ?? "" } : null;
       return c.json(
         {
@@ -294,7 +289,7 @@ export function authRoutes(deps: AuthRouteDeps, authenticated: MiddlewareHandler
     .openapi(routes.browserLogin, async (c) => {
       const origin = c.req.header("origin");
       if (!origin || !browserOrigins.has(normaliseOrigin(origin))) {
-        throw new ProblemError("forbidden", "This origin may not use browser authentication.");
+        throw new AppError("forbidden", "This origin may not use browser authentication.");
       }
       const body = c.req.valid("json");
       const tenantId = await signInTenant(deps, c, body.tenant);

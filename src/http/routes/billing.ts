@@ -18,16 +18,16 @@ import {
 import { SIGNATURE_HEADER, verifySignature } from "../../billing/webhook-signature.ts";
 import { usageReconciliations } from "../../db/schema/billing.ts";
 import type { Deps } from "../../deps.ts";
+import { AppError, fieldErrors } from "../../errors.ts";
 import { readTenantSecret } from "../../providers/secrets.ts";
 import { resolveProvider } from "../../providers/tenant-providers.ts";
 import { parseTenantSecretKeys } from "../../security/tenant-secrets.ts";
 import { getTenant, isUuid } from "../../tenancy/tenants.ts";
 import { getTenantUsage } from "../../usage/ledger.ts";
 import { createRouter } from "../context.ts";
-import { fieldErrors, ProblemError } from "../errors.ts";
 import { platformAdminOnly, tenantPrincipal } from "../guards.ts";
-import { outputCacheFor } from "../output-cache.ts";
-import { problem, tenantIdParam } from "./admin-tenants.ts";
+import { outputCacheFor } from "../middleware/output-cache.ts";
+import { problem, tenantIdParam } from "../openapi.ts";
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
@@ -486,7 +486,7 @@ export function paymentWebhookRoutes(deps: Deps) {
   const { keyring } = parseTenantSecretKeys(deps.config.settings.Security.TenantSecrets);
   const refuse = (tenantId: string, reason: string) => {
     deps.logger.warn("payment webhook refused", { tenantId, reason });
-    return new ProblemError("unauthorized", "The webhook signature is not valid.");
+    return new AppError("unauthorized", "The webhook signature is not valid.");
   };
   return createRouter().openapi(webhook, async (c) => {
     const { tenantId } = c.req.valid("param");
@@ -510,12 +510,12 @@ export function paymentWebhookRoutes(deps: Deps) {
     try {
       json = JSON.parse(raw);
     } catch {
-      throw new ProblemError("bad_request", "The body is not JSON.");
+      throw new AppError("bad_request", "The body is not JSON.");
     }
     const parsed = webhookBody.safeParse(json);
     if (!parsed.success)
-      throw new ProblemError("validation_failed", "The event is not valid.", {
-        errors: fieldErrors(parsed.error),
+      throw new AppError("validation_failed", "The event is not valid.", {
+        fields: fieldErrors(parsed.error),
       });
     const event = parsed.data;
     const result = await applySubscriptionEvent(deps, tenantId, {

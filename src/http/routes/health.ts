@@ -3,7 +3,7 @@ import type { Deps } from "../../deps.ts";
 import { createReadinessCheck, type Probe } from "../../health/readiness.ts";
 import { trustedProxies } from "../client-ip.ts";
 import { createRouter } from "../context.ts";
-import { elapsedMs, HSTS_HEADER, overHttps, requestIdFor, SECURITY_HEADERS } from "../middleware.ts";
+import { elapsedMs, HSTS_HEADER, overHttps, requestIdFor, SECURITY_HEADERS } from "../middleware/request.ts";
 
 const HEALTH_JSON = "application/health+json";
 /** A probe's answer is live: never stored by any cache. */

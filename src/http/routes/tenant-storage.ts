@@ -2,12 +2,12 @@ import { createHash, randomUUID } from "node:crypto";
 import { createRoute, z } from "@hono/zod-openapi";
 import { assertFeature } from "../../billing/entitlements.ts";
 import type { Deps } from "../../deps.ts";
+import { AppError } from "../../errors.ts";
 import { createObjectStorage, type ObjectStorage } from "../../storage/object-storage.ts";
 import { recordUsage } from "../../usage/ledger.ts";
 import { createRouter } from "../context.ts";
-import { ProblemError } from "../errors.ts";
 import { tenantPrincipal } from "../guards.ts";
-import { problem } from "./admin-tenants.ts";
+import { problem } from "../openapi.ts";
 
 const keyQuery = z.object({
   key: z
@@ -134,8 +134,7 @@ export function tenantStorageRoutes(deps: Deps, options: { storage?: ObjectStora
       ? createObjectStorage(deps.config, { clock: deps.clock, telemetry: deps.telemetry })
       : options.storage;
   const use = (): ObjectStorage => {
-    if (!storage)
-      throw new ProblemError("unavailable", "Object storage is not configured (Storage:S3:Bucket).");
+    if (!storage) throw new AppError("unavailable", "Object storage is not configured (Storage:S3:Bucket).");
     return storage;
   };
   return createRouter()

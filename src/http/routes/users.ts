@@ -1,8 +1,8 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { principalOf } from "../../auth/middleware.ts";
 import { endSessions } from "../../auth/service.ts";
 import { tenantRoles } from "../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
+import { AppError } from "../../errors.ts";
 import {
   createTenantUser,
   disableTenantUser,
@@ -11,9 +11,8 @@ import {
   removeTenantUser,
   userCursor,
 } from "../../identity/users.ts";
-import { createRouter } from "../context.ts";
-import { ProblemError } from "../errors.ts";
-import { problemResponse } from "../openapi.ts";
+import { createRouter, principalOf } from "../context.ts";
+import { problem } from "../openapi.ts";
 
 const newUser = z
   .object({
@@ -50,8 +49,8 @@ const adminCreate = createRoute({
   request: { params: z.object({ tenantId: z.uuid() }), body },
   responses: {
     201: { description: "Created.", content: { "application/json": { schema: created } } },
-    404: problemResponse("No such tenant."),
-    409: problemResponse("E-mail or phone already used in this tenant."),
+    404: problem("No such tenant."),
+    409: problem("E-mail or phone already used in this tenant."),
   },
 });
 
@@ -84,7 +83,7 @@ const list = createRoute({
         },
       },
     },
-    400: problemResponse("The limit or the cursor is not valid."),
+    400: problem("The limit or the cursor is not valid."),
   },
 });
 const add = createRoute({
@@ -96,7 +95,7 @@ const add = createRoute({
   request: { body },
   responses: {
     201: { description: "Created.", content: { "application/json": { schema: created } } },
-    409: problemResponse("E-mail or phone already used."),
+    409: problem("E-mail or phone already used."),
   },
 });
 const disable = createRoute({
@@ -106,7 +105,7 @@ const disable = createRoute({
   summary: "Disable a user; their sessions end at once.",
   security: [{ bearer: [] }],
   request: { params: uuidParam("userId") },
-  responses: { 204: { description: "Disabled." }, 404: problemResponse("No such user in this tenant.") },
+  responses: { 204: { description: "Disabled." }, 404: problem("No such user in this tenant.") },
 });
 const remove = createRoute({
   method: "delete",
@@ -115,14 +114,14 @@ const remove = createRoute({
   summary: "Remove a user.",
   security: [{ bearer: [] }],
   request: { params: uuidParam("userId") },
-  responses: { 204: { description: "Removed." }, 404: problemResponse("No such user in this tenant.") },
+  responses: { 204: { description: "Removed." }, 404: problem("No such user in this tenant.") },
 });
 
 /** Tenant owners manage their own tenant's users; every query is scoped by the caller's tenant. */
 export function tenantUserRoutes(deps: Deps) {
   const tenantOf = (c: Parameters<typeof principalOf>[0]) => {
     const tenantId = principalOf(c).tenantId;
-    if (!tenantId) throw new ProblemError("forbidden", "Tenant users only.");
+    if (!tenantId) throw new AppError("forbidden", "Tenant users only.");
     return tenantId;
   };
   return createRouter()
@@ -130,8 +129,8 @@ export function tenantUserRoutes(deps: Deps) {
       const { limit, cursor } = c.req.valid("query");
       const after = cursor === undefined ? undefined : userCursor.decode(cursor);
       if (after === null)
-        throw new ProblemError("validation_failed", "The request is not valid.", {
-          errors: [{ path: "cursor", message: "not a cursor returned by this endpoint" }],
+        throw new AppError("validation_failed", "The request is not valid.", {
+          fields: [{ path: "cursor", message: "not a cursor returned by this endpoint" }],
         });
       const page = await listTenantUsers(deps.database.db, tenantOf(c), { limit, after });
       return c.json({ items: page.items, nextCursor: page.next && userCursor.encode(page.next) }, 200);

@@ -1,7 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { createRouter } from "../context.ts";
-import { outputCacheFor } from "../output-cache.ts";
+import { outputCacheFor } from "../middleware/output-cache.ts";
 
 const jwks = createRoute({
   method: "get",

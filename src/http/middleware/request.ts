@@ -1,9 +1,9 @@
 import type { MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
-import type { Logger } from "../telemetry/logger.ts";
-import { forwardedFrom, type TrustedProxies, trustedProxies } from "./client-ip.ts";
-import type { AppEnv } from "./context.ts";
-import { ProblemError } from "./errors.ts";
+import { AppError } from "../../errors.ts";
+import type { Logger } from "../../telemetry/logger.ts";
+import { forwardedFrom, type TrustedProxies, trustedProxies } from "../client-ip.ts";
+import type { AppEnv } from "../context.ts";
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -49,7 +49,7 @@ export function overHttps(
  * (`clientIp(c)`): reading the socket peer costs a system call. Under Bun the liveness probe is
  * answered in front of the app with the same id, headers and line (`nativeLiveness`).
  */
-export function edge(options: {
+export function requestIdLogHeaders(options: {
   logger: Logger;
   trustedProxies: readonly string[];
 }): MiddlewareHandler<AppEnv> {
@@ -84,7 +84,7 @@ export function limitBody(maxBytes: number): MiddlewareHandler<AppEnv> {
   const limit = bodyLimit({
     maxSize: maxBytes,
     onError: () => {
-      throw new ProblemError("payload_too_large", `The request body exceeds ${maxBytes} bytes.`);
+      throw new AppError("payload_too_large", `The request body exceeds ${maxBytes} bytes.`);
     },
   });
   // GET and HEAD carry no body worth reading; everything else is counted as it streams

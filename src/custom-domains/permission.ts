@@ -1,5 +1,5 @@
 import type { Deps } from "../deps.ts";
-import { ProblemError } from "../http/errors.ts";
+import { AppError } from "../errors.ts";
 import { normaliseHost } from "../tenancy/hosts.ts";
 
 /**
@@ -17,6 +17,6 @@ export function tlsPermission(deps: Pick<Deps, "config" | "tenants">) {
       if (domain === platform) return domain;
       if (await deps.tenants.byDomain(domain)) return domain;
     }
-    throw new ProblemError("not_found", "No certificate is issued for this name.");
+    throw new AppError("not_found", "No certificate is issued for this name.");
   };
 }

@@ -1,12 +1,12 @@
 import type { MiddlewareHandler } from "hono";
-import type { Clock } from "../clock.ts";
-import type { Environment, Settings } from "../config/schema.ts";
-import { nextTurn } from "../runtime/next-turn.ts";
-import type { CounterStore, RateOutcome } from "../security/counter-store.ts";
-import type { Logger } from "../telemetry/logger.ts";
-import { clientIp } from "./client-ip.ts";
-import type { AppEnv } from "./context.ts";
-import { ProblemError } from "./errors.ts";
+import type { Clock } from "../../clock.ts";
+import type { Environment, Settings } from "../../config/schema.ts";
+import { AppError } from "../../errors.ts";
+import { nextTurn } from "../../runtime/next-turn.ts";
+import type { CounterStore, RateOutcome } from "../../security/counter-store.ts";
+import type { Logger } from "../../telemetry/logger.ts";
+import { clientIp } from "../client-ip.ts";
+import type { AppEnv } from "../context.ts";
 
 export interface RateLimitPolicy {
   /** Policy name in the headers and the counter key (`global`, `auth`). */
@@ -123,8 +123,8 @@ export function rateLimit(policy: RateLimitPolicy, options: RateLimitOptions): M
           policy: policy.name,
           error,
         });
-        throw new ProblemError("unavailable", "Temporarily unavailable, try again shortly.", {
-          headers: { "retry-after": "5" },
+        throw new AppError("unavailable", "Temporarily unavailable, try again shortly.", {
+          retryAfterSeconds: 5,
         });
       }
       const now = Date.now();
@@ -143,12 +143,10 @@ export function rateLimit(policy: RateLimitPolicy, options: RateLimitOptions): M
     c.header("ratelimit", state, { append: true });
     if (!outcome.allowed) {
       const retryAfter = Math.max(1, Math.ceil(outcome.retryAfterMs / 1000));
-      throw new ProblemError(
+      throw new AppError(
         "rate_limited",
         `Rate limit "${policy.name}" exceeded. Retry after ${retryAfter} s.`,
-        {
-          headers: { "retry-after": String(retryAfter) },
-        },
+        { retryAfterSeconds: retryAfter },
       );
     }
     await next();

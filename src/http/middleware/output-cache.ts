@@ -1,8 +1,8 @@
 import { createHash } from "node:crypto";
 import type { MiddlewareHandler } from "hono";
-import type { Cache } from "../cache/index.ts";
-import type { Logger } from "../telemetry/logger.ts";
-import type { AppEnv } from "./context.ts";
+import type { Cache } from "../../cache/index.ts";
+import type { Logger } from "../../telemetry/logger.ts";
+import type { AppEnv } from "../context.ts";
 
 /**
  * HTTP output cache for anonymous, cacheable GETs that opt in (JWKS, the public plan catalog).

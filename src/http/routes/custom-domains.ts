@@ -1,19 +1,19 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { requireTenantUser } from "../../auth/middleware.ts";
 import { assertFeature } from "../../billing/entitlements.ts";
-import type { Deps } from "../../deps.ts";
 import {
   createDomain,
   deleteDomain,
   getDomain,
   listDomains,
   requestDomainCheck,
-} from "../../domains/domains.ts";
-import { tlsPermission } from "../../domains/permission.ts";
+} from "../../custom-domains/domains.ts";
+import { tlsPermission } from "../../custom-domains/permission.ts";
+import type { Deps } from "../../deps.ts";
 import { recordUsage } from "../../usage/ledger.ts";
 import { createRouter } from "../context.ts";
 import { platformAdminOnly, tenantPrincipal } from "../guards.ts";
-import { problemResponse } from "../openapi.ts";
+import { requireTenantUser } from "../middleware/auth.ts";
+import { problem } from "../openapi.ts";
 
 const domainSchema = z
   .object({
@@ -75,13 +75,13 @@ function routes<P extends z.ZodRawShape>(base: string, tag: string, params: z.Zo
       request: { params, body },
       responses: {
         201: ok("Added, Pending until the records are verified.", domainSchema),
-        400: problemResponse("The hostname is not valid."),
-        404: problemResponse("No such tenant."),
-        409: problemResponse("The hostname is already registered."),
+        400: problem("The hostname is not valid."),
+        404: problem("No such tenant."),
+        409: problem("The hostname is already registered."),
         ...(tag === "tenant"
           ? {
-              402: problemResponse("`payment_required`: the tenant's plan has no custom domains."),
-              403: problemResponse("`usage_limit_reached`: the plan's custom domain limit is reached."),
+              402: problem("`payment_required`: the tenant's plan has no custom domains."),
+              403: problem("`usage_limit_reached`: the plan's custom domain limit is reached."),
             }
           : {}),
       },
@@ -93,7 +93,7 @@ function routes<P extends z.ZodRawShape>(base: string, tag: string, params: z.Zo
       summary: "List the tenant's custom domains.",
       security,
       request: { params },
-      responses: { 200: ok("The domains.", domainList), 404: problemResponse("No such tenant.") },
+      responses: { 200: ok("The domains.", domainList), 404: problem("No such tenant.") },
     }),
     show: createRoute({
       method: "get",
@@ -102,7 +102,7 @@ function routes<P extends z.ZodRawShape>(base: string, tag: string, params: z.Zo
       summary: "Show a custom domain: status, last failure, TLS status.",
       security,
       request: { params: withId },
-      responses: { 200: ok("The domain.", domainSchema), 404: problemResponse("No such domain.") },
+      responses: { 200: ok("The domain.", domainSchema), 404: problem("No such domain.") },
     }),
     check: createRoute({
       method: "post",
@@ -111,7 +111,7 @@ function routes<P extends z.ZodRawShape>(base: string, tag: string, params: z.Zo
       summary: "Re-check the domain at the loop's next tick, whatever its backoff.",
       security,
       request: { params: withId },
-      responses: { 202: ok("Due at the next tick.", domainSchema), 404: problemResponse("No such domain.") },
+      responses: { 202: ok("Due at the next tick.", domainSchema), 404: problem("No such domain.") },
     }),
     remove: createRoute({
       method: "delete",
@@ -122,8 +122,8 @@ function routes<P extends z.ZodRawShape>(base: string, tag: string, params: z.Zo
       request: { params: withId },
       responses: {
         204: { description: "Removed." },
-        404: problemResponse("No such domain."),
-        503: problemResponse("The gateway did not confirm the removal; nothing was removed."),
+        404: problem("No such domain."),
+        503: problem("The gateway did not confirm the removal; nothing was removed."),
       },
     }),
   };
@@ -227,7 +227,7 @@ const permission = createRoute({
       "A certificate may be issued for this name.",
       z.object({ domain: z.string(), allowed: z.literal(true) }),
     ),
-    404: problemResponse("Not a name served here."),
+    404: problem("Not a name served here."),
   },
 });
 

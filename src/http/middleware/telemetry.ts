@@ -1,8 +1,8 @@
 import { context, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
 import type { MiddlewareHandler } from "hono";
 import { matchedRoutes } from "hono/route";
-import type { AppEnv } from "../http/context.ts";
-import type { Telemetry } from "./otel.ts";
+import type { Telemetry } from "../../telemetry/otel.ts";
+import type { AppEnv } from "../context.ts";
 
 const headerGetter = {
   get: (carrier: Headers, key: string) => carrier.get(key) ?? undefined,

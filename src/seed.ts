@@ -1,12 +1,11 @@
 import { sql } from "drizzle-orm";
-import { seedBillingCatalog } from "../billing/catalog.ts";
-import type { Executor, Tx } from "./client.ts";
-import { platformRoles } from "./schema/index.ts";
+import { seedBillingCatalog } from "./billing/catalog.ts";
+import type { Executor, Tx } from "./db/client.ts";
+import { platformRoles } from "./db/schema/index.ts";
+import { PLATFORM_ADMIN_ROLE } from "./identity/roles.ts";
 
 /** A seeder writes part of the built-in catalog; it must be idempotent and may update rows. */
 export type Seeder = { name: string; run: (tx: Tx) => Promise<void> };
-
-export const PLATFORM_ADMIN_ROLE = "platform_admin";
 
 const platformRoleCatalog: Seeder = {
   name: "platform roles",

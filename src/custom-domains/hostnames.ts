@@ -1,5 +1,5 @@
 import { domainToASCII } from "node:url";
-import { ProblemError } from "../http/errors.ts";
+import { AppError } from "../errors.ts";
 import { normaliseHost } from "../tenancy/hosts.ts";
 
 const LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
@@ -44,8 +44,8 @@ function refusal(raw: string, policy: HostnamePolicy): { reason: string } | { ho
 export function validateHostname(raw: string, policy: HostnamePolicy): string {
   const result = refusal(raw, policy);
   if ("hostname" in result) return result.hostname;
-  throw new ProblemError("validation_failed", "The hostname is not valid.", {
-    errors: [{ path: "hostname", message: result.reason }],
+  throw new AppError("validation_failed", "The hostname is not valid.", {
+    fields: [{ path: "hostname", message: result.reason }],
   });
 }
 

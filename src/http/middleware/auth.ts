@@ -1,13 +1,8 @@
 import { and, eq, isNull, type SQL } from "drizzle-orm";
 import type { Context, MiddlewareHandler } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
-import type { Db } from "../db/client.ts";
-import { sessions, tenants, users } from "../db/schema/index.ts";
-import { PLATFORM_ADMIN_ROLE } from "../db/seed.ts";
-import type { AppEnv, Principal } from "../http/context.ts";
-import { ProblemError } from "../http/errors.ts";
-import { normaliseOrigin } from "./origins.ts";
-import { opaqueToken, safeEqual, tokenHash } from "./secrets.ts";
+import { normaliseOrigin } from "../../auth/origins.ts";
+import { opaqueToken, safeEqual, tokenHash } from "../../auth/secrets.ts";
 import {
   type AuthDeps,
   type Identity,
@@ -15,9 +10,14 @@ import {
   identityOf,
   insertSessionIfUnchanged,
   type SignIn,
-} from "./service.ts";
-import type { SessionEntry } from "./session-cache.ts";
-import { InvalidTokenError } from "./tokens.ts";
+} from "../../auth/service.ts";
+import type { SessionEntry } from "../../auth/session-cache.ts";
+import { InvalidTokenError } from "../../auth/tokens.ts";
+import type { Db } from "../../db/client.ts";
+import { sessions, tenants, users } from "../../db/schema/index.ts";
+import { AppError } from "../../errors.ts";
+import { PLATFORM_ADMIN_ROLE } from "../../identity/roles.ts";
+import { type AppEnv, type Principal, principalOf, unauthorized } from "../context.ts";
 
 export const SESSION_COOKIE = "__Host-plinth_session";
 export const CSRF_HEADER = "x-csrf-token";
@@ -29,12 +29,6 @@ export const PASSWORD_CHANGE_PATH = "/api/auth/password";
 const ALLOWED_BEFORE_CHANGE = new Set([PASSWORD_CHANGE_PATH, "/api/auth/browser/logout"]);
 
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
-
-function unauthorized(detail = "Authentication required."): ProblemError {
-  return new ProblemError("unauthorized", detail, {
-    headers: { "www-authenticate": 'Bearer realm="plinth"' },
-  });
-}
 
 /** The session behind a request and its user's identity, in one query; null when it has ended. */
 async function openSession(db: Db, where: SQL, now: Date): Promise<SessionEntry | null> {
@@ -126,7 +120,7 @@ export function authenticate(deps: AuthDeps): MiddlewareHandler<AppEnv> {
       if (!cookie) throw unauthorized();
       const origin = c.req.header("origin");
       if (origin !== undefined && !allowedOrigins.has(normaliseOrigin(origin))) {
-        throw new ProblemError("forbidden", "This origin may not use browser authentication.");
+        throw new AppError("forbidden", "This origin may not use browser authentication.");
       }
       const opened = await deps.dataProtection
         .forPurpose(COOKIE_PURPOSE)
@@ -144,7 +138,7 @@ export function authenticate(deps: AuthDeps): MiddlewareHandler<AppEnv> {
       if (!SAFE_METHODS.has(c.req.method)) {
         const csrf = c.req.header(CSRF_HEADER);
         if (!csrf || !session.csrfHash || !safeEqual(tokenHash(csrf), session.csrfHash)) {
-          throw new ProblemError("forbidden", "Missing or wrong CSRF token.");
+          throw new AppError("forbidden", "Missing or wrong CSRF token.");
         }
       }
       identity = session.identity;
@@ -160,12 +154,9 @@ export function authenticate(deps: AuthDeps): MiddlewareHandler<AppEnv> {
     };
     const passwordChangeRequired = identity.mustChangePassword;
     const tenant = c.get("tenant");
-    if (tenant && principal.tenantId !== tenant.id) throw new ProblemError("not_found", "No such resource.");
+    if (tenant && principal.tenantId !== tenant.id) throw new AppError("not_found", "No such resource.");
     if (passwordChangeRequired && !(c.req.method === "POST" && ALLOWED_BEFORE_CHANGE.has(c.req.path))) {
-      throw new ProblemError(
-        "password_change_required",
-        "Change your password first (POST /api/auth/password).",
-      );
+      throw new AppError("password_change_required", "Change your password first (POST /api/auth/password).");
     }
     c.set("principal", principal);
     c.set("identity", identity);
@@ -173,17 +164,11 @@ export function authenticate(deps: AuthDeps): MiddlewareHandler<AppEnv> {
   };
 }
 
-export function principalOf(c: Context<AppEnv>): Principal {
-  const principal = c.get("principal");
-  if (!principal) throw unauthorized();
-  return principal;
-}
-
 /** Platform administrators only. They act across tenants only through these routes. */
 export function requirePlatformAdmin(): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     if (!principalOf(c).platformRoles.includes(PLATFORM_ADMIN_ROLE)) {
-      throw new ProblemError("forbidden", "Platform administrators only.");
+      throw new AppError("forbidden", "Platform administrators only.");
     }
     await next();
   };
@@ -193,9 +178,9 @@ export function requirePlatformAdmin(): MiddlewareHandler<AppEnv> {
 export function requireTenantUser(roles?: readonly string[]): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const principal = principalOf(c);
-    if (!principal.tenantId) throw new ProblemError("forbidden", "Tenant users only.");
+    if (!principal.tenantId) throw new AppError("forbidden", "Tenant users only.");
     if (roles && !principal.roles.some((role) => roles.includes(role))) {
-      throw new ProblemError("forbidden", `Requires one of: ${roles.join(", ")}.`);
+      throw new AppError("forbidden", `Requires one of: ${roles.join(", ")}.`);
     }
     await next();
   };

@@ -1,10 +1,10 @@
 import type { MiddlewareHandler } from "hono";
-import type { Settings } from "../config/schema.ts";
-import { forwardedByProxy, trustedProxies } from "../http/client-ip.ts";
-import type { AppEnv, ResolvedTenant } from "../http/context.ts";
-import { ProblemError } from "../http/errors.ts";
-import { createHostPolicy, normaliseHost } from "./hosts.ts";
-import type { TenantLookup } from "./lookup.ts";
+import type { Settings } from "../../config/schema.ts";
+import { AppError } from "../../errors.ts";
+import { createHostPolicy, normaliseHost } from "../../tenancy/hosts.ts";
+import type { TenantLookup } from "../../tenancy/lookup.ts";
+import { forwardedByProxy, trustedProxies } from "../client-ip.ts";
+import type { AppEnv, ResolvedTenant } from "../context.ts";
 
 /**
  * Paths every host may reach: a TLS edge asks for permission (domains/permission.ts) by IP before
@@ -53,13 +53,13 @@ export function resolveTenancy(input: {
     if (HOST_EXEMPT.has(c.req.path)) return next();
     const forwardedHost = forwardedByProxy(c, trusted, "x-forwarded-host");
     const host = normaliseHost(forwardedHost ?? c.req.header("host") ?? new URL(c.req.url).host);
-    if (!host) throw new ProblemError("host_not_allowed", "The request has no usable Host.");
+    if (!host) throw new AppError("host_not_allowed", "The request has no usable Host.");
 
     const code = c.req.header(TENANT_CODE_HEADER) ?? c.req.query("tenant");
     if (policy.isPlatformHost(host)) {
       if (code) {
         if (!tenantCodeAllowed(Resolution.TenantCodePaths, c.req.path)) {
-          throw new ProblemError("bad_request", "A tenant code is not accepted on this path.");
+          throw new AppError("bad_request", "A tenant code is not accepted on this path.");
         }
         // an unknown code must not be told apart from a known one: the request goes on in a
         // tenant that has no users (sign-in then fails like a wrong password, SMS answers 202)
@@ -68,7 +68,7 @@ export function resolveTenancy(input: {
       return next();
     }
     const tenant = await input.lookup.byDomain(host);
-    if (!tenant) throw new ProblemError("host_not_allowed", "This host is not served here.");
+    if (!tenant) throw new AppError("host_not_allowed", "This host is not served here.");
     c.set("tenant", tenant);
     return next();
   };

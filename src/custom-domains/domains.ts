@@ -2,7 +2,7 @@ import { and, desc, eq, sql } from "drizzle-orm";
 import { opaqueToken } from "../auth/secrets.ts";
 import { tenantDomains, tenants } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
-import { ProblemError } from "../http/errors.ts";
+import { AppError } from "../errors.ts";
 import { getTenant, isUuid } from "../tenancy/tenants.ts";
 import { validateHostname, verificationRecordName } from "./hostnames.ts";
 import { cnameTargets, gatewayClient } from "./settings.ts";
@@ -95,7 +95,7 @@ export async function createDomain(
         .from(tenantDomains)
         .where(eq(tenantDomains.tenantId, tenantId));
       if ((held?.n ?? 0) >= limit)
-        throw new ProblemError(
+        throw new AppError(
           "usage_limit_reached",
           `The limit of "custom_domains" (${limit} domains) is reached.`,
         );
@@ -116,7 +116,7 @@ export async function createDomain(
     return inserted;
   });
   // one answer whichever tenant holds it: the name is taken
-  if (!row) throw new ProblemError("conflict", "This hostname is already registered.");
+  if (!row) throw new AppError("conflict", "This hostname is already registered.");
   deps.logger.info("tenant domain added", { tenantId, domainId: row.id, hostname });
   return domainView(deps, row);
 }
@@ -132,12 +132,12 @@ export async function listDomains(deps: DomainDeps, tenantId: string): Promise<D
 }
 
 async function domainRow(deps: DomainDeps, tenantId: string, id: string): Promise<DomainRow> {
-  if (!isUuid(id) || !isUuid(tenantId)) throw new ProblemError("not_found", "No such domain.");
+  if (!isUuid(id) || !isUuid(tenantId)) throw new AppError("not_found", "No such domain.");
   const [row] = await deps.database.db
     .select()
     .from(tenantDomains)
     .where(and(eq(tenantDomains.id, id), eq(tenantDomains.tenantId, tenantId)));
-  if (!row) throw new ProblemError("not_found", "No such domain.");
+  if (!row) throw new AppError("not_found", "No such domain.");
   return row;
 }
 
@@ -162,7 +162,7 @@ export async function requestDomainCheck(
     .set({ nextCheckAt: now, updatedAt: now })
     .where(and(eq(tenantDomains.id, id), eq(tenantDomains.tenantId, tenantId)))
     .returning();
-  if (!row) throw new ProblemError("not_found", "No such domain.");
+  if (!row) throw new AppError("not_found", "No such domain.");
   return domainView(deps, row);
 }
 
@@ -182,7 +182,7 @@ export async function deleteDomain(deps: DomainDeps, tenantId: string, id: strin
         domainId: id,
         error: (error as Error).message,
       });
-      throw new ProblemError("unavailable", "The TLS gateway did not confirm the removal; try again.");
+      throw new AppError("unavailable", "The TLS gateway did not confirm the removal; try again.");
     }
   } else if (row.gatewayHostnameId) {
     deps.logger.warn("tenant domain removed without a configured gateway: remove it there by hand", {

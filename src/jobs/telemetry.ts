@@ -1,8 +1,8 @@
 import { SpanKind } from "@opentelemetry/api";
-import { type JobDefinition, JobRegistry } from "../jobs/registry.ts";
 import type { JobEvent } from "../loops/job-loop.ts";
-import type { Logger } from "./logger.ts";
-import type { Telemetry } from "./otel.ts";
+import type { Logger } from "../telemetry/logger.ts";
+import type { Telemetry } from "../telemetry/otel.ts";
+import { type JobDefinition, JobRegistry } from "./registry.ts";
 
 /**
  * The registry with every handler run inside a `job <kind>` span (a new trace root) and followed by

@@ -1,0 +1,46 @@
+/**
+ * The second argument of every domain function, `(deps, ctx, input)`: on whose behalf and in which
+ * tenant the call runs. Transports build it (HTTP: `ctxOf(c)` in src/http/context.ts; loops and
+ * CLIs: `systemCtx`), domain code reads it and never looks at a request.
+ */
+
+/**
+ * Who acts: a signed-in user, a caller not (yet) signed in (sign-in, refresh, webhooks from a
+ * provider), or Plinth itself (a loop, the migrator, a command).
+ */
+export type Actor =
+  | {
+      type: "user";
+      userId: string;
+      sessionId: string;
+      /** Tenant roles (`owner`, `admin`, `member`) in the ctx's tenant. */
+      roles: readonly string[];
+      /** Platform roles (`platform_admin`). */
+      platformRoles: readonly string[];
+    }
+  | { type: "anonymous" }
+  | { type: "system"; name: string };
+
+export interface Ctx {
+  /** The tenant acted in; null for platform-wide work. */
+  tenantId: string | null;
+  actor: Actor;
+  /** The request behind the call, where there is one (logs, audit). */
+  requestId?: string;
+  clientIp?: string;
+}
+
+/** A ctx that acts inside one tenant. */
+export interface TenantCtx extends Ctx {
+  tenantId: string;
+}
+
+/** The ctx of work Plinth does on its own (a loop tick, a command), optionally in one tenant. */
+export function systemCtx(name: string, tenantId?: string): Ctx;
+export function systemCtx(name: string, tenantId: string): TenantCtx;
+export function systemCtx(name: string, tenantId: string | null = null): Ctx {
+  return { tenantId, actor: { type: "system", name } };
+}
+
+/** The acting user's id, or null when Plinth itself acts. */
+export const actorUserId = (ctx: Ctx): string | null => (ctx.actor.type === "user" ? ctx.actor.userId : null);
