@@ -1,0 +1,168 @@
+import { z } from "zod";
+import { flag, int, optionalInt, secret, strings } from "./schema-fields.ts";
+
+/**
+ * The security and network sections of the configuration schema (the spec's "Security and network
+ * settings" table), kept apart from schema.ts for size; Production start-up checks them
+ * (production.ts).
+ */
+export const securitySections = {
+  Security: z.object({
+    Jwt: z.object({
+      Issuer: z.string().min(1).optional().meta({ description: "`iss` of issued tokens." }),
+      Audience: z.string().min(1).optional().meta({ description: "`aud` of issued tokens." }),
+      CurrentKeyId: z.string().min(1).optional().meta({ description: "`kid` of the signing key." }),
+      PrivateKey: z.string().min(1).optional().meta(secret("RSA private key (PEM, PKCS#8 or PKCS#1).")),
+      VerificationKeys: z
+        .array(z.object({ KeyId: z.string().min(1), PublicKey: z.string().min(1) }))
+        .default([])
+        .meta({
+          description: "Public keys (PEM) that verify tokens, by `KeyId`; keep old keys here while rotating.",
+        }),
+      AccessTokenMinutes: int(1, 15, "Access token lifetime."),
+      RefreshTokenDays: int(1, 30, "Refresh token lifetime."),
+    }),
+    DataProtection: z.object({
+      ApplicationName: z.string().min(1).optional().meta({
+        description:
+          "Isolates protected payloads per application (`PLINTH_DATA_PROTECTION_APPLICATION_NAME`).",
+      }),
+      CertificatePath: z.string().min(1).optional().meta({
+        description:
+          "X.509 certificate with private key, PKCS#12 or PEM (`PLINTH_DATA_PROTECTION_CERTIFICATE_PATH`).",
+      }),
+      CertificatePassword: z
+        .string()
+        .optional()
+        .meta(secret("Password of the certificate (`PLINTH_DATA_PROTECTION_CERTIFICATE_PASSWORD`).")),
+      PreviousCertificates: z
+        .array(
+          z.object({
+            Path: z
+              .string()
+              .min(1)
+              .meta({ description: "A retired certificate (PKCS#12 or PEM) with its private key." }),
+            Password: z.string().optional().meta(secret("Password of the retired certificate.")),
+          }),
+        )
+        .default([])
+        .meta({
+          description:
+            "Retired certificates that still unwrap older ring keys after a certificate change; new keys use CertificatePath.",
+        }),
+      KeyLifetimeDays: int(
+        1,
+        90,
+        "Days a data-protection key is used to protect new payloads; older keys keep unprotecting.",
+      ),
+    }),
+    TenantSecrets: z.object({
+      KeyId: z
+        .string()
+        .min(1)
+        .optional()
+        .meta({ description: "Id of the master key (`PLINTH_TENANT_SECRET_KEY_ID`)." }),
+      MasterKey: z
+        .string()
+        .min(1)
+        .optional()
+        .meta(secret("Base64 of exactly 32 bytes (`PLINTH_TENANT_SECRET_MASTER_KEY`).")),
+      PreviousKeys: z
+        .array(
+          z.object({
+            KeyId: z.string().min(1).meta({ description: "Id of a retired master key." }),
+            MasterKey: z
+              .string()
+              .min(1)
+              .meta(secret("Base64 of exactly 32 bytes: a retired master key, decrypt only.")),
+          }),
+        )
+        .default([])
+        .meta({
+          description:
+            "Retired master keys that still decrypt during a rotation; remove only after `bun run secrets:rotate` exits 0.",
+        }),
+    }),
+  }),
+  Authentication: z.object({
+    Sms: z.object({
+      CodePepper: z
+        .string()
+        .optional()
+        .meta(secret("HMAC pepper for SMS codes, at least 32 characters (`PLINTH_SMS_CODE_PEPPER`).")),
+      CodeLifetimeSeconds: int(30, 300, "How long an SMS code is valid."),
+      SendLimit: int(1, 3, "SMS sends per phone number and window."),
+      SendWindowSeconds: int(1, 900, "SMS send window."),
+      VerifyLimit: int(1, 5, "SMS verification attempts per phone number and window."),
+      VerifyWindowSeconds: int(1, 900, "SMS verification window."),
+      IpSendLimit: int(1, 20, "SMS sends per client IP and send window."),
+      IpVerifyLimit: int(1, 30, "SMS verification attempts per client IP and verify window."),
+      Provider: z.enum(["development", "http"]).default("development").meta({
+        description: "Global default SMS provider: `development` sends nothing and logs a masked notice.",
+      }),
+      HttpUrl: z
+        .url()
+        .optional()
+        .meta({ description: "With Provider `http`: the gateway URL (POST `{ to, message }`)." }),
+      HttpApiKey: z
+        .string()
+        .min(1)
+        .optional()
+        .meta(secret("With Provider `http`: Bearer token for the gateway.")),
+    }),
+    SessionCacheSeconds: int(
+      0,
+      5,
+      "How long a process trusts an open session without asking the database (0: ask every request). Ended sessions are evicted at once in every process through NOTIFY; this bounds staleness if a notice is lost.",
+    ),
+    Password: z.object({
+      AttemptLimit: int(1, 5, "Failed password attempts per account and window."),
+      AttemptWindowSeconds: int(1, 900, "Password attempt window."),
+      IpAttemptLimit: int(1, 50, "Password attempts per client IP and window (all accounts together)."),
+    }),
+  }),
+  Tenancy: z.object({
+    Resolution: z.object({
+      PlatformHost: z.string().min(1).optional().meta({ description: "The official platform host name." }),
+      TrustedProxies: strings("Proxies (IP or CIDR) whose `X-Forwarded-*` headers are believed."),
+      TenantCodePaths: z.array(z.string()).default(["/api/auth/"]).meta({
+        description:
+          "Path prefixes on which a tenant code (`X-Tenant`, `?tenant=`, or `tenant` in a sign-in body) is accepted on the platform host; elsewhere it is refused.",
+      }),
+    }),
+  }),
+  AllowedHosts: strings("Exact host names accepted in `Host` (no wildcards; port ignored)."),
+  Cors: z.object({
+    Origins: strings("Origins allowed by CORS (explicit, no `*` with credentials)."),
+    Headers: strings("Request headers allowed by CORS."),
+    Methods: strings("Methods allowed by CORS."),
+    AllowCredentials: flag(false, "Whether CORS responses allow credentials."),
+  }),
+  BrowserAuth: z.object({
+    AllowedOrigins: strings("HTTP(S) origins allowed to use cookie (browser) authentication."),
+    SessionHours: int(1, 12, "Lifetime of a browser session cookie."),
+    SameSite: z
+      .enum(["Strict", "Lax"])
+      .default("Strict")
+      .meta({ description: "SameSite attribute of the session cookie." }),
+  }),
+  RateLimiting: z.object({
+    Global: z.object({
+      PermitLimit: optionalInt(
+        1,
+        "Requests per client IP and window (required in Production; 600 outside it when unset).",
+      ),
+      WindowSeconds: optionalInt(1, "Global rate-limit window (required in Production; 60 outside it)."),
+    }),
+    Auth: z.object({
+      PermitLimit: optionalInt(
+        1,
+        "Authentication requests per client IP and window (required in Production; 30 outside it).",
+      ),
+      WindowSeconds: optionalInt(
+        1,
+        "Authentication rate-limit window (required in Production; 60 outside it).",
+      ),
+    }),
+  }),
+};
