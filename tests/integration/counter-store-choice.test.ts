@@ -25,7 +25,7 @@ test("a configured cache is always the store, even in Development and even while
   expect(down.counters.kind).toBe("cache");
   await expect(down.windows.consume("password", { account: "a@example.com" })).rejects.toMatchObject({
     code: "unavailable",
-    status: 503,
+    retryAfterSeconds: 5,
   });
   await up.cache?.close();
   await down.cache?.close();
