@@ -33,8 +33,8 @@ export type AppEnv = {
     /** Set by the `edge` middleware for `clientIp(c)`. */
     trustedProxies?: import("./client-ip.ts").TrustedProxies;
     principal?: Principal;
-    /** The caller's identity as loaded with the session (auth/middleware.ts). */
-    identity?: import("../auth/service.ts").Identity;
+    /** The caller's identity as loaded with the session (middleware/auth.ts). */
+    identity?: import("../auth/identity.ts").Identity;
     tenant?: ResolvedTenant;
   };
 };

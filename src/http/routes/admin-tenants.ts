@@ -1,5 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { endSessions } from "../../auth/service.ts";
+import { endSessions } from "../../auth/sessions.ts";
 import type { Deps } from "../../deps.ts";
 import { createTenant, getTenant, listTenants, suspendTenant } from "../../tenancy/tenants.ts";
 

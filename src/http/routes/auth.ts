@@ -1,24 +1,17 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Context, MiddlewareHandler } from "hono";
-import { normaliseOrigin } from "../../auth/origins.ts";
-import {
-  type AuthDeps,
-  changePassword,
-  login,
-  logout,
-  refresh,
-  revokeSession,
-  sendSmsCode,
-  verifyCredentials,
-  verifySmsCode,
-} from "../../auth/service.ts";
+import { browserOriginCheck, signInBrowser } from "../../auth/browser-sessions.ts";
+import type { AuthDeps } from "../../auth/deps.ts";
+import { changePassword, signInWithPassword } from "../../auth/password-sign-in.ts";
+import { logout, refreshSession, revokeCallerSession } from "../../auth/sessions.ts";
+import { sendSmsCode, verifySmsCode } from "../../auth/sms-sign-in.ts";
 import { AppError } from "../../errors.ts";
 import type { TenantLookup } from "../../tenancy/lookup.ts";
-import { clientIp } from "../client-ip.ts";
-import { type AppEnv, createRouter, principalOf } from "../context.ts";
-import { clearBrowserSession, PASSWORD_CHANGE_PATH, startBrowserSession } from "../middleware/auth.ts";
+import { type AppEnv, anonymousCtxOf, createRouter, ctxOf } from "../context.ts";
+import { PASSWORD_CHANGE_PATH } from "../middleware/auth.ts";
 import { tenantCodeAllowed, UNKNOWN_TENANT_ID } from "../middleware/tenancy.ts";
-import { problemSchema } from "../openapi.ts";
+import { bearer, json, jsonBody, problem } from "../openapi.ts";
+import { clearSessionCookie, setSessionCookie } from "../session-cookie.ts";
 
 /**
  * The endpoints that take a credential (password, refresh token, SMS code): the stricter `auth`
@@ -56,28 +49,15 @@ const credentials = z
   })
   .openapi("Credentials");
 
-const json = <T extends z.ZodType>(schema: T) => ({
-  content: { "application/json": { schema } },
-  required: true,
-});
-const problem = (description: string) => ({
-  description,
-  content: { "application/problem+json": { schema: problemSchema } },
-});
-const ok = <T extends z.ZodType>(schema: T, description: string) => ({
-  description,
-  content: { "application/json": { schema } },
-});
-
 const routes = {
   login: createRoute({
     method: "post",
     path: "/api/auth/login",
     tags: ["auth"],
     summary: "Sign in with e-mail and password.",
-    request: { body: json(credentials) },
+    request: { body: jsonBody(credentials) },
     responses: {
-      200: ok(tokenPair, "Signed in."),
+      200: json("Signed in.", tokenPair),
       401: problem("Invalid credentials (the same answer for an unknown account)."),
       429: problem("Too many attempts."),
     },
@@ -87,15 +67,15 @@ const routes = {
     path: "/api/auth/refresh",
     tags: ["auth"],
     summary: "Rotate a refresh token. Reusing a spent one revokes the session.",
-    request: { body: json(z.object({ refreshToken: z.string().min(1).max(512) })) },
-    responses: { 200: ok(tokenPair, "New token pair."), 401: problem("Invalid refresh token.") },
+    request: { body: jsonBody(z.object({ refreshToken: z.string().min(1).max(512) })) },
+    responses: { 200: json("New token pair.", tokenPair), 401: problem("Invalid refresh token.") },
   }),
   logout: createRoute({
     method: "post",
     path: "/api/auth/logout",
     tags: ["auth"],
     summary: "End the session a refresh token belongs to.",
-    request: { body: json(z.object({ refreshToken: z.string().min(1).max(512) })) },
+    request: { body: jsonBody(z.object({ refreshToken: z.string().min(1).max(512) })) },
     responses: { 204: { description: "Signed out." } },
   }),
   password: createRoute({
@@ -106,14 +86,14 @@ const routes = {
     description:
       "With a bearer token: 200 and a fresh token pair for this session. With the browser session " +
       "cookie (and X-CSRF-Token): 204 and no tokens; the cookie session continues.",
-    security: [{ bearer: [] }],
+    security: bearer,
     request: {
-      body: json(
+      body: jsonBody(
         z.object({ currentPassword: z.string().min(1).max(1024), newPassword: z.string().min(1).max(1024) }),
       ),
     },
     responses: {
-      200: ok(tokenPair, "Changed (token session); fresh tokens."),
+      200: json("Changed (token session); fresh tokens.", tokenPair),
       204: { description: "Changed (browser session); the cookie session continues." },
       401: problem("Wrong current password."),
     },
@@ -128,7 +108,7 @@ const routes = {
       "number up: the code is stored and sent in the background, so the answer and its timing are the " +
       "same for a known and an unknown number. Delivery failures are logged, never returned.",
     request: {
-      body: json(
+      body: jsonBody(
         z.object({ phone: z.string().min(1).max(32), tenant: z.string().min(1).max(64).optional() }),
       ),
     },
@@ -140,7 +120,7 @@ const routes = {
     tags: ["auth"],
     summary: "Sign in with an SMS code.",
     request: {
-      body: json(
+      body: jsonBody(
         z.object({
           phone: z.string().min(1).max(32),
           code: z.string().min(1).max(16),
@@ -148,16 +128,17 @@ const routes = {
         }),
       ),
     },
-    responses: { 200: ok(tokenPair, "Signed in."), 401: problem("Wrong, expired or used code.") },
+    responses: { 200: json("Signed in.", tokenPair), 401: problem("Wrong, expired or used code.") },
   }),
   me: createRoute({
     method: "get",
     path: "/api/auth/me",
     tags: ["auth"],
     summary: "The caller: user, tenant and roles.",
-    security: [{ bearer: [] }],
+    security: bearer,
     responses: {
-      200: ok(
+      200: json(
+        "The caller.",
         z
           .object({
             user: z.object({ id: z.string(), email: z.string(), name: z.string() }),
@@ -166,7 +147,6 @@ const routes = {
             platformRoles: z.array(z.string()),
           })
           .openapi("Me"),
-        "The caller.",
       ),
     },
   }),
@@ -175,11 +155,11 @@ const routes = {
     path: "/api/auth/browser/login",
     tags: ["auth"],
     summary: "Browser sign-in: sets an HttpOnly session cookie; only from BrowserAuth:AllowedOrigins.",
-    request: { body: json(credentials) },
+    request: { body: jsonBody(credentials) },
     responses: {
-      200: ok(
-        z.object({ csrfToken: z.string(), expiresIn: z.number().int(), passwordChangeRequired: z.boolean() }),
+      200: json(
         "Signed in; send csrfToken back as X-CSRF-Token on state-changing requests.",
+        z.object({ csrfToken: z.string(), expiresIn: z.number().int(), passwordChangeRequired: z.boolean() }),
       ),
       403: problem("Origin not allowed."),
     },
@@ -225,7 +205,7 @@ async function signInTenant(
  * mounts it, so the same middleware serves every protected route).
  */
 export function authRoutes(deps: AuthRouteDeps, authenticated: MiddlewareHandler<AppEnv>) {
-  const browserOrigins = new Set(deps.config.settings.BrowserAuth.AllowedOrigins.map(normaliseOrigin));
+  const browserOriginAllowed = browserOriginCheck(deps.config);
   const router = createRouter();
   router.use("/api/auth/me", authenticated);
   router.use(PASSWORD_CHANGE_PATH, authenticated);
@@ -233,44 +213,38 @@ export function authRoutes(deps: AuthRouteDeps, authenticated: MiddlewareHandler
 
   return router
     .openapi(routes.login, async (c) => {
-      const body = c.req.valid("json");
-      const tenantId = await signInTenant(deps, c, body.tenant);
-      const pair = await login(deps, {
-        email: body.email,
-        password: body.password,
-        tenantId,
-        ip: clientIp(c),
-      });
+      const { tenant, ...credentials } = c.req.valid("json");
+      const ctx = anonymousCtxOf(c, await signInTenant(deps, c, tenant));
+      const pair = await signInWithPassword(deps, ctx, credentials);
       c.header("cache-control", "no-store");
       return c.json(pair, 200);
     })
     .openapi(routes.refresh, async (c) => {
       c.header("cache-control", "no-store");
-      return c.json(await refresh(deps, c.req.valid("json").refreshToken, c.get("tenant")?.id), 200);
+      return c.json(await refreshSession(deps, anonymousCtxOf(c), c.req.valid("json")), 200);
     })
     .openapi(routes.logout, async (c) => {
-      await logout(deps, c.req.valid("json").refreshToken, c.get("tenant")?.id);
+      // signing out with a refresh token needs no access token: the caller is anonymous
+      await logout(deps, anonymousCtxOf(c), c.req.valid("json"));
       return c.body(null, 204);
     })
     .openapi(routes.password, async (c) => {
-      const body = c.req.valid("json");
-      const pair = await changePassword(deps, principalOf(c), { ...body, ip: clientIp(c) });
+      const pair = await changePassword(deps, ctxOf(c), c.req.valid("json"));
       if (!pair) return c.body(null, 204);
       c.header("cache-control", "no-store");
       return c.json(pair, 200);
     })
     .openapi(routes.smsSend, async (c) => {
-      const body = c.req.valid("json");
+      const { tenant, phone } = c.req.valid("json");
       // an unknown tenant code gets the same answer as an unknown number
-      const tenantId = await signInTenant(deps, c, body.tenant);
-      await sendSmsCode(deps, { phone: body.phone, tenantId, ip: clientIp(c) });
+      await sendSmsCode(deps, anonymousCtxOf(c, await signInTenant(deps, c, tenant)), { phone });
       return c.body(null, 202);
     })
     .openapi(routes.smsVerify, async (c) => {
-      const body = c.req.valid("json");
-      const tenantId = await signInTenant(deps, c, body.tenant);
+      const { tenant, ...input } = c.req.valid("json");
+      const ctx = anonymousCtxOf(c, await signInTenant(deps, c, tenant));
       c.header("cache-control", "no-store");
-      return c.json(await verifySmsCode(deps, { ...body, tenantId, ip: clientIp(c) }), 200);
+      return c.json(await verifySmsCode(deps, ctx, input), 200);
     })
     .openapi(routes.me, async (c) => {
       const identity = c.get("identity");
@@ -288,19 +262,19 @@ export function authRoutes(deps: AuthRouteDeps, authenticated: MiddlewareHandler
     })
     .openapi(routes.browserLogin, async (c) => {
       const origin = c.req.header("origin");
-      if (!origin || !browserOrigins.has(normaliseOrigin(origin))) {
+      if (!origin || !browserOriginAllowed(origin)) {
         throw new AppError("forbidden", "This origin may not use browser authentication.");
       }
-      const body = c.req.valid("json");
-      const tenantId = await signInTenant(deps, c, body.tenant);
-      const signIn = await verifyCredentials(deps, { ...body, tenantId, ip: clientIp(c) });
-      const session = await startBrowserSession(deps, c, signIn);
+      const { tenant, ...credentials } = c.req.valid("json");
+      const ctx = anonymousCtxOf(c, await signInTenant(deps, c, tenant));
+      const { cookie, ...session } = await signInBrowser(deps, ctx, credentials);
+      setSessionCookie(c, deps.config, cookie, session.expiresIn);
       c.header("cache-control", "no-store");
-      return c.json({ ...session, passwordChangeRequired: signIn.identity.mustChangePassword }, 200);
+      return c.json(session, 200);
     })
     .openapi(routes.browserLogout, async (c) => {
-      await revokeSession(deps, principalOf(c).sessionId, "logout", deps.clock.now());
-      clearBrowserSession(c);
+      await revokeCallerSession(deps, ctxOf(c));
+      clearSessionCookie(c);
       return c.body(null, 204);
     });
 }

@@ -1,0 +1,82 @@
+import { and, eq, isNull, type SQL } from "drizzle-orm";
+import type { Db } from "../db/client.ts";
+import { sessions, tenants, users } from "../db/schema/index.ts";
+import type { AuthDeps } from "./deps.ts";
+import { type Identity, identityColumns, identityOf } from "./identity.ts";
+import type { SessionEntry } from "./session-cache.ts";
+import { InvalidTokenError } from "./tokens.ts";
+
+/** A session still open, with its user's identity as loaded with it (at most SessionCacheSeconds old). */
+export interface OpenSession {
+  sessionId: string;
+  identity: Identity;
+  kind: "token" | "browser";
+  csrfHash: string | null;
+}
+
+/** Why a credential does not open a session: the detail of the 401 the caller answers. */
+export interface Refusal {
+  refused: string;
+}
+
+/** The session behind a request and its user's identity, in one query; null when it has ended. */
+async function openSession(db: Db, where: SQL, now: Date): Promise<SessionEntry | null> {
+  const [row] = await db
+    .select({
+      ...identityColumns,
+      sessionId: sessions.id,
+      kind: sessions.kind,
+      csrfHash: sessions.csrfHash,
+      expiresAt: sessions.expiresAt,
+    })
+    .from(sessions)
+    .innerJoin(users, eq(users.id, sessions.userId))
+    .leftJoin(tenants, eq(tenants.id, users.tenantId))
+    .where(and(where, isNull(sessions.revokedAt)))
+    .limit(1);
+  if (!row || row.expiresAt <= now) return null;
+  const identity = identityOf(row);
+  if (identity.status !== "Active") return null;
+  const value: OpenSession = { sessionId: row.sessionId, identity, kind: row.kind, csrfHash: row.csrfHash };
+  return {
+    sessionId: row.sessionId,
+    userId: identity.userId,
+    tenantId: identity.tenantId,
+    expiresAt: row.expiresAt,
+    value,
+  };
+}
+
+/** An open session through the session cache: most requests cost no database round trip. */
+export async function cachedSession(
+  deps: Pick<AuthDeps, "database" | "sessionCache" | "clock">,
+  key: string,
+  /** Only built on a miss: most requests are answered from the cache. */
+  where: () => SQL,
+): Promise<OpenSession | null> {
+  const hit = deps.sessionCache.get(key);
+  if (hit) return hit.value as OpenSession;
+  const entry = await openSession(deps.database.db, where(), deps.clock.now());
+  if (!entry) return null;
+  deps.sessionCache.set(key, entry);
+  return entry.value as OpenSession;
+}
+
+/**
+ * The open token session an access token speaks for. The session must still be open and the
+ * token's user's, so logout and disabling a user take effect at once.
+ */
+export async function openTokenSession(deps: AuthDeps, accessToken: string): Promise<OpenSession | Refusal> {
+  let claims: Awaited<ReturnType<typeof deps.tokens.verifyAccessToken>>;
+  try {
+    claims = await deps.tokens.verifyAccessToken(accessToken);
+  } catch (error) {
+    if (error instanceof InvalidTokenError) return { refused: "Invalid or expired token." };
+    throw error;
+  }
+  const session = await cachedSession(deps, `s:${claims.sessionId}`, () => eq(sessions.id, claims.sessionId));
+  if (!session || session.identity.userId !== claims.userId || session.kind !== "token") {
+    return { refused: "The session has ended." };
+  }
+  return session;
+}

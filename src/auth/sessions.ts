@@ -1,0 +1,232 @@
+import { and, eq, isNull } from "drizzle-orm";
+import type { Ctx } from "../context.ts";
+import type { Executor } from "../db/client.ts";
+import { refreshTokens, sessions, users } from "../db/schema/index.ts";
+import type { Deps } from "../deps.ts";
+import { AppError } from "../errors.ts";
+import type { AuthDeps } from "./deps.ts";
+import { type Identity, loadIdentity } from "./identity.ts";
+import { opaqueToken, tokenHash } from "./secrets.ts";
+import { announceSessionChange, type SessionChange } from "./session-cache.ts";
+import type { AccessClaims } from "./tokens.ts";
+
+export interface TokenPair {
+  accessToken: string;
+  tokenType: "Bearer";
+  expiresIn: number;
+  refreshToken: string;
+  passwordChangeRequired: boolean;
+}
+
+/**
+ * A verified sign-in: the identity, and what was seen of the user row when the credential was
+ * checked (the password hash that matched; absent for an SMS code, which proves the phone).
+ */
+export interface SignIn {
+  identity: Identity;
+  seenPasswordHash?: string;
+}
+
+/** The one answer to every failed sign-in, so none tells which part was wrong. */
+export const invalidCredentials = () => new AppError("unauthorized", "Invalid credentials.");
+
+/** The signed-in caller's user and session; 401 for a ctx without one. */
+export function callerOf(ctx: Ctx): { userId: string; sessionId: string } {
+  if (ctx.actor.type !== "user") throw new AppError("unauthorized");
+  return { userId: ctx.actor.userId, sessionId: ctx.actor.sessionId };
+}
+
+/** The client address the security windows count against (`unknown` when the transport has none). */
+export const clientIpOf = (ctx: Ctx): string => ctx.clientIp ?? "unknown";
+
+function claimsOf(identity: Identity, sessionId: string): AccessClaims {
+  return {
+    userId: identity.userId,
+    tenantId: identity.tenantId,
+    sessionId,
+    roles: identity.roles,
+    platformRoles: identity.platformRoles,
+    passwordChangeRequired: identity.mustChangePassword,
+  };
+}
+
+export async function issueRefreshToken(db: Executor, sessionId: string, expiresAt: Date): Promise<string> {
+  const refreshToken = opaqueToken();
+  await db.insert(refreshTokens).values({ sessionId, tokenHash: tokenHash(refreshToken), expiresAt });
+  return refreshToken;
+}
+
+export async function tokenPairFor(
+  deps: AuthDeps,
+  identity: Identity,
+  sessionId: string,
+  refreshToken: string,
+): Promise<TokenPair> {
+  return {
+    accessToken: await deps.tokens.issueAccessToken(claimsOf(identity, sessionId)),
+    tokenType: "Bearer",
+    expiresIn: deps.tokens.accessTokenSeconds,
+    refreshToken,
+    passwordChangeRequired: identity.mustChangePassword,
+  };
+}
+
+/**
+ * Inserts a session only while the user row is still as the sign-in saw it: Active and, for a
+ * password sign-in, with the hash that was verified. `FOR SHARE` waits for a concurrent password
+ * change or disable (which update the row first, then revoke sessions, in one transaction) and
+ * then sees the changed row: such a sign-in gets the same 401 as a wrong password instead of a
+ * session opened after the others were revoked.
+ */
+export async function insertSessionIfUnchanged(
+  tx: Executor,
+  signIn: SignIn,
+  values: Omit<typeof sessions.$inferInsert, "userId" | "tenantId">,
+): Promise<string> {
+  const { identity, seenPasswordHash } = signIn;
+  const [user] = await tx
+    .select({ id: users.id })
+    .from(users)
+    .where(
+      and(
+        eq(users.id, identity.userId),
+        eq(users.status, "Active"),
+        seenPasswordHash === undefined ? undefined : eq(users.passwordHash, seenPasswordHash),
+      ),
+    )
+    .for("share");
+  if (!user) throw invalidCredentials();
+  const [session] = await tx
+    .insert(sessions)
+    .values({ ...values, userId: identity.userId, tenantId: identity.tenantId })
+    .returning({ id: sessions.id });
+  if (!session) throw new Error("session insert returned nothing");
+  return session.id;
+}
+
+/** Opens a token session for a verified sign-in and returns its first token pair. */
+export async function startTokenSession(deps: AuthDeps, signIn: SignIn): Promise<TokenPair> {
+  const now = deps.clock.now();
+  const expiresAt = new Date(now.getTime() + deps.config.settings.Security.Jwt.RefreshTokenDays * 86_400_000);
+  const opened = await deps.database.db.transaction(async (tx) => {
+    const sessionId = await insertSessionIfUnchanged(tx, signIn, {
+      kind: "token",
+      createdAt: now,
+      lastUsedAt: now,
+      expiresAt,
+    });
+    return { sessionId, refreshToken: await issueRefreshToken(tx, sessionId, expiresAt) };
+  });
+  return tokenPairFor(deps, signIn.identity, opened.sessionId, opened.refreshToken);
+}
+
+/**
+ * Rotates a refresh token: the old one is spent, a new one returned. A spent token presented
+ * again means it was stolen (or replayed): the whole session is revoked. On a request that acts in
+ * a tenant (`ctx.tenantId`: its host or tenant code), a session of another tenant is refused like
+ * an unknown token, and left as it is.
+ */
+export async function refreshSession(
+  deps: AuthDeps,
+  ctx: Ctx,
+  input: { refreshToken: string },
+): Promise<TokenPair> {
+  const db = deps.database.db;
+  const now = deps.clock.now();
+  const [row] = await db
+    .select({
+      id: refreshTokens.id,
+      sessionId: refreshTokens.sessionId,
+      rotatedAt: refreshTokens.rotatedAt,
+      expiresAt: refreshTokens.expiresAt,
+      userId: sessions.userId,
+      tenantId: sessions.tenantId,
+      kind: sessions.kind,
+      revokedAt: sessions.revokedAt,
+      sessionExpiresAt: sessions.expiresAt,
+    })
+    .from(refreshTokens)
+    .innerJoin(sessions, eq(sessions.id, refreshTokens.sessionId))
+    .where(eq(refreshTokens.tokenHash, tokenHash(input.refreshToken)))
+    .limit(1);
+  // only token sessions carry refresh tokens; one on a browser session is refused, never rotated,
+  // and so is one of another tenant than the request acts in
+  if (row?.kind !== "token" || (ctx.tenantId !== null && row.tenantId !== ctx.tenantId)) {
+    throw new AppError("unauthorized", "Invalid refresh token.");
+  }
+  if (row.revokedAt || row.sessionExpiresAt <= now || row.expiresAt <= now) {
+    throw new AppError("unauthorized", "Invalid refresh token.");
+  }
+  const spent = await db
+    .update(refreshTokens)
+    .set({ rotatedAt: now })
+    .where(and(eq(refreshTokens.id, row.id), isNull(refreshTokens.rotatedAt)))
+    .returning({ id: refreshTokens.id });
+  if (row.rotatedAt || spent.length === 0) {
+    await revokeSession(deps, row.sessionId, "refresh token reuse", now);
+    deps.logger.warn("refresh token reused: session revoked", {
+      sessionId: row.sessionId,
+      userId: row.userId,
+    });
+    throw new AppError("unauthorized", "Invalid refresh token.");
+  }
+  const identity = await loadIdentity(db, row.userId);
+  if (identity?.status !== "Active") {
+    await revokeSession(deps, row.sessionId, "user not active", now);
+    throw new AppError("unauthorized", "Invalid refresh token.");
+  }
+  await db.update(sessions).set({ lastUsedAt: now }).where(eq(sessions.id, row.sessionId));
+  return tokenPairFor(
+    deps,
+    identity,
+    row.sessionId,
+    await issueRefreshToken(db, row.sessionId, row.sessionExpiresAt),
+  );
+}
+
+async function revokeSession(
+  deps: Pick<AuthDeps, "database" | "sessionCache">,
+  sessionId: string,
+  reason: string,
+  now: Date,
+): Promise<void> {
+  await deps.database.db
+    .update(sessions)
+    .set({ revokedAt: now, revokedReason: reason })
+    .where(and(eq(sessions.id, sessionId), isNull(sessions.revokedAt)));
+  await endSessions(deps, { sessionId });
+}
+
+/**
+ * Evicts ended sessions from this process's cache at once and tells every other process. Given the
+ * caller's transaction, the notice goes out when it commits (this process's listener then evicts
+ * again, in case the old row was read back in the meantime).
+ */
+export async function endSessions(
+  deps: Pick<Deps, "database" | "sessionCache">,
+  change: SessionChange,
+  executor: Executor = deps.database.db,
+): Promise<void> {
+  deps.sessionCache.evict(change);
+  await announceSessionChange(executor, change);
+}
+
+/**
+ * Ends the session a refresh token belongs to. Unknown tokens are ignored (logout is idempotent), and
+ * so is a session of another tenant than the request acts in (`ctx.tenantId`).
+ */
+export async function logout(deps: AuthDeps, ctx: Ctx, input: { refreshToken: string }): Promise<void> {
+  const [row] = await deps.database.db
+    .select({ sessionId: refreshTokens.sessionId, tenantId: sessions.tenantId })
+    .from(refreshTokens)
+    .innerJoin(sessions, eq(sessions.id, refreshTokens.sessionId))
+    .where(eq(refreshTokens.tokenHash, tokenHash(input.refreshToken)))
+    .limit(1);
+  if (!row || (ctx.tenantId !== null && row.tenantId !== ctx.tenantId)) return;
+  await revokeSession(deps, row.sessionId, "logout", deps.clock.now());
+}
+
+/** Ends the session the caller is signed in with (browser sign-out). */
+export async function revokeCallerSession(deps: AuthDeps, ctx: Ctx): Promise<void> {
+  await revokeSession(deps, callerOf(ctx).sessionId, "logout", deps.clock.now());
+}

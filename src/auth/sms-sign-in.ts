@@ -1,0 +1,150 @@
+import { randomInt } from "node:crypto";
+import { and, desc, eq, gt, isNull, sql } from "drizzle-orm";
+import type { Ctx } from "../context.ts";
+import { smsCodes, users } from "../db/schema/index.ts";
+import { AppError } from "../errors.ts";
+import { assertAllowed } from "../security/windows.ts";
+import type { AuthDeps } from "./deps.ts";
+import { loadIdentity, sameTenant } from "./identity.ts";
+import { hmac, safeEqual } from "./secrets.ts";
+import { clientIpOf, invalidCredentials, startTokenSession, type TokenPair } from "./sessions.ts";
+
+/** E.164: `+` and 7 to 15 digits. Spaces, dashes and brackets are dropped first. */
+export function normalisePhone(phone: string): string | null {
+  const compact = phone.replace(/[\s().-]/g, "");
+  return /^\+[1-9]\d{6,14}$/.test(compact) ? compact : null;
+}
+
+function smsCodeHash(deps: AuthDeps, tenantId: string | null, phone: string, code: string): string {
+  return hmac(deps.smsPepper, `${tenantId ?? "platform"}:${phone}:${code}`);
+}
+
+/**
+ * Sends a six-digit sign-in code to the phone of an account in `ctx.tenantId`. The answer is the
+ * same whether or not an account has that number, and so is its timing: only the phone's validity
+ * and the send window (per phone and per IP) are decided before answering; the lookup, the code's
+ * storage and the provider call run in the background (`deps.pending`), their failures logged for
+ * operators.
+ */
+export async function sendSmsCode(deps: AuthDeps, ctx: Ctx, input: { phone: string }): Promise<void> {
+  const phone = normalisePhone(input.phone);
+  if (!phone) {
+    throw new AppError("validation_failed", "The phone number is not valid.", {
+      fields: [{ path: "phone", message: "must be an E.164 number such as +14155550100" }],
+    });
+  }
+  assertAllowed(
+    await deps.windows.consume("smsSend", {
+      phone: `${ctx.tenantId ?? "platform"}:${phone}`,
+      ip: clientIpOf(ctx),
+    }),
+  );
+  const now = deps.clock.now();
+  deps.pending.run("SMS code send", () => deliverSmsCode(deps, { phone, tenantId: ctx.tenantId, now }));
+}
+
+/** The background half of `sendSmsCode`: nothing for an unknown number, else store and send a code. */
+async function deliverSmsCode(
+  deps: AuthDeps,
+  input: { phone: string; tenantId: string | null; now: Date },
+): Promise<void> {
+  const { phone, now } = input;
+  const db = deps.database.db;
+  const [user] = await db
+    .select({ id: users.id })
+    .from(users)
+    .where(
+      and(sameTenant(users.tenantId, input.tenantId), eq(users.phone, phone), eq(users.status, "Active")),
+    )
+    .limit(1);
+  if (!user) return;
+  const code = String(randomInt(0, 1_000_000)).padStart(6, "0");
+  const lifetime = deps.config.settings.Authentication.Sms.CodeLifetimeSeconds;
+  await db.transaction(async (tx) => {
+    // a new code replaces any earlier one still open
+    await tx
+      .update(smsCodes)
+      .set({ consumedAt: now })
+      .where(
+        and(
+          sameTenant(smsCodes.tenantId, input.tenantId),
+          eq(smsCodes.phone, phone),
+          isNull(smsCodes.consumedAt),
+        ),
+      );
+    await tx.insert(smsCodes).values({
+      tenantId: input.tenantId,
+      phone,
+      codeHash: smsCodeHash(deps, input.tenantId, phone, code),
+      createdAt: now,
+      expiresAt: new Date(now.getTime() + lifetime * 1000),
+    });
+  });
+  try {
+    await deps.sms.send({
+      tenantId: input.tenantId,
+      to: phone,
+      text: `Your sign-in code is ${code}. It expires in ${Math.round(lifetime / 60)} minutes.`,
+    });
+  } catch (error) {
+    // the caller already has the uniform answer; the failure is for operators. The error is
+    // described by the logger (redacted; a failed query's parameters never show), never the code.
+    deps.logger.error("SMS delivery failed", { error });
+  }
+}
+
+/** Verifies a code: single use, short-lived, compared in constant time; a match signs the user in. */
+export async function verifySmsCode(
+  deps: AuthDeps,
+  ctx: Ctx,
+  input: { phone: string; code: string },
+): Promise<TokenPair> {
+  const { tenantId } = ctx;
+  const phone = normalisePhone(input.phone);
+  if (!phone || !/^\d{6}$/.test(input.code)) throw invalidCredentials();
+  const subject = `${tenantId ?? "platform"}:${phone}`;
+  assertAllowed(await deps.windows.consume("smsVerify", { phone: subject, ip: clientIpOf(ctx) }));
+  const db = deps.database.db;
+  const now = deps.clock.now();
+  const [open] = await db
+    .select({ id: smsCodes.id, codeHash: smsCodes.codeHash, attempts: smsCodes.attempts })
+    .from(smsCodes)
+    .where(
+      and(
+        sameTenant(smsCodes.tenantId, tenantId),
+        eq(smsCodes.phone, phone),
+        isNull(smsCodes.consumedAt),
+        gt(smsCodes.expiresAt, now),
+      ),
+    )
+    .orderBy(desc(smsCodes.createdAt))
+    .limit(1);
+  if (!open) throw invalidCredentials();
+  if (!safeEqual(open.codeHash, smsCodeHash(deps, tenantId, phone, input.code))) {
+    const limit = deps.config.settings.Authentication.Sms.VerifyLimit;
+    await db
+      .update(smsCodes)
+      .set({
+        attempts: sql`${smsCodes.attempts} + 1`,
+        // too many wrong guesses burn the code
+        consumedAt: sql`case when ${smsCodes.attempts} + 1 >= ${limit} then ${now.toISOString()}::timestamptz else null end`,
+      })
+      .where(eq(smsCodes.id, open.id));
+    throw invalidCredentials();
+  }
+  const used = await db
+    .update(smsCodes)
+    .set({ consumedAt: now })
+    .where(and(eq(smsCodes.id, open.id), isNull(smsCodes.consumedAt)))
+    .returning({ id: smsCodes.id });
+  if (used.length === 0) throw invalidCredentials();
+  const [user] = await db
+    .select({ id: users.id })
+    .from(users)
+    .where(and(sameTenant(users.tenantId, tenantId), eq(users.phone, phone)))
+    .limit(1);
+  const identity = user ? await loadIdentity(db, user.id) : null;
+  if (identity?.status !== "Active") throw invalidCredentials();
+  await deps.windows.reset("smsVerify", { phone: subject });
+  return startTokenSession(deps, { identity });
+}
