@@ -34,7 +34,10 @@ try {
 
   const domains = [];
   for (let i = 0; i < 500; i++) {
-    const d = await addCustomDomain(deps, systemCtx("bench", tenant.id), { hostname: uniqueHost("bench"), forPlatform: true });
+    const d = await addCustomDomain(deps, systemCtx("bench", tenant.id), {
+      hostname: uniqueHost("bench"),
+      forPlatform: true,
+    });
     publishRecords(doh, d);
     domains.push(d);
   }

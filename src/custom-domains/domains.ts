@@ -75,7 +75,13 @@ export function domainView(deps: Pick<Deps, "config">, row: DomainRow): DomainVi
  * (operators' additions count toward the tenant's quota too). Keyed by the domain id, so a retried
  * call never counts twice; recorded in the transaction that adds or removes the domain.
  */
-async function countDomain(deps: DomainDeps, tx: Executor, tenantId: string, domainId: string, quantity: 1 | -1) {
+async function countDomain(
+  deps: DomainDeps,
+  tx: Executor,
+  tenantId: string,
+  domainId: string,
+  quantity: 1 | -1,
+) {
   await recordUsage(
     deps,
     {
@@ -102,9 +108,7 @@ export async function addCustomDomain(
   input: { hostname: string; forPlatform?: boolean },
 ): Promise<DomainView> {
   const tenantId = ctx.tenantId;
-  const limit = input.forPlatform
-    ? null
-    : (await assertFeature(deps, tenantId, "custom_domains", 1)).limit;
+  const limit = input.forPlatform ? null : (await assertFeature(deps, tenantId, "custom_domains", 1)).limit;
   const settings = deps.config.settings;
   const hostname = validateHostname(input.hostname, {
     platformHost: settings.Tenancy.Resolution.PlatformHost,
@@ -168,7 +172,11 @@ async function domainRow(deps: DomainDeps, tenantId: string, id: string): Promis
   return row;
 }
 
-export async function getDomain(deps: DomainDeps, ctx: TenantCtx, input: { id: string }): Promise<DomainView> {
+export async function getDomain(
+  deps: DomainDeps,
+  ctx: TenantCtx,
+  input: { id: string },
+): Promise<DomainView> {
   return domainView(deps, await domainRow(deps, ctx.tenantId, input.id));
 }
 

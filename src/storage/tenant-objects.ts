@@ -13,7 +13,8 @@ import type { ObjectStorage, PresignedDownload, PresignedUpload, StoredObject } 
 export type TenantObjectDeps = Pick<Deps, "storage" | "database" | "cache" | "clock" | "logger" | "config">;
 
 function storageOf(deps: TenantObjectDeps): ObjectStorage {
-  if (!deps.storage) throw new AppError("unavailable", "Object storage is not configured (Storage:S3:Bucket).");
+  if (!deps.storage)
+    throw new AppError("unavailable", "Object storage is not configured (Storage:S3:Bucket).");
   return deps.storage;
 }
 

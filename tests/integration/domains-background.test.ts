@@ -42,7 +42,10 @@ test("the server's loop factory runs the domain loop: a published domain goes Ac
   try {
     expect(background.loops.map((l) => l.name)).toContain("tenantDomains");
     const tenant = await createTenant(t.database.db);
-    const domain = await addCustomDomain(deps, systemCtx("test", tenant.id), { hostname: uniqueHost("bg"), forPlatform: true });
+    const domain = await addCustomDomain(deps, systemCtx("test", tenant.id), {
+      hostname: uniqueHost("bg"),
+      forPlatform: true,
+    });
     publishRecords(doh, domain);
     await waitFor(async () => (await domainRow(t.database.db, domain.id)).status === "Active", {
       what: "domain Active",

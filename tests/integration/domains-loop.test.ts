@@ -442,7 +442,9 @@ describe("gateway registration", () => {
     await ticker().tick();
     gateway.failAll = true;
     try {
-      await expect(removeCustomDomain(deps, systemCtx("test", tenantId), { id: domain.id })).rejects.toMatchObject({ code: "unavailable" });
+      await expect(
+        removeCustomDomain(deps, systemCtx("test", tenantId), { id: domain.id }),
+      ).rejects.toMatchObject({ code: "unavailable" });
     } finally {
       gateway.failAll = false;
     }
@@ -462,7 +464,10 @@ describe("leases", () => {
       const b = await makeDeps(settings, second);
       const domains = [];
       for (let i = 0; i < 12; i++) {
-        const d = await addCustomDomain(deps, systemCtx("test", tenantId), { hostname: uniqueHost("pair"), forPlatform: true });
+        const d = await addCustomDomain(deps, systemCtx("test", tenantId), {
+          hostname: uniqueHost("pair"),
+          forPlatform: true,
+        });
         publishRecords(doh, d);
         domains.push(d);
       }
