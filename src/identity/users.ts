@@ -174,9 +174,8 @@ async function lockChangeableUser(tx: Executor, tenantId: string, userId: string
 export type TenantUserDeps = Pick<Deps, "database" | "clock" | "sessionCache">;
 
 /**
- * Disables a user of the ctx's tenant and revokes their sessions in one transaction (an owner
- * cannot disable the last active owner: 409). Every process's session cache hears of it as the
- * transaction commits, so their requests fail at once.
+ * Disables a user of the ctx's tenant and revokes their sessions in one transaction (a tenant keeps
+ * one active owner: 409); once it has committed, every process's session cache drops them.
  */
 export async function disableTenantUser(
   deps: TenantUserDeps,
