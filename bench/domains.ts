@@ -1,7 +1,8 @@
 // `bun bench/domains.ts`: the TLS permission endpoint (cached hit, platform host, unknown names)
 // through the real app, and the domain loop's throughput against the local fixture servers.
 import { createApp } from "../src/app.ts";
-import { createDomain } from "../src/custom-domains/domains.ts";
+import { systemCtx } from "../src/context.ts";
+import { addCustomDomain } from "../src/custom-domains/domains.ts";
 import { createDomainTicker } from "../src/custom-domains/loop.ts";
 import { createDeps } from "../src/deps.ts";
 import { memoryCounterStore } from "../src/security/counter-store.ts";
@@ -33,7 +34,10 @@ try {
 
   const domains = [];
   for (let i = 0; i < 500; i++) {
-    const d = await createDomain(deps, tenant.id, { hostname: uniqueHost("bench") });
+    const d = await addCustomDomain(deps, systemCtx("bench", tenant.id), {
+      hostname: uniqueHost("bench"),
+      forPlatform: true,
+    });
     publishRecords(doh, d);
     domains.push(d);
   }

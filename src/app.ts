@@ -8,7 +8,8 @@ import type { Deps } from "./deps.ts";
 import { AppError } from "./errors.ts";
 import { createRouter } from "./http/context.ts";
 import { HttpError, problemJson, statusOf, toAppError } from "./http/errors.ts";
-import { authenticate, requirePlatformAdmin, requireTenantUser } from "./http/middleware/auth.ts";
+import { authenticate } from "./http/middleware/auth.ts";
+import { requirePlatformAdmin, requireTenantUser } from "./http/middleware/guards.ts";
 import { rateLimit, rateLimitPolicies } from "./http/middleware/rate-limit.ts";
 import { limitBody, requestIdLogHeaders } from "./http/middleware/request.ts";
 import { traceRequests } from "./http/middleware/telemetry.ts";
@@ -117,13 +118,12 @@ export function createApp(deps: Deps) {
     );
   });
 
+  // every guard once, here: a `/x/*` pattern also matches `/x` itself
   const authenticated = authenticate(deps);
   app.use("/api/admin/*", authenticated, requirePlatformAdmin());
   app.use("/api/tenant/*", authenticated, requireTenantUser());
   app.use("/api/tenant/users/*", requireTenantUser(["owner"]));
-  app.use("/api/tenant/users", requireTenantUser(["owner"]));
   app.use("/api/tenant/domains/*", requireTenantUser(["owner"]));
-  app.use("/api/tenant/domains", requireTenantUser(["owner"]));
 
   app.route("/", wellKnownRoutes(deps));
   app.route("/", authRoutes(deps, authenticated));

@@ -18,6 +18,7 @@ import {
 import { createDataProtection, type DataProtection } from "./security/data-protection.ts";
 import { parseTenantSecretKeys } from "./security/tenant-secrets.ts";
 import { createSecurityWindows, type SecurityWindows } from "./security/windows.ts";
+import { createObjectStorage, type ObjectStorage } from "./storage/object-storage.ts";
 import { createQueryObserver } from "./telemetry/db.ts";
 import { type Fetch, tracedFetch } from "./telemetry/fetch.ts";
 import { bufferedLines, createLogger, type Logger } from "./telemetry/logger.ts";
@@ -51,6 +52,8 @@ export interface Deps {
   fetch: Fetch;
   /** Work requests start without waiting for (SMS sends); shutdown and tests await it. */
   pending: PendingTasks;
+  /** Tenants' object storage (`Storage:S3:*`); null when no bucket is configured. */
+  storage: ObjectStorage | null;
 }
 
 export interface CreateDepsOptions {
@@ -64,6 +67,8 @@ export interface CreateDepsOptions {
   logWrite?: (line: string) => void;
   /** Tests and benchmarks record spans in process (see src/telemetry/otel.ts). */
   telemetry?: Telemetry;
+  /** Tests hand in their own object storage (null: none), instead of the one `Storage:S3:*` describes. */
+  storage?: ObjectStorage | null;
 }
 
 export async function createDeps(config: AppConfig, options: CreateDepsOptions = {}): Promise<Deps> {
@@ -175,6 +180,8 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
     telemetry,
     fetch,
     pending: new PendingTasks(logger),
+    storage:
+      options.storage === undefined ? createObjectStorage(config, { clock, telemetry }) : options.storage,
   };
 }
 

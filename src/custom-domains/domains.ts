@@ -1,13 +1,17 @@
 import { and, desc, eq, sql } from "drizzle-orm";
 import { opaqueToken } from "../auth/secrets.ts";
+import { assertFeature } from "../billing/entitlements.ts";
+import type { TenantCtx } from "../context.ts";
+import type { Executor } from "../db/client.ts";
 import { tenantDomains, tenants } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { getTenant, isUuid } from "../tenancy/tenants.ts";
+import { recordUsage } from "../usage/ledger.ts";
 import { validateHostname, verificationRecordName } from "./hostnames.ts";
 import { cnameTargets, gatewayClient } from "./settings.ts";
 
-export type DomainDeps = Pick<Deps, "database" | "clock" | "config" | "tenants" | "logger"> &
+export type DomainDeps = Pick<Deps, "database" | "cache" | "clock" | "config" | "tenants" | "logger"> &
   Partial<Pick<Deps, "fetch">>;
 type DomainRow = typeof tenantDomains.$inferSelect;
 
@@ -66,19 +70,45 @@ export function domainView(deps: Pick<Deps, "config">, row: DomainRow): DomainVi
   };
 }
 
-/** Adds a hostname to a tenant as `Pending` with a fresh verification token; due at once. */
 /**
- * Registers a hostname for a tenant as Pending. With `limit` (the plan's `custom_domains` limit),
- * the count of the tenant's domains and the insert happen under the tenant's row lock, so
- * concurrent additions cannot take the tenant past it: the (n+1)-th gets 403
- * `usage_limit_reached` however many arrive at once. Every domain row counts, whatever its status.
+ * `custom_domains` usage (all-time): +1 per domain added, −1 per domain removed, whoever did it
+ * (operators' additions count toward the tenant's quota too). Keyed by the domain id, so a retried
+ * call never counts twice; recorded in the transaction that adds or removes the domain.
  */
-export async function createDomain(
+async function countDomain(
   deps: DomainDeps,
+  tx: Executor,
   tenantId: string,
-  input: { hostname: string },
-  options: { limit?: number | null } = {},
+  domainId: string,
+  quantity: 1 | -1,
+) {
+  await recordUsage(
+    deps,
+    {
+      tenantId,
+      feature: "custom_domains",
+      quantity,
+      idempotencyKey: `custom_domains:${quantity > 0 ? "added" : "removed"}:${domainId}`,
+    },
+    tx,
+  );
+}
+
+/**
+ * Adds a hostname to the tenant as Pending (due at once, with a fresh verification token) and counts
+ * it in `custom_domains` usage, in one transaction. A tenant's own addition is held to its plan: 402
+ * `payment_required` when the plan has no custom domains, 403 `usage_limit_reached` at the limit,
+ * first from the usage counter, then by counting the tenant's domains under its row lock as the new
+ * one is inserted, so concurrent additions cannot pass it (every domain row counts, whatever its
+ * status). An operator acting `forPlatform` is not held to the plan; the domain still counts.
+ */
+export async function addCustomDomain(
+  deps: DomainDeps,
+  ctx: TenantCtx,
+  input: { hostname: string; forPlatform?: boolean },
 ): Promise<DomainView> {
+  const tenantId = ctx.tenantId;
+  const limit = input.forPlatform ? null : (await assertFeature(deps, tenantId, "custom_domains", 1)).limit;
   const settings = deps.config.settings;
   const hostname = validateHostname(input.hostname, {
     platformHost: settings.Tenancy.Resolution.PlatformHost,
@@ -87,8 +117,7 @@ export async function createDomain(
   await getTenant(deps.database.db, tenantId);
   const now = deps.clock.now();
   const row = await deps.database.db.transaction(async (tx) => {
-    const limit = options.limit;
-    if (limit !== undefined && limit !== null) {
+    if (limit !== null) {
       await tx.select({ id: tenants.id }).from(tenants).where(eq(tenants.id, tenantId)).for("update");
       const [held] = await tx
         .select({ n: sql<number>`count(*)::int` })
@@ -113,15 +142,17 @@ export async function createDomain(
       })
       .onConflictDoNothing({ target: tenantDomains.hostname })
       .returning();
+    // one answer whichever tenant holds it: the name is taken
+    if (!inserted) throw new AppError("conflict", "This hostname is already registered.");
+    await countDomain(deps, tx, tenantId, inserted.id, 1);
     return inserted;
   });
-  // one answer whichever tenant holds it: the name is taken
-  if (!row) throw new AppError("conflict", "This hostname is already registered.");
   deps.logger.info("tenant domain added", { tenantId, domainId: row.id, hostname });
   return domainView(deps, row);
 }
 
-export async function listDomains(deps: DomainDeps, tenantId: string): Promise<DomainView[]> {
+export async function listDomains(deps: DomainDeps, ctx: TenantCtx): Promise<DomainView[]> {
+  const { tenantId } = ctx;
   await getTenant(deps.database.db, tenantId);
   const rows = await deps.database.db
     .select()
@@ -141,8 +172,12 @@ async function domainRow(deps: DomainDeps, tenantId: string, id: string): Promis
   return row;
 }
 
-export async function getDomain(deps: DomainDeps, tenantId: string, id: string): Promise<DomainView> {
-  return domainView(deps, await domainRow(deps, tenantId, id));
+export async function getDomain(
+  deps: DomainDeps,
+  ctx: TenantCtx,
+  input: { id: string },
+): Promise<DomainView> {
+  return domainView(deps, await domainRow(deps, ctx.tenantId, input.id));
 }
 
 /**
@@ -152,9 +187,11 @@ export async function getDomain(deps: DomainDeps, tenantId: string, id: string):
  */
 export async function requestDomainCheck(
   deps: DomainDeps,
-  tenantId: string,
-  id: string,
+  ctx: TenantCtx,
+  input: { id: string },
 ): Promise<DomainView> {
+  const { tenantId } = ctx;
+  const { id } = input;
   await domainRow(deps, tenantId, id);
   const now = deps.clock.now();
   const [row] = await deps.database.db
@@ -167,11 +204,17 @@ export async function requestDomainCheck(
 }
 
 /**
- * Removes the domain from the TLS gateway, then from the database (so a gateway outage leaves it
- * in place to retry: 503). Without a configured gateway only the record goes, with a warning when
- * it had been registered.
+ * Removes the domain from the TLS gateway, then from the database with its −1 of `custom_domains`
+ * usage in one transaction (so a gateway outage leaves it in place to retry: 503). Without a
+ * configured gateway only the record goes, with a warning when it had been registered.
  */
-export async function deleteDomain(deps: DomainDeps, tenantId: string, id: string): Promise<void> {
+export async function removeCustomDomain(
+  deps: DomainDeps,
+  ctx: TenantCtx,
+  input: { id: string },
+): Promise<void> {
+  const { tenantId } = ctx;
+  const id = input.id;
   const row = await domainRow(deps, tenantId, id);
   const gateway = gatewayClient(deps.config.settings.TenantDomains, deps.logger, deps.fetch);
   if (gateway) {
@@ -191,9 +234,10 @@ export async function deleteDomain(deps: DomainDeps, tenantId: string, id: strin
       gatewayHostnameId: row.gatewayHostnameId,
     });
   }
-  await deps.database.db
-    .delete(tenantDomains)
-    .where(and(eq(tenantDomains.id, id), eq(tenantDomains.tenantId, tenantId)));
+  await deps.database.db.transaction(async (tx) => {
+    await tx.delete(tenantDomains).where(and(eq(tenantDomains.id, id), eq(tenantDomains.tenantId, tenantId)));
+    await countDomain(deps, tx, tenantId, id, -1);
+  });
   deps.tenants.clear();
   deps.logger.info("tenant domain removed", { tenantId, domainId: id, hostname: row.hostname });
 }

@@ -104,3 +104,8 @@ export function anonymousCtxOf(
 export function tenantCtxOf(c: RequestContext): TenantCtx {
   return { ...ctxOf(c), tenantId: tenantIdOf(c) };
 }
+
+/** The ctx of a platform administrator acting in `tenantId`, the tenant an admin route names. */
+export function adminCtxOf(c: RequestContext, tenantId: string): TenantCtx {
+  return { ...ctxOf(c, tenantId), tenantId };
+}

@@ -1,5 +1,7 @@
 import { and, asc, eq, isNull, ne, sql } from "drizzle-orm";
 import { z } from "zod";
+import { endSessions } from "../auth/sessions.ts";
+import type { TenantCtx } from "../context.ts";
 import type { Db, Executor } from "../db/client.ts";
 import {
   sessions,
@@ -9,6 +11,7 @@ import {
   tenants,
   users,
 } from "../db/schema/index.ts";
+import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { hashPassword, MIN_PASSWORD_LENGTH, passwordProblem } from "../security/passwords.ts";
 
@@ -168,21 +171,40 @@ async function lockChangeableUser(tx: Executor, tenantId: string, userId: string
   await assertNotLastOwner(tx, tenantId, userId);
 }
 
-/** Disables a tenant's user and revokes their sessions (the caller evicts them from caches). */
-export async function disableTenantUser(db: Db, tenantId: string, userId: string, now: Date): Promise<void> {
-  await db.transaction(async (tx) => {
-    await lockChangeableUser(tx, tenantId, userId);
+export type TenantUserDeps = Pick<Deps, "database" | "clock" | "sessionCache">;
+
+/**
+ * Disables a user of the ctx's tenant and revokes their sessions in one transaction (a tenant keeps
+ * one active owner: 409); the session caches of every process hear of it as it commits.
+ */
+export async function disableTenantUser(
+  deps: TenantUserDeps,
+  ctx: TenantCtx,
+  input: { userId: string },
+): Promise<void> {
+  const { userId } = input;
+  const now = deps.clock.now();
+  await deps.database.db.transaction(async (tx) => {
+    await lockChangeableUser(tx, ctx.tenantId, userId);
     await tx.update(users).set({ status: "Disabled", updatedAt: now }).where(eq(users.id, userId));
     await tx
       .update(sessions)
       .set({ revokedAt: now, revokedReason: "user disabled" })
       .where(and(eq(sessions.userId, userId), isNull(sessions.revokedAt)));
+    await endSessions(deps, { userId }, tx);
   });
 }
 
-export async function removeTenantUser(db: Db, tenantId: string, userId: string): Promise<void> {
-  await db.transaction(async (tx) => {
-    await lockChangeableUser(tx, tenantId, userId);
-    await tx.delete(users).where(and(eq(users.id, userId), eq(users.tenantId, tenantId)));
+/** Removes a user of the ctx's tenant; their sessions go with the row and leave every cache as it commits. */
+export async function removeTenantUser(
+  deps: TenantUserDeps,
+  ctx: TenantCtx,
+  input: { userId: string },
+): Promise<void> {
+  const { userId } = input;
+  await deps.database.db.transaction(async (tx) => {
+    await lockChangeableUser(tx, ctx.tenantId, userId);
+    await tx.delete(users).where(and(eq(users.id, userId), eq(users.tenantId, ctx.tenantId)));
+    await endSessions(deps, { userId }, tx);
   });
 }

@@ -1,6 +1,9 @@
 import { asc, eq } from "drizzle-orm";
+import { endSessions } from "../auth/sessions.ts";
+import type { Ctx } from "../context.ts";
 import type { Executor } from "../db/client.ts";
 import { tenants } from "../db/schema/tenants.ts";
+import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 
 export interface Tenant {
@@ -46,13 +49,28 @@ export async function getTenant(db: Executor, tenantId: string): Promise<Tenant>
   return row;
 }
 
-export async function suspendTenant(db: Executor, tenantId: string, now: Date): Promise<Tenant> {
-  await getTenant(db, tenantId);
-  const [row] = await db
-    .update(tenants)
-    .set({ status: "Suspended", updatedAt: now })
-    .where(eq(tenants.id, tenantId))
-    .returning(columns);
-  if (!row) throw new AppError("not_found", "No such tenant.");
+/**
+ * Suspends a tenant: its users' sessions and its hosts stop working at once (the tenant lookup
+ * cache is cleared and every process's session cache hears of it).
+ */
+export async function suspendTenant(
+  deps: Pick<Deps, "database" | "clock" | "tenants" | "sessionCache">,
+  _ctx: Ctx,
+  input: { tenantId: string },
+): Promise<Tenant> {
+  const db = deps.database.db;
+  await getTenant(db, input.tenantId);
+  const row = await db.transaction(async (tx) => {
+    const [suspended] = await tx
+      .update(tenants)
+      .set({ status: "Suspended", updatedAt: deps.clock.now() })
+      .where(eq(tenants.id, input.tenantId))
+      .returning(columns);
+    if (!suspended) throw new AppError("not_found", "No such tenant.");
+    // the sessions end with the suspension: every process hears of it as it commits
+    await endSessions(deps, { tenantId: input.tenantId }, tx);
+    return suspended;
+  });
+  deps.tenants.clear();
   return row;
 }

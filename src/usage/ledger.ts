@@ -1,7 +1,7 @@
 import { desc, eq, sql } from "drizzle-orm";
 import type { Cache } from "../cache/port.ts";
 import type { Clock } from "../clock.ts";
-import { type Database, execute } from "../db/client.ts";
+import { type Database, type Executor, execute } from "../db/client.ts";
 import { features, type UsagePeriod, usageEvents } from "../db/schema/billing.ts";
 import { AppError } from "../errors.ts";
 import type { Logger } from "../telemetry/logger.ts";
@@ -43,10 +43,10 @@ export interface RecordUsageResult {
 
 const featurePeriods = new Map<string, { kind: string; period: UsagePeriod }>();
 
-async function meteredFeature(deps: UsageDeps, key: string): Promise<UsagePeriod> {
+async function meteredFeature(db: Executor, key: string): Promise<UsagePeriod> {
   let entry = featurePeriods.get(key);
   if (!entry) {
-    const [row] = await deps.database.db
+    const [row] = await db
       .select({ kind: features.kind, period: features.period })
       .from(features)
       .where(eq(features.key, key));
@@ -67,9 +67,15 @@ async function meteredFeature(deps: UsageDeps, key: string): Promise<UsagePeriod
  * fast limit checks). The increment runs inside the ledger transaction under a shared counter lock,
  * so a rebuild or reconciliation never interleaves with it. A duplicate idempotency key counts once.
  * A cache failure does not fail the call: the ledger has the event and reconciliation fixes the counter.
+ * With `tx` the event joins the caller's transaction, so it commits or rolls back with the change it
+ * counts; record it last there, as the counter is incremented before that transaction commits.
  */
-export async function recordUsage(deps: UsageDeps, input: RecordUsageInput): Promise<RecordUsageResult> {
-  const period = await meteredFeature(deps, input.feature);
+export async function recordUsage(
+  deps: UsageDeps,
+  input: RecordUsageInput,
+  tx?: Executor,
+): Promise<RecordUsageResult> {
+  const period = await meteredFeature(tx ?? deps.database.db, input.feature);
   if (
     !Number.isSafeInteger(input.quantity) ||
     input.quantity === 0 ||
@@ -89,7 +95,7 @@ export async function recordUsage(deps: UsageDeps, input: RecordUsageInput): Pro
   const key = usageCounterKey(input.tenantId, input.feature, window);
   const nowText = now.toISOString();
   const startText = window.start.toISOString();
-  return deps.database.db.transaction(async (tx) => {
+  const record = async (tx: Executor): Promise<RecordUsageResult> => {
     // one statement: the shared counter lock first (the inserts read from it), the event, and the
     // counter row reconciliation claims; the lock is held until commit, after the cache increment
     const [row] = await execute<{ inserted: number }>(
@@ -128,7 +134,8 @@ export async function recordUsage(deps: UsageDeps, input: RecordUsageInput): Pro
       }
     }
     return { recorded: true, counter, period: window.label };
-  });
+  };
+  return tx ? record(tx) : deps.database.db.transaction(record);
 }
 
 /**

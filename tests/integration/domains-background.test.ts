@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { createDomain } from "../../src/custom-domains/domains.ts";
+import { systemCtx } from "../../src/context.ts";
+import { addCustomDomain } from "../../src/custom-domains/domains.ts";
 import { tenantDomainsLoop } from "../../src/custom-domains/loop.ts";
 import { createDeps } from "../../src/deps.ts";
 import { startBackground } from "../../src/loops/background.ts";
@@ -41,7 +42,10 @@ test("the server's loop factory runs the domain loop: a published domain goes Ac
   try {
     expect(background.loops.map((l) => l.name)).toContain("tenantDomains");
     const tenant = await createTenant(t.database.db);
-    const domain = await createDomain(deps, tenant.id, { hostname: uniqueHost("bg") });
+    const domain = await addCustomDomain(deps, systemCtx("test", tenant.id), {
+      hostname: uniqueHost("bg"),
+      forPlatform: true,
+    });
     publishRecords(doh, domain);
     await waitFor(async () => (await domainRow(t.database.db, domain.id)).status === "Active", {
       what: "domain Active",

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { ManualClock } from "../../src/clock.ts";
-import { createDomain, deleteDomain, requestDomainCheck } from "../../src/custom-domains/domains.ts";
+import { systemCtx } from "../../src/context.ts";
+import { addCustomDomain, removeCustomDomain, requestDomainCheck } from "../../src/custom-domains/domains.ts";
 import type { GatewayClient } from "../../src/custom-domains/gateway.ts";
 import { claimDueDomains, createDomainTicker, type DomainTicker } from "../../src/custom-domains/loop.ts";
 import { gatewayClient } from "../../src/custom-domains/settings.ts";
@@ -50,7 +51,7 @@ async function onlyDue(id: string) {
 }
 
 async function addDomain(hostname = uniqueHost()) {
-  const domain = await createDomain(deps, tenantId, { hostname });
+  const domain = await addCustomDomain(deps, systemCtx("test", tenantId), { hostname, forPlatform: true });
   await onlyDue(domain.id);
   return domain;
 }
@@ -283,7 +284,7 @@ describe("backoff", () => {
     // Failed and backing off: POST …/check makes it due at the next tick
     await ticker(capped).tick();
     expect(await ticker(capped).tick()).toBe(0);
-    await requestDomainCheck(capped, tenantId, domain.id);
+    await requestDomainCheck(capped, systemCtx("test", tenantId), { id: domain.id });
     expect(await ticker(capped).tick()).toBe(1);
   });
 });
@@ -296,7 +297,7 @@ describe("check requests", () => {
     try {
       await waitFor(() => doh.queries.some((q) => q.name === domain.hostname), { what: "check started" });
       clock.advance(5);
-      await requestDomainCheck(deps, tenantId, domain.id);
+      await requestDomainCheck(deps, systemCtx("test", tenantId), { id: domain.id });
     } finally {
       doh.delayMs = 0;
     }
@@ -388,7 +389,7 @@ describe("gateway registration", () => {
     publishRecords(doh, domain);
     await ticker().tick();
     expect(gateway.byHostname(domain.hostname)).toBeDefined();
-    await deleteDomain(deps, tenantId, domain.id);
+    await removeCustomDomain(deps, systemCtx("test", tenantId), { id: domain.id });
     expect(gateway.byHostname(domain.hostname)).toBeUndefined();
     expect(await deps.tenants.byDomain(domain.hostname)).toBeNull();
   });
@@ -401,7 +402,7 @@ describe("gateway registration", () => {
     const tick = ticker().tick();
     try {
       await waitFor(() => doh.queries.some((q) => q.name === domain.hostname), { what: "check started" });
-      await deleteDomain(deps, tenantId, domain.id); // nothing at the gateway yet
+      await removeCustomDomain(deps, systemCtx("test", tenantId), { id: domain.id }); // nothing at the gateway yet
     } finally {
       doh.delayMs = 0;
     }
@@ -421,7 +422,7 @@ describe("gateway registration", () => {
     const racing: GatewayClient = {
       ...real,
       get: async (id) => {
-        await deleteDomain(deps, tenantId, domain.id);
+        await removeCustomDomain(deps, systemCtx("test", tenantId), { id: domain.id });
         return real.get(id);
       },
     };
@@ -441,12 +442,14 @@ describe("gateway registration", () => {
     await ticker().tick();
     gateway.failAll = true;
     try {
-      await expect(deleteDomain(deps, tenantId, domain.id)).rejects.toMatchObject({ code: "unavailable" });
+      await expect(
+        removeCustomDomain(deps, systemCtx("test", tenantId), { id: domain.id }),
+      ).rejects.toMatchObject({ code: "unavailable" });
     } finally {
       gateway.failAll = false;
     }
     expect((await domainRow(t.database.db, domain.id)).status).toBe("Active");
-    await deleteDomain(deps, tenantId, domain.id);
+    await removeCustomDomain(deps, systemCtx("test", tenantId), { id: domain.id });
     expect(gateway.byHostname(domain.hostname)).toBeUndefined();
   });
 });
@@ -461,7 +464,10 @@ describe("leases", () => {
       const b = await makeDeps(settings, second);
       const domains = [];
       for (let i = 0; i < 12; i++) {
-        const d = await createDomain(deps, tenantId, { hostname: uniqueHost("pair") });
+        const d = await addCustomDomain(deps, systemCtx("test", tenantId), {
+          hostname: uniqueHost("pair"),
+          forPlatform: true,
+        });
         publishRecords(doh, d);
         domains.push(d);
       }

@@ -3,8 +3,7 @@ import { browserOriginCheck, csrfTokenMatches, openBrowserSession } from "../../
 import type { AuthDeps } from "../../auth/deps.ts";
 import { openTokenSession } from "../../auth/session-lookup.ts";
 import { AppError } from "../../errors.ts";
-import { PLATFORM_ADMIN_ROLE } from "../../identity/roles.ts";
-import { type AppEnv, type Principal, principalOf, unauthorized } from "../context.ts";
+import { type AppEnv, type Principal, unauthorized } from "../context.ts";
 import { readSessionCookie } from "../session-cookie.ts";
 
 export const CSRF_HEADER = "x-csrf-token";
@@ -61,28 +60,6 @@ export function authenticate(deps: AuthDeps): MiddlewareHandler<AppEnv> {
     }
     c.set("principal", principal);
     c.set("identity", identity);
-    await next();
-  };
-}
-
-/** Platform administrators only. They act across tenants only through these routes. */
-export function requirePlatformAdmin(): MiddlewareHandler<AppEnv> {
-  return async (c, next) => {
-    if (!principalOf(c).platformRoles.includes(PLATFORM_ADMIN_ROLE)) {
-      throw new AppError("forbidden", "Platform administrators only.");
-    }
-    await next();
-  };
-}
-
-/** A tenant's own users, optionally with one of `roles`. */
-export function requireTenantUser(roles?: readonly string[]): MiddlewareHandler<AppEnv> {
-  return async (c, next) => {
-    const principal = principalOf(c);
-    if (!principal.tenantId) throw new AppError("forbidden", "Tenant users only.");
-    if (roles && !principal.roles.some((role) => roles.includes(role))) {
-      throw new AppError("forbidden", `Requires one of: ${roles.join(", ")}.`);
-    }
     await next();
   };
 }

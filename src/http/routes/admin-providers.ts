@@ -8,7 +8,6 @@ import {
   type TenantProvider,
 } from "../../providers/tenant-providers.ts";
 import { createRouter } from "../context.ts";
-import { platformAdminOnly } from "../guards.ts";
 import { problem } from "../openapi.ts";
 
 const providerSchema = z
@@ -104,7 +103,6 @@ function view(row: TenantProvider) {
 export function adminProviderRoutes(deps: Deps) {
   const db = deps.database.db;
   const router = createRouter();
-  router.use("/api/admin/tenants/*", platformAdminOnly());
   return router
     .openapi(put, async (c) => {
       const { tenantId, type } = c.req.valid("param");

@@ -4,7 +4,6 @@ import { AppError } from "../../errors.ts";
 import { deleteTenantSecret, listTenantSecrets, putTenantSecret } from "../../providers/secrets.ts";
 import { parseTenantSecretKeys } from "../../security/tenant-secrets.ts";
 import { createRouter } from "../context.ts";
-import { platformAdminOnly } from "../guards.ts";
 import { problem } from "../openapi.ts";
 
 const params = z.object({
@@ -72,7 +71,6 @@ export function adminSecretRoutes(deps: Deps) {
       "tenant secrets cannot be stored: Security:TenantSecrets:KeyId and MasterKey are not usable",
     );
   const router = createRouter();
-  router.use("/api/admin/tenants/*", platformAdminOnly());
   return router
     .openapi(put, async (c) => {
       if (!keyring)

@@ -1,19 +1,8 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { endSessions } from "../../auth/sessions.ts";
 import type { Deps } from "../../deps.ts";
 import { createTenant, getTenant, listTenants, suspendTenant } from "../../tenancy/tenants.ts";
-
-/** Suspends a tenant; its users' sessions and its hosts stop working at once. */
-async function suspendTenantAndSessions(deps: Deps, tenantId: string) {
-  const tenant = await suspendTenant(deps.database.db, tenantId, deps.clock.now());
-  deps.tenants.clear();
-  await endSessions(deps, { tenantId });
-  return tenant;
-}
-
-import { createRouter } from "../context.ts";
-import { platformAdminOnly } from "../guards.ts";
-import { problem, tenantIdParam } from "../openapi.ts";
+import { createRouter, ctxOf } from "../context.ts";
+import { json, jsonBody, problem, tenantIdParam } from "../openapi.ts";
 
 const tenantSchema = z
   .object({
@@ -29,17 +18,10 @@ const create = createRoute({
   tags: ["admin"],
   summary: "Create a tenant.",
   request: {
-    body: {
-      required: true,
-      content: {
-        "application/json": {
-          schema: z.object({ code: z.string().min(1).max(63), name: z.string().trim().min(1).max(200) }),
-        },
-      },
-    },
+    body: jsonBody(z.object({ code: z.string().min(1).max(63), name: z.string().trim().min(1).max(200) })),
   },
   responses: {
-    201: { description: "Created.", content: { "application/json": { schema: tenantSchema } } },
+    201: json("Created.", tenantSchema),
     400: problem("The code or name is not valid."),
     409: problem("The code is taken."),
   },
@@ -57,10 +39,7 @@ const list = createRoute({
     }),
   },
   responses: {
-    200: {
-      description: "A page of tenants.",
-      content: { "application/json": { schema: z.object({ items: z.array(tenantSchema) }) } },
-    },
+    200: json("A page of tenants.", z.object({ items: z.array(tenantSchema) })),
   },
 });
 
@@ -71,7 +50,7 @@ const show = createRoute({
   summary: "Show a tenant.",
   request: { params: tenantIdParam },
   responses: {
-    200: { description: "The tenant.", content: { "application/json": { schema: tenantSchema } } },
+    200: json("The tenant.", tenantSchema),
     404: problem("No such tenant."),
   },
 });
@@ -83,22 +62,17 @@ const suspend = createRoute({
   summary: "Suspend a tenant.",
   request: { params: tenantIdParam },
   responses: {
-    200: { description: "The suspended tenant.", content: { "application/json": { schema: tenantSchema } } },
+    200: json("The suspended tenant.", tenantSchema),
     404: problem("No such tenant."),
   },
 });
 
-/** Platform admin: tenants. Mounted behind the auth guards (a platform administrator principal). */
+/** Platform admin: tenants. Mounted behind `/api/admin/*`'s guards. */
 export function adminTenantRoutes(deps: Deps) {
   const db = deps.database.db;
-  const router = createRouter();
-  router.use("/api/admin/tenants", platformAdminOnly());
-  router.use("/api/admin/tenants/*", platformAdminOnly());
-  return router
+  return createRouter()
     .openapi(create, async (c) => c.json(await createTenant(db, c.req.valid("json")), 201))
     .openapi(list, async (c) => c.json({ items: await listTenants(db, c.req.valid("query")) }, 200))
     .openapi(show, async (c) => c.json(await getTenant(db, c.req.valid("param").tenantId), 200))
-    .openapi(suspend, async (c) =>
-      c.json(await suspendTenantAndSessions(deps, c.req.valid("param").tenantId), 200),
-    );
+    .openapi(suspend, async (c) => c.json(await suspendTenant(deps, ctxOf(c), c.req.valid("param")), 200));
 }

@@ -24,8 +24,7 @@ import { resolveProvider } from "../../providers/tenant-providers.ts";
 import { parseTenantSecretKeys } from "../../security/tenant-secrets.ts";
 import { getTenant, isUuid } from "../../tenancy/tenants.ts";
 import { getTenantUsage } from "../../usage/ledger.ts";
-import { createRouter } from "../context.ts";
-import { platformAdminOnly, tenantPrincipal } from "../guards.ts";
+import { createRouter, tenantIdOf } from "../context.ts";
 import { outputCacheFor } from "../middleware/output-cache.ts";
 import { problem, tenantIdParam } from "../openapi.ts";
 
@@ -286,7 +285,6 @@ function featuresView(features: {
 export function adminBillingRoutes(deps: Deps) {
   const db = deps.database.db;
   const router = createRouter();
-  router.use("/api/admin/tenants/*", platformAdminOnly());
   return router
     .openapi(getSub, async (c) => {
       const { tenantId } = c.req.valid("param");
@@ -396,7 +394,7 @@ const tenantFeatures = createRoute({
 /** Tenant users: their tenant's features (never another tenant's: the id comes from the principal). */
 export function tenantBillingRoutes(deps: Deps) {
   return createRouter().openapi(tenantFeatures, async (c) => {
-    const { tenantId } = tenantPrincipal(c.get("principal"));
+    const tenantId = tenantIdOf(c);
     return c.json(featuresView(await getTenantFeatures(deps, tenantId)), 200);
   });
 }

@@ -1,19 +1,15 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { assertFeature } from "../../billing/entitlements.ts";
 import {
-  createDomain,
-  deleteDomain,
+  addCustomDomain,
   getDomain,
   listDomains,
+  removeCustomDomain,
   requestDomainCheck,
 } from "../../custom-domains/domains.ts";
 import { tlsPermission } from "../../custom-domains/permission.ts";
 import type { Deps } from "../../deps.ts";
-import { recordUsage } from "../../usage/ledger.ts";
-import { createRouter } from "../context.ts";
-import { platformAdminOnly, tenantPrincipal } from "../guards.ts";
-import { requireTenantUser } from "../middleware/auth.ts";
-import { problem } from "../openapi.ts";
+import { adminCtxOf, createRouter, tenantCtxOf } from "../context.ts";
+import { bearer, json, jsonBody, problem, tenantIdParam } from "../openapi.ts";
 
 const domainSchema = z
   .object({
@@ -52,15 +48,7 @@ const domainList = z.object({ items: z.array(domainSchema) }).openapi("TenantDom
 const newDomain = z
   .object({ hostname: z.string().min(1).max(300).openapi({ example: "app.customer.example" }) })
   .openapi("NewTenantDomain");
-const ok = (description: string, schema: z.ZodType) => ({
-  description,
-  content: { "application/json": { schema } },
-});
-
-const tenantParam = z.object({ tenantId: z.string().openapi({ param: { name: "tenantId", in: "path" } }) });
 const idParam = z.object({ id: z.string().openapi({ param: { name: "id", in: "path" } }) });
-const body = { required: true, content: { "application/json": { schema: newDomain } } };
-const security = [{ bearer: [] }];
 
 /** The five domain routes under `base`, as admins and tenant owners get them. */
 function routes<P extends z.ZodRawShape>(base: string, tag: string, params: z.ZodObject<P>) {
@@ -71,10 +59,10 @@ function routes<P extends z.ZodRawShape>(base: string, tag: string, params: z.Zo
       path: base,
       tags: [tag],
       summary: "Add a custom domain: answers the TXT record and CNAME targets to set.",
-      security,
-      request: { params, body },
+      security: bearer,
+      request: { params, body: jsonBody(newDomain) },
       responses: {
-        201: ok("Added, Pending until the records are verified.", domainSchema),
+        201: json("Added, Pending until the records are verified.", domainSchema),
         400: problem("The hostname is not valid."),
         404: problem("No such tenant."),
         409: problem("The hostname is already registered."),
@@ -91,34 +79,34 @@ function routes<P extends z.ZodRawShape>(base: string, tag: string, params: z.Zo
       path: base,
       tags: [tag],
       summary: "List the tenant's custom domains.",
-      security,
+      security: bearer,
       request: { params },
-      responses: { 200: ok("The domains.", domainList), 404: problem("No such tenant.") },
+      responses: { 200: json("The domains.", domainList), 404: problem("No such tenant.") },
     }),
     show: createRoute({
       method: "get",
       path: `${base}/{id}`,
       tags: [tag],
       summary: "Show a custom domain: status, last failure, TLS status.",
-      security,
+      security: bearer,
       request: { params: withId },
-      responses: { 200: ok("The domain.", domainSchema), 404: problem("No such domain.") },
+      responses: { 200: json("The domain.", domainSchema), 404: problem("No such domain.") },
     }),
     check: createRoute({
       method: "post",
       path: `${base}/{id}/check`,
       tags: [tag],
       summary: "Re-check the domain at the loop's next tick, whatever its backoff.",
-      security,
+      security: bearer,
       request: { params: withId },
-      responses: { 202: ok("Due at the next tick.", domainSchema), 404: problem("No such domain.") },
+      responses: { 202: json("Due at the next tick.", domainSchema), 404: problem("No such domain.") },
     }),
     remove: createRoute({
       method: "delete",
       path: `${base}/{id}`,
       tags: [tag],
       summary: "Remove the domain, from the TLS gateway too.",
-      security,
+      security: bearer,
       request: { params: withId },
       responses: {
         204: { description: "Removed." },
@@ -129,51 +117,33 @@ function routes<P extends z.ZodRawShape>(base: string, tag: string, params: z.Zo
   };
 }
 
-/**
- * `custom_domains` usage (all-time): +1 per domain added, −1 per domain removed, whoever did it
- * (admins' additions count toward the tenant's quota too). Keyed by the domain id, so a retried
- * call never counts twice.
- */
-async function countDomain(deps: Deps, tenantId: string, domainId: string, quantity: 1 | -1) {
-  await recordUsage(deps, {
-    tenantId,
-    feature: "custom_domains",
-    quantity,
-    idempotencyKey: `custom_domains:${quantity > 0 ? "added" : "removed"}:${domainId}`,
-  });
-}
-
-const admin = routes("/api/admin/tenants/{tenantId}/domains", "admin", tenantParam);
+const admin = routes("/api/admin/tenants/{tenantId}/domains", "admin", tenantIdParam);
 const tenant = routes("/api/tenant/domains", "tenant", z.object({}));
 
 /** Platform admin: any tenant's domains. Mounted behind `/api/admin/*`'s guards. */
 export function adminDomainRoutes(deps: Deps) {
-  const router = createRouter();
-  router.use("/api/admin/tenants/*", platformAdminOnly());
   return (
-    router
+    createRouter()
       // operators act for the platform: the tenant's plan does not block them (usage still counts)
       .openapi(admin.create, async (c) => {
         const { tenantId } = c.req.valid("param");
-        const domain = await createDomain(deps, tenantId, c.req.valid("json"));
-        await countDomain(deps, tenantId, domain.id, 1);
-        return c.json(domain, 201);
+        const input = { hostname: c.req.valid("json").hostname, forPlatform: true };
+        return c.json(await addCustomDomain(deps, adminCtxOf(c, tenantId), input), 201);
       })
       .openapi(admin.list, async (c) =>
-        c.json({ items: await listDomains(deps, c.req.valid("param").tenantId) }, 200),
+        c.json({ items: await listDomains(deps, adminCtxOf(c, c.req.valid("param").tenantId)) }, 200),
       )
       .openapi(admin.show, async (c) => {
         const { tenantId, id } = c.req.valid("param");
-        return c.json(await getDomain(deps, tenantId, id), 200);
+        return c.json(await getDomain(deps, adminCtxOf(c, tenantId), { id }), 200);
       })
       .openapi(admin.check, async (c) => {
         const { tenantId, id } = c.req.valid("param");
-        return c.json(await requestDomainCheck(deps, tenantId, id), 202);
+        return c.json(await requestDomainCheck(deps, adminCtxOf(c, tenantId), { id }), 202);
       })
       .openapi(admin.remove, async (c) => {
         const { tenantId, id } = c.req.valid("param");
-        await deleteDomain(deps, tenantId, id);
-        await countDomain(deps, tenantId, id, -1);
+        await removeCustomDomain(deps, adminCtxOf(c, tenantId), { id });
         return c.body(null, 204);
       })
   );
@@ -184,33 +154,21 @@ export function adminDomainRoutes(deps: Deps) {
  * another tenant's domain id is a 404). Mounted behind `/api/tenant/*` and the owner role.
  */
 export function tenantDomainRoutes(deps: Deps) {
-  const tenantId = (c: { get(key: "principal"): Parameters<typeof tenantPrincipal>[0] }) =>
-    tenantPrincipal(c.get("principal")).tenantId;
-  const router = createRouter();
-  // defence in depth: app.ts guards these paths with the owner role too
-  router.use("/api/tenant/domains", requireTenantUser(["owner"]));
-  router.use("/api/tenant/domains/*", requireTenantUser(["owner"]));
-  return router
+  return createRouter()
     .openapi(tenant.create, async (c) => {
-      const id = tenantId(c);
-      // 402 payment_required when the plan has no custom domains, 403 usage_limit_reached at the
-      // limit: first from the usage counter, then counted again under the tenant's lock as it inserts
-      const feature = await assertFeature(deps, id, "custom_domains", 1);
-      const domain = await createDomain(deps, id, c.req.valid("json"), { limit: feature.limit });
-      await countDomain(deps, id, domain.id, 1);
-      return c.json(domain, 201);
+      // the plan binds a tenant's own additions: never `forPlatform` from here
+      const { hostname } = c.req.valid("json");
+      return c.json(await addCustomDomain(deps, tenantCtxOf(c), { hostname }), 201);
     })
-    .openapi(tenant.list, async (c) => c.json({ items: await listDomains(deps, tenantId(c)) }, 200))
+    .openapi(tenant.list, async (c) => c.json({ items: await listDomains(deps, tenantCtxOf(c)) }, 200))
     .openapi(tenant.show, async (c) =>
-      c.json(await getDomain(deps, tenantId(c), c.req.valid("param").id), 200),
+      c.json(await getDomain(deps, tenantCtxOf(c), { id: c.req.valid("param").id }), 200),
     )
     .openapi(tenant.check, async (c) =>
-      c.json(await requestDomainCheck(deps, tenantId(c), c.req.valid("param").id), 202),
+      c.json(await requestDomainCheck(deps, tenantCtxOf(c), { id: c.req.valid("param").id }), 202),
     )
     .openapi(tenant.remove, async (c) => {
-      const id = c.req.valid("param").id;
-      await deleteDomain(deps, tenantId(c), id);
-      await countDomain(deps, tenantId(c), id, -1);
+      await removeCustomDomain(deps, tenantCtxOf(c), { id: c.req.valid("param").id });
       return c.body(null, 204);
     });
 }
@@ -223,7 +181,7 @@ const permission = createRoute({
     "On-demand TLS permission for a Caddy-style edge: 200 only for Active domains and the platform host.",
   request: { query: z.object({ domain: z.string().min(1).max(300) }) },
   responses: {
-    200: ok(
+    200: json(
       "A certificate may be issued for this name.",
       z.object({ domain: z.string(), allowed: z.literal(true) }),
     ),

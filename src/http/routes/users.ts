@@ -1,8 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { endSessions } from "../../auth/sessions.ts";
-import { tenantRoles } from "../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
+import { tenantRoles } from "../../identity/roles.ts";
 import {
   createTenantUser,
   disableTenantUser,
@@ -11,8 +10,8 @@ import {
   removeTenantUser,
   userCursor,
 } from "../../identity/users.ts";
-import { createRouter, principalOf } from "../context.ts";
-import { problem } from "../openapi.ts";
+import { createRouter, tenantCtxOf, tenantIdOf } from "../context.ts";
+import { bearer, json, jsonBody, problem } from "../openapi.ts";
 
 const newUser = z
   .object({
@@ -37,28 +36,27 @@ const tenantUser = z
     createdAt: z.string(),
   })
   .openapi("TenantUser");
-const uuidParam = (name: string) => z.object({ [name]: z.uuid() });
-const body = { content: { "application/json": { schema: newUser } }, required: true };
+const userIdParam = z.object({ userId: z.uuid() });
 
 const adminCreate = createRoute({
   method: "post",
   path: "/api/admin/tenants/{tenantId}/users",
   tags: ["admin"],
   summary: "Create a user in a tenant (a platform administrator creates the first owner).",
-  security: [{ bearer: [] }],
-  request: { params: z.object({ tenantId: z.uuid() }), body },
+  security: bearer,
+  request: { params: z.object({ tenantId: z.uuid() }), body: jsonBody(newUser) },
   responses: {
-    201: { description: "Created.", content: { "application/json": { schema: created } } },
+    201: json("Created.", created),
     404: problem("No such tenant."),
     409: problem("E-mail or phone already used in this tenant."),
   },
 });
 
-export function adminUserRoutes(_deps: Deps) {
+/** Platform admin: a tenant's users. Mounted behind `/api/admin/*`'s guards. */
+export function adminUserRoutes(deps: Deps) {
   return createRouter().openapi(adminCreate, async (c) => {
     const { tenantId } = c.req.valid("param");
-    const result = await createTenantUser(_deps.database.db, tenantId, c.req.valid("json"));
-    return c.json(result, 201);
+    return c.json(await createTenantUser(deps.database.db, tenantId, c.req.valid("json")), 201);
   });
 }
 
@@ -67,7 +65,7 @@ const list = createRoute({
   path: "/api/tenant/users",
   tags: ["tenant"],
   summary: "The caller's tenant's users in creation order, a page at a time (owners only).",
-  security: [{ bearer: [] }],
+  security: bearer,
   request: {
     query: z.object({
       limit: z.coerce.number().int().min(1).max(200).default(50),
@@ -75,14 +73,10 @@ const list = createRoute({
     }),
   },
   responses: {
-    200: {
-      description: "A page of users; pass `nextCursor` as `cursor` for the next one (null on the last page).",
-      content: {
-        "application/json": {
-          schema: z.object({ items: z.array(tenantUser), nextCursor: z.string().nullable() }),
-        },
-      },
-    },
+    200: json(
+      "A page of users; pass `nextCursor` as `cursor` for the next one (null on the last page).",
+      z.object({ items: z.array(tenantUser), nextCursor: z.string().nullable() }),
+    ),
     400: problem("The limit or the cursor is not valid."),
   },
 });
@@ -91,10 +85,10 @@ const add = createRoute({
   path: "/api/tenant/users",
   tags: ["tenant"],
   summary: "Add a user to the caller's tenant.",
-  security: [{ bearer: [] }],
-  request: { body },
+  security: bearer,
+  request: { body: jsonBody(newUser) },
   responses: {
-    201: { description: "Created.", content: { "application/json": { schema: created } } },
+    201: json("Created.", created),
     409: problem("E-mail or phone already used."),
   },
 });
@@ -103,8 +97,8 @@ const disable = createRoute({
   path: "/api/tenant/users/{userId}/disable",
   tags: ["tenant"],
   summary: "Disable a user; their sessions end at once.",
-  security: [{ bearer: [] }],
-  request: { params: uuidParam("userId") },
+  security: bearer,
+  request: { params: userIdParam },
   responses: { 204: { description: "Disabled." }, 404: problem("No such user in this tenant.") },
 });
 const remove = createRoute({
@@ -112,18 +106,17 @@ const remove = createRoute({
   path: "/api/tenant/users/{userId}",
   tags: ["tenant"],
   summary: "Remove a user.",
-  security: [{ bearer: [] }],
-  request: { params: uuidParam("userId") },
+  security: bearer,
+  request: { params: userIdParam },
   responses: { 204: { description: "Removed." }, 404: problem("No such user in this tenant.") },
 });
 
-/** Tenant owners manage their own tenant's users; every query is scoped by the caller's tenant. */
+/**
+ * Tenant owners manage their own tenant's users; every query is scoped by the caller's tenant.
+ * Mounted behind `/api/tenant/*` and the owner role.
+ */
 export function tenantUserRoutes(deps: Deps) {
-  const tenantOf = (c: Parameters<typeof principalOf>[0]) => {
-    const tenantId = principalOf(c).tenantId;
-    if (!tenantId) throw new AppError("forbidden", "Tenant users only.");
-    return tenantId;
-  };
+  const db = deps.database.db;
   return createRouter()
     .openapi(list, async (c) => {
       const { limit, cursor } = c.req.valid("query");
@@ -132,22 +125,16 @@ export function tenantUserRoutes(deps: Deps) {
         throw new AppError("validation_failed", "The request is not valid.", {
           fields: [{ path: "cursor", message: "not a cursor returned by this endpoint" }],
         });
-      const page = await listTenantUsers(deps.database.db, tenantOf(c), { limit, after });
+      const page = await listTenantUsers(db, tenantIdOf(c), { limit, after });
       return c.json({ items: page.items, nextCursor: page.next && userCursor.encode(page.next) }, 200);
     })
-    .openapi(add, async (c) =>
-      c.json(await createTenantUser(deps.database.db, tenantOf(c), c.req.valid("json")), 201),
-    )
+    .openapi(add, async (c) => c.json(await createTenantUser(db, tenantIdOf(c), c.req.valid("json")), 201))
     .openapi(disable, async (c) => {
-      const { userId } = c.req.valid("param") as { userId: string };
-      await disableTenantUser(deps.database.db, tenantOf(c), userId, deps.clock.now());
-      await endSessions(deps, { userId });
+      await disableTenantUser(deps, tenantCtxOf(c), c.req.valid("param"));
       return c.body(null, 204);
     })
     .openapi(remove, async (c) => {
-      const { userId } = c.req.valid("param") as { userId: string };
-      await removeTenantUser(deps.database.db, tenantOf(c), userId);
-      await endSessions(deps, { userId });
+      await removeTenantUser(deps, tenantCtxOf(c), c.req.valid("param"));
       return c.body(null, 204);
     });
 }

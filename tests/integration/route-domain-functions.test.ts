@@ -1,0 +1,183 @@
+import { afterAll, beforeAll, describe, expect, spyOn, test } from "bun:test";
+import { and, eq, isNull } from "drizzle-orm";
+import { systemCtx } from "../../src/context.ts";
+import { addCustomDomain, removeCustomDomain } from "../../src/custom-domains/domains.ts";
+import { sessions, tenantDomains, users } from "../../src/db/schema/index.ts";
+import { disableTenantUser, removeTenantUser } from "../../src/identity/users.ts";
+import { createTenantUpload, deleteTenantObject } from "../../src/storage/tenant-objects.ts";
+import { suspendTenant } from "../../src/tenancy/tenants.ts";
+import { currentUsage, recordUsage } from "../../src/usage/ledger.ts";
+import { createTestApp, type TestApp } from "../helpers/app.ts";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { uniqueHost } from "../helpers/domains.ts";
+import { createTenant, createUser, loginTokens } from "../helpers/identity.ts";
+
+/** The domain functions the tenant and admin routes call, each doing its work in one step. */
+let t: TestDatabase;
+let app: TestApp;
+beforeAll(async () => {
+  t = await createTestDatabase();
+  app = await createTestApp({ database: t.database, env: { RateLimiting__Auth__PermitLimit: "100000" } });
+}, 60_000);
+afterAll(async () => {
+  await app.close();
+  await t.drop();
+});
+
+const domainUsage = (tenantId: string) => currentUsage(app.deps, tenantId, "custom_domains", "never");
+const domainCount = async (tenantId: string) =>
+  (await t.database.db.select().from(tenantDomains).where(eq(tenantDomains.tenantId, tenantId))).length;
+
+describe("custom domains and their custom_domains usage", () => {
+  test("an operator's addition is not held to the plan and counts; its removal counts −1", async () => {
+    const tenant = await createTenant(t.database.db); // the default plan has no custom domains
+    const ctx = systemCtx("test", tenant.id);
+    const domain = await addCustomDomain(app.deps, ctx, { hostname: uniqueHost(), forPlatform: true });
+    expect(await domainUsage(tenant.id)).toBe(1);
+    await removeCustomDomain(app.deps, ctx, { id: domain.id });
+    expect(await domainUsage(tenant.id)).toBe(0);
+    expect(await domainCount(tenant.id)).toBe(0);
+  });
+
+  test("a tenant's own addition is held to its plan: nothing is added or counted", async () => {
+    const tenant = await createTenant(t.database.db);
+    await expect(
+      addCustomDomain(app.deps, systemCtx("test", tenant.id), { hostname: uniqueHost() }),
+    ).rejects.toMatchObject({ code: "payment_required" });
+    expect(await domainCount(tenant.id)).toBe(0);
+    expect(await domainUsage(tenant.id)).toBe(0);
+  });
+
+  test("a hostname already registered is a conflict that counts nothing", async () => {
+    const [a, b] = [await createTenant(t.database.db), await createTenant(t.database.db)];
+    const hostname = uniqueHost();
+    await addCustomDomain(app.deps, systemCtx("test", a.id), { hostname, forPlatform: true });
+    await expect(
+      addCustomDomain(app.deps, systemCtx("test", b.id), { hostname, forPlatform: true }),
+    ).rejects.toMatchObject({ code: "conflict" });
+    expect(await domainUsage(b.id)).toBe(0);
+  });
+});
+
+test("recordUsage inside a caller's transaction is undone with it", async () => {
+  const tenant = await createTenant(t.database.db);
+  const input = {
+    tenantId: tenant.id,
+    feature: "custom_domains",
+    quantity: 1,
+    idempotencyKey: "tx-rollback",
+  };
+  await expect(
+    t.database.db.transaction(async (tx) => {
+      expect((await recordUsage(app.deps, input, tx)).recorded).toBe(true);
+      throw new Error("roll back");
+    }),
+  ).rejects.toThrow("roll back");
+  expect(await domainUsage(tenant.id)).toBe(0);
+  // the key was not spent: the same event counts once when it commits
+  expect((await recordUsage(app.deps, input)).recorded).toBe(true);
+  expect(await domainUsage(tenant.id)).toBe(1);
+});
+
+test("without a configured bucket there is no object storage: 503, nothing counted", async () => {
+  const tenant = await createTenant(t.database.db);
+  const ctx = systemCtx("test", tenant.id);
+  expect(app.deps.storage).toBeNull();
+  await expect(
+    createTenantUpload(app.deps, ctx, { key: "a.txt", contentType: "text/plain", size: 3 }),
+  ).rejects.toMatchObject({ code: "unavailable" });
+  await expect(deleteTenantObject(app.deps, ctx, { key: "a.txt" })).rejects.toMatchObject({
+    code: "unavailable",
+  });
+  expect(await currentUsage(app.deps, tenant.id, "storage_bytes", "never")).toBe(0);
+});
+
+describe("users and tenants end their sessions with the change", () => {
+  const openSessions = (userId: string) =>
+    t.database.db
+      .select({ id: sessions.id })
+      .from(sessions)
+      .where(and(eq(sessions.userId, userId), isNull(sessions.revokedAt)));
+
+  test("disabling a user revokes their sessions and evicts them from the session cache", async () => {
+    const tenant = await createTenant(t.database.db);
+    await createUser(t.database.db, tenant.id, { role: "owner" });
+    const user = await createUser(t.database.db, tenant.id);
+    await loginTokens(app, { email: user.email, tenant: tenant.code });
+    expect(await openSessions(user.id)).toHaveLength(1);
+    const evict = spyOn(app.deps.sessionCache, "evict");
+    try {
+      await disableTenantUser(app.deps, systemCtx("test", tenant.id), { userId: user.id });
+      expect(evict).toHaveBeenCalledWith({ userId: user.id });
+    } finally {
+      evict.mockRestore();
+    }
+    expect(await openSessions(user.id)).toHaveLength(0);
+    const [row] = await t.database.db
+      .select({ status: users.status })
+      .from(users)
+      .where(eq(users.id, user.id));
+    expect(row?.status).toBe("Disabled");
+  });
+
+  test("removing a user takes their sessions with them", async () => {
+    const tenant = await createTenant(t.database.db);
+    await createUser(t.database.db, tenant.id, { role: "owner" });
+    const user = await createUser(t.database.db, tenant.id);
+    await loginTokens(app, { email: user.email, tenant: tenant.code });
+    const evict = spyOn(app.deps.sessionCache, "evict");
+    try {
+      await removeTenantUser(app.deps, systemCtx("test", tenant.id), { userId: user.id });
+      expect(evict).toHaveBeenCalledWith({ userId: user.id });
+    } finally {
+      evict.mockRestore();
+    }
+    expect(await openSessions(user.id)).toHaveLength(0);
+  });
+
+  test("another tenant's user is not found, and nothing is evicted", async () => {
+    const [a, b] = [await createTenant(t.database.db), await createTenant(t.database.db)];
+    const user = await createUser(t.database.db, b.id);
+    const evict = spyOn(app.deps.sessionCache, "evict");
+    try {
+      await expect(
+        disableTenantUser(app.deps, systemCtx("test", a.id), { userId: user.id }),
+      ).rejects.toMatchObject({ code: "not_found" });
+      expect(evict).not.toHaveBeenCalled();
+    } finally {
+      evict.mockRestore();
+    }
+  });
+
+  test("suspending a tenant clears the tenant lookup and ends its sessions", async () => {
+    const tenant = await createTenant(t.database.db);
+    const clear = spyOn(app.deps.tenants, "clear");
+    const evict = spyOn(app.deps.sessionCache, "evict");
+    try {
+      const suspended = await suspendTenant(app.deps, systemCtx("test"), { tenantId: tenant.id });
+      expect(suspended.status).toBe("Suspended");
+      expect(clear).toHaveBeenCalled();
+      expect(evict).toHaveBeenCalledWith({ tenantId: tenant.id });
+    } finally {
+      clear.mockRestore();
+      evict.mockRestore();
+    }
+    await expect(
+      suspendTenant(app.deps, systemCtx("test"), { tenantId: crypto.randomUUID() }),
+    ).rejects.toMatchObject({ code: "not_found" });
+  });
+});
+
+test("the role guards are mounted once, where /api/admin and /api/tenant are mounted", () => {
+  const guards = new Map<string, number>();
+  for (const route of app.app.routes)
+    if (route.method === "ALL" && /^\/api\/(admin|tenant)\b/.test(route.path))
+      guards.set(route.path, (guards.get(route.path) ?? 0) + 1);
+  // authenticate + the role guard on each prefix, then the owner role on two tenant areas
+  expect(Object.fromEntries(guards)).toEqual({
+    "/api/admin/*": 2,
+    "/api/tenant/*": 2,
+    "/api/tenant/users/*": 1,
+    "/api/tenant/domains/*": 1,
+  });
+});
