@@ -36,8 +36,8 @@ export interface TenantCtx extends Ctx {
 }
 
 /** The ctx of work Plinth does on its own (a loop tick, a command), optionally in one tenant. */
-export function systemCtx(name: string, tenantId?: string): Ctx;
 export function systemCtx(name: string, tenantId: string): TenantCtx;
+export function systemCtx(name: string, tenantId?: string): Ctx;
 export function systemCtx(name: string, tenantId: string | null = null): Ctx {
   return { tenantId, actor: { type: "system", name } };
 }

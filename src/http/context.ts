@@ -104,3 +104,8 @@ export function anonymousCtxOf(
 export function tenantCtxOf(c: RequestContext): TenantCtx {
   return { ...ctxOf(c), tenantId: tenantIdOf(c) };
 }
+
+/** The ctx of a platform admin acting on the tenant a path names (`/api/admin/tenants/{tenantId}/…`). */
+export function adminTenantCtxOf(c: RequestContext, tenantId: string): TenantCtx {
+  return { ...ctxOf(c, tenantId), tenantId };
+}

@@ -3,6 +3,7 @@ import type { Executor } from "../db/client.ts";
 import {
   type ProviderStatus,
   type ProviderType,
+  providerStatuses,
   providerTypes,
   tenantExternalProviders,
 } from "../db/schema/providers.ts";
@@ -11,7 +12,7 @@ import type { TenantSecretKeyring } from "../security/tenant-secrets.ts";
 import { getTenant } from "../tenancy/tenants.ts";
 import { readTenantSecret, SECRET_NAME } from "./secrets.ts";
 
-export { type ProviderStatus, type ProviderType, providerTypes };
+export { type ProviderStatus, type ProviderType, providerStatuses, providerTypes };
 
 export interface TenantProvider {
   tenantId: string;
@@ -70,10 +71,6 @@ const columns = {
   createdAt: tenantExternalProviders.createdAt,
   updatedAt: tenantExternalProviders.updatedAt,
 };
-
-export function isProviderType(value: string): value is ProviderType {
-  return (providerTypes as readonly string[]).includes(value);
-}
 
 function checkInput(input: { settings: Record<string, unknown>; secretRefs: Record<string, string> }): void {
   const errors = [

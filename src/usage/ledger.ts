@@ -1,8 +1,8 @@
-import { desc, eq, sql } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
 import type { Cache } from "../cache/port.ts";
 import type { Clock } from "../clock.ts";
 import { type Database, execute } from "../db/client.ts";
-import { features, type UsagePeriod, usageEvents } from "../db/schema/billing.ts";
+import { features, type UsagePeriod } from "../db/schema/billing.ts";
 import { AppError } from "../errors.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import {
@@ -225,14 +225,4 @@ export async function getTenantUsage(deps: UsageDeps, tenantId: string): Promise
     });
   }
   return out;
-}
-
-/** The newest usage events of a tenant (the ledger, for the admin view). */
-export async function listUsageEvents(deps: UsageDeps, tenantId: string, limit: number) {
-  return deps.database.db
-    .select()
-    .from(usageEvents)
-    .where(eq(usageEvents.tenantId, tenantId))
-    .orderBy(desc(usageEvents.id))
-    .limit(limit);
 }

@@ -1,14 +1,14 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { providerStatuses, providerTypes } from "../../db/schema/providers.ts";
 import type { Deps } from "../../deps.ts";
 import {
   listTenantProviders,
+  providerStatuses,
+  providerTypes,
   putTenantProvider,
   setTenantProviderStatus,
   type TenantProvider,
 } from "../../providers/tenant-providers.ts";
 import { createRouter } from "../context.ts";
-import { platformAdminOnly } from "../guards.ts";
 import { problem } from "../openapi.ts";
 
 const providerSchema = z
@@ -103,9 +103,7 @@ function view(row: TenantProvider) {
 /** Platform admin: tenant external providers. */
 export function adminProviderRoutes(deps: Deps) {
   const db = deps.database.db;
-  const router = createRouter();
-  router.use("/api/admin/tenants/*", platformAdminOnly());
-  return router
+  return createRouter()
     .openapi(put, async (c) => {
       const { tenantId, type } = c.req.valid("param");
       const row = await putTenantProvider(db, tenantId, type, {

@@ -2,9 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
 import { deleteTenantSecret, listTenantSecrets, putTenantSecret } from "../../providers/secrets.ts";
-import { parseTenantSecretKeys } from "../../security/tenant-secrets.ts";
 import { createRouter } from "../context.ts";
-import { platformAdminOnly } from "../guards.ts";
 import { problem } from "../openapi.ts";
 
 const params = z.object({
@@ -66,14 +64,12 @@ const remove = createRoute({
 /** Platform admin: tenant secrets, write-only over HTTP. */
 export function adminSecretRoutes(deps: Deps) {
   const db = deps.database.db;
-  const { keyring } = parseTenantSecretKeys(deps.config.settings.Security.TenantSecrets);
+  const keyring = deps.tenantSecretKeyring;
   if (!keyring)
     deps.logger.warn(
       "tenant secrets cannot be stored: Security:TenantSecrets:KeyId and MasterKey are not usable",
     );
-  const router = createRouter();
-  router.use("/api/admin/tenants/*", platformAdminOnly());
-  return router
+  return createRouter()
     .openapi(put, async (c) => {
       if (!keyring)
         throw new AppError("unavailable", "Tenant secrets are not configured (Security:TenantSecrets).");
