@@ -14,19 +14,17 @@ import { rateLimit, rateLimitPolicies } from "./http/middleware/rate-limit.ts";
 import { limitBody, requestIdLogHeaders } from "./http/middleware/request.ts";
 import { traceRequests } from "./http/middleware/telemetry.ts";
 import { resolveTenancy } from "./http/middleware/tenancy.ts";
+import { adminBillingRoutes } from "./http/routes/admin-billing.ts";
 import { adminJobRoutes } from "./http/routes/admin-jobs.ts";
 import { adminProviderRoutes } from "./http/routes/admin-providers.ts";
 import { adminSecretRoutes } from "./http/routes/admin-secrets.ts";
 import { adminTenantRoutes } from "./http/routes/admin-tenants.ts";
 import { authRoutes, CREDENTIAL_PATHS } from "./http/routes/auth.ts";
-import {
-  adminBillingRoutes,
-  paymentWebhookRoutes,
-  planRoutes,
-  tenantBillingRoutes,
-} from "./http/routes/billing.ts";
 import { adminDomainRoutes, tenantDomainRoutes, tlsPermissionRoutes } from "./http/routes/custom-domains.ts";
 import { healthRoutes } from "./http/routes/health.ts";
+import { paymentWebhookRoutes } from "./http/routes/payment-webhooks.ts";
+import { planRoutes } from "./http/routes/plans.ts";
+import { tenantFeatureRoutes } from "./http/routes/tenant-features.ts";
 import { tenantStorageRoutes } from "./http/routes/tenant-storage.ts";
 import { adminUserRoutes, tenantUserRoutes } from "./http/routes/users.ts";
 import { wellKnownRoutes } from "./http/routes/well-known.ts";
@@ -138,7 +136,7 @@ export function createApp(deps: Deps) {
   app.route("/", tenantDomainRoutes(deps));
   app.route("/", tlsPermissionRoutes(deps));
   app.route("/", adminBillingRoutes(deps));
-  app.route("/", tenantBillingRoutes(deps));
+  app.route("/", tenantFeatureRoutes(deps));
   app.route("/", planRoutes(deps));
   app.route("/", paymentWebhookRoutes(deps));
 

@@ -16,7 +16,7 @@ import {
   memoryCounterStore,
 } from "./security/counter-store.ts";
 import { createDataProtection, type DataProtection } from "./security/data-protection.ts";
-import { parseTenantSecretKeys } from "./security/tenant-secrets.ts";
+import { parseTenantSecretKeys, type TenantSecretKeyring } from "./security/tenant-secrets.ts";
 import { createSecurityWindows, type SecurityWindows } from "./security/windows.ts";
 import { createObjectStorage, type ObjectStorage } from "./storage/object-storage.ts";
 import { createQueryObserver } from "./telemetry/db.ts";
@@ -44,6 +44,8 @@ export interface Deps {
   tenants: TenantLookup;
   /** Open sessions recently seen (auth/session-cache.ts). */
   sessionCache: SessionCache;
+  /** Keys of tenant secrets (`Security:TenantSecrets`), parsed once; null when not configured. */
+  tenantSecretKeyring: TenantSecretKeyring | null;
   /** Key ring protecting data at rest (browser session cookies and the like). */
   dataProtection: DataProtection;
   /** Traces and metrics (`OpenTelemetry:*`); no-ops when no endpoint is configured. */
@@ -142,7 +144,7 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
     sms.Provider === "http" && sms.HttpUrl && sms.HttpApiKey
       ? httpSmsSender({ url: sms.HttpUrl, apiKey: sms.HttpApiKey, logger, fetch })
       : developmentSmsSender(logger);
-  const { keyring } = parseTenantSecretKeys(config.settings.Security.TenantSecrets);
+  const keyring = parseTenantSecretKeys(config.settings.Security.TenantSecrets).keyring ?? null;
   const smsSender = tenantAwareSmsSender({
     global: globalSms,
     resolve: (tenantId) =>
@@ -175,6 +177,7 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
     sms: smsSender,
     smsPepper,
     tenants,
+    tenantSecretKeyring: keyring,
     dataProtection,
     sessionCache,
     telemetry,

@@ -1,5 +1,6 @@
 import { and, asc, eq, inArray, notInArray, sql } from "drizzle-orm";
-import type { Executor, Tx } from "../db/client.ts";
+import type { Ctx } from "../context.ts";
+import type { Database, Tx } from "../db/client.ts";
 import { type FeatureKind, features, planFeatures, plans, type UsagePeriod } from "../db/schema/billing.ts";
 
 export interface FeatureDefinition {
@@ -216,7 +217,12 @@ export interface PlanView {
 }
 
 /** Plans with their features, in catalog order (public ones unless `codes` names others). */
-export async function listPlans(db: Executor, options: { codes?: string[] } = {}): Promise<PlanView[]> {
+export async function listPlans(
+  deps: { database: Database },
+  _ctx: Ctx,
+  options: { codes?: string[] } = {},
+): Promise<PlanView[]> {
+  const db = deps.database.db;
   const rows = await db
     .select()
     .from(plans)

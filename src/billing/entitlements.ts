@@ -1,5 +1,6 @@
 import { and, asc, eq } from "drizzle-orm";
 import { cached, invalidate, tenantFeaturesKey } from "../cache/read-through.ts";
+import type { TenantCtx } from "../context.ts";
 import type { Executor } from "../db/client.ts";
 import {
   type FeatureKind,
@@ -13,7 +14,8 @@ import { AppError } from "../errors.ts";
 import { getTenant } from "../tenancy/tenants.ts";
 import { currentUsage } from "../usage/ledger.ts";
 import { DEFAULT_PLAN, SUSPENDED_PLAN } from "./catalog.ts";
-import { type BillingDeps, getSubscription, type SubscriptionState } from "./subscriptions.ts";
+import type { SubscriptionState } from "./subscription-states.ts";
+import { type BillingDeps, getSubscription } from "./subscriptions.ts";
 
 export interface FeatureEntitlement {
   key: string;
@@ -112,14 +114,26 @@ export async function getTenantFeatures(deps: BillingDeps, tenantId: string): Pr
   );
 }
 
+/** The tenant's effective features, for its users or a platform admin; 404 for an unknown tenant. */
+export async function getEffectiveFeatures(deps: BillingDeps, ctx: TenantCtx): Promise<TenantFeatures> {
+  await getTenant(deps.database.db, ctx.tenantId);
+  return getTenantFeatures(deps, ctx.tenantId);
+}
+
+export interface FeatureOverrideInput {
+  featureKey: string;
+  /** null removes the override (404 when there is none). */
+  override: { enabled: boolean; limit: number | null; reason: string } | null;
+}
+
 /** Sets (or with `null`, removes) a tenant's override of one feature; drops the cached features. */
 export async function setFeatureOverride(
   deps: BillingDeps,
-  tenantId: string,
-  featureKey: string,
-  input: { enabled: boolean; limit: number | null; reason: string } | null,
+  ctx: TenantCtx,
+  { featureKey, override: input }: FeatureOverrideInput,
 ): Promise<void> {
   const db = deps.database.db;
+  const { tenantId } = ctx;
   await getTenant(db, tenantId);
   const [feature] = await db.select({ key: features.key }).from(features).where(eq(features.key, featureKey));
   if (!feature) throw new AppError("not_found", "No such feature.");

@@ -1,9 +1,18 @@
 import { sql } from "drizzle-orm";
 import type { Clock } from "../clock.ts";
-import { type Executor, execute } from "../db/client.ts";
+import type { Ctx } from "../context.ts";
+import { type Database, execute } from "../db/client.ts";
 import type { JobStatus } from "../db/schema/jobs.ts";
 import { AppError } from "../errors.ts";
 import { JOBS_CHANNEL } from "./enqueue.ts";
+
+/** The states a job can be in, for filters and views (the column's enum). */
+export { jobStatuses } from "../db/schema/jobs.ts";
+
+export interface JobAdminDeps {
+  database: Database;
+  clock: Clock;
+}
 
 export interface JobView {
   id: number;
@@ -72,9 +81,11 @@ export interface ListJobsInput {
 
 /** Jobs newest first, filtered by status and kind, keyset-paginated on id. */
 export async function listJobs(
-  db: Executor,
+  deps: Pick<JobAdminDeps, "database">,
+  _ctx: Ctx,
   input: ListJobsInput,
 ): Promise<{ items: JobView[]; nextCursor: string | null }> {
+  const db = deps.database.db;
   const limit = Math.min(200, Math.max(1, input.limit ?? 50));
   let before: number | null = null;
   if (input.cursor !== undefined) {
@@ -97,8 +108,16 @@ export async function listJobs(
   return { items, nextCursor: rows.length > limit && last ? String(last.id) : null };
 }
 
-export async function getJob(db: Executor, id: number): Promise<JobView | null> {
-  const [row] = await execute<JobRow>(db, sql`select * from background_jobs where id = ${id}`);
+/** One job; null for an unknown id. */
+export async function getJob(
+  deps: Pick<JobAdminDeps, "database">,
+  _ctx: Ctx,
+  input: { id: number },
+): Promise<JobView | null> {
+  const [row] = await execute<JobRow>(
+    deps.database.db,
+    sql`select * from background_jobs where id = ${input.id}`,
+  );
   return row ? toView(row) : null;
 }
 
@@ -106,8 +125,10 @@ export async function getJob(db: Executor, id: number): Promise<JobView | null> 
  * Gives a dead job a fresh set of attempts, due now. 404 for an unknown id; 409 when the job is
  * not dead or another unfinished job now holds its dedup key.
  */
-export async function retryDeadJob(db: Executor, clock: Clock, id: number): Promise<JobView> {
-  const now = clock.now().toISOString();
+export async function retryDeadJob(deps: JobAdminDeps, ctx: Ctx, input: { id: number }): Promise<JobView> {
+  const db = deps.database.db;
+  const { id } = input;
+  const now = deps.clock.now().toISOString();
   let rows: JobRow[];
   try {
     rows = await execute<JobRow>(
@@ -128,7 +149,7 @@ export async function retryDeadJob(db: Executor, clock: Clock, id: number): Prom
     await execute(db, sql`select pg_notify(${JOBS_CHANNEL}, '')`);
     return toView(row);
   }
-  const existing = await getJob(db, id);
+  const existing = await getJob(deps, ctx, { id });
   if (!existing) throw new AppError("not_found", "No job with this id.");
   throw new AppError("conflict", `Only dead jobs can be retried; this one is ${existing.status}.`);
 }

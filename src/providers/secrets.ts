@@ -1,5 +1,7 @@
 import { and, asc, eq, gt, ne, sql } from "drizzle-orm";
-import { type Db, type Executor, execute } from "../db/client.ts";
+import type { Clock } from "../clock.ts";
+import type { TenantCtx } from "../context.ts";
+import { type Database, type Db, type Executor, execute } from "../db/client.ts";
 import { tenantSecrets } from "../db/schema/secrets.ts";
 import { AppError } from "../errors.ts";
 import {
@@ -56,8 +58,34 @@ export async function putTenantSecret(
     });
 }
 
+export interface SecretDeps {
+  database: Database;
+  clock: Clock;
+  /** null: `Security:TenantSecrets` is not configured, nothing can be stored. */
+  tenantSecretKeyring: TenantSecretKeyring | null;
+}
+
+/** Stores (or replaces) a secret of the ctx tenant with the configured keys; 503 when there are none. */
+export async function storeTenantSecret(
+  deps: SecretDeps,
+  ctx: TenantCtx,
+  input: { name: string; value: string },
+): Promise<void> {
+  if (!deps.tenantSecretKeyring)
+    throw new AppError("unavailable", "Tenant secrets are not configured (Security:TenantSecrets).");
+  await putTenantSecret(deps.database.db, deps.tenantSecretKeyring, ctx.tenantId, {
+    ...input,
+    now: deps.clock.now(),
+  });
+}
+
 /** Names, key ids and timestamps: never values. */
-export async function listTenantSecrets(db: Executor, tenantId: string): Promise<TenantSecretInfo[]> {
+export async function listTenantSecrets(
+  deps: Pick<SecretDeps, "database">,
+  ctx: TenantCtx,
+): Promise<TenantSecretInfo[]> {
+  const db = deps.database.db;
+  const { tenantId } = ctx;
   await getTenant(db, tenantId);
   return db
     .select({
@@ -71,7 +99,14 @@ export async function listTenantSecrets(db: Executor, tenantId: string): Promise
     .orderBy(asc(tenantSecrets.name));
 }
 
-export async function deleteTenantSecret(db: Executor, tenantId: string, name: string): Promise<void> {
+export async function deleteTenantSecret(
+  deps: Pick<SecretDeps, "database">,
+  ctx: TenantCtx,
+  input: { name: string },
+): Promise<void> {
+  const db = deps.database.db;
+  const { tenantId } = ctx;
+  const { name } = input;
   await getTenant(db, tenantId);
   const deleted = await db
     .delete(tenantSecrets)

@@ -1,8 +1,11 @@
 import { and, asc, eq } from "drizzle-orm";
-import type { Executor } from "../db/client.ts";
+import type { Clock } from "../clock.ts";
+import type { TenantCtx } from "../context.ts";
+import type { Database, Executor } from "../db/client.ts";
 import {
   type ProviderStatus,
   type ProviderType,
+  providerStatuses,
   providerTypes,
   tenantExternalProviders,
 } from "../db/schema/providers.ts";
@@ -11,7 +14,7 @@ import type { TenantSecretKeyring } from "../security/tenant-secrets.ts";
 import { getTenant } from "../tenancy/tenants.ts";
 import { readTenantSecret, SECRET_NAME } from "./secrets.ts";
 
-export { type ProviderStatus, type ProviderType, providerTypes };
+export { type ProviderStatus, type ProviderType, providerStatuses, providerTypes };
 
 export interface TenantProvider {
   tenantId: string;
@@ -71,10 +74,6 @@ const columns = {
   updatedAt: tenantExternalProviders.updatedAt,
 };
 
-export function isProviderType(value: string): value is ProviderType {
-  return (providerTypes as readonly string[]).includes(value);
-}
-
 function checkInput(input: { settings: Record<string, unknown>; secretRefs: Record<string, string> }): void {
   const errors = [
     ...secretLookingPaths(input.settings).map((path) => ({
@@ -89,31 +88,40 @@ function checkInput(input: { settings: Record<string, unknown>; secretRefs: Reco
     throw new AppError("validation_failed", "The provider settings are not valid.", { fields: errors });
 }
 
-/** Creates or replaces the tenant's provider of one type. */
+export interface ProviderDeps {
+  database: Database;
+  clock: Clock;
+}
+
+export interface PutTenantProviderInput {
+  type: ProviderType;
+  provider: string;
+  status: ProviderStatus;
+  settings: Record<string, unknown>;
+  secretRefs: Record<string, string>;
+}
+
+/** Creates or replaces the ctx tenant's provider of one type. */
 export async function putTenantProvider(
-  db: Executor,
-  tenantId: string,
-  type: ProviderType,
-  input: {
-    provider: string;
-    status: ProviderStatus;
-    settings: Record<string, unknown>;
-    secretRefs: Record<string, string>;
-    now: Date;
-  },
+  deps: ProviderDeps,
+  ctx: TenantCtx,
+  input: PutTenantProviderInput,
 ): Promise<TenantProvider> {
   checkInput(input);
+  const db = deps.database.db;
+  const { tenantId } = ctx;
   await getTenant(db, tenantId);
+  const now = deps.clock.now();
   const values = {
     provider: input.provider,
     status: input.status,
     settings: input.settings,
     secretRefs: input.secretRefs,
-    updatedAt: input.now,
+    updatedAt: now,
   };
   const [row] = await db
     .insert(tenantExternalProviders)
-    .values({ tenantId, type, ...values, createdAt: input.now })
+    .values({ tenantId, type: input.type, ...values, createdAt: now })
     .onConflictDoUpdate({
       target: [tenantExternalProviders.tenantId, tenantExternalProviders.type],
       set: values,
@@ -123,26 +131,31 @@ export async function putTenantProvider(
   return row;
 }
 
-export async function listTenantProviders(db: Executor, tenantId: string): Promise<TenantProvider[]> {
-  await getTenant(db, tenantId);
+export async function listTenantProviders(
+  deps: Pick<ProviderDeps, "database">,
+  ctx: TenantCtx,
+): Promise<TenantProvider[]> {
+  const db = deps.database.db;
+  await getTenant(db, ctx.tenantId);
   return db
     .select(columns)
     .from(tenantExternalProviders)
-    .where(eq(tenantExternalProviders.tenantId, tenantId))
+    .where(eq(tenantExternalProviders.tenantId, ctx.tenantId))
     .orderBy(asc(tenantExternalProviders.type));
 }
 
 export async function setTenantProviderStatus(
-  db: Executor,
-  tenantId: string,
-  type: ProviderType,
-  status: ProviderStatus,
-  now: Date,
+  deps: ProviderDeps,
+  ctx: TenantCtx,
+  input: { type: ProviderType; status: ProviderStatus },
 ): Promise<TenantProvider> {
+  const db = deps.database.db;
+  const { tenantId } = ctx;
+  const { type, status } = input;
   await getTenant(db, tenantId);
   const [row] = await db
     .update(tenantExternalProviders)
-    .set({ status, updatedAt: now })
+    .set({ status, updatedAt: deps.clock.now() })
     .where(and(eq(tenantExternalProviders.tenantId, tenantId), eq(tenantExternalProviders.type, type)))
     .returning(columns);
   if (!row) throw new AppError("not_found", "The tenant has no provider of this type.");

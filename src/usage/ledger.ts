@@ -1,4 +1,4 @@
-import { desc, eq, sql } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
 import type { Cache } from "../cache/port.ts";
 import type { Clock } from "../clock.ts";
 import { type Database, type Executor, execute } from "../db/client.ts";
@@ -232,14 +232,4 @@ export async function getTenantUsage(deps: UsageDeps, tenantId: string): Promise
     });
   }
   return out;
-}
-
-/** The newest usage events of a tenant (the ledger, for the admin view). */
-export async function listUsageEvents(deps: UsageDeps, tenantId: string, limit: number) {
-  return deps.database.db
-    .select()
-    .from(usageEvents)
-    .where(eq(usageEvents.tenantId, tenantId))
-    .orderBy(desc(usageEvents.id))
-    .limit(limit);
 }

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { and, eq, sql } from "drizzle-orm";
+import { and, desc, eq, sql } from "drizzle-orm";
+import type { TenantCtx } from "../context.ts";
 import { execute } from "../db/client.ts";
 import { features, type UsagePeriod, usageCounters, usageReconciliations } from "../db/schema/billing.ts";
 import { counterTtlSeconds, ledgerTotal, lockCounter, usageCounterKey, windowOf } from "./counters.ts";
@@ -168,4 +169,14 @@ export async function reconcileUsage(
     total.corrections.push(...batch.corrections);
     if (!batch.more || batch.reconciled === 0) return total;
   }
+}
+
+/** The tenant's latest counter corrections (reconciliation found a missing or drifted counter), newest first. */
+export async function listUsageCorrections(deps: UsageDeps, ctx: TenantCtx, input: { limit: number }) {
+  return deps.database.db
+    .select()
+    .from(usageReconciliations)
+    .where(eq(usageReconciliations.tenantId, ctx.tenantId))
+    .orderBy(desc(usageReconciliations.id))
+    .limit(input.limit);
 }

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
 import { ManualClock } from "../../src/clock.ts";
+import { systemCtx } from "../../src/context.ts";
 import { putTenantSecret } from "../../src/providers/secrets.ts";
 import { putTenantProvider } from "../../src/providers/tenant-providers.ts";
 import { parseTenantSecretKeys } from "../../src/security/tenant-secrets.ts";
@@ -402,12 +403,12 @@ describe("SMS codes", () => {
         value: own.token,
         now,
       });
-      await putTenantProvider(t.database.db, withOwn.tenant.id, "sms", {
+      await putTenantProvider({ database: t.database, clock }, systemCtx("test", withOwn.tenant.id), {
+        type: "sms",
         provider: "http",
         status: "Active",
         settings: { url: own.url },
         secretRefs: { apiKey: "sms-api-key" },
-        now,
       });
       const globalBefore = sms.messages.length;
       expect((await send(withOwn.phone, withOwn.tenant.code)).status).toBe(202);
@@ -415,12 +416,12 @@ describe("SMS codes", () => {
       expect(sms.messages.length).toBe(globalBefore);
 
       const disabled = await phoneUser();
-      await putTenantProvider(t.database.db, disabled.tenant.id, "sms", {
+      await putTenantProvider({ database: t.database, clock }, systemCtx("test", disabled.tenant.id), {
+        type: "sms",
         provider: "http",
         status: "Disabled",
         settings: { url: own.url },
         secretRefs: {},
-        now,
       });
       const ownBefore = own.messages.length;
       expect((await send(disabled.phone, disabled.tenant.code)).status).toBe(202);

@@ -3,6 +3,7 @@ import { eq } from "drizzle-orm";
 import { createApp } from "../../src/app.ts";
 import { applySubscriptionEvent } from "../../src/billing/subscriptions.ts";
 import { ManualClock } from "../../src/clock.ts";
+import { systemCtx } from "../../src/context.ts";
 import { tenantDomains, users } from "../../src/db/schema/index.ts";
 import type { Deps } from "../../src/deps.ts";
 import { currentUsage } from "../../src/usage/ledger.ts";
@@ -77,9 +78,13 @@ async function tenantOn(plan: "free" | "pro" | "suspended") {
   const owner = await createUser(db(), tenant.id, { role: "owner" });
   const headers = await signIn({ email: owner.email, tenant: tenant.code });
   if (plan !== "free") {
-    await applySubscriptionEvent(deps, tenant.id, { event: "activate", source: "admin", plan: "pro" });
+    await applySubscriptionEvent(deps, systemCtx("test", tenant.id), {
+      event: "activate",
+      source: "admin",
+      plan: "pro",
+    });
     if (plan === "suspended")
-      await applySubscriptionEvent(deps, tenant.id, { event: "suspend", source: "admin" });
+      await applySubscriptionEvent(deps, systemCtx("test", tenant.id), { event: "suspend", source: "admin" });
   }
   return { id: tenant.id, headers };
 }

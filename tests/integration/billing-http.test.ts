@@ -3,9 +3,11 @@ import { randomBytes } from "node:crypto";
 import { eq } from "drizzle-orm";
 import { createApp } from "../../src/app.ts";
 import { assertFeature } from "../../src/billing/entitlements.ts";
-import { DAY_MS, runSubscriptionBatch } from "../../src/billing/subscriptions.ts";
+import { DAY_MS } from "../../src/billing/subscription-states.ts";
+import { runSubscriptionBatch } from "../../src/billing/subscriptions.ts";
 import { SIGNATURE_HEADER, signatureHeader } from "../../src/billing/webhook-signature.ts";
 import { ManualClock } from "../../src/clock.ts";
+import { systemCtx } from "../../src/context.ts";
 import { planFeatures, subscriptionHistory, users } from "../../src/db/schema/index.ts";
 import type { Deps } from "../../src/deps.ts";
 import { putTenantSecret } from "../../src/providers/secrets.ts";
@@ -111,12 +113,12 @@ async function withPaymentProvider(tenantId: string): Promise<string> {
     value: secret,
     now: clock.now(),
   });
-  await putTenantProvider(db(), tenantId, "payment", {
+  await putTenantProvider(deps, systemCtx("test", tenantId), {
+    type: "payment",
     provider: "stripe",
     status: "Active",
     settings: {},
     secretRefs: { webhookSecret: "payment-webhook" },
-    now: clock.now(),
   });
   return secret;
 }
@@ -235,12 +237,12 @@ describe("payment webhook", () => {
   test("a disabled payment provider receives nothing", async () => {
     const tenant = await createTenant(db());
     await withPaymentProvider(tenant.id);
-    await putTenantProvider(db(), tenant.id, "payment", {
+    await putTenantProvider(deps, systemCtx("test", tenant.id), {
+      type: "payment",
       provider: "stripe",
       status: "Disabled",
       settings: {},
       secretRefs: { webhookSecret: "payment-webhook" },
-      now: clock.now(),
     });
     expect((await deliver(tenant.id, { id: "evt_d", type: "activate" })).status).toBe(401);
   });

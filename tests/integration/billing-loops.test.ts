@@ -1,8 +1,10 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { eq, sql } from "drizzle-orm";
 import { billingJobs } from "../../src/billing/notifications.ts";
-import { applySubscriptionEvent, DAY_MS } from "../../src/billing/subscriptions.ts";
+import { DAY_MS } from "../../src/billing/subscription-states.ts";
+import { applySubscriptionEvent } from "../../src/billing/subscriptions.ts";
 import { ManualClock } from "../../src/clock.ts";
+import { systemCtx } from "../../src/context.ts";
 import { backgroundJobs, subscriptions } from "../../src/db/schema/index.ts";
 import { createJobRegistry } from "../../src/jobs/registry.ts";
 import { startBackground } from "../../src/loops/background.ts";
@@ -43,7 +45,7 @@ test("startBackground runs both loops on the shared runner: a due subscription m
     { database: t.database, clock, cachePrefix: prefix },
   );
   const tenant = await createTenant(t.database.db);
-  await applySubscriptionEvent(deps, tenant.id, {
+  await applySubscriptionEvent(deps, systemCtx("test", tenant.id), {
     event: "activate",
     source: "admin",
     plan: "pro",
@@ -99,7 +101,11 @@ test("the job loop runs billing.subscription_changed with the registry the serve
   });
   const logger = createLogger({ level: "info", redactor: deps.redactor, write: (line) => logs.push(line) });
   const tenant = await createTenant(t.database.db);
-  await applySubscriptionEvent(deps, tenant.id, { event: "start_trial", source: "admin", plan: "pro" });
+  await applySubscriptionEvent(deps, systemCtx("test", tenant.id), {
+    event: "start_trial",
+    source: "admin",
+    plan: "pro",
+  });
   const background = await startBackground(deps, { registry: createJobRegistry(billingJobs(logger)) });
   try {
     await waitFor(

@@ -2,20 +2,20 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { and, eq, sql } from "drizzle-orm";
 import { getTenantFeatures } from "../../src/billing/entitlements.ts";
 import {
-  applySubscriptionEvent,
   DAY_MS,
   eventSources,
   nextState,
-  runSubscriptionBatch,
   type SubscriptionEvent,
   type SubscriptionState,
   subscriptionEvents,
   subscriptionStates,
-} from "../../src/billing/subscriptions.ts";
+} from "../../src/billing/subscription-states.ts";
+import { applySubscriptionEvent, runSubscriptionBatch } from "../../src/billing/subscriptions.ts";
 import type { Cache } from "../../src/cache/port.ts";
 import { tenantFeaturesKey } from "../../src/cache/read-through.ts";
 import { invalidateScript } from "../../src/cache/scripts.ts";
 import { ManualClock } from "../../src/clock.ts";
+import { systemCtx } from "../../src/context.ts";
 import { execute } from "../../src/db/client.ts";
 import { backgroundJobs, subscriptionHistory, subscriptions } from "../../src/db/schema/index.ts";
 import type { Deps } from "../../src/deps.ts";
@@ -84,14 +84,16 @@ describe("transition table: every state × event", () => {
           plan: event === "change_plan" ? "enterprise" : event === "start_trial" ? "pro" : undefined,
         };
         if (!expected) {
-          const error = await applySubscriptionEvent(deps, tenantId, input).catch((e: unknown) => e);
+          const error = await applySubscriptionEvent(deps, systemCtx("test", tenantId), input).catch(
+            (e: unknown) => e,
+          );
           expect(error).toBeInstanceOf(AppError);
           expect(statusOf[(error as AppError).code]).toBe(409);
           const [row] = await db().select().from(subscriptions).where(eq(subscriptions.tenantId, tenantId));
           expect(row?.status ?? "none").toBe(state);
           return;
         }
-        const result = await applySubscriptionEvent(deps, tenantId, input);
+        const result = await applySubscriptionEvent(deps, systemCtx("test", tenantId), input);
         expect(result.subscription.status).toBe(expected);
         const history = await db()
           .select()
@@ -123,17 +125,23 @@ describe("transition table: every state × event", () => {
 describe("transition effects", () => {
   test("a repeated payment failure keeps the grace that already runs", async () => {
     const tenantId = await tenantIn("active");
-    const first = await applySubscriptionEvent(deps, tenantId, { event: "payment_failed", source: "admin" });
+    const first = await applySubscriptionEvent(deps, systemCtx("test", tenantId), {
+      event: "payment_failed",
+      source: "admin",
+    });
     const since = first.subscription.pastDueSince;
     clock.advance(DAY_MS);
-    const second = await applySubscriptionEvent(deps, tenantId, { event: "payment_failed", source: "admin" });
+    const second = await applySubscriptionEvent(deps, systemCtx("test", tenantId), {
+      event: "payment_failed",
+      source: "admin",
+    });
     expect(second.subscription.status).toBe("past_due");
     expect(second.subscription.pastDueSince?.getTime()).toBe(since?.getTime());
   });
 
   test("payment after past due starts a new paid month and clears past_due_since", async () => {
     const tenantId = await tenantIn("past_due");
-    const result = await applySubscriptionEvent(deps, tenantId, {
+    const result = await applySubscriptionEvent(deps, systemCtx("test", tenantId), {
       event: "payment_succeeded",
       source: "webhook",
     });
@@ -151,7 +159,9 @@ describe("transition effects", () => {
       ["period_ended_unpaid", "webhook"],
       ["suspend", "webhook"],
     ] as const) {
-      const error = await applySubscriptionEvent(deps, tenantId, { event, source }).catch((e: unknown) => e);
+      const error = await applySubscriptionEvent(deps, systemCtx("test", tenantId), { event, source }).catch(
+        (e: unknown) => e,
+      );
       expect(statusOf[(error as AppError).code]).toBe(400);
     }
   });
@@ -160,7 +170,7 @@ describe("transition effects", () => {
     const tenantId = await tenantIn("none");
     const results = await Promise.all(
       Array.from({ length: 6 }, () =>
-        applySubscriptionEvent(deps, tenantId, {
+        applySubscriptionEvent(deps, systemCtx("test", tenantId), {
           event: "activate",
           source: "webhook",
           plan: "pro",
@@ -180,7 +190,7 @@ describe("transition effects", () => {
   test("a system plan (the suspended set) and unknown plans cannot be assigned", async () => {
     const tenantId = await tenantIn("active");
     for (const plan of ["suspended", "no-such-plan"]) {
-      const error = await applySubscriptionEvent(deps, tenantId, {
+      const error = await applySubscriptionEvent(deps, systemCtx("test", tenantId), {
         event: "change_plan",
         source: "admin",
         plan,
@@ -193,7 +203,7 @@ describe("transition effects", () => {
     const tenantId = await tenantIn("active");
     expect((await getTenantFeatures(deps, tenantId)).plan).toBe("pro");
     expect(await raw.client.exists(`${prefix}${tenantFeaturesKey(tenantId)}`)).toBe(1);
-    await applySubscriptionEvent(deps, tenantId, { event: "suspend", source: "admin" });
+    await applySubscriptionEvent(deps, systemCtx("test", tenantId), { event: "suspend", source: "admin" });
     expect(await raw.client.exists(`${prefix}${tenantFeaturesKey(tenantId)}`)).toBe(0);
     const features = await getTenantFeatures(deps, tenantId);
     expect(features.plan).toBe("suspended");
@@ -231,7 +241,7 @@ describe("transition effects", () => {
     };
     const reader = getTenantFeatures({ ...deps, cache: held }, tenantId); // misses, loads "pro"
     await aboutToWrite;
-    await applySubscriptionEvent(deps, tenantId, { event: "suspend", source: "admin" });
+    await applySubscriptionEvent(deps, systemCtx("test", tenantId), { event: "suspend", source: "admin" });
     release();
     expect((await reader).plan).toBe("pro"); // what it loaded, before the suspension committed
     const after = await getTenantFeatures(deps, tenantId);
@@ -243,7 +253,7 @@ describe("transition effects", () => {
 describe("subscription loop", () => {
   async function freshSubscription(periodEnd: Date): Promise<string> {
     const tenant = await createTenant(db());
-    await applySubscriptionEvent(deps, tenant.id, {
+    await applySubscriptionEvent(deps, systemCtx("test", tenant.id), {
       event: "activate",
       source: "admin",
       plan: "pro",
@@ -349,7 +359,7 @@ describe("subscription loop", () => {
 
   test("a free subscription has no period end and is never made past due", async () => {
     const tenant = await createTenant(db());
-    const result = await applySubscriptionEvent(deps, tenant.id, {
+    const result = await applySubscriptionEvent(deps, systemCtx("test", tenant.id), {
       event: "activate",
       source: "admin",
       plan: "free",
@@ -364,10 +374,17 @@ describe("subscription loop", () => {
 describe("downgrade while past due", () => {
   test("change_plan to the free plan from past_due: active, no period end, grace cleared, never suspended", async () => {
     const tenant = await createTenant(db());
-    await applySubscriptionEvent(deps, tenant.id, { event: "activate", source: "admin", plan: "pro" });
-    await applySubscriptionEvent(deps, tenant.id, { event: "payment_failed", source: "admin" });
+    await applySubscriptionEvent(deps, systemCtx("test", tenant.id), {
+      event: "activate",
+      source: "admin",
+      plan: "pro",
+    });
+    await applySubscriptionEvent(deps, systemCtx("test", tenant.id), {
+      event: "payment_failed",
+      source: "admin",
+    });
     clock.advance(3 * DAY_MS);
-    const free = await applySubscriptionEvent(deps, tenant.id, {
+    const free = await applySubscriptionEvent(deps, systemCtx("test", tenant.id), {
       event: "change_plan",
       source: "webhook",
       plan: "free",
@@ -397,7 +414,7 @@ describe("downgrade while past due", () => {
   test("change_plan to another paid plan from past_due keeps the grace running", async () => {
     const tenantId = await tenantIn("past_due");
     const [before] = await db().select().from(subscriptions).where(eq(subscriptions.tenantId, tenantId));
-    const result = await applySubscriptionEvent(deps, tenantId, {
+    const result = await applySubscriptionEvent(deps, systemCtx("test", tenantId), {
       event: "change_plan",
       source: "admin",
       plan: "enterprise",
@@ -419,7 +436,7 @@ describe("period validation", () => {
         periodEnd: new Date(clock.now().getTime() + DAY_MS),
       },
     ]) {
-      const error = await applySubscriptionEvent(deps, tenant.id, {
+      const error = await applySubscriptionEvent(deps, systemCtx("test", tenant.id), {
         event: "activate",
         source: "admin",
         plan: "pro",
@@ -433,7 +450,7 @@ describe("period validation", () => {
     const rows = await db().select().from(subscriptions).where(eq(subscriptions.tenantId, tenant.id));
     expect(rows).toHaveLength(0);
     // a start in the past with an end in the future is fine
-    const ok = await applySubscriptionEvent(deps, tenant.id, {
+    const ok = await applySubscriptionEvent(deps, systemCtx("test", tenant.id), {
       event: "activate",
       source: "admin",
       plan: "pro",
@@ -445,7 +462,7 @@ describe("period validation", () => {
 
   test("a payment with an end in the past does not renew a past-due subscription", async () => {
     const tenantId = await tenantIn("past_due");
-    const error = await applySubscriptionEvent(deps, tenantId, {
+    const error = await applySubscriptionEvent(deps, systemCtx("test", tenantId), {
       event: "payment_succeeded",
       source: "webhook",
       periodEnd: new Date(clock.now().getTime() - 1),
@@ -459,20 +476,20 @@ describe("period validation", () => {
 describe("trials", () => {
   test("a trial needs a paid plan; moving a trial to the free plan ends it", async () => {
     const tenant = await createTenant(t.database.db);
-    const refused = await applySubscriptionEvent(deps, tenant.id, {
+    const refused = await applySubscriptionEvent(deps, systemCtx("test", tenant.id), {
       event: "start_trial",
       source: "admin",
       plan: "free",
     }).catch((e: unknown) => e);
     expect((refused as AppError).code).toBe("validation_failed");
-    const trial = await applySubscriptionEvent(deps, tenant.id, {
+    const trial = await applySubscriptionEvent(deps, systemCtx("test", tenant.id), {
       event: "start_trial",
       source: "admin",
       plan: "pro",
     });
     expect(trial.subscription.status).toBe("trialing");
     expect(trial.subscription.currentPeriodEnd?.getTime()).toBe(clock.now().getTime() + 14 * DAY_MS);
-    const free = await applySubscriptionEvent(deps, tenant.id, {
+    const free = await applySubscriptionEvent(deps, systemCtx("test", tenant.id), {
       event: "change_plan",
       source: "admin",
       plan: "free",

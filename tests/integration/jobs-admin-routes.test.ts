@@ -31,6 +31,17 @@ beforeAll(async () => {
   app = createRouter();
   app.use(requestIdLogHeaders({ logger: deps.logger, trustedProxies: [] }));
   app.onError((error, c) => problemJson(c, toAppError(error)));
+  // what the platform-admin guard leaves for the handlers: the caller's principal
+  app.use(async (c, next) => {
+    c.set("principal", {
+      userId: "00000000-0000-4000-8000-000000000001",
+      tenantId: null,
+      roles: [],
+      platformRoles: ["platform_admin"],
+      sessionId: "s",
+    });
+    await next();
+  });
   app.route("/", adminJobRoutes(deps));
   for (let i = 0; i < 3; i++) await enqueue(t.database.db, { clock }, mail, { to: `u${i}@example.com` });
   pendingId = (await enqueue(t.database.db, { clock }, report, {})).id;

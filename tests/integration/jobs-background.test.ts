@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { z } from "zod";
 import { ManualClock } from "../../src/clock.ts";
+import { systemCtx } from "../../src/context.ts";
 import { getJob } from "../../src/jobs/admin.ts";
 import { enqueue, enqueueContext } from "../../src/jobs/enqueue.ts";
 import { createJobRegistry, defineJob } from "../../src/jobs/registry.ts";
@@ -159,7 +160,7 @@ describe("configuration reaches the queue", () => {
       jobLoop: { onEvent: (e) => e.type === "pruned" && pruned.push(e.count) },
     });
     await waitFor(() => pruned.length > 0, { what: "prune" });
-    expect(await getJob(t.database.db, id)).toBeNull();
+    expect(await getJob(t, systemCtx("test"), { id: id })).toBeNull();
     await second.stop(1_000);
   });
 });

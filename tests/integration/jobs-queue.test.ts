@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { ManualClock } from "../../src/clock.ts";
+import { systemCtx } from "../../src/context.ts";
 import { execute } from "../../src/db/client.ts";
 import { AppError } from "../../src/errors.ts";
 import { getJob, listJobs, retryDeadJob } from "../../src/jobs/admin.ts";
@@ -282,13 +283,15 @@ describe("retry, dead and admin retry", () => {
     expect(await jobRow(t.database, id)).toMatchObject({ status: "dead", attempts: 2, last_error: "boom 2" });
     expect(await claim(new Date(retryAt.getTime() + 3_600_000))).toHaveLength(0);
 
-    await expect(retryDeadJob(t.database.db, clock, 999_999_999)).rejects.toMatchObject({
+    await expect(
+      retryDeadJob({ database: t.database, clock }, systemCtx("test"), { id: 999_999_999 }),
+    ).rejects.toMatchObject({
       code: "not_found",
     });
-    const view = await retryDeadJob(t.database.db, clock, id);
+    const view = await retryDeadJob({ database: t.database, clock }, systemCtx("test"), { id: id });
     expect(view).toMatchObject({ status: "pending", attempts: 0, finishedAt: null, lastError: "boom 2" });
     // not dead any more: a second retry is a conflict
-    const again = retryDeadJob(t.database.db, clock, id);
+    const again = retryDeadJob({ database: t.database, clock }, systemCtx("test"), { id: id });
     await expect(again).rejects.toBeInstanceOf(AppError);
     await expect(again).rejects.toMatchObject({ code: "conflict" });
     expect(await claim(clock.now())).toHaveLength(1);
@@ -309,14 +312,14 @@ describe("admin listing and pruning", () => {
       limit: 1,
       now: clock.now(),
     });
-    const page1 = await listJobs(t.database.db, { kind: job.kind, status: "pending", limit: 2 });
+    const page1 = await listJobs(t, systemCtx("test"), { kind: job.kind, status: "pending", limit: 2 });
     expect(page1.items.map((j) => j.id)).toEqual(
       ids
         .filter((id) => id !== claimed?.id)
         .sort((a, b) => b - a)
         .slice(0, 2),
     );
-    const page2 = await listJobs(t.database.db, {
+    const page2 = await listJobs(t, systemCtx("test"), {
       kind: job.kind,
       status: "pending",
       limit: 2,
@@ -325,9 +328,9 @@ describe("admin listing and pruning", () => {
     expect(page2.items).toHaveLength(2);
     expect(page2.nextCursor).toBeNull();
     expect(new Set([...page1.items, ...page2.items].map((j) => j.id)).size).toBe(4);
-    const processing = await listJobs(t.database.db, { kind: job.kind, status: "processing" });
+    const processing = await listJobs(t, systemCtx("test"), { kind: job.kind, status: "processing" });
     expect(processing.items.map((j) => j.id)).toEqual([claimed?.id as number]);
-    expect((await getJob(t.database.db, claimed?.id as number))?.lockedBy).toBe("w");
+    expect((await getJob(t, systemCtx("test"), { id: claimed?.id as number }))?.lockedBy).toBe("w");
   });
 
   test("lists unfinished jobs of kinds nobody has handled for a lease (after a release dropped them)", async () => {
@@ -408,11 +411,11 @@ async function pruneCase(t: TestDatabase) {
       batchSize: 1,
     });
     expect(pruned).toBe(1);
-    expect(await getJob(t.database.db, a as number)).toBeNull();
-    expect(await getJob(t.database.db, b as number)).not.toBeNull();
-    expect(await getJob(t.database.db, d as number)).not.toBeNull();
-    expect(await getJob(t.database.db, p as number)).not.toBeNull();
+    expect(await getJob(t, systemCtx("test"), { id: a as number })).toBeNull();
+    expect(await getJob(t, systemCtx("test"), { id: b as number })).not.toBeNull();
+    expect(await getJob(t, systemCtx("test"), { id: d as number })).not.toBeNull();
+    expect(await getJob(t, systemCtx("test"), { id: p as number })).not.toBeNull();
     await pruneJobs(t.database.db, { succeededBefore: base, deadBefore: new Date(base.getTime() + 1) });
-    expect(await getJob(t.database.db, d as number)).toBeNull();
+    expect(await getJob(t, systemCtx("test"), { id: d as number })).toBeNull();
   }
 }

@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { ManualClock } from "../../src/clock.ts";
+import { systemCtx } from "../../src/context.ts";
 import type { ProviderStatus } from "../../src/db/schema/providers.ts";
 import { putTenantSecret } from "../../src/providers/secrets.ts";
 import {
@@ -20,6 +22,7 @@ beforeAll(async () => {
 afterAll(() => t.drop());
 
 const now = new Date("2026-11-01T00:00:00Z");
+const providerDeps = () => ({ database: t.database, clock: new ManualClock(now) });
 const globalSms: GlobalProviderDefault = { provider: "platform-sms", settings: { sender: "PLINTH" } };
 
 type TenantRow = ProviderStatus | "absent";
@@ -39,21 +42,21 @@ describe("resolveProvider: tenant row × global default", () => {
     test(`tenant ${c.tenant}, global default ${c.global ? "present" : "absent"} → ${c.expected}`, async () => {
       const tenant = await makeTenant(t.database.db);
       if (c.tenant !== "absent") {
-        await putTenantProvider(t.database.db, tenant.id, "sms", {
+        await putTenantProvider(providerDeps(), systemCtx("test", tenant.id), {
+          type: "sms",
           provider: "tenant-sms",
           status: c.tenant,
           settings: { from: "+15550100" },
           secretRefs: {},
-          now,
         });
       }
       // another type configured for the tenant changes nothing for sms
-      await putTenantProvider(t.database.db, tenant.id, "payment", {
+      await putTenantProvider(providerDeps(), systemCtx("test", tenant.id), {
+        type: "payment",
         provider: "stripe",
         status: "Active",
         settings: {},
         secretRefs: {},
-        now,
       });
       const resolved = await resolveProvider(t.database.db, tenant.id, "sms", c.global ? globalSms : null);
       if (c.expected === "none") expect(resolved).toBeNull();
@@ -65,20 +68,29 @@ describe("resolveProvider: tenant row × global default", () => {
 
   test("disabling an Active provider stops resolution without falling back; re-activating restores it", async () => {
     const tenant = await makeTenant(t.database.db);
-    await putTenantProvider(t.database.db, tenant.id, "ai", {
+    await putTenantProvider(providerDeps(), systemCtx("test", tenant.id), {
+      type: "ai",
       provider: "openai",
       status: "Active",
       settings: {},
       secretRefs: {},
-      now,
     });
     expect((await resolveProvider(t.database.db, tenant.id, "ai", globalSms))?.source).toBe("tenant");
-    await setTenantProviderStatus(t.database.db, tenant.id, "ai", "Disabled", now);
+    await setTenantProviderStatus(providerDeps(), systemCtx("test", tenant.id), {
+      type: "ai",
+      status: "Disabled",
+    });
     expect(await resolveProvider(t.database.db, tenant.id, "ai", globalSms)).toBeNull();
-    await setTenantProviderStatus(t.database.db, tenant.id, "ai", "Active", now);
+    await setTenantProviderStatus(providerDeps(), systemCtx("test", tenant.id), {
+      type: "ai",
+      status: "Active",
+    });
     expect((await resolveProvider(t.database.db, tenant.id, "ai", globalSms))?.source).toBe("tenant");
     await expect(
-      setTenantProviderStatus(t.database.db, tenant.id, "identity", "Disabled", now),
+      setTenantProviderStatus(providerDeps(), systemCtx("test", tenant.id), {
+        type: "identity",
+        status: "Disabled",
+      }),
     ).rejects.toMatchObject({
       code: "not_found",
     });
@@ -87,37 +99,37 @@ describe("resolveProvider: tenant row × global default", () => {
   test("a tenant's provider never resolves for another tenant", async () => {
     const a = await makeTenant(t.database.db);
     const b = await makeTenant(t.database.db);
-    await putTenantProvider(t.database.db, a.id, "sms", {
+    await putTenantProvider(providerDeps(), systemCtx("test", a.id), {
+      type: "sms",
       provider: "a-sms",
       status: "Active",
       settings: {},
       secretRefs: {},
-      now,
     });
     expect(await resolveProvider(t.database.db, b.id, "sms", null)).toBeNull();
-    expect(await listTenantProviders(t.database.db, b.id)).toEqual([]);
+    expect(await listTenantProviders(providerDeps(), systemCtx("test", b.id))).toEqual([]);
   });
 
   test("settings that look secret are refused; secrets are referenced by name and read server-side", async () => {
     const tenant = await makeTenant(t.database.db);
     await expect(
-      putTenantProvider(t.database.db, tenant.id, "sms", {
+      putTenantProvider(providerDeps(), systemCtx("test", tenant.id), {
+        type: "sms",
         provider: "twilio",
         status: "Active",
         settings: { authToken: "inline-token" },
         secretRefs: {},
-        now,
       }),
     ).rejects.toMatchObject({ code: "validation_failed" });
     const { keyring } = parseTenantSecretKeys({ KeyId: "k", MasterKey: newMasterKey(), PreviousKeys: [] });
     if (!keyring) throw new Error("keyring");
     await putTenantSecret(t.database.db, keyring, tenant.id, { name: "twilio-auth", value: "tw-123", now });
-    const row = await putTenantProvider(t.database.db, tenant.id, "sms", {
+    const row = await putTenantProvider(providerDeps(), systemCtx("test", tenant.id), {
+      type: "sms",
       provider: "twilio",
       status: "Active",
       settings: { accountSid: "AC1" },
       secretRefs: { authToken: "twilio-auth" },
-      now,
     });
     expect(await readProviderSecrets(t.database.db, keyring, row)).toEqual({ authToken: "tw-123" });
   });

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq, sql } from "drizzle-orm";
+import { systemCtx } from "../../src/context.ts";
 import { execute } from "../../src/db/client.ts";
 import { tenantSecrets } from "../../src/db/schema/secrets.ts";
 import {
@@ -47,7 +48,7 @@ describe("tenant secrets in PostgreSQL", () => {
     expect(row?.ciphertext).not.toContain("tok-AAA");
     expect(Buffer.from(row?.ciphertext ?? "", "base64").toString("utf8")).not.toContain("tok-AAA");
 
-    const listed = await listTenantSecrets(t.database.db, tenant.id);
+    const listed = await listTenantSecrets(t, systemCtx("test", tenant.id));
     expect(listed).toEqual([{ name: "sms.token", keyId: "k1", createdAt: now(), updatedAt: now() }]);
     expect(JSON.stringify(listed)).not.toContain("tok-AAA");
     expect(await readTenantSecret(t.database.db, keys, tenant.id, "sms.token")).toBe("tok-AAA");
@@ -58,9 +59,11 @@ describe("tenant secrets in PostgreSQL", () => {
       now: now(),
     });
     expect(await readTenantSecret(t.database.db, keys, tenant.id, "sms.token")).toBe("tok-BBB");
-    await deleteTenantSecret(t.database.db, tenant.id, "sms.token");
+    await deleteTenantSecret(t, systemCtx("test", tenant.id), { name: "sms.token" });
     expect(await readTenantSecret(t.database.db, keys, tenant.id, "sms.token")).toBeNull();
-    await expect(deleteTenantSecret(t.database.db, tenant.id, "sms.token")).rejects.toMatchObject({
+    await expect(
+      deleteTenantSecret(t, systemCtx("test", tenant.id), { name: "sms.token" }),
+    ).rejects.toMatchObject({
       code: "not_found",
     });
   });
@@ -88,7 +91,7 @@ describe("tenant secrets in PostgreSQL", () => {
       ).rejects.toMatchObject({
         code: "not_found",
       });
-      await expect(listTenantSecrets(t.database.db, id)).rejects.toMatchObject({ code: "not_found" });
+      await expect(listTenantSecrets(t, systemCtx("test", id))).rejects.toMatchObject({ code: "not_found" });
     }
   });
 

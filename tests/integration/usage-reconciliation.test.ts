@@ -3,6 +3,7 @@ import { eq } from "drizzle-orm";
 import { assertFeature } from "../../src/billing/entitlements.ts";
 import { applySubscriptionEvent } from "../../src/billing/subscriptions.ts";
 import { ManualClock } from "../../src/clock.ts";
+import { systemCtx } from "../../src/context.ts";
 import { usageCounters, usageEvents, usageReconciliations } from "../../src/db/schema/index.ts";
 import type { Deps } from "../../src/deps.ts";
 import type { AppError } from "../../src/errors.ts";
@@ -240,7 +241,11 @@ describe("reconciliation", () => {
 
   test("after a cache flush, limits still hold once reconciled (and on the next read before that)", async () => {
     const tenant = await createTenant(db());
-    await applySubscriptionEvent(deps, tenant.id, { event: "activate", source: "admin", plan: "free" });
+    await applySubscriptionEvent(deps, systemCtx("test", tenant.id), {
+      event: "activate",
+      source: "admin",
+      plan: "free",
+    });
     await recordUsage(deps, {
       tenantId: tenant.id,
       feature: "api_calls",

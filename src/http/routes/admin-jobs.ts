@@ -1,10 +1,9 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { jobStatuses } from "../../db/schema/jobs.ts";
 import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
-import { getJob, listJobs, retryDeadJob } from "../../jobs/admin.ts";
-import { createRouter } from "../context.ts";
-import { problem } from "../openapi.ts";
+import { getJob, jobStatuses, listJobs, retryDeadJob } from "../../jobs/admin.ts";
+import { createRouter, ctxOf } from "../context.ts";
+import { json, problem } from "../openapi.ts";
 
 const job = z
   .object({
@@ -49,12 +48,10 @@ const list = createRoute({
     }),
   },
   responses: {
-    200: {
-      description: "A page of jobs; pass `nextCursor` as `cursor` for the next one.",
-      content: {
-        "application/json": { schema: z.object({ items: z.array(job), nextCursor: z.string().nullable() }) },
-      },
-    },
+    200: json(
+      "A page of jobs; pass `nextCursor` as `cursor` for the next one.",
+      z.object({ items: z.array(job), nextCursor: z.string().nullable() }),
+    ),
     400: problem("Invalid query."),
   },
 });
@@ -66,7 +63,7 @@ const show = createRoute({
   summary: "Show one background job.",
   request: { params: idParam },
   responses: {
-    200: { description: "The job.", content: { "application/json": { schema: job } } },
+    200: json("The job.", job),
     404: problem("No job with this id."),
   },
 });
@@ -78,7 +75,7 @@ const retry = createRoute({
   summary: "Retry a dead job: fresh attempts, due now.",
   request: { params: idParam },
   responses: {
-    200: { description: "The job, pending again.", content: { "application/json": { schema: job } } },
+    200: json("The job, pending again.", job),
     404: problem("No job with this id."),
     409: problem("The job is not dead, or another unfinished job holds its dedup key."),
   },
@@ -86,18 +83,16 @@ const retry = createRoute({
 
 /** Platform-admin job endpoints. Mounted behind the platform-admin guard by src/app.ts. */
 export function adminJobRoutes(deps: Deps) {
-  const db = deps.database.db;
   return createRouter()
     .openapi(list, async (c) => {
-      const query = c.req.valid("query");
-      return c.json(await listJobs(db, query), 200);
+      return c.json(await listJobs(deps, ctxOf(c, null), c.req.valid("query")), 200);
     })
     .openapi(show, async (c) => {
-      const found = await getJob(db, Number(c.req.valid("param").id));
+      const found = await getJob(deps, ctxOf(c, null), { id: Number(c.req.valid("param").id) });
       if (!found) throw new AppError("not_found", "No job with this id.");
       return c.json(found, 200);
     })
     .openapi(retry, async (c) => {
-      return c.json(await retryDeadJob(db, deps.clock, Number(c.req.valid("param").id)), 200);
+      return c.json(await retryDeadJob(deps, ctxOf(c, null), { id: Number(c.req.valid("param").id) }), 200);
     });
 }

@@ -1,14 +1,15 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { providerStatuses, providerTypes } from "../../db/schema/providers.ts";
 import type { Deps } from "../../deps.ts";
 import {
   listTenantProviders,
+  providerStatuses,
+  providerTypes,
   putTenantProvider,
   setTenantProviderStatus,
   type TenantProvider,
 } from "../../providers/tenant-providers.ts";
-import { createRouter } from "../context.ts";
-import { problem } from "../openapi.ts";
+import { adminCtxOf, createRouter } from "../context.ts";
+import { json, jsonBody, problem } from "../openapi.ts";
 
 const providerSchema = z
   .object({
@@ -35,22 +36,17 @@ const put = createRoute({
     "Create or replace the tenant's provider of one type. Secret values go to tenant secrets, named in secretRefs.",
   request: {
     params,
-    body: {
-      required: true,
-      content: {
-        "application/json": {
-          schema: z.object({
-            provider: z.string().trim().min(1).max(100),
-            status: z.enum(providerStatuses).default("Active"),
-            settings: z.record(z.string(), z.unknown()).default({}),
-            secretRefs: z.record(z.string(), z.string()).default({}),
-          }),
-        },
-      },
-    },
+    body: jsonBody(
+      z.object({
+        provider: z.string().trim().min(1).max(100),
+        status: z.enum(providerStatuses).default("Active"),
+        settings: z.record(z.string(), z.unknown()).default({}),
+        secretRefs: z.record(z.string(), z.string()).default({}),
+      }),
+    ),
   },
   responses: {
-    200: { description: "The provider.", content: { "application/json": { schema: providerSchema } } },
+    200: json("The provider.", providerSchema),
     400: problem("Not valid (for example a setting that looks like a secret)."),
     404: problem("No such tenant."),
   },
@@ -63,10 +59,7 @@ const list = createRoute({
   summary: "List the tenant's providers.",
   request: { params: params.pick({ tenantId: true }) },
   responses: {
-    200: {
-      description: "The providers.",
-      content: { "application/json": { schema: z.object({ items: z.array(providerSchema) }) } },
-    },
+    200: json("The providers.", z.object({ items: z.array(providerSchema) })),
     404: problem("No such tenant."),
   },
 });
@@ -79,10 +72,7 @@ const disable = createRoute({
     "Disable the tenant's provider: the tenant then has none of that type (no fallback to the global default).",
   request: { params },
   responses: {
-    200: {
-      description: "The disabled provider.",
-      content: { "application/json": { schema: providerSchema } },
-    },
+    200: json("The disabled provider.", providerSchema),
     404: problem("No such tenant, or no provider of this type."),
   },
 });
@@ -101,26 +91,25 @@ function view(row: TenantProvider) {
 
 /** Platform admin: tenant external providers. */
 export function adminProviderRoutes(deps: Deps) {
-  const db = deps.database.db;
-  const router = createRouter();
-  return router
+  return createRouter()
     .openapi(put, async (c) => {
       const { tenantId, type } = c.req.valid("param");
-      const row = await putTenantProvider(db, tenantId, type, {
+      const row = await putTenantProvider(deps, adminCtxOf(c, tenantId), {
         ...c.req.valid("json"),
-        now: deps.clock.now(),
+        type,
       });
       return c.json(view(row), 200);
     })
     .openapi(list, async (c) => {
-      const rows = await listTenantProviders(db, c.req.valid("param").tenantId);
+      const rows = await listTenantProviders(deps, adminCtxOf(c, c.req.valid("param").tenantId));
       return c.json({ items: rows.map(view) }, 200);
     })
     .openapi(disable, async (c) => {
       const { tenantId, type } = c.req.valid("param");
-      return c.json(
-        view(await setTenantProviderStatus(db, tenantId, type, "Disabled", deps.clock.now())),
-        200,
-      );
+      const row = await setTenantProviderStatus(deps, adminCtxOf(c, tenantId), {
+        type,
+        status: "Disabled",
+      });
+      return c.json(view(row), 200);
     });
 }

@@ -1,10 +1,8 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
-import { AppError } from "../../errors.ts";
-import { deleteTenantSecret, listTenantSecrets, putTenantSecret } from "../../providers/secrets.ts";
-import { parseTenantSecretKeys } from "../../security/tenant-secrets.ts";
-import { createRouter } from "../context.ts";
-import { problem } from "../openapi.ts";
+import { deleteTenantSecret, listTenantSecrets, storeTenantSecret } from "../../providers/secrets.ts";
+import { adminCtxOf, createRouter } from "../context.ts";
+import { json, jsonBody, problem } from "../openapi.ts";
 
 const params = z.object({
   tenantId: z.string().openapi({ param: { name: "tenantId", in: "path" } }),
@@ -22,10 +20,7 @@ const put = createRoute({
   summary: "Store or replace a tenant secret. Write-only: no endpoint returns a value.",
   request: {
     params,
-    body: {
-      required: true,
-      content: { "application/json": { schema: z.object({ value: z.string().min(1) }) } },
-    },
+    body: jsonBody(z.object({ value: z.string().min(1) })),
   },
   responses: {
     204: { description: "Stored, encrypted under the current key." },
@@ -42,10 +37,7 @@ const list = createRoute({
   summary: "List the tenant's secrets: names, key ids and timestamps, never values.",
   request: { params: params.pick({ tenantId: true }) },
   responses: {
-    200: {
-      description: "The secrets, without values.",
-      content: { "application/json": { schema: z.object({ items: z.array(secretInfo) }) } },
-    },
+    200: json("The secrets, without values.", z.object({ items: z.array(secretInfo) })),
     404: problem("No such tenant."),
   },
 });
@@ -64,27 +56,21 @@ const remove = createRoute({
 
 /** Platform admin: tenant secrets, write-only over HTTP. */
 export function adminSecretRoutes(deps: Deps) {
-  const db = deps.database.db;
-  const { keyring } = parseTenantSecretKeys(deps.config.settings.Security.TenantSecrets);
-  if (!keyring)
+  if (!deps.tenantSecretKeyring)
     deps.logger.warn(
       "tenant secrets cannot be stored: Security:TenantSecrets:KeyId and MasterKey are not usable",
     );
-  const router = createRouter();
-  return router
+  return createRouter()
     .openapi(put, async (c) => {
-      if (!keyring)
-        throw new AppError("unavailable", "Tenant secrets are not configured (Security:TenantSecrets).");
       const { tenantId, name } = c.req.valid("param");
-      await putTenantSecret(db, keyring, tenantId, {
+      await storeTenantSecret(deps, adminCtxOf(c, tenantId), {
         name,
         value: c.req.valid("json").value,
-        now: deps.clock.now(),
       });
       return c.body(null, 204);
     })
     .openapi(list, async (c) => {
-      const rows = await listTenantSecrets(db, c.req.valid("param").tenantId);
+      const rows = await listTenantSecrets(deps, adminCtxOf(c, c.req.valid("param").tenantId));
       return c.json(
         {
           items: rows.map((row) => ({
@@ -99,7 +85,7 @@ export function adminSecretRoutes(deps: Deps) {
     })
     .openapi(remove, async (c) => {
       const { tenantId, name } = c.req.valid("param");
-      await deleteTenantSecret(db, tenantId, name);
+      await deleteTenantSecret(deps, adminCtxOf(c, tenantId), { name });
       return c.body(null, 204);
     });
 }

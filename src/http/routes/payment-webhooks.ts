@@ -1,0 +1,38 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { receivePaymentWebhook } from "../../billing/payment-webhooks.ts";
+import { SIGNATURE_HEADER } from "../../billing/webhook-signature.ts";
+import type { Deps } from "../../deps.ts";
+import { anonymousCtxOf, createRouter } from "../context.ts";
+import { json, problem, tenantIdParam } from "../openapi.ts";
+
+const webhook = createRoute({
+  method: "post",
+  path: "/api/webhooks/payments/{tenantId}",
+  tags: ["billing"],
+  summary:
+    "Payment-provider webhook: `plinth-signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of '<t>.<raw body>'>` with the tenant's payment webhook secret.",
+  request: { params: tenantIdParam },
+  responses: {
+    200: json(
+      "Applied, or a duplicate delivery (nothing changed).",
+      z.object({ applied: z.boolean(), duplicate: z.boolean(), status: z.string() }),
+    ),
+    400: problem("The body is not a valid event."),
+    401: problem("Missing, stale or wrong signature (or no payment provider for the tenant)."),
+    409: problem("The subscription's state does not accept this event."),
+  },
+});
+
+/** Payment-provider webhooks: the raw body and signature go to the domain, which verifies before parsing. */
+export function paymentWebhookRoutes(deps: Deps) {
+  return createRouter().openapi(webhook, async (c) => {
+    const { tenantId } = c.req.valid("param");
+    const rawBody = await c.req.text();
+    const result = await receivePaymentWebhook(
+      deps,
+      { ...anonymousCtxOf(c, tenantId), tenantId },
+      { rawBody, signature: c.req.header(SIGNATURE_HEADER) },
+    );
+    return c.json(result, 200);
+  });
+}

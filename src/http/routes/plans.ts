@@ -1,0 +1,45 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { listPlans } from "../../billing/catalog.ts";
+import type { Deps } from "../../deps.ts";
+import { anonymousCtxOf, createRouter } from "../context.ts";
+import { outputCacheFor } from "../middleware/output-cache.ts";
+import { json } from "../openapi.ts";
+
+const planSchema = z
+  .object({
+    code: z.string(),
+    name: z.string(),
+    description: z.string(),
+    priceCents: z.number(),
+    currency: z.string(),
+    features: z.array(
+      z.object({
+        key: z.string(),
+        name: z.string(),
+        kind: z.enum(["boolean", "metered"]),
+        unit: z.string(),
+        period: z.enum(["month", "never"]),
+        enabled: z.boolean(),
+        limit: z.number().nullable(),
+      }),
+    ),
+  })
+  .openapi("Plan");
+
+const plansRoute = createRoute({
+  method: "get",
+  path: "/api/plans",
+  tags: ["billing"],
+  summary: "The public plan catalog.",
+  responses: { 200: json("Public plans with their features.", z.object({ items: z.array(planSchema) })) },
+});
+
+/** Anonymous: the public plan catalog, through the HTTP output cache (Production). */
+export function planRoutes(deps: Deps) {
+  const router = createRouter();
+  router.use("/api/plans", outputCacheFor(deps));
+  return router.openapi(plansRoute, async (c) => {
+    c.header("cache-control", "public, max-age=60");
+    return c.json({ items: await listPlans(deps, anonymousCtxOf(c)) }, 200);
+  });
+}

@@ -1,0 +1,46 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { getEffectiveFeatures, type TenantFeatures } from "../../billing/entitlements.ts";
+import type { Deps } from "../../deps.ts";
+import { createRouter, tenantCtxOf } from "../context.ts";
+import { json } from "../openapi.ts";
+
+const featureSchema = z
+  .object({
+    key: z.string(),
+    kind: z.enum(["boolean", "metered"]),
+    unit: z.string(),
+    period: z.enum(["month", "never"]),
+    enabled: z.boolean(),
+    limit: z.number().nullable(),
+    source: z.enum(["plan", "override", "suspended"]),
+  })
+  .openapi("FeatureEntitlement");
+
+/** A tenant's effective features: also what the admin endpoint answers. */
+export const featuresSchema = z
+  .object({
+    tenantId: z.string(),
+    plan: z.string(),
+    status: z.string(),
+    features: z.array(featureSchema),
+  })
+  .openapi("TenantFeatures");
+
+export function featuresView(features: TenantFeatures) {
+  return { ...features, features: Object.values(features.features) };
+}
+
+const tenantFeatures = createRoute({
+  method: "get",
+  path: "/api/tenant/features",
+  tags: ["tenant", "billing"],
+  summary: "The calling tenant's own effective features.",
+  responses: { 200: json("Effective features.", featuresSchema) },
+});
+
+/** Tenant users: their tenant's features (never another tenant's: the id comes from the principal). */
+export function tenantFeatureRoutes(deps: Deps) {
+  return createRouter().openapi(tenantFeatures, async (c) => {
+    return c.json(featuresView(await getEffectiveFeatures(deps, tenantCtxOf(c))), 200);
+  });
+}
