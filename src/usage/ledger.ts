@@ -2,7 +2,7 @@ import { eq, sql } from "drizzle-orm";
 import type { Cache } from "../cache/port.ts";
 import type { Clock } from "../clock.ts";
 import { type Database, type Executor, execute } from "../db/client.ts";
-import { features, type UsagePeriod, usageEvents } from "../db/schema/billing.ts";
+import { features, type UsagePeriod } from "../db/schema/billing.ts";
 import { AppError } from "../errors.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import {
