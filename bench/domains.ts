@@ -1,8 +1,8 @@
 // `bun bench/domains.ts`: the TLS permission endpoint (cached hit, platform host, unknown names)
 // through the real app, and the domain loop's throughput against the local fixture servers.
 import { createApp } from "../src/app.ts";
+import { createDomainTicker } from "../src/custom-domains/checks.ts";
 import { createDomain } from "../src/custom-domains/domains.ts";
-import { createDomainTicker } from "../src/custom-domains/loop.ts";
 import { createDeps } from "../src/deps.ts";
 import { memoryCounterStore } from "../src/security/counter-store.ts";
 import { startDohServer } from "../tests/fixtures/doh-server.ts";

@@ -1,9 +1,9 @@
 import { billingJobs } from "../billing/notifications.ts";
-import { tenantDomainsLoop } from "../custom-domains/loop.ts";
 import type { Deps } from "../deps.ts";
 import { createJobRegistry } from "../jobs/registry.ts";
 import { type Background, startBackground } from "./background.ts";
 import { subscriptionsLoop } from "./subscriptions-loop.ts";
+import { tenantDomainsLoop } from "./tenant-domains-loop.ts";
 import { usageReconciliationLoop } from "./usage-reconciliation-loop.ts";
 
 /**

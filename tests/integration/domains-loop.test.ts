@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { ManualClock } from "../../src/clock.ts";
+import { claimDueDomains, createDomainTicker, type DomainTicker } from "../../src/custom-domains/checks.ts";
 import { createDomain, deleteDomain, requestDomainCheck } from "../../src/custom-domains/domains.ts";
 import type { GatewayClient } from "../../src/custom-domains/gateway.ts";
-import { claimDueDomains, createDomainTicker, type DomainTicker } from "../../src/custom-domains/loop.ts";
 import { gatewayClient } from "../../src/custom-domains/settings.ts";
 import { openDatabase } from "../../src/db/client.ts";
 import { tenantDomains } from "../../src/db/schema/index.ts";
