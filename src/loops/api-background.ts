@@ -7,7 +7,7 @@ import { tenantDomainsLoop } from "./tenant-domains-loop.ts";
 import { usageReconciliationLoop } from "./usage-reconciliation-loop.ts";
 
 /**
- * The background work of an API process, the same under Bun (src/server.ts) and Deno (src/deno.ts):
+ * The background work of an API process (src/lifecycle.ts, under Bun and Deno alike):
  * the job loop with Plinth's own job kinds, and the tenant-domain, subscription and usage
  * reconciliation loops, each as its settings allow.
  */
