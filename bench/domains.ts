@@ -2,8 +2,8 @@
 // through the real app, and the domain loop's throughput against the local fixture servers.
 import { createApp } from "../src/app.ts";
 import { systemCtx } from "../src/context.ts";
+import { createDomainTicker } from "../src/custom-domains/checks.ts";
 import { addCustomDomain } from "../src/custom-domains/domains.ts";
-import { createDomainTicker } from "../src/custom-domains/loop.ts";
 import { createDeps } from "../src/deps.ts";
 import { memoryCounterStore } from "../src/security/counter-store.ts";
 import { startDohServer } from "../tests/fixtures/doh-server.ts";

@@ -77,26 +77,3 @@ export function jobMetrics(telemetry: Telemetry): ((event: JobEvent) => void) | 
     }
   };
 }
-
-/** Wraps a loop's tick with the loop-round metrics (for the interval loops the other areas add). */
-export function measuredTick<T>(
-  telemetry: Telemetry,
-  loop: string,
-  tick: () => Promise<T>,
-): () => Promise<T> {
-  if (!telemetry.enabled) return tick;
-  const m = telemetry.instruments;
-  return async () => {
-    const started = performance.now();
-    let outcome = "ok";
-    try {
-      return await tick();
-    } catch (error) {
-      outcome = "error";
-      throw error;
-    } finally {
-      m.loopTicks.add(1, { loop, outcome });
-      m.loopTickDuration.record((performance.now() - started) / 1000, { loop });
-    }
-  };
-}

@@ -1,13 +1,13 @@
 import { billingJobs } from "../billing/notifications.ts";
-import { tenantDomainsLoop } from "../custom-domains/loop.ts";
 import type { Deps } from "../deps.ts";
 import { createJobRegistry } from "../jobs/registry.ts";
 import { type Background, startBackground } from "./background.ts";
 import { subscriptionsLoop } from "./subscriptions-loop.ts";
+import { tenantDomainsLoop } from "./tenant-domains-loop.ts";
 import { usageReconciliationLoop } from "./usage-reconciliation-loop.ts";
 
 /**
- * The background work of an API process, the same under Bun (src/server.ts) and Deno (src/deno.ts):
+ * The background work of an API process (src/lifecycle.ts, under Bun and Deno alike):
  * the job loop with Plinth's own job kinds, and the tenant-domain, subscription and usage
  * reconciliation loops, each as its settings allow.
  */

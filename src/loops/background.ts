@@ -73,7 +73,7 @@ export function jobLoopOptions(settings: Settings, registry: JobRegistry): JobLo
 }
 
 /**
- * Starts the enabled background loops of this process (called by src/server.ts once it serves).
+ * Starts the enabled background loops of this process (called by src/lifecycle.ts once it serves).
  * On the system clock, the loops time their leases by the database's clock (`databaseClock`), the
  * one clock every host shares; an injected clock (tests) is used as it is.
  */

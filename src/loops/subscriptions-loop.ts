@@ -1,23 +1,17 @@
 import { runSubscriptionBatch } from "../billing/subscriptions.ts";
-import type { Deps } from "../deps.ts";
-import { type BackgroundLoop, intervalLoop, type LoopFactory } from "./background.ts";
-import { createIntervalRunner } from "./interval-runner.ts";
+import type { LoopFactory } from "./background.ts";
+import { startIntervalLoop } from "./interval-loop.ts";
 
 /**
- * The subscription loop (`SaasSubscriptions:*`) on the shared interval runner: every `PollSeconds`
- * it moves due subscriptions in batches of `BatchSize` (see `runSubscriptionBatch`).
+ * The subscription loop (`SaasSubscriptions:*`): every `PollSeconds` it moves due subscriptions in
+ * batches of `BatchSize` (`runSubscriptionBatch`), at once again while there are more.
  */
 export function subscriptionsLoop(options: { intervalMs?: number } = {}): LoopFactory {
-  return (deps: Deps): BackgroundLoop => {
+  return (deps) => {
     const settings = deps.config.settings.SaasSubscriptions;
-    return intervalLoop(
-      "subscriptions",
-      createIntervalRunner({
-        name: "subscriptions",
-        intervalMs: options.intervalMs ?? settings.PollSeconds * 1000,
-        logger: deps.logger,
-        tick: async () => (await runSubscriptionBatch(deps, { batchSize: settings.BatchSize })).more,
-      }),
-    );
+    return startIntervalLoop(deps, "subscriptions", {
+      intervalMs: options.intervalMs ?? settings.PollSeconds * 1000,
+      step: async () => (await runSubscriptionBatch(deps, { batchSize: settings.BatchSize })).more,
+    });
   };
 }

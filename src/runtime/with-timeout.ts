@@ -6,3 +6,12 @@ export function withTimeout<T>(promise: Promise<T>, timeoutMs: number, what: str
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
+
+/** Resolves once every promise settled or `timeoutMs` passed, whichever comes first. */
+export async function settledWithin(promises: Promise<unknown>[], timeoutMs: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, timeoutMs);
+  });
+  await Promise.race([Promise.allSettled(promises), timeout]).finally(() => clearTimeout(timer));
+}

@@ -3,6 +3,7 @@ import { and, desc, eq, sql } from "drizzle-orm";
 import type { TenantCtx } from "../context.ts";
 import { execute } from "../db/client.ts";
 import { features, type UsagePeriod, usageCounters, usageReconciliations } from "../db/schema/billing.ts";
+import { workerId as newWorkerId } from "../runtime/worker-id.ts";
 import { counterTtlSeconds, ledgerTotal, lockCounter, usageCounterKey, windowOf } from "./counters.ts";
 import type { UsageDeps } from "./ledger.ts";
 
@@ -58,7 +59,7 @@ export async function reconcileUsageBatch(
   const db = deps.database.db;
   const now = deps.clock.now();
   const nowText = now.toISOString();
-  const workerId = options.workerId ?? `reconcile-${randomUUID().slice(0, 8)}`;
+  const workerId = options.workerId ?? newWorkerId();
   const dueBefore = new Date(now.getTime() - Math.floor(options.intervalMs / 2)).toISOString();
   const leaseUntil = new Date(now.getTime() + (options.leaseMs ?? 5 * 60_000)).toISOString();
   const claimed = await execute<ClaimedRow>(

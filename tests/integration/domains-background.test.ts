@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { systemCtx } from "../../src/context.ts";
 import { addCustomDomain } from "../../src/custom-domains/domains.ts";
-import { tenantDomainsLoop } from "../../src/custom-domains/loop.ts";
 import { createDeps } from "../../src/deps.ts";
 import { startBackground } from "../../src/loops/background.ts";
+import { tenantDomainsLoop } from "../../src/loops/tenant-domains-loop.ts";
 import { type DohServer, startDohServer } from "../fixtures/doh-server.ts";
 import { type GatewayServer, startGatewayServer } from "../fixtures/gateway-server.ts";
 import { testConfig } from "../helpers/app.ts";

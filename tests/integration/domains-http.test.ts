@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { ManualClock } from "../../src/clock.ts";
-import { createDomainTicker } from "../../src/custom-domains/loop.ts";
+import { createDomainTicker } from "../../src/custom-domains/checks.ts";
 import { subscriptions, users } from "../../src/db/schema/index.ts";
 import { type DohServer, startDohServer } from "../fixtures/doh-server.ts";
 import { type GatewayServer, startGatewayServer } from "../fixtures/gateway-server.ts";

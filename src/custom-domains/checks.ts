@@ -1,10 +1,8 @@
-import { hostname as machineName } from "node:os";
 import { and, eq, type SQL, sql } from "drizzle-orm";
 import { type Executor, execute } from "../db/client.ts";
 import { tenantDomains } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
-import { intervalLoop, type LoopFactory } from "../loops/background.ts";
-import { createIntervalRunner, type IntervalRunner } from "../loops/interval-runner.ts";
+import { workerId } from "../runtime/worker-id.ts";
 import type { DnsResolver } from "./dns.ts";
 import type { GatewayClient } from "./gateway.ts";
 import { verificationRecordName } from "./hostnames.ts";
@@ -76,11 +74,11 @@ export async function claimDueDomains(
   }));
 }
 
-export type LoopDeps = Pick<Deps, "database" | "clock" | "config" | "tenants" | "logger"> &
+export type DomainCheckDeps = Pick<Deps, "database" | "clock" | "config" | "tenants" | "logger"> &
   Partial<Pick<Deps, "fetch">>;
 
-export interface DomainLoopOptions {
-  /** Lease owner id; default `<host>:<pid>:<random>`. */
+export interface DomainCheckOptions {
+  /** Lease owner id; default `workerId()`. */
   owner?: string;
   /** Test seams: services built from configuration otherwise. */
   resolver?: DnsResolver;
@@ -99,13 +97,14 @@ export interface DomainTicker {
 }
 
 /**
- * The work of the tenant-domain loop, one tick at a time. With the configuration incomplete it
+ * Claims due domains with a lease and checks each (the step the tenant-domain loop,
+ * src/loops/tenant-domains-loop.ts, runs every tick). With the configuration incomplete it
  * claims nothing and changes nothing, and says so once in the log (configuration is read at
  * start-up, so completing it takes a restart).
  */
-export function createDomainTicker(deps: LoopDeps, options: DomainLoopOptions = {}): DomainTicker {
+export function createDomainTicker(deps: DomainCheckDeps, options: DomainCheckOptions = {}): DomainTicker {
   const settings = deps.config.settings.TenantDomains;
-  const owner = options.owner ?? `${machineName()}:${process.pid}:${crypto.randomUUID().slice(0, 8)}`;
+  const owner = options.owner ?? workerId();
   const missing = missingDomainSettings(settings);
   const resolver = options.resolver ?? dnsResolver(settings, deps.fetch);
   const gateway = options.gateway ?? gatewayClient(settings, deps.logger, deps.fetch);
@@ -272,18 +271,3 @@ export function createDomainTicker(deps: LoopDeps, options: DomainLoopOptions = 
     },
   };
 }
-
-/** The loop runner of a process: ticks every `PollSeconds`, at once again while batches come back full. */
-export function createDomainLoop(deps: LoopDeps, options: DomainLoopOptions = {}): IntervalRunner {
-  const ticker = createDomainTicker(deps, options);
-  const batch = deps.config.settings.TenantDomains.BatchSize;
-  return createIntervalRunner({
-    name: "tenantDomains",
-    intervalMs: deps.config.settings.TenantDomains.PollSeconds * 1000,
-    tick: async () => (await ticker.tick()) >= batch,
-    logger: deps.logger,
-  });
-}
-
-/** `startBackground(deps, { loops: { tenantDomains: tenantDomainsLoop } })` */
-export const tenantDomainsLoop: LoopFactory = (deps) => intervalLoop("tenantDomains", createDomainLoop(deps));
