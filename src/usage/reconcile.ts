@@ -1,4 +1,3 @@
-import { randomUUID } from "node:crypto";
 import { and, desc, eq, sql } from "drizzle-orm";
 import type { TenantCtx } from "../context.ts";
 import { execute } from "../db/client.ts";
