@@ -1,18 +1,15 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { type Database, openDatabase } from "../../src/db/client.ts";
-import { testConfig, testDeps } from "../helpers/app.ts";
+import { testConfig, testDeps, useTestDatabase } from "../helpers/app.ts";
 import { REDIS_URL } from "../helpers/cache.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 
-let t: TestDatabase;
 let pglite: Database;
-beforeAll(async () => {
-  t = await createTestDatabase();
-  pglite = await openDatabase("pglite:memory:");
-});
 afterAll(async () => {
   await pglite.close();
-  await t.drop();
+});
+const t = useTestDatabase();
+beforeAll(async () => {
+  pglite = await openDatabase("pglite:memory:");
 });
 
 test("a configured cache is always the store, even in Development and even while unreachable", async () => {

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import type { ProviderStatus } from "../../src/db/schema/providers.ts";
 import { putTenantSecret } from "../../src/providers/secrets.ts";
 import {
@@ -10,14 +10,10 @@ import {
   setTenantProviderStatus,
 } from "../../src/providers/tenant-providers.ts";
 import { parseTenantSecretKeys } from "../../src/security/tenant-secrets.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
-import { makeTenant, newMasterKey } from "../helpers/factories.ts";
+import { useTestDatabase } from "../helpers/app.ts";
+import { createTenant, newMasterKey } from "../helpers/identity.ts";
 
-let t: TestDatabase;
-beforeAll(async () => {
-  t = await createTestDatabase();
-});
-afterAll(() => t.drop());
+const t = useTestDatabase();
 
 const now = new Date("2026-11-01T00:00:00Z");
 const globalSms: GlobalProviderDefault = { provider: "platform-sms", settings: { sender: "PLINTH" } };
@@ -37,7 +33,7 @@ const cases: { tenant: TenantRow; global: boolean; expected: "tenant" | "global"
 describe("resolveProvider: tenant row × global default", () => {
   for (const c of cases) {
     test(`tenant ${c.tenant}, global default ${c.global ? "present" : "absent"} → ${c.expected}`, async () => {
-      const tenant = await makeTenant(t.database.db);
+      const tenant = await createTenant(t.database.db);
       if (c.tenant !== "absent") {
         await putTenantProvider(t.database.db, tenant.id, "sms", {
           provider: "tenant-sms",
@@ -64,7 +60,7 @@ describe("resolveProvider: tenant row × global default", () => {
   }
 
   test("disabling an Active provider stops resolution without falling back; re-activating restores it", async () => {
-    const tenant = await makeTenant(t.database.db);
+    const tenant = await createTenant(t.database.db);
     await putTenantProvider(t.database.db, tenant.id, "ai", {
       provider: "openai",
       status: "Active",
@@ -85,8 +81,8 @@ describe("resolveProvider: tenant row × global default", () => {
   });
 
   test("a tenant's provider never resolves for another tenant", async () => {
-    const a = await makeTenant(t.database.db);
-    const b = await makeTenant(t.database.db);
+    const a = await createTenant(t.database.db);
+    const b = await createTenant(t.database.db);
     await putTenantProvider(t.database.db, a.id, "sms", {
       provider: "a-sms",
       status: "Active",
@@ -99,7 +95,7 @@ describe("resolveProvider: tenant row × global default", () => {
   });
 
   test("settings that look secret are refused; secrets are referenced by name and read server-side", async () => {
-    const tenant = await makeTenant(t.database.db);
+    const tenant = await createTenant(t.database.db);
     await expect(
       putTenantProvider(t.database.db, tenant.id, "sms", {
         provider: "twilio",
