@@ -10,7 +10,7 @@ import { openSecret, parseTenantSecretKeys, sealSecret } from "../src/security/t
 import { createLogger } from "../src/telemetry/logger.ts";
 import { makeTestCertificates } from "../tests/helpers/certificates.ts";
 import { createTestDatabase } from "../tests/helpers/database.ts";
-import { makeTenant } from "../tests/helpers/factories.ts";
+import { createTenant } from "../tests/helpers/identity.ts";
 
 const N = Number(process.env.BENCH_SECRETS ?? 5000);
 const key = (id: string, master = randomBytes(32).toString("base64")) => {
@@ -58,7 +58,7 @@ try {
   );
 
   const old = key("old");
-  const tenants = await Promise.all(Array.from({ length: 10 }, () => makeTenant(t.database.db)));
+  const tenants = await Promise.all(Array.from({ length: 10 }, () => createTenant(t.database.db)));
   for (let i = 0; i < N; i++) {
     const owner = tenants[i % tenants.length];
     if (owner)

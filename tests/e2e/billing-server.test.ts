@@ -1,16 +1,12 @@
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { and, eq, sql } from "drizzle-orm";
 import { backgroundJobs, subscriptions } from "../../src/db/schema/index.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { useTestDatabase } from "../helpers/app.ts";
 import { createTenant } from "../helpers/identity.ts";
 import { waitFor } from "../helpers/jobs.ts";
 import { spawnBun } from "../helpers/processes.ts";
 
-let t: TestDatabase;
-beforeAll(async () => {
-  t = await createTestDatabase();
-});
-afterAll(() => t.drop());
+const t = useTestDatabase();
 
 test("the API process runs the subscription and reconciliation loops and the billing notification job", async () => {
   const tenant = await createTenant(t.database.db);

@@ -1,22 +1,20 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { type OtlpCollector, startOtlpCollector } from "../fixtures/otlp-collector.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { useTestDatabase } from "../helpers/app.ts";
 import { denoBinary } from "../helpers/deno.ts";
 import { createPlatformAdmin, PASSWORD } from "../helpers/identity.ts";
 import { waitFor } from "../helpers/jobs.ts";
 import { cleanEnv, ROOT } from "../helpers/process.ts";
 
 /** The same app under Deno (src/deno.ts): health, readiness, a password sign-in, exported spans. */
-let t: TestDatabase;
 let collector: OtlpCollector;
-beforeAll(async () => {
-  t = await createTestDatabase();
-  collector = startOtlpCollector();
-}, 60_000);
 afterAll(async () => {
   await collector.stop();
-  await t.drop();
 });
+const t = useTestDatabase();
+beforeAll(async () => {
+  collector = startOtlpCollector();
+}, 60_000);
 
 test("src/deno.ts serves the API and runs the background loops under Deno", async () => {
   const proc = Bun.spawn([denoBinary(), "run", "-A", "src/deno.ts"], {

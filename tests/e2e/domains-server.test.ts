@@ -2,26 +2,23 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { tenantDomains } from "../../src/db/schema/index.ts";
 import { type DohServer, startDohServer } from "../fixtures/doh-server.ts";
 import { type GatewayServer, startGatewayServer } from "../fixtures/gateway-server.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { useTestDatabase } from "../helpers/app.ts";
 import { domainRow, EDGE_TARGET, uniqueHost } from "../helpers/domains.ts";
 import { createTenant } from "../helpers/identity.ts";
 import { waitFor } from "../helpers/jobs.ts";
 import { spawnBun } from "../helpers/processes.ts";
 
-let t: TestDatabase;
 let doh: DohServer;
 let gateway: GatewayServer;
-
-beforeAll(async () => {
-  t = await createTestDatabase();
-  doh = startDohServer();
-  gateway = startGatewayServer();
-}, 60_000);
 
 afterAll(async () => {
   await doh.stop();
   await gateway.stop();
-  await t.drop();
+}, 60_000);
+const t = useTestDatabase();
+beforeAll(async () => {
+  doh = startDohServer();
+  gateway = startGatewayServer();
 }, 60_000);
 
 test("the API process runs the tenant-domain loop from its configuration; the API key never reaches the log", async () => {

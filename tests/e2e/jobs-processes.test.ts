@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import { afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { ManualClock } from "../../src/clock.ts";
@@ -9,7 +9,7 @@ import { createJobRegistry, defineJob } from "../../src/jobs/registry.ts";
 import { createJobLoop, type JobEvent } from "../../src/loops/job-loop.ts";
 import { createRedactor } from "../../src/redact.ts";
 import { createLogger } from "../../src/telemetry/logger.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { useTestDatabase } from "../helpers/app.ts";
 import { jobRow, waitFor } from "../helpers/jobs.ts";
 import { type Child, spawnBun } from "../helpers/processes.ts";
 
@@ -18,12 +18,11 @@ const count = defineJob("e2e.count", z.object({ n: z.number() }), () => {});
 const slow = defineJob("e2e.slow", z.object({ ms: z.number() }), () => {});
 const hang = defineJob("e2e.hang", z.object({}), () => {});
 
-let t: TestDatabase;
 const children: Child[] = [];
 const ctx = { clock: new ManualClock() };
 
+const t = useTestDatabase({ poolSize: 4 });
 beforeAll(async () => {
-  t = await createTestDatabase({ poolSize: 4 });
   await execute(
     t.database.db,
     sql`create table e2e_runs (job_id bigint not null, kind text not null, pid int not null, attempt int not null)`,
@@ -32,7 +31,6 @@ beforeAll(async () => {
 afterEach(() => {
   for (const c of children.splice(0)) if (c.proc.exitCode === null) c.proc.kill("SIGKILL");
 });
-afterAll(() => t.drop());
 
 async function startRunner(settings: Record<string, string> = {}): Promise<Child> {
   const child = spawnBun(["tests/fixtures/job-runner.ts"], {

@@ -1,16 +1,12 @@
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { ManualClock } from "../../src/clock.ts";
 import { enqueue } from "../../src/jobs/enqueue.ts";
 import { systemNoop } from "../../src/jobs/registry.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { useTestDatabase } from "../helpers/app.ts";
 import { jobRow, waitFor } from "../helpers/jobs.ts";
 import { spawnBun } from "../helpers/processes.ts";
 
-let t: TestDatabase;
-beforeAll(async () => {
-  t = await createTestDatabase();
-});
-afterAll(() => t.drop());
+const t = useTestDatabase();
 
 test("the API process runs the job loop (system.noop) and exits 0 on SIGTERM", async () => {
   const server = spawnBun(["src/server.ts"], { DATABASE_URL: t.url, PORT: "0", Database__PoolSize: "3" });

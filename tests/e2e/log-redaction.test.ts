@@ -4,7 +4,7 @@ import { sql } from "drizzle-orm";
 import { execute } from "../../src/db/client.ts";
 import { type OtlpCollector, startOtlpCollector } from "../fixtures/otlp-collector.ts";
 import { type SmsGateway, startSmsGateway } from "../fixtures/sms-gateway.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { useTestDatabase } from "../helpers/app.ts";
 import { createPlatformAdmin, createUser, PASSWORD } from "../helpers/identity.ts";
 import { cleanEnv, ROOT } from "../helpers/process.ts";
 import { validProductionEnv } from "../helpers/production-env.ts";
@@ -15,18 +15,16 @@ import { validProductionEnv } from "../helpers/production-env.ts";
  * shutdown) and every span it exports: none holds a secret, a password, a token, key material,
  * or a failed statement's parameter values.
  */
-let t: TestDatabase;
 let gateway: SmsGateway;
 let collector: OtlpCollector;
+afterAll(async () => {
+  await Promise.allSettled([gateway.stop(), collector.stop()]);
+});
+const t = useTestDatabase();
 beforeAll(async () => {
-  t = await createTestDatabase();
   gateway = startSmsGateway(`sms-key-${randomBytes(12).toString("hex")}`);
   collector = startOtlpCollector();
 }, 60_000);
-afterAll(async () => {
-  await Promise.allSettled([gateway.stop(), collector.stop()]);
-  await t.drop();
-});
 
 test("an API process run logs no secret, password, token, key or parameter value", async () => {
   const dbPassword = `db-pw-${randomBytes(8).toString("hex")}`;

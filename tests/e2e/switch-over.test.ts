@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { ManualClock } from "../../src/clock.ts";
@@ -7,8 +7,8 @@ import { migrate, migrationStatus, readMigrations } from "../../src/db/migrator.
 import { createJobRegistry, defineJob } from "../../src/jobs/registry.ts";
 import { startBackground } from "../../src/loops/background.ts";
 import type { JobEvent } from "../../src/loops/job-loop.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
-import { testDeps, waitFor } from "../helpers/jobs.ts";
+import { testConfig, testDeps, useTestDatabase } from "../helpers/app.ts";
+import { waitFor } from "../helpers/jobs.ts";
 import { runEntry } from "../helpers/process.ts";
 
 /**
@@ -16,11 +16,7 @@ import { runEntry } from "../helpers/process.ts";
  * real database: broker era → migrate → the new job loop takes over the old worker's leases only
  * once they expire → rollback with `migrate --down` → forward again.
  */
-let t: TestDatabase;
-beforeAll(async () => {
-  t = await createTestDatabase({ empty: true });
-}, 60_000);
-afterAll(() => t.drop());
+const t = useTestDatabase({ empty: true });
 
 const LEASE_MS = 5 * 60 * 1000;
 
@@ -79,7 +75,7 @@ test("switch-over and rollback", async () => {
     runs.push(c.id);
   });
   const events: JobEvent[] = [];
-  const deps = await testDeps(t.database, { url: t.url, clock });
+  const deps = await testDeps(testConfig(), { database: t.database, clock });
   const background = await startBackground(deps, {
     registry: createJobRegistry([legacy]),
     jobLoop: { onEvent: (e) => events.push(e), listen: false, pollMs: 60_000 },

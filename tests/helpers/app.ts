@@ -1,24 +1,36 @@
+import { afterAll, beforeAll } from "bun:test";
 import { randomBytes } from "node:crypto";
-import { createApp } from "../../src/app.ts";
+import { type App, createApp } from "../../src/app.ts";
 import type { Clock } from "../../src/clock.ts";
 import { type AppConfig, loadConfig } from "../../src/config/load.ts";
 import type { Environment } from "../../src/config/schema.ts";
-import type { Database } from "../../src/db/client.ts";
+import type { Database, Db } from "../../src/db/client.ts";
 import { createDeps, type Deps } from "../../src/deps.ts";
+import { clientIp } from "../../src/http/client-ip.ts";
 import type { CounterStore } from "../../src/security/counter-store.ts";
+import { assertAllowed } from "../../src/security/windows.ts";
+import { REDIS_URL, rawRedis, uniquePrefix } from "./cache.ts";
+import { createTestDatabase, type TestDatabase } from "./database.ts";
 import { rsaKeys, validProductionEnv } from "./production-env.ts";
 
 /**
- * Configuration for a test app: Development defaults plus `settings` (`Section:Key`), the cache URL
- * (null: none) and, for failure-mode tests, the environment the app should believe it runs in.
- * Production's start-up checks are not repeated here (tests/integration covers them elsewhere).
+ * Configuration for a test app: Development defaults plus `env` (variables as the real loader reads
+ * them), `settings` (`Section:Key`), the cache URL (null: none) and, for failure-mode tests, the
+ * environment the app should believe it runs in. Production's start-up checks are not repeated
+ * here (tests/integration covers them elsewhere).
  */
 export function testConfig(
-  options: { settings?: Record<string, string>; cacheUrl?: string | null; environment?: Environment } = {},
+  options: {
+    settings?: Record<string, string>;
+    env?: Record<string, string | undefined>;
+    cacheUrl?: string | null;
+    environment?: Environment;
+  } = {},
 ): AppConfig {
-  const env: Record<string, string> = {
+  const env: Record<string, string | undefined> = {
     PLINTH_ENVIRONMENT: "Development",
     DATABASE_URL: "postgres://unused",
+    ...options.env,
   };
   if (options.cacheUrl) env.CACHE_URL = options.cacheUrl;
   const overrides: Record<string, string> = { ...options.settings };
@@ -36,37 +48,7 @@ export function testConfig(
       production.PLINTH_DATA_PROTECTION_CERTIFICATE_PASSWORD ?? "";
   }
   const config = loadConfig({ env, configDir: "/nonexistent", overrides });
-  return { ...config, environment: options.environment ?? "Development" };
-}
-
-export async function testDeps(
-  config: AppConfig,
-  input: {
-    database: Database;
-    clock?: Clock;
-    cachePrefix?: string;
-    waitForCache?: boolean;
-    counters?: CounterStore;
-  },
-): Promise<Deps> {
-  const deps = await createDeps(config, {
-    database: input.database,
-    clock: input.clock,
-    cachePrefix: input.cachePrefix,
-    counters: input.counters,
-    logWrite: () => {},
-  });
-  if (deps.cache && input.waitForCache !== false) await deps.cache.waitReady(3_000);
-  return deps;
-}
-
-export interface TestApp {
-  deps: Deps;
-  app: ReturnType<typeof createApp>;
-  logs: string[];
-  /** A request as if from `peer` (the socket address; default 127.0.0.1). */
-  request(path: string, init?: RequestInit, peer?: string): Promise<Response>;
-  close(): Promise<void>;
+  return { ...config, environment: options.environment ?? config.environment };
 }
 
 /** Loads configuration from `env` alone (no appsettings files) for a test. */
@@ -77,21 +59,40 @@ export function envConfig(
   return loadConfig({ env: { Logging__Level: "debug", ...env }, configDir });
 }
 
-/** The real app over the given database, with its log lines captured. */
-export async function createTestApp(options: {
-  database: Database;
-  env?: Record<string, string | undefined>;
-  config?: AppConfig;
-  clock?: Clock;
-}): Promise<TestApp> {
-  const logs: string[] = [];
-  const config = options.config ?? envConfig(options.env);
+/** The one way tests build Deps: over the given database, log lines to `logs` (or nowhere). */
+export async function testDeps(
+  config: AppConfig,
+  input: {
+    database: Database;
+    clock?: Clock;
+    cachePrefix?: string;
+    waitForCache?: boolean;
+    counters?: CounterStore;
+    logs?: string[];
+  },
+): Promise<Deps> {
+  const logs = input.logs;
   const deps = await createDeps(config, {
-    database: options.database,
-    clock: options.clock,
-    logWrite: (l) => logs.push(l),
+    database: input.database,
+    clock: input.clock,
+    cachePrefix: input.cachePrefix,
+    counters: input.counters,
+    logWrite: logs ? (line) => logs.push(line) : () => {},
   });
-  const app = createApp(deps);
+  if (deps.cache && input.waitForCache !== false) await deps.cache.waitReady(3_000);
+  return deps;
+}
+
+export interface TestApp {
+  deps: Deps;
+  app: App;
+  logs: string[];
+  /** A request as if from `peer` (the socket address; default 127.0.0.1). */
+  request(path: string, init?: RequestInit, peer?: string): Promise<Response>;
+  close(): Promise<void>;
+}
+
+function appOver(deps: Deps, app: App, logs: string[]): TestApp {
   return {
     deps,
     app,
@@ -103,5 +104,179 @@ export async function createTestApp(options: {
     close: async () => {
       await deps.cache?.close();
     },
+  };
+}
+
+/** The real app over the given database, with its log lines captured. */
+export async function createTestApp(options: {
+  database: Database;
+  env?: Record<string, string | undefined>;
+  config?: AppConfig;
+  clock?: Clock;
+}): Promise<TestApp> {
+  const logs: string[] = [];
+  const config = options.config ?? envConfig(options.env);
+  const deps = await testDeps(config, {
+    database: options.database,
+    clock: options.clock,
+    waitForCache: false,
+    logs,
+  });
+  return appOver(deps, createApp(deps), logs);
+}
+
+/**
+ * Stand-ins for the authentication routes (built elsewhere): a login shaped like the real one as
+ * far as the windows go (consume, then verify; reset on success), under /api/auth/.
+ */
+export function addProbeRoutes(app: App, deps: Deps): App {
+  app.post("/api/auth/probe-login", async (c) => {
+    const body = (await c.req.json()) as { account: string; password: string };
+    assertAllowed(await deps.windows.consume("password", { account: body.account, ip: clientIp(c) }));
+    if (body.password !== "right") return c.json({ code: "unauthorized" }, 401);
+    await deps.windows.reset("password", { account: body.account });
+    return c.json({ ok: true });
+  });
+  app.get("/api/probe", (c) => c.json({ ok: true }));
+  return app;
+}
+
+type Lazy<T> = T | (() => T);
+const evaluate = <T>(value: Lazy<T>): T => (typeof value === "function" ? (value as () => T)() : value);
+
+/** A test database whose fields are read when used: hand it out before `beforeAll` has run. */
+function lazyDatabase(current: () => TestDatabase): TestDatabase {
+  return {
+    get name() {
+      return current().name;
+    },
+    get url() {
+      return current().url;
+    },
+    get database() {
+      return current().database;
+    },
+    drop: () => current().drop(),
+  };
+}
+
+/**
+ * A fresh database for this test file: created in `beforeAll`, dropped in `afterAll`. The object is
+ * usable at once; its fields resolve when read (inside tests and later hooks).
+ */
+export function useTestDatabase(
+  options: { poolSize?: number; empty?: boolean; timeoutMs?: number } = {},
+): TestDatabase {
+  let t: TestDatabase | undefined;
+  beforeAll(async () => {
+    t = await createTestDatabase({ poolSize: options.poolSize, empty: options.empty });
+  }, options.timeoutMs ?? 60_000);
+  afterAll(async () => {
+    await t?.drop();
+  }, 30_000);
+  return lazyDatabase(() => {
+    if (!t) throw new Error("the test database is made in beforeAll");
+    return t;
+  });
+}
+
+export interface UseTestAppOptions {
+  /** `Section:Key` overrides; a function is read in `beforeAll` (after fixtures have started). */
+  settings?: Lazy<Record<string, string>>;
+  /** Environment variables as the real loader reads them (`Section__Key`, `STORAGE_BUCKET`...). */
+  env?: Lazy<Record<string, string | undefined>>;
+  /** The shared Redis under a prefix of its own (named after `cache`), deleted after the file. */
+  cache?: string;
+  /** Another cache (e.g. a Redis the file owns); no prefix clean-up. */
+  cacheUrl?: Lazy<string>;
+  environment?: Environment;
+  clock?: Clock;
+  poolSize?: number;
+  /** Adds the stand-in routes of `addProbeRoutes`. */
+  probeRoutes?: boolean;
+  timeoutMs?: number;
+}
+
+export interface TestHarness extends TestApp {
+  /** The test database (fields resolve when read). */
+  readonly testDatabase: TestDatabase;
+  readonly db: Db;
+  /** The cache key prefix of this file (used with `cache`), deleted after the file. */
+  readonly cachePrefix: string;
+  /** A raw client on the shared Redis, to look at keys as they are stored (opened when first read). */
+  readonly redis: ReturnType<typeof rawRedis>;
+}
+
+/**
+ * The set-up every integration file repeats: a test database, the real app over it (Development,
+ * log lines captured), optional Redis under a prefix of its own, torn down after the file. Hooks
+ * registered before this call run before the app is built (start fixtures there) and their
+ * `afterAll` runs before the teardown; hooks registered after it see the app.
+ */
+export function useTestApp(options: UseTestAppOptions = {}): TestHarness {
+  const cachePrefix = uniquePrefix(options.cache ?? "app");
+  let redis: ReturnType<typeof rawRedis> | undefined;
+  let t: TestDatabase | undefined;
+  let built: TestApp | undefined;
+  const testDatabase = lazyDatabase(() => {
+    if (!t) throw new Error("the test database is made in beforeAll");
+    return t;
+  });
+  const current = (): TestApp => {
+    if (!built) throw new Error("the test app is built in beforeAll");
+    return built;
+  };
+
+  beforeAll(async () => {
+    t = await createTestDatabase({ poolSize: options.poolSize });
+    const config = testConfig({
+      env: { Logging__Level: "debug", ...(options.env ? evaluate(options.env) : {}) },
+      settings: options.settings ? evaluate(options.settings) : undefined,
+      cacheUrl: options.cache ? REDIS_URL : options.cacheUrl ? evaluate(options.cacheUrl) : null,
+      environment: options.environment,
+    });
+    const logs: string[] = [];
+    const deps = await testDeps(config, {
+      database: t.database,
+      clock: options.clock,
+      cachePrefix: options.cache ? cachePrefix : undefined,
+      logs,
+    });
+    const app = createApp(deps);
+    if (options.probeRoutes) addProbeRoutes(app, deps);
+    built = appOver(deps, app, logs);
+  }, options.timeoutMs ?? 60_000);
+
+  afterAll(async () => {
+    await built?.close();
+    if (options.cache) redis ??= rawRedis();
+    if (redis) {
+      await redis.cleanup(cachePrefix);
+      redis.close();
+    }
+    await t?.drop();
+  }, 30_000);
+
+  return {
+    testDatabase,
+    cachePrefix,
+    get redis() {
+      redis ??= rawRedis();
+      return redis;
+    },
+    get db() {
+      return testDatabase.database.db;
+    },
+    get deps() {
+      return current().deps;
+    },
+    get app() {
+      return current().app;
+    },
+    get logs() {
+      return current().logs;
+    },
+    request: (path, init, peer) => current().request(path, init, peer),
+    close: () => current().close(),
   };
 }

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { eq } from "drizzle-orm";
 import type { Db } from "../../src/db/client.ts";
 import { tenantDomains, tenants } from "../../src/db/schema/index.ts";
@@ -7,6 +8,12 @@ import type { TestApp } from "./app.ts";
 
 export const PASSWORD = "a-long-test-password-1";
 
+/** Base64 of 32 random bytes: a valid tenant-secret master key. */
+export function newMasterKey(): string {
+  return randomBytes(32).toString("base64");
+}
+
+/** The one tenant factory: a fresh tenant with a unique code. */
 export async function createTenant(db: Db, code = `t${crypto.randomUUID().slice(0, 8)}`) {
   const [tenant] = await db
     .insert(tenants)

@@ -1,27 +1,6 @@
 import { sql } from "drizzle-orm";
-import type { Clock } from "../../src/clock.ts";
-import { loadConfig } from "../../src/config/load.ts";
 import { type Database, execute } from "../../src/db/client.ts";
 import type { JobStatus } from "../../src/db/schema/jobs.ts";
-import { createDeps, type Deps } from "../../src/deps.ts";
-
-/** Deps over a test database with settings given as `Section:Key` overrides. */
-export async function testDeps(
-  database: Database,
-  options: { url: string; clock?: Clock; settings?: Record<string, string>; logs?: string[] } = { url: "" },
-): Promise<Deps> {
-  const config = loadConfig({
-    env: { DATABASE_URL: options.url || "postgres://postgres@127.0.0.1:5432/unused" },
-    configDir: "/nonexistent",
-    overrides: { "Logging:Level": "warn", ...options.settings },
-  });
-  const logs = options.logs;
-  return createDeps(config, {
-    database,
-    clock: options.clock,
-    logWrite: logs ? (line) => logs.push(line) : () => {},
-  });
-}
 
 /** Polls `check` until it returns a truthy value or `timeoutMs` passes (no fixed sleeps in tests). */
 export async function waitFor<T>(

@@ -1,17 +1,7 @@
-import { afterAll, beforeAll, expect, test } from "bun:test";
-import { createTestApp, type TestApp } from "../helpers/app.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { expect, test } from "bun:test";
+import { useTestApp } from "../helpers/app.ts";
 
-let t: TestDatabase;
-let app: TestApp;
-beforeAll(async () => {
-  t = await createTestDatabase();
-  app = await createTestApp({ database: t.database });
-}, 60_000);
-afterAll(async () => {
-  await app.close();
-  await t.drop();
-});
+const app = useTestApp();
 
 test("/api/docs is an HTML reference page over /api/openapi.json", async () => {
   const res = await app.request("/api/docs");

@@ -1,6 +1,5 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { createTestApp, type TestApp } from "../helpers/app.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { describe, expect, test } from "bun:test";
+import { createTestApp, useTestApp } from "../helpers/app.ts";
 import {
   activeDomain,
   bearer,
@@ -15,26 +14,20 @@ import {
 } from "../helpers/identity.ts";
 
 /** Edges of sign-in found in review: unknown tenant codes, cross-tenant refresh, input checks. */
-let t: TestDatabase;
-let app: TestApp;
 let n = 0;
 const peer = () => `198.51.100.${++n}`;
 const on = (host: string, path: string) => `http://${host}${path}`;
 
-beforeAll(async () => {
-  t = await createTestDatabase();
-  app = await createTestApp({
-    database: t.database,
-    env: {
-      RateLimiting__Auth__PermitLimit: "100000",
-      AllowedHosts__0: "api.plinth.test",
-      AllowedHosts__1: "localhost",
-      Tenancy__Resolution__PlatformHost: "api.plinth.test",
-      BrowserAuth__AllowedOrigins__0: "https://app.customer.test",
-    },
-  });
+const app = useTestApp({
+  env: {
+    RateLimiting__Auth__PermitLimit: "100000",
+    AllowedHosts__0: "api.plinth.test",
+    AllowedHosts__1: "localhost",
+    Tenancy__Resolution__PlatformHost: "api.plinth.test",
+    BrowserAuth__AllowedOrigins__0: "https://app.customer.test",
+  },
 });
-afterAll(() => t.drop());
+const t = app.testDatabase;
 
 describe("an unknown tenant code cannot be told apart from a known one", () => {
   test("sign-in with an unknown code in the header, the query or the body: the same 401 as a wrong password", async () => {

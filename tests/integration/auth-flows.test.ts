@@ -6,8 +6,8 @@ import { putTenantSecret } from "../../src/providers/secrets.ts";
 import { putTenantProvider } from "../../src/providers/tenant-providers.ts";
 import { parseTenantSecretKeys } from "../../src/security/tenant-secrets.ts";
 import { type SmsGateway, startSmsGateway } from "../fixtures/sms-gateway.ts";
-import { createTestApp, type TestApp } from "../helpers/app.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { createTestApp, useTestApp } from "../helpers/app.ts";
+import { createTestDatabase } from "../helpers/database.ts";
 import {
   bearer,
   createPlatformAdmin,
@@ -21,32 +21,26 @@ import {
 } from "../helpers/identity.ts";
 
 const MASTER_KEY = randomBytes(32).toString("base64");
-let t: TestDatabase;
-let app: TestApp;
 let sms: SmsGateway;
 const clock = new ManualClock();
 
-beforeAll(async () => {
-  t = await createTestDatabase();
+beforeAll(() => {
   sms = startSmsGateway();
-  app = await createTestApp({
-    database: t.database,
-    clock,
-    env: {
-      RateLimiting__Auth__PermitLimit: "100000",
-      Authentication__Sms__Provider: "http",
-      Authentication__Sms__HttpUrl: sms.url,
-      Authentication__Sms__HttpApiKey: sms.token,
-      Authentication__Sms__CodePepper: "p".repeat(40),
-      PLINTH_TENANT_SECRET_KEY_ID: "test-key",
-      PLINTH_TENANT_SECRET_MASTER_KEY: MASTER_KEY,
-    },
-  });
 });
-afterAll(async () => {
-  await sms.stop();
-  await t.drop();
+afterAll(() => sms.stop());
+const app = useTestApp({
+  clock,
+  env: () => ({
+    RateLimiting__Auth__PermitLimit: "100000",
+    Authentication__Sms__Provider: "http",
+    Authentication__Sms__HttpUrl: sms.url,
+    Authentication__Sms__HttpApiKey: sms.token,
+    Authentication__Sms__CodePepper: "p".repeat(40),
+    PLINTH_TENANT_SECRET_KEY_ID: "test-key",
+    PLINTH_TENANT_SECRET_MASTER_KEY: MASTER_KEY,
+  }),
 });
+const t = app.testDatabase;
 
 /** Each test uses its own client IP so per-IP windows never cross tests. */
 const peer = () => `10.9.${Math.floor(Math.random() * 250)}.${Math.floor(Math.random() * 250)}`;

@@ -2,27 +2,17 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import postgres from "postgres";
 import { ManualClock } from "../../src/clock.ts";
 import { hashPassword } from "../../src/security/passwords.ts";
-import { createTestApp, type TestApp } from "../helpers/app.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { createTestApp, useTestApp } from "../helpers/app.ts";
 import { bearer, createTenant, createUser, login, loginTokens } from "../helpers/identity.ts";
 
-let t: TestDatabase;
-let app: TestApp;
 let other: postgres.Sql;
 const clock = new ManualClock();
 
-beforeAll(async () => {
-  t = await createTestDatabase();
+afterAll(() => other.end());
+const app = useTestApp({ clock, env: { RateLimiting__Auth__PermitLimit: "100000" } });
+const t = app.testDatabase;
+beforeAll(() => {
   other = postgres(t.url, { max: 2, onnotice: () => {} });
-  app = await createTestApp({
-    database: t.database,
-    clock,
-    env: { RateLimiting__Auth__PermitLimit: "100000" },
-  });
-});
-afterAll(async () => {
-  await other.end();
-  await t.drop();
 });
 
 const peer = () => `10.7.${Math.floor(Math.random() * 250)}.${Math.floor(Math.random() * 250)}`;

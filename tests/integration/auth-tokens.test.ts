@@ -1,11 +1,10 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { beforeAll, describe, expect, test } from "bun:test";
 import { createHmac, createPrivateKey, generateKeyPairSync } from "node:crypto";
 import { eq } from "drizzle-orm";
 import { exportJWK, importPKCS8, SignJWT } from "jose";
 import { ManualClock } from "../../src/clock.ts";
 import { users } from "../../src/db/schema/index.ts";
-import { createTestApp, type TestApp } from "../helpers/app.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { createTestApp, type TestApp, useTestApp } from "../helpers/app.ts";
 import { bearer, createPlatformAdmin, loginTokens } from "../helpers/identity.ts";
 import { rsaKeys } from "../helpers/production-env.ts";
 
@@ -33,21 +32,18 @@ const jwtEnv = (current: "k1" | "k2", verification: ("k1" | "k2")[]) => {
 
 const b64url = (value: unknown) => Buffer.from(JSON.stringify(value)).toString("base64url");
 
-let t: TestDatabase;
-let app: TestApp;
 const clock = new ManualClock();
 let valid: string;
 let claims: Record<string, unknown>;
 
+const app = useTestApp({ env: jwtEnv("k1", ["k1"]), clock });
+const t = app.testDatabase;
 beforeAll(async () => {
-  t = await createTestDatabase();
-  app = await createTestApp({ database: t.database, env: jwtEnv("k1", ["k1"]), clock });
   const admin = await createPlatformAdmin(t.database.db);
   await t.database.db.update(users).set({ mustChangePassword: false }).where(eq(users.id, admin.id));
   valid = (await loginTokens(app, { email: admin.email })).accessToken;
   claims = JSON.parse(Buffer.from(valid.split(".")[1] ?? "", "base64url").toString());
 });
-afterAll(() => t.drop());
 
 const me = (token: string, a: TestApp = app) => a.request("/api/auth/me", bearer(token));
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
-import { createApp } from "../../src/app.ts";
+import type { App } from "../../src/app.ts";
 import { applySubscriptionEvent } from "../../src/billing/subscriptions.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
@@ -8,51 +8,43 @@ import { tenantDomains, users } from "../../src/db/schema/index.ts";
 import type { Deps } from "../../src/deps.ts";
 import { currentUsage } from "../../src/usage/ledger.ts";
 import { S3_CREDENTIALS, startTestS3, type TestS3 } from "../fixtures/s3-server.ts";
-import { testConfig, testDeps } from "../helpers/app.ts";
-import { REDIS_URL, rawRedis, uniquePrefix } from "../helpers/cache.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { useTestApp } from "../helpers/app.ts";
 import { uniqueHost } from "../helpers/domains.ts";
 import { createPlatformAdmin, createTenant, createUser, signInHeaders } from "../helpers/identity.ts";
 
 /** Plan limits on the tenant routes that create things: custom domains and storage uploads. */
 
-const raw = rawRedis();
-const prefix = uniquePrefix("billing-enforce");
 const clock = new ManualClock(Date.now());
-let t: TestDatabase;
 let s3: TestS3;
 let deps: Deps;
-let app: ReturnType<typeof createApp>;
+let app: App;
 let admin: Record<string, string>;
 
 beforeAll(async () => {
-  t = await createTestDatabase();
   s3 = await startTestS3(clock);
-  const config = testConfig({
-    cacheUrl: REDIS_URL,
-    settings: {
-      "Storage:S3:Bucket": s3.bucket,
-      "Storage:S3:Endpoint": s3.endpoint,
-      "Storage:S3:Region": "us-east-1",
-      "Storage:S3:ForcePathStyle": "true",
-      "Storage:S3:AccessKeyId": S3_CREDENTIALS.accessKeyId,
-      "Storage:S3:SecretAccessKey": S3_CREDENTIALS.secretAccessKey,
-      "Storage:AllowedMimeTypes:0": "text/plain",
-    },
-  });
-  deps = await testDeps(config, { database: t.database, clock, cachePrefix: prefix });
-  app = createApp(deps);
+}, 30_000);
+afterAll(() => s3.close(), 30_000);
+const h = useTestApp({
+  cache: "billing-enforce",
+  clock,
+  settings: () => ({
+    "Storage:S3:Bucket": s3.bucket,
+    "Storage:S3:Endpoint": s3.endpoint,
+    "Storage:S3:Region": "us-east-1",
+    "Storage:S3:ForcePathStyle": "true",
+    "Storage:S3:AccessKeyId": S3_CREDENTIALS.accessKeyId,
+    "Storage:S3:SecretAccessKey": S3_CREDENTIALS.secretAccessKey,
+    "Storage:AllowedMimeTypes:0": "text/plain",
+  }),
+});
+const t = h.testDatabase;
+
+beforeAll(async () => {
+  deps = h.deps;
+  app = h.app;
   const platformAdmin = await createPlatformAdmin(t.database.db);
   await t.database.db.update(users).set({ mustChangePassword: false }).where(eq(users.id, platformAdmin.id));
   admin = await signIn({ email: platformAdmin.email });
-}, 30_000);
-
-afterAll(async () => {
-  await deps.cache?.close();
-  await raw.cleanup(prefix);
-  raw.close();
-  await s3.close();
-  await t.drop();
 }, 30_000);
 
 const db = () => t.database.db;

@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
+import { beforeAll, beforeEach, describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
 import { eq } from "drizzle-orm";
-import { createApp } from "../../src/app.ts";
+import { type App, createApp } from "../../src/app.ts";
 import { assertFeature } from "../../src/billing/entitlements.ts";
 import { DAY_MS } from "../../src/billing/subscription-states.ts";
 import { runSubscriptionBatch } from "../../src/billing/subscriptions.ts";
@@ -15,36 +15,33 @@ import { putTenantProvider } from "../../src/providers/tenant-providers.ts";
 import { parseTenantSecretKeys } from "../../src/security/tenant-secrets.ts";
 import { seedCatalog } from "../../src/seed.ts";
 import { recordUsage } from "../../src/usage/ledger.ts";
-import { testConfig, testDeps } from "../helpers/app.ts";
-import { REDIS_URL, rawRedis, uniquePrefix } from "../helpers/cache.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { useTestApp } from "../helpers/app.ts";
 import { createPlatformAdmin, createTenant, createUser, signInHeaders } from "../helpers/identity.ts";
 
-const raw = rawRedis();
-const prefix = uniquePrefix("billing-http");
 const clock = new ManualClock("2026-11-10T12:00:00Z");
 const logLines: string[] = [];
-let t: TestDatabase;
 let deps: Deps;
-let app: ReturnType<typeof createApp>;
+let app: App;
 let admin: Record<string, string>;
 let adminEmail: string;
 
 const secrets = new Map<string, string>();
 
+const h = useTestApp({
+  cache: "billing-http",
+  clock,
+  settings: {
+    "Security:TenantSecrets:KeyId": "ts-test",
+    "Security:TenantSecrets:MasterKey": randomBytes(32).toString("base64"),
+    "Cache:OutputCacheEnabled": "true",
+    "SaasSubscriptions:WebhookToleranceSeconds": "300",
+  },
+});
+const t = h.testDatabase;
+
 beforeAll(async () => {
-  t = await createTestDatabase();
-  const config = testConfig({
-    cacheUrl: REDIS_URL,
-    settings: {
-      "Security:TenantSecrets:KeyId": "ts-test",
-      "Security:TenantSecrets:MasterKey": randomBytes(32).toString("base64"),
-      "Cache:OutputCacheEnabled": "true",
-      "SaasSubscriptions:WebhookToleranceSeconds": "300",
-    },
-  });
-  deps = await testDeps(config, { database: t.database, clock, cachePrefix: prefix });
-  // the logger of testDeps is silent: capture lines to check that no secret is ever logged
+  deps = h.deps;
+  // capture lines before redaction to check that no secret is ever logged
   const logger = deps.logger;
   deps.logger = {
     ...logger,
@@ -57,6 +54,7 @@ beforeAll(async () => {
       logger.info(message, fields);
     },
   };
+  // built after the logger is wrapped: the app's middleware keeps the logger it is given
   app = createApp(deps);
   // a tenant route metered by api_calls, as a business endpoint would be
   app.get("/api/tenant/probe-metered", async (c) => {
@@ -79,13 +77,6 @@ beforeAll(async () => {
 beforeEach(async () => {
   admin = await signIn({ email: adminEmail });
 });
-
-afterAll(async () => {
-  await deps.cache?.close();
-  await raw.cleanup(prefix);
-  raw.close();
-  await t.drop();
-}, 30_000);
 
 const db = () => t.database.db;
 

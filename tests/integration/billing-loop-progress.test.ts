@@ -1,22 +1,20 @@
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { beforeAll, expect, test } from "bun:test";
 import { eq, sql } from "drizzle-orm";
 import { runSubscriptionBatch } from "../../src/billing/subscriptions.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { execute } from "../../src/db/client.ts";
 import { subscriptions } from "../../src/db/schema/index.ts";
 import type { Deps } from "../../src/deps.ts";
-import { testConfig, testDeps } from "../helpers/app.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { useTestApp } from "../helpers/app.ts";
 import { createTenant } from "../helpers/identity.ts";
 
 const clock = new ManualClock("2026-11-10T12:00:00Z");
-let t: TestDatabase;
 let deps: Deps;
-beforeAll(async () => {
-  t = await createTestDatabase();
-  deps = await testDeps(testConfig(), { database: t.database, clock });
+const h = useTestApp({ clock });
+const t = h.testDatabase;
+beforeAll(() => {
+  deps = h.deps;
 });
-afterAll(() => t.drop());
 
 async function endedUnpaid(updatedAt: Date): Promise<string> {
   const tenant = await createTenant(t.database.db);

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { afterAll, expect, test } from "bun:test";
 import { eq, sql } from "drizzle-orm";
 import { billingJobs } from "../../src/billing/notifications.ts";
 import { DAY_MS } from "../../src/billing/subscription-states.ts";
@@ -13,26 +13,20 @@ import { usageReconciliationLoop } from "../../src/loops/usage-reconciliation-lo
 import { createLogger } from "../../src/telemetry/logger.ts";
 import { periodAt, usageCounterKey } from "../../src/usage/counters.ts";
 import { currentUsage, recordUsage } from "../../src/usage/ledger.ts";
-import { testConfig, testDeps } from "../helpers/app.ts";
+import { testConfig, testDeps, useTestDatabase } from "../helpers/app.ts";
 import { REDIS_URL, rawRedis, uniquePrefix } from "../helpers/cache.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 import { createTenant } from "../helpers/identity.ts";
 import { waitFor } from "../helpers/jobs.ts";
 
 const raw = rawRedis();
 const prefix = uniquePrefix("billing-loops");
 const clock = new ManualClock("2026-11-10T12:00:00Z");
-let t: TestDatabase;
-
-beforeAll(async () => {
-  t = await createTestDatabase();
-}, 30_000);
 
 afterAll(async () => {
   await raw.cleanup(prefix);
   raw.close();
-  await t.drop();
 }, 30_000);
+const t = useTestDatabase();
 
 const loops = {
   subscriptions: subscriptionsLoop({ intervalMs: 20 }),

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { beforeAll, describe, expect, test } from "bun:test";
 import { and, eq, sql } from "drizzle-orm";
 import { getTenantFeatures } from "../../src/billing/entitlements.ts";
 import {
@@ -21,32 +21,23 @@ import { backgroundJobs, subscriptionHistory, subscriptions } from "../../src/db
 import type { Deps } from "../../src/deps.ts";
 import { AppError } from "../../src/errors.ts";
 import { statusOf } from "../../src/http/errors.ts";
-import { testConfig, testDeps } from "../helpers/app.ts";
-import { REDIS_URL, rawRedis, uniquePrefix } from "../helpers/cache.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { useTestApp } from "../helpers/app.ts";
 import { createTenant } from "../helpers/identity.ts";
 
-const raw = rawRedis();
-const prefix = uniquePrefix("billing-subs");
 const clock = new ManualClock("2026-11-10T12:00:00Z");
-let t: TestDatabase;
 let deps: Deps;
 
-beforeAll(async () => {
-  t = await createTestDatabase();
-  const config = testConfig({
-    cacheUrl: REDIS_URL,
-    settings: { "SaasSubscriptions:PastDueGraceDays": "7", "SaasSubscriptions:BatchSize": "3" },
-  });
-  deps = await testDeps(config, { database: t.database, clock, cachePrefix: prefix });
-}, 30_000);
-
-afterAll(async () => {
-  await deps.cache?.close();
-  await raw.cleanup(prefix);
-  raw.close();
-  await t.drop();
-}, 30_000);
+const h = useTestApp({
+  cache: "billing-subs",
+  clock,
+  settings: { "SaasSubscriptions:PastDueGraceDays": "7", "SaasSubscriptions:BatchSize": "3" },
+});
+const t = h.testDatabase;
+const raw = h.redis;
+const prefix = h.cachePrefix;
+beforeAll(() => {
+  deps = h.deps;
+});
 
 const db = () => t.database.db;
 

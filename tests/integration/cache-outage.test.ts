@@ -3,10 +3,8 @@ import { type App, createApp } from "../../src/app.ts";
 import type { Deps } from "../../src/deps.ts";
 import { clientIp } from "../../src/http/client-ip.ts";
 import { assertAllowed } from "../../src/security/windows.ts";
-import { testConfig, testDeps } from "../helpers/app.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { addProbeRoutes, testConfig, testDeps, useTestApp } from "../helpers/app.ts";
 import { createTenant, createUser, PASSWORD } from "../helpers/identity.ts";
-import { addProbeRoutes } from "../helpers/probe-routes.ts";
 import { type OwnRedis, ownRedisServer } from "../helpers/redis-server.ts";
 
 /** Production mode against a Redis this file owns, so it can be stopped and started again. */
@@ -19,17 +17,18 @@ const settings = {
   "Cache:CommandTimeoutMs": "300",
 };
 
-let t: TestDatabase;
 let redis: OwnRedis;
 let deps: Deps;
 let app: App;
 
 beforeAll(async () => {
-  t = await createTestDatabase();
   redis = await ownRedisServer();
-  const config = testConfig({ settings, cacheUrl: redis.url, environment: "Production" });
-  deps = await testDeps(config, { database: t.database });
-  app = addProbeRoutes(createApp(deps), deps);
+});
+const h = useTestApp({ settings, cacheUrl: () => redis.url, environment: "Production", probeRoutes: true });
+const t = h.testDatabase;
+beforeAll(async () => {
+  deps = h.deps;
+  app = h.app;
   const tenant = await createTenant(t.database.db);
   const user = await createUser(t.database.db, tenant.id);
   account = { email: user.email, tenant: tenant.code };
@@ -39,11 +38,8 @@ beforeAll(async () => {
     return c.json({ sent: true });
   });
 });
-afterAll(async () => {
-  await deps.cache?.close();
-  await redis.stop();
-  await t.drop();
-});
+// after the harness has closed the app's cache client
+afterAll(() => redis.stop());
 
 const peer = { peerAddress: "198.51.100.7" };
 let account: { email: string; tenant: string };

@@ -1,18 +1,16 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { type Database, openDatabase } from "../../src/db/client.ts";
-import { testConfig, testDeps } from "../helpers/app.ts";
+import { statusOf } from "../../src/http/errors.ts";
+import { testConfig, testDeps, useTestDatabase } from "../helpers/app.ts";
 import { REDIS_URL } from "../helpers/cache.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 
-let t: TestDatabase;
 let pglite: Database;
-beforeAll(async () => {
-  t = await createTestDatabase();
-  pglite = await openDatabase("pglite:memory:");
-});
 afterAll(async () => {
   await pglite.close();
-  await t.drop();
+});
+const t = useTestDatabase();
+beforeAll(async () => {
+  pglite = await openDatabase("pglite:memory:");
 });
 
 test("a configured cache is always the store, even in Development and even while unreachable", async () => {
@@ -27,6 +25,8 @@ test("a configured cache is always the store, even in Development and even while
     code: "unavailable",
     retryAfterSeconds: 5,
   });
+  // the status now comes from the code, at the HTTP edge
+  expect(statusOf.unavailable).toBe(503);
   await up.cache?.close();
   await down.cache?.close();
 });

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { afterAll, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { execute, openDatabase } from "../../src/db/client.ts";
@@ -9,19 +9,15 @@ import { createJobRegistry, defineJob } from "../../src/jobs/registry.ts";
 import { createJobLoop, type JobLoop } from "../../src/loops/job-loop.ts";
 import { createRedactor } from "../../src/redact.ts";
 import { createLogger } from "../../src/telemetry/logger.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { useTestDatabase } from "../helpers/app.ts";
 import { jobRow, waitFor } from "../helpers/jobs.ts";
 
-let t: TestDatabase;
 const loops: JobLoop[] = [];
 const redactor = createRedactor([]);
-beforeAll(async () => {
-  t = await createTestDatabase({ poolSize: 6 });
-});
 afterAll(async () => {
   await Promise.allSettled(loops.map((l) => l.stop(1_000)));
-  await t.drop();
 });
+const t = useTestDatabase({ poolSize: 6 });
 
 function capture() {
   const lines: Record<string, unknown>[] = [];

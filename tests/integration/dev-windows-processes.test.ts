@@ -1,13 +1,9 @@
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { join } from "node:path";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { useTestDatabase } from "../helpers/app.ts";
 
 /** Development without a cache: two OS processes on one database share the security windows. */
-let t: TestDatabase;
-beforeAll(async () => {
-  t = await createTestDatabase();
-});
-afterAll(() => t.drop());
+const t = useTestDatabase();
 
 const worker = join(import.meta.dir, "../fixtures/window-worker.ts");
 

@@ -6,26 +6,22 @@ import { startBackground } from "../../src/loops/background.ts";
 import { tenantDomainsLoop } from "../../src/loops/tenant-domains-loop.ts";
 import { type DohServer, startDohServer } from "../fixtures/doh-server.ts";
 import { type GatewayServer, startGatewayServer } from "../fixtures/gateway-server.ts";
-import { testConfig } from "../helpers/app.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { testConfig, useTestDatabase } from "../helpers/app.ts";
 import { domainRow, domainSettings, publishRecords, uniqueHost } from "../helpers/domains.ts";
 import { createTenant } from "../helpers/identity.ts";
 import { waitFor } from "../helpers/jobs.ts";
 
-let t: TestDatabase;
 let doh: DohServer;
 let gateway: GatewayServer;
-
-beforeAll(async () => {
-  t = await createTestDatabase();
-  doh = startDohServer();
-  gateway = startGatewayServer();
-}, 60_000);
 
 afterAll(async () => {
   await doh.stop();
   await gateway.stop();
-  await t.drop();
+}, 60_000);
+const t = useTestDatabase();
+beforeAll(async () => {
+  doh = startDohServer();
+  gateway = startGatewayServer();
 }, 60_000);
 
 async function start(extra: Record<string, string>) {

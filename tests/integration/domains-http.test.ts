@@ -5,8 +5,7 @@ import { createDomainTicker } from "../../src/custom-domains/checks.ts";
 import { subscriptions, users } from "../../src/db/schema/index.ts";
 import { type DohServer, startDohServer } from "../fixtures/doh-server.ts";
 import { type GatewayServer, startGatewayServer } from "../fixtures/gateway-server.ts";
-import { createTestApp, type TestApp, testConfig } from "../helpers/app.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { useTestApp } from "../helpers/app.ts";
 import {
   domainSettings,
   EDGE_TARGET,
@@ -24,10 +23,8 @@ import {
   loginTokens,
 } from "../helpers/identity.ts";
 
-let t: TestDatabase;
 let doh: DohServer;
 let gateway: GatewayServer;
-let app: TestApp;
 const clock = new ManualClock(Date.now());
 let admin: string;
 const a = { id: "", code: "", owner: "", member: "", ownerEmail: "" };
@@ -45,15 +42,17 @@ interface DomainBody {
   nextCheckAt: string | null;
 }
 
-beforeAll(async () => {
-  t = await createTestDatabase();
+beforeAll(() => {
   doh = startDohServer();
   gateway = startGatewayServer();
-  app = await createTestApp({
-    database: t.database,
-    config: testConfig({ settings: domainSettings(doh, gateway) }),
-    clock,
-  });
+});
+afterAll(async () => {
+  await doh.stop();
+  await gateway.stop();
+}, 60_000);
+const app = useTestApp({ settings: () => domainSettings(doh, gateway), clock });
+const t = app.testDatabase;
+beforeAll(async () => {
   const db = t.database.db;
   const platformAdmin = await createPlatformAdmin(db);
   await db.update(users).set({ mustChangePassword: false }).where(eq(users.id, platformAdmin.id));
@@ -75,13 +74,6 @@ beforeAll(async () => {
       a.member = (await loginTokens(app, { email: member.email, tenant: row.code })).accessToken;
     }
   }
-}, 60_000);
-
-afterAll(async () => {
-  await app.close();
-  await doh.stop();
-  await gateway.stop();
-  await t.drop();
 }, 60_000);
 
 const adminBase = (tenantId: string) => `/api/admin/tenants/${tenantId}/domains`;

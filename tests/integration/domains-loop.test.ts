@@ -11,13 +11,11 @@ import { tenantDomains } from "../../src/db/schema/index.ts";
 import { createDeps, type Deps } from "../../src/deps.ts";
 import { type DohServer, startDohServer } from "../fixtures/doh-server.ts";
 import { type GatewayServer, startGatewayServer } from "../fixtures/gateway-server.ts";
-import { testConfig } from "../helpers/app.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { testConfig, useTestDatabase } from "../helpers/app.ts";
 import { domainRow, domainSettings, EDGE_TARGET, publishRecords, uniqueHost } from "../helpers/domains.ts";
 import { createTenant } from "../helpers/identity.ts";
 import { waitFor } from "../helpers/jobs.ts";
 
-let t: TestDatabase;
 let doh: DohServer;
 let gateway: GatewayServer;
 const clock = new ManualClock("2026-11-22T00:00:00Z");
@@ -30,18 +28,16 @@ async function makeDeps(extra: Record<string, string> = {}, database = t.databas
   return createDeps(config, { database, clock, logWrite: (l) => sink.push(l) });
 }
 
+afterAll(async () => {
+  await doh.stop();
+  await gateway.stop();
+}, 60_000);
+const t = useTestDatabase();
 beforeAll(async () => {
-  t = await createTestDatabase();
   doh = startDohServer();
   gateway = startGatewayServer();
   deps = await makeDeps();
   tenantId = (await createTenant(t.database.db)).id;
-}, 60_000);
-
-afterAll(async () => {
-  await doh.stop();
-  await gateway.stop();
-  await t.drop();
 }, 60_000);
 
 /** Only the given domain is due: the others of this file wait far in the future. */

@@ -1,18 +1,11 @@
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { HSTS_HEADER, SECURITY_HEADERS } from "../../src/http/middleware/request.ts";
-import { createTestApp, type TestApp } from "../helpers/app.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { createTestApp, useTestApp } from "../helpers/app.ts";
 
-let t: TestDatabase;
-let app: TestApp;
-beforeAll(async () => {
-  t = await createTestDatabase();
-  app = await createTestApp({
-    database: t.database,
-    env: { Security__Jwt__AccessTokenMinutes: "15", Tenancy__Resolution__TrustedProxies__0: "10.0.0.0/8" },
-  });
+const app = useTestApp({
+  env: { Security__Jwt__AccessTokenMinutes: "15", Tenancy__Resolution__TrustedProxies__0: "10.0.0.0/8" },
 });
-afterAll(() => t.drop());
+const t = app.testDatabase;
 
 test("every response carries the API security headers and its request id, errors included", async () => {
   for (const [path, status] of [

@@ -1,20 +1,17 @@
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { beforeAll, expect, test } from "bun:test";
 import { eq, sql } from "drizzle-orm";
 import { execute } from "../../src/db/client.ts";
 import { users } from "../../src/db/schema/index.ts";
-import { createTestApp, type TestApp } from "../helpers/app.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { useTestApp } from "../helpers/app.ts";
 import { bearer, createPlatformAdmin, createTenant, createUser, loginTokens } from "../helpers/identity.ts";
 
-let t: TestDatabase;
-let app: TestApp;
 let admin: string;
 let owner: string;
 let deadId: number;
 
+const app = useTestApp({ env: { RateLimiting__Auth__PermitLimit: "100000" } });
+const t = app.testDatabase;
 beforeAll(async () => {
-  t = await createTestDatabase();
-  app = await createTestApp({ database: t.database, env: { RateLimiting__Auth__PermitLimit: "100000" } });
   const platformAdmin = await createPlatformAdmin(t.database.db);
   await t.database.db.update(users).set({ mustChangePassword: false }).where(eq(users.id, platformAdmin.id));
   admin = (await loginTokens(app, { email: platformAdmin.email })).accessToken;
@@ -28,7 +25,6 @@ beforeAll(async () => {
   );
   deadId = Number(row?.id);
 });
-afterAll(() => t.drop());
 
 test("platform administrators list, inspect and retry dead jobs through the real app", async () => {
   const list = await app.request("/api/admin/jobs?status=dead", bearer(admin));

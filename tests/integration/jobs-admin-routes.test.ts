@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { ManualClock } from "../../src/clock.ts";
@@ -10,22 +10,20 @@ import { requestIdLogHeaders } from "../../src/http/middleware/request.ts";
 import { adminJobRoutes } from "../../src/http/routes/admin-jobs.ts";
 import { enqueue } from "../../src/jobs/enqueue.ts";
 import { defineJob } from "../../src/jobs/registry.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
-import { testDeps } from "../helpers/jobs.ts";
+import { testConfig, testDeps, useTestDatabase } from "../helpers/app.ts";
 
 const mail = defineJob("admin.mail", z.object({ to: z.string() }), () => {});
 const report = defineJob("admin.report", z.object({}), () => {});
 
-let t: TestDatabase;
 let deps: Deps;
 let app: ReturnType<typeof createRouter>;
 const clock = new ManualClock("2030-03-01T00:00:00Z");
 let deadId: number;
 let pendingId: number;
 
+const t = useTestDatabase();
 beforeAll(async () => {
-  t = await createTestDatabase();
-  deps = await testDeps(t.database, { url: t.url, clock });
+  deps = await testDeps(testConfig(), { database: t.database, clock });
   // the routes alone, behind the same edge middleware as the app (the real app with its
   // platform-admin guard is exercised in jobs-admin-auth.test.ts)
   app = createRouter();
@@ -51,7 +49,6 @@ beforeAll(async () => {
     sql`update background_jobs set status = 'dead', attempts = 10, last_error = 'gave up', finished_at = now() where id = ${deadId}`,
   );
 });
-afterAll(() => t.drop());
 
 const get = (path: string) => app.request(path);
 

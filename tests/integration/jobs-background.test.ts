@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, test } from "bun:test";
 import { z } from "zod";
 import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
@@ -7,14 +7,10 @@ import { enqueue, enqueueContext } from "../../src/jobs/enqueue.ts";
 import { createJobRegistry, defineJob } from "../../src/jobs/registry.ts";
 import { type Background, intervalLoop, type LoopName, startBackground } from "../../src/loops/background.ts";
 import { createIntervalRunner } from "../../src/loops/interval-runner.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
-import { jobRow, testDeps, waitFor } from "../helpers/jobs.ts";
+import { testConfig, testDeps, useTestDatabase } from "../helpers/app.ts";
+import { jobRow, waitFor } from "../helpers/jobs.ts";
 
-let t: TestDatabase;
-beforeAll(async () => {
-  t = await createTestDatabase();
-});
-afterAll(() => t.drop());
+const t = useTestDatabase();
 
 const flags: Record<LoopName, string> = {
   jobs: "BackgroundProcessing:JobsEnabled",
@@ -30,11 +26,13 @@ async function start(settings: Record<string, string>, kind: string) {
   const job = defineJob(kind, z.object({}), (_p, c) => {
     runs.push(String(c.id));
   });
-  const deps = await testDeps(t.database, {
-    url: t.url,
-    clock: new ManualClock(),
-    settings: { "BackgroundProcessing:JobPollSeconds": "1", ...settings },
-  });
+  const deps = await testDeps(
+    testConfig({ settings: { "BackgroundProcessing:JobPollSeconds": "1", ...settings } }),
+    {
+      database: t.database,
+      clock: new ManualClock(),
+    },
+  );
   const factory = (name: "tenantDomains" | "subscriptions" | "usageReconciliation") => () =>
     intervalLoop(
       name,
@@ -126,9 +124,8 @@ describe("Enabled flags", () => {
 
 describe("configuration reaches the queue", () => {
   test("BackgroundProcessing:JobMaxAttempts is the default max_attempts of an enqueue", async () => {
-    const deps = await testDeps(t.database, {
-      url: t.url,
-      settings: { "BackgroundProcessing:JobMaxAttempts": "3" },
+    const deps = await testDeps(testConfig({ settings: { "BackgroundProcessing:JobMaxAttempts": "3" } }), {
+      database: t.database,
     });
     const job = defineJob("bg.attempts", z.object({}), () => {});
     const { id } = await enqueue(t.database.db, enqueueContext(deps), job, {});
@@ -143,11 +140,12 @@ describe("configuration reaches the queue", () => {
   test("the job loop prunes finished jobs after the configured retention", async () => {
     const clock = new ManualClock("2032-01-01T00:00:00Z");
     const job = defineJob("bg.prune", z.object({}), () => {});
-    const deps = await testDeps(t.database, {
-      url: t.url,
-      clock,
-      settings: { "BackgroundProcessing:JobRetentionDays": "1", "TenantDomains:Enabled": "false" },
-    });
+    const deps = await testDeps(
+      testConfig({
+        settings: { "BackgroundProcessing:JobRetentionDays": "1", "TenantDomains:Enabled": "false" },
+      }),
+      { database: t.database, clock },
+    );
     const first = await startBackground(deps, { registry: createJobRegistry([job]) });
     const { id } = await enqueue(t.database.db, enqueueContext(deps), job, {});
     await waitFor(async () => (await jobRow(t.database, id)).status === "succeeded", { what: "job done" });

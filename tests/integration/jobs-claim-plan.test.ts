@@ -1,14 +1,10 @@
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { execute } from "../../src/db/client.ts";
 import { completeAndClaimStatement } from "../../src/jobs/queue.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { useTestDatabase } from "../helpers/app.ts";
 
-let t: TestDatabase;
-beforeAll(async () => {
-  t = await createTestDatabase();
-});
-afterAll(() => t.drop());
+const t = useTestDatabase();
 
 interface PlanNode {
   "Node Type": string;

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { ManualClock } from "../../src/clock.ts";
@@ -9,23 +9,19 @@ import { createJobRegistry, defineJob, type JobDefinition } from "../../src/jobs
 import { createJobLoop, type JobEvent, type JobLoop, type JobLoopOptions } from "../../src/loops/job-loop.ts";
 import { createRedactor } from "../../src/redact.ts";
 import { createLogger } from "../../src/telemetry/logger.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { useTestDatabase } from "../helpers/app.ts";
 import { jobRow, waitFor } from "../helpers/jobs.ts";
 
-let t: TestDatabase;
 const started: JobLoop[] = [];
 const opened: Database[] = [];
 const SECRET = "sk_live_job_secret_value_123";
 const redactor = createRedactor([SECRET]);
 
-beforeAll(async () => {
-  t = await createTestDatabase({ poolSize: 8 });
-});
 afterAll(async () => {
   await Promise.allSettled(started.map((l) => l.stop(1_000)));
   await Promise.allSettled(opened.map((d) => d.close()));
-  await t.drop();
 });
+const t = useTestDatabase({ poolSize: 8 });
 
 function loop(
   definitions: JobDefinition[],

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { ManualClock } from "../../src/clock.ts";
@@ -19,19 +19,16 @@ import {
   retryDelayMs,
 } from "../../src/jobs/queue.ts";
 import { defineJob } from "../../src/jobs/registry.ts";
+import { useTestDatabase } from "../helpers/app.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 import { jobRow } from "../helpers/jobs.ts";
 
 const email = defineJob("test.email", z.object({ to: z.email() }), () => {});
 const other = defineJob("test.other", z.object({}), () => {});
 
-let t: TestDatabase;
 const clock = new ManualClock("2030-01-01T00:00:00Z");
 const ctx = { clock };
-beforeAll(async () => {
-  t = await createTestDatabase();
-});
-afterAll(() => t.drop());
+const t = useTestDatabase();
 
 /** Each test works on its own kind so tests in this file never claim each other's jobs. */
 function kindFor(name: string) {

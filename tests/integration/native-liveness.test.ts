@@ -1,30 +1,20 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { bunServeOptions } from "../../src/http/bun-serve.ts";
 import { HSTS_HEADER } from "../../src/http/middleware/request.ts";
-import { createTestApp, type TestApp } from "../helpers/app.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { createTestApp, useTestApp } from "../helpers/app.ts";
 
 // Under Bun the liveness probe is answered by Bun's router in front of the app (nativeLiveness).
 // These tests hold its answer and its log line equal to the app's own route for the same request.
 
-let t: TestDatabase;
-let app: TestApp;
 let server: ReturnType<typeof Bun.serve>;
 let base: string;
-beforeAll(async () => {
-  t = await createTestDatabase();
-  // loopback is a trusted proxy here, so X-Forwarded-Proto from this test counts
-  app = await createTestApp({
-    database: t.database,
-    env: { Tenancy__Resolution__TrustedProxies__0: "127.0.0.1" },
-  });
+afterAll(() => server.stop(true));
+// loopback is a trusted proxy here, so X-Forwarded-Proto from this test counts
+const app = useTestApp({ env: { Tenancy__Resolution__TrustedProxies__0: "127.0.0.1" } });
+const t = app.testDatabase;
+beforeAll(() => {
   server = Bun.serve({ port: 0, ...bunServeOptions(app.app, app.deps) });
   base = `http://127.0.0.1:${server.port}`;
-});
-afterAll(async () => {
-  await server.stop(true);
-  await app.close();
-  await t.drop();
 });
 
 /** What a client can tell two answers apart by: status, body, headers but the date. */

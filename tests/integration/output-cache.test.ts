@@ -3,23 +3,18 @@ import { type App, createApp } from "../../src/app.ts";
 import type { AppConfig } from "../../src/config/load.ts";
 import type { Deps } from "../../src/deps.ts";
 import { outputCacheFor } from "../../src/http/middleware/output-cache.ts";
-import { testConfig, testDeps } from "../helpers/app.ts";
+import { testConfig, testDeps, useTestDatabase } from "../helpers/app.ts";
 import { REDIS_URL, rawRedis, uniquePrefix } from "../helpers/cache.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 
-let t: TestDatabase;
 const raw = rawRedis();
 const prefixes: string[] = [];
 const opened: Deps[] = [];
-beforeAll(async () => {
-  t = await createTestDatabase();
-});
 afterAll(async () => {
   for (const deps of opened) await deps.cache?.close();
   for (const prefix of prefixes) await raw.cleanup(prefix);
   raw.close();
-  await t.drop();
 });
+const t = useTestDatabase();
 
 /** An app with opted-in routes that count how often their handler really ran. */
 async function build(config: AppConfig, waitForCache = true) {

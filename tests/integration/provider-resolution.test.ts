@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
 import type { ProviderStatus } from "../../src/db/schema/providers.ts";
@@ -12,14 +12,10 @@ import {
   setTenantProviderStatus,
 } from "../../src/providers/tenant-providers.ts";
 import { parseTenantSecretKeys } from "../../src/security/tenant-secrets.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
-import { makeTenant, newMasterKey } from "../helpers/factories.ts";
+import { useTestDatabase } from "../helpers/app.ts";
+import { createTenant, newMasterKey } from "../helpers/identity.ts";
 
-let t: TestDatabase;
-beforeAll(async () => {
-  t = await createTestDatabase();
-});
-afterAll(() => t.drop());
+const t = useTestDatabase();
 
 const now = new Date("2026-11-01T00:00:00Z");
 const providerDeps = () => ({ database: t.database, clock: new ManualClock(now) });
@@ -40,7 +36,7 @@ const cases: { tenant: TenantRow; global: boolean; expected: "tenant" | "global"
 describe("resolveProvider: tenant row × global default", () => {
   for (const c of cases) {
     test(`tenant ${c.tenant}, global default ${c.global ? "present" : "absent"} → ${c.expected}`, async () => {
-      const tenant = await makeTenant(t.database.db);
+      const tenant = await createTenant(t.database.db);
       if (c.tenant !== "absent") {
         await putTenantProvider(providerDeps(), systemCtx("test", tenant.id), {
           type: "sms",
@@ -67,7 +63,7 @@ describe("resolveProvider: tenant row × global default", () => {
   }
 
   test("disabling an Active provider stops resolution without falling back; re-activating restores it", async () => {
-    const tenant = await makeTenant(t.database.db);
+    const tenant = await createTenant(t.database.db);
     await putTenantProvider(providerDeps(), systemCtx("test", tenant.id), {
       type: "ai",
       provider: "openai",
@@ -97,8 +93,8 @@ describe("resolveProvider: tenant row × global default", () => {
   });
 
   test("a tenant's provider never resolves for another tenant", async () => {
-    const a = await makeTenant(t.database.db);
-    const b = await makeTenant(t.database.db);
+    const a = await createTenant(t.database.db);
+    const b = await createTenant(t.database.db);
     await putTenantProvider(providerDeps(), systemCtx("test", a.id), {
       type: "sms",
       provider: "a-sms",
@@ -111,7 +107,7 @@ describe("resolveProvider: tenant row × global default", () => {
   });
 
   test("settings that look secret are refused; secrets are referenced by name and read server-side", async () => {
-    const tenant = await makeTenant(t.database.db);
+    const tenant = await createTenant(t.database.db);
     await expect(
       putTenantProvider(providerDeps(), systemCtx("test", tenant.id), {
         type: "sms",

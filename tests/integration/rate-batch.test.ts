@@ -11,29 +11,25 @@ import {
   memoryCounterStore,
 } from "../../src/security/counter-store.ts";
 import { startUpstashBridge, type UpstashBridge } from "../fixtures/upstash-bridge.ts";
-import { testConfig, testDeps } from "../helpers/app.ts";
+import { addProbeRoutes, testConfig, testDeps, useTestDatabase } from "../helpers/app.ts";
 import { openRedisCache, REDIS_URL, rawRedis, uniquePrefix } from "../helpers/cache.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
-import { addProbeRoutes } from "../helpers/probe-routes.ts";
 
 // The rate limiter decides the requests of one event-loop turn for the same client in one store
 // call (`count` permits at once). These tests hold that equal to the requests taken one by one.
 
-let t: TestDatabase;
 let bridge: UpstashBridge;
 const caches: Cache[] = [];
 const prefixes: string[] = [];
 const raw = rawRedis();
-beforeAll(async () => {
-  t = await createTestDatabase();
-  bridge = await startUpstashBridge();
-});
 afterAll(async () => {
   for (const cache of caches) await cache.close();
   for (const prefix of prefixes) await raw.cleanup(prefix);
   raw.close();
   await bridge.stop();
-  await t.drop();
+});
+const t = useTestDatabase();
+beforeAll(async () => {
+  bridge = await startUpstashBridge();
 });
 
 async function store(kind: "redis" | "upstash" | "database" | "memory"): Promise<CounterStore> {

@@ -3,10 +3,8 @@ import { type App, createApp } from "../../src/app.ts";
 import { ManualClock } from "../../src/clock.ts";
 import type { Deps } from "../../src/deps.ts";
 import { rateLimitPolicies } from "../../src/http/middleware/rate-limit.ts";
-import { testConfig, testDeps } from "../helpers/app.ts";
+import { addProbeRoutes, testConfig, testDeps, useTestDatabase } from "../helpers/app.ts";
 import { REDIS_URL, rawRedis, uniquePrefix } from "../helpers/cache.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
-import { addProbeRoutes } from "../helpers/probe-routes.ts";
 
 const settings = {
   "RateLimiting:Global:PermitLimit": "5",
@@ -16,17 +14,13 @@ const settings = {
   "Tenancy:Resolution:TrustedProxies:0": "10.0.0.0/8",
 };
 
-let t: TestDatabase;
 const raw = rawRedis();
 const prefixes: string[] = [];
-beforeAll(async () => {
-  t = await createTestDatabase();
-});
 afterAll(async () => {
   for (const prefix of prefixes) await raw.cleanup(prefix);
   raw.close();
-  await t.drop();
 });
+const t = useTestDatabase();
 
 const get = (app: App, path: string, peerAddress: string, headers: Record<string, string> = {}) =>
   app.request(path, { headers }, { peerAddress });

@@ -1,18 +1,17 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { sql } from "drizzle-orm";
 import { execute } from "../../src/db/client.ts";
 import { putTenantSecret, readTenantSecret } from "../../src/providers/secrets.ts";
 import { parseTenantSecretKeys, type TenantSecretKeyring } from "../../src/security/tenant-secrets.ts";
+import { useTestDatabase } from "../helpers/app.ts";
 import { makeTestCertificates } from "../helpers/certificates.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
-import { makeTenant } from "../helpers/factories.ts";
+import { createTenant } from "../helpers/identity.ts";
 
 const root = join(import.meta.dir, "../..");
 const oldKey = randomBytes(32).toString("base64");
 const newKey = randomBytes(32).toString("base64");
-let t: TestDatabase;
 
 function ring(keyId: string, masterKey: string): TenantSecretKeyring {
   const { keyring } = parseTenantSecretKeys({ KeyId: keyId, MasterKey: masterKey, PreviousKeys: [] });
@@ -42,10 +41,7 @@ const rotatedEnv = {
   Security__TenantSecrets__PreviousKeys__0__MasterKey: oldKey,
 };
 
-beforeAll(async () => {
-  t = await createTestDatabase();
-});
-afterAll(() => t.drop());
+const t = useTestDatabase();
 
 describe("bun run secrets:rotate", () => {
   test("--help and bad usage", () => {
@@ -66,7 +62,7 @@ describe("bun run secrets:rotate", () => {
 
   test("rotates every secret (0), leaves ones no key opens (2), reruns idempotently; never prints values", async () => {
     const db = t.database.db;
-    const tenant = await makeTenant(db);
+    const tenant = await createTenant(db);
     const values = Array.from({ length: 7 }, (_, i) => `cli-secret-${i}-${randomBytes(6).toString("hex")}`);
     for (const [i, value] of values.entries())
       await putTenantSecret(db, ring("old", oldKey), tenant.id, { name: `s${i}`, value, now: new Date() });
@@ -100,7 +96,7 @@ describe("bun run secrets:rotate", () => {
     const db = t.database.db;
     // start from a table where every row is under the current key (earlier tests leave an orphan)
     await execute(db, sql`delete from tenant_secrets where key_id <> 'new'`);
-    const tenant = await makeTenant(db);
+    const tenant = await createTenant(db);
     for (const name of ["free", "held"])
       await putTenantSecret(db, ring("old", oldKey), tenant.id, {
         name,

@@ -12,8 +12,8 @@ import { runSecretsRotate } from "../../src/secrets-rotate.ts";
 import { createDataProtection } from "../../src/security/data-protection.ts";
 import { parseTenantSecretKeys } from "../../src/security/tenant-secrets.ts";
 import { S3_CREDENTIALS, startTestS3, type TestS3 } from "../fixtures/s3-server.ts";
+import { useTestDatabase } from "../helpers/app.ts";
 import { makeTestCertificates, type TestCertificates } from "../helpers/certificates.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 import { createPlatformAdmin, createTenant, createUser, signInHeaders } from "../helpers/identity.ts";
 
 /** Every log line any part of Plinth wrote during this file: checked for secrets at the end. */
@@ -24,7 +24,6 @@ const clock = new ManualClock("2026-11-01T12:00:00Z");
 const masterKey = randomBytes(32).toString("base64");
 const nextMasterKey = randomBytes(32).toString("base64");
 const secretValues = [`tw-${randomBytes(12).toString("hex")}`, `sk_live_${randomBytes(12).toString("hex")}`];
-let t: TestDatabase;
 let s3: TestS3;
 let certs: TestCertificates;
 let config: AppConfig;
@@ -56,8 +55,13 @@ function testConfig(extra: Record<string, string> = {}): AppConfig {
   });
 }
 
+afterAll(async () => {
+  await closeDeps(deps); // closes the test database's pool too
+  await s3.close();
+  certs.cleanup();
+});
+const t = useTestDatabase();
 beforeAll(async () => {
-  t = await createTestDatabase();
   s3 = await startTestS3(clock);
   certs = makeTestCertificates();
   config = testConfig();
@@ -80,12 +84,6 @@ async function tenantUserHeaders(
   const user = await createUser(t.database.db, tenant.id, { role });
   return { tenantId: tenant.id, headers: await signIn({ email: user.email, tenant: tenant.code }) };
 }
-afterAll(async () => {
-  await closeDeps(deps); // closes the test database's pool too
-  await t.drop();
-  await s3.close();
-  certs.cleanup();
-});
 
 let admin: Record<string, string> = {};
 

@@ -6,9 +6,8 @@ import type { Deps } from "../../src/deps.ts";
 import { memoryCounterStore } from "../../src/security/counter-store.ts";
 import { windowKey } from "../../src/security/windows.ts";
 import { startUpstashBridge, type UpstashBridge } from "../fixtures/upstash-bridge.ts";
-import { testConfig, testDeps } from "../helpers/app.ts";
+import { testConfig, testDeps, useTestDatabase } from "../helpers/app.ts";
 import { REDIS_URL, rawRedis, uniquePrefix } from "../helpers/cache.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 
 const settings = {
   "Authentication:Password:AttemptLimit": "3",
@@ -19,22 +18,20 @@ const settings = {
   "Authentication:Sms:IpSendLimit": "10",
 };
 
-let t: TestDatabase;
 let bridge: UpstashBridge;
 const raw = rawRedis();
 const prefixes: string[] = [];
 const extraDatabases: Database[] = [];
 
-beforeAll(async () => {
-  t = await createTestDatabase();
-  bridge = await startUpstashBridge();
-});
 afterAll(async () => {
   for (const prefix of prefixes) await raw.cleanup(prefix);
   raw.close();
   await bridge.stop();
   for (const database of extraDatabases) await database.close();
-  await t.drop();
+});
+const t = useTestDatabase();
+beforeAll(async () => {
+  bridge = await startUpstashBridge();
 });
 
 type Store = "redis" | "upstash" | "database" | "memory";

@@ -2,8 +2,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { ManualClock } from "../../src/clock.ts";
 import { currentUsage } from "../../src/usage/ledger.ts";
 import { S3_CREDENTIALS, startTestS3, type TestS3 } from "../fixtures/s3-server.ts";
-import { createTestApp, type TestApp } from "../helpers/app.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { useTestApp } from "../helpers/app.ts";
 import { bearer, createTenant, createUser, json, loginTokens } from "../helpers/identity.ts";
 
 /**
@@ -13,14 +12,11 @@ import { bearer, createTenant, createUser, json, loginTokens } from "../helpers/
  */
 const HEADS = 4;
 const clock = new ManualClock(new Date().toISOString());
-let t: TestDatabase;
 let s3: TestS3;
-let app: TestApp;
 let proxy: ReturnType<typeof Bun.serve>;
 let waiting: (() => void)[] = [];
 
 beforeAll(async () => {
-  t = await createTestDatabase();
   s3 = await startTestS3(clock);
   proxy = Bun.serve({
     port: 0,
@@ -49,26 +45,25 @@ beforeAll(async () => {
       });
     },
   });
-  app = await createTestApp({
-    database: t.database,
-    clock,
-    env: {
-      RateLimiting__Auth__PermitLimit: "100000",
-      STORAGE_BUCKET: s3.bucket,
-      STORAGE_ENDPOINT: `http://127.0.0.1:${proxy.port}`,
-      STORAGE_REGION: "us-east-1",
-      STORAGE_FORCE_PATH_STYLE: "true",
-      STORAGE_ACCESS_KEY_ID: S3_CREDENTIALS.accessKeyId,
-      STORAGE_SECRET_ACCESS_KEY: S3_CREDENTIALS.secretAccessKey,
-      Storage__AllowedMimeTypes__0: "text/plain",
-    },
-  });
 });
 afterAll(async () => {
   await proxy.stop(true);
   await s3.close();
-  await t.drop();
 });
+const app = useTestApp({
+  clock,
+  env: () => ({
+    RateLimiting__Auth__PermitLimit: "100000",
+    STORAGE_BUCKET: s3.bucket,
+    STORAGE_ENDPOINT: `http://127.0.0.1:${proxy.port}`,
+    STORAGE_REGION: "us-east-1",
+    STORAGE_FORCE_PATH_STYLE: "true",
+    STORAGE_ACCESS_KEY_ID: S3_CREDENTIALS.accessKeyId,
+    STORAGE_SECRET_ACCESS_KEY: S3_CREDENTIALS.secretAccessKey,
+    Storage__AllowedMimeTypes__0: "text/plain",
+  }),
+});
+const t = app.testDatabase;
 
 test("deletes of one object racing each other give its bytes back once", async () => {
   const tenant = await createTenant(t.database.db);

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace";
 import { sql } from "drizzle-orm";
 import { z } from "zod";
@@ -10,14 +10,10 @@ import { enqueue } from "../../src/jobs/enqueue.ts";
 import { createJobRegistry, defineJob } from "../../src/jobs/registry.ts";
 import { startBackground } from "../../src/loops/background.ts";
 import { createTelemetry } from "../../src/telemetry/sdk.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { useTestDatabase } from "../helpers/app.ts";
 import { waitFor } from "../helpers/jobs.ts";
 
-let t: TestDatabase;
-beforeAll(async () => {
-  t = await createTestDatabase();
-}, 60_000);
-afterAll(() => t.drop());
+const t = useTestDatabase();
 
 test("each job run is a span with its statements inside, and one log line carrying the trace id", async () => {
   const exporter = new InMemorySpanExporter();

@@ -12,24 +12,20 @@ import { disabledTelemetry } from "../../src/telemetry/otel.ts";
 import { createTelemetry } from "../../src/telemetry/sdk.ts";
 import { type OtlpCollector, startOtlpCollector } from "../fixtures/otlp-collector.ts";
 import { type SmsGateway, startSmsGateway } from "../fixtures/sms-gateway.ts";
-import { createTestApp, envConfig, type TestApp } from "../helpers/app.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { createTestApp, envConfig, type TestApp, useTestDatabase } from "../helpers/app.ts";
 import { createTenant, createUser, json } from "../helpers/identity.ts";
 
-let t: TestDatabase;
 let collector: OtlpCollector;
 let gateway: SmsGateway;
 
+afterAll(async () => {
+  await Promise.allSettled([collector.stop(), gateway.stop()]);
+});
+const t = useTestDatabase();
 beforeAll(async () => {
-  t = await createTestDatabase();
   collector = startOtlpCollector();
   gateway = startSmsGateway();
 }, 60_000);
-
-afterAll(async () => {
-  await Promise.allSettled([collector.stop(), gateway.stop()]);
-  await t.drop();
-});
 
 const PHONE = "+14155550123";
 

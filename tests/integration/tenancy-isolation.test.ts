@@ -1,9 +1,8 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { beforeAll, describe, expect, test } from "bun:test";
 import { and, eq } from "drizzle-orm";
 import { opaqueToken, tokenHash } from "../../src/auth/secrets.ts";
 import { refreshTokens, sessions, users } from "../../src/db/schema/index.ts";
-import { createTestApp, type TestApp } from "../helpers/app.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { createTestApp, useTestApp } from "../helpers/app.ts";
 import {
   activeDomain,
   bearer,
@@ -16,8 +15,6 @@ import {
   setDomainStatus,
 } from "../helpers/identity.ts";
 
-let t: TestDatabase;
-let app: TestApp;
 let tenantA: { id: string; code: string };
 let tenantB: { id: string; code: string };
 let ownerA: string;
@@ -26,25 +23,24 @@ let memberB: { id: string; email: string };
 let admin: string;
 let adminEmail: string;
 
+const app = useTestApp({
+  env: {
+    RateLimiting__Auth__PermitLimit: "100000",
+    AllowedHosts__0: "api.plinth.test",
+    AllowedHosts__1: "localhost",
+    Tenancy__Resolution__PlatformHost: "api.plinth.test",
+    Tenancy__Resolution__TrustedProxies__0: "10.0.0.0/8",
+    Cors__Origins__0: "https://app.customer.test",
+    Cors__Methods__0: "GET",
+    Cors__Methods__1: "POST",
+    Cors__Headers__0: "content-type",
+    Cors__Headers__1: "authorization",
+    Cors__AllowCredentials: "true",
+    BrowserAuth__AllowedOrigins__0: "https://app.customer.test",
+  },
+});
+const t = app.testDatabase;
 beforeAll(async () => {
-  t = await createTestDatabase();
-  app = await createTestApp({
-    database: t.database,
-    env: {
-      RateLimiting__Auth__PermitLimit: "100000",
-      AllowedHosts__0: "api.plinth.test",
-      AllowedHosts__1: "localhost",
-      Tenancy__Resolution__PlatformHost: "api.plinth.test",
-      Tenancy__Resolution__TrustedProxies__0: "10.0.0.0/8",
-      Cors__Origins__0: "https://app.customer.test",
-      Cors__Methods__0: "GET",
-      Cors__Methods__1: "POST",
-      Cors__Headers__0: "content-type",
-      Cors__Headers__1: "authorization",
-      Cors__AllowCredentials: "true",
-      BrowserAuth__AllowedOrigins__0: "https://app.customer.test",
-    },
-  });
   tenantA = await createTenant(t.database.db);
   tenantB = await createTenant(t.database.db);
   const a = await createUser(t.database.db, tenantA.id, { role: "owner" });
@@ -59,7 +55,6 @@ beforeAll(async () => {
   adminEmail = platformAdmin.email;
   admin = (await loginTokens(app, { email: platformAdmin.email })).accessToken;
 });
-afterAll(() => t.drop());
 
 const on = (host: string, path: string) => `http://${host}${path}`;
 

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { eq, sql } from "drizzle-orm";
 import { systemCtx } from "../../src/context.ts";
 import { execute } from "../../src/db/client.ts";
@@ -15,8 +15,9 @@ import {
   TenantSecretError,
   type TenantSecretKeyring,
 } from "../../src/security/tenant-secrets.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
-import { makeTenant, newMasterKey } from "../helpers/factories.ts";
+import { useTestDatabase } from "../helpers/app.ts";
+import { createTestDatabase } from "../helpers/database.ts";
+import { createTenant, newMasterKey } from "../helpers/identity.ts";
 
 function ring(settings: Parameters<typeof parseTenantSecretKeys>[0]): TenantSecretKeyring {
   const { keyring } = parseTenantSecretKeys(settings);
@@ -24,18 +25,14 @@ function ring(settings: Parameters<typeof parseTenantSecretKeys>[0]): TenantSecr
   return keyring;
 }
 
-let t: TestDatabase;
-beforeAll(async () => {
-  t = await createTestDatabase();
-});
-afterAll(() => t.drop());
+const t = useTestDatabase();
 
 const now = () => new Date("2026-11-01T00:00:00Z");
 
 describe("tenant secrets in PostgreSQL", () => {
   test("put, list (no values), read server-side, replace, delete", async () => {
     const keys = ring({ KeyId: "k1", MasterKey: newMasterKey(), PreviousKeys: [] });
-    const tenant = await makeTenant(t.database.db);
+    const tenant = await createTenant(t.database.db);
     await putTenantSecret(t.database.db, keys, tenant.id, {
       name: "sms.token",
       value: "tok-AAA",
@@ -70,8 +67,8 @@ describe("tenant secrets in PostgreSQL", () => {
 
   test("a row copied to another tenant does not decrypt there", async () => {
     const keys = ring({ KeyId: "k1", MasterKey: newMasterKey(), PreviousKeys: [] });
-    const a = await makeTenant(t.database.db);
-    const b = await makeTenant(t.database.db);
+    const a = await createTenant(t.database.db);
+    const b = await createTenant(t.database.db);
     await putTenantSecret(t.database.db, keys, a.id, { name: "api", value: "value-of-a", now: now() });
     await execute(
       t.database.db,
@@ -102,7 +99,7 @@ describe("tenant secrets in PostgreSQL", () => {
       const db = own.database.db;
       const oldKey = newMasterKey();
       const before = ring({ KeyId: "old", MasterKey: oldKey, PreviousKeys: [] });
-      const tenants = [await makeTenant(db), await makeTenant(db), await makeTenant(db)];
+      const tenants = [await createTenant(db), await createTenant(db), await createTenant(db)];
       const values = new Map<string, string>();
       for (const [i, tenant] of tenants.entries())
         for (let n = 0; n < 4; n++) {

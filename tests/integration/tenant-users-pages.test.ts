@@ -1,19 +1,16 @@
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { beforeAll, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { userCursor } from "../../src/identity/users.ts";
-import { createTestApp, type TestApp } from "../helpers/app.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { useTestApp } from "../helpers/app.ts";
 import { bearer, createTenant, createUser, loginTokens } from "../helpers/identity.ts";
 
-let t: TestDatabase;
-let app: TestApp;
 let tenant: { id: string; code: string };
 let owner: string;
 const created: string[] = [];
 
+const app = useTestApp({ env: { RateLimiting__Global__PermitLimit: "100000" } });
+const t = app.testDatabase;
 beforeAll(async () => {
-  t = await createTestDatabase();
-  app = await createTestApp({ database: t.database, env: { RateLimiting__Global__PermitLimit: "100000" } });
   tenant = await createTenant(t.database.db);
   const first = await createUser(t.database.db, tenant.id, { role: "owner" });
   created.push(first.id);
@@ -27,7 +24,6 @@ beforeAll(async () => {
   const other = await createTenant(t.database.db);
   await createUser(t.database.db, other.id, { role: "owner" });
 });
-afterAll(() => t.drop());
 
 type Page = { items: { id: string; createdAt: string }[]; nextCursor: string | null };
 const page = async (query: string): Promise<Page> => {

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { assertFeature } from "../../src/billing/entitlements.ts";
 import { applySubscriptionEvent } from "../../src/billing/subscriptions.ts";
@@ -10,35 +10,23 @@ import type { AppError } from "../../src/errors.ts";
 import { lockCounter, periodAt, usageCounterKey } from "../../src/usage/counters.ts";
 import { currentUsage, recordUsage } from "../../src/usage/ledger.ts";
 import { reconcileUsage, reconcileUsageBatch } from "../../src/usage/reconcile.ts";
-import { testConfig, testDeps } from "../helpers/app.ts";
-import { REDIS_URL, rawRedis, uniquePrefix } from "../helpers/cache.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { testConfig, testDeps, useTestApp } from "../helpers/app.ts";
 import { createTenant } from "../helpers/identity.ts";
 import { waitFor } from "../helpers/jobs.ts";
 
-const raw = rawRedis();
-const prefix = uniquePrefix("usage");
 const clock = new ManualClock("2026-11-10T12:00:00Z");
 const INTERVAL_MS = 60 * 60_000;
-let t: TestDatabase;
 let deps: Deps;
 let devDeps: Deps;
 
+const h = useTestApp({ cache: "usage", clock, poolSize: 12 });
+const t = h.testDatabase;
+const raw = h.redis;
+const prefix = h.cachePrefix;
 beforeAll(async () => {
-  t = await createTestDatabase({ poolSize: 12 });
-  deps = await testDeps(testConfig({ cacheUrl: REDIS_URL }), {
-    database: t.database,
-    clock,
-    cachePrefix: prefix,
-  });
+  deps = h.deps;
+  // the same database without a cache
   devDeps = await testDeps(testConfig({ cacheUrl: null }), { database: t.database, clock });
-}, 30_000);
-
-afterAll(async () => {
-  await deps.cache?.close();
-  await raw.cleanup(prefix);
-  raw.close();
-  await t.drop();
 }, 30_000);
 
 const db = () => t.database.db;

@@ -6,22 +6,26 @@ import { periodAt, usageCounterKey } from "../../src/usage/counters.ts";
 import { currentUsage, recordUsage } from "../../src/usage/ledger.ts";
 import { reconcileUsage } from "../../src/usage/reconcile.ts";
 import { startUpstashBridge, type UpstashBridge } from "../fixtures/upstash-bridge.ts";
-import { testConfig, testDeps } from "../helpers/app.ts";
-import { rawRedis, silentLogger, uniquePrefix } from "../helpers/cache.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { useTestApp } from "../helpers/app.ts";
+import { silentLogger } from "../helpers/cache.ts";
 import { createTenant } from "../helpers/identity.ts";
 
-const raw = rawRedis();
-const prefix = uniquePrefix("usage-upstash");
 const clock = new ManualClock("2026-11-10T12:00:00Z");
-let t: TestDatabase;
 let bridge: UpstashBridge;
 let deps: Deps;
 
+afterAll(async () => {
+  await deps.cache?.close();
+  await bridge.stop();
+}, 30_000);
+// the app's own deps have no cache; this file's deps reach Redis through the Upstash bridge
+const h = useTestApp({ clock });
+const t = h.testDatabase;
+const raw = h.redis;
+const prefix = h.cachePrefix;
 beforeAll(async () => {
-  t = await createTestDatabase();
   bridge = await startUpstashBridge();
-  const base = await testDeps(testConfig({ cacheUrl: null }), { database: t.database, clock });
+  const base = h.deps;
   deps = {
     ...base,
     cache: createCache(bridge.url, {
@@ -31,14 +35,6 @@ beforeAll(async () => {
       token: bridge.token,
     }),
   };
-}, 30_000);
-
-afterAll(async () => {
-  await deps.cache?.close();
-  await bridge.stop();
-  await raw.cleanup(prefix);
-  raw.close();
-  await t.drop();
 }, 30_000);
 
 test("counters work the same over Upstash REST: increment only an existing counter, rebuild, reconcile", async () => {

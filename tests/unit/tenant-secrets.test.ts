@@ -8,7 +8,7 @@ import {
   TenantSecretError,
   type TenantSecretKeyring,
 } from "../../src/security/tenant-secrets.ts";
-import { newMasterKey } from "../helpers/factories.ts";
+import { newMasterKey } from "../helpers/identity.ts";
 
 function keyring(settings: Parameters<typeof parseTenantSecretKeys>[0]): TenantSecretKeyring {
   const { keyring, problems } = parseTenantSecretKeys(settings);

@@ -1,0 +1,307 @@
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { eq } from "drizzle-orm";
+import { ManualClock } from "../../src/clock.ts";
+import { tenantDomains, users } from "../../src/db/schema/index.ts";
+import { S3_CREDENTIALS, startTestS3, type TestS3 } from "../fixtures/s3-server.ts";
+import { useTestApp } from "../helpers/app.ts";
+import { uniqueHost } from "../helpers/domains.ts";
+import { createPlatformAdmin, createTenant, createUser, json, loginTokens } from "../helpers/identity.ts";
+
+/**
+ * Generated from the app's route table: every route under /api/admin and /api/tenant, every
+ * method, is refused without a token (401) and with the wrong role (403) before its input is
+ * validated, and a tenant route naming a resource answers 404 for another tenant's resource.
+ */
+
+const clock = new ManualClock(Date.now());
+let s3: TestS3;
+beforeAll(async () => {
+  s3 = await startTestS3(clock);
+}, 30_000);
+afterAll(() => s3.close(), 30_000);
+const app = useTestApp({
+  clock,
+  env: { RateLimiting__Global__PermitLimit: "100000", RateLimiting__Auth__PermitLimit: "100000" },
+  settings: () => ({
+    "Storage:S3:Bucket": s3.bucket,
+    "Storage:S3:Endpoint": s3.endpoint,
+    "Storage:S3:Region": "us-east-1",
+    "Storage:S3:ForcePathStyle": "true",
+    "Storage:S3:AccessKeyId": S3_CREDENTIALS.accessKeyId,
+    "Storage:S3:SecretAccessKey": S3_CREDENTIALS.secretAccessKey,
+    "Storage:AllowedMimeTypes:0": "text/plain",
+  }),
+});
+
+interface Tenant {
+  id: string;
+  code: string;
+  owner: string;
+  member: string;
+}
+let tenantA: Tenant;
+let tenantB: Tenant;
+let admin: string;
+
+async function signedInTenant(): Promise<Tenant> {
+  const tenant = await createTenant(app.db);
+  const owner = await createUser(app.db, tenant.id, { role: "owner" });
+  const member = await createUser(app.db, tenant.id, { role: "member" });
+  return {
+    id: tenant.id,
+    code: tenant.code,
+    owner: (await loginTokens(app, { email: owner.email, tenant: tenant.code })).accessToken,
+    member: (await loginTokens(app, { email: member.email, tenant: tenant.code })).accessToken,
+  };
+}
+
+beforeAll(async () => {
+  tenantA = await signedInTenant();
+  tenantB = await signedInTenant();
+  const platformAdmin = await createPlatformAdmin(app.db);
+  await app.db.update(users).set({ mustChangePassword: false }).where(eq(users.id, platformAdmin.id));
+  admin = (await loginTokens(app, { email: platformAdmin.email })).accessToken;
+}, 60_000);
+
+interface Route {
+  method: string;
+  /** Hono's form: /api/tenant/domains/:id */
+  path: string;
+  pathParams: string[];
+  /** Query parameters the OpenAPI document lists for the route. */
+  queryParams: string[];
+}
+
+/** Every route under /api/admin and /api/tenant, from the app's route table (middleware excluded). */
+async function routes(): Promise<Route[]> {
+  const doc = (await (await app.request("/api/openapi.json")).json()) as {
+    paths: Record<string, Record<string, { parameters?: { in: string; name: string }[] }>>;
+  };
+  const seen = new Map<string, Route>();
+  for (const { method, path } of app.app.routes) {
+    if (method === "ALL" || !/^\/api\/(admin|tenant)(\/|$)/.test(path)) continue;
+    const key = `${method} ${path}`;
+    if (seen.has(key)) continue;
+    const operation = doc.paths[path.replace(/:(\w+)/g, "{$1}")]?.[method.toLowerCase()];
+    seen.set(key, {
+      method,
+      path,
+      pathParams: [...path.matchAll(/:(\w+)/g)].map((m) => m[1] ?? ""),
+      queryParams: (operation?.parameters ?? []).filter((p) => p.in === "query").map((p) => p.name),
+    });
+  }
+  return [...seen.values()];
+}
+
+/** Query parameters that page or filter a listing: they name no single resource. */
+const NOT_A_RESOURCE = new Set(["limit", "cursor", "offset", "before", "prefix", "status", "kind"]);
+
+/** Valid-looking values, so that input validation could not answer in place of the guard. */
+function sampleParams(route: Route): { path: Record<string, string>; query: Record<string, string> } {
+  const samples: Record<string, string> = {
+    tenantId: tenantB.id,
+    userId: crypto.randomUUID(),
+    id: route.path.startsWith("/api/admin/jobs") ? "1" : crypto.randomUUID(),
+    type: "sms",
+    name: "payment-webhook",
+    featureKey: "api_calls",
+    key: "report.txt",
+  };
+  const pick = (names: string[]) =>
+    Object.fromEntries(
+      names.map((name) => {
+        const value = samples[name];
+        if (value === undefined) throw new Error(`no sample value for parameter "${name}" of ${route.path}`);
+        return [name, value];
+      }),
+    );
+  return {
+    path: pick(route.pathParams),
+    query: pick(route.queryParams.filter((q) => !NOT_A_RESOURCE.has(q))),
+  };
+}
+
+function url(route: Route, params: { path: Record<string, string>; query: Record<string, string> }): string {
+  const path = route.path.replace(/:(\w+)/g, (_, name: string) =>
+    encodeURIComponent(params.path[name] ?? ""),
+  );
+  const query = new URLSearchParams(params.query).toString();
+  return query ? `${path}?${query}` : path;
+}
+
+/** The request, with an empty JSON body where one may go: the guard must answer before validation. */
+function call(route: Route, target: string, token?: string): Promise<Response> {
+  const init: RequestInit =
+    route.method === "GET" || route.method === "DELETE"
+      ? { method: route.method }
+      : { ...json({}), method: route.method };
+  const headers = { ...(init.headers as Record<string, string> | undefined) };
+  if (token) headers.authorization = `Bearer ${token}`;
+  return app.request(target, { ...init, headers });
+}
+
+const isOwnerOnly = (path: string) => /^\/api\/tenant\/(users|domains)(\/|$)/.test(path);
+
+/** Runs `check` for each route and collects every answer that differs from the expected status. */
+async function mismatches(
+  list: Route[],
+  check: (route: Route) => Promise<{ expected: number; response: Response; who: string } | null>,
+): Promise<string[]> {
+  const found: string[] = [];
+  for (const route of list) {
+    const result = await check(route);
+    if (!result) continue;
+    const { expected, response, who } = result;
+    const body = await response.text();
+    if (response.status !== expected)
+      found.push(
+        `${route.method} ${route.path} (${who}): expected ${expected}, got ${response.status} ${body}`,
+      );
+  }
+  return found;
+}
+
+test("the route table has admin and tenant routes to check", async () => {
+  const list = await routes();
+  expect(list.filter((r) => r.path.startsWith("/api/admin")).length).toBeGreaterThan(10);
+  expect(list.filter((r) => r.path.startsWith("/api/tenant")).length).toBeGreaterThan(5);
+});
+
+test("every admin and tenant route answers 401 without a token", async () => {
+  const found = await mismatches(await routes(), async (route) => ({
+    expected: 401,
+    response: await call(route, url(route, sampleParams(route))),
+    who: "no token",
+  }));
+  expect(found).toEqual([]);
+});
+
+test("every admin route answers 403 to a tenant owner", async () => {
+  const admins = (await routes()).filter((r) => r.path.startsWith("/api/admin"));
+  const found = await mismatches(admins, async (route) => ({
+    expected: 403,
+    response: await call(route, url(route, sampleParams(route)), tenantA.owner),
+    who: "tenant owner",
+  }));
+  expect(found).toEqual([]);
+});
+
+test("every tenant route answers 403 to a platform administrator, who belongs to no tenant", async () => {
+  const tenantRoutes = (await routes()).filter((r) => r.path.startsWith("/api/tenant"));
+  const found = await mismatches(tenantRoutes, async (route) => ({
+    expected: 403,
+    response: await call(route, url(route, sampleParams(route)), admin),
+    who: "platform administrator",
+  }));
+  expect(found).toEqual([]);
+});
+
+test("owner-only tenant routes (users, domains) answer 403 to a tenant member", async () => {
+  const ownerOnly = (await routes()).filter((r) => isOwnerOnly(r.path));
+  expect(ownerOnly.length).toBeGreaterThan(0);
+  const found = await mismatches(ownerOnly, async (route) => ({
+    expected: 403,
+    response: await call(route, url(route, sampleParams(route)), tenantA.member),
+    who: "tenant member",
+  }));
+  expect(found).toEqual([]);
+});
+
+type Params = { path: Record<string, string>; query: Record<string, string> };
+/** Tenant B's resource as a route names it, and whether it is still as tenant B left it. */
+type Resource = { params: Params; intact(): Promise<boolean> };
+
+const userCase = async (): Promise<Resource> => {
+  const { id } = await createUser(app.db, tenantB.id);
+  return {
+    params: { path: { userId: id }, query: {} },
+    intact: async () =>
+      (await app.db.select({ status: users.status }).from(users).where(eq(users.id, id)))[0]?.status ===
+      "Active",
+  };
+};
+
+const domainCase = async (): Promise<Resource> => {
+  const [row] = await app.db
+    .insert(tenantDomains)
+    .values({ tenantId: tenantB.id, hostname: uniqueHost("cross"), verificationToken: "t" })
+    .returning();
+  if (!row) throw new Error("no domain");
+  return {
+    params: { path: { id: row.id }, query: {} },
+    intact: async () => {
+      const [now] = await app.db.select().from(tenantDomains).where(eq(tenantDomains.id, row.id));
+      return now?.status === row.status && now.nextCheckAt?.getTime() === row.nextCheckAt?.getTime();
+    },
+  };
+};
+
+/** An object tenant B uploaded through the API; its key is relative to tenant B. */
+const objectCase = async (): Promise<Resource> => {
+  const key = `cross-${crypto.randomUUID()}.txt`;
+  const auth = { authorization: `Bearer ${tenantB.owner}` };
+  const granted = await app.request(
+    "/api/tenant/storage/uploads",
+    json({ key, contentType: "text/plain", size: 5 }, auth),
+  );
+  if (granted.status !== 201) throw new Error(`upload refused: ${granted.status} ${await granted.text()}`);
+  const upload = (await granted.json()) as { url: string; headers: Record<string, string> };
+  const put = await fetch(upload.url, { method: "PUT", body: "hello", headers: upload.headers });
+  if (put.status !== 200) throw new Error(`upload failed: ${put.status}`);
+  return {
+    params: { path: {}, query: { key } },
+    intact: async () =>
+      (
+        await app.request(`/api/tenant/storage/objects/download?key=${encodeURIComponent(key)}`, {
+          headers: auth,
+        })
+      ).status === 200,
+  };
+};
+
+/**
+ * How to make tenant B's resource for each tenant route that names one (path parameter, or a query
+ * parameter outside NOT_A_RESOURCE). A new such route fails the test below until it has a case.
+ */
+const otherTenantsResource: Record<string, () => Promise<Resource>> = {
+  "POST /api/tenant/users/:userId/disable": userCase,
+  "DELETE /api/tenant/users/:userId": userCase,
+  "GET /api/tenant/domains/:id": domainCase,
+  "POST /api/tenant/domains/:id/check": domainCase,
+  "DELETE /api/tenant/domains/:id": domainCase,
+  "GET /api/tenant/storage/objects/download": objectCase,
+  "DELETE /api/tenant/storage/objects": objectCase,
+};
+
+/** Tenant routes with a path parameter, or a query parameter that names a resource. */
+async function parameterisedTenantRoutes(): Promise<Route[]> {
+  return (await routes()).filter(
+    (r) =>
+      r.path.startsWith("/api/tenant") &&
+      (r.pathParams.length > 0 || r.queryParams.some((q) => !NOT_A_RESOURCE.has(q))),
+  );
+}
+
+test("every tenant route naming a resource has a cross-tenant case (add one with each new route)", async () => {
+  const missing = (await parameterisedTenantRoutes())
+    .map((r) => `${r.method} ${r.path}`)
+    .filter((key) => !(key in otherTenantsResource));
+  expect(missing).toEqual([]);
+  // and no case is left for a route that is gone
+  const present = new Set((await routes()).map((r) => `${r.method} ${r.path}`));
+  expect(Object.keys(otherTenantsResource).filter((key) => !present.has(key))).toEqual([]);
+});
+
+test("a tenant owner asking for another tenant's resource gets 404, and the resource is untouched", async () => {
+  const touched: string[] = [];
+  const found = await mismatches(await parameterisedTenantRoutes(), async (route) => {
+    const create = otherTenantsResource[`${route.method} ${route.path}`];
+    if (!create) return null;
+    const resource = await create();
+    const response = await call(route, url(route, resource.params), tenantA.owner);
+    if (!(await resource.intact())) touched.push(`${route.method} ${route.path}`);
+    return { expected: 404, response, who: "owner of another tenant" };
+  });
+  expect(found).toEqual([]);
+  expect(touched).toEqual([]);
+});
