@@ -180,17 +180,21 @@ async function writeTransition(
   }
   if (!row) throw new Error("subscription write returned no row");
 
+  // what changed, as the history row records it and the subscription.changed job carries it
+  const change = {
+    tenantId,
+    subscriptionId: row.id,
+    event: input.event,
+    fromStatus: current?.status ?? null,
+    toStatus: row.status,
+    fromPlan: current?.planCode ?? null,
+    toPlan: row.planCode,
+    source: input.source,
+  };
   const [history] = await tx
     .insert(subscriptionHistory)
     .values({
-      tenantId,
-      subscriptionId: row.id,
-      event: input.event,
-      fromStatus: current?.status ?? null,
-      toStatus: row.status,
-      fromPlan: current?.planCode ?? null,
-      toPlan: row.planCode,
-      source: input.source,
+      ...change,
       actorId: input.actorId,
       externalEventId: input.externalEventId ?? null,
       reason: input.reason ?? "",
@@ -203,17 +207,7 @@ async function writeTransition(
     tx,
     { clock: context.clock, defaultMaxAttempts: context.defaultMaxAttempts },
     subscriptionChanged,
-    {
-      tenantId,
-      subscriptionId: row.id,
-      historyId: history.id,
-      event: input.event,
-      fromStatus: current?.status ?? null,
-      toStatus: row.status,
-      fromPlan: current?.planCode ?? null,
-      toPlan: row.planCode,
-      source: input.source,
-    },
+    { ...change, historyId: history.id },
   );
   return {
     subscription: row,
