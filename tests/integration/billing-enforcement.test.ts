@@ -7,7 +7,7 @@ import { systemCtx } from "../../src/context.ts";
 import { tenantDomains, users } from "../../src/db/schema/index.ts";
 import type { Deps } from "../../src/deps.ts";
 import { currentUsage } from "../../src/usage/ledger.ts";
-import { S3_CREDENTIALS, startTestS3, type TestS3 } from "../fixtures/s3-server.ts";
+import { s3Settings, startTestS3, type TestS3 } from "../fixtures/s3-server.ts";
 import { useTestApp } from "../helpers/app.ts";
 import { uniqueHost } from "../helpers/domains.ts";
 import { createPlatformAdmin, createTenant, createUser, signInHeaders } from "../helpers/identity.ts";
@@ -27,15 +27,7 @@ afterAll(() => s3.close(), 30_000);
 const h = useTestApp({
   cache: "billing-enforce",
   clock,
-  settings: () => ({
-    "Storage:S3:Bucket": s3.bucket,
-    "Storage:S3:Endpoint": s3.endpoint,
-    "Storage:S3:Region": "us-east-1",
-    "Storage:S3:ForcePathStyle": "true",
-    "Storage:S3:AccessKeyId": S3_CREDENTIALS.accessKeyId,
-    "Storage:S3:SecretAccessKey": S3_CREDENTIALS.secretAccessKey,
-    "Storage:AllowedMimeTypes:0": "text/plain",
-  }),
+  settings: () => s3Settings(s3),
 });
 const t = h.testDatabase;
 

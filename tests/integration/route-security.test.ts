@@ -2,7 +2,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { ManualClock } from "../../src/clock.ts";
 import { tenantDomains, users } from "../../src/db/schema/index.ts";
-import { S3_CREDENTIALS, startTestS3, type TestS3 } from "../fixtures/s3-server.ts";
+import { s3Settings, startTestS3, type TestS3 } from "../fixtures/s3-server.ts";
 import { useTestApp } from "../helpers/app.ts";
 import { uniqueHost } from "../helpers/domains.ts";
 import { createPlatformAdmin, createTenant, createUser, json, loginTokens } from "../helpers/identity.ts";
@@ -22,15 +22,7 @@ afterAll(() => s3.close(), 30_000);
 const app = useTestApp({
   clock,
   env: { RateLimiting__Global__PermitLimit: "100000", RateLimiting__Auth__PermitLimit: "100000" },
-  settings: () => ({
-    "Storage:S3:Bucket": s3.bucket,
-    "Storage:S3:Endpoint": s3.endpoint,
-    "Storage:S3:Region": "us-east-1",
-    "Storage:S3:ForcePathStyle": "true",
-    "Storage:S3:AccessKeyId": S3_CREDENTIALS.accessKeyId,
-    "Storage:S3:SecretAccessKey": S3_CREDENTIALS.secretAccessKey,
-    "Storage:AllowedMimeTypes:0": "text/plain",
-  }),
+  settings: () => s3Settings(s3),
 });
 
 interface Tenant {
