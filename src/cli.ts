@@ -26,5 +26,7 @@ export function loadCliContext(processName: string, options: LoadOptions = {}): 
   }
   const redactor = createRedactor(config.secretValues);
   const logger = createLogger({ level: config.settings.Logging.Level, redactor }, { process: processName });
+  for (const warning of config.warnings)
+    logger.warn(`configuration: ${warning.key} ${warning.problem}`, { environment: config.environment });
   return { config, redactor, logger };
 }

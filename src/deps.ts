@@ -78,6 +78,7 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
   // a serving process writes its log lines once per event-loop turn; tests read them line by line
   const sink = options.logWrite ? { write: options.logWrite, flush: undefined } : bufferedLines();
   const logger = createLogger({ level: config.settings.Logging.Level, redactor, ...sink });
+  logConfigWarnings(config, logger);
   const otel = config.settings.OpenTelemetry;
   // the SDK is imported only when something is exported
   const telemetry =
@@ -190,4 +191,10 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
 
 export async function closeDeps(deps: Deps): Promise<void> {
   await Promise.allSettled([deps.database.close(), deps.cache?.close(), deps.telemetry.shutdown()]);
+}
+
+/** Unknown keys outside Production (or with Configuration:AllowUnknownKeys): one warning each. */
+export function logConfigWarnings(config: AppConfig, logger: Logger): void {
+  for (const warning of config.warnings)
+    logger.warn(`configuration: ${warning.key} ${warning.problem}`, { environment: config.environment });
 }

@@ -10,6 +10,14 @@ import {
   environments,
   type Settings,
 } from "./schema.ts";
+import {
+  isSecretKey,
+  miscasedSettingsFiles,
+  resolveFileVariables,
+  unescapePem,
+  unknownFileKeys,
+  unknownVariableKeys,
+} from "./sources.ts";
 import { describeType, nodeAt, type SchemaNode, schemaTree, secretKeys, typesOf } from "./tree.ts";
 
 export type DatabaseSource =
@@ -26,6 +34,19 @@ export interface AppConfig {
   cache: { url: string; source: "ConnectionStrings:Cache" | "CACHE_URL"; token?: string } | null;
   /** Every secret value in this configuration, for redaction. */
   secretValues: string[];
+  /**
+   * Where a key's value came from when that was a variable the operator may not recognise under
+   * the key's name (`PLINTH_TENANT_SECRET_MASTER_KEY`, `…_FILE`), by lower-case key.
+   */
+  sources: Map<string, string>;
+  /** Problems that are warnings here (unknown keys outside Production): the caller logs them. */
+  warnings: ConfigProblem[];
+}
+
+/** `the value of Key (from VARIABLE)` wording for messages: names what the operator actually set. */
+export function sourceNote(config: Pick<AppConfig, "sources">, key: string): string {
+  const source = config.sources.get(key.toLowerCase());
+  return source ? ` (set by ${source})` : "";
 }
 
 export interface LoadOptions {
@@ -42,10 +63,12 @@ export interface LoadOptions {
 
 export const EMBEDDED_DEFAULT_URL = "pglite:./.data/dev";
 
-type Flat = Map<string, { key: string; value: unknown }>;
+type Flat = Map<string, { key: string; value: unknown; source?: string }>;
 
-function put(flat: Flat, key: string, value: unknown): void {
-  flat.set(key.toLowerCase(), { key, value });
+function put(flat: Flat, key: string, value: unknown, source?: string): void {
+  // a one-line PEM with literal `\n` (env files, CI variables) is read as the PEM it stands for
+  const clean = typeof value === "string" ? unescapePem(value) : value;
+  flat.set(key.toLowerCase(), { key, value: clean, ...(source ? { source } : {}) });
 }
 
 function flattenJson(flat: Flat, value: unknown, prefix: string): void {
@@ -57,12 +80,12 @@ function flattenJson(flat: Flat, value: unknown, prefix: string): void {
   } else put(flat, prefix, value);
 }
 
-function readJsonFile(flat: Flat, path: string): void {
+function readJsonFile(flat: Flat, path: string): unknown {
   let text: string;
   try {
     text = readFileSync(path, "utf8");
   } catch {
-    return; // an absent file is an empty source
+    return undefined; // an absent file is an empty source
   }
   let parsed: unknown;
   try {
@@ -72,6 +95,7 @@ function readJsonFile(flat: Flat, path: string): void {
     throw new ConfigError([{ key: path, problem: `is not valid JSON (near line ${jsonErrorLine(text)})` }]);
   }
   flattenJson(flat, parsed, "");
+  return parsed;
 }
 
 /**
@@ -219,35 +243,55 @@ function valuesAt(settings: Settings, key: string): unknown[] {
  * ConfigError naming every bad key (never a value); in Production also runs the start-up checks.
  */
 export function loadConfig(options: LoadOptions = {}): AppConfig {
-  const env = options.env ?? process.env;
-  const environment = resolveEnvironment(env);
+  const rawEnv = options.env ?? process.env;
+  const environment = resolveEnvironment(rawEnv);
   const configDir = options.configDir ?? join(process.cwd(), "config");
+  // `<SECRET>_FILE` variables (mounted secrets) become the variable they name
+  const files = resolveFileVariables(rawEnv);
+  const env = files.env;
 
   const flat: Flat = new Map();
-  readJsonFile(flat, join(configDir, "appsettings.json"));
-  readJsonFile(flat, join(configDir, `appsettings.${environment}.json`));
+  const unknown: ConfigProblem[] = miscasedSettingsFiles(configDir);
+  for (const name of ["appsettings.json", `appsettings.${environment}.json`]) {
+    const path = join(configDir, name);
+    const parsed = readJsonFile(flat, path);
+    if (parsed !== undefined) unknown.push(...unknownFileKeys(path, parsed));
+  }
+  unknown.push(...unknownVariableKeys(env));
   for (const [name, value] of Object.entries(env)) {
     // an empty variable (`Key=` in a compose file) is "not set": the files below it still apply
     if (value === undefined || value === "") continue;
+    const source = files.fromFile.get(name);
     // `Section__Key`, or `Section:Key` where the environment allows the colon (env files, compose)
-    if (name.includes("__") || name.includes(":")) put(flat, name.split("__").join(":"), value);
-    else if (nodeAt([name]) && name !== "PORT") put(flat, name, value);
+    if (name.includes("__") || name.includes(":")) put(flat, name.split("__").join(":"), value, source);
+    else if (nodeAt([name]) && name !== "PORT") put(flat, name, value, source);
   }
   for (const [variable, key] of Object.entries(environmentOverrides)) {
     const value = env[variable];
-    if (value !== undefined && value !== "") put(flat, key, value);
+    if (value !== undefined && value !== "") put(flat, key, value, files.fromFile.get(variable) ?? variable);
   }
   for (const [key, value] of Object.entries(options.overrides ?? {})) put(flat, key, value);
+  const sources = new Map<string, string>();
+  for (const [lower, entry] of flat) if (entry.source) sources.set(lower, entry.source);
+
+  // unknown keys refuse Production like any other problem, unless explicitly allowed
+  const allowUnknown = /^true$/i.test(String(flat.get("configuration:allowunknownkeys")?.value ?? "").trim());
+  const refuseUnknown = environment === "Production" && !allowUnknown;
+  const problems: ConfigProblem[] = [...files.problems, ...(refuseUnknown ? unknown : [])];
+  const warnings = refuseUnknown ? [] : unknown;
 
   const parsed = configSchema.safeParse(build(schemaTree, "", flat));
   if (!parsed.success) {
     throw new ConfigError(
-      parsed.error.issues.map((issue) => problemOf(issue.path, issue.code, issue.message)),
+      [
+        ...problems,
+        ...parsed.error.issues.map((issue) => problemOf(issue.path, issue.code, issue.message)),
+      ].map((problem) => withSource(problem, sources)),
+      environment,
     );
   }
   const settings = parsed.data;
 
-  const problems: ConfigProblem[] = [];
   let database: AppConfig["database"] | undefined;
   const fromSettings = settings.ConnectionStrings.Database;
   const fromEnv = env.DATABASE_URL?.trim();
@@ -288,6 +332,8 @@ export function loadConfig(options: LoadOptions = {}): AppConfig {
   if (cache) for (const value of urlSecrets(cache.url)) secretValues.add(value);
   if (cacheToken) secretValues.add(cacheToken);
   for (const [name, value] of Object.entries(env)) {
+    // key ids are not secret (the API returns them); a `_FILE` variable holds a path
+    if (/key_?id$|_FILE$/i.test(name)) continue;
     if (value && /PASSWORD|SECRET|TOKEN|PEPPER|PRIVATE_?KEY|MASTER_KEY|API_KEY/i.test(name))
       secretValues.add(value);
   }
@@ -299,9 +345,24 @@ export function loadConfig(options: LoadOptions = {}): AppConfig {
     database: database ?? { url: "", source: "development default", embedded: false },
     cache,
     secretValues: [...secretValues],
+    sources,
+    warnings,
   };
   if (environment === "Production" && options.process !== "migrator")
     problems.push(...checkProduction(config));
-  if (problems.length > 0) throw new ConfigError(problems, environment);
+  if (problems.length > 0)
+    throw new ConfigError(
+      problems.map((problem) => withSource(problem, sources)),
+      environment,
+    );
   return config;
+}
+
+/**
+ * A problem of a secret key (whose value is never shown) that came from a differently named
+ * variable (`PLINTH_*`, `…_FILE`) names that variable too: the operator looks for what they set.
+ */
+function withSource(problem: ConfigProblem, sources: Map<string, string>): ConfigProblem {
+  const source = isSecretKey(problem.key) ? sources.get(problem.key.toLowerCase()) : undefined;
+  return source ? { key: problem.key, problem: `${problem.problem} (set by ${source})` } : problem;
 }

@@ -75,6 +75,12 @@ export const configSchema = z.object({
       "On SIGTERM, how long in-flight requests and jobs may run before the process exits.",
     ),
   }),
+  Configuration: z.object({
+    AllowUnknownKeys: flag(
+      false,
+      "In Production, start despite unknown keys in settings files or `Section__Key` variables (they are then only warned about).",
+    ),
+  }),
   Logging: z.object({
     Level: z
       .enum(["debug", "info", "warn", "error"])

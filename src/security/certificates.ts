@@ -111,7 +111,7 @@ export function loadCertificate(path: string, password: string | undefined): Loa
   try {
     bytes = readFileSync(path);
   } catch {
-    throw new CertificateError("file cannot be read");
+    throw new CertificateError(`file cannot be read: ${path}`);
   }
   const text = bytes.toString("utf8");
   if (text.includes("-----BEGIN")) return requireRsa(fromPem(text, password));

@@ -76,6 +76,8 @@ function associatedData(tenantId: string, name: string, keyId: string): Buffer {
 }
 
 const SECTION = "Security:TenantSecrets";
+const MASTER_KEY_PROBLEM =
+  "must be Base64 of exactly 32 bytes (make one with `openssl rand -base64 32` or `bun run keys:generate`)";
 
 /** Reads `Security:TenantSecrets` into a keyring, or lists every problem by key (never a value). */
 export function parseTenantSecretKeys(settings: TenantSecretKeySettings): {
@@ -85,7 +87,7 @@ export function parseTenantSecretKeys(settings: TenantSecretKeySettings): {
   const problems: ConfigProblem[] = [];
   if (!settings.KeyId) problems.push({ key: `${SECTION}:KeyId`, problem: "is required" });
   if (!isMasterKey(settings.MasterKey))
-    problems.push({ key: `${SECTION}:MasterKey`, problem: "must be Base64 of exactly 32 bytes" });
+    problems.push({ key: `${SECTION}:MasterKey`, problem: MASTER_KEY_PROBLEM });
   const seen = new Set<string>(settings.KeyId ? [settings.KeyId] : []);
   settings.PreviousKeys.forEach((previous, i) => {
     if (seen.has(previous.KeyId))
@@ -97,7 +99,7 @@ export function parseTenantSecretKeys(settings: TenantSecretKeySettings): {
     if (!isMasterKey(previous.MasterKey))
       problems.push({
         key: `${SECTION}:PreviousKeys:${i}:MasterKey`,
-        problem: "must be Base64 of exactly 32 bytes",
+        problem: MASTER_KEY_PROBLEM,
       });
   });
   if (problems.length > 0 || !settings.KeyId || !settings.MasterKey) return { problems };

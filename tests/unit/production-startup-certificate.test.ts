@@ -97,7 +97,10 @@ describe("Production start-up and the data-protection certificate", () => {
       PLINTH_DATA_PROTECTION_CERTIFICATE_PATH: `${certs.dir}/absent.pfx`,
     };
     expect(problemsOf(missing)).toEqual([
-      { key: "Security:DataProtection:CertificatePath", problem: "file cannot be read" },
+      {
+        key: "Security:DataProtection:CertificatePath",
+        problem: `file cannot be read: ${certs.dir}/absent.pfx`,
+      },
     ]);
   });
 
@@ -126,7 +129,8 @@ describe("Production start-up and the data-protection certificate", () => {
     expect(problemsOf(env)).toEqual([
       {
         key: "Security:TenantSecrets:PreviousKeys:0:MasterKey",
-        problem: "must be Base64 of exactly 32 bytes",
+        problem:
+          "must be Base64 of exactly 32 bytes (make one with `openssl rand -base64 32` or `bun run keys:generate`)",
       },
     ]);
   });

@@ -118,7 +118,11 @@ describe("tenant secret crypto", () => {
       const { keyring, problems } = parseTenantSecretKeys({ KeyId: "k", MasterKey, PreviousKeys: [] });
       expect(keyring).toBeUndefined();
       expect(problems).toEqual([
-        { key: "Security:TenantSecrets:MasterKey", problem: "must be Base64 of exactly 32 bytes" },
+        {
+          key: "Security:TenantSecrets:MasterKey",
+          problem:
+            "must be Base64 of exactly 32 bytes (make one with `openssl rand -base64 32` or `bun run keys:generate`)",
+        },
       ]);
       if (MasterKey) expect(JSON.stringify(problems)).not.toContain(MasterKey);
     }
