@@ -16,6 +16,12 @@ import {
   memoryCounterStore,
 } from "./security/counter-store.ts";
 import { createDataProtection, type DataProtection } from "./security/data-protection.ts";
+import {
+  checkTenantKeyFingerprints,
+  DATA_PROTECTION_MISMATCH,
+  TENANT_KEY_MISMATCH,
+  unusableDataProtectionKeys,
+} from "./security/key-fingerprints.ts";
 import { parseTenantSecretKeys, type TenantSecretKeyring } from "./security/tenant-secrets.ts";
 import { createSecurityWindows, type SecurityWindows } from "./security/windows.ts";
 import { createObjectStorage, type ObjectStorage } from "./storage/object-storage.ts";
@@ -160,6 +166,7 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
   });
   const tenants = createTenantLookup(database.db, clock);
   const dataProtection = createDataProtection(config, { db: database.db, clock, logger });
+  await verifyKeyBindings(config, database.db, keyring, dataProtection, logger);
   const sessionCache = new SessionCache({
     ttlMs: config.settings.Authentication.SessionCacheSeconds * 1000,
     clock,
@@ -197,4 +204,37 @@ export async function closeDeps(deps: Deps): Promise<void> {
 export function logConfigWarnings(config: AppConfig, logger: Logger): void {
   for (const warning of config.warnings)
     logger.warn(`configuration: ${warning.key} ${warning.problem}`, { environment: config.environment });
+}
+
+/**
+ * Each tenant-secret key id must still hold the key its secrets were encrypted with, and every live
+ * data-protection ring key must unwrap with a configured certificate. Production refuses to start
+ * otherwise (naming key ids, never keys); elsewhere it is a warning. An un-migrated database (no
+ * table yet) is left to the schema checks.
+ */
+async function verifyKeyBindings(
+  config: AppConfig,
+  db: Database["db"],
+  keyring: TenantSecretKeyring | null,
+  dataProtection: DataProtection,
+  logger: Logger,
+): Promise<void> {
+  const problems: string[] = [];
+  try {
+    if (keyring) {
+      const mismatched = await checkTenantKeyFingerprints(db, keyring);
+      if (mismatched.length > 0)
+        problems.push(`Security:TenantSecrets key id(s) ${mismatched.join(", ")}: ${TENANT_KEY_MISMATCH}`);
+    }
+    const unusable = await unusableDataProtectionKeys(dataProtection);
+    if (unusable.length > 0 && dataProtection.protectedAtRest)
+      problems.push(`data protection ring key(s) ${unusable.join(", ")}: ${DATA_PROTECTION_MISMATCH}`);
+  } catch (error) {
+    const code = (error as { code?: unknown; cause?: { code?: unknown } }).cause?.code;
+    if (code === "42P01" || (error as { code?: unknown }).code === "42P01") return; // not migrated yet
+    throw error;
+  }
+  if (problems.length === 0) return;
+  if (config.environment === "Production") throw new Error(problems.join("; "));
+  for (const problem of problems) logger.warn(problem, { environment: config.environment });
 }

@@ -1,9 +1,15 @@
 import { parseArgs } from "node:util";
 import { loadCliContext } from "./cli.ts";
-import type { AppConfig } from "./config/load.ts";
+import { type AppConfig, sourceNote } from "./config/load.ts";
 import { type Database, openDatabase } from "./db/client.ts";
 import { rotateTenantSecrets } from "./providers/secrets.ts";
 import { createDataProtection } from "./security/data-protection.ts";
+import {
+  checkTenantKeyFingerprints,
+  DATA_PROTECTION_MISMATCH,
+  TENANT_KEY_MISMATCH,
+  unusableDataProtectionKeys,
+} from "./security/key-fingerprints.ts";
 import { parseTenantSecretKeys } from "./security/tenant-secrets.ts";
 import type { Logger } from "./telemetry/logger.ts";
 
@@ -21,6 +27,11 @@ export const EXIT = {
   incomplete: 3,
   /** --revoke-data-protection-key named no live key; nothing changed. */
   noSuchKey: 4,
+  /**
+   * A configured key is not the one its data was protected with (a different master key under a
+   * known key id, or ring keys no configured certificate unwraps); nothing changed.
+   */
+  keyMismatch: 5,
   usage: 64,
 } as const;
 
@@ -48,7 +59,9 @@ Exit codes: 0 done (every secret is under the current key; only now may the old 
 1 configuration or database failure (rerun); 2 some secrets decrypt with no configured key (listed
 by tenant, name and key id; left unchanged); 3 incomplete: some secrets are still not under the
 current key (locked by another run, or written under an old key meanwhile), rerun until 0; 4 no
-such data-protection key; 64 bad usage.
+such data-protection key; 5 a configured key is not the one the data was protected with (a
+different master key under a key id already in use, or ring keys no configured certificate
+unwraps; named by key id), nothing changed: never retire a key on this; 64 bad usage.
 `;
 
 export interface RotateFlags {
@@ -67,8 +80,17 @@ export async function runSecretsRotate(
   if (flags.dataProtection) return runDataProtection(config, database, flags.dataProtection, logger, now);
   const { keyring, problems } = parseTenantSecretKeys(config.settings.Security.TenantSecrets);
   if (!keyring) {
-    logger.error("tenant secret keys are not usable; nothing rotated", { problems });
+    logger.error("tenant secret keys are not usable; nothing rotated", {
+      problems: problems.map((p) => ({ ...p, problem: `${p.problem}${sourceNote(config, p.key)}` })),
+    });
     return EXIT.failure;
+  }
+  const mismatched = await checkTenantKeyFingerprints(database.db, keyring);
+  if (mismatched.length > 0) {
+    logger.error(`tenant secret key mismatch; nothing rotated: ${TENANT_KEY_MISMATCH}`, {
+      keyIds: mismatched,
+    });
+    return EXIT.keyMismatch;
   }
   const result = await rotateTenantSecrets(database.db, keyring, {
     batchSize: flags.batchSize,
@@ -104,11 +126,23 @@ async function runDataProtection(
 ): Promise<number> {
   const dp = createDataProtection(config, { db: database.db, clock: { now }, logger });
   if (action === "rotate") {
+    const unusable = dp.protectedAtRest ? await unusableDataProtectionKeys(dp) : [];
+    if (unusable.length > 0) {
+      logger.error(`data protection key mismatch; no key created: ${DATA_PROTECTION_MISMATCH}`, {
+        keyIds: unusable,
+      });
+      return EXIT.keyMismatch;
+    }
     logger.info("data protection key created and active", { keyId: await dp.rotateNow() });
     return EXIT.ok;
   }
   if (action === "list") {
-    for (const key of await dp.listKeys())
+    const keys = await dp.listKeys();
+    if (keys.length === 0)
+      process.stdout.write(
+        "The data protection key ring is empty: no key yet (the API creates one when it first protects something; `--data-protection` creates one now).\n",
+      );
+    for (const key of keys)
       process.stdout.write(
         `${key.id}  ${key.protection.padEnd(15)} active ${key.activatesAt.toISOString()}  until ${key.expiresAt.toISOString()}  ${key.usable ? "usable" : "NOT USABLE with this configuration"}\n`,
       );

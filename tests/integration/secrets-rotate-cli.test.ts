@@ -57,6 +57,8 @@ describe("bun run secrets:rotate", () => {
     const run = rotate([], { PLINTH_TENANT_SECRET_KEY_ID: "new", PLINTH_TENANT_SECRET_MASTER_KEY: bad });
     expect(run.code).toBe(1);
     expect(run.out).toContain("Security:TenantSecrets:MasterKey");
+    expect(run.out).toContain("set by PLINTH_TENANT_SECRET_MASTER_KEY");
+    expect(run.out).toContain("openssl rand -base64 32");
     expect(run.out).not.toContain(bad);
   });
 
@@ -146,6 +148,58 @@ describe("bun run secrets:rotate", () => {
       expect(wrong.out).not.toContain(certs.password);
     } finally {
       certs.cleanup();
+    }
+  }, 30_000);
+
+  test("a different master key under a key id already in use → 5 naming the key id, nothing rotated", () => {
+    // the runs above recorded the fingerprints of `new` and `old`
+    const other = randomBytes(32).toString("base64");
+    const run = rotate([], { ...rotatedEnv, PLINTH_TENANT_SECRET_MASTER_KEY: other });
+    expect(run.code).toBe(5);
+    expect(run.out).toContain('"keyIds":["new"]');
+    expect(run.out).toContain("restore the original key");
+    for (const secret of [other, newKey, oldKey]) expect(run.out).not.toContain(secret);
+    const retired = rotate([], {
+      ...rotatedEnv,
+      Security__TenantSecrets__PreviousKeys__0__MasterKey: randomBytes(32).toString("base64"),
+    });
+    expect(retired.code).toBe(5);
+    expect(retired.out).toContain('"keyIds":["old"]');
+    expect(rotate([], rotatedEnv).code).toBe(0);
+  });
+
+  test("data protection: an empty ring says so; ring keys no configured certificate unwraps → 5 until the old certificate is configured again", () => {
+    const first = makeTestCertificates();
+    const second = makeTestCertificates();
+    const envOf = (certs: typeof first) => ({
+      PLINTH_DATA_PROTECTION_APPLICATION_NAME: "cli",
+      PLINTH_DATA_PROTECTION_CERTIFICATE_PATH: certs.pfxPath,
+      PLINTH_DATA_PROTECTION_CERTIFICATE_PASSWORD: certs.password,
+    });
+    try {
+      // the test above revoked its only key: nothing live is left
+      const empty = rotate(["--list-data-protection-keys"], envOf(first));
+      expect(empty.code).toBe(0);
+      expect(empty.out).toContain("The data protection key ring is empty");
+      expect(rotate(["--data-protection"], envOf(first)).code).toBe(0);
+      const id =
+        /^([0-9a-f-]{36}) /m.exec(rotate(["--list-data-protection-keys"], envOf(first)).out)?.[1] ?? "";
+      // the certificate replaced without keeping the old one as a PreviousCertificate
+      const replaced = rotate(["--data-protection"], envOf(second));
+      expect(replaced.code).toBe(5);
+      expect(replaced.out).toContain(id);
+      expect(replaced.out).not.toContain(second.password);
+      expect(rotate(["--list-data-protection-keys"], envOf(second)).out).toContain("NOT USABLE");
+      // kept as a previous certificate, the ring opens again
+      const kept = rotate(["--data-protection"], {
+        ...envOf(second),
+        Security__DataProtection__PreviousCertificates__0__Path: first.pfxPath,
+        Security__DataProtection__PreviousCertificates__0__Password: first.password,
+      });
+      expect(kept.code).toBe(0);
+    } finally {
+      first.cleanup();
+      second.cleanup();
     }
   }, 30_000);
 });

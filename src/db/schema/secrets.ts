@@ -1,4 +1,4 @@
-import { pgTable, text, unique, uuid } from "drizzle-orm/pg-core";
+import { pgTable, text, timestamp, unique, uuid } from "drizzle-orm/pg-core";
 import { timestamps } from "./columns.ts";
 import { tenantIdColumn } from "./tenants.ts";
 
@@ -19,3 +19,15 @@ export const tenantSecrets = pgTable(
   },
   (t) => [unique("tenant_secrets_tenant_name_unique").on(t.tenantId, t.name)],
 );
+
+/**
+ * The fingerprint of each tenant-secret master key, by key id, stored the first time a process sees
+ * the key id (src/security/key-fingerprints.ts). A different key under a known key id is refused:
+ * the data encrypted under the old key would otherwise stop opening, silently.
+ */
+export const tenantSecretKeys = pgTable("tenant_secret_keys", {
+  keyId: text().primaryKey(),
+  /** Base64url HMAC-SHA256 of a constant under the key's derived data key: identifies, reveals nothing. */
+  fingerprint: text().notNull(),
+  createdAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
+});
