@@ -59,6 +59,30 @@ interface Flags {
 }
 
 /** Migrates, seeds and bootstraps as the flags and environment say. Returns an exit code. */
+/** `--status` as a table whose columns line up whatever the tags' lengths. */
+export function formatMigrationStatus(
+  rows: { tag: string; applied: boolean; appliedAt?: Date | null; hasDown: boolean; changed: boolean }[],
+): string {
+  const table = [
+    ["MIGRATION", "STATE", "APPLIED AT", "NOTES"],
+    ...rows.map((m) => [
+      m.tag,
+      m.applied ? "applied" : "pending",
+      m.applied && m.appliedAt ? m.appliedAt.toISOString() : "-",
+      [m.hasDown ? "has Down step" : "", m.changed ? "FILE CHANGED SINCE APPLIED" : ""]
+        .filter(Boolean)
+        .join(", "),
+    ]),
+  ];
+  const widths = [0, 1, 2].map((i) => Math.max(...table.map((row) => (row[i] ?? "").length)));
+  return table
+    .map((row) =>
+      `${row.map((cell, i) => (i < 3 ? cell.padEnd(widths[i] ?? 0) : cell)).join("  ")}`.trimEnd(),
+    )
+    .map((line) => `${line}\n`)
+    .join("");
+}
+
 export async function runMigrator(
   config: AppConfig,
   database: Database,
@@ -67,13 +91,7 @@ export async function runMigrator(
 ): Promise<number> {
   const { db } = database;
   if (flags.status) {
-    for (const m of await migrationStatus(db)) {
-      const state = m.applied ? `applied ${m.appliedAt?.toISOString()}` : "pending";
-      const notes = [m.hasDown ? "has Down step" : "", m.changed ? "FILE CHANGED SINCE APPLIED" : ""].filter(
-        Boolean,
-      );
-      process.stdout.write(`${m.tag.padEnd(36)} ${state}${notes.length ? `  (${notes.join(", ")})` : ""}\n`);
-    }
+    process.stdout.write(formatMigrationStatus(await migrationStatus(db)));
     return EXIT.ok;
   }
   if (flags.down) {
