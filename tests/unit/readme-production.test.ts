@@ -32,5 +32,5 @@ test("README's list of what Production requires names every key src/config/produ
   // the cache is named by its variable in README
   expect(missing.filter((key) => !key.startsWith("ConnectionStrings:"))).toEqual([]);
   // the README does not claim CORS or browser-auth origins are required: production.ts does not
-  expect(section).toMatch(/checked when set[^]*Cors:Origins[^]*BrowserAuth:AllowedOrigins/);
+  expect(section).toMatch(/checked when set[\s\S]*Cors:Origins[\s\S]*BrowserAuth:AllowedOrigins/);
 });
