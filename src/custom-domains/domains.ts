@@ -140,7 +140,7 @@ export async function addCustomDomain(
         createdAt: now,
         updatedAt: now,
       })
-      .onConflictDoNothing({ target: tenantDomains.hostname })
+      .onConflictDoNothing({ target: [tenantDomains.tenantId, tenantDomains.hostname] })
       .returning();
     // one answer whichever tenant holds it: the name is taken
     if (!inserted) throw new AppError("conflict", "This hostname is already registered.");
