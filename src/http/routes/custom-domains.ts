@@ -160,7 +160,7 @@ export function adminDomainRoutes(deps: Deps) {
 }
 
 /**
- * Tenant owners: their own tenant's domains (every query scoped by the principal's tenant, so
+ * Tenant owners and admins: their own tenant's domains (every query scoped by the principal's tenant, so
  * another tenant's domain id is a 404). Mounted behind `/api/tenant/*` and the owner role.
  */
 export function tenantDomainRoutes(deps: Deps) {
