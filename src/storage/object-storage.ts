@@ -325,6 +325,17 @@ export class ObjectStorage {
     return deleted;
   }
 
+  /** Whether an object is stored under this full key. */
+  async isStored(objectKey: string): Promise<boolean> {
+    try {
+      await this.#head(objectKey);
+      return true;
+    } catch (error) {
+      if (error instanceof AppError && error.code === "not_found") return false;
+      throw error;
+    }
+  }
+
   /** Deletes one stored object by its full key (no error when it is absent). */
   async deleteStored(objectKey: string): Promise<void> {
     await this.#o.client.send(new DeleteObjectCommand({ Bucket: this.#o.bucket, Key: objectKey }));

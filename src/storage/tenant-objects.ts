@@ -1,5 +1,5 @@
 import { createHash, randomUUID } from "node:crypto";
-import { and, eq, inArray, isNotNull, isNull, lte, sql } from "drizzle-orm";
+import { and, eq, inArray, isNotNull, isNull, lte, or, sql } from "drizzle-orm";
 import { assertFeature } from "../billing/entitlements.ts";
 import { actorUserId, type TenantCtx } from "../context.ts";
 import { storageGrants } from "../db/schema/index.ts";
@@ -17,6 +17,9 @@ import type { ObjectStorage, PresignedDownload, PresignedUpload, StoredObject } 
  */
 export type TenantObjectDeps = Pick<Deps, "storage" | "database" | "cache" | "clock" | "logger" | "config">;
 
+/** How far the store's clock may run behind ours (a URL still accepted there after it expired here). */
+const CLOCK_SKEW_MS = 60_000;
+
 function storageOf(deps: TenantObjectDeps): ObjectStorage {
   if (!deps.storage)
     throw new AppError("unavailable", "Object storage is not configured (Storage:S3:Bucket).");
@@ -30,28 +33,39 @@ function managesAll(ctx: TenantCtx): boolean {
 }
 
 /**
- * Gives back the bytes of deleted uploads whose URL has expired: the object version is deleted
- * once more (bytes a reused URL wrote after the delete, while they were still charged), then the
- * grant's charged size is refunded, once (`refunded_at`). Runs before the tenant's storage calls;
- * resolves how many bytes were refunded.
+ * Settles the tenant's grants whose URL has expired (nothing can write them any more):
+ * - deleted ones: the object version is deleted once more (bytes a reused URL wrote after the
+ *   delete, still charged until now), then the grant's charged size is refunded, once;
+ * - never seen: if no object was stored (the URL was never used), the charge is refunded; if one
+ *   was, the grant is confirmed and its charge stands until a delete.
+ * Runs before the tenant's storage calls; resolves how many bytes were refunded.
  */
 export async function settleStorageRefunds(deps: TenantObjectDeps, tenantId: string): Promise<number> {
   const now = deps.clock.now();
+  // the store judges expiry by its own clock: settle only a margin after ours says expired
+  const expiredBefore = new Date(now.getTime() - CLOCK_SKEW_MS);
   const due = await deps.database.db
-    .select({ id: storageGrants.id, objectKey: storageGrants.objectKey })
+    .select({ id: storageGrants.id, objectKey: storageGrants.objectKey, deletedAt: storageGrants.deletedAt })
     .from(storageGrants)
     .where(
       and(
         eq(storageGrants.tenantId, tenantId),
-        isNotNull(storageGrants.deletedAt),
         isNull(storageGrants.refundedAt),
-        lte(storageGrants.expiresAt, now),
+        or(isNotNull(storageGrants.deletedAt), isNull(storageGrants.confirmedAt)),
+        lte(storageGrants.expiresAt, expiredBefore),
       ),
     )
     .limit(100);
   let refunded = 0;
   for (const grant of due) {
-    await storageOf(deps).deleteStored(grant.objectKey);
+    if (grant.deletedAt) await storageOf(deps).deleteStored(grant.objectKey);
+    else if (await storageOf(deps).isStored(grant.objectKey)) {
+      await deps.database.db
+        .update(storageGrants)
+        .set({ confirmedAt: now })
+        .where(and(eq(storageGrants.id, grant.id), isNull(storageGrants.deletedAt)));
+      continue;
+    }
     refunded += await refundGrant(deps, tenantId, grant.id);
   }
   return refunded;
@@ -95,7 +109,7 @@ async function refundGrant(deps: TenantObjectDeps, tenantId: string, grantId: st
  * signed, recorded as a grant and counted in `storage_bytes` in one transaction. The request itself
  * is checked first (key, type 415, size 413), then the plan: off → 402; used + size over the limit
  * → 403. An empty object still counts as something new (a suspended tenant's limit of 0 refuses
- * every upload). A URL never used over-counts until its key is deleted.
+ * every upload). A URL never used is refunded once it has expired (settleStorageRefunds).
  */
 export async function createTenantUpload(
   deps: TenantObjectDeps,

@@ -97,7 +97,7 @@ test("upload, delete, PUT the same URL again: never more bytes stored than charg
   expect((await grant(headers, "b.txt", 100)).status).toBe(403);
 
   expect((await remove(headers, "a.txt")).status).toBe(204);
-  clock.advance(901_000); // Storage:PresignSeconds (900) later the URL is dead
+  clock.advance(961_000); // Storage:PresignSeconds (900) and the 60 s clock-skew margin later the URL is dead
   expect((await put("z".repeat(100))).status).toBe(403);
   headers = await signIn({ email: owner.email, tenant: tenant.code });
   // the next storage call settles: the version is deleted once more, its charge refunded once
@@ -127,7 +127,7 @@ test("a delete after the URL expired refunds at once, exactly the granted size",
       })
     ).status,
   ).toBe(200);
-  clock.advance(901_000);
+  clock.advance(961_000);
   const again = await signIn({ email: owner.email, tenant: tenant.code });
   expect((await remove(again, "d.txt")).status).toBe(204);
   expect(await usage()).toBe(0);
@@ -161,4 +161,23 @@ test("members delete only the objects they uploaded; owners and admins any", asy
   expect((await remove(asAdmin, "member2.txt")).status).toBe(204);
   expect((await remove(asOwner, "owner.txt")).status).toBe(204);
   expect(await keys(asOwner)).toEqual([]);
+});
+
+test("an upload URL never used is refunded once it has expired; a used one stays charged", async () => {
+  const tenant = await proTenant(1000);
+  const owner = await createUser(t.database.db, tenant.id, { role: "owner" });
+  const headers = await signIn({ email: owner.email, tenant: tenant.code });
+  const usage = () => currentUsage(h.deps, tenant.id, "storage_bytes", "never");
+  expect((await grant(headers, "never.txt", 40)).status).toBe(201);
+  const used = (await (await grant(headers, "used.txt", 3)).json()) as { url: string };
+  expect(
+    (await fetch(used.url, { method: "PUT", body: "abc", headers: { "content-type": "text/plain" } })).status,
+  ).toBe(200);
+  expect(await usage()).toBe(43);
+  clock.advance(961_000);
+  const again = await signIn({ email: owner.email, tenant: tenant.code });
+  expect(await keys(again)).toEqual(["used.txt"]);
+  expect(await usage()).toBe(3);
+  expect(await keys(again)).toEqual(["used.txt"]); // settled once: nothing more is refunded
+  expect(await usage()).toBe(3);
 });

@@ -24,12 +24,15 @@ export const storageGrants = pgTable(
     /** When the tenant deleted the object; the refund follows once the URL has expired. */
     deletedAt: timestamp({ withTimezone: true }),
     refundedAt: timestamp({ withTimezone: true }),
+    /** The object was seen stored after the URL expired: the charge stands until a delete. */
+    confirmedAt: timestamp({ withTimezone: true }),
     createdAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [
     index("storage_grants_tenant_key_idx").on(t.tenantId, t.key),
-    index("storage_grants_unrefunded_idx")
+    // grants to settle once their URL expired: deleted ones to refund, never-seen ones to look at
+    index("storage_grants_unsettled_idx")
       .on(t.tenantId, t.expiresAt)
-      .where(sql`${t.deletedAt} is not null and ${t.refundedAt} is null`),
+      .where(sql`${t.refundedAt} is null and (${t.deletedAt} is not null or ${t.confirmedAt} is null)`),
   ],
 );
