@@ -120,8 +120,10 @@ export function createApp(deps: Deps) {
   const authenticated = authenticate(deps);
   app.use("/api/admin/*", authenticated, requirePlatformAdmin());
   app.use("/api/tenant/*", authenticated, requireTenantUser());
-  app.use("/api/tenant/users/*", requireTenantUser(["owner"]));
-  app.use("/api/tenant/domains/*", requireTenantUser(["owner"]));
+  // the role matrix (docs/roles.md): users and domains for owners and admins; finer rules (admins
+  // never manage owners, members delete only their own objects) in the domain functions
+  app.use("/api/tenant/users/*", requireTenantUser(["owner", "admin"]));
+  app.use("/api/tenant/domains/*", requireTenantUser(["owner", "admin"]));
 
   app.route("/", wellKnownRoutes(deps));
   app.route("/", authRoutes(deps, authenticated));

@@ -117,6 +117,14 @@ export const configSchema = z.object({
       .default("_plinth-verification")
       .meta({ description: "TXT record name prefix: `<prefix>.<hostname>`." }),
     AllowedCnameTargets: strings("CNAME targets a custom domain may point at."),
+    DeniedSuffixes: strings(
+      "Hostnames (and their subdomains) no tenant may claim, in addition to the built-in list (localhost, .local, .internal, .localdomain, .svc, .cluster.local, .arpa, loopback wildcard-DNS names); lower case, IDNs in their xn-- form.",
+    ),
+    ClaimExpiryDays: int(
+      1,
+      14,
+      "Days a Pending or Failed domain claim is kept; then it is removed (and its custom_domains usage given back).",
+    ),
     GatewayBaseUrl: z
       .url()
       .nullable()

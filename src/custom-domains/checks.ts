@@ -1,9 +1,10 @@
-import { and, eq, type SQL, sql } from "drizzle-orm";
+import { and, eq, ne, type SQL, sql } from "drizzle-orm";
 import { type Executor, execute } from "../db/client.ts";
 import { tenantDomains } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { workerId } from "../runtime/worker-id.ts";
 import type { DnsResolver } from "./dns.ts";
+import { activeElsewhere, claimExpiry, expireDomainClaims } from "./domains.ts";
 import type { GatewayClient } from "./gateway.ts";
 import { verificationRecordName } from "./hostnames.ts";
 import { cnameTargets, dnsResolver, gatewayClient, missingDomainSettings, retryDelayMs } from "./settings.ts";
@@ -74,7 +75,7 @@ export async function claimDueDomains(
   }));
 }
 
-export type DomainCheckDeps = Pick<Deps, "database" | "clock" | "config" | "tenants" | "logger"> &
+export type DomainCheckDeps = Pick<Deps, "database" | "cache" | "clock" | "config" | "tenants" | "logger"> &
   Partial<Pick<Deps, "fetch">>;
 
 export interface DomainCheckOptions {
@@ -116,11 +117,12 @@ export function createDomainTicker(deps: DomainCheckDeps, options: DomainCheckOp
   async function finish(
     domain: ClaimedDomain,
     set: Omit<Partial<typeof tenantDomains.$inferInsert>, "nextCheckAt"> & { nextCheckAt: Date },
+    tx: Executor = db,
   ) {
     // a check requested while we held the lease (POST …/check) wins over our backoff
     const nextCheckAt = sql`case when ${tenantDomains.nextCheckAt} > ${domain.dueAt}::timestamptz
       then ${tenantDomains.nextCheckAt} else ${ts(set.nextCheckAt)} end`;
-    const rows = await db
+    const rows = await tx
       .update(tenantDomains)
       .set({ ...set, nextCheckAt, lockedBy: null, lockedUntil: null, updatedAt: deps.clock.now() })
       .where(and(eq(tenantDomains.id, domain.id), eq(tenantDomains.lockedBy, owner)))
@@ -129,7 +131,7 @@ export function createDomainTicker(deps: DomainCheckDeps, options: DomainCheckOp
   }
 
   async function verify(domain: ClaimedDomain, services: { resolver: DnsResolver; gateway: GatewayClient }) {
-    const outcome: CheckOutcome = await checkDomain(services, {
+    let outcome: CheckOutcome = await checkDomain(services, {
       hostname: domain.hostname,
       token: domain.verificationToken,
       recordName: verificationRecordName(settings.VerificationRecordPrefix, domain.hostname),
@@ -137,31 +139,38 @@ export function createDomainTicker(deps: DomainCheckDeps, options: DomainCheckOp
     });
     const now = deps.clock.now();
     if (outcome.ok) {
-      const stored = await finish(domain, {
-        status: "Active",
-        cnameTarget: outcome.cnameTarget,
-        gatewayHostnameId: outcome.gateway.id,
-        gatewayStatus: outcome.gateway.status,
-        tlsStatus: outcome.gateway.sslStatus,
-        lastCheckedAt: now,
-        lastFailureCode: null,
-        lastFailureReason: null,
-        checkAttempts: 0,
-        activatedAt: now,
-        // the certificate is usually still pending: refresh its status soon
-        nextCheckAt: new Date(now.getTime() + retryDelayMs(settings, 1)),
-      });
-      if (!stored) await abandoned(domain, services.gateway, outcome.gateway.id);
-      else {
-        deps.tenants.clear();
-        deps.logger.info("tenant domain active", {
-          domainId: domain.id,
-          tenantId: domain.tenantId,
-          hostname: domain.hostname,
-          tlsStatus: outcome.gateway.sslStatus,
-        });
+      const activation = await activate(domain, outcome, now);
+      if (activation === "abandoned") await abandoned(domain, services.gateway, outcome.gateway.id);
+      if (activation !== "taken") {
+        if (activation !== "abandoned") {
+          deps.tenants.clear();
+          deps.logger.info("tenant domain active", {
+            domainId: domain.id,
+            tenantId: domain.tenantId,
+            hostname: domain.hostname,
+            tlsStatus: outcome.gateway.sslStatus,
+          });
+        }
+        return { status: "Active" as const, code: null };
       }
-      return { status: "Active" as const, code: null };
+      // another claim on the name was activated at this very moment: check again soon
+      outcome = {
+        ok: false,
+        code: "in_use_elsewhere",
+        reason: "This name is in use elsewhere; it was verified by another claim at the same moment.",
+        cnameTarget: outcome.cnameTarget,
+      };
+    } else if (
+      (outcome.code === "txt_missing" || outcome.code === "txt_mismatch") &&
+      (await activeElsewhere(db, { id: domain.id, hostname: domain.hostname }))
+    ) {
+      // told only now, when the claim is checked: publish this claim's own value to take the name over
+      outcome = {
+        ok: false,
+        code: "in_use_elsewhere",
+        reason: `This name is in use elsewhere. To move it here, publish this domain's own verification value at ${verificationRecordName(settings.VerificationRecordPrefix, domain.hostname)}.`,
+        cnameTarget: outcome.cnameTarget,
+      };
     }
     const attempts = domain.checkAttempts + 1;
     const stored = await finish(domain, {
@@ -185,6 +194,90 @@ export function createDomainTicker(deps: DomainCheckDeps, options: DomainCheckOp
     return { status: "Failed" as const, code: outcome.code };
   }
 
+  /**
+   * Makes the claim Active, in one transaction with deactivating any other tenant's Active claim
+   * on the name (it proved nothing this one did not: this tenant's own TXT value is published now).
+   * "abandoned": our lease or the row is gone; "taken": another claim became Active concurrently.
+   */
+  async function activate(
+    domain: ClaimedDomain,
+    outcome: Extract<CheckOutcome, { ok: true }>,
+    now: Date,
+  ): Promise<"active" | "moved" | "abandoned" | "taken"> {
+    const lost = new Error("lease lost");
+    try {
+      return await db.transaction(async (tx) => {
+        const previous = await tx
+          .update(tenantDomains)
+          .set({
+            status: "Failed",
+            lastFailureCode: "ownership_moved",
+            lastFailureReason:
+              "Another tenant proved ownership of this name through its own TXT record; the name now serves that tenant.",
+            deactivatedAt: now,
+            gatewayHostnameId: null,
+            gatewayStatus: null,
+            tlsStatus: null,
+            checkAttempts: 0,
+            lastCheckedAt: now,
+            // not re-checked on its own (two published values would move the name back and forth):
+            // the tenant asks with POST …/check, or the claim expires
+            expiresAt: claimExpiry(deps, now),
+            nextCheckAt: claimExpiry(deps, now),
+            updatedAt: now,
+          })
+          .where(
+            and(
+              eq(tenantDomains.hostname, domain.hostname),
+              eq(tenantDomains.status, "Active"),
+              ne(tenantDomains.id, domain.id),
+            ),
+          )
+          .returning({ id: tenantDomains.id, tenantId: tenantDomains.tenantId });
+        const stored = await finish(
+          domain,
+          {
+            status: "Active",
+            cnameTarget: outcome.cnameTarget,
+            gatewayHostnameId: outcome.gateway.id,
+            gatewayStatus: outcome.gateway.status,
+            tlsStatus: outcome.gateway.sslStatus,
+            lastCheckedAt: now,
+            lastFailureCode: null,
+            lastFailureReason: null,
+            checkAttempts: 0,
+            activatedAt: now,
+            expiresAt: null,
+            deactivatedAt: null,
+            // the certificate is usually still pending: refresh its status soon
+            nextCheckAt: new Date(now.getTime() + retryDelayMs(settings, 1)),
+          },
+          tx,
+        );
+        if (!stored) throw lost;
+        // the gateway entry is the name's: it now serves the new owner (its id moved to this row)
+        for (const from of previous)
+          deps.logger.info("tenant domain moved", {
+            hostname: domain.hostname,
+            fromTenantId: from.tenantId,
+            fromDomainId: from.id,
+            toTenantId: domain.tenantId,
+            toDomainId: domain.id,
+            gatewayHostnameId: outcome.gateway.id,
+          });
+        return previous.length > 0 ? "moved" : "active";
+      });
+    } catch (error) {
+      if (error === lost) return "abandoned";
+      if (
+        (error as { code?: string })?.code === "23505" ||
+        (error as { cause?: { code?: string } })?.cause?.code === "23505"
+      )
+        return "taken";
+      throw error;
+    }
+  }
+
   /** The domain was deleted while we registered it: take it off the gateway again. */
   async function abandoned(domain: ClaimedDomain, gw: GatewayClient, gatewayId: string) {
     const [row] = await db
@@ -192,6 +285,11 @@ export function createDomainTicker(deps: DomainCheckDeps, options: DomainCheckOp
       .from(tenantDomains)
       .where(eq(tenantDomains.id, domain.id));
     if (row) return; // another process took over after our lease ran out; it owns the result
+    const [owner] = await db
+      .select({ id: tenantDomains.id })
+      .from(tenantDomains)
+      .where(and(eq(tenantDomains.hostname, domain.hostname), eq(tenantDomains.status, "Active")));
+    if (owner) return; // the entry serves the tenant that owns the name
     await gw.remove({ id: gatewayId, hostname: domain.hostname }).catch((error: unknown) =>
       deps.logger.warn("could not remove the gateway entry of a deleted domain", {
         hostname: domain.hostname,
@@ -236,6 +334,7 @@ export function createDomainTicker(deps: DomainCheckDeps, options: DomainCheckOp
   return {
     owner,
     async tick() {
+      await expireDomainClaims(deps, settings.BatchSize);
       if (missing.length > 0 || !gateway) {
         if (!toldIncomplete) {
           toldIncomplete = true;

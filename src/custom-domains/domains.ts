@@ -1,4 +1,4 @@
-import { and, desc, eq, sql } from "drizzle-orm";
+import { and, desc, eq, lte, ne, sql } from "drizzle-orm";
 import { opaqueToken } from "../auth/secrets.ts";
 import { assertFeature } from "../billing/entitlements.ts";
 import type { TenantCtx } from "../context.ts";
@@ -33,6 +33,9 @@ export interface DomainView {
   nextCheckAt: string | null;
   checkAttempts: number;
   activatedAt: string | null;
+  /** When a Pending or Failed claim is removed; null while Active. */
+  expiresAt: string | null;
+  deactivatedAt: string | null;
   createdAt: string;
 }
 
@@ -66,6 +69,8 @@ export function domainView(deps: Pick<Deps, "config">, row: DomainRow): DomainVi
     nextCheckAt: due ? iso(row.nextCheckAt) : null,
     checkAttempts: row.checkAttempts,
     activatedAt: iso(row.activatedAt),
+    expiresAt: row.status === "Active" ? null : iso(row.expiresAt),
+    deactivatedAt: iso(row.deactivatedAt),
     createdAt: row.createdAt.toISOString(),
   };
 }
@@ -75,8 +80,8 @@ export function domainView(deps: Pick<Deps, "config">, row: DomainRow): DomainVi
  * (operators' additions count toward the tenant's quota too). Keyed by the domain id, so a retried
  * call never counts twice; recorded in the transaction that adds or removes the domain.
  */
-async function countDomain(
-  deps: DomainDeps,
+export async function countDomain(
+  deps: Pick<DomainDeps, "database" | "cache" | "clock" | "logger">,
   tx: Executor,
   tenantId: string,
   domainId: string,
@@ -94,9 +99,18 @@ async function countDomain(
   );
 }
 
+/** When a claim made or failed at `now` is removed: `TenantDomains:ClaimExpiryDays` later. */
+export function claimExpiry(deps: Pick<DomainDeps, "config">, now: Date): Date {
+  return new Date(now.getTime() + deps.config.settings.TenantDomains.ClaimExpiryDays * 86_400_000);
+}
+
 /**
- * Adds a hostname to the tenant as Pending (due at once, with a fresh verification token) and counts
- * it in `custom_domains` usage, in one transaction. A tenant's own addition is held to its plan: 402
+ * Adds a hostname to the tenant as Pending (due at once, with a fresh verification token of its
+ * own, expiring after `TenantDomains:ClaimExpiryDays` unless verified) and counts it in
+ * `custom_domains` usage, in one transaction. Verified ownership decides, not first come: another
+ * tenant's claim on the name (Pending or Active) neither refuses this one nor is revealed; the
+ * first claim to verify becomes Active, and an Active name moves only to a tenant that proves
+ * ownership with its own TXT record (checks.ts). 409 only when this tenant has the name already. A tenant's own addition is held to its plan: 402
  * `payment_required` when the plan has no custom domains, 403 `usage_limit_reached` at the limit,
  * first from the usage counter, then by counting the tenant's domains under its row lock as the new
  * one is inserted, so concurrent additions cannot pass it (every domain row counts, whatever its
@@ -113,6 +127,7 @@ export async function addCustomDomain(
   const hostname = validateHostname(input.hostname, {
     platformHost: settings.Tenancy.Resolution.PlatformHost,
     allowedHosts: settings.AllowedHosts,
+    deniedSuffixes: settings.TenantDomains.DeniedSuffixes,
   });
   await getTenant(deps.database.db, tenantId);
   const now = deps.clock.now();
@@ -137,13 +152,14 @@ export async function addCustomDomain(
         status: "Pending",
         verificationToken: `plinth-${opaqueToken(24)}`,
         nextCheckAt: now,
+        expiresAt: claimExpiry(deps, now),
         createdAt: now,
         updatedAt: now,
       })
-      .onConflictDoNothing({ target: tenantDomains.hostname })
+      .onConflictDoNothing({ target: [tenantDomains.tenantId, tenantDomains.hostname] })
       .returning();
-    // one answer whichever tenant holds it: the name is taken
-    if (!inserted) throw new AppError("conflict", "This hostname is already registered.");
+    // only this tenant's own claim conflicts: other tenants' claims are not revealed
+    if (!inserted) throw new AppError("conflict", "This tenant has already added this hostname.");
     await countDomain(deps, tx, tenantId, inserted.id, 1);
     return inserted;
   });
@@ -216,7 +232,9 @@ export async function removeCustomDomain(
   const { tenantId } = ctx;
   const id = input.id;
   const row = await domainRow(deps, tenantId, id);
-  const gateway = gatewayClient(deps.config.settings.TenantDomains, deps.logger, deps.fetch);
+  const gateway = (await activeElsewhere(deps.database.db, row))
+    ? null // the gateway entry serves another tenant that owns the name now: leave it
+    : gatewayClient(deps.config.settings.TenantDomains, deps.logger, deps.fetch);
   if (gateway) {
     try {
       await gateway.remove({ id: row.gatewayHostnameId, hostname: row.hostname });
@@ -227,7 +245,7 @@ export async function removeCustomDomain(
       });
       throw new AppError("unavailable", "The TLS gateway did not confirm the removal; try again.");
     }
-  } else if (row.gatewayHostnameId) {
+  } else if (row.gatewayHostnameId && !(await activeElsewhere(deps.database.db, row))) {
     deps.logger.warn("tenant domain removed without a configured gateway: remove it there by hand", {
       domainId: id,
       hostname: row.hostname,
@@ -240,4 +258,64 @@ export async function removeCustomDomain(
   });
   deps.tenants.clear();
   deps.logger.info("tenant domain removed", { tenantId, domainId: id, hostname: row.hostname });
+}
+
+/** Whether another tenant's claim on the row's hostname is Active. */
+export async function activeElsewhere(db: Executor, row: { id: string; hostname: string }): Promise<boolean> {
+  const [other] = await db
+    .select({ id: tenantDomains.id })
+    .from(tenantDomains)
+    .where(
+      and(
+        eq(tenantDomains.hostname, row.hostname),
+        eq(tenantDomains.status, "Active"),
+        ne(tenantDomains.id, row.id),
+      ),
+    )
+    .limit(1);
+  return other !== undefined;
+}
+
+/**
+ * Removes Pending and Failed claims whose time is up (`expires_at`), each with its −1 of
+ * `custom_domains` usage in the transaction that deletes it; resolves how many went. Run by the
+ * tenant-domain loop each tick. A claim never reaches the gateway before it is Active, and a
+ * domain that lost its name has its gateway id cleared, so nothing is removed there.
+ */
+export async function expireDomainClaims(
+  deps: Pick<DomainDeps, "database" | "cache" | "clock" | "logger">,
+  limit: number,
+): Promise<number> {
+  const now = deps.clock.now();
+  const due = await deps.database.db
+    .select({ id: tenantDomains.id, tenantId: tenantDomains.tenantId, hostname: tenantDomains.hostname })
+    .from(tenantDomains)
+    .where(and(ne(tenantDomains.status, "Active"), lte(tenantDomains.expiresAt, now)))
+    .limit(limit);
+  let removed = 0;
+  for (const claim of due) {
+    const gone = await deps.database.db.transaction(async (tx) => {
+      const rows = await tx
+        .delete(tenantDomains)
+        .where(
+          and(
+            eq(tenantDomains.id, claim.id),
+            ne(tenantDomains.status, "Active"),
+            lte(tenantDomains.expiresAt, now),
+          ),
+        )
+        .returning({ id: tenantDomains.id });
+      if (rows.length > 0) await countDomain(deps, tx, claim.tenantId, claim.id, -1);
+      return rows.length > 0;
+    });
+    if (gone) {
+      removed++;
+      deps.logger.info("tenant domain claim expired", {
+        tenantId: claim.tenantId,
+        domainId: claim.id,
+        hostname: claim.hostname,
+      });
+    }
+  }
+  return removed;
 }

@@ -1,4 +1,5 @@
 import type { Logger } from "../telemetry/logger.ts";
+import { parseHostname } from "../tenancy/hostnames.ts";
 
 /** A custom hostname as the gateway reports it (Cloudflare for SaaS `custom_hostnames`). */
 export interface GatewayHostname {
@@ -153,7 +154,16 @@ export function createGatewayClient(options: GatewayOptions): GatewayClient {
     return envelope;
   }
 
+  /** Only canonical hostnames (src/tenancy/hostnames.ts) ever reach the gateway. */
+  function canonical(hostname: string): string {
+    const parsed = parseHostname(hostname);
+    if (!parsed.ok) throw new GatewayError(`not a canonical hostname: ${parsed.reason}`, null, false);
+    return parsed.hostname;
+  }
+
   async function find(hostname: string, retry: boolean): Promise<GatewayHostname | null> {
+    // a name that is not canonical was never created there (ensure refuses it): nothing to find
+    if (!parseHostname(hostname).ok) return null;
     const query = `?hostname=${encodeURIComponent(hostname)}`;
     const envelope = await call("GET", `/custom_hostnames${query}`, undefined, { retry });
     const list = Array.isArray(envelope?.result) ? envelope.result : [];
@@ -172,7 +182,8 @@ export function createGatewayClient(options: GatewayOptions): GatewayClient {
       });
       return envelope ? toHostname(envelope.result) : null;
     },
-    async ensure(hostname) {
+    async ensure(raw) {
+      const hostname = canonical(raw);
       // a create that timed out may have succeeded: every attempt looks up before it creates
       // (one loop of attempts, not nested ones, so a check stays well inside the domain lease)
       let last: GatewayError | undefined;

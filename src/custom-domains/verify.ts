@@ -10,6 +10,10 @@ export const failureCodes = [
   "cname_missing",
   "cname_mismatch",
   "gateway_error",
+  // the TXT record does not hold this claim's value and another tenant has the name Active
+  "in_use_elsewhere",
+  // this domain was Active; another tenant proved ownership through its own TXT record
+  "ownership_moved",
 ] as const;
 export type FailureCode = (typeof failureCodes)[number];
 

@@ -40,6 +40,25 @@ export interface TenantUser {
 
 const notFound = () => new AppError("not_found", "No such user.");
 
+/**
+ * Whether the ctx's actor may manage owners: an owner (or Plinth itself) may; a tenant admin manages
+ * users but not owners — it cannot create, disable or remove one (docs/roles.md).
+ */
+function managesOwners(ctx: TenantCtx): boolean {
+  return ctx.actor.type !== "user" || ctx.actor.roles.includes("owner");
+}
+const notForAdmins = () => new AppError("forbidden", "Only an owner manages owners.");
+
+/** A tenant owner or admin adds a user to the ctx's tenant; only an owner adds an owner (403). */
+export async function addTenantUser(
+  deps: Pick<Deps, "database">,
+  ctx: TenantCtx,
+  input: NewUser,
+): Promise<{ id: string }> {
+  if (input.role === "owner" && !managesOwners(ctx)) throw notForAdmins();
+  return createTenantUser(deps.database.db, ctx.tenantId, input);
+}
+
 export async function createTenantUser(db: Db, tenantId: string, input: NewUser): Promise<{ id: string }> {
   const user = newUserSchema.parse(input);
   const weakness = await passwordProblem(user.password, { email: user.email, name: user.name });
@@ -155,7 +174,8 @@ async function assertNotLastOwner(tx: Executor, tenantId: string, userId: string
  * owner goes through here, so they serialise per tenant and the owner count below cannot be stale
  * (two owners disabling each other at once: the second sees the first's change and is refused).
  */
-async function lockChangeableUser(tx: Executor, tenantId: string, userId: string): Promise<void> {
+async function lockChangeableUser(tx: Executor, ctx: TenantCtx, userId: string): Promise<void> {
+  const { tenantId } = ctx;
   const [tenant] = await tx
     .select({ id: tenants.id })
     .from(tenants)
@@ -168,6 +188,13 @@ async function lockChangeableUser(tx: Executor, tenantId: string, userId: string
     .where(and(eq(users.id, userId), eq(users.tenantId, tenantId)))
     .for("update");
   if (!user) throw notFound();
+  if (!managesOwners(ctx)) {
+    const [membership] = await tx
+      .select({ role: tenantMemberships.role })
+      .from(tenantMemberships)
+      .where(and(eq(tenantMemberships.tenantId, tenantId), eq(tenantMemberships.userId, userId)));
+    if (membership?.role === "owner") throw notForAdmins();
+  }
   await assertNotLastOwner(tx, tenantId, userId);
 }
 
@@ -185,7 +212,7 @@ export async function disableTenantUser(
   const { userId } = input;
   const now = deps.clock.now();
   await deps.database.db.transaction(async (tx) => {
-    await lockChangeableUser(tx, ctx.tenantId, userId);
+    await lockChangeableUser(tx, ctx, userId);
     await tx.update(users).set({ status: "Disabled", updatedAt: now }).where(eq(users.id, userId));
     await tx
       .update(sessions)
@@ -203,7 +230,7 @@ export async function removeTenantUser(
 ): Promise<void> {
   const { userId } = input;
   await deps.database.db.transaction(async (tx) => {
-    await lockChangeableUser(tx, ctx.tenantId, userId);
+    await lockChangeableUser(tx, ctx, userId);
     await tx.delete(users).where(and(eq(users.id, userId), eq(users.tenantId, ctx.tenantId)));
     await endSessions(deps, { userId }, tx);
   });

@@ -4,8 +4,8 @@
  * normalisation, so `%2e%2e/` and full-width dots do not pass), backslashes, control characters.
  */
 
-/** S3 allows 1024 bytes per key; the tenant prefix takes 45 of them. */
-const MAX_KEY_BYTES = 1024;
+/** S3 allows 1024 bytes per key; the tenant prefix takes 45 of them, an upload's grant mark 39. */
+const MAX_KEY_BYTES = 1024 - 39;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 export class InvalidObjectKeyError extends Error {
@@ -17,12 +17,34 @@ export function tenantPrefix(tenantId: string): string {
   return `tenants/${tenantId}/`;
 }
 
+/**
+ * Marks the object version one presigned upload writes: `<key>~g~<grant id>`. Reserved: a
+ * tenant's key may not contain it.
+ */
+export const GRANT_MARK = "~g~";
+const GRANT_SUFFIX = /~g~([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/;
+
+/** The S3 key one upload grant writes: the tenant's full key plus the grant's mark. */
+export function grantObjectKey(fullKey: string, grantId: string): string {
+  if (!UUID.test(grantId)) throw new InvalidObjectKeyError("the grant id is not a lower-case UUID");
+  return `${fullKey}${GRANT_MARK}${grantId}`;
+}
+
+/** A stored key as the tenant's key and, for a presigned upload's object, its grant id. */
+export function splitGrantKey(stored: string): { key: string; grantId: string | null } {
+  const match = GRANT_SUFFIX.exec(stored);
+  return match
+    ? { key: stored.slice(0, match.index), grantId: match[1] ?? null }
+    : { key: stored, grantId: null };
+}
+
 function checkForm(key: string): string | null {
   // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused
   if (/[\u0000-\u001f\u007f-\u009f]/.test(key)) return "contains a control character";
   if (key.includes("\\")) return "contains a backslash";
   if (key.startsWith("/")) return "is absolute";
   if (/^[a-z][a-z0-9+.-]*:/i.test(key)) return "is a URL";
+  if (key.includes(GRANT_MARK)) return `contains "${GRANT_MARK}" (reserved)`;
   const segments = key.split("/");
   if (segments.some((s) => s === "")) return "has an empty segment";
   if (segments.some((s) => s === "." || s === "..")) return "has a . or .. segment";

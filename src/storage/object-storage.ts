@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import {
   DeleteObjectCommand,
   GetObjectCommand,
@@ -12,7 +13,14 @@ import type { AppConfig } from "../config/load.ts";
 import { AppError } from "../errors.ts";
 import { disabledTelemetry, type Telemetry } from "../telemetry/otel.ts";
 import { traceS3Client } from "../telemetry/s3.ts";
-import { InvalidObjectKeyError, relativeObjectKey, tenantObjectKey, tenantPrefix } from "./keys.ts";
+import {
+  grantObjectKey,
+  InvalidObjectKeyError,
+  relativeObjectKey,
+  splitGrantKey,
+  tenantObjectKey,
+  tenantPrefix,
+} from "./keys.ts";
 import { createS3Client } from "./s3.ts";
 
 /** SigV4 presigned URLs live at most 7 days. */
@@ -31,6 +39,15 @@ export interface ObjectStorageOptions {
 export interface StoredObject {
   /** Relative to the tenant's prefix. */
   key: string;
+  size: number;
+  lastModified: Date | null;
+}
+
+/** One stored version of a tenant's key: the plain object, or the one an upload grant wrote. */
+export interface ObjectVersion {
+  /** The full S3 key. */
+  objectKey: string;
+  grantId: string | null;
   size: number;
   lastModified: Date | null;
 }
@@ -130,12 +147,15 @@ export class ObjectStorage {
     return { key: input.key, size, lastModified: null };
   }
 
-  /** A presigned PUT whose content type and exact length are signed: the store refuses any other. */
+  /**
+   * A presigned PUT whose content type and exact length are signed (the store refuses any other),
+   * writing the object version of one grant: `<key>~g~<grantId>`, a name no other URL writes.
+   */
   async createUpload(
     tenantId: string,
-    input: { key: string; contentType: string; size: number },
-  ): Promise<PresignedUpload> {
-    const Key = this.#key(tenantId, input.key);
+    input: { key: string; contentType: string; size: number; grantId?: string },
+  ): Promise<PresignedUpload & { objectKey: string }> {
+    const Key = grantObjectKey(this.#key(tenantId, input.key), input.grantId ?? randomUUID());
     const ContentType = this.#contentType(input.contentType);
     const size = this.#size(input.size);
     const now = this.#o.clock.now();
@@ -150,6 +170,7 @@ export class ObjectStorage {
     );
     return {
       key: input.key,
+      objectKey: Key,
       method: "PUT",
       url,
       headers: { "content-type": ContentType, "content-length": String(size) },
@@ -157,11 +178,32 @@ export class ObjectStorage {
     };
   }
 
-  async #head(
-    tenantId: string,
-    key: string,
-  ): Promise<{ Key: string; size: number; contentType?: string; version: string }> {
-    const Key = this.#key(tenantId, key);
+  /**
+   * The stored versions of a tenant's key, newest first: the plain object (a server-side upload,
+   * or one from before upload grants) and each grant's. Throws 404 when there is none.
+   */
+  async versions(tenantId: string, key: string): Promise<ObjectVersion[]> {
+    const full = this.#key(tenantId, key);
+    const out = await this.#o.client.send(
+      new ListObjectsCommand({ Bucket: this.#o.bucket, Prefix: full, MaxKeys: 1000 }),
+    );
+    const found: ObjectVersion[] = [];
+    for (const object of out.Contents ?? []) {
+      if (!object.Key) continue;
+      const split = splitGrantKey(object.Key);
+      if (split.key !== full || (object.Key !== full && !split.grantId)) continue;
+      found.push({
+        objectKey: object.Key,
+        grantId: split.grantId,
+        size: object.Size ?? 0,
+        lastModified: object.LastModified ?? null,
+      });
+    }
+    if (found.length === 0) throw new AppError("not_found", "No such object.");
+    return found.sort((a, b) => (b.lastModified?.getTime() ?? 0) - (a.lastModified?.getTime() ?? 0));
+  }
+
+  async #head(Key: string): Promise<{ Key: string; size: number; contentType?: string; version: string }> {
     try {
       const head = await this.#o.client.send(new HeadObjectCommand({ Bucket: this.#o.bucket, Key }));
       // what tells one stored version of the key from the next (the same bytes uploaded again
@@ -176,7 +218,8 @@ export class ObjectStorage {
 
   /** A presigned GET for an object of this tenant (404 when the tenant has no such object). */
   async createDownload(tenantId: string, key: string): Promise<PresignedDownload> {
-    const { Key } = await this.#head(tenantId, key);
+    const [newest] = await this.versions(tenantId, key);
+    const { Key } = await this.#head(newest?.objectKey ?? this.#key(tenantId, key));
     const now = this.#o.clock.now();
     const filename = (key.split("/").at(-1) ?? "download").replace(/["\\\r\n]/g, "_");
     const url = await getSignedUrl(
@@ -197,7 +240,8 @@ export class ObjectStorage {
     tenantId: string,
     key: string,
   ): Promise<{ body: Uint8Array; contentType: string | undefined }> {
-    const Key = this.#key(tenantId, key);
+    const [newest] = await this.versions(tenantId, key);
+    const Key = newest?.objectKey ?? this.#key(tenantId, key);
     try {
       const out = await this.#o.client.send(new GetObjectCommand({ Bucket: this.#o.bucket, Key }));
       return {
@@ -234,26 +278,67 @@ export class ObjectStorage {
         Bucket: this.#o.bucket,
         Prefix: prefix,
         MaxKeys: input.limit,
-        ...(input.cursor ? { Marker: this.#key(tenantId, input.cursor) } : {}),
+        ...(input.cursor ? { Marker: this.#cursorKey(tenantId, input.cursor) } : {}),
       }),
     );
-    const items: StoredObject[] = [];
+    // one item per tenant key: the newest of its versions on this page (the cursor is the last
+    // stored key seen, version mark included)
+    const items = new Map<string, StoredObject>();
+    let last: string | null = null;
     for (const object of out.Contents ?? []) {
-      const key = object.Key ? relativeObjectKey(tenantId, object.Key) : null;
-      if (key === null) continue; // never show anything outside the tenant's prefix
-      items.push({ key, size: object.Size ?? 0, lastModified: object.LastModified ?? null });
+      const stored = object.Key ? relativeObjectKey(tenantId, object.Key) : null;
+      if (stored === null) continue; // never show anything outside the tenant's prefix
+      last = stored;
+      const { key } = splitGrantKey(stored);
+      const item = { key, size: object.Size ?? 0, lastModified: object.LastModified ?? null };
+      const seen = items.get(key);
+      if (!seen || (item.lastModified?.getTime() ?? 0) >= (seen.lastModified?.getTime() ?? 0))
+        items.set(key, item);
     }
-    return { items, nextCursor: out.IsTruncated ? (items.at(-1)?.key ?? null) : null };
+    return { items: [...items.values()], nextCursor: out.IsTruncated ? last : null };
+  }
+
+  /** A listing cursor (a stored key relative to the tenant, version mark allowed) as a full key. */
+  #cursorKey(tenantId: string, cursor: string): string {
+    const { key, grantId } = splitGrantKey(cursor);
+    const full = this.#key(tenantId, key);
+    return grantId ? grantObjectKey(full, grantId) : full;
   }
 
   /**
-   * Deletes an object of this tenant (404 when there is none); resolves to its size in bytes and the
-   * version deleted, so deletes racing on one object can be counted once.
+   * Deletes every stored version of a tenant's key (404 when there is none); resolves to each
+   * version deleted, its size and S3 version, so deletes racing on one object can be counted once.
    */
-  async deleteObject(tenantId: string, key: string): Promise<{ size: number; version: string }> {
-    const { Key, size, version } = await this.#head(tenantId, key);
-    await this.#o.client.send(new DeleteObjectCommand({ Bucket: this.#o.bucket, Key }));
-    return { size, version };
+  async deleteObject(tenantId: string, key: string): Promise<Array<ObjectVersion & { version: string }>> {
+    const deleted: Array<ObjectVersion & { version: string }> = [];
+    for (const found of await this.versions(tenantId, key)) {
+      let head: { size: number; version: string };
+      try {
+        head = await this.#head(found.objectKey);
+      } catch (error) {
+        if (error instanceof AppError && error.code === "not_found") continue; // deleted meanwhile
+        throw error;
+      }
+      await this.deleteStored(found.objectKey);
+      deleted.push({ ...found, size: head.size, version: head.version });
+    }
+    return deleted;
+  }
+
+  /** Whether an object is stored under this full key. */
+  async isStored(objectKey: string): Promise<boolean> {
+    try {
+      await this.#head(objectKey);
+      return true;
+    } catch (error) {
+      if (error instanceof AppError && error.code === "not_found") return false;
+      throw error;
+    }
+  }
+
+  /** Deletes one stored object by its full key (no error when it is absent). */
+  async deleteStored(objectKey: string): Promise<void> {
+    await this.#o.client.send(new DeleteObjectCommand({ Bucket: this.#o.bucket, Key: objectKey }));
   }
 }
 

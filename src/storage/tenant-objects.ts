@@ -1,16 +1,24 @@
 import { createHash, randomUUID } from "node:crypto";
+import { and, eq, inArray, isNotNull, isNull, lte, or, sql } from "drizzle-orm";
 import { assertFeature } from "../billing/entitlements.ts";
-import type { TenantCtx } from "../context.ts";
+import { actorUserId, type TenantCtx } from "../context.ts";
+import { storageGrants } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
-import { recordUsage } from "../usage/ledger.ts";
+import { currentUsage, recordUsage } from "../usage/ledger.ts";
 import type { ObjectStorage, PresignedDownload, PresignedUpload, StoredObject } from "./object-storage.ts";
 
 /**
  * A tenant's own objects, always within its prefix (the tenant comes from the ctx, never from the
- * request), and their `storage_bytes` usage.
+ * request), and their `storage_bytes` usage. Every presigned upload is a grant (`storage_grants`):
+ * one object version (`<key>~g~<grant id>`), one exact size, charged when granted and refunded
+ * once when deleted — and not before its URL has expired, so a URL reused after a delete only
+ * ever writes bytes that are still charged (docs/billing.md).
  */
 export type TenantObjectDeps = Pick<Deps, "storage" | "database" | "cache" | "clock" | "logger" | "config">;
+
+/** How far the store's clock may run behind ours (a URL still accepted there after it expired here). */
+const CLOCK_SKEW_MS = 60_000;
 
 function storageOf(deps: TenantObjectDeps): ObjectStorage {
   if (!deps.storage)
@@ -18,13 +26,90 @@ function storageOf(deps: TenantObjectDeps): ObjectStorage {
   return deps.storage;
 }
 
+/** Tenant members manage only the objects they uploaded; owners and admins manage all of them. */
+function managesAll(ctx: TenantCtx): boolean {
+  if (ctx.actor.type !== "user") return true;
+  return ctx.actor.roles.includes("owner") || ctx.actor.roles.includes("admin");
+}
+
 /**
- * Grants an upload: a presigned PUT whose content type and exact length are signed, counted in
- * `storage_bytes` as it is granted. The request itself is checked first (key, type 415, size 413;
- * presigning is local and the URL is dropped if the plan refuses), then the plan: off → 402; used +
- * size over the limit → 403. An empty object still counts as something new (a suspended tenant's
- * limit of 0 refuses every upload). A URL never used, or an upload over an existing key, over-counts
- * until the object is deleted (docs/billing.md).
+ * Settles the tenant's grants whose URL has expired (nothing can write them any more):
+ * - deleted ones: the object version is deleted once more (bytes a reused URL wrote after the
+ *   delete, still charged until now), then the grant's charged size is refunded, once;
+ * - never seen: if no object was stored (the URL was never used), the charge is refunded; if one
+ *   was, the grant is confirmed and its charge stands until a delete.
+ * Runs before the tenant's storage calls; resolves how many bytes were refunded.
+ */
+export async function settleStorageRefunds(deps: TenantObjectDeps, tenantId: string): Promise<number> {
+  const now = deps.clock.now();
+  // the store judges expiry by its own clock: settle only a margin after ours says expired
+  const expiredBefore = new Date(now.getTime() - CLOCK_SKEW_MS);
+  const due = await deps.database.db
+    .select({ id: storageGrants.id, objectKey: storageGrants.objectKey, deletedAt: storageGrants.deletedAt })
+    .from(storageGrants)
+    .where(
+      and(
+        eq(storageGrants.tenantId, tenantId),
+        isNull(storageGrants.refundedAt),
+        or(isNotNull(storageGrants.deletedAt), isNull(storageGrants.confirmedAt)),
+        lte(storageGrants.expiresAt, expiredBefore),
+      ),
+    )
+    .limit(100);
+  let refunded = 0;
+  for (const grant of due) {
+    if (grant.deletedAt) await storageOf(deps).deleteStored(grant.objectKey);
+    else if (await storageOf(deps).isStored(grant.objectKey)) {
+      await deps.database.db
+        .update(storageGrants)
+        .set({ confirmedAt: now })
+        .where(and(eq(storageGrants.id, grant.id), isNull(storageGrants.deletedAt)));
+      continue;
+    }
+    refunded += await refundGrant(deps, tenantId, grant.id);
+  }
+  return refunded;
+}
+
+/** Marks the grant refunded and records its charged size back, in one transaction; 0 if already done. */
+async function refundGrant(deps: TenantObjectDeps, tenantId: string, grantId: string): Promise<number> {
+  const now = deps.clock.now();
+  return deps.database.db.transaction(async (tx) => {
+    const [row] = await tx
+      .update(storageGrants)
+      .set({
+        refundedAt: now,
+        deletedAt: sql`coalesce(${storageGrants.deletedAt}, ${now.toISOString()}::timestamptz)`,
+      })
+      .where(
+        and(
+          eq(storageGrants.id, grantId),
+          eq(storageGrants.tenantId, tenantId),
+          isNull(storageGrants.refundedAt),
+        ),
+      )
+      .returning({ size: storageGrants.size });
+    if (!row || row.size === 0) return 0;
+    await recordUsage(
+      deps,
+      {
+        tenantId,
+        feature: "storage_bytes",
+        quantity: -row.size,
+        idempotencyKey: `storage_bytes:refund:${grantId}`,
+      },
+      tx,
+    );
+    return row.size;
+  });
+}
+
+/**
+ * Grants an upload: a presigned PUT of one object version whose content type and exact length are
+ * signed, recorded as a grant and counted in `storage_bytes` in one transaction. The request itself
+ * is checked first (key, type 415, size 413), then the plan: off → 402; used + size over the limit
+ * → 403. An empty object still counts as something new (a suspended tenant's limit of 0 refuses
+ * every upload). A URL never used is refunded once it has expired (settleStorageRefunds).
  */
 export async function createTenantUpload(
   deps: TenantObjectDeps,
@@ -32,15 +117,33 @@ export async function createTenantUpload(
   input: { key: string; contentType: string; size: number },
 ): Promise<PresignedUpload> {
   const { tenantId } = ctx;
-  const upload = await storageOf(deps).createUpload(tenantId, input);
+  const grantId = randomUUID();
+  const { objectKey, ...upload } = await storageOf(deps).createUpload(tenantId, { ...input, grantId });
+  await settleStorageRefunds(deps, tenantId);
   await assertFeature(deps, tenantId, "storage_bytes", Math.max(input.size, 1));
-  if (input.size > 0)
-    await recordUsage(deps, {
+  await deps.database.db.transaction(async (tx) => {
+    await tx.insert(storageGrants).values({
+      id: grantId,
       tenantId,
-      feature: "storage_bytes",
-      quantity: input.size,
-      idempotencyKey: `storage_bytes:upload:${randomUUID()}`,
+      key: input.key,
+      objectKey,
+      size: input.size,
+      uploadedBy: actorUserId(ctx),
+      expiresAt: upload.expiresAt,
+      createdAt: deps.clock.now(),
     });
+    if (input.size > 0)
+      await recordUsage(
+        deps,
+        {
+          tenantId,
+          feature: "storage_bytes",
+          quantity: input.size,
+          idempotencyKey: `storage_bytes:upload:${grantId}`,
+        },
+        tx,
+      );
+  });
   return upload;
 }
 
@@ -49,6 +152,7 @@ export async function listTenantObjects(
   ctx: TenantCtx,
   input: { prefix?: string; cursor?: string; limit: number },
 ): Promise<{ items: StoredObject[]; nextCursor: string | null }> {
+  await settleStorageRefunds(deps, ctx.tenantId);
   return storageOf(deps).listObjects(ctx.tenantId, input);
 }
 
@@ -61,9 +165,11 @@ export async function createTenantDownload(
 }
 
 /**
- * Deletes one of the tenant's objects and gives its bytes back to `storage_bytes`. The refund is
- * keyed by the object version: deletes of one object that race (each saw it before the other
- * removed it) give its bytes back once.
+ * Deletes every version of one of the tenant's keys. A member may delete only what they uploaded
+ * (403 otherwise); owners and admins anything. Each upload version's grant is refunded its charged
+ * size once — at once when its URL has expired, otherwise when it does (settleStorageRefunds).
+ * A plain object (a server-side upload, or one from before grants) refunds its size keyed by its S3
+ * version, never taking usage below zero.
  */
 export async function deleteTenantObject(
   deps: TenantObjectDeps,
@@ -71,12 +177,51 @@ export async function deleteTenantObject(
   input: { key: string },
 ): Promise<void> {
   const { tenantId } = ctx;
-  const { size, version } = await storageOf(deps).deleteObject(tenantId, input.key);
-  if (size > 0)
-    await recordUsage(deps, {
-      tenantId,
-      feature: "storage_bytes",
-      quantity: -size,
-      idempotencyKey: `storage_bytes:delete:${createHash("sha256").update(`${tenantId}\u0000${input.key}\u0000${version}`).digest("hex")}`,
-    });
+  const storage = storageOf(deps);
+  if (!managesAll(ctx)) {
+    const versions = await storage.versions(tenantId, input.key);
+    const grantIds = versions.map((v) => v.grantId).filter((id): id is string => id !== null);
+    const mine =
+      grantIds.length === versions.length &&
+      (
+        await deps.database.db
+          .select({ id: storageGrants.id })
+          .from(storageGrants)
+          .where(
+            and(
+              eq(storageGrants.tenantId, tenantId),
+              inArray(storageGrants.id, grantIds),
+              eq(storageGrants.uploadedBy, actorUserId(ctx) ?? ""),
+            ),
+          )
+      ).length === grantIds.length;
+    if (!mine) throw new AppError("forbidden", "Members delete only the objects they uploaded.");
+  }
+  const deleted = await storage.deleteObject(tenantId, input.key);
+  const now = deps.clock.now();
+  for (const version of deleted) {
+    if (version.grantId) {
+      await deps.database.db
+        .update(storageGrants)
+        .set({ deletedAt: now })
+        .where(
+          and(
+            eq(storageGrants.id, version.grantId),
+            eq(storageGrants.tenantId, tenantId),
+            isNull(storageGrants.deletedAt),
+          ),
+        );
+    } else if (version.size > 0) {
+      const used = await currentUsage(deps, tenantId, "storage_bytes", "never");
+      const quantity = Math.min(version.size, Math.max(used, 0));
+      if (quantity > 0)
+        await recordUsage(deps, {
+          tenantId,
+          feature: "storage_bytes",
+          quantity: -quantity,
+          idempotencyKey: `storage_bytes:delete:${createHash("sha256").update(`${tenantId}\u0000${input.key}\u0000${version.version}`).digest("hex")}`,
+        });
+    }
+  }
+  await settleStorageRefunds(deps, tenantId);
 }

@@ -41,6 +41,9 @@ export async function domainRow(db: Db, id: string) {
   return row;
 }
 
-/** A hostname no other test uses. */
+/**
+ * A hostname no other test uses (10 hex digits: 8 could read as a wildcard-DNS address, which the
+ * hostname parser refuses when it is private).
+ */
 export const uniqueHost = (label = "app") =>
-  `${label}-${crypto.randomUUID().slice(0, 8)}.customer-test.example`;
+  `${label}-${crypto.randomUUID().replaceAll("-", "").slice(0, 10)}.customer-test.example`;

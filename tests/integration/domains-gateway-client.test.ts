@@ -25,6 +25,18 @@ const client = (overrides: { apiKey?: string; timeoutMs?: number; retries?: numb
   });
 
 describe("Cloudflare custom-hostnames client", () => {
+  test("only canonical hostnames reach the gateway (the one hostname parser)", async () => {
+    const start = gateway.requests.length;
+    for (const name of ["APP.example.com", "app.example.com:443", "127.0.0.1.nip.io", "ａｐｐ.example.com"]) {
+      const error = await client()
+        .ensure(name)
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(GatewayError);
+      expect(await client().findByHostname(name)).toBeNull();
+    }
+    expect(gateway.requests.length).toBe(start);
+  });
+
   test("ensure creates once with ssl { method: http, type: dv }; a second ensure finds it", async () => {
     const hostname = uniqueHost("gw");
     const first = await client().ensure(hostname);

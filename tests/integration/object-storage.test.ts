@@ -197,15 +197,19 @@ describe("object storage on a real S3-compatible server", () => {
 
   test("presigned upload: signs content type and exact length, is honoured, and refuses anything else", async () => {
     const tenant = randomUUID();
+    const grantId = randomUUID();
     const upload = await storage.createUpload(tenant, {
       key: "img/up.png",
       contentType: "image/png",
       size: 8,
+      grantId,
     });
+    expect(upload.objectKey).toBe(`tenants/${tenant}/img/up.png~g~${grantId}`);
     expect(upload.headers).toEqual({ "content-type": "image/png", "content-length": "8" });
     expect(upload.expiresAt.toISOString()).toBe("2026-11-01T12:05:00.000Z");
     const url = new URL(upload.url);
-    expect(url.pathname).toBe(`/${s3.bucket}/tenants/${tenant}/img/up.png`);
+    // the grant's own object version: no other URL writes this name
+    expect(decodeURIComponent(url.pathname)).toBe(`/${s3.bucket}/${upload.objectKey}`);
     expect(url.searchParams.get("X-Amz-Expires")).toBe("300");
     expect(url.searchParams.get("X-Amz-SignedHeaders")).toBe("content-length;content-type;host");
 
@@ -219,11 +223,16 @@ describe("object storage on a real S3-compatible server", () => {
     const longer = new URL(upload.url);
     longer.searchParams.set("X-Amz-Expires", "604800");
     expect((await put(new Uint8Array(8), "image/png", longer.toString())).status).toBe(403);
-    expect(await stored(`tenants/${tenant}/img/up.png`)).toBe(false);
+    expect(await stored(upload.objectKey)).toBe(false);
 
     const ok = await put(new Uint8Array(8).fill(7), "image/png");
     expect(ok.status).toBe(200);
-    expect(await stored(`tenants/${tenant}/img/up.png`)).toBe(true);
+    expect(await stored(upload.objectKey)).toBe(true);
+    // the tenant sees its own key, and reads the version the upload wrote
+    expect((await storage.listObjects(tenant, { limit: 10 })).items.map((i) => i.key)).toEqual([
+      "img/up.png",
+    ]);
+    expect((await storage.getObject(tenant, "img/up.png")).body).toEqual(new Uint8Array(8).fill(7));
     expect(s3.refusals).toEqual(expect.arrayContaining(["signature mismatch"]));
   });
 

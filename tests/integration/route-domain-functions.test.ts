@@ -48,14 +48,15 @@ describe("custom domains and their custom_domains usage", () => {
     expect(await domainUsage(tenant.id)).toBe(0);
   });
 
-  test("a hostname already registered is a conflict that counts nothing", async () => {
+  test("a hostname the tenant already added is a conflict that counts nothing; another tenant may claim it", async () => {
     const [a, b] = [await createTenant(t.database.db), await createTenant(t.database.db)];
     const hostname = uniqueHost();
     await addCustomDomain(app.deps, systemCtx("test", a.id), { hostname, forPlatform: true });
+    await addCustomDomain(app.deps, systemCtx("test", b.id), { hostname, forPlatform: true });
     await expect(
       addCustomDomain(app.deps, systemCtx("test", b.id), { hostname, forPlatform: true }),
     ).rejects.toMatchObject({ code: "conflict" });
-    expect(await domainUsage(b.id)).toBe(0);
+    expect(await domainUsage(b.id)).toBe(1);
   });
 });
 

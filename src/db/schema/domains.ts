@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { index, integer, pgTable, text, timestamp, uuid } from "drizzle-orm/pg-core";
+import { index, integer, pgTable, text, timestamp, uniqueIndex, uuid } from "drizzle-orm/pg-core";
 import { timestamps } from "./columns.ts";
 import { tenantIdColumn } from "./tenants.ts";
 
@@ -12,8 +12,11 @@ export const tenantDomains = pgTable(
   {
     id: uuid().primaryKey().defaultRandom(),
     tenantId: tenantIdColumn(),
-    /** Normalised: lower case, punycode, no trailing dot, no port. Unique across tenants. */
-    hostname: text().notNull().unique(),
+    /**
+     * Canonical (src/custom-domains/hostnames.ts). Each tenant may claim a name once; several
+     * tenants may claim the same name, and at most one claim per name is Active (verified).
+     */
+    hostname: text().notNull(),
     status: text({ enum: domainStatuses }).notNull().default("Pending"),
     verificationToken: text().notNull(),
     /** The CNAME target last seen in DNS. */
@@ -32,10 +35,17 @@ export const tenantDomains = pgTable(
     lockedBy: text(),
     lockedUntil: timestamp({ withTimezone: true }),
     activatedAt: timestamp({ withTimezone: true }),
+    /** A Pending or Failed claim is deleted at this time (`TenantDomains:ClaimExpiryDays`); null while Active. */
+    expiresAt: timestamp({ withTimezone: true }),
+    /** When an Active domain lost the name to another tenant that proved ownership. */
+    deactivatedAt: timestamp({ withTimezone: true }),
     ...timestamps,
   },
   (t) => [
     index("tenant_domains_tenant_idx").on(t.tenantId),
+    uniqueIndex("tenant_domains_tenant_hostname_idx").on(t.tenantId, t.hostname),
+    uniqueIndex("tenant_domains_active_hostname_idx").on(t.hostname).where(sql`${t.status} = 'Active'`),
+    index("tenant_domains_expiry_idx").on(t.expiresAt).where(sql`${t.status} <> 'Active'`),
     // the loop's claim predicate: unverified domains, and Active ones whose certificate is not issued yet
     index("tenant_domains_due_idx")
       .on(t.nextCheckAt)

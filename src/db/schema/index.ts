@@ -6,4 +6,5 @@ export * from "./jobs.ts";
 export * from "./providers.ts";
 export * from "./secrets.ts";
 export * from "./security.ts";
+export * from "./storage.ts";
 export * from "./tenants.ts";

@@ -41,6 +41,14 @@ const domainSchema = z
     nextCheckAt: z.string().nullable(),
     checkAttempts: z.number().int(),
     activatedAt: z.string().nullable(),
+    expiresAt: z.string().nullable().openapi({
+      description:
+        "When a Pending or Failed claim is removed (`TenantDomains:ClaimExpiryDays` after it was made); null while Active.",
+    }),
+    deactivatedAt: z.string().nullable().openapi({
+      description:
+        "When this Active domain lost the name to a tenant that proved ownership with its own TXT record.",
+    }),
     createdAt: z.string(),
   })
   .openapi("TenantDomain");
@@ -65,7 +73,9 @@ function routes<P extends z.ZodRawShape>(base: string, tag: string, params: z.Zo
         201: json("Added, Pending until the records are verified.", domainSchema),
         400: problem("The hostname is not valid."),
         404: problem("No such tenant."),
-        409: problem("The hostname is already registered."),
+        409: problem(
+          "This tenant has already added this hostname (other tenants' claims are never revealed).",
+        ),
         ...(tag === "tenant"
           ? {
               402: problem("`payment_required`: the tenant's plan has no custom domains."),
@@ -150,7 +160,7 @@ export function adminDomainRoutes(deps: Deps) {
 }
 
 /**
- * Tenant owners: their own tenant's domains (every query scoped by the principal's tenant, so
+ * Tenant owners and admins: their own tenant's domains (every query scoped by the principal's tenant, so
  * another tenant's domain id is a 404). Mounted behind `/api/tenant/*` and the owner role.
  */
 export function tenantDomainRoutes(deps: Deps) {

@@ -3,6 +3,7 @@ import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
 import { tenantRoles } from "../../identity/roles.ts";
 import {
+  addTenantUser,
   createTenantUser,
   disableTenantUser,
   listTenantUsers,
@@ -64,7 +65,7 @@ const list = createRoute({
   method: "get",
   path: "/api/tenant/users",
   tags: ["tenant"],
-  summary: "The caller's tenant's users in creation order, a page at a time (owners only).",
+  summary: "The caller's tenant's users in creation order, a page at a time (owners and admins).",
   security: bearer,
   request: {
     query: z.object({
@@ -89,6 +90,7 @@ const add = createRoute({
   request: { body: jsonBody(newUser) },
   responses: {
     201: json("Created.", created),
+    403: problem("`forbidden`: only an owner adds an owner (docs/roles.md)."),
     409: problem("E-mail or phone already used."),
   },
 });
@@ -99,7 +101,11 @@ const disable = createRoute({
   summary: "Disable a user; their sessions end at once.",
   security: bearer,
   request: { params: userIdParam },
-  responses: { 204: { description: "Disabled." }, 404: problem("No such user in this tenant.") },
+  responses: {
+    204: { description: "Disabled." },
+    403: problem("`forbidden`: only an owner disables an owner."),
+    404: problem("No such user in this tenant."),
+  },
 });
 const remove = createRoute({
   method: "delete",
@@ -108,12 +114,16 @@ const remove = createRoute({
   summary: "Remove a user.",
   security: bearer,
   request: { params: userIdParam },
-  responses: { 204: { description: "Removed." }, 404: problem("No such user in this tenant.") },
+  responses: {
+    204: { description: "Removed." },
+    403: problem("`forbidden`: only an owner removes an owner."),
+    404: problem("No such user in this tenant."),
+  },
 });
 
 /**
- * Tenant owners manage their own tenant's users; every query is scoped by the caller's tenant.
- * Mounted behind `/api/tenant/*` and the owner role.
+ * Tenant owners and admins manage their own tenant's users (admins not owners: docs/roles.md); every
+ * query is scoped by the caller's tenant. Mounted behind `/api/tenant/*` and the owner/admin guard.
  */
 export function tenantUserRoutes(deps: Deps) {
   const db = deps.database.db;
@@ -128,7 +138,7 @@ export function tenantUserRoutes(deps: Deps) {
       const page = await listTenantUsers(db, tenantIdOf(c), { limit, after });
       return c.json({ items: page.items, nextCursor: page.next && userCursor.encode(page.next) }, 200);
     })
-    .openapi(add, async (c) => c.json(await createTenantUser(db, tenantIdOf(c), c.req.valid("json")), 201))
+    .openapi(add, async (c) => c.json(await addTenantUser(deps, tenantCtxOf(c), c.req.valid("json")), 201))
     .openapi(disable, async (c) => {
       await disableTenantUser(deps, tenantCtxOf(c), c.req.valid("param"));
       return c.body(null, 204);

@@ -1,0 +1,183 @@
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { eq } from "drizzle-orm";
+import { applySubscriptionEvent } from "../../src/billing/subscriptions.ts";
+import { ManualClock } from "../../src/clock.ts";
+import { systemCtx } from "../../src/context.ts";
+import { users } from "../../src/db/schema/index.ts";
+import { currentUsage } from "../../src/usage/ledger.ts";
+import { s3Settings, startTestS3, type TestS3 } from "../fixtures/s3-server.ts";
+import { useTestApp } from "../helpers/app.ts";
+import { createPlatformAdmin, createTenant, createUser, signInHeaders } from "../helpers/identity.ts";
+
+/**
+ * The quota holds against a real S3-compatible server (s3rver behind the front that verifies
+ * presigned URLs as S3 does): a presigned upload is one object version of one size, charged when
+ * granted; reusing its URL after a delete, or sending more bytes, cannot store uncharged bytes.
+ */
+const clock = new ManualClock(Date.now());
+let s3: TestS3;
+beforeAll(async () => {
+  s3 = await startTestS3(clock);
+}, 30_000);
+afterAll(() => s3.close(), 30_000);
+const h = useTestApp({
+  cache: "storage-quota",
+  clock,
+  settings: () => ({ ...s3Settings(s3), "RateLimiting:Auth:PermitLimit": "100000" }),
+});
+const t = h.testDatabase;
+const request = (path: string, init: RequestInit = {}) =>
+  h.app.request(path, init, { peerAddress: "127.0.0.1" });
+const signIn = (body: { email: string; tenant?: string }) => signInHeaders(request, body);
+
+let platformAdminEmail: string | null = null;
+async function proTenant(limit: number) {
+  const tenant = await createTenant(t.database.db);
+  await applySubscriptionEvent(h.deps, systemCtx("test", tenant.id), {
+    event: "activate",
+    source: "admin",
+    plan: "pro",
+  });
+  if (!platformAdminEmail) {
+    const platformAdmin = await createPlatformAdmin(t.database.db);
+    await t.database.db
+      .update(users)
+      .set({ mustChangePassword: false })
+      .where(eq(users.id, platformAdmin.id));
+    platformAdminEmail = platformAdmin.email;
+  }
+  const admin = await signIn({ email: platformAdminEmail });
+  const override = await request(`/api/admin/tenants/${tenant.id}/features/storage_bytes/override`, {
+    method: "PUT",
+    headers: { ...admin, "content-type": "application/json" },
+    body: JSON.stringify({ enabled: true, limit }),
+  });
+  expect(override.status).toBe(204);
+  return tenant;
+}
+
+const grant = (headers: Record<string, string>, key: string, size: number) =>
+  request("/api/tenant/storage/uploads", {
+    method: "POST",
+    headers: { ...headers, "content-type": "application/json" },
+    body: JSON.stringify({ key, contentType: "text/plain", size }),
+  });
+const remove = (headers: Record<string, string>, key: string) =>
+  request(`/api/tenant/storage/objects?key=${encodeURIComponent(key)}`, { method: "DELETE", headers });
+const keys = async (headers: Record<string, string>) =>
+  (
+    (await (await request("/api/tenant/storage/objects", { headers })).json()) as { items: { key: string }[] }
+  ).items.map((i) => i.key);
+
+test("upload, delete, PUT the same URL again: never more bytes stored than charged, refunded once", async () => {
+  const tenant = await proTenant(124);
+  const owner = await createUser(t.database.db, tenant.id, { role: "owner" });
+  let headers = await signIn({ email: owner.email, tenant: tenant.code });
+  const usage = () => currentUsage(h.deps, tenant.id, "storage_bytes", "never");
+
+  const granted = await grant(headers, "a.txt", 100);
+  expect(granted.status).toBe(201);
+  const upload = (await granted.json()) as { url: string; headers: Record<string, string> };
+  const put = (body: string) =>
+    fetch(upload.url, { method: "PUT", body, headers: { "content-type": "text/plain" } });
+
+  // more bytes than granted: the signed length refuses them
+  expect((await put("x".repeat(101))).status).toBe(403);
+  expect((await put("x".repeat(100))).status).toBe(200);
+  expect(await usage()).toBe(100);
+
+  expect((await remove(headers, "a.txt")).status).toBe(204);
+  expect(await keys(headers)).toEqual([]);
+  // the URL still works until it expires, so the bytes stay charged until then
+  expect(await usage()).toBe(100);
+  expect((await put("y".repeat(100))).status).toBe(200);
+  expect(await keys(headers)).toEqual(["a.txt"]);
+  expect(await usage()).toBe(100);
+  // a second round cannot pass the limit: 100 charged + 100 > 124
+  expect((await grant(headers, "b.txt", 100)).status).toBe(403);
+
+  expect((await remove(headers, "a.txt")).status).toBe(204);
+  clock.advance(961_000); // Storage:PresignSeconds (900) and the 60 s clock-skew margin later the URL is dead
+  expect((await put("z".repeat(100))).status).toBe(403);
+  headers = await signIn({ email: owner.email, tenant: tenant.code });
+  // the next storage call settles: the version is deleted once more, its charge refunded once
+  expect(await keys(headers)).toEqual([]);
+  expect(await usage()).toBe(0);
+  expect((await remove(headers, "a.txt")).status).toBe(404);
+  expect(await keys(headers)).toEqual([]);
+  expect(await usage()).toBe(0); // never below zero
+
+  // and the quota is whole again
+  expect((await grant(headers, "c.txt", 124)).status).toBe(201);
+  expect(await usage()).toBe(124);
+});
+
+test("a delete after the URL expired refunds at once, exactly the granted size", async () => {
+  const tenant = await proTenant(1000);
+  const owner = await createUser(t.database.db, tenant.id, { role: "owner" });
+  const headers = await signIn({ email: owner.email, tenant: tenant.code });
+  const usage = () => currentUsage(h.deps, tenant.id, "storage_bytes", "never");
+  const upload = (await (await grant(headers, "d.txt", 10)).json()) as { url: string };
+  expect(
+    (
+      await fetch(upload.url, {
+        method: "PUT",
+        body: "0123456789",
+        headers: { "content-type": "text/plain" },
+      })
+    ).status,
+  ).toBe(200);
+  clock.advance(961_000);
+  const again = await signIn({ email: owner.email, tenant: tenant.code });
+  expect((await remove(again, "d.txt")).status).toBe(204);
+  expect(await usage()).toBe(0);
+});
+
+test("members delete only the objects they uploaded; owners and admins any", async () => {
+  const tenant = await proTenant(10_000);
+  const owner = await createUser(t.database.db, tenant.id, { role: "owner" });
+  const member = await createUser(t.database.db, tenant.id, { role: "member" });
+  const admin = await createUser(t.database.db, tenant.id, { role: "admin" });
+  const asOwner = await signIn({ email: owner.email, tenant: tenant.code });
+  const asMember = await signIn({ email: member.email, tenant: tenant.code });
+  const asAdmin = await signIn({ email: admin.email, tenant: tenant.code });
+  for (const [headers, key] of [
+    [asOwner, "owner.txt"],
+    [asMember, "member.txt"],
+    [asMember, "member2.txt"],
+  ] as const) {
+    const upload = (await (await grant(headers, key, 3)).json()) as { url: string };
+    const put = await fetch(upload.url, {
+      method: "PUT",
+      body: "abc",
+      headers: { "content-type": "text/plain" },
+    });
+    expect(put.status).toBe(200);
+  }
+  const refused = await remove(asMember, "owner.txt");
+  expect(refused.status).toBe(403);
+  expect(((await refused.json()) as { code: string }).code).toBe("forbidden");
+  expect((await remove(asMember, "member.txt")).status).toBe(204);
+  expect((await remove(asAdmin, "member2.txt")).status).toBe(204);
+  expect((await remove(asOwner, "owner.txt")).status).toBe(204);
+  expect(await keys(asOwner)).toEqual([]);
+});
+
+test("an upload URL never used is refunded once it has expired; a used one stays charged", async () => {
+  const tenant = await proTenant(1000);
+  const owner = await createUser(t.database.db, tenant.id, { role: "owner" });
+  const headers = await signIn({ email: owner.email, tenant: tenant.code });
+  const usage = () => currentUsage(h.deps, tenant.id, "storage_bytes", "never");
+  expect((await grant(headers, "never.txt", 40)).status).toBe(201);
+  const used = (await (await grant(headers, "used.txt", 3)).json()) as { url: string };
+  expect(
+    (await fetch(used.url, { method: "PUT", body: "abc", headers: { "content-type": "text/plain" } })).status,
+  ).toBe(200);
+  expect(await usage()).toBe(43);
+  clock.advance(961_000);
+  const again = await signIn({ email: owner.email, tenant: tenant.code });
+  expect(await keys(again)).toEqual(["used.txt"]);
+  expect(await usage()).toBe(3);
+  expect(await keys(again)).toEqual(["used.txt"]); // settled once: nothing more is refunded
+  expect(await usage()).toBe(3);
+});
