@@ -1,4 +1,5 @@
 import { expect, test } from "bun:test";
+import { bunServeOptions } from "../../src/http/bun-serve.ts";
 import { SECURITY_HEADERS } from "../../src/http/middleware/request.ts";
 import { createTenantLookup } from "../../src/tenancy/lookup.ts";
 import { useTestApp } from "../helpers/app.ts";
@@ -194,4 +195,21 @@ test("unknown hosts and codes are cached negatively; the lookup cache evicts the
     expect(await lookup.byDomain("kept.example")).toMatchObject({ id: tenant.id });
   });
   expect(kept).toBe(0);
+  // the bound holds: the least recently used entry (the first made-up host) was evicted
+  const evicted = await countStatements(async () => {
+    expect(await lookup.byDomain("gone0.example")).toBeNull();
+  });
+  expect(evicted).toBe(1);
+});
+
+test("Bun serves no development page: an escaped error is a problem+json 500 without its message", async () => {
+  const options = bunServeOptions(app.app, app.deps);
+  expect(options.development).toBe(false);
+  const response = options.error(new Error("boom at /work/secret/path.ts"));
+  expect(response.status).toBe(500);
+  expect(response.headers.get("content-type")).toBe("application/problem+json");
+  for (const [name, value] of SECURITY_HEADERS) expect(response.headers.get(name)).toBe(value);
+  const text = await response.text();
+  expect(text).not.toContain("boom");
+  expect(JSON.parse(text)).toMatchObject({ status: 500, code: "internal" });
 });
