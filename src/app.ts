@@ -11,7 +11,13 @@ import { HttpError, problemJson, statusOf, toAppError } from "./http/errors.ts";
 import { authenticate } from "./http/middleware/auth.ts";
 import { requirePlatformAdmin, requireTenantUser } from "./http/middleware/guards.ts";
 import { rateLimit, rateLimitPolicies } from "./http/middleware/rate-limit.ts";
-import { limitBody, requestIdLogHeaders } from "./http/middleware/request.ts";
+import {
+  limitBody,
+  limitJsonDepth,
+  MAX_JSON_DEPTH,
+  noStoreWhenAuthenticated,
+  requestIdLogHeaders,
+} from "./http/middleware/request.ts";
 import { traceRequests } from "./http/middleware/telemetry.ts";
 import { resolveTenancy } from "./http/middleware/tenancy.ts";
 import { adminBillingRoutes } from "./http/routes/admin-billing.ts";
@@ -69,7 +75,6 @@ export function createApp(deps: Deps) {
   // take the pod out of service, and the probes read no body. They still get the request id, the
   // log line and the security headers.
   app.route("/", healthRoutes(deps));
-  app.use(resolveTenancy({ settings, environment: deps.config.environment, lookup: deps.tenants }));
   if (settings.Cors.Origins.length > 0) {
     const origins = new Set(settings.Cors.Origins.map(normaliseOrigin));
     app.use(
@@ -87,10 +92,15 @@ export function createApp(deps: Deps) {
   }
   const policies = rateLimitPolicies(deps.config.settings, deps.config.environment);
   const limiter = { store: deps.counters, clock: deps.clock, logger: deps.logger };
+  // the per-client limit decides before any database work: the host, custom-domain and tenant-code
+  // lookups come after it, so a client over its limit costs no query (docs/cache.md)
   app.use(rateLimit(policies.global, limiter));
+  app.use(resolveTenancy({ settings, environment: deps.config.environment, lookup: deps.tenants }));
   const authLimit = rateLimit(policies.auth, limiter);
   for (const path of CREDENTIAL_PATHS) app.use(path, authLimit);
   app.use(limitBody(deps.config.settings.Server.MaxBodyBytes));
+  app.use(limitJsonDepth(MAX_JSON_DEPTH));
+  app.use(noStoreWhenAuthenticated());
 
   app.onError((error, c) => {
     const problem = toAppError(error);

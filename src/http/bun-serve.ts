@@ -1,22 +1,71 @@
 import type { Server } from "bun";
 import type { App } from "../app.ts";
 import type { Deps } from "../deps.ts";
+import { describeError } from "../redact.ts";
 import { bunPeer } from "./client-ip.ts";
+import { SECURITY_HEADERS } from "./middleware/request.ts";
 import { LIVENESS_PATH, nativeLiveness } from "./routes/health.ts";
+
+/**
+ * The URL Bun gives a request whose Host is missing or unusable is only its path (`/x`), which
+ * Hono would route wrongly; such a request gets a host under `.invalid` (RFC 6761), which the
+ * tenancy middleware answers with 400 `host_not_allowed` (http/middleware/tenancy.ts `hostOf`).
+ */
+const NO_HOST_ORIGIN = "http://no-host.invalid";
+
+/**
+ * The largest body Bun itself accepts. Bun answers a body over its `maxRequestBodySize` with a
+ * bare 413 of its own (no problem+json, request id or headers) that the app cannot replace, so the
+ * app's limit (`Server:MaxBodyBytes`, `limitBody`) is the one that answers: it refuses a
+ * Content-Length over the limit before reading and stops reading a chunked body at the limit, and
+ * Bun discards the unread rest of a body without buffering it (measured: 300 MB streamed at a
+ * refused request, resident memory flat). See docs/decisions.md.
+ */
+export const BUN_MAX_REQUEST_BODY = Number.MAX_SAFE_INTEGER;
 
 /**
  * How Bun serves the app (server.ts, and bench/http.ts, which measures this): the app behind
  * `fetch`, with the socket peer as its binding, and the liveness probe on Bun's own router in
  * front of it (`nativeLiveness`), except with telemetry on, where the probe takes the app's path
  * so it gets its span and duration metric like every other request.
+ *
+ * `development: false` whatever NODE_ENV says: Bun's development error page shows the working
+ * directory, file paths and source lines. Anything that escapes the app reaches `error`, which
+ * logs it once and answers a problem+json 500.
  */
 export function bunServeOptions(app: App, deps: Deps) {
   const liveness = deps.telemetry.enabled ? undefined : nativeLiveness(deps);
   return {
     ...(liveness ? { routes: { [LIVENESS_PATH]: { GET: liveness } } } : {}),
+    development: false,
     // the socket peer is the client IP's starting point (http/client-ip.ts)
-    fetch: (req: Request, server: Server<undefined>) => app.fetch(req, bunPeer(server, req)),
-    // the app's limit answers with a problem body; Bun's own, a little higher, stops floods before the app
-    maxRequestBodySize: deps.config.settings.Server.MaxBodyBytes + 65_536,
+    fetch: (req: Request, server: Server<undefined>) => {
+      const request = req.url.startsWith("/") ? new Request(`${NO_HOST_ORIGIN}${req.url}`, req) : req;
+      return app.fetch(request, bunPeer(server, req));
+    },
+    error: (error: Error) => {
+      deps.logger.error("unhandled error", {
+        error: describeError(error, deps.redactor.text, { stack: true }),
+      });
+      return escapedError();
+    },
+    maxRequestBodySize: BUN_MAX_REQUEST_BODY,
   };
+}
+
+/** The 500 for an error that escaped the app: problem+json with the security headers, nothing else. */
+export function escapedError(): Response {
+  const requestId = crypto.randomUUID();
+  const body = {
+    type: "urn:plinth:problem:internal",
+    title: "Internal error",
+    status: 500,
+    code: "internal",
+    detail: "Internal error",
+    requestId,
+  };
+  return new Response(JSON.stringify(body), {
+    status: 500,
+    headers: [["content-type", "application/problem+json"], ["x-request-id", requestId], ...SECURITY_HEADERS],
+  });
 }

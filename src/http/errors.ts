@@ -64,7 +64,8 @@ export function problemJson(c: Context, error: AppError): Response {
     status,
     code: error.code,
     detail: error.hasDetail ? error.message : titles[error.code],
-    instance: new URL(c.req.url).pathname,
+    // the path Hono parsed: never a second throw for a request whose URL will not parse
+    instance: c.req.path,
     requestId: c.get("requestId") as string | undefined,
     ...(error.fields ? { errors: error.fields } : {}),
   };

@@ -13,6 +13,7 @@ import { AppError } from "../errors.ts";
 import type { TenantSecretKeyring } from "../security/tenant-secrets.ts";
 import { getTenant } from "../tenancy/tenants.ts";
 import { readTenantSecret, SECRET_NAME } from "./secrets.ts";
+import { credentialValuePaths } from "./setting-values.ts";
 
 export { type ProviderStatus, type ProviderType, providerStatuses, providerTypes };
 
@@ -79,6 +80,11 @@ function checkInput(input: { settings: Record<string, unknown>; secretRefs: Reco
     ...secretLookingPaths(input.settings).map((path) => ({
       path,
       message: "looks like a secret: store it as a tenant secret and reference it in secretRefs",
+    })),
+    ...credentialValuePaths(input.settings).map((path) => ({
+      path,
+      message:
+        "carries a credential (URL userinfo or a secret-looking query parameter): store it as a tenant secret and reference it in secretRefs",
     })),
     ...Object.entries(input.secretRefs)
       .filter(([, name]) => !SECRET_NAME.test(name))

@@ -20,15 +20,32 @@ export interface TenantLookup {
   clear(): void;
 }
 
-/** Lookups on every request's hot path, cached in-process for 30 s (answers for unknown hosts too). */
-export function createTenantLookup(db: Db, clock: Clock): TenantLookup {
+/** How many answers the lookup cache keeps; past it the least recently used goes first. */
+export const TENANT_LOOKUP_ENTRIES = 10_000;
+
+/**
+ * Lookups on every request's hot path, cached in-process for 30 s, answers for unknown hosts and
+ * codes too (negatively), in a bounded LRU: a flood of made-up names evicts the oldest entries one
+ * by one, never the whole cache, so the names in use stay cached.
+ */
+export function createTenantLookup(db: Db, clock: Clock, maxEntries = TENANT_LOOKUP_ENTRIES): TenantLookup {
+  // a Map iterates in insertion order: a hit is moved to the end, the first key is the oldest
   const cache = new Map<string, { value: ResolvedTenant | null; until: number }>();
   const cached = async (key: string, load: () => Promise<ResolvedTenant | null>) => {
     const now = clock.now().getTime();
     const hit = cache.get(key);
-    if (hit && hit.until > now) return hit.value;
+    if (hit && hit.until > now) {
+      cache.delete(key);
+      cache.set(key, hit);
+      return hit.value;
+    }
     const value = await load();
-    if (cache.size > 10_000) cache.clear();
+    cache.delete(key);
+    while (cache.size >= maxEntries) {
+      const oldest = cache.keys().next();
+      if (oldest.done) break;
+      cache.delete(oldest.value);
+    }
     cache.set(key, { value, until: now + TTL_MS });
     return value;
   };

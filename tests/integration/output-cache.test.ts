@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type App, createApp } from "../../src/app.ts";
 import type { AppConfig } from "../../src/config/load.ts";
 import type { Deps } from "../../src/deps.ts";
-import { outputCacheFor } from "../../src/http/middleware/output-cache.ts";
+import { MAX_VARIANTS, outputCacheFor } from "../../src/http/middleware/output-cache.ts";
 import { testConfig, testDeps, useTestDatabase } from "../helpers/app.ts";
 import { REDIS_URL, rawRedis, uniquePrefix } from "../helpers/cache.ts";
 
@@ -30,7 +30,7 @@ async function build(config: AppConfig, waitForCache = true) {
     if (code) c.set("tenant", { id: `id-${code}`, code });
     await next();
   });
-  app.use("/api/public/*", outputCacheFor(deps));
+  app.use("/api/public/*", outputCacheFor(deps, { query: ["a", "b", "q"] }));
   app.get("/api/public/plans", (c) => {
     calls.plans++;
     return c.json({
@@ -147,6 +147,45 @@ describe("output cache in Production", () => {
     expect((await en()).hello).toBe("hello");
     expect((await fr()).hello).toBe("bonjour");
     expect(ctx.calls.lang).toBe(2);
+  });
+});
+
+describe("a bounded output cache", () => {
+  let ctx: Awaited<ReturnType<typeof build>>;
+  beforeAll(async () => {
+    const config = production();
+    config.settings.RateLimiting.Auth = { PermitLimit: 100, WindowSeconds: 60 };
+    ctx = await build(config);
+  });
+
+  test("made-up query parameters add no entry: only the ones a route declares are in the key", async () => {
+    const keys = async () => (await raw.keys(`${ctx.prefix}out:`)).length;
+    for (const path of ["/api/plans", "/.well-known/jwks.json", "/api/public/plans"]) {
+      const first = await ctx.app.request(path);
+      expect(first.status).toBe(200);
+      const stored = await keys();
+      for (let n = 0; n < 20; n++) {
+        const busted = await ctx.app.request(`${path}?cb=${n}&tenant_=${n}`);
+        expect(busted.status).toBe(200);
+        expect(busted.headers.get("x-cache")).toBe("hit");
+      }
+      expect(await keys()).toBe(stored);
+    }
+    // a declared one still makes its own entry
+    const before = await keys();
+    await ctx.app.request("/api/public/plans?q=declared");
+    expect(await keys()).toBe(before + 1);
+  });
+
+  test("made-up Vary header values add at most MAX_VARIANTS entries under one key", async () => {
+    const before = (await raw.keys(`${ctx.prefix}out:`)).length;
+    for (let n = 0; n < MAX_VARIANTS + 10; n++)
+      await ctx.app.request("/api/public/greeting", { headers: { "accept-language": `x-${n}` } });
+    const keys = await raw.keys(`${ctx.prefix}out:`);
+    // the base index and its variants; the rest are served without being stored
+    expect(keys.length - before).toBe(1 + MAX_VARIANTS);
+    const again = await ctx.app.request("/api/public/greeting", { headers: { "accept-language": "x-1" } });
+    expect(again.headers.get("x-cache")).toBe("hit");
   });
 });
 

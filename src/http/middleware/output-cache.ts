@@ -6,8 +6,9 @@ import type { AppEnv } from "../context.ts";
 
 /**
  * HTTP output cache for anonymous, cacheable GETs that opt in (JWKS, the public plan catalog).
- * Entries live in the cache, keyed by path, query, tenant and the request headers the response
- * names in `Vary`. Bypassed for requests with `Authorization` or `Cookie`; never stores a response
+ * Entries live in the cache, keyed by path, the query parameters the route declares (`query`;
+ * any other parameter is ignored, so made-up query strings such as `?cb=N` add no entry), tenant
+ * and the request headers the response names in `Vary` (at most `MAX_VARIANTS` variants a key). Bypassed for requests with `Authorization` or `Cookie`; never stores a response
  * that is not 200, sets a cookie, says `Vary: *`, or is `private`/`no-store`. A cache error serves
  * the route normally. Mount it after tenant resolution (it keys by `c.get("tenant")`).
  */
@@ -19,11 +20,22 @@ export interface OutputCacheOptions {
   logger: Logger;
   /** Largest body stored, in bytes; default 256 KiB. */
   maxBodyBytes?: number;
+  /** The query parameters the route reads: only these are part of the key (default: none). */
+  query?: readonly string[];
 }
+
+/**
+ * The most variants (distinct values of the `Vary` request headers, e.g. `Origin`) kept under one
+ * key: a client making up header values cannot add entries past it. docs/cache.md gives the bound.
+ */
+export const MAX_VARIANTS = 16;
+export const DEFAULT_MAX_BODY_BYTES = 256 * 1024;
 
 interface Entry {
   /** Header names (lower case) the response varies on; a variant entry has them resolved. */
   vary: string[];
+  /** The variant keys stored under this base key (at most `MAX_VARIANTS`). */
+  variants?: string[];
   status?: number;
   headers?: [string, string][];
   body?: string;
@@ -38,18 +50,18 @@ function hash(parts: string[]): string {
 
 export function outputCache(options: OutputCacheOptions): MiddlewareHandler<AppEnv> {
   const { cache } = options;
-  const maxBody = options.maxBodyBytes ?? 256 * 1024;
+  const maxBody = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const declared = [...new Set(options.query ?? [])].sort();
   if (!options.enabled || !cache) return async (_c, next) => next();
 
   return async (c, next) => {
     if (c.req.method !== "GET" || c.req.header("authorization") || c.req.header("cookie")) return next();
-    const url = new URL(c.req.url);
-    // re-encoded, so `?a=1%26b%3D2` and `?a=1&b=2` are different keys
+    // only the declared parameters, re-encoded, so `?a=1%26b%3D2` and `?a=1&b=2` are different keys
     const query = new URLSearchParams(
-      [...url.searchParams.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+      declared.flatMap((name) => (c.req.queries(name) ?? []).map((value): [string, string] => [name, value])),
     ).toString();
     const tenant = c.get("tenant")?.id ?? "-";
-    const baseKey = `out:${hash([tenant, url.pathname, query])}`;
+    const baseKey = `out:${hash([tenant, c.req.path, query])}`;
     const variantKey = (vary: string[]) =>
       vary.length === 0
         ? baseKey
@@ -104,8 +116,20 @@ export function outputCache(options: OutputCacheOptions): MiddlewareHandler<AppE
     try {
       if (vary.length === 0) await cache.set(baseKey, JSON.stringify(entry), options.ttlSeconds);
       else {
-        await cache.set(variantKey(vary), JSON.stringify(entry), options.ttlSeconds);
-        await cache.set(baseKey, JSON.stringify({ vary } satisfies Entry), options.ttlSeconds);
+        const key = variantKey(vary);
+        const index = await readEntry(cache, baseKey);
+        const known = index && index.vary.join() === vary.join() ? (index.variants ?? []) : [];
+        if (!known.includes(key)) {
+          // full: this variant is served, not stored (a made-up header value adds nothing)
+          if (known.length >= MAX_VARIANTS) return;
+          known.push(key);
+        }
+        await cache.set(key, JSON.stringify(entry), options.ttlSeconds);
+        await cache.set(
+          baseKey,
+          JSON.stringify({ vary, variants: known } satisfies Entry),
+          options.ttlSeconds,
+        );
       }
       c.header("x-cache", "miss");
     } catch (error) {
@@ -119,7 +143,10 @@ async function readEntry(cache: Cache, key: string): Promise<Entry | null> {
   return text ? (JSON.parse(text) as Entry) : null;
 }
 
-/** The output cache as configured: routes opt in with `router.use(path, outputCacheFor(deps))`. */
+/**
+ * The output cache as configured: routes opt in with `router.use(path, outputCacheFor(deps))`,
+ * naming the query parameters they read (`{ query: ["page"] }`); the others never reach the key.
+ */
 export function outputCacheFor(
   deps: {
     cache: Cache | null;
@@ -129,13 +156,14 @@ export function outputCacheFor(
       settings: { Cache: { OutputCacheEnabled?: boolean; OutputCacheSeconds: number } };
     };
   },
-  ttlSeconds?: number,
+  route: { ttlSeconds?: number; query?: readonly string[] } = {},
 ): MiddlewareHandler<AppEnv> {
   const settings = deps.config.settings.Cache;
   return outputCache({
     cache: deps.cache,
     enabled: settings.OutputCacheEnabled ?? deps.config.environment === "Production",
-    ttlSeconds: ttlSeconds ?? settings.OutputCacheSeconds,
+    ttlSeconds: route.ttlSeconds ?? settings.OutputCacheSeconds,
     logger: deps.logger,
+    query: route.query,
   });
 }

@@ -4,6 +4,7 @@ import { AppError } from "../../errors.ts";
 import type { Logger } from "../../telemetry/logger.ts";
 import { forwardedFrom, type TrustedProxies, trustedProxies } from "../client-ip.ts";
 import type { AppEnv } from "../context.ts";
+import { readSessionCookie } from "../session-cookie.ts";
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -89,4 +90,61 @@ export function limitBody(maxBytes: number): MiddlewareHandler<AppEnv> {
   });
   // GET and HEAD carry no body worth reading; everything else is counted as it streams
   return (c, next) => (c.req.method === "GET" || c.req.method === "HEAD" ? next() : limit(c, next));
+}
+
+/** How deeply a JSON request body may nest (objects and arrays); deeper bodies get 400 before any handler. */
+export const MAX_JSON_DEPTH = 64;
+
+/**
+ * The nesting depth of a JSON text, counted over `{` and `[` outside strings, stopping as soon as
+ * it passes `max` (a linear scan; the body is already bounded by `limitBody`).
+ */
+export function jsonDepthExceeds(text: string, max: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const ch = text.charCodeAt(i);
+    if (inString) {
+      if (ch === 92)
+        i++; // backslash: skip the escaped character
+      else if (ch === 34) inString = false;
+    } else if (ch === 34) inString = true;
+    else if (ch === 123 || ch === 91) {
+      if (++depth > max) return true;
+    } else if (ch === 125 || ch === 93) depth--;
+  }
+  return false;
+}
+
+const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\b/i;
+
+/**
+ * Refuses a JSON body nested deeper than `maxDepth` with 400 before any handler parses it (a
+ * deeply nested value overflows the stack when serialised again, e.g. into a database column).
+ * The text read here is what the handler then reads (Hono caches the body).
+ */
+export function limitJsonDepth(maxDepth: number): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const type = c.req.header("content-type");
+    if (c.req.method === "GET" || c.req.method === "HEAD" || !type || !JSON_TYPE.test(type)) return next();
+    if (jsonDepthExceeds(await c.req.text(), maxDepth)) {
+      throw new AppError("bad_request", `The JSON body is nested deeper than ${maxDepth} levels.`);
+    }
+    return next();
+  };
+}
+
+/**
+ * `Cache-Control: no-store` on every answer to a request that carried credentials (a bearer token
+ * or the session cookie), unless the route set its own: an authenticated answer is for its caller
+ * only, and no shared or browser cache may keep it.
+ */
+export function noStoreWhenAuthenticated(): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    await next();
+    if (c.res.headers.has("cache-control")) return;
+    const authorization = c.req.header("authorization");
+    if ((authorization && /^bearer\s/i.test(authorization)) || readSessionCookie(c) !== undefined)
+      c.res.headers.set("cache-control", "no-store");
+  };
 }

@@ -28,6 +28,34 @@ export function tenantCodeAllowed(paths: readonly string[], path: string): boole
 }
 
 /**
+ * A Host (or X-Forwarded-Host) value as RFC 9110 §7.2 allows it: `uri-host [":" port]`, the host
+ * a registered name (letters, digits, `-._~`, percent-encoded or non-ASCII octets, no space or
+ * delimiter) or a bracketed IPv6 literal, the port digits up to 65535.
+ */
+const HOST_VALUE = /^(\[[0-9a-f:.]+\]|[a-z0-9._~%\u0080-\uffff-]+)(?::(\d{0,5}))?$/i;
+
+/**
+ * The request's host name, or null for a missing, empty or malformed value (a 400, never a
+ * thrown URL error). Names under `.invalid` (RFC 6761) are refused too: `bunServeOptions` gives a
+ * request that came without a usable Host such a URL, so it can be routed and answered.
+ */
+export function hostOf(value: string | null | undefined): string | null {
+  if (!value) return null;
+  const match = HOST_VALUE.exec(value.trim());
+  if (!match) return null;
+  if (match[2] !== undefined && match[2] !== "" && Number(match[2]) > 65_535) return null;
+  const host = normaliseHost(value);
+  if (!host || host === "invalid" || host.endsWith(".invalid")) return null;
+  return host;
+}
+
+/** The host of an absolute request URL (`app.request` in tests sends no Host header), or null. */
+function urlHost(url: string): string | null {
+  if (!URL.canParse(url)) return null;
+  return new URL(url).host;
+}
+
+/**
  * Resolves the host and the tenant of a request:
  * - the host is `Host`, or `X-Forwarded-Host` when the socket peer is a trusted proxy;
  * - a configured host (AllowedHosts, the platform host) acts as the platform: a tenant code
@@ -52,7 +80,7 @@ export function resolveTenancy(input: {
   return async (c, next) => {
     if (HOST_EXEMPT.has(c.req.path)) return next();
     const forwardedHost = forwardedByProxy(c, trusted, "x-forwarded-host");
-    const host = normaliseHost(forwardedHost ?? c.req.header("host") ?? new URL(c.req.url).host);
+    const host = hostOf(forwardedHost ?? c.req.header("host") ?? urlHost(c.req.url));
     if (!host) throw new AppError("host_not_allowed", "The request has no usable Host.");
 
     const code = c.req.header(TENANT_CODE_HEADER) ?? c.req.query("tenant");
