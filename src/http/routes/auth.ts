@@ -82,10 +82,11 @@ const routes = {
     method: "post",
     path: PASSWORD_CHANGE_PATH,
     tags: ["auth"],
-    summary: "Change the password; ends the user's other sessions.",
+    summary: "Change the password; ends every session of the user, this one included.",
     description:
-      "With a bearer token: 200 and a fresh token pair for this session. With the browser session " +
-      "cookie (and X-CSRF-Token): 204 and no tokens; the cookie session continues.",
+      "With a bearer token: 200 and the token pair of a fresh session (the old access and refresh " +
+      "tokens stop working). With the browser session cookie (and X-CSRF-Token): 204, the cookie is " +
+      "cleared and the page signs in again with the new password.",
     security: bearer,
     request: {
       body: jsonBody(
@@ -94,7 +95,7 @@ const routes = {
     },
     responses: {
       200: json("Changed (token session); fresh tokens.", tokenPair),
-      204: { description: "Changed (browser session); the cookie session continues." },
+      204: { description: "Changed (browser session); the session ended and its cookie is cleared." },
       401: problem("Wrong current password."),
     },
   }),
@@ -230,7 +231,11 @@ export function authRoutes(deps: AuthRouteDeps, authenticated: MiddlewareHandler
     })
     .openapi(routes.password, async (c) => {
       const pair = await changePassword(deps, ctxOf(c), c.req.valid("json"));
-      if (!pair) return c.body(null, 204);
+      if (!pair) {
+        // a browser session: ended with every other session; the page signs in again
+        clearSessionCookie(c);
+        return c.body(null, 204);
+      }
       c.header("cache-control", "no-store");
       return c.json(pair, 200);
     })
