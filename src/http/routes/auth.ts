@@ -6,6 +6,7 @@ import { changePassword, signInWithPassword } from "../../auth/password-sign-in.
 import { logout, refreshSession, revokeCallerSession } from "../../auth/sessions.ts";
 import { sendSmsCode, verifySmsCode } from "../../auth/sms-sign-in.ts";
 import { AppError } from "../../errors.ts";
+import type { WindowKind } from "../../security/windows.ts";
 import type { TenantLookup } from "../../tenancy/lookup.ts";
 import { type AppEnv, anonymousCtxOf, createRouter, ctxOf } from "../context.ts";
 import { PASSWORD_CHANGE_PATH } from "../middleware/auth.ts";
@@ -25,6 +26,15 @@ export const CREDENTIAL_PATHS = [
   "/api/auth/sms/verify",
   "/api/auth/browser/login",
 ] as const;
+
+/** The security windows each credential endpoint counts against (advertised as policies, app.ts). */
+export const WINDOW_KINDS: Record<string, WindowKind> = {
+  "/api/auth/login": "password",
+  "/api/auth/browser/login": "password",
+  [PASSWORD_CHANGE_PATH]: "password",
+  "/api/auth/sms/send": "smsSend",
+  "/api/auth/sms/verify": "smsVerify",
+};
 
 const tokenPair = z
   .object({
