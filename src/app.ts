@@ -10,7 +10,7 @@ import { createRouter } from "./http/context.ts";
 import { HttpError, problemJson, statusOf, toAppError } from "./http/errors.ts";
 import { authenticate } from "./http/middleware/auth.ts";
 import { requirePlatformAdmin, requireTenantUser } from "./http/middleware/guards.ts";
-import { rateLimit, rateLimitPolicies } from "./http/middleware/rate-limit.ts";
+import { advertisePolicies, rateLimit, rateLimitPolicies } from "./http/middleware/rate-limit.ts";
 import {
   limitBody,
   limitJsonDepth,
@@ -25,7 +25,7 @@ import { adminJobRoutes } from "./http/routes/admin-jobs.ts";
 import { adminProviderRoutes } from "./http/routes/admin-providers.ts";
 import { adminSecretRoutes } from "./http/routes/admin-secrets.ts";
 import { adminTenantRoutes } from "./http/routes/admin-tenants.ts";
-import { authRoutes, CREDENTIAL_PATHS } from "./http/routes/auth.ts";
+import { authRoutes, CREDENTIAL_PATHS, WINDOW_KINDS } from "./http/routes/auth.ts";
 import { adminDomainRoutes, tenantDomainRoutes, tlsPermissionRoutes } from "./http/routes/custom-domains.ts";
 import { healthRoutes } from "./http/routes/health.ts";
 import { paymentWebhookRoutes } from "./http/routes/payment-webhooks.ts";
@@ -35,6 +35,7 @@ import { tenantStorageRoutes } from "./http/routes/tenant-storage.ts";
 import { adminUserRoutes, tenantUserRoutes } from "./http/routes/users.ts";
 import { wellKnownRoutes } from "./http/routes/well-known.ts";
 import { describeError } from "./redact.ts";
+import { windowPolicies } from "./security/windows.ts";
 
 /** Request headers allowed cross-origin when `Cors:Headers` is empty (Production requires the list). */
 const DEFAULT_CORS_HEADERS = ["content-type", "authorization", "x-request-id", "x-csrf-token", "x-tenant"];
@@ -98,6 +99,8 @@ export function createApp(deps: Deps) {
   app.use(resolveTenancy({ settings, environment: deps.config.environment, lookup: deps.tenants }));
   const authLimit = rateLimit(policies.auth, limiter);
   for (const path of CREDENTIAL_PATHS) app.use(path, authLimit);
+  for (const [path, kind] of Object.entries(WINDOW_KINDS))
+    app.use(path, advertisePolicies(windowPolicies(deps.config.settings, kind)));
   app.use(limitBody(deps.config.settings.Server.MaxBodyBytes));
   app.use(limitJsonDepth(MAX_JSON_DEPTH));
   app.use(noStoreWhenAuthenticated());

@@ -31,6 +31,12 @@ export interface FieldError {
   message: string;
 }
 
+/** Which rate-limit policy refused, and for how long. */
+export interface RateLimitRefusal {
+  policy: string;
+  resetSeconds: number;
+}
+
 /** The one typed error of the application: a code, a detail safe to show, and what the code needs. */
 export class AppError extends Error {
   override name = "AppError";
@@ -39,19 +45,25 @@ export class AppError extends Error {
   readonly fields?: FieldError[];
   /** When the caller may try again (`rate_limited`, `unavailable`). */
   readonly retryAfterSeconds?: number;
+  /**
+   * `rate_limited`: the advertised rate-limit policy that refused (a security window) and the
+   * seconds until it accepts again; the transport names it (HTTP: the `RateLimit` header).
+   */
+  readonly rateLimit?: RateLimitRefusal;
   /** Whether a detail was given; otherwise the transport shows the code's title. */
   readonly hasDetail: boolean;
 
   constructor(
     code: ErrorCode,
     detail?: string,
-    options: { fields?: FieldError[]; retryAfterSeconds?: number } = {},
+    options: { fields?: FieldError[]; retryAfterSeconds?: number; rateLimit?: RateLimitRefusal } = {},
   ) {
     super(detail ?? code);
     this.code = code;
     this.hasDetail = detail !== undefined;
     this.fields = options.fields;
     this.retryAfterSeconds = options.retryAfterSeconds;
+    this.rateLimit = options.rateLimit;
   }
 }
 

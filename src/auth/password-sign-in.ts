@@ -1,6 +1,6 @@
-import { and, eq, isNull, ne } from "drizzle-orm";
+import { and, eq, isNull } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
-import { refreshTokens, sessions, users } from "../db/schema/index.ts";
+import { sessions, users } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
 import { hashPassword, passwordProblem, verifyPassword } from "../security/passwords.ts";
 import { assertAllowed } from "../security/windows.ts";
@@ -27,11 +27,13 @@ const getDummyHash = () => {
 };
 
 /**
- * The password windows around one attempt: the account's window counts every attempt and is
- * cleared by a success; the client IP's window counts failures only, so an office behind one
- * address can sign in all day while guessing from it is still capped. Both are consumed up front in
- * one atomic step (so parallel guesses cannot overshoot either limit), and the IP's permit is
- * given back when the attempt turns out not to be a failed guess (reserve, then settle).
+ * The password windows around one attempt (src/security/windows.ts): the account from this address
+ * (slowed, then refused), the account from every address (only slowed, at a much higher count) and
+ * this address across accounts (failures only, so an office behind one address can sign in all day).
+ * All are consumed up front in one atomic step (so parallel guesses cannot overshoot a limit); a
+ * success clears the account's windows for this address and every address, and gives back the
+ * IP's permit (reserve, then settle). A stranger hammering an account from one address gets that
+ * address refused; the owner signing in from another address is not.
  */
 async function passwordAttempt<T>(
   deps: AuthDeps,
@@ -56,7 +58,7 @@ async function passwordAttempt<T>(
     }
     throw error;
   }
-  await deps.windows.reset("password", { account: subjects.account });
+  await deps.windows.reset("password", subjects);
   await refundIp();
   return result;
 }
@@ -96,9 +98,10 @@ export async function signInWithPassword(
 }
 
 /**
- * Changes the caller's password (current one required), clears must-change-password and ends the
- * user's other sessions. A token session gets fresh tokens for itself; a browser session gets none
- * (null: the cookie session simply continues, and no refresh token is ever handed to page script).
+ * Changes the caller's password (current one required), clears must-change-password and ends every
+ * session of the user, the caller's own included: a stolen access token or cookie stops working at
+ * once. A token session gets a fresh session and token pair in the answer; a browser session gets
+ * none (null): its cookie is ended too and the page signs in again with the new password.
  */
 export async function changePassword(
   deps: AuthDeps,
@@ -113,8 +116,11 @@ export async function changePassword(
       tenantId: users.tenantId,
       email: users.email,
       name: users.name,
+      sessionKind: sessions.kind,
+      sessionExpiresAt: sessions.expiresAt,
     })
     .from(users)
+    .innerJoin(sessions, and(eq(sessions.id, caller.sessionId), eq(sessions.userId, users.id)))
     .where(eq(users.id, caller.userId))
     .limit(1);
   if (!user) throw new AppError("unauthorized");
@@ -138,7 +144,7 @@ export async function changePassword(
   }
   const now = deps.clock.now();
   const newHash = await hashPassword(input.newPassword);
-  const changed = await db.transaction(async (tx) => {
+  const opened = await db.transaction(async (tx) => {
     // The user row first, then the sessions, in one transaction: a concurrent sign-in that verified
     // the old hash waits on this row (insertSessionIfUnchanged) and then finds it changed. The update
     // is conditional on the hash just verified, so two concurrent changes cannot both win.
@@ -147,38 +153,34 @@ export async function changePassword(
       .set({ passwordHash: newHash, mustChangePassword: false, passwordChangedAt: now, updatedAt: now })
       .where(and(eq(users.id, caller.userId), eq(users.passwordHash, passwordHash ?? "")))
       .returning({ id: users.id });
-    if (updated.length === 0) return false;
+    if (updated.length === 0) return null;
+    // every session, the caller's included (its refresh tokens die with it)
     await tx
       .update(sessions)
       .set({ revokedAt: now, revokedReason: "password changed" })
-      .where(
-        and(
-          eq(sessions.userId, caller.userId),
-          ne(sessions.id, caller.sessionId),
-          isNull(sessions.revokedAt),
-        ),
-      );
-    await tx
-      .update(refreshTokens)
-      .set({ rotatedAt: now })
-      .where(and(eq(refreshTokens.sessionId, caller.sessionId), isNull(refreshTokens.rotatedAt)));
-    return true;
+      .where(and(eq(sessions.userId, caller.userId), isNull(sessions.revokedAt)));
+    if (user.sessionKind !== "token") return { sessionId: null, refreshToken: null };
+    const [session] = await tx
+      .insert(sessions)
+      .values({
+        userId: caller.userId,
+        tenantId: user.tenantId,
+        kind: "token",
+        createdAt: now,
+        lastUsedAt: now,
+        expiresAt: user.sessionExpiresAt,
+      })
+      .returning({ id: sessions.id });
+    if (!session) throw new Error("session insert returned nothing");
+    return {
+      sessionId: session.id,
+      refreshToken: await issueRefreshToken(tx, session.id, user.sessionExpiresAt),
+    };
   });
-  if (!changed) throw new AppError("unauthorized", "The current password is wrong.");
+  if (!opened) throw new AppError("unauthorized", "The current password is wrong.");
   await endSessions(deps, { userId: caller.userId });
-  const [session] = await db
-    .select({ kind: sessions.kind, expiresAt: sessions.expiresAt })
-    .from(sessions)
-    .where(eq(sessions.id, caller.sessionId))
-    .limit(1);
-  if (!session) throw new AppError("unauthorized");
-  if (session.kind !== "token") return null;
+  if (!opened.sessionId || !opened.refreshToken) return null;
   const identity = await loadIdentity(db, caller.userId);
   if (!identity) throw new AppError("unauthorized");
-  return tokenPairFor(
-    deps,
-    identity,
-    caller.sessionId,
-    await issueRefreshToken(db, caller.sessionId, session.expiresAt),
-  );
+  return tokenPairFor(deps, identity, opened.sessionId, opened.refreshToken);
 }

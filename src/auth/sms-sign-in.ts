@@ -93,7 +93,17 @@ async function deliverSmsCode(
   }
 }
 
-/** Verifies a code: single use, short-lived, compared in constant time; a match signs the user in. */
+/** Matches no code row: a wrong guess for a number with no open code updates nothing, the same way. */
+const NO_CODE_ID = "00000000-0000-0000-0000-000000000000";
+/** Compared against when no code is open: never equal to an HMAC (base64url has no `!`). */
+const NO_CODE_HASH = "!".repeat(43);
+
+/**
+ * Verifies a code: single use, short-lived, compared in constant time; a match signs the user in.
+ * A wrong code costs the same work whether or not the number has an account or an open code: the
+ * same window write, the same select, the same HMAC and comparison, the same update (of no row when
+ * there is no open code), so neither the answer nor its timing tells which numbers are registered.
+ */
 export async function verifySmsCode(
   deps: AuthDeps,
   ctx: Ctx,
@@ -119,8 +129,8 @@ export async function verifySmsCode(
     )
     .orderBy(desc(smsCodes.createdAt))
     .limit(1);
-  if (!open) throw invalidCredentials();
-  if (!safeEqual(open.codeHash, smsCodeHash(deps, tenantId, phone, input.code))) {
+  const matches = safeEqual(open?.codeHash ?? NO_CODE_HASH, smsCodeHash(deps, tenantId, phone, input.code));
+  if (!open || !matches) {
     const limit = deps.config.settings.Authentication.Sms.VerifyLimit;
     await db
       .update(smsCodes)
@@ -129,7 +139,7 @@ export async function verifySmsCode(
         // too many wrong guesses burn the code
         consumedAt: sql`case when ${smsCodes.attempts} + 1 >= ${limit} then ${now.toISOString()}::timestamptz else null end`,
       })
-      .where(eq(smsCodes.id, open.id));
+      .where(eq(smsCodes.id, open?.id ?? NO_CODE_ID));
     throw invalidCredentials();
   }
   const used = await db

@@ -21,42 +21,62 @@ return v`,
 );
 
 /**
- * Sliding-log windows over one or more keys (e.g. account and client IP), in one round trip.
- * ARGV: now (ms), mode (check | hit | consume), member id, then limit and window (ms) per key.
- * An attempt at t counts until t + window. Returns { allowed (1/0), retry-after ms, count per key }.
- * `consume` records on every key only when every key allows; `hit` records unconditionally.
+ * Sliding-log windows over one or more keys (e.g. account, account and address, client IP), in one
+ * round trip. ARGV: now (ms), mode (check | hit | consume), member id, then per key: limit, window
+ * (ms), and the slow-down (after, base ms, max ms; after 0: none). An attempt at t counts until
+ * t + window. A key refuses when it holds `limit` attempts (until the oldest that matters leaves the
+ * window), or, slowed, when it holds at least `after` and the newest is less than
+ * min(max, base * 2^(count - after)) old. Returns { allowed (1/0), retry-after ms, count per key...,
+ * wait ms per key... }. `consume` records on every key only when every key allows; `hit` records
+ * unconditionally.
  */
 export const slidingLogScript = defineScript(
-  "sliding-log",
+  "sliding-log-slow",
   `local now = tonumber(ARGV[1])
 local mode = ARGV[2]
 local id = ARGV[3]
 local retry = 0
 local blocked = false
 local counts = {}
+local waits = {}
 for i, key in ipairs(KEYS) do
-  local limit = tonumber(ARGV[2 + 2 * i])
-  local window = tonumber(ARGV[3 + 2 * i])
+  local at = 3 + 5 * (i - 1)
+  local limit = tonumber(ARGV[at + 1])
+  local window = tonumber(ARGV[at + 2])
+  local after = tonumber(ARGV[at + 3])
+  local base = tonumber(ARGV[at + 4])
+  local maxDelay = tonumber(ARGV[at + 5])
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
   local count = redis.call('ZCARD', key)
   counts[i] = count
+  local wait = 0
   if count >= limit then
-    blocked = true
     local oldest = redis.call('ZRANGE', key, count - limit, count - limit, 'WITHSCORES')
-    local wait = tonumber(oldest[2]) + window - now
+    wait = tonumber(oldest[2]) + window - now
+  elseif after > 0 and count >= after then
+    local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    local delay = math.min(maxDelay, base * 2 ^ (count - after))
+    wait = tonumber(newest[2]) + delay - now
+    if wait < 0 then wait = 0 end
+  end
+  wait = math.ceil(wait)
+  waits[i] = wait
+  if wait > 0 then
+    blocked = true
     if wait > retry then retry = wait end
   end
 end
 if mode == 'hit' or (mode == 'consume' and not blocked) then
   for i, key in ipairs(KEYS) do
-    local window = tonumber(ARGV[3 + 2 * i])
+    local window = tonumber(ARGV[3 + 5 * (i - 1) + 2])
     redis.call('ZADD', key, now, id)
     redis.call('PEXPIRE', key, window)
     counts[i] = counts[i] + 1
   end
 end
-local out = { blocked and 0 or 1, math.ceil(retry) }
+local out = { blocked and 0 or 1, retry }
 for i = 1, #counts do out[#out + 1] = counts[i] end
+for i = 1, #waits do out[#out + 1] = waits[i] end
 return out`,
 );
 

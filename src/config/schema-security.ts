@@ -116,8 +116,18 @@ export const securitySections = {
       "How long a process trusts an open session without asking the database (0: ask every request). Ended sessions are evicted at once in every process through NOTIFY; this bounds staleness if a notice is lost.",
     ),
     Password: z.object({
-      AttemptLimit: int(1, 5, "Failed password attempts per account and window."),
-      AttemptWindowSeconds: int(1, 900, "Password attempt window."),
+      AttemptLimit: int(
+        1,
+        5,
+        "Password attempts per account from one client address and window; from the 4th each waits 1 s, 2 s… after the previous, at the limit that address is refused for the window. A success from the address clears it.",
+      ),
+      AttemptWindowSeconds: int(1, 900, "Password attempt window (every password window)."),
+      AccountAttemptLimit: int(
+        1,
+        100,
+        "Password attempts per account from all addresses together and window before each further attempt must wait 1 s, 2 s, 4 s… after the previous one (never a hard lock).",
+      ),
+      AccountMaxDelaySeconds: int(1, 60, "The longest wait between password attempts on one account."),
       IpAttemptLimit: int(1, 50, "Password attempts per client IP and window (all accounts together)."),
     }),
   }),

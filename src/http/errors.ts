@@ -71,6 +71,10 @@ export function problemJson(c: Context, error: AppError): Response {
   };
   const headers: Record<string, string> = { "content-type": "application/problem+json" };
   if (error.retryAfterSeconds !== undefined) headers["retry-after"] = String(error.retryAfterSeconds);
+  // a security window refused: `RateLimit` names that policy (advertised in `RateLimit-Policy` by
+  // the route's middleware) instead of the request limiters' states, which still had room
+  if (error.rateLimit)
+    headers.ratelimit = `"${error.rateLimit.policy}";r=0;t=${error.rateLimit.resetSeconds}`;
   if (error instanceof HttpError) Object.assign(headers, error.headers);
   return c.json(body, status, headers);
 }

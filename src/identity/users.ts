@@ -59,6 +59,10 @@ export async function addTenantUser(
   return createTenantUser(deps.database.db, ctx.tenantId, input);
 }
 
+/**
+ * Adds a user to a tenant with a password someone else chose (a platform admin or the tenant's
+ * owner): the user must change it at first sign-in (`mustChangePassword`), like the bootstrap admin.
+ */
 export async function createTenantUser(db: Db, tenantId: string, input: NewUser): Promise<{ id: string }> {
   const user = newUserSchema.parse(input);
   const weakness = await passwordProblem(user.password, { email: user.email, name: user.name });
@@ -72,7 +76,14 @@ export async function createTenantUser(db: Db, tenantId: string, input: NewUser)
   return db.transaction(async (tx) => {
     const inserted = await tx
       .insert(users)
-      .values({ tenantId, email: user.email.toLowerCase(), name: user.name, phone: user.phone, passwordHash })
+      .values({
+        tenantId,
+        email: user.email.toLowerCase(),
+        name: user.name,
+        phone: user.phone,
+        passwordHash,
+        mustChangePassword: true,
+      })
       .onConflictDoNothing()
       .returning({ id: users.id });
     const created = inserted[0];

@@ -4,12 +4,21 @@ import { gcraScript, slidingLogRefundScript, slidingLogScript } from "../cache/s
 import { type Db, execute } from "../db/client.ts";
 import { securityCounters } from "../db/schema/security.ts";
 
-/** One sliding window: at most `limit` attempts in any `windowMs`. */
+/**
+ * One sliding window: at most `limit` attempts in any `windowMs`. With `slow`, from the `after`-th
+ * attempt in the window on, each further attempt must also come at least
+ * min(`maxMs`, `baseMs` * 2^(count - after)) after the newest one: an increasing delay. A window
+ * that should only slow down, never refuse outright, has a `limit` of `NO_HARD_LIMIT`.
+ */
 export interface WindowSpec {
   key: string;
   limit: number;
   windowMs: number;
+  slow?: { after: number; baseMs: number; maxMs: number };
 }
+
+/** The `limit` of a window that slows attempts down but never refuses them for the whole window. */
+export const NO_HARD_LIMIT = Number.MAX_SAFE_INTEGER;
 
 export type WindowMode = "check" | "hit" | "consume";
 
@@ -20,6 +29,8 @@ export interface WindowOutcome {
   retryAfterMs: number;
   /** Attempts inside each window after the operation, in `specs` order. */
   counts: number[];
+  /** How long each window (in `specs` order) refuses an attempt from now, in ms; 0 when it allows. */
+  waits: number[];
 }
 
 export interface RateOutcome {
@@ -118,13 +129,22 @@ export function cacheCounterStore(cache: Cache): CounterStore {
     kind: "cache",
     window: async (mode, specs, nowMs) => {
       const args: (string | number)[] = [nowMs, mode, `${nowMs}:${crypto.randomUUID()}`];
-      for (const spec of specs) args.push(spec.limit, spec.windowMs);
+      for (const spec of specs) {
+        const slow = spec.slow ?? { after: 0, baseMs: 0, maxMs: 0 };
+        args.push(spec.limit, spec.windowMs, slow.after, slow.baseMs, slow.maxMs);
+      }
       const out = (await cache.run(
         slidingLogScript,
         specs.map((s) => s.key),
         args,
       )) as number[];
-      return { allowed: out[0] === 1, retryAfterMs: Number(out[1] ?? 0), counts: out.slice(2).map(Number) };
+      const n = specs.length;
+      return {
+        allowed: Number(out[0]) === 1,
+        retryAfterMs: Number(out[1] ?? 0),
+        counts: out.slice(2, 2 + n).map(Number),
+        waits: out.slice(2 + n, 2 + 2 * n).map(Number),
+      };
     },
     resetWindows: async (keys) => {
       await cache.del(...keys);
@@ -151,25 +171,30 @@ export function decideWindows(
   hits: number[][],
   nowMs: number,
 ): WindowOutcome & { next: number[][] | null } {
-  let retry = 0;
-  let blocked = false;
   const live = specs.map((spec, i) =>
     (hits[i] ?? []).filter((at) => at > nowMs - spec.windowMs).sort((a, b) => a - b),
   );
-  specs.forEach((spec, i) => {
+  const waits = specs.map((spec, i) => {
     const inWindow = live[i] ?? [];
-    if (inWindow.length >= spec.limit) {
-      blocked = true;
-      const oldest = inWindow[inWindow.length - spec.limit] ?? nowMs;
-      retry = Math.max(retry, oldest + spec.windowMs - nowMs);
+    const count = inWindow.length;
+    if (count >= spec.limit) {
+      const oldest = inWindow[count - spec.limit] ?? nowMs;
+      return Math.ceil(oldest + spec.windowMs - nowMs);
     }
+    if (spec.slow && spec.slow.after > 0 && count >= spec.slow.after) {
+      const delay = Math.min(spec.slow.maxMs, spec.slow.baseMs * 2 ** (count - spec.slow.after));
+      return Math.max(0, Math.ceil((inWindow.at(-1) ?? nowMs) + delay - nowMs));
+    }
+    return 0;
   });
+  const blocked = waits.some((wait) => wait > 0);
   const record = mode === "hit" || (mode === "consume" && !blocked);
   const next = record ? live.map((inWindow) => [...inWindow, nowMs]) : mode === "check" ? null : live;
   return {
     allowed: !blocked,
-    retryAfterMs: Math.ceil(retry),
+    retryAfterMs: Math.max(0, ...waits),
     counts: (next ?? live).map((inWindow) => inWindow.length),
+    waits,
     next,
   };
 }
@@ -227,7 +252,12 @@ export function databaseCounterStore(db: Db, options: { cleanupEvery?: number } 
         return decision;
       });
       await maybeCleanup(nowMs);
-      return { allowed: outcome.allowed, retryAfterMs: outcome.retryAfterMs, counts: outcome.counts };
+      return {
+        allowed: outcome.allowed,
+        retryAfterMs: outcome.retryAfterMs,
+        counts: outcome.counts,
+        waits: outcome.waits,
+      };
     },
     resetWindows: async (keys) => {
       if (keys.length > 0) await db.delete(securityCounters).where(inArray(securityCounters.key, keys));
@@ -296,7 +326,12 @@ export function memoryCounterStore(): CounterStore {
           logs.set(spec.key, { hits, expiresAt: (hits.at(-1) ?? nowMs) + spec.windowMs });
         }
       }
-      return { allowed: decision.allowed, retryAfterMs: decision.retryAfterMs, counts: decision.counts };
+      return {
+        allowed: decision.allowed,
+        retryAfterMs: decision.retryAfterMs,
+        counts: decision.counts,
+        waits: decision.waits,
+      };
     },
     resetWindows: async (keys) => {
       for (const key of keys) logs.delete(key);

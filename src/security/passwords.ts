@@ -25,8 +25,49 @@ function loadEstimator(): Promise<ZxcvbnFactory> {
   return estimator;
 }
 
+const lettersOnly = (text: string): string => text.toLowerCase().replace(/[^\p{L}]/gu, "");
+
+/**
+ * Whether the letters of `password` (digits and symbols stripped, lower-cased: its "main part") are
+ * made only of the account's own words: the e-mail's local part and its pieces, the domain's labels,
+ * the name's parts, the product's name. `adminexample1` for admin@example.com, `owneracme123` for
+ * owner@acme.test and `Jane.Doe!2026` for Jane Doe are refused whatever zxcvbn scores them.
+ */
+function builtFromAccount(password: string, context: { email?: string; name?: string }): boolean {
+  const main = lettersOnly(password);
+  if (!main) return false;
+  const words = new Set<string>(["plinth"]);
+  const add = (part: string) => {
+    const word = lettersOnly(part);
+    if (word.length >= 2) words.add(word);
+  };
+  if (context.email) {
+    const [local = "", domain = ""] = context.email.split("@");
+    add(local);
+    for (const piece of local.split(/[.+_-]/)) add(piece);
+    for (const label of domain.split(".")) add(label);
+  }
+  if (context.name) {
+    add(context.name);
+    for (const part of context.name.split(/[\s.,'-]+/)) add(part);
+  }
+  // can `main` be cut into a sequence of those words? (word break over at most 1,024 characters)
+  const reachable = new Array<boolean>(main.length + 1).fill(false);
+  reachable[0] = true;
+  for (let end = 1; end <= main.length; end++) {
+    for (const word of words) {
+      if (word.length <= end && reachable[end - word.length] && main.startsWith(word, end - word.length)) {
+        reachable[end] = true;
+        break;
+      }
+    }
+  }
+  return reachable[main.length] === true;
+}
+
 /**
  * Why a new password cannot be used, or null: at least `MIN_PASSWORD_LENGTH` characters and a
+ * letters that are not just the account's own words (`builtFromAccount`), and a
  * zxcvbn score of at least `MIN_PASSWORD_SCORE`, judged with the account's e-mail and name (and
  * the product's name) as words an attacker would try first. The message never repeats the password.
  * The dictionaries load on the first check (processes that never set a password never load them);
@@ -37,6 +78,8 @@ export async function passwordProblem(
   context: { email?: string; name?: string } = {},
 ): Promise<string | null> {
   if (password.length < MIN_PASSWORD_LENGTH) return `must be at least ${MIN_PASSWORD_LENGTH} characters`;
+  if (builtFromAccount(password, context))
+    return "is built from the account's e-mail address or name: choose words that are not about you";
   const zxcvbn = await loadEstimator();
   const words = ["plinth", "admin"];
   if (context.email) words.push(context.email, ...context.email.split(/[@.+_-]/));

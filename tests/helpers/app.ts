@@ -134,7 +134,7 @@ export function addProbeRoutes(app: App, deps: Deps): App {
     const body = (await c.req.json()) as { account: string; password: string };
     assertAllowed(await deps.windows.consume("password", { account: body.account, ip: clientIp(c) }));
     if (body.password !== "right") return c.json({ code: "unauthorized" }, 401);
-    await deps.windows.reset("password", { account: body.account });
+    await deps.windows.reset("password", { account: body.account, ip: clientIp(c) });
     return c.json({ ok: true });
   });
   app.get("/api/probe", (c) => c.json({ ok: true }));

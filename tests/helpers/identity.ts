@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { eq } from "drizzle-orm";
 import type { Db } from "../../src/db/client.ts";
-import { tenantDomains, tenants } from "../../src/db/schema/index.ts";
+import { tenantDomains, tenants, users } from "../../src/db/schema/index.ts";
 import { bootstrapPlatformAdmin } from "../../src/identity/bootstrap.ts";
 import { createTenantUser } from "../../src/identity/users.ts";
 import type { TestApp } from "./app.ts";
@@ -36,6 +36,8 @@ export async function createUser(
     role: input.role ?? "member",
     phone: input.phone,
   });
+  // a factory user has already replaced the password it was given (createTenantUser flags it)
+  await db.update(users).set({ mustChangePassword: false }).where(eq(users.id, id));
   return { id, email };
 }
 

@@ -13,6 +13,8 @@ const settings = {
   "Authentication:Password:AttemptLimit": "3",
   "Authentication:Password:AttemptWindowSeconds": "60",
   "Authentication:Password:IpAttemptLimit": "5",
+  "Authentication:Password:AccountAttemptLimit": "4",
+  "Authentication:Password:AccountMaxDelaySeconds": "8",
   "Authentication:Sms:SendLimit": "2",
   "Authentication:Sms:SendWindowSeconds": "120",
   "Authentication:Sms:IpSendLimit": "10",
@@ -77,10 +79,14 @@ describe.each(["redis", "upstash", "database", "memory"] as Store[])("security w
     for (let i = 0; i < 3; i++)
       expect((await a.windows.consume("password", { account, ip })).allowed).toBe(true);
     const refused = await a.windows.consume("password", { account, ip });
-    expect(refused).toEqual({ allowed: false, retryAfterSeconds: 60 });
+    expect(refused).toEqual({
+      allowed: false,
+      retryAfterSeconds: 60,
+      refusedBy: { name: "password-address", limit: 3, windowSeconds: 60 },
+    });
 
     clock.advance(30_000);
-    expect(await a.windows.check("password", { account, ip })).toEqual({
+    expect(await a.windows.check("password", { account, ip })).toMatchObject({
       allowed: false,
       retryAfterSeconds: 30,
     });
@@ -89,25 +95,25 @@ describe.each(["redis", "upstash", "database", "memory"] as Store[])("security w
   });
 
   test("the window slides: access comes back attempt by attempt", async () => {
-    const account = `${store}-slide@example.com`;
-    await a.windows.consume("password", { account });
+    const subjects = { account: `${store}-slide@example.com`, ip: "198.51.100.2" };
+    await a.windows.consume("password", subjects);
     clock.advance(20_000);
-    await a.windows.consume("password", { account });
-    await a.windows.consume("password", { account });
-    expect((await a.windows.check("password", { account })).retryAfterSeconds).toBe(40);
+    await a.windows.consume("password", subjects);
+    await a.windows.consume("password", subjects);
+    expect((await a.windows.check("password", subjects)).retryAfterSeconds).toBe(40);
     clock.advance(40_000);
-    expect((await a.windows.consume("password", { account })).allowed).toBe(true);
-    expect((await a.windows.consume("password", { account })).allowed).toBe(false);
+    expect((await a.windows.consume("password", subjects)).allowed).toBe(true);
+    expect((await a.windows.consume("password", subjects)).allowed).toBe(false);
   });
 
   test("two app instances share the counters", async () => {
-    const account = `${store}-shared@example.com`;
-    expect((await a.windows.consume("password", { account })).allowed).toBe(true);
-    expect((await b.windows.consume("password", { account })).allowed).toBe(true);
-    expect((await a.windows.consume("password", { account })).allowed).toBe(true);
-    expect((await b.windows.consume("password", { account })).allowed).toBe(false);
-    await b.windows.reset("password", { account });
-    expect((await a.windows.consume("password", { account })).allowed).toBe(true);
+    const account = { account: `${store}-shared@example.com`, ip: "198.51.100.3" };
+    expect((await a.windows.consume("password", account)).allowed).toBe(true);
+    expect((await b.windows.consume("password", account)).allowed).toBe(true);
+    expect((await a.windows.consume("password", account)).allowed).toBe(true);
+    expect((await b.windows.consume("password", account)).allowed).toBe(false);
+    await b.windows.reset("password", account);
+    expect((await a.windows.consume("password", account)).allowed).toBe(true);
   });
 
   test("the per-IP window counts attempts across accounts", async () => {
@@ -128,8 +134,9 @@ describe.each(["redis", "upstash", "database", "memory"] as Store[])("security w
 
   test("consume is atomic: parallel attempts from two instances never overshoot the limit", async () => {
     const account = `${store}-burst@example.com`;
+    const ip = "198.51.100.4";
     const results = await Promise.all(
-      Array.from({ length: 12 }, (_, i) => (i % 2 ? a : b).windows.consume("password", { account })),
+      Array.from({ length: 12 }, (_, i) => (i % 2 ? a : b).windows.consume("password", { account, ip })),
     );
     expect(results.filter((r) => r.allowed)).toHaveLength(3);
   });
@@ -169,15 +176,52 @@ describe.each(["redis", "upstash", "database", "memory"] as Store[])("security w
       true,
     );
     expect((await a.windows.check("password", { ip })).allowed).toBe(false);
-    // the account window was not touched by refunding the IP's
+    // the account window was not touched by refunding the IP's: it holds r0's first attempt, so
+    // three more reach AccountAttemptLimit (4) and the next is slowed
     const account = `${store}-r0@example.com`;
-    for (let i = 0; i < 2; i++) expect((await a.windows.consume("password", { account })).allowed).toBe(true);
-    expect((await a.windows.consume("password", { account })).allowed).toBe(false);
+    for (let i = 0; i < 3; i++) expect((await a.windows.consume("password", { account })).allowed).toBe(true);
+    expect((await a.windows.consume("password", { account })).refusedBy?.name).toBe("password-account");
     // a refund of an attempt that was never recorded changes nothing
     await a.windows.refund("password", { ip }, 1);
     expect((await a.windows.check("password", { ip })).allowed).toBe(false);
     // a refused consume records nothing, so it carries nothing to refund
     expect((await a.windows.consume("password", { ip })).recordedAtMs).toBeUndefined();
+  });
+
+  test("one address hammering an account is refused there; other addresses are not", async () => {
+    const account = `${store}-owner@example.com`;
+    const attacker = { account, ip: "203.0.113.10" };
+    for (let i = 0; i < 3; i++) expect((await a.windows.consume("password", attacker)).allowed).toBe(true);
+    const refused = await b.windows.consume("password", attacker);
+    expect(refused.refusedBy?.name).toBe("password-address");
+    // the owner, from elsewhere, is counted on the account (3 of 4) but not refused
+    const owner = { account, ip: "192.0.2.20" };
+    expect((await b.windows.consume("password", owner)).allowed).toBe(true);
+    await b.windows.reset("password", owner);
+    // the owner's success cleared the account-wide count and the owner's address, not the attacker's
+    expect((await a.windows.consume("password", attacker)).refusedBy?.name).toBe("password-address");
+    expect((await a.windows.consume("password", { account, ip: "192.0.2.21" })).allowed).toBe(true);
+  });
+
+  test("across addresses the account is slowed with a doubling delay, capped, never locked", async () => {
+    const account = `${store}-spread@example.com`;
+    let n = 0;
+    const from = () => ({ account, ip: `198.18.0.${++n}` });
+    for (let i = 0; i < 4; i++) expect((await a.windows.consume("password", from())).allowed).toBe(true);
+    const waits: number[] = [];
+    for (let round = 0; round < 6; round++) {
+      const refused = await (round % 2 ? a : b).windows.consume("password", from());
+      expect(refused.allowed).toBe(false);
+      expect(refused.refusedBy).toEqual({ name: "password-account", limit: 4, windowSeconds: 60 });
+      waits.push(refused.retryAfterSeconds);
+      clock.advance(refused.retryAfterSeconds * 1000);
+      expect((await a.windows.consume("password", from())).allowed).toBe(true);
+    }
+    // 1 s, 2 s, 4 s, then AccountMaxDelaySeconds (8 s)
+    expect(waits).toEqual([1, 2, 4, 8, 8, 8]);
+    // a success clears it
+    await a.windows.reset("password", { account });
+    expect((await b.windows.consume("password", from())).allowed).toBe(true);
   });
 
   test("SMS send windows count per phone with their own limits", async () => {
@@ -187,6 +231,7 @@ describe.each(["redis", "upstash", "database", "memory"] as Store[])("security w
     expect(await a.windows.consume("smsSend", { phone, ip: "192.0.2.52" })).toEqual({
       allowed: false,
       retryAfterSeconds: 120,
+      refusedBy: { name: "sms-send-phone", limit: 2, windowSeconds: 120 },
     });
     // the password window of the same identifier is separate
     expect((await a.windows.consume("password", { account: phone })).allowed).toBe(true);

@@ -49,3 +49,21 @@ test("a new password must be long and hard to guess, judged with the account's o
   // never the password itself in the message
   expect(await passwordProblem("password1234", account)).not.toContain("password1234");
 });
+
+test("a password whose letters are only the e-mail's parts or the name's is refused, whatever zxcvbn says", async () => {
+  const built = "is built from the account's e-mail address or name: choose words that are not about you";
+  for (const [password, account] of [
+    ["adminexample1", { email: "admin@example.com", name: "Admin" }],
+    ["owneracme123", { email: "owner@acme.test", name: "Olive Owner" }],
+    ["Acme.Test-Owner-2026!", { email: "owner@acme.test" }],
+    ["JaneDoe!20262026", { email: "ops@example.com", name: "Jane Doe" }],
+    ["example2026example", { email: "x@example.com" }],
+    ["plinthplinth1", {}],
+  ] as const)
+    expect(await passwordProblem(password, account)).toBe(built);
+  // other words around them are fine, and so is a password without any of them
+  expect(await passwordProblem("owner-of-a-quiet-orchard-42", { email: "owner@acme.test" })).toBeNull();
+  expect(await passwordProblem("quiet-orchard-lantern-42", { email: "admin@example.com" })).toBeNull();
+  // digits and symbols only: not built from the account (zxcvbn judges it)
+  expect(await passwordProblem("Xk9#mQ2$vL7p-tR4", { email: "x@example.com" })).toBeNull();
+});

@@ -152,3 +152,19 @@ export function rateLimit(policy: RateLimitPolicy, options: RateLimitOptions): M
     await next();
   };
 }
+
+/**
+ * Advertises the security windows a route counts against (password, SMS: src/security/windows.ts)
+ * as `RateLimit-Policy` entries next to the request limiters', so every limit that can answer 429
+ * is a listed policy. The windows decide in the domain; a window's 429 names its policy in
+ * `RateLimit` (`problemJson`, from the error's `rateLimit`).
+ */
+export function advertisePolicies(
+  policies: { name: string; limit: number; windowSeconds: number }[],
+): MiddlewareHandler<AppEnv> {
+  const entries = policies.map((p) => `"${p.name}";q=${p.limit};w=${p.windowSeconds}`);
+  return async (c, next) => {
+    for (const entry of entries) c.header("ratelimit-policy", entry, { append: true });
+    await next();
+  };
+}

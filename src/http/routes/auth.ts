@@ -6,6 +6,7 @@ import { changePassword, signInWithPassword } from "../../auth/password-sign-in.
 import { logout, refreshSession, revokeCallerSession } from "../../auth/sessions.ts";
 import { sendSmsCode, verifySmsCode } from "../../auth/sms-sign-in.ts";
 import { AppError } from "../../errors.ts";
+import type { WindowKind } from "../../security/windows.ts";
 import type { TenantLookup } from "../../tenancy/lookup.ts";
 import { type AppEnv, anonymousCtxOf, createRouter, ctxOf } from "../context.ts";
 import { PASSWORD_CHANGE_PATH } from "../middleware/auth.ts";
@@ -25,6 +26,15 @@ export const CREDENTIAL_PATHS = [
   "/api/auth/sms/verify",
   "/api/auth/browser/login",
 ] as const;
+
+/** The security windows each credential endpoint counts against (advertised as policies, app.ts). */
+export const WINDOW_KINDS: Record<string, WindowKind> = {
+  "/api/auth/login": "password",
+  "/api/auth/browser/login": "password",
+  [PASSWORD_CHANGE_PATH]: "password",
+  "/api/auth/sms/send": "smsSend",
+  "/api/auth/sms/verify": "smsVerify",
+};
 
 const tokenPair = z
   .object({
@@ -82,10 +92,11 @@ const routes = {
     method: "post",
     path: PASSWORD_CHANGE_PATH,
     tags: ["auth"],
-    summary: "Change the password; ends the user's other sessions.",
+    summary: "Change the password; ends every session of the user, this one included.",
     description:
-      "With a bearer token: 200 and a fresh token pair for this session. With the browser session " +
-      "cookie (and X-CSRF-Token): 204 and no tokens; the cookie session continues.",
+      "With a bearer token: 200 and the token pair of a fresh session (the old access and refresh " +
+      "tokens stop working). With the browser session cookie (and X-CSRF-Token): 204, the cookie is " +
+      "cleared and the page signs in again with the new password.",
     security: bearer,
     request: {
       body: jsonBody(
@@ -94,7 +105,7 @@ const routes = {
     },
     responses: {
       200: json("Changed (token session); fresh tokens.", tokenPair),
-      204: { description: "Changed (browser session); the cookie session continues." },
+      204: { description: "Changed (browser session); the session ended and its cookie is cleared." },
       401: problem("Wrong current password."),
     },
   }),
@@ -230,7 +241,11 @@ export function authRoutes(deps: AuthRouteDeps, authenticated: MiddlewareHandler
     })
     .openapi(routes.password, async (c) => {
       const pair = await changePassword(deps, ctxOf(c), c.req.valid("json"));
-      if (!pair) return c.body(null, 204);
+      if (!pair) {
+        // a browser session: ended with every other session; the page signs in again
+        clearSessionCookie(c);
+        return c.body(null, 204);
+      }
       c.header("cache-control", "no-store");
       return c.json(pair, 200);
     })
