@@ -24,6 +24,7 @@ import { adminDomainRoutes, tenantDomainRoutes, tlsPermissionRoutes } from "./ht
 import { healthRoutes } from "./http/routes/health.ts";
 import { paymentWebhookRoutes } from "./http/routes/payment-webhooks.ts";
 import { planRoutes } from "./http/routes/plans.ts";
+import { problemRoutes } from "./http/routes/problems.ts";
 import { tenantFeatureRoutes } from "./http/routes/tenant-features.ts";
 import { tenantStorageRoutes } from "./http/routes/tenant-storage.ts";
 import { adminUserRoutes, tenantUserRoutes } from "./http/routes/users.ts";
@@ -124,6 +125,7 @@ export function createApp(deps: Deps) {
   app.use("/api/tenant/domains/*", requireTenantUser(["owner"]));
 
   app.route("/", wellKnownRoutes(deps));
+  app.route("/", problemRoutes());
   app.route("/", authRoutes(deps, authenticated));
   app.route("/", adminUserRoutes(deps));
   app.route("/", adminJobRoutes(deps));
