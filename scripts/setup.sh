@@ -1,7 +1,8 @@
 #!/usr/bin/env sh
 # Makes this checkout runnable: Bun (from the npm registry) and the packages; with --services also
-# Deno (npm registry, for the Deno smoke test) and a PostgreSQL and a Redis on localhost for the test suite (used when running, installed from
-# Debian's packages and started when missing). Idempotent: quick when everything is there.
+# Deno (npm registry, for the Deno smoke test), a PostgreSQL and a Redis on localhost for the test suite (used when running, installed from
+# Debian's packages and started when missing) and Chromium (Debian's, for the offline /api/docs test).
+# Idempotent: quick when everything is there.
 set -eu
 cd "$(dirname "$0")/.."
 BUN_VERSION=1.4.4
@@ -70,3 +71,10 @@ if ! command -v redis-cli >/dev/null 2>&1 || ! redis_up; then
   redis_up || { say "Redis is not answering on 127.0.0.1:6379"; exit 1; }
 fi
 say "PostgreSQL and Redis are up"
+
+# Chromium renders /api/docs offline in tests/e2e/docs-offline.test.ts (driven by playwright-core
+# from npm, which brings no browser of its own): Debian's package, at /usr/bin/chromium.
+if [ ! -x /usr/bin/chromium ]; then
+  say "installing Chromium"
+  apt_install chromium
+fi

@@ -1,4 +1,3 @@
-import { Scalar } from "@scalar/hono-api-reference";
 import { cors } from "hono/cors";
 import { RegExpRouter } from "hono/router/reg-exp-router";
 import { SmartRouter } from "hono/router/smart-router";
@@ -27,9 +26,11 @@ import { adminSecretRoutes } from "./http/routes/admin-secrets.ts";
 import { adminTenantRoutes } from "./http/routes/admin-tenants.ts";
 import { authRoutes, CREDENTIAL_PATHS, WINDOW_KINDS } from "./http/routes/auth.ts";
 import { adminDomainRoutes, tenantDomainRoutes, tlsPermissionRoutes } from "./http/routes/custom-domains.ts";
+import { docsRoutes } from "./http/routes/docs.ts";
 import { healthRoutes } from "./http/routes/health.ts";
 import { paymentWebhookRoutes } from "./http/routes/payment-webhooks.ts";
 import { planRoutes } from "./http/routes/plans.ts";
+import { problemRoutes } from "./http/routes/problems.ts";
 import { tenantFeatureRoutes } from "./http/routes/tenant-features.ts";
 import { tenantStorageRoutes } from "./http/routes/tenant-storage.ts";
 import { adminUserRoutes, tenantUserRoutes } from "./http/routes/users.ts";
@@ -139,6 +140,7 @@ export function createApp(deps: Deps) {
   app.use("/api/tenant/domains/*", requireTenantUser(["owner", "admin"]));
 
   app.route("/", wellKnownRoutes(deps));
+  app.route("/", problemRoutes());
   app.route("/", authRoutes(deps, authenticated));
   app.route("/", adminUserRoutes(deps));
   app.route("/", adminJobRoutes(deps));
@@ -164,8 +166,8 @@ export function createApp(deps: Deps) {
     openapi: "3.1.0",
     info: { title: "Plinth API", version: "0.1.0", description: "Multi-tenant SaaS API foundation." },
   });
-  // a reference page over the document above (the page loads its viewer script from a CDN)
-  app.get("/api/docs", Scalar({ url: "/api/openapi.json", pageTitle: "Plinth API" }));
+  // a reference page over the document above, its viewer served from here (no CDN)
+  app.route("/", docsRoutes());
   return app;
 }
 

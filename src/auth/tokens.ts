@@ -17,6 +17,10 @@ import { parseJwtKeys } from "../security/jwt-keys.ts";
 import type { Logger } from "../telemetry/logger.ts";
 
 const ALG = "RS256";
+/** The media type of an access token (RFC 9068 §2.1): the `typ` header of every token issued. */
+export const ACCESS_TOKEN_TYP = "at+jwt";
+/** What tokens said before RFC 9068: accepted only as described at `legacyTypAccepted`. */
+const LEGACY_TYP = "JWT";
 /** Leeway for exp/nbf between servers' clocks. */
 export const CLOCK_TOLERANCE_SECONDS = 30;
 
@@ -38,6 +42,8 @@ export class InvalidTokenError extends Error {
 export interface TokenService {
   readonly currentKeyId: string;
   readonly accessTokenSeconds: number;
+  /** Tokens typed `JWT` (issued before the `at+jwt` upgrade) are accepted only if issued before this. */
+  readonly legacyTypCutOff: Date;
   issueAccessToken(claims: AccessClaims): Promise<string>;
   verifyAccessToken(token: string): Promise<AccessClaims>;
   /** The public keys of the verification set, as published at /.well-known/jwks.json. */
@@ -61,10 +67,29 @@ function developmentMaterial(logger: Logger, environment: string): SigningMateri
 }
 
 /**
- * RS256 tokens: signed with the current key, verified against every key of the verification set
- * (so keys rotate without logging anyone out). Verification pins the algorithm, issuer and
- * audience, resolves the key only by `kid` from our own set (`jku`, `x5u` and embedded `jwk`
- * headers are never used), and checks exp/nbf with a small tolerance.
+ * Whether a token typed `JWT` (not `at+jwt`) is still accepted: only one issued before the cut-over
+ * (this process's start: every replica of a version that issues `at+jwt` starts after the last
+ * `JWT` token of the previous version was issued or while it is being replaced), and only within
+ * one access-token lifetime of its issue whatever its `exp` says. So no `JWT` token lives longer
+ * than it would have before the upgrade; a restart moves the cut-over, but every `JWT` token is by
+ * then expired. See docs/decisions.md.
+ */
+function legacyTypAccepted(
+  payload: JWTPayload,
+  cutOffSeconds: number,
+  lifetime: number,
+  now: number,
+): boolean {
+  const iat = payload.iat;
+  return typeof iat === "number" && iat <= cutOffSeconds && now < iat + lifetime + CLOCK_TOLERANCE_SECONDS;
+}
+
+/**
+ * RS256 access tokens typed `at+jwt` (RFC 9068): signed with the current key, verified against
+ * every key of the verification set (so keys rotate without logging anyone out). Verification pins
+ * the algorithm, the `typ`, issuer and audience, resolves the key only by `kid` from our own set
+ * (`jku`, `x5u` and embedded `jwk` headers are never used), and checks exp/nbf with a small
+ * tolerance.
  */
 export async function createTokenService(
   config: AppConfig,
@@ -86,6 +111,8 @@ export async function createTokenService(
   const issuer = jwt.Issuer ?? "plinth-development";
   const audience = jwt.Audience ?? "plinth-api";
   const accessTokenSeconds = jwt.AccessTokenMinutes * 60;
+  const legacyTypCutOff = clock.now();
+  const cutOffSeconds = Math.floor(legacyTypCutOff.getTime() / 1000);
 
   const signingKey = await importPKCS8(
     material.privateKey.export({ type: "pkcs8", format: "pem" }).toString(),
@@ -109,6 +136,7 @@ export async function createTokenService(
   return {
     currentKeyId: material.currentKeyId,
     accessTokenSeconds,
+    legacyTypCutOff,
     issueAccessToken: async (claims) => {
       const now = Math.floor(clock.now().getTime() / 1000);
       return new SignJWT({
@@ -118,7 +146,7 @@ export async function createTokenService(
         proles: claims.platformRoles.length ? claims.platformRoles : undefined,
         pwc: claims.passwordChangeRequired || undefined,
       })
-        .setProtectedHeader({ alg: ALG, kid: material.currentKeyId, typ: "JWT" })
+        .setProtectedHeader({ alg: ALG, kid: material.currentKeyId, typ: ACCESS_TOKEN_TYP })
         .setSubject(claims.userId)
         .setIssuer(issuer)
         .setAudience(audience)
@@ -136,11 +164,17 @@ export async function createTokenService(
         verified.delete(token);
       }
       let payload: JWTPayload;
+      let legacy: boolean;
       try {
         const header = decodeProtectedHeader(token);
         if (header.alg !== ALG || typeof header.kid !== "string" || !verifiers.has(header.kid)) {
           throw new InvalidTokenError("unknown key or algorithm");
         }
+        // compared as media types are: case-insensitively, the "application/" prefix optional
+        const typ =
+          typeof header.typ === "string" ? header.typ.toLowerCase().replace(/^application\//, "") : "";
+        legacy = typ === LEGACY_TYP.toLowerCase();
+        if (typ !== ACCESS_TOKEN_TYP && !legacy) throw new InvalidTokenError("not an access token (typ)");
         const key = verifiers.get(header.kid) as CryptoKey;
         ({ payload } = await jwtVerify(token, key, {
           algorithms: [ALG],
@@ -154,6 +188,9 @@ export async function createTokenService(
         // jose's own errors and anything a malformed token throws are all just "invalid"
         if (error instanceof InvalidTokenError) throw error;
         throw new InvalidTokenError(error instanceof errors.JOSEError ? error.code : "invalid token");
+      }
+      if (legacy && !legacyTypAccepted(payload, cutOffSeconds, accessTokenSeconds, nowSeconds)) {
+        throw new InvalidTokenError("a JWT-typed token issued after the at+jwt upgrade, or too old");
       }
       const strings = (value: unknown) =>
         Array.isArray(value) ? value.filter((v) => typeof v === "string") : [];
@@ -171,7 +208,9 @@ export async function createTokenService(
       const { exp, nbf } = payload;
       if (typeof exp === "number" && (typeof nbf !== "number" || nbf <= nowSeconds)) {
         if (verified.size >= VERIFIED_MAX) verified.clear();
-        verified.set(token, { claims, exp });
+        // a JWT-typed token is remembered no longer than one lifetime from its issue
+        const until = legacy ? Math.min(exp, (payload.iat as number) + accessTokenSeconds) : exp;
+        verified.set(token, { claims, exp: until });
       }
       return claims;
     },

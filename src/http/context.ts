@@ -56,9 +56,20 @@ export type Router = ReturnType<typeof createRouter>;
 
 type RequestContext = Context<AppEnv>;
 
-/** 401 with the `WWW-Authenticate` challenge of RFC 6750. */
-export function unauthorized(detail = "Authentication required."): HttpError {
-  return new HttpError("unauthorized", detail, { "www-authenticate": 'Bearer realm="plinth"' });
+/**
+ * 401 with the `WWW-Authenticate` challenge of RFC 6750 §3. A request that carried no credentials
+ * gets the bare challenge (§3.1: no error code then); one whose bearer token was malformed, forged,
+ * expired or speaks for an ended session names `error="invalid_token"` and describes why.
+ */
+export function unauthorized(
+  detail = "Authentication required.",
+  options: { invalidToken?: boolean } = {},
+): HttpError {
+  let challenge = 'Bearer realm="plinth"';
+  // error_description allows printable ASCII without " and \ (RFC 6750 §3)
+  if (options.invalidToken)
+    challenge += `, error="invalid_token", error_description="${detail.replace(/[^\x20-\x21\x23-\x5b\x5d-\x7e]/g, "")}"`;
+  return new HttpError("unauthorized", detail, { "www-authenticate": challenge });
 }
 
 /** The verified caller; 401 when the request carries none (the auth guard normally answers first). */

@@ -3,6 +3,7 @@ import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { ZodError } from "zod";
 import { AppError, type ErrorCode, fieldErrors } from "../errors.ts";
+import { problemTypePath, problemTypes } from "./problem-types.ts";
 
 /** The HTTP status of each error code. */
 export const statusOf = {
@@ -24,25 +25,6 @@ export const statusOf = {
   unavailable: 503,
 } as const satisfies Record<ErrorCode, ContentfulStatusCode>;
 
-const titles: Record<ErrorCode, string> = {
-  bad_request: "Bad request",
-  validation_failed: "The request is not valid",
-  host_not_allowed: "Host not allowed",
-  unauthorized: "Authentication required",
-  payment_required: "The plan does not include this",
-  forbidden: "Forbidden",
-  password_change_required: "The password must be changed first",
-  usage_limit_reached: "Usage limit reached",
-  not_found: "Not found",
-  method_not_allowed: "Method not allowed",
-  conflict: "Conflict",
-  payload_too_large: "Request body too large",
-  unsupported_media_type: "Unsupported media type",
-  rate_limited: "Too many requests",
-  internal: "Internal error",
-  unavailable: "Service unavailable",
-};
-
 /**
  * An error raised at the HTTP edge that needs response headers of its own (`WWW-Authenticate`,
  * `Allow`); domain code throws plain `AppError`s.
@@ -55,15 +37,19 @@ export class HttpError extends AppError {
   }
 }
 
-/** Renders an error as its `application/problem+json` response, `Retry-After` included. */
+/**
+ * Renders an error as its `application/problem+json` response, `Retry-After` included. `type` is
+ * `/api/problems/<code>`, a page describing the code (src/http/problem-types.ts).
+ */
 export function problemJson(c: Context, error: AppError): Response {
   const status = statusOf[error.code];
   const body = {
-    type: `urn:plinth:problem:${error.code}`,
-    title: titles[error.code],
+    // a relative reference (RFC 9457 §3.1.1): the same on every host a tenant is served on
+    type: problemTypePath(error.code),
+    title: problemTypes[error.code].title,
     status,
     code: error.code,
-    detail: error.hasDetail ? error.message : titles[error.code],
+    detail: error.hasDetail ? error.message : problemTypes[error.code].title,
     // the path Hono parsed: never a second throw for a request whose URL will not parse
     instance: c.req.path,
     requestId: c.get("requestId") as string | undefined,

@@ -53,14 +53,15 @@ async function sign(
   pem = k1.privateKeyPem,
 ) {
   const key = await importPKCS8(pem, "RS256");
-  return new SignJWT(payload).setProtectedHeader({ alg: "RS256", ...header }).sign(key);
+  // typed as an access token, so each case below is refused for its own reason
+  return new SignJWT(payload).setProtectedHeader({ alg: "RS256", typ: "at+jwt", ...header }).sign(key);
 }
 
 describe("a valid token", () => {
   test("is accepted and carries the current kid", async () => {
     expect((await me(valid)).status).toBe(200);
     const header = JSON.parse(Buffer.from(valid.split(".")[0] ?? "", "base64url").toString());
-    expect(header).toMatchObject({ alg: "RS256", kid: "k1" });
+    expect(header).toMatchObject({ alg: "RS256", kid: "k1", typ: "at+jwt" });
     expect(claims).toMatchObject({ iss: ISS, aud: AUD, proles: ["platform_admin"] });
   });
 });
@@ -122,6 +123,9 @@ describe("the JWT attack suite: every forged or stale token is 401", () => {
       const response = await me(await make());
       expect(response.status).toBe(401);
       expect(response.headers.get("content-type")).toStartWith("application/problem+json");
+      expect(response.headers.get("www-authenticate")).toStartWith(
+        'Bearer realm="plinth", error="invalid_token"',
+      );
     });
   }
 

@@ -27,10 +27,12 @@ export function authenticate(deps: AuthDeps): MiddlewareHandler<AppEnv> {
     const header = c.req.header("authorization");
     let found: Awaited<ReturnType<typeof openTokenSession>>;
     if (header !== undefined) {
+      // another scheme carries no bearer token (a bare challenge); a Bearer one must be well formed
+      if (!/^Bearer(\s|$)/i.test(header)) throw unauthorized("Use the Bearer authentication scheme.");
       const match = /^Bearer\s+(\S+)$/i.exec(header);
-      if (!match?.[1]) throw unauthorized("Malformed Authorization header.");
+      if (!match?.[1]) throw unauthorized("Malformed Authorization header.", { invalidToken: true });
       found = await openTokenSession(deps, match[1]);
-      if ("refused" in found) throw unauthorized(found.refused);
+      if ("refused" in found) throw unauthorized(found.refused, { invalidToken: true });
     } else {
       const cookie = readSessionCookie(c);
       if (!cookie) throw unauthorized();

@@ -63,7 +63,11 @@ export function requestIdLogHeaders(options: {
     c.set("trustedProxies", trusted);
     await next();
     const headers = c.res.headers;
-    for (const [name, value] of SECURITY_HEADERS) headers.set(name, value);
+    // a route's own Content-Security-Policy is kept: both policies apply (CSP3 §3.1, a list)
+    for (const [name, value] of SECURITY_HEADERS) {
+      if (name === "content-security-policy" && headers.has(name)) headers.append(name, value);
+      else headers.set(name, value);
+    }
     const { raw } = c.req;
     if (overHttps(raw.url.startsWith("https:"), raw.headers, () => c.env?.peerAddress, trusted))
       headers.set(HSTS_HEADER[0], HSTS_HEADER[1]);
