@@ -1,8 +1,8 @@
-import { createRoute, z } from "@hono/zod-openapi";
+import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { createTenant, getTenant, listTenants, suspendTenant } from "../../tenancy/tenants.ts";
 import { createRouter, ctxOf } from "../context.ts";
-import { json, jsonBody, problem, tenantIdParam } from "../openapi.ts";
+import { apiRoute, json, jsonBody, problem, tenantIdParam } from "../openapi.ts";
 
 const tenantSchema = z
   .object({
@@ -12,13 +12,18 @@ const tenantSchema = z
     status: z.enum(["Active", "Suspended"]),
   })
   .openapi("Tenant");
-const create = createRoute({
+const create = apiRoute("admin", {
   method: "post",
   path: "/api/admin/tenants",
+  operationId: "adminCreateTenant",
   tags: ["admin"],
   summary: "Create a tenant.",
   request: {
-    body: jsonBody(z.object({ code: z.string().min(1).max(63), name: z.string().trim().min(1).max(200) })),
+    body: jsonBody(
+      z
+        .object({ code: z.string().min(1).max(63), name: z.string().trim().min(1).max(200) })
+        .openapi("NewTenant"),
+    ),
   },
   responses: {
     201: json("Created.", tenantSchema),
@@ -27,9 +32,10 @@ const create = createRoute({
   },
 });
 
-const list = createRoute({
+const list = apiRoute("admin", {
   method: "get",
   path: "/api/admin/tenants",
+  operationId: "adminListTenants",
   tags: ["admin"],
   summary: "List tenants by code.",
   request: {
@@ -39,13 +45,14 @@ const list = createRoute({
     }),
   },
   responses: {
-    200: json("A page of tenants.", z.object({ items: z.array(tenantSchema) })),
+    200: json("A page of tenants.", z.object({ items: z.array(tenantSchema) }).openapi("TenantList")),
   },
 });
 
-const show = createRoute({
+const show = apiRoute("admin", {
   method: "get",
   path: "/api/admin/tenants/{tenantId}",
+  operationId: "adminGetTenant",
   tags: ["admin"],
   summary: "Show a tenant.",
   request: { params: tenantIdParam },
@@ -55,9 +62,10 @@ const show = createRoute({
   },
 });
 
-const suspend = createRoute({
+const suspend = apiRoute("admin", {
   method: "post",
   path: "/api/admin/tenants/{tenantId}/suspend",
+  operationId: "adminSuspendTenant",
   tags: ["admin"],
   summary: "Suspend a tenant.",
   request: { params: tenantIdParam },

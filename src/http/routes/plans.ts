@@ -1,9 +1,9 @@
-import { createRoute, z } from "@hono/zod-openapi";
+import { z } from "@hono/zod-openapi";
 import { listPlans } from "../../billing/catalog.ts";
 import type { Deps } from "../../deps.ts";
 import { anonymousCtxOf, createRouter } from "../context.ts";
 import { outputCacheFor } from "../middleware/output-cache.ts";
-import { json } from "../openapi.ts";
+import { apiRoute, json } from "../openapi.ts";
 
 const planSchema = z
   .object({
@@ -26,12 +26,18 @@ const planSchema = z
   })
   .openapi("Plan");
 
-const plansRoute = createRoute({
+const plansRoute = apiRoute("public", {
   method: "get",
   path: "/api/plans",
+  operationId: "listPlans",
   tags: ["billing"],
   summary: "The public plan catalog.",
-  responses: { 200: json("Public plans with their features.", z.object({ items: z.array(planSchema) })) },
+  responses: {
+    200: json(
+      "Public plans with their features.",
+      z.object({ items: z.array(planSchema) }).openapi("PlanList"),
+    ),
+  },
 });
 
 /** Anonymous: the public plan catalog, through the HTTP output cache (Production). */
