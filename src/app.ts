@@ -151,7 +151,8 @@ export function createApp(deps: Deps) {
       description:
         "Multi-tenant SaaS API foundation. Every error is `application/problem+json` (the `Problem` schema). " +
         "A method a path does not answer gets 405 `method_not_allowed` with `Allow`; an unknown path 404.",
-      license: { name: "Proprietary", identifier: "LicenseRef-Proprietary" },
+      // `identifier` is OpenAPI 3.1 (SPDX); the generator's LicenseObject type predates it
+      license: { name: "Proprietary", identifier: "LicenseRef-Proprietary" } as { name: string },
       contact: { name: "Plinth maintainers" },
     },
     servers: [{ url: "/", description: "The host that serves this document." }],

@@ -46,13 +46,7 @@ const webhook = apiRoute("public", {
 /** Payment-provider webhooks: the raw body and signature go to the domain, which verifies before parsing. */
 export function paymentWebhookRoutes(deps: Deps) {
   const router = createRouter();
-  router.openAPIRegistry.registerComponent(
-    "schemas",
-    "PaymentEvent",
-    (({ $schema: _, ...schema }) => schema)(
-      z.toJSONSchema(webhookEvent, { io: "input", target: "draft-2020-12" }),
-    ),
-  );
+  router.openAPIRegistry.register("PaymentEvent", webhookEvent);
   return router.openapi(webhook, async (c) => {
     const { tenantId } = c.req.valid("param");
     const rawBody = await c.req.text();
