@@ -106,7 +106,10 @@ export function validateResponses(app: App): App {
   app.fetch = async (request, env, executionCtx) => {
     const response = await original(request, env, executionCtx);
     check ??= responseValidator(
-      app.getOpenAPI31Document({ openapi: "3.1.0", info: { title: "test", version: "0" } }) as unknown as OpenApiDocument,
+      app.getOpenAPI31Document({
+        openapi: "3.1.0",
+        info: { title: "test", version: "0" },
+      }) as unknown as OpenApiDocument,
       { exempt: PROBE_PATHS },
     );
     await check(request, response);
