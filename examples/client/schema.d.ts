@@ -341,7 +341,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List tenants by code. */
+        /** List tenants by code, a page at a time (pass `nextCursor` as `cursor`). */
         get: operations["adminListTenants"];
         put?: never;
         /** Create a tenant. */
@@ -1002,6 +1002,8 @@ export interface components {
         };
         TenantList: {
             items: components["schemas"]["Tenant"][];
+            /** @description Pass as `cursor` for the next page; null on the last page. */
+            nextCursor: string | null;
         };
         TenantExternalProvider: {
             /** @enum {string} */
@@ -3429,6 +3431,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The tenant's last owner cannot be disabled. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `payload_too_large`: the body is over `Server:MaxBodyBytes`. */
             413: {
                 headers: {
@@ -3554,6 +3568,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The tenant's last owner cannot be removed. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `payload_too_large`: the body is over `Server:MaxBodyBytes`. */
             413: {
                 headers: {
@@ -3610,6 +3636,8 @@ export interface operations {
         parameters: {
             query?: {
                 limit?: number;
+                cursor?: string;
+                /** @description Older paging, still accepted; ignored with `cursor`. */
                 offset?: number | null;
             };
             header?: {

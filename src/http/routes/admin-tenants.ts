@@ -1,8 +1,9 @@
 import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
-import { createTenant, getTenant, listTenants, suspendTenant } from "../../tenancy/tenants.ts";
+import { AppError } from "../../errors.ts";
+import { createTenant, getTenant, listTenants, suspendTenant, tenantCursor } from "../../tenancy/tenants.ts";
 import { createRouter, ctxOf } from "../context.ts";
-import { apiRoute, json, jsonBody, problem, tenantIdParam } from "../openapi.ts";
+import { apiRoute, json, jsonBody, page, problem, tenantIdParam } from "../openapi.ts";
 
 const tenantSchema = z
   .object({
@@ -37,15 +38,21 @@ const list = apiRoute("admin", {
   path: "/api/admin/tenants",
   operationId: "adminListTenants",
   tags: ["admin"],
-  summary: "List tenants by code.",
+  summary: "List tenants by code, a page at a time (pass `nextCursor` as `cursor`).",
   request: {
     query: z.object({
       limit: z.coerce.number().int().min(1).max(200).default(50),
-      offset: z.coerce.number().int().min(0).default(0),
+      cursor: z.string().max(200).optional(),
+      offset: z.coerce
+        .number()
+        .int()
+        .min(0)
+        .optional()
+        .openapi({ deprecated: true, description: "Older paging, still accepted; ignored with `cursor`." }),
     }),
   },
   responses: {
-    200: json("A page of tenants.", z.object({ items: z.array(tenantSchema) }).openapi("TenantList")),
+    200: json("A page of tenants.", page(tenantSchema).openapi("TenantList")),
   },
 });
 
@@ -80,7 +87,16 @@ export function adminTenantRoutes(deps: Deps) {
   const db = deps.database.db;
   return createRouter()
     .openapi(create, async (c) => c.json(await createTenant(db, c.req.valid("json")), 201))
-    .openapi(list, async (c) => c.json({ items: await listTenants(db, c.req.valid("query")) }, 200))
+    .openapi(list, async (c) => {
+      const { limit, offset, cursor } = c.req.valid("query");
+      const after = cursor === undefined ? undefined : tenantCursor.decode(cursor);
+      if (after === null)
+        throw new AppError("validation_failed", "The request is not valid.", {
+          fields: [{ path: "cursor", message: "not a cursor returned by this endpoint" }],
+        });
+      const found = await listTenants(db, { limit, offset, after });
+      return c.json({ items: found.items, nextCursor: found.next && tenantCursor.encode(found.next) }, 200);
+    })
     .openapi(show, async (c) => c.json(await getTenant(db, c.req.valid("param").tenantId), 200))
     .openapi(suspend, async (c) => c.json(await suspendTenant(deps, ctxOf(c), c.req.valid("param")), 200));
 }

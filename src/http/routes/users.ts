@@ -99,7 +99,11 @@ const disable = apiRoute("user", {
   tags: ["tenant"],
   summary: "Disable a user; their sessions end at once.",
   request: { params: userIdParam },
-  responses: { 204: { description: "Disabled." }, 404: problem("No such user in this tenant.") },
+  responses: {
+    204: { description: "Disabled." },
+    404: problem("No such user in this tenant."),
+    409: problem("The tenant's last owner cannot be disabled."),
+  },
 });
 const remove = apiRoute("user", {
   method: "delete",
@@ -108,7 +112,11 @@ const remove = apiRoute("user", {
   tags: ["tenant"],
   summary: "Remove a user.",
   request: { params: userIdParam },
-  responses: { 204: { description: "Removed." }, 404: problem("No such user in this tenant.") },
+  responses: {
+    204: { description: "Removed." },
+    404: problem("No such user in this tenant."),
+    409: problem("The tenant's last owner cannot be removed."),
+  },
 });
 
 /**
