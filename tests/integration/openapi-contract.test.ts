@@ -4,8 +4,8 @@ import { ContractViolation, type OpenApiDocument, responseValidator } from "../h
 
 const app = useTestApp();
 beforeAll(() => {
-  // a route the document does not list (added before the first request builds the router)
-  app.app.get("/api/undeclared-for-test", (c) => c.json({ ok: true }));
+  // a stand-in route of the test itself (added before the first request builds the router)
+  app.app.get("/api/stand-in-for-test", (c) => c.json({ ok: true }));
 });
 
 interface Op {
@@ -63,10 +63,21 @@ test("every operation has an operationId, a tag, a summary, its security, named 
   expect(ids.size).toBeGreaterThan(50);
 });
 
-test("an answer of a path the document does not list fails the request", async () => {
-  await expect(app.request("/api/undeclared-for-test")).rejects.toThrow(ContractViolation);
+test("an answer of a path the document does not list fails; a test's own stand-in route is not checked", async () => {
+  const doc: OpenApiDocument = { paths: {} };
+  await expect(
+    responseValidator(doc)(new Request("http://localhost/api/undeclared"), Response.json({ ok: true })),
+  ).rejects.toThrow(ContractViolation);
   // an unknown path answering 404 as a Problem is what the document allows
   expect((await app.request("/api/no-such-thing")).status).toBe(404);
+  expect((await app.request("/api/stand-in-for-test")).status).toBe(200);
+});
+
+test("a known path with a method it does not answer: 405 Problem with Allow, accepted by the harness", async () => {
+  // the document's own answer for a known path with an unanswered method must be a 405 Problem with Allow
+  const response = await app.request("/api/plans", { method: "DELETE" });
+  expect(response.status).toBe(405);
+  expect(response.headers.get("allow")).toContain("GET");
 });
 
 test("an undeclared status, an undeclared header or a body off the schema is a violation", async () => {
