@@ -1038,12 +1038,16 @@ export interface components {
         };
         ProviderList: {
             items: components["schemas"]["TenantExternalProvider"][];
+            /** @description Pass as `cursor` for the next page; null on the last page. */
+            nextCursor: string | null;
         };
         SecretValue: {
             value: string;
         };
         TenantSecretList: {
             items: components["schemas"]["TenantSecretInfo"][];
+            /** @description Pass as `cursor` for the next page; null on the last page. */
+            nextCursor: string | null;
         };
         TenantSecretInfo: {
             name: string;
@@ -1175,6 +1179,8 @@ export interface components {
                 reason: string;
                 occurredAt: string;
             }[];
+            /** @description Pass as `cursor` for the next page; null on the last page. */
+            nextCursor: string | null;
         };
         TenantFeatures: {
             tenantId: string;
@@ -1221,6 +1227,8 @@ export interface components {
         };
         PlanList: {
             items: components["schemas"]["Plan"][];
+            /** @description Pass as `cursor` for the next page; null on the last page. */
+            nextCursor: string | null;
         };
         Plan: {
             code: string;
@@ -4327,7 +4335,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The providers. */
+            /** @description The providers, one page (`nextCursor` is always null: one per type). */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -7218,6 +7226,9 @@ export interface operations {
         parameters: {
             query?: {
                 limit?: number;
+                /** @description The previous page's `nextCursor`. */
+                cursor?: string;
+                /** @description Entries older than this id; `cursor` is the same. */
                 before?: number;
             };
             header?: {

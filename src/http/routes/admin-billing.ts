@@ -120,6 +120,10 @@ const historySchema = z
         occurredAt: z.string(),
       }),
     ),
+    nextCursor: z
+      .string()
+      .nullable()
+      .openapi({ description: "Pass as `cursor` for the next page; null on the last page." }),
   })
   .openapi("SubscriptionHistory");
 
@@ -133,7 +137,17 @@ const history = apiRoute("admin", {
     params: tenantIdParam,
     query: z.object({
       limit: z.coerce.number().int().min(1).max(200).default(50),
-      before: z.coerce.number().int().min(1).optional(),
+      cursor: z
+        .string()
+        .regex(/^[1-9]\d{0,15}$/)
+        .optional()
+        .openapi({ description: "The previous page's `nextCursor`." }),
+      before: z.coerce
+        .number()
+        .int()
+        .min(1)
+        .optional()
+        .openapi({ deprecated: true, description: "Entries older than this id; `cursor` is the same." }),
     }),
   },
   responses: {
@@ -253,7 +267,12 @@ export function adminBillingRoutes(deps: Deps) {
     })
     .openapi(history, async (c) => {
       const ctx = adminCtxOf(c, c.req.valid("param").tenantId);
-      const rows = await listSubscriptionHistory(deps, ctx, c.req.valid("query"));
+      const { limit, cursor, before } = c.req.valid("query");
+      const rows = await listSubscriptionHistory(deps, ctx, {
+        limit,
+        before: cursor === undefined ? before : Number(cursor),
+      });
+      const last = rows.length === limit ? rows.at(-1) : undefined;
       return c.json(
         {
           items: rows.map((r) => ({
@@ -269,6 +288,7 @@ export function adminBillingRoutes(deps: Deps) {
             reason: r.reason,
             occurredAt: r.occurredAt.toISOString(),
           })),
+          nextCursor: last ? String(last.id) : null,
         },
         200,
       );

@@ -9,7 +9,7 @@ import {
   type TenantProvider,
 } from "../../providers/tenant-providers.ts";
 import { adminCtxOf, createRouter } from "../context.ts";
-import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
+import { apiRoute, json, jsonBody, page, problem } from "../openapi.ts";
 
 const providerSchema = z
   .object({
@@ -63,7 +63,10 @@ const list = apiRoute("admin", {
   summary: "List the tenant's providers.",
   request: { params: params.pick({ tenantId: true }) },
   responses: {
-    200: json("The providers.", z.object({ items: z.array(providerSchema) }).openapi("ProviderList")),
+    200: json(
+      "The providers, one page (`nextCursor` is always null: one per type).",
+      page(providerSchema).openapi("ProviderList"),
+    ),
     404: problem("No such tenant."),
   },
 });
@@ -107,7 +110,7 @@ export function adminProviderRoutes(deps: Deps) {
     })
     .openapi(list, async (c) => {
       const rows = await listTenantProviders(deps, adminCtxOf(c, c.req.valid("param").tenantId));
-      return c.json({ items: rows.map(view) }, 200);
+      return c.json({ items: rows.map(view), nextCursor: null }, 200);
     })
     .openapi(disable, async (c) => {
       const { tenantId, type } = c.req.valid("param");

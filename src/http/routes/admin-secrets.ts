@@ -2,7 +2,7 @@ import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { deleteTenantSecret, listTenantSecrets, storeTenantSecret } from "../../providers/secrets.ts";
 import { adminCtxOf, createRouter } from "../context.ts";
-import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
+import { apiRoute, json, jsonBody, page, problem } from "../openapi.ts";
 
 const params = z.object({
   tenantId: z.string().openapi({ param: { name: "tenantId", in: "path" } }),
@@ -39,10 +39,7 @@ const list = apiRoute("admin", {
   summary: "List the tenant's secrets: names, key ids and timestamps, never values.",
   request: { params: params.pick({ tenantId: true }) },
   responses: {
-    200: json(
-      "The secrets, without values.",
-      z.object({ items: z.array(secretInfo) }).openapi("TenantSecretList"),
-    ),
+    200: json("The secrets, without values.", page(secretInfo).openapi("TenantSecretList")),
     404: problem("No such tenant."),
   },
 });
@@ -85,6 +82,7 @@ export function adminSecretRoutes(deps: Deps) {
             createdAt: row.createdAt.toISOString(),
             updatedAt: row.updatedAt.toISOString(),
           })),
+          nextCursor: null,
         },
         200,
       );

@@ -3,7 +3,7 @@ import { listPlans } from "../../billing/catalog.ts";
 import type { Deps } from "../../deps.ts";
 import { anonymousCtxOf, createRouter } from "../context.ts";
 import { outputCacheFor } from "../middleware/output-cache.ts";
-import { apiRoute, json } from "../openapi.ts";
+import { apiRoute, json, page } from "../openapi.ts";
 
 const planSchema = z
   .object({
@@ -33,10 +33,7 @@ const plansRoute = apiRoute("public", {
   tags: ["billing"],
   summary: "The public plan catalog.",
   responses: {
-    200: json(
-      "Public plans with their features.",
-      z.object({ items: z.array(planSchema) }).openapi("PlanList"),
-    ),
+    200: json("Public plans with their features.", page(planSchema).openapi("PlanList")),
   },
 });
 
@@ -46,6 +43,6 @@ export function planRoutes(deps: Deps) {
   router.use("/api/plans", outputCacheFor(deps));
   return router.openapi(plansRoute, async (c) => {
     c.header("cache-control", "public, max-age=60");
-    return c.json({ items: await listPlans(deps, anonymousCtxOf(c)) }, 200);
+    return c.json({ items: await listPlans(deps, anonymousCtxOf(c)), nextCursor: null }, 200);
   });
 }
