@@ -19,7 +19,7 @@ interface ResponseObject {
 }
 export interface OpenApiDocument {
   paths: Record<string, Record<string, Operation>>;
-  components?: { responses?: Record<string, ResponseObject> };
+  components?: { headers?: Record<string, { required?: boolean }> };
 }
 
 /** Headers whose presence a response must declare. */
@@ -59,6 +59,11 @@ export function responseValidator(doc: OpenApiDocument, options: { exempt?: read
     pattern: new RegExp(`^${template.replace(/[.*+?^$()|[\]\\]/g, "\\$&").replace(/\{[^}]+\}/g, "[^/]+")}$`),
   }));
   const exempt = new Set(options.exempt ?? []);
+  const resolveHeader = (header: unknown): { required?: boolean } | undefined => {
+    const ref = (header as { $ref?: string }).$ref;
+    if (ref === undefined) return header as { required?: boolean };
+    return doc.components?.headers?.[ref.replace("#/components/headers/", "")];
+  };
 
   async function problemOnly(what: string, response: Response, statuses: number[]): Promise<void> {
     if (!statuses.includes(response.status))
@@ -111,6 +116,11 @@ export function responseValidator(doc: OpenApiDocument, options: { exempt?: read
     for (const header of NOTABLE_HEADERS) {
       if (response.headers.has(header) && !declaredHeaders.has(header))
         throw new ContractViolation(`${what}: header ${header} not declared for this response`);
+    }
+    for (const [name, header] of Object.entries(declared.headers ?? {})) {
+      const resolved = resolveHeader(header);
+      if (resolved?.required && !response.headers.has(name))
+        throw new ContractViolation(`${what}: required header ${name} missing`);
     }
     const contentType = response.headers.get("content-type");
     const hasBody = method !== "head" && response.status !== 204 && response.status !== 304;

@@ -87,7 +87,7 @@ test("an undeclared status, an undeclared header or a body off the schema is a v
         get: {
           responses: {
             "200": {
-              headers: { "X-Request-Id": {} },
+              headers: { "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" } },
               content: {
                 "application/json": {
                   schema: { type: "object", required: ["id"], properties: { id: { type: "string" } } },
@@ -98,17 +98,22 @@ test("an undeclared status, an undeclared header or a body off the schema is a v
         },
       },
     },
+    components: { headers: { "X-Request-Id": { required: true } } },
   };
   const check = responseValidator(doc);
   const request = new Request("http://localhost/x/1");
   const ok = Response.json({ id: "1" }, { headers: { "x-request-id": "r" } });
   await check(request, ok);
-  await expect(check(request, Response.json({ id: 1 }))).rejects.toThrow(/does not match/);
+  await expect(check(request, Response.json({ id: "1" }))).rejects.toThrow(
+    /required header X-Request-Id missing/,
+  );
+  const withId = { headers: { "x-request-id": "r" } };
+  await expect(check(request, Response.json({ id: 1 }, withId))).rejects.toThrow(/does not match/);
   await expect(check(request, Response.json({ id: "1" }, { status: 201 }))).rejects.toThrow(/not declared/);
   await expect(
-    check(request, Response.json({ id: "1" }, { headers: { "retry-after": "1" } })),
+    check(request, Response.json({ id: "1" }, { headers: { "retry-after": "1", "x-request-id": "r" } })),
   ).rejects.toThrow(/retry-after not declared/);
   await expect(
-    check(request, new Response("hi", { headers: { "content-type": "text/plain" } })),
+    check(request, new Response("hi", { headers: { "content-type": "text/plain", "x-request-id": "r" } })),
   ).rejects.toThrow(/content type text\/plain not declared/);
 });
