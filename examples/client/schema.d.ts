@@ -839,6 +839,10 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** @description An OpenAPI 3.1 document (https://spec.openapis.org/oas/v3.1.0). */
+        OpenApiDocument: Record<string, never>;
+        /** @description An HTML page. */
+        HtmlPage: string;
         PaymentEvent: {
             id: string;
             /** @enum {string} */
@@ -8244,7 +8248,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": Record<string, never>;
+                    "application/json": components["schemas"]["OpenApiDocument"];
                 };
             };
             /** @description `validation_failed` (the `errors` name the fields), `host_not_allowed` or `bad_request`. */
@@ -8332,7 +8336,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "text/html": string;
+                    "text/html": components["schemas"]["HtmlPage"];
                 };
             };
             /** @description `validation_failed` (the `errors` name the fields), `host_not_allowed` or `bad_request`. */

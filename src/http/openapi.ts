@@ -243,6 +243,14 @@ export function registerDocumentRoutes(app: Pick<OpenAPIHono, "openAPIRegistry">
     parameters: [ref("parameters", "RequestId")],
   };
   const headers = headersFor("public", 200, false);
+  app.openAPIRegistry.registerComponent("schemas", "OpenApiDocument", {
+    type: "object",
+    description: "An OpenAPI 3.1 document (https://spec.openapis.org/oas/v3.1.0).",
+  });
+  app.openAPIRegistry.registerComponent("schemas", "HtmlPage", {
+    type: "string",
+    description: "An HTML page.",
+  });
   app.openAPIRegistry.registerPath({
     ...meta,
     method: "get",
@@ -253,7 +261,7 @@ export function registerDocumentRoutes(app: Pick<OpenAPIHono, "openAPIRegistry">
       200: {
         description: "The document.",
         headers,
-        content: { "application/json": { schema: { type: "object" } } },
+        content: { "application/json": { schema: { $ref: "#/components/schemas/OpenApiDocument" } } },
       },
       ...withHeaders("public", commonErrors("public", { body: false }), false),
     },
@@ -265,7 +273,11 @@ export function registerDocumentRoutes(app: Pick<OpenAPIHono, "openAPIRegistry">
     operationId: "getApiReference",
     summary: "An HTML reference page over this document.",
     responses: {
-      200: { description: "The page.", headers, content: { "text/html": { schema: { type: "string" } } } },
+      200: {
+        description: "The page.",
+        headers,
+        content: { "text/html": { schema: { $ref: "#/components/schemas/HtmlPage" } } },
+      },
       ...withHeaders("public", commonErrors("public", { body: false }), false),
     },
   });
