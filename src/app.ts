@@ -19,6 +19,7 @@ import {
 } from "./http/middleware/request.ts";
 import { traceRequests } from "./http/middleware/telemetry.ts";
 import { resolveTenancy } from "./http/middleware/tenancy.ts";
+import { DOCUMENT_TAGS, registerComponents, registerDocumentRoutes } from "./http/openapi.ts";
 import { adminBillingRoutes } from "./http/routes/admin-billing.ts";
 import { adminJobRoutes } from "./http/routes/admin-jobs.ts";
 import { adminProviderRoutes } from "./http/routes/admin-providers.ts";
@@ -157,14 +158,22 @@ export function createApp(deps: Deps) {
   app.route("/", planRoutes(deps));
   app.route("/", paymentWebhookRoutes(deps));
 
-  app.openAPIRegistry.registerComponent("securitySchemes", "bearer", {
-    type: "http",
-    scheme: "bearer",
-    bearerFormat: "JWT",
-  });
+  registerComponents(app);
+  registerDocumentRoutes(app);
   app.doc31("/api/openapi.json", {
     openapi: "3.1.0",
-    info: { title: "Plinth API", version: "0.1.0", description: "Multi-tenant SaaS API foundation." },
+    info: {
+      title: "Plinth API",
+      version: "0.1.0",
+      description:
+        "Multi-tenant SaaS API foundation. Every error is `application/problem+json` (the `Problem` schema). " +
+        "A method a path does not answer gets 405 `method_not_allowed` with `Allow`; an unknown path 404.",
+      // `identifier` is OpenAPI 3.1 (SPDX); the generator's LicenseObject type predates it
+      license: { name: "Proprietary", identifier: "LicenseRef-Proprietary" } as { name: string },
+      contact: { name: "Plinth maintainers" },
+    },
+    servers: [{ url: "/", description: "The host that serves this document." }],
+    tags: DOCUMENT_TAGS,
   });
   // a reference page over the document above, its viewer served from here (no CDN)
   app.route("/", docsRoutes());

@@ -12,7 +12,7 @@ import { verifySignature } from "./webhook-signature.ts";
 /** The secretRefs entry of a tenant's payment provider that names its webhook-signing secret. */
 export const WEBHOOK_SECRET_REF = "webhookSecret";
 
-const webhookEvent = z.object({
+export const webhookEvent = z.object({
   /** The provider's event id: a second delivery with the same id changes nothing. */
   id: z.string().min(1).max(200),
   type: z.enum(eventSources.webhook as [SubscriptionEvent, ...SubscriptionEvent[]]),

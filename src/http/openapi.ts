@@ -1,4 +1,5 @@
-import { z } from "@hono/zod-openapi";
+import type { OpenAPIHono, RouteConfig } from "@hono/zod-openapi";
+import { createRoute, z } from "@hono/zod-openapi";
 
 /** The application/problem+json body every error has (see errors.ts): the one `Problem` schema. */
 export const problemSchema = z
@@ -32,10 +33,252 @@ export const jsonBody = <T extends z.ZodType>(schema: T) => ({
   content: { "application/json": { schema } },
 });
 
-/** The bearer-token security requirement. */
-export const bearer = [{ bearer: [] }];
-
 /** `{tenantId}` in an admin path. */
 export const tenantIdParam = z.object({
   tenantId: z.string().openapi({ param: { name: "tenantId", in: "path" } }),
 });
+
+/** The page every list answers: `items`, then `nextCursor` (null on the last page) to pass as `cursor`. */
+export const page = <T extends z.ZodType>(item: T) =>
+  z.object({
+    items: z.array(item),
+    nextCursor: z
+      .string()
+      .nullable()
+      .openapi({ description: "Pass as `cursor` for the next page; null on the last page." }),
+  });
+
+/** `?limit=` and `?cursor=` of a paged list. */
+export const pageQuery = {
+  limit: z.coerce.number().int().min(1).max(200).default(50),
+  cursor: z.string().max(200).optional(),
+};
+
+const ref = (kind: "headers" | "parameters", name: string) => ({ $ref: `#/components/${kind}/${name}` });
+
+const HEADERS = {
+  "X-Request-Id": {
+    description:
+      "The request's id (the caller's well-formed `X-Request-Id`, else a new one); in the log line.",
+    required: true,
+    schema: { type: "string" as const },
+  },
+  RateLimit: {
+    description:
+      'The policies\' state, `"<policy>";r=<left>;t=<seconds to reset>` (draft-ietf-httpapi-ratelimit-headers).',
+    schema: { type: "string" as const },
+  },
+  "RateLimit-Policy": {
+    description: 'The rate-limit policies that apply, `"<policy>";q=<quota>;w=<window seconds>`.',
+    schema: { type: "string" as const },
+  },
+  "Retry-After": {
+    description: "Seconds to wait before trying again.",
+    schema: { type: "integer" as const, minimum: 0 },
+  },
+  "WWW-Authenticate": {
+    description: 'The bearer challenge of RFC 6750, e.g. `Bearer realm="plinth"`.',
+    schema: { type: "string" as const },
+  },
+  Allow: { description: "The methods the resource answers.", schema: { type: "string" as const } },
+  "Set-Cookie": {
+    description:
+      "The browser session cookie `__Host-plinth_session` (HttpOnly, Secure, path /), set or cleared.",
+    schema: { type: "string" as const },
+  },
+};
+type HeaderName = keyof typeof HEADERS;
+
+const PARAMETERS = {
+  RequestId: {
+    name: "X-Request-Id",
+    in: "header" as const,
+    required: false,
+    description:
+      "The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one.",
+    schema: { type: "string" as const, pattern: "^[A-Za-z0-9._:-]{1,128}$" },
+  },
+  TenantCode: {
+    name: "X-Tenant",
+    in: "header" as const,
+    required: false,
+    description:
+      "Tenant code, on the platform host only, under `Tenancy:Resolution:TenantCodePaths` (default `/api/auth/`); refused elsewhere with 400. `?tenant=` does the same.",
+    schema: { type: "string" as const, maxLength: 64 },
+  },
+};
+
+/** The security schemes, headers and parameters the routes refer to; `createApp` registers them once. */
+export function registerComponents(app: Pick<OpenAPIHono, "openAPIRegistry">): void {
+  const registry = app.openAPIRegistry;
+  registry.registerComponent("securitySchemes", "bearer", {
+    type: "http",
+    scheme: "bearer",
+    bearerFormat: "JWT",
+    description: "An access token from `/api/auth/login`, `/api/auth/refresh` or `/api/auth/sms/verify`.",
+  });
+  registry.registerComponent("securitySchemes", "sessionCookie", {
+    type: "apiKey",
+    in: "cookie",
+    name: "__Host-plinth_session",
+    description:
+      "The browser session from `/api/auth/browser/login` (only from `BrowserAuth:AllowedOrigins`).",
+  });
+  registry.registerComponent("securitySchemes", "csrfToken", {
+    type: "apiKey",
+    in: "header",
+    name: "x-csrf-token",
+    description:
+      "The `csrfToken` of the browser sign-in, required with the cookie on POST, PUT, PATCH and DELETE.",
+  });
+  for (const [name, header] of Object.entries(HEADERS)) registry.registerComponent("headers", name, header);
+  for (const [name, parameter] of Object.entries(PARAMETERS))
+    registry.registerComponent("parameters", name, parameter);
+}
+
+/** Who may call an operation: anyone, any signed-in user (tenant routes add their role), a platform admin. */
+export type Access = "public" | "user" | "admin";
+/** Health probes answer before the host check, CORS, the rate limits and the body limit. */
+type Kind = Access | "probe";
+
+const SAFE = new Set(["get", "head", "options"]);
+
+function securityOf(kind: Kind, method: string) {
+  if (kind === "public" || kind === "probe") return [];
+  const cookie = SAFE.has(method) ? { sessionCookie: [] } : { sessionCookie: [], csrfToken: [] };
+  return [{ bearer: [] }, cookie];
+}
+
+/** The error answers every operation of a kind can give, whatever its handler does. */
+export function commonErrors(kind: Kind, options: { body: boolean }) {
+  if (kind === "probe") return {};
+  const errors: Record<number, ReturnType<typeof problem>> = {
+    400: problem("`validation_failed` (the `errors` name the fields), `host_not_allowed` or `bad_request`."),
+    413: problem("`payload_too_large`: the body is over `Server:MaxBodyBytes`."),
+    429: problem("`rate_limited`: a rate-limit policy or security window is full; see `Retry-After`."),
+    500: problem("`internal`: an unexpected error (logged with the request id, never echoed)."),
+    503: problem("`unavailable`: a dependency (database, cache) is unavailable; try again later."),
+  };
+  if (options.body) errors[415] = problem("`unsupported_media_type`: the body is not `application/json`.");
+  if (kind !== "public") {
+    errors[401] = problem("`unauthorized`: no, a malformed, an expired or a revoked token or session.");
+    errors[403] = problem(
+      kind === "admin"
+        ? "`forbidden`: not a platform administrator (or a refused origin or CSRF token); `password_change_required`."
+        : "`forbidden`: the caller's role may not do this (or a refused origin or CSRF token); `password_change_required`: change the password first.",
+    );
+    errors[404] = problem(
+      "`not_found`: no such resource, or the token belongs to another tenant than the host's.",
+    );
+  }
+  return errors;
+}
+
+function headersFor(kind: Kind, status: number, cookies: boolean) {
+  const names: HeaderName[] = ["X-Request-Id"];
+  if (kind !== "probe") names.push("RateLimit", "RateLimit-Policy");
+  if (status === 401) names.push("WWW-Authenticate");
+  if (status === 429 || status === 503) names.push("Retry-After");
+  if (cookies) names.push("Set-Cookie");
+  return Object.fromEntries(names.map((name) => [name, ref("headers", name)]));
+}
+
+function withHeaders(kind: Kind, responses: Record<string, object>, cookies = false) {
+  return Object.fromEntries(
+    Object.entries(responses).map(([status, response]) => [
+      status,
+      { ...response, headers: headersFor(kind, Number(status), cookies) },
+    ]),
+  );
+}
+
+type ApiRouteConfig = RouteConfig & { operationId: string; tags: string[]; summary: string };
+
+/**
+ * A route of the document with everything every operation must say: its security for `kind`,
+ * the common error answers (`commonErrors`), the response headers (`X-Request-Id`, the rate-limit
+ * headers, `WWW-Authenticate` on 401, `Retry-After` on 429 and 503, `Set-Cookie` where `cookies`)
+ * and the request headers read (`X-Request-Id`; `X-Tenant` under /api/auth/). The route's own
+ * responses override the common ones of the same status. The handler's type is the config's own.
+ */
+export function apiRoute<const R extends ApiRouteConfig>(
+  kind: Kind,
+  config: R,
+  options: { cookies?: boolean } = {},
+): R {
+  const { method, path } = config;
+  const body = config.request?.body !== undefined;
+  const responses = withHeaders(
+    kind,
+    { ...commonErrors(kind, { body }), ...config.responses },
+    options.cookies,
+  );
+  const parameters = [ref("parameters", "RequestId")];
+  if (path.startsWith("/api/auth/")) parameters.push(ref("parameters", "TenantCode"));
+  return createRoute({
+    ...config,
+    security: securityOf(kind, method),
+    parameters: [...parameters, ...((config.parameters as object[] | undefined) ?? [])],
+    responses,
+  }) as unknown as R;
+}
+
+/** The tags operations use, described once. */
+export const DOCUMENT_TAGS = [
+  { name: "auth", description: "Sign-in, tokens, browser sessions, SMS codes." },
+  { name: "tenant", description: "A tenant's own users, domains and features (signed-in tenant users)." },
+  { name: "admin", description: "Platform administration across tenants (platform administrators)." },
+  { name: "billing", description: "Plans, subscriptions, features, usage, payment webhooks." },
+  { name: "storage", description: "A tenant's object storage through presigned URLs." },
+  { name: "tls", description: "The TLS gateway's on-demand certificate permission check." },
+  { name: "health", description: "Liveness and readiness probes." },
+  { name: "meta", description: "This document and its reference page." },
+];
+
+/** The document itself and its reference page, as operations of the document. */
+export function registerDocumentRoutes(app: Pick<OpenAPIHono, "openAPIRegistry">): void {
+  const meta = {
+    tags: ["meta"],
+    security: [],
+    parameters: [ref("parameters", "RequestId")],
+  };
+  const headers = headersFor("public", 200, false);
+  app.openAPIRegistry.registerComponent("schemas", "OpenApiDocument", {
+    type: "object",
+    description: "An OpenAPI 3.1 document (https://spec.openapis.org/oas/v3.1.0).",
+  });
+  app.openAPIRegistry.registerComponent("schemas", "HtmlPage", {
+    type: "string",
+    description: "An HTML page.",
+  });
+  app.openAPIRegistry.registerPath({
+    ...meta,
+    method: "get",
+    path: "/api/openapi.json",
+    operationId: "getOpenApiDocument",
+    summary: "This OpenAPI 3.1 document.",
+    responses: {
+      200: {
+        description: "The document.",
+        headers,
+        content: { "application/json": { schema: { $ref: "#/components/schemas/OpenApiDocument" } } },
+      },
+      ...withHeaders("public", commonErrors("public", { body: false }), false),
+    },
+  });
+  app.openAPIRegistry.registerPath({
+    ...meta,
+    method: "get",
+    path: "/api/docs",
+    operationId: "getApiReference",
+    summary: "An HTML reference page over this document.",
+    responses: {
+      200: {
+        description: "The page.",
+        headers,
+        content: { "text/html": { schema: { $ref: "#/components/schemas/HtmlPage" } } },
+      },
+      ...withHeaders("public", commonErrors("public", { body: false }), false),
+    },
+  });
+}

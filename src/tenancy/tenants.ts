@@ -1,4 +1,4 @@
-import { asc, eq } from "drizzle-orm";
+import { asc, eq, gt } from "drizzle-orm";
 import { endSessions } from "../auth/sessions.ts";
 import type { Ctx } from "../context.ts";
 import type { Executor } from "../db/client.ts";
@@ -37,8 +37,32 @@ export async function createTenant(db: Executor, input: { code: string; name: st
   return row;
 }
 
-export async function listTenants(db: Executor, input: { limit: number; offset: number }): Promise<Tenant[]> {
-  return db.select(columns).from(tenants).orderBy(asc(tenants.code)).limit(input.limit).offset(input.offset);
+/** The opaque cursor of a position in the tenant list (the last code seen, base64url), and back. */
+export const tenantCursor = {
+  encode: (code: string): string => Buffer.from(code).toString("base64url"),
+  decode: (cursor: string): string | null => {
+    const code = Buffer.from(cursor, "base64url").toString();
+    return code.length > 0 && code.length <= 63 ? code : null;
+  },
+};
+
+/**
+ * A page of tenants by code: after `after` (a code; keyset), or skipping `offset` rows (the older
+ * paging, still accepted). `next` is the last code of a full page, null on the last page.
+ */
+export async function listTenants(
+  db: Executor,
+  input: { limit: number; offset?: number; after?: string },
+): Promise<{ items: Tenant[]; next: string | null }> {
+  const rows = await db
+    .select(columns)
+    .from(tenants)
+    .where(input.after === undefined ? undefined : gt(tenants.code, input.after))
+    .orderBy(asc(tenants.code))
+    .limit(input.limit + 1)
+    .offset(input.after === undefined ? (input.offset ?? 0) : 0);
+  const items = rows.slice(0, input.limit);
+  return { items, next: rows.length > input.limit ? (items.at(-1)?.code ?? null) : null };
 }
 
 /** The tenant, or a 404 problem: unknown and malformed ids look the same. */

@@ -11,6 +11,7 @@ import type { CounterStore } from "../../src/security/counter-store.ts";
 import { assertAllowed } from "../../src/security/windows.ts";
 import { REDIS_URL, rawRedis, uniquePrefix } from "./cache.ts";
 import { createTestDatabase, type TestDatabase } from "./database.ts";
+import { type OpenApiDocument, responseValidator } from "./openapi-validator.ts";
 import { rsaKeys, validProductionEnv } from "./production-env.ts";
 
 /**
@@ -92,7 +93,42 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
+/** The stand-in routes of `addProbeRoutes`: test-only, not in the document. */
+const PROBE_PATHS = ["/api/auth/probe-login", "/api/probe"];
+
+/**
+ * Every answer of `app` (through `app.fetch` and `app.request`) is checked against the app's own
+ * OpenAPI document (tests/helpers/openapi-validator.ts); a mismatch throws, failing the test.
+ * Routes a test adds to the app after this call (its own stand-ins) are not checked.
+ */
+export function validateResponses(app: App): App {
+  const original = app.fetch;
+  const own = app.routes.length;
+  const added = () =>
+    app.routes
+      .slice(own)
+      .filter((route) => route.method !== "ALL")
+      .map((route) => new RegExp(`^${route.path.replace(/:[^/]+/g, "[^/]+").replace(/\*/g, ".*")}$`));
+  let check: ReturnType<typeof responseValidator> | undefined;
+  app.fetch = async (request, env, executionCtx) => {
+    const response = await original(request, env, executionCtx);
+    const path = new URL(request.url).pathname;
+    if (added().some((pattern) => pattern.test(path))) return response;
+    check ??= responseValidator(
+      app.getOpenAPI31Document({
+        openapi: "3.1.0",
+        info: { title: "test", version: "0" },
+      }) as unknown as OpenApiDocument,
+      { exempt: PROBE_PATHS },
+    );
+    await check(request, response);
+    return response;
+  };
+  return app;
+}
+
 function appOver(deps: Deps, app: App, logs: string[]): TestApp {
+  validateResponses(app);
   return {
     deps,
     app,

@@ -273,6 +273,7 @@ describe("admin: secrets (write-only)", () => {
           updatedAt: "2026-11-01T12:00:00.000Z",
         },
       ],
+      nextCursor: null,
     });
     expect(list.text).not.toContain(value);
     // no route reads it back: not the item path, not the list

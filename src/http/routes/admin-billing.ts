@@ -1,4 +1,4 @@
-import { createRoute, z } from "@hono/zod-openapi";
+import { z } from "@hono/zod-openapi";
 import { getEffectiveFeatures, setFeatureOverride } from "../../billing/entitlements.ts";
 import { eventSources, graceEndsAt, type SubscriptionEvent } from "../../billing/subscription-states.ts";
 import {
@@ -10,7 +10,7 @@ import {
 import { getUsageReport } from "../../billing/usage-report.ts";
 import type { Deps } from "../../deps.ts";
 import { adminCtxOf, createRouter } from "../context.ts";
-import { json, jsonBody, problem, tenantIdParam } from "../openapi.ts";
+import { apiRoute, json, jsonBody, problem, tenantIdParam } from "../openapi.ts";
 import { featuresSchema, featuresView } from "./tenant-features.ts";
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
@@ -56,71 +56,98 @@ const featureKeyParam = tenantIdParam.extend({
   featureKey: z.string().openapi({ param: { name: "featureKey", in: "path" } }),
 });
 
-const getSub = createRoute({
+const getSub = apiRoute("admin", {
   method: "get",
   path: "/api/admin/tenants/{tenantId}/subscription",
+  operationId: "adminGetSubscription",
   tags: ["admin", "billing"],
   summary: "The tenant's current subscription (null: none yet, the default plan applies).",
   request: { params: tenantIdParam },
   responses: {
-    200: json("The subscription.", z.object({ subscription: subscriptionSchema.nullable() })),
+    200: json(
+      "The subscription.",
+      z.object({ subscription: subscriptionSchema.nullable() }).openapi("SubscriptionState"),
+    ),
     404: problem("No such tenant."),
   },
 });
 
-const changeSub = createRoute({
+const changeSub = apiRoute("admin", {
   method: "post",
   path: "/api/admin/tenants/{tenantId}/subscription/events",
+  operationId: "adminApplySubscriptionEvent",
   tags: ["admin", "billing"],
   summary: "Apply an event to the tenant's subscription (see docs/billing.md for the transition table).",
   request: {
     params: tenantIdParam,
     body: jsonBody(
-      z.object({
-        event: z.enum(eventSources.admin as [SubscriptionEvent, ...SubscriptionEvent[]]),
-        plan: z.string().min(1).max(64).optional(),
-        periodStart: z.iso.datetime({ offset: true }).optional(),
-        periodEnd: z.iso.datetime({ offset: true }).optional(),
-        reason: z.string().max(500).optional(),
-      }),
+      z
+        .object({
+          event: z.enum(eventSources.admin as [SubscriptionEvent, ...SubscriptionEvent[]]),
+          plan: z.string().min(1).max(64).optional(),
+          periodStart: z.iso.datetime({ offset: true }).optional(),
+          periodEnd: z.iso.datetime({ offset: true }).optional(),
+          reason: z.string().max(500).optional(),
+        })
+        .openapi("SubscriptionEventRequest"),
     ),
   },
   responses: {
-    200: json("The subscription after the event.", z.object({ subscription: subscriptionSchema })),
+    200: json(
+      "The subscription after the event.",
+      z.object({ subscription: subscriptionSchema }).openapi("SubscriptionChange"),
+    ),
     400: problem("Unknown plan or invalid body."),
     404: problem("No such tenant."),
     409: problem("The subscription's state does not accept this event."),
   },
 });
 
-const historySchema = z.object({
-  items: z.array(
-    z.object({
-      id: z.number(),
-      event: z.string(),
-      fromStatus: z.string().nullable(),
-      toStatus: z.string(),
-      fromPlan: z.string().nullable(),
-      toPlan: z.string(),
-      source: z.string(),
-      actorId: z.string().nullable(),
-      externalEventId: z.string().nullable(),
-      reason: z.string(),
-      occurredAt: z.string(),
-    }),
-  ),
-});
+const historySchema = z
+  .object({
+    items: z.array(
+      z.object({
+        id: z.number(),
+        event: z.string(),
+        fromStatus: z.string().nullable(),
+        toStatus: z.string(),
+        fromPlan: z.string().nullable(),
+        toPlan: z.string(),
+        source: z.string(),
+        actorId: z.string().nullable(),
+        externalEventId: z.string().nullable(),
+        reason: z.string(),
+        occurredAt: z.string(),
+      }),
+    ),
+    nextCursor: z
+      .string()
+      .nullable()
+      .openapi({ description: "Pass as `cursor` for the next page; null on the last page." }),
+  })
+  .openapi("SubscriptionHistory");
 
-const history = createRoute({
+const history = apiRoute("admin", {
   method: "get",
   path: "/api/admin/tenants/{tenantId}/subscription/history",
+  operationId: "adminGetSubscriptionHistory",
   tags: ["admin", "billing"],
   summary: "Every change of the tenant's subscription, newest first.",
   request: {
     params: tenantIdParam,
     query: z.object({
       limit: z.coerce.number().int().min(1).max(200).default(50),
-      before: z.coerce.number().int().min(1).optional(),
+      cursor: z
+        .string()
+        .regex(/^[1-9]\d{0,15}$/)
+        .optional()
+        .openapi({ description: "The previous page's `nextCursor`." }),
+      before: z.coerce
+        .number()
+        .int()
+        .min(1)
+        .optional()
+        .openapi({ deprecated: true, description: "Entries older than this id; `cursor` is the same." }),
     }),
   },
   responses: {
@@ -129,9 +156,10 @@ const history = createRoute({
   },
 });
 
-const adminFeatures = createRoute({
+const adminFeatures = apiRoute("admin", {
   method: "get",
   path: "/api/admin/tenants/{tenantId}/features",
+  operationId: "adminGetFeatures",
   tags: ["admin", "billing"],
   summary: "The tenant's effective features (plan + overrides; the suspended set while suspended).",
   request: { params: tenantIdParam },
@@ -141,19 +169,22 @@ const adminFeatures = createRoute({
   },
 });
 
-const putOverride = createRoute({
+const putOverride = apiRoute("admin", {
   method: "put",
   path: "/api/admin/tenants/{tenantId}/features/{featureKey}/override",
+  operationId: "adminPutFeatureOverride",
   tags: ["admin", "billing"],
   summary: "Override one feature for the tenant (replaces the plan's entry; ignored while suspended).",
   request: {
     params: featureKeyParam,
     body: jsonBody(
-      z.object({
-        enabled: z.boolean(),
-        limit: z.number().int().min(0).nullable().default(null),
-        reason: z.string().max(500).default(""),
-      }),
+      z
+        .object({
+          enabled: z.boolean(),
+          limit: z.number().int().min(0).nullable().default(null),
+          reason: z.string().max(500).default(""),
+        })
+        .openapi("FeatureOverride"),
     ),
   },
   responses: {
@@ -162,9 +193,10 @@ const putOverride = createRoute({
   },
 });
 
-const deleteOverride = createRoute({
+const deleteOverride = apiRoute("admin", {
   method: "delete",
   path: "/api/admin/tenants/{tenantId}/features/{featureKey}/override",
+  operationId: "adminDeleteFeatureOverride",
   tags: ["admin", "billing"],
   summary: "Remove the tenant's override of one feature.",
   request: { params: featureKeyParam },
@@ -174,32 +206,35 @@ const deleteOverride = createRoute({
   },
 });
 
-const usageSchema = z.object({
-  items: z.array(
-    z.object({
-      feature: z.string(),
-      period: z.string(),
-      used: z.number(),
-      cached: z.number().nullable(),
-      limit: z.number().nullable(),
-      enabled: z.boolean(),
-    }),
-  ),
-  corrections: z.array(
-    z.object({
-      feature: z.string(),
-      periodStart: z.string(),
-      ledgerTotal: z.number(),
-      cachedBefore: z.number().nullable(),
-      reason: z.string(),
-      correctedAt: z.string(),
-    }),
-  ),
-});
+const usageSchema = z
+  .object({
+    items: z.array(
+      z.object({
+        feature: z.string(),
+        period: z.string(),
+        used: z.number(),
+        cached: z.number().nullable(),
+        limit: z.number().nullable(),
+        enabled: z.boolean(),
+      }),
+    ),
+    corrections: z.array(
+      z.object({
+        feature: z.string(),
+        periodStart: z.string(),
+        ledgerTotal: z.number(),
+        cachedBefore: z.number().nullable(),
+        reason: z.string(),
+        correctedAt: z.string(),
+      }),
+    ),
+  })
+  .openapi("UsageReport");
 
-const usageRoute = createRoute({
+const usageRoute = apiRoute("admin", {
   method: "get",
   path: "/api/admin/tenants/{tenantId}/usage",
+  operationId: "adminGetUsage",
   tags: ["admin", "billing"],
   summary: "Current-period usage per metered feature (ledger and cached counter) and recent corrections.",
   request: { params: tenantIdParam },
@@ -232,7 +267,12 @@ export function adminBillingRoutes(deps: Deps) {
     })
     .openapi(history, async (c) => {
       const ctx = adminCtxOf(c, c.req.valid("param").tenantId);
-      const rows = await listSubscriptionHistory(deps, ctx, c.req.valid("query"));
+      const { limit, cursor, before } = c.req.valid("query");
+      const rows = await listSubscriptionHistory(deps, ctx, {
+        limit,
+        before: cursor === undefined ? before : Number(cursor),
+      });
+      const last = rows.length === limit ? rows.at(-1) : undefined;
       return c.json(
         {
           items: rows.map((r) => ({
@@ -248,6 +288,7 @@ export function adminBillingRoutes(deps: Deps) {
             reason: r.reason,
             occurredAt: r.occurredAt.toISOString(),
           })),
+          nextCursor: last ? String(last.id) : null,
         },
         200,
       );

@@ -1,9 +1,9 @@
-import { createRoute, z } from "@hono/zod-openapi";
+import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
 import { getJob, jobStatuses, listJobs, retryDeadJob } from "../../jobs/admin.ts";
 import { createRouter, ctxOf } from "../context.ts";
-import { json, problem } from "../openapi.ts";
+import { apiRoute, json, problem } from "../openapi.ts";
 
 const job = z
   .object({
@@ -31,9 +31,10 @@ const idParam = z.object({
     .openapi({ param: { name: "id", in: "path" }, example: "42" }),
 });
 
-const list = createRoute({
+const list = apiRoute("admin", {
   method: "get",
   path: "/api/admin/jobs",
+  operationId: "adminListJobs",
   tags: ["admin"],
   summary: "List background jobs, newest first, by status and kind.",
   request: {
@@ -50,15 +51,16 @@ const list = createRoute({
   responses: {
     200: json(
       "A page of jobs; pass `nextCursor` as `cursor` for the next one.",
-      z.object({ items: z.array(job), nextCursor: z.string().nullable() }),
+      z.object({ items: z.array(job), nextCursor: z.string().nullable() }).openapi("BackgroundJobList"),
     ),
     400: problem("Invalid query."),
   },
 });
 
-const show = createRoute({
+const show = apiRoute("admin", {
   method: "get",
   path: "/api/admin/jobs/{id}",
+  operationId: "adminGetJob",
   tags: ["admin"],
   summary: "Show one background job.",
   request: { params: idParam },
@@ -68,9 +70,10 @@ const show = createRoute({
   },
 });
 
-const retry = createRoute({
+const retry = apiRoute("admin", {
   method: "post",
   path: "/api/admin/jobs/{id}/retry",
+  operationId: "adminRetryJob",
   tags: ["admin"],
   summary: "Retry a dead job: fresh attempts, due now.",
   request: { params: idParam },

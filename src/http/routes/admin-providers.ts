@@ -1,4 +1,4 @@
-import { createRoute, z } from "@hono/zod-openapi";
+import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import {
   listTenantProviders,
@@ -9,7 +9,7 @@ import {
   type TenantProvider,
 } from "../../providers/tenant-providers.ts";
 import { adminCtxOf, createRouter } from "../context.ts";
-import { json, jsonBody, problem } from "../openapi.ts";
+import { apiRoute, json, jsonBody, page, problem } from "../openapi.ts";
 
 const providerSchema = z
   .object({
@@ -28,21 +28,24 @@ const params = z.object({
   type: z.enum(providerTypes).openapi({ param: { name: "type", in: "path" } }),
 });
 
-const put = createRoute({
+const put = apiRoute("admin", {
   method: "put",
   path: "/api/admin/tenants/{tenantId}/providers/{type}",
+  operationId: "adminPutProvider",
   tags: ["admin"],
   summary:
     "Create or replace the tenant's provider of one type. Secret values go to tenant secrets, named in secretRefs.",
   request: {
     params,
     body: jsonBody(
-      z.object({
-        provider: z.string().trim().min(1).max(100),
-        status: z.enum(providerStatuses).default("Active"),
-        settings: z.record(z.string(), z.unknown()).default({}),
-        secretRefs: z.record(z.string(), z.string()).default({}),
-      }),
+      z
+        .object({
+          provider: z.string().trim().min(1).max(100),
+          status: z.enum(providerStatuses).default("Active"),
+          settings: z.record(z.string(), z.unknown()).default({}),
+          secretRefs: z.record(z.string(), z.string()).default({}),
+        })
+        .openapi("ProviderRequest"),
     ),
   },
   responses: {
@@ -52,21 +55,26 @@ const put = createRoute({
   },
 });
 
-const list = createRoute({
+const list = apiRoute("admin", {
   method: "get",
   path: "/api/admin/tenants/{tenantId}/providers",
+  operationId: "adminListProviders",
   tags: ["admin"],
   summary: "List the tenant's providers.",
   request: { params: params.pick({ tenantId: true }) },
   responses: {
-    200: json("The providers.", z.object({ items: z.array(providerSchema) })),
+    200: json(
+      "The providers, one page (`nextCursor` is always null: one per type).",
+      page(providerSchema).openapi("ProviderList"),
+    ),
     404: problem("No such tenant."),
   },
 });
 
-const disable = createRoute({
+const disable = apiRoute("admin", {
   method: "post",
   path: "/api/admin/tenants/{tenantId}/providers/{type}/disable",
+  operationId: "adminDisableProvider",
   tags: ["admin"],
   summary:
     "Disable the tenant's provider: the tenant then has none of that type (no fallback to the global default).",
@@ -102,7 +110,7 @@ export function adminProviderRoutes(deps: Deps) {
     })
     .openapi(list, async (c) => {
       const rows = await listTenantProviders(deps, adminCtxOf(c, c.req.valid("param").tenantId));
-      return c.json({ items: rows.map(view) }, 200);
+      return c.json({ items: rows.map(view), nextCursor: null }, 200);
     })
     .openapi(disable, async (c) => {
       const { tenantId, type } = c.req.valid("param");

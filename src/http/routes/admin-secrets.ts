@@ -1,8 +1,8 @@
-import { createRoute, z } from "@hono/zod-openapi";
+import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { deleteTenantSecret, listTenantSecrets, storeTenantSecret } from "../../providers/secrets.ts";
 import { adminCtxOf, createRouter } from "../context.ts";
-import { json, jsonBody, problem } from "../openapi.ts";
+import { apiRoute, json, jsonBody, page, problem } from "../openapi.ts";
 
 const params = z.object({
   tenantId: z.string().openapi({ param: { name: "tenantId", in: "path" } }),
@@ -13,14 +13,15 @@ const secretInfo = z
   .object({ name: z.string(), keyId: z.string(), createdAt: z.string(), updatedAt: z.string() })
   .openapi("TenantSecretInfo");
 
-const put = createRoute({
+const put = apiRoute("admin", {
   method: "put",
   path: "/api/admin/tenants/{tenantId}/secrets/{name}",
+  operationId: "adminPutSecret",
   tags: ["admin"],
   summary: "Store or replace a tenant secret. Write-only: no endpoint returns a value.",
   request: {
     params,
-    body: jsonBody(z.object({ value: z.string().min(1) })),
+    body: jsonBody(z.object({ value: z.string().min(1) }).openapi("SecretValue")),
   },
   responses: {
     204: { description: "Stored, encrypted under the current key." },
@@ -30,21 +31,23 @@ const put = createRoute({
   },
 });
 
-const list = createRoute({
+const list = apiRoute("admin", {
   method: "get",
   path: "/api/admin/tenants/{tenantId}/secrets",
+  operationId: "adminListSecrets",
   tags: ["admin"],
   summary: "List the tenant's secrets: names, key ids and timestamps, never values.",
   request: { params: params.pick({ tenantId: true }) },
   responses: {
-    200: json("The secrets, without values.", z.object({ items: z.array(secretInfo) })),
+    200: json("The secrets, without values.", page(secretInfo).openapi("TenantSecretList")),
     404: problem("No such tenant."),
   },
 });
 
-const remove = createRoute({
+const remove = apiRoute("admin", {
   method: "delete",
   path: "/api/admin/tenants/{tenantId}/secrets/{name}",
+  operationId: "adminDeleteSecret",
   tags: ["admin"],
   summary: "Delete a tenant secret.",
   request: { params },
@@ -79,6 +82,7 @@ export function adminSecretRoutes(deps: Deps) {
             createdAt: row.createdAt.toISOString(),
             updatedAt: row.updatedAt.toISOString(),
           })),
+          nextCursor: null,
         },
         200,
       );

@@ -1,8 +1,9 @@
-import { createRoute, z } from "@hono/zod-openapi";
+import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
-import { createTenant, getTenant, listTenants, suspendTenant } from "../../tenancy/tenants.ts";
+import { AppError } from "../../errors.ts";
+import { createTenant, getTenant, listTenants, suspendTenant, tenantCursor } from "../../tenancy/tenants.ts";
 import { createRouter, ctxOf } from "../context.ts";
-import { json, jsonBody, problem, tenantIdParam } from "../openapi.ts";
+import { apiRoute, json, jsonBody, page, problem, tenantIdParam } from "../openapi.ts";
 
 const tenantSchema = z
   .object({
@@ -12,13 +13,18 @@ const tenantSchema = z
     status: z.enum(["Active", "Suspended"]),
   })
   .openapi("Tenant");
-const create = createRoute({
+const create = apiRoute("admin", {
   method: "post",
   path: "/api/admin/tenants",
+  operationId: "adminCreateTenant",
   tags: ["admin"],
   summary: "Create a tenant.",
   request: {
-    body: jsonBody(z.object({ code: z.string().min(1).max(63), name: z.string().trim().min(1).max(200) })),
+    body: jsonBody(
+      z
+        .object({ code: z.string().min(1).max(63), name: z.string().trim().min(1).max(200) })
+        .openapi("NewTenant"),
+    ),
   },
   responses: {
     201: json("Created.", tenantSchema),
@@ -27,25 +33,33 @@ const create = createRoute({
   },
 });
 
-const list = createRoute({
+const list = apiRoute("admin", {
   method: "get",
   path: "/api/admin/tenants",
+  operationId: "adminListTenants",
   tags: ["admin"],
-  summary: "List tenants by code.",
+  summary: "List tenants by code, a page at a time (pass `nextCursor` as `cursor`).",
   request: {
     query: z.object({
       limit: z.coerce.number().int().min(1).max(200).default(50),
-      offset: z.coerce.number().int().min(0).default(0),
+      cursor: z.string().max(200).optional(),
+      offset: z.coerce
+        .number()
+        .int()
+        .min(0)
+        .optional()
+        .openapi({ deprecated: true, description: "Older paging, still accepted; ignored with `cursor`." }),
     }),
   },
   responses: {
-    200: json("A page of tenants.", z.object({ items: z.array(tenantSchema) })),
+    200: json("A page of tenants.", page(tenantSchema).openapi("TenantList")),
   },
 });
 
-const show = createRoute({
+const show = apiRoute("admin", {
   method: "get",
   path: "/api/admin/tenants/{tenantId}",
+  operationId: "adminGetTenant",
   tags: ["admin"],
   summary: "Show a tenant.",
   request: { params: tenantIdParam },
@@ -55,9 +69,10 @@ const show = createRoute({
   },
 });
 
-const suspend = createRoute({
+const suspend = apiRoute("admin", {
   method: "post",
   path: "/api/admin/tenants/{tenantId}/suspend",
+  operationId: "adminSuspendTenant",
   tags: ["admin"],
   summary: "Suspend a tenant.",
   request: { params: tenantIdParam },
@@ -72,7 +87,16 @@ export function adminTenantRoutes(deps: Deps) {
   const db = deps.database.db;
   return createRouter()
     .openapi(create, async (c) => c.json(await createTenant(db, c.req.valid("json")), 201))
-    .openapi(list, async (c) => c.json({ items: await listTenants(db, c.req.valid("query")) }, 200))
+    .openapi(list, async (c) => {
+      const { limit, offset, cursor } = c.req.valid("query");
+      const after = cursor === undefined ? undefined : tenantCursor.decode(cursor);
+      if (after === null)
+        throw new AppError("validation_failed", "The request is not valid.", {
+          fields: [{ path: "cursor", message: "not a cursor returned by this endpoint" }],
+        });
+      const found = await listTenants(db, { limit, offset, after });
+      return c.json({ items: found.items, nextCursor: found.next && tenantCursor.encode(found.next) }, 200);
+    })
     .openapi(show, async (c) => c.json(await getTenant(db, c.req.valid("param").tenantId), 200))
     .openapi(suspend, async (c) => c.json(await suspendTenant(deps, ctxOf(c), c.req.valid("param")), 200));
 }

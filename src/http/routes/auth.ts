@@ -1,4 +1,4 @@
-import { createRoute, z } from "@hono/zod-openapi";
+import { z } from "@hono/zod-openapi";
 import type { Context, MiddlewareHandler } from "hono";
 import { browserOriginCheck, signInBrowser } from "../../auth/browser-sessions.ts";
 import type { AuthDeps } from "../../auth/deps.ts";
@@ -11,7 +11,7 @@ import type { TenantLookup } from "../../tenancy/lookup.ts";
 import { type AppEnv, anonymousCtxOf, createRouter, ctxOf } from "../context.ts";
 import { PASSWORD_CHANGE_PATH } from "../middleware/auth.ts";
 import { tenantCodeAllowed, UNKNOWN_TENANT_ID } from "../middleware/tenancy.ts";
-import { bearer, json, jsonBody, problem } from "../openapi.ts";
+import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
 import { clearSessionCookie, setSessionCookie } from "../session-cookie.ts";
 
 /**
@@ -59,10 +59,13 @@ const credentials = z
   })
   .openapi("Credentials");
 
+const refreshRequest = z.object({ refreshToken: z.string().min(1).max(512) }).openapi("RefreshRequest");
+
 const routes = {
-  login: createRoute({
+  login: apiRoute("public", {
     method: "post",
     path: "/api/auth/login",
+    operationId: "signIn",
     tags: ["auth"],
     summary: "Sign in with e-mail and password.",
     request: { body: jsonBody(credentials) },
@@ -72,35 +75,39 @@ const routes = {
       429: problem("Too many attempts."),
     },
   }),
-  refresh: createRoute({
+  refresh: apiRoute("public", {
     method: "post",
     path: "/api/auth/refresh",
+    operationId: "refreshTokens",
     tags: ["auth"],
     summary: "Rotate a refresh token. Reusing a spent one revokes the session.",
-    request: { body: jsonBody(z.object({ refreshToken: z.string().min(1).max(512) })) },
+    request: { body: jsonBody(refreshRequest) },
     responses: { 200: json("New token pair.", tokenPair), 401: problem("Invalid refresh token.") },
   }),
-  logout: createRoute({
+  logout: apiRoute("public", {
     method: "post",
     path: "/api/auth/logout",
+    operationId: "signOut",
     tags: ["auth"],
     summary: "End the session a refresh token belongs to.",
-    request: { body: jsonBody(z.object({ refreshToken: z.string().min(1).max(512) })) },
+    request: { body: jsonBody(refreshRequest) },
     responses: { 204: { description: "Signed out." } },
   }),
-  password: createRoute({
+  password: apiRoute("user", {
     method: "post",
     path: PASSWORD_CHANGE_PATH,
+    operationId: "changePassword",
     tags: ["auth"],
     summary: "Change the password; ends every session of the user, this one included.",
     description:
       "With a bearer token: 200 and the token pair of a fresh session (the old access and refresh " +
       "tokens stop working). With the browser session cookie (and X-CSRF-Token): 204, the cookie is " +
       "cleared and the page signs in again with the new password.",
-    security: bearer,
     request: {
       body: jsonBody(
-        z.object({ currentPassword: z.string().min(1).max(1024), newPassword: z.string().min(1).max(1024) }),
+        z
+          .object({ currentPassword: z.string().min(1).max(1024), newPassword: z.string().min(1).max(1024) })
+          .openapi("PasswordChange"),
       ),
     },
     responses: {
@@ -109,9 +116,10 @@ const routes = {
       401: problem("Wrong current password."),
     },
   }),
-  smsSend: createRoute({
+  smsSend: apiRoute("public", {
     method: "post",
     path: "/api/auth/sms/send",
+    operationId: "sendSmsCode",
     tags: ["auth"],
     summary: "Send a six-digit sign-in code (same answer whether or not the number is known).",
     description:
@@ -120,33 +128,38 @@ const routes = {
       "same for a known and an unknown number. Delivery failures are logged, never returned.",
     request: {
       body: jsonBody(
-        z.object({ phone: z.string().min(1).max(32), tenant: z.string().min(1).max(64).optional() }),
+        z
+          .object({ phone: z.string().min(1).max(32), tenant: z.string().min(1).max(64).optional() })
+          .openapi("SmsCodeRequest"),
       ),
     },
     responses: { 202: { description: "Accepted." }, 429: problem("Too many codes sent.") },
   }),
-  smsVerify: createRoute({
+  smsVerify: apiRoute("public", {
     method: "post",
     path: "/api/auth/sms/verify",
+    operationId: "verifySmsCode",
     tags: ["auth"],
     summary: "Sign in with an SMS code.",
     request: {
       body: jsonBody(
-        z.object({
-          phone: z.string().min(1).max(32),
-          code: z.string().min(1).max(16),
-          tenant: z.string().min(1).max(64).optional(),
-        }),
+        z
+          .object({
+            phone: z.string().min(1).max(32),
+            code: z.string().min(1).max(16),
+            tenant: z.string().min(1).max(64).optional(),
+          })
+          .openapi("SmsVerification"),
       ),
     },
     responses: { 200: json("Signed in.", tokenPair), 401: problem("Wrong, expired or used code.") },
   }),
-  me: createRoute({
+  me: apiRoute("user", {
     method: "get",
     path: "/api/auth/me",
+    operationId: "getMe",
     tags: ["auth"],
     summary: "The caller: user, tenant and roles.",
-    security: bearer,
     responses: {
       200: json(
         "The caller.",
@@ -161,27 +174,43 @@ const routes = {
       ),
     },
   }),
-  browserLogin: createRoute({
-    method: "post",
-    path: "/api/auth/browser/login",
-    tags: ["auth"],
-    summary: "Browser sign-in: sets an HttpOnly session cookie; only from BrowserAuth:AllowedOrigins.",
-    request: { body: jsonBody(credentials) },
-    responses: {
-      200: json(
-        "Signed in; send csrfToken back as X-CSRF-Token on state-changing requests.",
-        z.object({ csrfToken: z.string(), expiresIn: z.number().int(), passwordChangeRequired: z.boolean() }),
-      ),
-      403: problem("Origin not allowed."),
+  browserLogin: apiRoute(
+    "public",
+    {
+      method: "post",
+      path: "/api/auth/browser/login",
+      operationId: "browserSignIn",
+      tags: ["auth"],
+      summary: "Browser sign-in: sets an HttpOnly session cookie; only from BrowserAuth:AllowedOrigins.",
+      request: { body: jsonBody(credentials) },
+      responses: {
+        200: json(
+          "Signed in; send csrfToken back as X-CSRF-Token on state-changing requests.",
+          z
+            .object({
+              csrfToken: z.string(),
+              expiresIn: z.number().int(),
+              passwordChangeRequired: z.boolean(),
+            })
+            .openapi("BrowserSession"),
+        ),
+        403: problem("Origin not allowed."),
+      },
     },
-  }),
-  browserLogout: createRoute({
-    method: "post",
-    path: "/api/auth/browser/logout",
-    tags: ["auth"],
-    summary: "End the browser session (cookie and X-CSRF-Token).",
-    responses: { 204: { description: "Signed out." } },
-  }),
+    { cookies: true },
+  ),
+  browserLogout: apiRoute(
+    "user",
+    {
+      method: "post",
+      path: "/api/auth/browser/logout",
+      operationId: "browserSignOut",
+      tags: ["auth"],
+      summary: "End the browser session (cookie and X-CSRF-Token).",
+      responses: { 204: { description: "Signed out." } },
+    },
+    { cookies: true },
+  ),
 };
 
 export interface AuthRouteDeps extends AuthDeps {

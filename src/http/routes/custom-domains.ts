@@ -1,4 +1,4 @@
-import { createRoute, z } from "@hono/zod-openapi";
+import { z } from "@hono/zod-openapi";
 import {
   addCustomDomain,
   getDomain,
@@ -9,7 +9,7 @@ import {
 import { tlsPermission } from "../../custom-domains/permission.ts";
 import type { Deps } from "../../deps.ts";
 import { adminCtxOf, createRouter, tenantCtxOf } from "../context.ts";
-import { bearer, json, jsonBody, problem, tenantIdParam } from "../openapi.ts";
+import { apiRoute, json, jsonBody, problem, tenantIdParam } from "../openapi.ts";
 
 const domainSchema = z
   .object({
@@ -62,12 +62,12 @@ const idParam = z.object({ id: z.string().openapi({ param: { name: "id", in: "pa
 function routes<P extends z.ZodRawShape>(base: string, tag: string, params: z.ZodObject<P>) {
   const withId = params.extend(idParam.shape);
   return {
-    create: createRoute({
+    create: apiRoute(tag === "admin" ? "admin" : "user", {
       method: "post",
       path: base,
+      operationId: `${tag === "admin" ? "admin" : "tenant"}CreateDomain`,
       tags: [tag],
       summary: "Add a custom domain: answers the TXT record and CNAME targets to set.",
-      security: bearer,
       request: { params, body: jsonBody(newDomain) },
       responses: {
         201: json("Added, Pending until the records are verified.", domainSchema),
@@ -84,39 +84,39 @@ function routes<P extends z.ZodRawShape>(base: string, tag: string, params: z.Zo
           : {}),
       },
     }),
-    list: createRoute({
+    list: apiRoute(tag === "admin" ? "admin" : "user", {
       method: "get",
       path: base,
+      operationId: `${tag === "admin" ? "admin" : "tenant"}ListDomains`,
       tags: [tag],
       summary: "List the tenant's custom domains.",
-      security: bearer,
       request: { params },
       responses: { 200: json("The domains.", domainList), 404: problem("No such tenant.") },
     }),
-    show: createRoute({
+    show: apiRoute(tag === "admin" ? "admin" : "user", {
       method: "get",
       path: `${base}/{id}`,
+      operationId: `${tag === "admin" ? "admin" : "tenant"}GetDomain`,
       tags: [tag],
       summary: "Show a custom domain: status, last failure, TLS status.",
-      security: bearer,
       request: { params: withId },
       responses: { 200: json("The domain.", domainSchema), 404: problem("No such domain.") },
     }),
-    check: createRoute({
+    check: apiRoute(tag === "admin" ? "admin" : "user", {
       method: "post",
       path: `${base}/{id}/check`,
+      operationId: `${tag === "admin" ? "admin" : "tenant"}CheckDomain`,
       tags: [tag],
       summary: "Re-check the domain at the loop's next tick, whatever its backoff.",
-      security: bearer,
       request: { params: withId },
       responses: { 202: json("Due at the next tick.", domainSchema), 404: problem("No such domain.") },
     }),
-    remove: createRoute({
+    remove: apiRoute(tag === "admin" ? "admin" : "user", {
       method: "delete",
       path: `${base}/{id}`,
+      operationId: `${tag === "admin" ? "admin" : "tenant"}RemoveDomain`,
       tags: [tag],
       summary: "Remove the domain, from the TLS gateway too.",
-      security: bearer,
       request: { params: withId },
       responses: {
         204: { description: "Removed." },
@@ -183,9 +183,10 @@ export function tenantDomainRoutes(deps: Deps) {
     });
 }
 
-const permission = createRoute({
+const permission = apiRoute("public", {
   method: "get",
   path: "/api/tls/permission",
+  operationId: "getTlsPermission",
   tags: ["tls"],
   summary:
     "On-demand TLS permission for a Caddy-style edge: 200 only for Active domains and the platform host.",
@@ -193,7 +194,7 @@ const permission = createRoute({
   responses: {
     200: json(
       "A certificate may be issued for this name.",
-      z.object({ domain: z.string(), allowed: z.literal(true) }),
+      z.object({ domain: z.string(), allowed: z.literal(true) }).openapi("TlsPermission"),
     ),
     404: problem("Not a name served here."),
   },

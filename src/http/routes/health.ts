@@ -1,9 +1,10 @@
-import { createRoute, z } from "@hono/zod-openapi";
+import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { createReadinessCheck, type Probe } from "../../health/readiness.ts";
 import { trustedProxies } from "../client-ip.ts";
 import { createRouter } from "../context.ts";
 import { elapsedMs, HSTS_HEADER, overHttps, requestIdFor, SECURITY_HEADERS } from "../middleware/request.ts";
+import { apiRoute } from "../openapi.ts";
 
 const HEALTH_JSON = "application/health+json";
 /** A probe's answer is live: never stored by any cache. */
@@ -26,9 +27,10 @@ const readinessBody = z
 export const LIVENESS_PATH = "/api/health";
 const LIVENESS_BODY = { status: "pass" as const };
 
-const liveness = createRoute({
+const liveness = apiRoute("probe", {
   method: "get",
   path: LIVENESS_PATH,
+  operationId: "getLiveness",
   tags: ["health"],
   summary: "Liveness: the process answers. Touches no dependency.",
   responses: {
@@ -39,9 +41,10 @@ const liveness = createRoute({
   },
 });
 
-const readiness = createRoute({
+const readiness = apiRoute("probe", {
   method: "get",
   path: "/api/health/ready",
+  operationId: "getReadiness",
   tags: ["health"],
   summary: "Readiness: the database and the configured cache answer.",
   responses: {

@@ -1,21 +1,41 @@
-import { createRoute, z } from "@hono/zod-openapi";
-import { receivePaymentWebhook } from "../../billing/payment-webhooks.ts";
+import { z } from "@hono/zod-openapi";
+import { receivePaymentWebhook, webhookEvent } from "../../billing/payment-webhooks.ts";
 import { SIGNATURE_HEADER } from "../../billing/webhook-signature.ts";
 import type { Deps } from "../../deps.ts";
 import { anonymousCtxOf, createRouter } from "../context.ts";
-import { json, problem, tenantIdParam } from "../openapi.ts";
+import { apiRoute, json, problem, tenantIdParam } from "../openapi.ts";
 
-const webhook = createRoute({
+const webhook = apiRoute("public", {
   method: "post",
   path: "/api/webhooks/payments/{tenantId}",
+  operationId: "receivePaymentWebhook",
   tags: ["billing"],
   summary:
     "Payment-provider webhook: `plinth-signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of '<t>.<raw body>'>` with the tenant's payment webhook secret.",
-  request: { params: tenantIdParam },
+  parameters: [
+    {
+      name: SIGNATURE_HEADER,
+      in: "header",
+      required: true,
+      description:
+        "`t=<unix seconds>,v1=<hex HMAC-SHA256 of '<t>.<raw body>'>`, with the tenant's `webhookSecret`.",
+      schema: { type: "string", pattern: "^t=\\d+,v1=[0-9a-f]+" },
+    },
+  ],
+  request: {
+    params: tenantIdParam,
+    // documented, not validated here: the domain verifies the signature over the raw body before parsing it
+    body: {
+      required: true,
+      content: { "application/json": { schema: { $ref: "#/components/schemas/PaymentEvent" } } },
+    },
+  },
   responses: {
     200: json(
       "Applied, or a duplicate delivery (nothing changed).",
-      z.object({ applied: z.boolean(), duplicate: z.boolean(), status: z.string() }),
+      z
+        .object({ applied: z.boolean(), duplicate: z.boolean(), status: z.string() })
+        .openapi("PaymentWebhookResult"),
     ),
     400: problem("The body is not a valid event."),
     401: problem("Missing, stale or wrong signature (or no payment provider for the tenant)."),
@@ -25,7 +45,9 @@ const webhook = createRoute({
 
 /** Payment-provider webhooks: the raw body and signature go to the domain, which verifies before parsing. */
 export function paymentWebhookRoutes(deps: Deps) {
-  return createRouter().openapi(webhook, async (c) => {
+  const router = createRouter();
+  router.openAPIRegistry.register("PaymentEvent", webhookEvent);
+  return router.openapi(webhook, async (c) => {
     const { tenantId } = c.req.valid("param");
     const rawBody = await c.req.text();
     const result = await receivePaymentWebhook(

@@ -1,9 +1,9 @@
-import { createRoute, z } from "@hono/zod-openapi";
+import { z } from "@hono/zod-openapi";
 import { listPlans } from "../../billing/catalog.ts";
 import type { Deps } from "../../deps.ts";
 import { anonymousCtxOf, createRouter } from "../context.ts";
 import { outputCacheFor } from "../middleware/output-cache.ts";
-import { json } from "../openapi.ts";
+import { apiRoute, json, page } from "../openapi.ts";
 
 const planSchema = z
   .object({
@@ -26,12 +26,15 @@ const planSchema = z
   })
   .openapi("Plan");
 
-const plansRoute = createRoute({
+const plansRoute = apiRoute("public", {
   method: "get",
   path: "/api/plans",
+  operationId: "listPlans",
   tags: ["billing"],
   summary: "The public plan catalog.",
-  responses: { 200: json("Public plans with their features.", z.object({ items: z.array(planSchema) })) },
+  responses: {
+    200: json("Public plans with their features.", page(planSchema).openapi("PlanList")),
+  },
 });
 
 /** Anonymous: the public plan catalog, through the HTTP output cache (Production). */
@@ -40,6 +43,6 @@ export function planRoutes(deps: Deps) {
   router.use("/api/plans", outputCacheFor(deps));
   return router.openapi(plansRoute, async (c) => {
     c.header("cache-control", "public, max-age=60");
-    return c.json({ items: await listPlans(deps, anonymousCtxOf(c)) }, 200);
+    return c.json({ items: await listPlans(deps, anonymousCtxOf(c)), nextCursor: null }, 200);
   });
 }

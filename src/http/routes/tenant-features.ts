@@ -1,8 +1,8 @@
-import { createRoute, z } from "@hono/zod-openapi";
+import { z } from "@hono/zod-openapi";
 import { getEffectiveFeatures, type TenantFeatures } from "../../billing/entitlements.ts";
 import type { Deps } from "../../deps.ts";
 import { createRouter, tenantCtxOf } from "../context.ts";
-import { json } from "../openapi.ts";
+import { apiRoute, json } from "../openapi.ts";
 
 const featureSchema = z
   .object({
@@ -30,9 +30,10 @@ export function featuresView(features: TenantFeatures) {
   return { ...features, features: Object.values(features.features) };
 }
 
-const tenantFeatures = createRoute({
+const tenantFeatures = apiRoute("user", {
   method: "get",
   path: "/api/tenant/features",
+  operationId: "getTenantFeatures",
   tags: ["tenant", "billing"],
   summary: "The calling tenant's own effective features.",
   responses: { 200: json("Effective features.", featuresSchema) },

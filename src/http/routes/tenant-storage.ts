@@ -1,4 +1,4 @@
-import { createRoute, z } from "@hono/zod-openapi";
+import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import {
   createTenantDownload,
@@ -7,7 +7,7 @@ import {
   listTenantObjects,
 } from "../../storage/tenant-objects.ts";
 import { createRouter, tenantCtxOf } from "../context.ts";
-import { json, jsonBody, problem } from "../openapi.ts";
+import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
 
 const keyQuery = z.object({
   key: z
@@ -17,19 +17,22 @@ const keyQuery = z.object({
     .openapi({ param: { name: "key", in: "query" } }),
 });
 
-const createUpload = createRoute({
+const createUpload = apiRoute("user", {
   method: "post",
   path: "/api/tenant/storage/uploads",
+  operationId: "createUpload",
   tags: ["storage"],
   summary:
     "Start an upload: returns a presigned PUT URL whose content type and exact length are signed. Send the returned headers unchanged.",
   request: {
     body: jsonBody(
-      z.object({
-        key: z.string().min(1).max(1024),
-        contentType: z.string().min(1).max(255),
-        size: z.number().int().min(0),
-      }),
+      z
+        .object({
+          key: z.string().min(1).max(1024),
+          contentType: z.string().min(1).max(255),
+          size: z.number().int().min(0),
+        })
+        .openapi("UploadRequest"),
     ),
   },
   responses: {
@@ -56,9 +59,10 @@ const createUpload = createRoute({
   },
 });
 
-const list = createRoute({
+const list = apiRoute("user", {
   method: "get",
   path: "/api/tenant/storage/objects",
+  operationId: "listObjects",
   tags: ["storage"],
   summary: "List the tenant's objects (keys relative to the tenant).",
   request: {
@@ -71,17 +75,22 @@ const list = createRoute({
   responses: {
     200: json(
       "A page of objects; pass nextCursor as cursor for the next one.",
-      z.object({
-        items: z.array(z.object({ key: z.string(), size: z.number(), lastModified: z.string().nullable() })),
-        nextCursor: z.string().nullable(),
-      }),
+      z
+        .object({
+          items: z.array(
+            z.object({ key: z.string(), size: z.number(), lastModified: z.string().nullable() }),
+          ),
+          nextCursor: z.string().nullable(),
+        })
+        .openapi("ObjectList"),
     ),
   },
 });
 
-const download = createRoute({
+const download = apiRoute("user", {
   method: "get",
   path: "/api/tenant/storage/objects/download",
+  operationId: "getObjectDownload",
   tags: ["storage"],
   summary: "A presigned download URL for one of the tenant's objects.",
   request: { query: keyQuery },
@@ -94,9 +103,10 @@ const download = createRoute({
   },
 });
 
-const remove = createRoute({
+const remove = apiRoute("user", {
   method: "delete",
   path: "/api/tenant/storage/objects",
+  operationId: "deleteObject",
   tags: ["storage"],
   summary: "Delete one of the tenant's objects.",
   request: { query: keyQuery },

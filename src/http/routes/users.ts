@@ -1,4 +1,4 @@
-import { createRoute, z } from "@hono/zod-openapi";
+import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
 import { tenantRoles } from "../../identity/roles.ts";
@@ -12,7 +12,7 @@ import {
   userCursor,
 } from "../../identity/users.ts";
 import { createRouter, tenantCtxOf, tenantIdOf } from "../context.ts";
-import { bearer, json, jsonBody, problem } from "../openapi.ts";
+import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
 
 const newUser = z
   .object({
@@ -39,12 +39,12 @@ const tenantUser = z
   .openapi("TenantUser");
 const userIdParam = z.object({ userId: z.uuid() });
 
-const adminCreate = createRoute({
+const adminCreate = apiRoute("admin", {
   method: "post",
   path: "/api/admin/tenants/{tenantId}/users",
+  operationId: "adminCreateTenantUser",
   tags: ["admin"],
   summary: "Create a user in a tenant (a platform administrator creates the first owner).",
-  security: bearer,
   request: { params: z.object({ tenantId: z.uuid() }), body: jsonBody(newUser) },
   responses: {
     201: json("Created.", created),
@@ -61,12 +61,12 @@ export function adminUserRoutes(deps: Deps) {
   });
 }
 
-const list = createRoute({
+const list = apiRoute("user", {
   method: "get",
   path: "/api/tenant/users",
+  operationId: "listTenantUsers",
   tags: ["tenant"],
   summary: "The caller's tenant's users in creation order, a page at a time (owners and admins).",
-  security: bearer,
   request: {
     query: z.object({
       limit: z.coerce.number().int().min(1).max(200).default(50),
@@ -76,17 +76,17 @@ const list = createRoute({
   responses: {
     200: json(
       "A page of users; pass `nextCursor` as `cursor` for the next one (null on the last page).",
-      z.object({ items: z.array(tenantUser), nextCursor: z.string().nullable() }),
+      z.object({ items: z.array(tenantUser), nextCursor: z.string().nullable() }).openapi("TenantUserList"),
     ),
     400: problem("The limit or the cursor is not valid."),
   },
 });
-const add = createRoute({
+const add = apiRoute("user", {
   method: "post",
   path: "/api/tenant/users",
+  operationId: "createTenantUser",
   tags: ["tenant"],
   summary: "Add a user to the caller's tenant.",
-  security: bearer,
   request: { body: jsonBody(newUser) },
   responses: {
     201: json("Created.", created),
@@ -94,30 +94,32 @@ const add = createRoute({
     409: problem("E-mail or phone already used."),
   },
 });
-const disable = createRoute({
+const disable = apiRoute("user", {
   method: "post",
   path: "/api/tenant/users/{userId}/disable",
+  operationId: "disableTenantUser",
   tags: ["tenant"],
   summary: "Disable a user; their sessions end at once.",
-  security: bearer,
   request: { params: userIdParam },
   responses: {
     204: { description: "Disabled." },
     403: problem("`forbidden`: only an owner disables an owner."),
     404: problem("No such user in this tenant."),
+    409: problem("The tenant's last owner cannot be disabled."),
   },
 });
-const remove = createRoute({
+const remove = apiRoute("user", {
   method: "delete",
   path: "/api/tenant/users/{userId}",
+  operationId: "removeTenantUser",
   tags: ["tenant"],
   summary: "Remove a user.",
-  security: bearer,
   request: { params: userIdParam },
   responses: {
     204: { description: "Removed." },
     403: problem("`forbidden`: only an owner removes an owner."),
     404: problem("No such user in this tenant."),
+    409: problem("The tenant's last owner cannot be removed."),
   },
 });
 

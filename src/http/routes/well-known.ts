@@ -1,11 +1,13 @@
-import { createRoute, z } from "@hono/zod-openapi";
+import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { createRouter } from "../context.ts";
 import { outputCacheFor } from "../middleware/output-cache.ts";
+import { apiRoute } from "../openapi.ts";
 
-const jwks = createRoute({
+const jwks = apiRoute("public", {
   method: "get",
   path: "/.well-known/jwks.json",
+  operationId: "getJwks",
   tags: ["auth"],
   summary: "Public keys that verify Plinth's access tokens (every key of the verification set).",
   responses: {

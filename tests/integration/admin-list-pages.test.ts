@@ -1,0 +1,81 @@
+import { expect, test } from "bun:test";
+import { eq } from "drizzle-orm";
+import { users } from "../../src/db/schema/index.ts";
+import { useTestApp } from "../helpers/app.ts";
+import { createPlatformAdmin, createTenant, loginTokens } from "../helpers/identity.ts";
+
+const app = useTestApp();
+
+let headers: Record<string, string> | undefined;
+/** One platform administrator per database: signed in once, its headers reused. */
+async function adminHeaders() {
+  if (headers) return headers;
+  const admin = await createPlatformAdmin(app.db);
+  await app.db.update(users).set({ mustChangePassword: false }).where(eq(users.id, admin.id));
+  headers = { authorization: `Bearer ${(await loginTokens(app, { email: admin.email })).accessToken}` };
+  return headers;
+}
+
+test("/api/admin/tenants pages by cursor as every list does; offset is still accepted", async () => {
+  const admin = await adminHeaders();
+  for (let i = 0; i < 5; i++) await createTenant(app.db);
+  const seen: string[] = [];
+  let cursor: string | null = null;
+  let pages = 0;
+  do {
+    const query: string = cursor ? `&cursor=${cursor}` : "";
+    const response = await app.request(`/api/admin/tenants?limit=2${query}`, { headers: admin });
+    expect(response.status).toBe(200);
+    const body = (await response.json()) as { items: { code: string }[]; nextCursor: string | null };
+    seen.push(...body.items.map((t) => t.code));
+    cursor = body.nextCursor;
+    pages++;
+  } while (cursor);
+  expect(seen.length).toBe(5);
+  expect(seen).toEqual([...seen].sort());
+  expect(pages).toBe(3);
+
+  const byOffset = (await (
+    await app.request("/api/admin/tenants?limit=2&offset=2", { headers: admin })
+  ).json()) as {
+    items: { code: string }[];
+  };
+  expect(byOffset.items.map((t) => t.code)).toEqual(seen.slice(2, 4));
+
+  const bad = await app.request("/api/admin/tenants?cursor=", { headers: admin });
+  expect(bad.status).toBe(400);
+});
+
+test("subscription history pages by cursor too; an unpaged list answers nextCursor null", async () => {
+  const admin = await adminHeaders();
+  const tenant = await createTenant(app.db);
+  const post = (event: Record<string, string>) =>
+    app.request(`/api/admin/tenants/${tenant.id}/subscription/events`, {
+      method: "POST",
+      headers: { ...admin, "content-type": "application/json" },
+      body: JSON.stringify(event),
+    });
+  expect((await post({ event: "activate", plan: "pro" })).status).toBe(200);
+  expect((await post({ event: "change_plan", plan: "enterprise" })).status).toBe(200);
+  expect((await post({ event: "change_plan", plan: "pro" })).status).toBe(200);
+  const events: string[] = [];
+  let cursor: string | null = null;
+  do {
+    const query: string = cursor ? `&cursor=${cursor}` : "";
+    const response = await app.request(
+      `/api/admin/tenants/${tenant.id}/subscription/history?limit=2${query}`,
+      { headers: admin },
+    );
+    const body = (await response.json()) as { items: { event: string }[]; nextCursor: string | null };
+    events.push(...body.items.map((h) => h.event));
+    cursor = body.nextCursor;
+  } while (cursor);
+  expect(events).toEqual(["change_plan", "change_plan", "activate"]);
+
+  const secrets = (await (
+    await app.request(`/api/admin/tenants/${tenant.id}/secrets`, { headers: admin })
+  ).json()) as {
+    nextCursor: unknown;
+  };
+  expect(secrets.nextCursor).toBeNull();
+});
