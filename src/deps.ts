@@ -232,7 +232,10 @@ async function verifyKeyBindings(
   } catch (error) {
     const code = (error as { code?: unknown; cause?: { code?: unknown } }).cause?.code;
     if (code === "42P01" || (error as { code?: unknown }).code === "42P01") return; // not migrated yet
-    throw error;
+    // an unreachable database never aborts start-up (readiness reports it); nothing is written
+    // under any key until it answers
+    logger.warn("key bindings not verified: the database did not answer", { error });
+    return;
   }
   if (problems.length === 0) return;
   if (config.environment === "Production") throw new Error(problems.join("; "));

@@ -55,6 +55,89 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/problems": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every problem type the API answers, as an HTML page. */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The list of problem types. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "text/html": string;
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/problems/{code}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The page a problem's `type` leads to: what the code means and what to do. */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    code: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The description of one problem type. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "text/html": string;
+                    };
+                };
+                /** @description No such problem type. */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/auth/login": {
         parameters: {
             query?: never;
@@ -116,8 +199,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Change the password; ends the user's other sessions.
-         * @description With a bearer token: 200 and a fresh token pair for this session. With the browser session cookie (and X-CSRF-Token): 204 and no tokens; the cookie session continues.
+         * Change the password; ends every session of the user, this one included.
+         * @description With a bearer token: 200 and the token pair of a fresh session (the old access and refresh tokens stop working). With the browser session cookie (and X-CSRF-Token): 204, the cookie is cleared and the page signs in again with the new password.
          */
         post: operations["changePassword"];
         delete?: never;
@@ -289,7 +372,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The caller's tenant's users in creation order, a page at a time (owners only). */
+        /** The caller's tenant's users in creation order, a page at a time (owners and admins). */
         get: operations["listTenantUsers"];
         put?: never;
         /** Add a user to the caller's tenant. */
@@ -1124,6 +1207,10 @@ export interface components {
             nextCheckAt: string | null;
             checkAttempts: number;
             activatedAt: string | null;
+            /** @description When a Pending or Failed claim is removed (`TenantDomains:ClaimExpiryDays` after it was made); null while Active. */
+            expiresAt: string | null;
+            /** @description When this Active domain lost the name to a tenant that proved ownership with its own TXT record. */
+            deactivatedAt: string | null;
             createdAt: string;
         };
         NewTenantDomain: {
@@ -1805,7 +1892,7 @@ export interface operations {
                     "application/json": components["schemas"]["TokenPair"];
                 };
             };
-            /** @description Changed (browser session); the cookie session continues. */
+            /** @description Changed (browser session); the session ended and its cookie is cleared. */
             204: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -3270,7 +3357,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `forbidden`: the caller's role may not do this (or a refused origin or CSRF token); `password_change_required`: change the password first. */
+            /** @description `forbidden`: only an owner adds an owner (docs/roles.md). */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -3419,7 +3506,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `forbidden`: the caller's role may not do this (or a refused origin or CSRF token); `password_change_required`: change the password first. */
+            /** @description `forbidden`: only an owner disables an owner. */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -3556,7 +3643,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `forbidden`: the caller's role may not do this (or a refused origin or CSRF token); `password_change_required`: change the password first. */
+            /** @description `forbidden`: only an owner removes an owner. */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -5715,7 +5802,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The hostname is already registered. */
+            /** @description This tenant has already added this hostname (other tenants' claims are never revealed). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -6387,7 +6474,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The hostname is already registered. */
+            /** @description This tenant has already added this hostname (other tenants' claims are never revealed). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
