@@ -1,4 +1,5 @@
 import { mkdirSync } from "node:fs";
+import { resolve } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import { type SQL, sql } from "drizzle-orm";
 import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
@@ -7,6 +8,7 @@ import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
 import postgres from "postgres";
 import { withTimeout } from "../runtime/with-timeout.ts";
 import { observePgliteClient, observePostgresClient, type QueryObserver } from "../telemetry/db.ts";
+import { lockDirectory } from "./pglite-lock.ts";
 import * as schema from "./schema/index.ts";
 
 export type Schema = typeof schema;
@@ -27,6 +29,11 @@ export interface Database {
   close(timeoutSeconds?: number): Promise<void>;
   /** Times every statement from now on (spans, duration metric, slow-query log); undefined stops it. */
   setQueryObserver(observer: QueryObserver | undefined): void;
+  /**
+   * Takes a session-level shared advisory lock on a connection of its own (PostgreSQL only) and
+   * holds it until the returned function releases it; null when an exclusive holder refuses it.
+   */
+  holdSharedLock?(key: bigint): Promise<(() => Promise<void>) | null>;
 }
 
 export interface OpenDatabaseOptions {
@@ -50,8 +57,16 @@ async function openPglite(url: string): Promise<Database> {
   const location = url.slice("pglite:".length);
   const dataDir = location === "memory:" || location === "" ? undefined : location;
   if (dataDir) mkdirSync(dataDir, { recursive: true });
-  const client = new PGlite(dataDir);
-  await client.waitReady;
+  // one process per directory: a second PGlite on the same files corrupts them
+  const unlock = dataDir ? lockDirectory(resolve(dataDir)) : () => {};
+  let client: PGlite;
+  try {
+    client = new PGlite(dataDir);
+    await client.waitReady;
+  } catch (error) {
+    unlock();
+    throw error;
+  }
   let observer: QueryObserver | undefined;
   observePgliteClient(client, () => observer);
   const db = drizzlePglite(client, { schema, casing: "snake_case" }) as unknown as Db;
@@ -67,6 +82,7 @@ async function openPglite(url: string): Promise<Database> {
     },
     close: async () => {
       if (!client.closed) await client.close();
+      unlock();
     },
     setQueryObserver: (next) => {
       observer = next;
@@ -101,6 +117,26 @@ function openPostgres(url: string, options: OpenDatabaseOptions): Database {
     },
     setQueryObserver: (next) => {
       observer = next;
+    },
+    holdSharedLock: async (key) => {
+      const connection = await client.reserve();
+      try {
+        const [row] = await connection<
+          { ok: boolean }[]
+        >`select pg_try_advisory_lock_shared(${key.toString()}::bigint) as ok`;
+        if (!row?.ok) {
+          connection.release();
+          return null;
+        }
+      } catch (error) {
+        connection.release();
+        throw error;
+      }
+      return async () => {
+        // a lost connection has lost the lock with it
+        await connection`select pg_advisory_unlock_shared(${key.toString()}::bigint)`.catch(() => {});
+        connection.release();
+      };
     },
   };
 }
