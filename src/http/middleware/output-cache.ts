@@ -5,7 +5,7 @@ import type { Logger } from "../../telemetry/logger.ts";
 import type { AppEnv } from "../context.ts";
 
 /**
- * HTTP output cache for anonymous, cacheable GETs that opt in (JWKS, the public plan catalog).
+ * HTTP output cache for anonymous, cacheable GETs that opt in (the public plan catalog; not the JWKS, see well-known.ts).
  * Entries live in the cache, keyed by path, query, tenant and the request headers the response
  * names in `Vary`. Bypassed for requests with `Authorization` or `Cookie`; never stores a response
  * that is not 200, sets a cookie, says `Vary: *`, or is `private`/`no-store`. A cache error serves
