@@ -7,6 +7,7 @@
 import { type App, createApp } from "./app.ts";
 import { ConfigError } from "./config/errors.ts";
 import { type AppConfig, type LoadOptions, loadConfig } from "./config/load.ts";
+import type { HeldLock } from "./db/client.ts";
 import { describeDatabaseFailure } from "./db/errors.ts";
 import { SERVING_LOCK } from "./db/migrator.ts";
 import { pendingSentence } from "./db/schema-gate.ts";
@@ -226,28 +227,35 @@ async function schemaGate(config: AppConfig, deps: Deps): Promise<boolean> {
   return true;
 }
 
-/** Holds the serving lock while the process serves; retried with the schema checks until taken. */
+/**
+ * Holds the serving lock while the process serves: taken after start-up, checked every few
+ * seconds, and taken again on a new connection when the one holding it was lost.
+ */
 function holdServingLock(deps: Deps): { release(): Promise<void> } {
   const hold = deps.database.holdSharedLock;
   if (!hold) return { release: async () => {} };
-  let release: (() => Promise<void>) | null = null;
+  let lock: HeldLock | null = null;
   let stopped = false;
   let timer: ReturnType<typeof setTimeout> | undefined;
-  const attempt = async () => {
+  const round = async () => {
     try {
-      release = await hold(SERVING_LOCK);
+      if (lock && !(await lock.held(SCHEMA_RECHECK_MS))) {
+        await lock.release();
+        lock = null;
+      }
+      lock ??= await hold(SERVING_LOCK);
     } catch {
-      release = null; // the database is down: the schema gate's checks say so
+      lock = null; // the database is down: the schema gate's checks and readiness say so
     }
-    if (!release && !stopped) timer = setTimeout(attempt, SCHEMA_RECHECK_MS);
+    if (!stopped) timer = setTimeout(() => void (current = round()), SCHEMA_RECHECK_MS);
   };
-  const first = attempt();
+  let current = round();
   return {
     async release() {
       stopped = true;
       clearTimeout(timer);
-      await first;
-      await release?.();
+      await current;
+      await lock?.release();
     },
   };
 }

@@ -33,7 +33,14 @@ export interface Database {
    * Takes a session-level shared advisory lock on a connection of its own (PostgreSQL only) and
    * holds it until the returned function releases it; null when an exclusive holder refuses it.
    */
-  holdSharedLock?(key: bigint): Promise<(() => Promise<void>) | null>;
+  holdSharedLock?(key: bigint): Promise<HeldLock | null>;
+}
+
+/** A session-level advisory lock on a connection of its own. */
+export interface HeldLock {
+  /** Whether the session still holds it (false once its connection was lost). */
+  held(timeoutMs: number): Promise<boolean>;
+  release(): Promise<void>;
 }
 
 export interface OpenDatabaseOptions {
@@ -119,11 +126,12 @@ function openPostgres(url: string, options: OpenDatabaseOptions): Database {
       observer = next;
     },
     holdSharedLock: async (key) => {
+      const k = key.toString();
       const connection = await client.reserve();
       try {
         const [row] = await connection<
           { ok: boolean }[]
-        >`select pg_try_advisory_lock_shared(${key.toString()}::bigint) as ok`;
+        >`select pg_try_advisory_lock_shared(${k}::bigint) as ok`;
         if (!row?.ok) {
           connection.release();
           return null;
@@ -132,10 +140,33 @@ function openPostgres(url: string, options: OpenDatabaseOptions): Database {
         connection.release();
         throw error;
       }
-      return async () => {
-        // a lost connection has lost the lock with it
-        await connection`select pg_advisory_unlock_shared(${key.toString()}::bigint)`.catch(() => {});
-        connection.release();
+      let released = false;
+      return {
+        held: async (timeoutMs) => {
+          try {
+            const [row] = await withTimeout(
+              connection<{ n: number }[]>`select count(*)::int as n from pg_locks
+                where pid = pg_backend_pid() and locktype = 'advisory' and mode = 'ShareLock' and granted
+                  and objsubid = 1 and (classid::bigint << 32) + objid::bigint = ${k}::bigint`.execute(),
+              timeoutMs,
+              "lock check",
+            );
+            return (row?.n ?? 0) > 0;
+          } catch {
+            return false;
+          }
+        },
+        release: async () => {
+          if (released) return;
+          released = true;
+          // a lost connection has lost the lock with it; never wait on a dead one
+          await withTimeout(
+            connection`select pg_advisory_unlock_shared(${k}::bigint)`.execute(),
+            1_000,
+            "unlock",
+          ).catch(() => {});
+          connection.release();
+        },
       };
     },
   };

@@ -1,11 +1,13 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { execute } from "../../src/db/client.ts";
-import { readMigrations } from "../../src/db/migrator.ts";
+import { readMigrations, servingLockHolders } from "../../src/db/migrator.ts";
 import { records, startApi } from "../helpers/api-process.ts";
 import { createTestDatabase, databaseUrl, type TestDatabase } from "../helpers/database.ts";
+import { waitFor } from "../helpers/jobs.ts";
 import { runEntry } from "../helpers/process.ts";
 import { validProductionEnv } from "../helpers/production-env.ts";
+import { TcpProxy } from "../helpers/tcp-proxy.ts";
 
 /**
  * The schema gate (issue #15, point 1) and start-up naming the cause of a database failure
@@ -157,3 +159,38 @@ describe("causes, not symptoms", () => {
     30_000,
   );
 });
+
+test("a loop whose database goes away logs once, naming the cause, and says when it recovers", async () => {
+  const t = await database(false);
+  const target = new URL(t.url);
+  const proxy = await TcpProxy.start({ host: target.hostname, port: Number(target.port || 5432) });
+  const url = new URL(t.url);
+  url.port = String(proxy.port);
+  const api = startApi({
+    PLINTH_ENVIRONMENT: "Development",
+    DATABASE_URL: url.toString(),
+    BackgroundProcessing__JobPollSeconds: "1",
+  });
+  try {
+    await api.listening();
+    await api.waitForLine((l) => l.includes('"msg":"background loops started"'));
+    proxy.down();
+    const failed = await api.waitForLine((l) => l.includes('"msg":"job loop statement failed"'));
+    expect(JSON.parse(failed)).toMatchObject({ level: "error", loop: "jobs" });
+    expect(JSON.parse(failed).cause).toMatch(/^(host unreachable|connection lost)$/);
+    proxy.up();
+    const recovered = await api.waitForLine((l) => l.includes('"msg":"job loop statement recovered"'));
+    expect(JSON.parse(recovered).failures).toBeGreaterThanOrEqual(1);
+    // within the minute: one line for the whole outage, however many rounds failed
+    expect(api.lines.filter((l) => l.includes('"msg":"job loop statement failed"'))).toHaveLength(1);
+    // the serving lock went with the lost connection; the process takes it again
+    await waitFor(async () => (await servingLockHolders(t.database.db)) === 1, {
+      what: "the serving lock held again",
+      intervalMs: 200,
+      timeoutMs: 15_000,
+    });
+  } finally {
+    expect(await api.stop()).toBe(0);
+    await proxy.close();
+  }
+}, 60_000);
