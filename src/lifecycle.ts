@@ -104,7 +104,8 @@ export async function runApi(runtime: RuntimeAdapter, options: LifecycleOptions 
   } catch (error) {
     // one log line, not the runtime's stack trace (EADDRINUSE: another process has the port)
     const code = (error as { code?: unknown })?.code;
-    logger.error(code === "EADDRINUSE" ? "port already in use" : "could not listen", {
+    const inUse = code === "EADDRINUSE" || (error as Error)?.name === "AddrInUse"; // Bun/Node, Deno
+    logger.error(inUse ? "port already in use" : "could not listen", {
       port: config.settings.Server.Port,
       code: typeof code === "string" ? code : undefined,
       error: createSafeMessage(config, error),

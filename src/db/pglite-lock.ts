@@ -10,6 +10,9 @@ function alive(pid: number): boolean {
   }
 }
 
+/** Directories this process holds (a lock file with our own pid that is not here is stale: exec). */
+const held = new Set<string>();
+
 /**
  * Claims an embedded-database directory for this process with `<dir>.lock` (the holder's pid), so
  * a second process fails at once, naming the directory and the holder, instead of opening the same
@@ -22,10 +25,12 @@ export function lockDirectory(dir: string): () => void {
       const fd = openSync(path, "wx", 0o600);
       writeSync(fd, `${process.pid}\n`);
       closeSync(fd);
+      held.add(path);
       let released = false;
       return () => {
         if (released) return;
         released = true;
+        held.delete(path);
         rmSync(path, { force: true });
       };
     } catch (error) {
@@ -37,12 +42,13 @@ export function lockDirectory(dir: string): () => void {
     } catch {
       // removed in between: try again
     }
-    if (Number.isInteger(holder) && holder > 0 && alive(holder)) {
+    const ours = holder === process.pid;
+    if (Number.isInteger(holder) && holder > 0 && (ours ? held.has(path) : alive(holder))) {
       throw new Error(
         `embedded database ${dir} is in use by process ${holder}${holder === process.pid ? " (this one)" : ""} (lock file ${path}); PGlite opens a directory in one process at a time: stop that process, or use PostgreSQL (DATABASE_URL) for several`,
       );
     }
-    // the holder is gone (crash, kill -9): its lock is stale
+    // the holder is gone (crash, kill -9, or this pid before an exec): its lock is stale
     rmSync(path, { force: true });
   }
   throw new Error(`embedded database ${dir}: could not take the lock file ${path}`);

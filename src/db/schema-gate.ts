@@ -13,8 +13,10 @@ export interface SchemaState {
   unknown: string[];
 }
 
-export async function compareSchema(db: Db, dir?: string): Promise<SchemaState> {
-  const shipped = readMigrations(dir).map((m) => m.tag);
+export async function compareSchema(
+  db: Db,
+  shipped: string[] = readMigrations().map((m) => m.tag),
+): Promise<SchemaState> {
   const [table] = await execute<{ found: string | null }>(
     db,
     sql`select to_regclass('schema_migrations')::text as found`,
@@ -56,6 +58,8 @@ export interface SchemaGate {
 }
 
 export function createSchemaGate(db: Db, options: { dir?: string } = {}): SchemaGate {
+  // read once: the files do not change under a running process
+  const shipped = readMigrations(options.dir).map((m) => m.tag);
   let last: SchemaState | null = null;
   let current = false;
   let stopped = false;
@@ -66,7 +70,7 @@ export function createSchemaGate(db: Db, options: { dir?: string } = {}): Schema
   });
   const gate: SchemaGate = {
     async check() {
-      const state = await compareSchema(db, options.dir);
+      const state = await compareSchema(db, shipped);
       last = state;
       if (state.pending.length === 0 && !current) {
         current = true;

@@ -81,6 +81,20 @@ describe("behind: migrations pending", () => {
   }, 60_000);
 });
 
+test("`--migrate` migrates first: Production on an empty database starts ready", async () => {
+  const t = await database(true);
+  const api = startApi(validProductionEnv({ DATABASE_URL: t.url }), ["--migrate"]);
+  try {
+    const port = await api.listening(30_000);
+    expect(api.lines.some((l) => l.includes("migrations pending"))).toBe(false);
+    const host = { host: "api.example.com" };
+    const probe = await fetch(`http://127.0.0.1:${port}/api/health/ready`, { headers: host });
+    expect(probe.status).toBe(200);
+  } finally {
+    expect(await api.stop()).toBe(0);
+  }
+}, 40_000);
+
 describe("ahead, and `migrate --down` while serving", () => {
   test("unknown migrations: serves and warns once; --down refused while it serves, unless --force", async () => {
     const t = await database(false);
