@@ -248,7 +248,10 @@ function holdServingLock(deps: Deps): { release(): Promise<void> } {
     } catch {
       lock = null; // the database is down: the schema gate's checks and readiness say so
     }
-    if (!stopped) timer = setTimeout(() => void (current = round()), SCHEMA_RECHECK_MS);
+    if (!stopped)
+      timer = setTimeout(() => {
+        current = round();
+      }, SCHEMA_RECHECK_MS);
   };
   let current = round();
   return {
