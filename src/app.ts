@@ -109,7 +109,15 @@ export function createApp(deps: Deps) {
 
   app.onError((error, c) => {
     const problem = toAppError(error);
-    if (statusOf[problem.code] >= 500) {
+    if (error instanceof AppError && error.code === "unavailable") {
+      // a deliberate 503 (fail-closed: the cache behind security windows or rate limits is down);
+      // where it was decided logged the cause, so no stack, and not an "unhandled error"
+      deps.logger.warn("request refused: temporarily unavailable", {
+        requestId: c.get("requestId"),
+        path: c.req.path,
+        detail: error.message,
+      });
+    } else if (statusOf[problem.code] >= 500) {
       // never error.message as is: a failed query's message carries its parameter values
       deps.logger.error("unhandled error", {
         requestId: c.get("requestId"),

@@ -6,6 +6,7 @@ import { type Cache, createCache } from "./cache/index.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import type { AppConfig } from "./config/load.ts";
 import { type Database, openDatabase } from "./db/client.ts";
+import { createSchemaGate, type SchemaGate } from "./db/schema-gate.ts";
 import { PendingTasks } from "./pending.ts";
 import { readProviderSecrets, resolveProvider } from "./providers/tenant-providers.ts";
 import { createRedactor, type Redactor } from "./redact.ts";
@@ -37,6 +38,8 @@ export interface Deps {
   redactor: Redactor;
   logger: Logger;
   database: Database;
+  /** The migrations this code ships against those applied (src/db/schema-gate.ts). */
+  schema: SchemaGate;
   cache: Cache | null;
   /** Security-window and rate-limit counters: the cache, or the database when none is configured. */
   counters: CounterStore;
@@ -177,6 +180,7 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
     redactor,
     logger,
     database,
+    schema: createSchemaGate(database.db),
     cache,
     counters,
     windows,

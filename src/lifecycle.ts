@@ -7,8 +7,16 @@
 import { type App, createApp } from "./app.ts";
 import { ConfigError } from "./config/errors.ts";
 import { type AppConfig, type LoadOptions, loadConfig } from "./config/load.ts";
+import type { HeldLock } from "./db/client.ts";
+import { describeDatabaseFailure } from "./db/errors.ts";
+import { SERVING_LOCK } from "./db/migrator.ts";
+import { pendingSentence } from "./db/schema-gate.ts";
 import { closeDeps, createDeps, type Deps } from "./deps.ts";
 import { startApiBackground } from "./loops/api-background.ts";
+import { createOutageLog } from "./loops/outage-log.ts";
+
+/** How often a process waiting for migrations (or for its database) checks the schema again. */
+export const SCHEMA_RECHECK_MS = 5_000;
 
 export type StopSignal = "SIGTERM" | "SIGINT";
 
@@ -63,7 +71,9 @@ export async function runApi(runtime: RuntimeAdapter, options: LifecycleOptions 
   try {
     deps = await createDeps(config);
   } catch (error) {
-    process.stderr.write(`Start-up failed: ${createSafeMessage(config, error)}\n`);
+    const failure = describeDatabaseFailure(error);
+    const cause = failure.code ? ` [${failure.class}, ${failure.code}]` : "";
+    process.stderr.write(`Start-up failed: ${createSafeMessage(config, error)}${cause}\n`);
     return 1;
   }
   const { logger } = deps;
@@ -78,13 +88,33 @@ export async function runApi(runtime: RuntimeAdapter, options: LifecycleOptions 
     }
   }
 
+  if (!(await schemaGate(config, deps))) {
+    await closeDeps(deps);
+    return 1;
+  }
+
   // connecting never aborts start-up; give the cache a moment so the first requests find it ready
   if (deps.cache && !(await deps.cache.waitReady(2_000)))
     logger.warn("cache not reachable yet; serving anyway, readiness reports it until it is back");
 
   const app = createApp(deps);
+  let server: ServedHttp;
+  try {
+    server = await runtime.serve(app, deps, config.settings.Server.Port);
+  } catch (error) {
+    // one log line, not the runtime's stack trace (EADDRINUSE: another process has the port)
+    const code = (error as { code?: unknown })?.code;
+    const inUse = code === "EADDRINUSE" || (error as Error)?.name === "AddrInUse"; // Bun/Node, Deno
+    logger.error(inUse ? "port already in use" : "could not listen", {
+      port: config.settings.Server.Port,
+      code: typeof code === "string" ? code : undefined,
+      error: createSafeMessage(config, error),
+    });
+    logger.flush();
+    await closeDeps(deps);
+    return 1;
+  }
   serving = true;
-  const server = await runtime.serve(app, deps, config.settings.Server.Port);
   logger.info("listening", {
     port: server.port,
     ...runtime.listeningFields,
@@ -93,17 +123,28 @@ export async function runApi(runtime: RuntimeAdapter, options: LifecycleOptions 
     cache: config.cache ? { source: config.cache.source } : null,
   });
 
-  // after the server listens; LISTEN failing only costs wake-ups, the loops keep polling
-  const background = startApiBackground(deps).catch((error: unknown) => {
-    logger.error("background loops failed to start", { error });
-    return null;
-  });
+  // While this process serves it holds the serving lock (shared), so `migrate --down` can tell.
+  const servingLock = holdServingLock(deps);
+
+  // after the server listens, and once the schema has every migration this code ships; LISTEN
+  // failing only costs wake-ups, the loops keep polling
+  const background = deps.schema
+    .whenCurrent()
+    .then((current) => {
+      if (!current) return null;
+      return startApiBackground(deps);
+    })
+    .catch((error: unknown) => {
+      logger.error("background loops failed to start", { error });
+      return null;
+    });
 
   const signal = await signalled;
   const timeoutMs = config.settings.Server.ShutdownTimeoutSeconds * 1000;
   // one deadline for the whole drain: requests, background loops and started sends together
   const deadline = Date.now() + timeoutMs;
   logger.info("shutting down", { signal, timeoutMs });
+  deps.schema.stop();
   // stop claiming at once; running jobs share the same deadline as in-flight requests, then are released
   const backgroundStopped = background.then((b) => b?.stop(timeoutMs));
   const timedOut = await Promise.race([
@@ -115,6 +156,7 @@ export async function runApi(runtime: RuntimeAdapter, options: LifecycleOptions 
     await server.close?.();
   }
   await backgroundStopped;
+  await servingLock.release();
   // work requests started without waiting (SMS sends) finishes before the database closes
   if (!(await deps.pending.settled(Math.max(0, deadline - Date.now())))) {
     logger.warn("shutdown timeout: background sends still running", { pending: deps.pending.size });
@@ -123,6 +165,103 @@ export async function runApi(runtime: RuntimeAdapter, options: LifecycleOptions 
   logger.info("stopped");
   logger.flush();
   return 0;
+}
+
+const warnedUnknown = new WeakSet<Deps>();
+
+/** Once per process: the database has migrations this code does not ship (a newer release ran). */
+function warnUnknown(deps: Deps): void {
+  const unknown = deps.schema.last?.unknown ?? [];
+  if (unknown.length === 0 || warnedUnknown.has(deps)) return;
+  warnedUnknown.add(deps);
+  deps.logger.warn(
+    "the database has migrations this release does not ship (a newer release migrated it, as in a rolling upgrade); serving beside them",
+    { unknown },
+  );
+}
+
+/**
+ * The schema gate at start-up (src/db/schema-gate.ts). Pending migrations: Production refuses to
+ * start (false); elsewhere the process serves, readiness fails with `database:migrations` and the
+ * loops wait while the gate checks again every few seconds. A database that cannot be reached is
+ * named by its cause and checked again the same way.
+ */
+async function schemaGate(config: AppConfig, deps: Deps): Promise<boolean> {
+  const { logger } = deps;
+  const outage = createOutageLog({ logger, what: "database check" });
+  let waiting = false;
+  try {
+    const state = await deps.schema.check();
+    warnUnknown(deps);
+    if (state.pending.length > 0) {
+      if (config.environment === "Production") {
+        logger.error(pendingSentence(state.pending), {
+          pending: state.pending,
+          environment: config.environment,
+        });
+        logger.flush();
+        return false;
+      }
+      waiting = true;
+      logger.warn(
+        `${pendingSentence(state.pending)}; serving, but not ready until then, and the loops wait`,
+        {
+          pending: state.pending,
+          environment: config.environment,
+        },
+      );
+    }
+  } catch (error) {
+    // "database check failed" with the cause's class and code (database missing, 3D000, …)
+    outage.failed(error);
+    waiting = true;
+    logger.warn("serving anyway: readiness reports the database, and the loops wait, until it is back");
+  }
+  deps.schema.watch(SCHEMA_RECHECK_MS, (error) => outage.failed(error));
+  void deps.schema.whenCurrent().then((current) => {
+    if (!current) return;
+    outage.succeeded();
+    warnUnknown(deps);
+    if (waiting)
+      logger.info("the database has every migration this release ships: starting the background loops");
+  });
+  return true;
+}
+
+/**
+ * Holds the serving lock while the process serves: taken after start-up, checked every few
+ * seconds, and taken again on a new connection when the one holding it was lost.
+ */
+function holdServingLock(deps: Deps): { release(): Promise<void> } {
+  const hold = deps.database.holdSharedLock;
+  if (!hold) return { release: async () => {} };
+  let lock: HeldLock | null = null;
+  let stopped = false;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const round = async () => {
+    try {
+      if (lock && !(await lock.held(SCHEMA_RECHECK_MS))) {
+        await lock.release();
+        lock = null;
+      }
+      lock ??= await hold(SERVING_LOCK);
+    } catch {
+      lock = null; // the database is down: the schema gate's checks and readiness say so
+    }
+    if (!stopped)
+      timer = setTimeout(() => {
+        current = round();
+      }, SCHEMA_RECHECK_MS);
+  };
+  let current = round();
+  return {
+    async release() {
+      stopped = true;
+      clearTimeout(timer);
+      await current;
+      await lock?.release();
+    },
+  };
 }
 
 /** A start-up failure's message with every configured secret value cut out. */

@@ -2,7 +2,15 @@ import { parseArgs } from "node:util";
 import { loadCliContext } from "./cli.ts";
 import type { AppConfig } from "./config/load.ts";
 import { type Database, openDatabase } from "./db/client.ts";
-import { migrate, migrateDown, migrationScript, migrationStatus } from "./db/migrator.ts";
+import { describeDatabaseFailure } from "./db/errors.ts";
+import {
+  MigrationBlockedError,
+  MigrationStatementError,
+  migrate,
+  migrateDown,
+  migrationScript,
+  migrationStatus,
+} from "./db/migrator.ts";
 import {
   BootstrapRefusedError,
   bootstrapPlatformAdmin,
@@ -22,6 +30,8 @@ export const EXIT = {
   bootstrapInput: 3,
   /** --down found no applied migration with a Down step. */
   nothingToRevert: 4,
+  /** --down while API processes serve from the database (without --force); nothing was changed. */
+  downBlocked: 5,
   usage: 64,
 } as const;
 
@@ -37,6 +47,9 @@ Options:
                               Required in Production. Refused when any platform-role binding exists.
                               Migrates and seeds first, so it is the whole first install.
   --down                      Run the Down step of the latest applied migration that has one.
+                              Refused (exit 5) while API processes are connected to the database
+                              (each holds a shared advisory lock while serving); stop them first.
+  --force                     With --down: revert even while API processes are connected.
   --status                    List applied and pending migrations.
   --script                    Print every migration as one idempotent SQL script (for review, or to
                               apply by hand: psql -f); connects to no database, changes nothing.
@@ -49,13 +62,46 @@ The database comes from ConnectionStrings:Database, else DATABASE_URL, else (Dev
 postgres://<OS user>@localhost:5432/plinth.
 
 Exit codes: 0 done; 1 configuration or database failure; 2 bootstrap refused (an administrator
-exists, nothing changed); 3 bootstrap input missing or weak; 4 nothing to revert; 64 bad usage.
+exists, nothing changed); 3 bootstrap input missing or weak; 4 nothing to revert; 5 --down refused
+while API processes are connected (nothing changed); 64 bad usage.
 `;
 
 interface Flags {
   bootstrap: boolean;
   down: boolean;
   status: boolean;
+  /** With `down`: revert even while API processes hold the serving lock. */
+  force?: boolean;
+}
+
+/**
+ * Logs why migrating failed, as an operator can act on it: PostgreSQL's message, code and detail
+ * for a refused statement, the connection failure's class and code otherwise. Returns the exit code.
+ */
+export function reportMigratorFailure(
+  logger: Logger,
+  error: unknown,
+  redact: (text: string) => string,
+): number {
+  if (error instanceof MigrationStatementError) {
+    logger.error("migration failed", error.fields());
+    return EXIT.failure;
+  }
+  if (error instanceof MigrationBlockedError) {
+    logger.error("migrate --down refused: API processes are connected to the database; nothing changed", {
+      holders: error.holders,
+      hint: "stop every API process (they hold a shared advisory lock while serving), or pass --force",
+    });
+    return EXIT.downBlocked;
+  }
+  const failure = describeDatabaseFailure(error);
+  logger.error("migrator failed", {
+    cause: failure.class,
+    code: failure.code,
+    error: redact(failure.message),
+    detail: failure.detail,
+  });
+  return EXIT.failure;
 }
 
 /** Migrates, seeds and bootstraps as the flags and environment say. Returns an exit code. */
@@ -95,7 +141,8 @@ export async function runMigrator(
     return EXIT.ok;
   }
   if (flags.down) {
-    const reverted = await migrateDown(db);
+    const reverted = await migrateDown(db, { force: flags.force });
+    if (flags.force) logger.warn("--force: reverting even if API processes are connected");
     if (!reverted) {
       logger.error("no applied migration has a Down step; nothing reverted");
       return EXIT.nothingToRevert;
@@ -176,6 +223,7 @@ async function main(argv: string[]): Promise<number> {
       options: {
         "bootstrap-platform-admin": { type: "boolean", default: false },
         down: { type: "boolean", default: false },
+        force: { type: "boolean", default: false },
         status: { type: "boolean", default: false },
         script: { type: "boolean", default: false },
         help: { type: "boolean", short: "h", default: false },
@@ -186,7 +234,13 @@ async function main(argv: string[]): Promise<number> {
       process.stdout.write(HELP);
       return EXIT.ok;
     }
-    flags = { bootstrap: values["bootstrap-platform-admin"], down: values.down, status: values.status };
+    flags = {
+      bootstrap: values["bootstrap-platform-admin"],
+      down: values.down,
+      status: values.status,
+      force: values.force,
+    };
+    if (values.force && !values.down) throw new Error("--force goes with --down only");
     if ([flags.bootstrap, flags.down, flags.status, values.script].filter(Boolean).length > 1) {
       throw new Error("--bootstrap-platform-admin, --down, --status and --script exclude each other");
     }
@@ -207,8 +261,7 @@ async function main(argv: string[]): Promise<number> {
     database = await openDatabase(config.database.url, { poolSize: 2, applicationName: "plinth-migrator" });
     return await runMigrator(config, database, flags, logger);
   } catch (error) {
-    logger.error("migrator failed", { error: redactor.text(String((error as Error).message ?? error)) });
-    return EXIT.failure;
+    return reportMigratorFailure(logger, error, redactor.text);
   } finally {
     await database?.close();
   }

@@ -1,7 +1,7 @@
 import { parseArgs } from "node:util";
 import { bunServeOptions } from "./http/bun-serve.ts";
 import { type RuntimeAdapter, runApi } from "./lifecycle.ts";
-import { runMigrator } from "./migrate.ts";
+import { reportMigratorFailure, runMigrator } from "./migrate.ts";
 
 const HELP = `Usage: bun run start [--migrate] [--embedded]
 
@@ -14,7 +14,12 @@ Serves the Plinth API on Server:Port (or PORT; default 8080).
               instead of PostgreSQL on localhost.
   --help      Show this help.
 
-Exit codes: 0 after a clean shutdown (SIGTERM/SIGINT); 1 on invalid configuration or a failed start.
+Before serving it compares the migrations it ships with those applied: with any pending, Production
+refuses to start (exit 1, naming them); other environments serve, but /api/health/ready answers 503
+(database:migrations) and the background loops wait until the database is migrated.
+
+Exit codes: 0 after a clean shutdown (SIGTERM/SIGINT); 1 on invalid configuration, pending migrations
+in Production, a port in use or another failed start.
 `;
 
 async function main(argv: string[]): Promise<number> {
@@ -46,10 +51,7 @@ async function main(argv: string[]): Promise<number> {
             deps.database,
             { bootstrap: false, down: false, status: false },
             deps.logger,
-          ).catch((error: unknown) => {
-            deps.logger.error("migration failed", { error: (error as Error).message });
-            return 1;
-          })
+          ).catch((error: unknown) => reportMigratorFailure(deps.logger, error, deps.redactor.text))
       : undefined,
   });
 }

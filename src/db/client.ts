@@ -1,4 +1,5 @@
 import { mkdirSync } from "node:fs";
+import { resolve } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import { type SQL, sql } from "drizzle-orm";
 import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
@@ -7,6 +8,7 @@ import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
 import postgres from "postgres";
 import { withTimeout } from "../runtime/with-timeout.ts";
 import { observePgliteClient, observePostgresClient, type QueryObserver } from "../telemetry/db.ts";
+import { lockDirectory } from "./pglite-lock.ts";
 import * as schema from "./schema/index.ts";
 
 export type Schema = typeof schema;
@@ -27,6 +29,18 @@ export interface Database {
   close(timeoutSeconds?: number): Promise<void>;
   /** Times every statement from now on (spans, duration metric, slow-query log); undefined stops it. */
   setQueryObserver(observer: QueryObserver | undefined): void;
+  /**
+   * Takes a session-level shared advisory lock on a connection of its own (PostgreSQL only) and
+   * holds it until the returned function releases it; null when an exclusive holder refuses it.
+   */
+  holdSharedLock?(key: bigint): Promise<HeldLock | null>;
+}
+
+/** A session-level advisory lock on a connection of its own. */
+export interface HeldLock {
+  /** Whether the session still holds it (false once its connection was lost). */
+  held(timeoutMs: number): Promise<boolean>;
+  release(): Promise<void>;
 }
 
 export interface OpenDatabaseOptions {
@@ -50,8 +64,16 @@ async function openPglite(url: string): Promise<Database> {
   const location = url.slice("pglite:".length);
   const dataDir = location === "memory:" || location === "" ? undefined : location;
   if (dataDir) mkdirSync(dataDir, { recursive: true });
-  const client = new PGlite(dataDir);
-  await client.waitReady;
+  // one process per directory: a second PGlite on the same files corrupts them
+  const unlock = dataDir ? lockDirectory(resolve(dataDir)) : () => {};
+  let client: PGlite;
+  try {
+    client = new PGlite(dataDir);
+    await client.waitReady;
+  } catch (error) {
+    unlock();
+    throw error;
+  }
   let observer: QueryObserver | undefined;
   observePgliteClient(client, () => observer);
   const db = drizzlePglite(client, { schema, casing: "snake_case" }) as unknown as Db;
@@ -67,6 +89,7 @@ async function openPglite(url: string): Promise<Database> {
     },
     close: async () => {
       if (!client.closed) await client.close();
+      unlock();
     },
     setQueryObserver: (next) => {
       observer = next;
@@ -101,6 +124,50 @@ function openPostgres(url: string, options: OpenDatabaseOptions): Database {
     },
     setQueryObserver: (next) => {
       observer = next;
+    },
+    holdSharedLock: async (key) => {
+      const k = key.toString();
+      const connection = await client.reserve();
+      try {
+        const [row] = await connection<
+          { ok: boolean }[]
+        >`select pg_try_advisory_lock_shared(${k}::bigint) as ok`;
+        if (!row?.ok) {
+          connection.release();
+          return null;
+        }
+      } catch (error) {
+        connection.release();
+        throw error;
+      }
+      let released = false;
+      return {
+        held: async (timeoutMs) => {
+          try {
+            const [row] = await withTimeout(
+              connection<{ n: number }[]>`select count(*)::int as n from pg_locks
+                where pid = pg_backend_pid() and locktype = 'advisory' and mode = 'ShareLock' and granted
+                  and objsubid = 1 and (classid::bigint << 32) + objid::bigint = ${k}::bigint`.execute(),
+              timeoutMs,
+              "lock check",
+            );
+            return (row?.n ?? 0) > 0;
+          } catch {
+            return false;
+          }
+        },
+        release: async () => {
+          if (released) return;
+          released = true;
+          // a lost connection has lost the lock with it; never wait on a dead one
+          await withTimeout(
+            connection`select pg_advisory_unlock_shared(${k}::bigint)`.execute(),
+            1_000,
+            "unlock",
+          ).catch(() => {});
+          connection.release();
+        },
+      };
     },
   };
 }

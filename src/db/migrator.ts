@@ -4,10 +4,67 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { sql } from "drizzle-orm";
 import { type Db, type Executor, execute } from "./client.ts";
+import { type DatabaseFailure, describeDatabaseFailure } from "./errors.ts";
 
 export const MIGRATIONS_DIR = fileURLToPath(new URL("../../drizzle/", import.meta.url));
 /** Advisory lock key shared by every migrator: two at once run one after the other. */
 const MIGRATION_LOCK = 0x706c696e74; // "plint"
+/**
+ * Advisory lock key every serving API process holds shared (src/lifecycle.ts); `migrate --down`
+ * takes it exclusively, so it cannot revert a schema a running API depends on.
+ */
+export const SERVING_LOCK = 0x706c696e73n; // "plins"
+
+/** A migration statement PostgreSQL refused: its message, code and detail, and where. */
+export class MigrationStatementError extends Error {
+  constructor(
+    readonly tag: string,
+    readonly statement: string,
+    readonly failure: DatabaseFailure,
+  ) {
+    super(`migration ${tag} failed: ${failure.message}${failure.code ? ` (${failure.code})` : ""}`);
+  }
+
+  /** Log fields: PostgreSQL's message, code, detail and hint, and the statement's first line. */
+  fields(): Record<string, unknown> {
+    return {
+      migration: this.tag,
+      message: this.failure.message,
+      code: this.failure.code,
+      detail: this.failure.detail,
+      hint: this.failure.hint,
+      statement: this.statement.split("\n")[0]?.slice(0, 200),
+    };
+  }
+}
+
+/** `migrate --down` while API processes serve from the database. */
+export class MigrationBlockedError extends Error {
+  constructor(readonly holders: number) {
+    super(
+      `${holders} API process${holders === 1 ? " is" : "es are"} connected to the database (serving lock held); stop ${holders === 1 ? "it" : "them"} first, or pass --force`,
+    );
+  }
+}
+
+async function runStatement(tx: Executor, tag: string, statement: string): Promise<void> {
+  try {
+    await tx.execute(sql.raw(statement));
+  } catch (error) {
+    throw new MigrationStatementError(tag, statement, describeDatabaseFailure(error));
+  }
+}
+
+/** How many processes hold the serving lock (shared), from pg_locks. */
+export async function servingLockHolders(db: Executor): Promise<number> {
+  const [row] = await execute<{ n: number }>(
+    db,
+    sql`select count(distinct pid)::int as n from pg_locks
+        where locktype = 'advisory' and granted and objsubid = 1
+          and (classid::bigint << 32) + objid::bigint = ${SERVING_LOCK.toString()}::bigint`,
+  );
+  return row?.n ?? 0;
+}
 
 export interface Migration {
   tag: string;
@@ -95,7 +152,7 @@ export async function migrate(db: Db, options: MigrateOptions = {}): Promise<str
       const before = applied.get(migration.tag);
       if (before && before.hash !== migration.hash) options.onChanged?.(migration.tag);
       if (!before) {
-        for (const statement of migration.statements) await tx.execute(sql.raw(statement));
+        for (const statement of migration.statements) await runStatement(tx, migration.tag, statement);
         await execute(
           tx,
           sql`insert into schema_migrations (tag, hash) values (${migration.tag}, ${migration.hash})`,
@@ -150,14 +207,26 @@ export function migrationScript(options: { dir?: string } = {}): string {
   return out.join("\n");
 }
 
-/** Runs the Down step of the latest applied migration that has one; returns its tag, or null. */
-export async function migrateDown(db: Db, options: { dir?: string } = {}): Promise<string | null> {
+/**
+ * Runs the Down step of the latest applied migration that has one; returns its tag, or null.
+ * Refused (MigrationBlockedError) while API processes hold the serving lock, unless `force`.
+ */
+export async function migrateDown(
+  db: Db,
+  options: { dir?: string; force?: boolean } = {},
+): Promise<string | null> {
   const migrations = readMigrations(options.dir);
   return db.transaction(async (tx) => {
     const applied = await lockAndPrepare(tx);
+    // exclusive for the transaction: no API starts serving while the schema goes back
+    const [free] = await execute<{ ok: boolean }>(
+      tx,
+      sql`select pg_try_advisory_xact_lock(${SERVING_LOCK.toString()}::bigint) as ok`,
+    );
+    if (!free?.ok && !options.force) throw new MigrationBlockedError(await servingLockHolders(tx));
     const target = [...migrations].reverse().find((m) => applied.has(m.tag) && m.down);
     if (!target?.down) return null;
-    for (const statement of target.down) await tx.execute(sql.raw(statement));
+    for (const statement of target.down) await runStatement(tx, target.tag, statement);
     await execute(tx, sql`delete from schema_migrations where tag = ${target.tag}`);
     return target.tag;
   });

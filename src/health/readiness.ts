@@ -7,6 +7,8 @@ export interface Probe {
   name: string;
   componentType: string;
   run(timeoutMs: number): Promise<void>;
+  /** The failure as the readiness answer names it (`database missing (3D000)`); default "unreachable". */
+  explain?(error: unknown): string;
 }
 
 export interface CheckResult {
@@ -38,7 +40,9 @@ export function createReadinessCheck(probes: Probe[], options: { timeoutMs: numb
           await probe.run(options.timeoutMs);
         } catch (error) {
           // the message is ours (timeout) or the driver's; keep it short and free of connection details
-          output = /timed out/.test(String((error as Error)?.message)) ? "timed out" : "unreachable";
+          output = /timed out/.test(String((error as Error)?.message))
+            ? "timed out"
+            : (probe.explain?.(error) ?? "unreachable");
         }
         const result: CheckResult = {
           componentType: probe.componentType,

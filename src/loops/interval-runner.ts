@@ -1,4 +1,5 @@
 import type { Logger } from "../telemetry/logger.ts";
+import { createOutageLog } from "./outage-log.ts";
 
 export interface IntervalRunnerOptions {
   name: string;
@@ -13,6 +14,8 @@ export interface IntervalRunnerOptions {
   tick: () => Promise<boolean | undefined> | Promise<void>;
   logger?: Logger;
   random?: () => number;
+  /** Milliseconds now, for the once-a-minute repeat of a failing tick's log line; default Date.now. */
+  now?: () => number;
 }
 
 export interface IntervalRunner {
@@ -32,6 +35,15 @@ export function createIntervalRunner(options: IntervalRunnerOptions): IntervalRu
   let timer: ReturnType<typeof setTimeout> | undefined;
   let current: Promise<void> | undefined;
   let wakeRequested = false;
+  // a tick that keeps failing (database down) logs once, then once a minute, then its recovery
+  const outage = options.logger
+    ? createOutageLog({
+        logger: options.logger,
+        what: "loop tick",
+        fields: { loop: options.name },
+        now: options.now,
+      })
+    : undefined;
 
   const delay = () => Math.max(0, Math.round(options.intervalMs * (1 + jitter * (2 * random() - 1))));
 
@@ -47,8 +59,9 @@ export function createIntervalRunner(options: IntervalRunnerOptions): IntervalRu
       let more = false;
       try {
         more = (await options.tick()) === true;
+        outage?.succeeded();
       } catch (error) {
-        options.logger?.error("loop tick failed", { loop: options.name, error });
+        outage?.failed(error);
       }
       current = undefined;
       if (!started) return;

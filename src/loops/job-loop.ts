@@ -42,6 +42,7 @@ import { workerId as newWorkerId } from "../runtime/worker-id.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import { createIntervalRunner, type IntervalRunner } from "./interval-runner.ts";
 import { createJobPruner } from "./job-pruner.ts";
+import { createOutageLog, type OutageLog } from "./outage-log.ts";
 
 /** What the job loop reports, for metrics (src/jobs/telemetry.ts `jobMetrics`). */
 export type JobEvent =
@@ -124,6 +125,7 @@ export class JobLoop {
   #unlisten: (() => Promise<void>) | undefined;
   #pumpScheduled: ReturnType<typeof setImmediate> | undefined;
   #backoffTimer: ReturnType<typeof setTimeout> | undefined;
+  readonly #outage: OutageLog;
 
   constructor(deps: JobLoopDeps, options: JobLoopOptions) {
     this.#deps = deps;
@@ -132,6 +134,8 @@ export class JobLoop {
     this.#kinds = options.registry.kinds();
     this.#leaseMs = options.leaseMs ?? LEASE_MS;
     this.#log = deps.logger.child({ loop: "jobs", workerId: this.workerId });
+    const now = () => deps.clock.now().getTime(); // database down: one line, one a minute, recovery
+    this.#outage = createOutageLog({ logger: this.#log, what: "job loop statement", now });
     this.#run = {
       db: deps.database.db,
       clock: deps.clock,
@@ -305,8 +309,9 @@ export class JobLoop {
         leaseMs: this.#leaseMs,
         complete: finished.map((c) => c.lease),
       }));
+      this.#outage.succeeded();
     } catch (error) {
-      this.#log.error("job loop statement failed; retrying in a second", { error });
+      this.#outage.failed(error); // retried in a second
       // keep the finished runs for the next try; their leases still protect them meanwhile
       this.#completions = [...finished, ...this.#completions];
       if (this.#mode === "claiming" || this.#mode === "waiting") this.#backoff();

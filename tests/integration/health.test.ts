@@ -75,7 +75,12 @@ describe("readiness through a cuttable PostgreSQL and Redis", () => {
     await within(3_000, async () => (await ready(app)).status === 200);
     const { body } = await ready(app);
     expect(body.status).toBe("pass");
-    expect(Object.keys(body.checks).sort()).toEqual(["cache:responseTime", "database:responseTime"]);
+    expect(Object.keys(body.checks).sort()).toEqual([
+      "cache:responseTime",
+      "database:migrations",
+      "database:responseTime",
+    ]);
+    expect(body.checks["database:migrations"]?.[0]?.status).toBe("pass");
     expect(body.checks["database:responseTime"]?.[0]?.status).toBe("pass");
     expect(typeof body.checks["cache:responseTime"]?.[0]?.observedValue).toBe("number");
     expect(JSON.stringify(body)).not.toContain(String(pgProxy.port));
@@ -88,6 +93,10 @@ describe("readiness through a cuttable PostgreSQL and Redis", () => {
       expect(took).toBeLessThan(2_000);
       const { body } = await ready(app);
       expect(body.checks["database:responseTime"]?.[0]?.status).toBe("fail");
+      // the cause's class and code, not "unreachable"
+      expect(body.checks["database:responseTime"]?.[0]?.output).toMatch(
+        /^(host unreachable|connection lost) \([A-Z_]+\)$/,
+      );
       expect(body.checks["cache:responseTime"]?.[0]?.status).toBe("pass");
     } finally {
       pgProxy.up();

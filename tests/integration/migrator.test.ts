@@ -1,7 +1,16 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { sql } from "drizzle-orm";
 import { execute } from "../../src/db/client.ts";
-import { migrate, migrateDown, migrationStatus, readMigrations } from "../../src/db/migrator.ts";
+import {
+  MigrationStatementError,
+  migrate,
+  migrateDown,
+  migrationStatus,
+  readMigrations,
+} from "../../src/db/migrator.ts";
 import { seedCatalog } from "../../src/seed.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 
@@ -103,5 +112,38 @@ describe("partial history", () => {
     expect(await tables(t)).toEqual(
       expect.arrayContaining(["inbox_messages", "outbox_messages", "background_jobs"]),
     );
+  });
+});
+
+describe("a statement PostgreSQL refuses", () => {
+  let t: TestDatabase;
+  beforeAll(async () => {
+    t = await createTestDatabase({ empty: true });
+  });
+  afterAll(() => t.drop());
+
+  test("the error carries PostgreSQL's message, code and detail, and nothing is applied", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "plinth-migrations-"));
+    mkdirSync(join(dir, "meta"));
+    writeFileSync(
+      join(dir, "meta", "_journal.json"),
+      JSON.stringify({ entries: [{ idx: 0, tag: "0000_dupes" }] }),
+    );
+    writeFileSync(
+      join(dir, "0000_dupes.sql"),
+      "CREATE TABLE dupes (id int PRIMARY KEY);\n--> statement-breakpoint\nINSERT INTO dupes VALUES (1), (1);",
+    );
+    const error = await migrate(t.database.db, { dir }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(MigrationStatementError);
+    const fields = (error as MigrationStatementError).fields();
+    expect(fields).toMatchObject({
+      migration: "0000_dupes",
+      code: "23505",
+      message: 'duplicate key value violates unique constraint "dupes_pkey"',
+      detail: "Key (id)=(1) already exists.",
+      statement: "INSERT INTO dupes VALUES (1), (1);",
+    });
+    expect((error as Error).message).not.toContain("Failed query");
+    expect(await tables(t)).not.toContain("dupes"); // one transaction: rolled back
   });
 });

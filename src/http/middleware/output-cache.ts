@@ -5,7 +5,7 @@ import type { Logger } from "../../telemetry/logger.ts";
 import type { AppEnv } from "../context.ts";
 
 /**
- * HTTP output cache for anonymous, cacheable GETs that opt in (JWKS, the public plan catalog).
+ * HTTP output cache for anonymous, cacheable GETs that opt in (the public plan catalog; not the JWKS, see well-known.ts).
  * Entries live in the cache, keyed by path, the query parameters the route declares (`query`;
  * any other parameter is ignored, so made-up query strings such as `?cb=N` add no entry), tenant
  * and the request headers the response names in `Vary` (at most `MAX_VARIANTS` variants a key). Bypassed for requests with `Authorization` or `Cookie`; never stores a response

@@ -1,6 +1,9 @@
 import { z } from "@hono/zod-openapi";
+import { describeDatabaseFailure, failureSummary } from "../../db/errors.ts";
+import { MigrationsPendingError } from "../../db/schema-gate.ts";
 import type { Deps } from "../../deps.ts";
 import { createReadinessCheck, type Probe } from "../../health/readiness.ts";
+import { withTimeout } from "../../runtime/with-timeout.ts";
 import { trustedProxies } from "../client-ip.ts";
 import { createRouter } from "../context.ts";
 import { elapsedMs, HSTS_HEADER, overHttps, requestIdFor, SECURITY_HEADERS } from "../middleware/request.ts";
@@ -46,7 +49,8 @@ const readiness = apiRoute("probe", {
   path: "/api/health/ready",
   operationId: "getReadiness",
   tags: ["health"],
-  summary: "Readiness: the database and the configured cache answer.",
+  summary:
+    "Readiness: the database answers and has every migration this code ships, and the configured cache answers.",
   responses: {
     200: { description: "Every dependency passed.", content: { [HEALTH_JSON]: { schema: readinessBody } } },
     503: {
@@ -57,8 +61,24 @@ const readiness = apiRoute("probe", {
 });
 
 export function healthRoutes(deps: Deps) {
+  const explainDatabase = (error: unknown) => failureSummary(describeDatabaseFailure(error));
   const probes: Probe[] = [
-    { name: "database:responseTime", componentType: "datastore", run: (ms) => deps.database.ping(ms) },
+    {
+      name: "database:responseTime",
+      componentType: "datastore",
+      run: (ms) => deps.database.ping(ms),
+      explain: explainDatabase,
+    },
+    {
+      // the schema gate: fails while a migration this code ships is not applied (src/db/schema-gate.ts)
+      name: "database:migrations",
+      componentType: "datastore",
+      run: async (ms) => {
+        const state = await withTimeout(deps.schema.check(), ms, "migrations check");
+        if (state.pending.length > 0) throw new MigrationsPendingError(state.pending);
+      },
+      explain: (error) => (error instanceof MigrationsPendingError ? error.message : explainDatabase(error)),
+    },
   ];
   const cache = deps.cache;
   if (cache)

@@ -1,8 +1,15 @@
+import { createHash } from "node:crypto";
 import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { createRouter } from "../context.ts";
-import { outputCacheFor } from "../middleware/output-cache.ts";
 import { apiRoute } from "../openapi.ts";
+
+/**
+ * How long a client may keep the JWK set (`Cache-Control: max-age`). Short, so a key removed in a
+ * rotation (or after a leak) stops verifying elsewhere within a minute; the ETag makes the re-check
+ * cheap (304). docs/runbooks/key-rotation.md states it.
+ */
+export const JWKS_MAX_AGE_SECONDS = 60;
 
 const jwks = apiRoute("public", {
   method: "get",
@@ -19,16 +26,21 @@ const jwks = apiRoute("public", {
         },
       },
     },
+    304: { description: "Not modified: `If-None-Match` named the set's current `ETag`." },
   },
 });
 
 export function wellKnownRoutes(deps: Deps) {
   const body = deps.tokens.jwks();
-  const router = createRouter();
-  // anonymous and the same for everyone: served from the output cache in Production
-  router.use("/.well-known/jwks.json", outputCacheFor(deps));
-  return router.openapi(jwks, (c) => {
-    c.header("cache-control", "public, max-age=300");
+  // Not through the shared output cache: the set lives in this process's memory, and a cached copy
+  // would outlive a rotation by its TTL. The ETag is the set's own fingerprint, so it changes with it.
+  const etag = `"${createHash("sha256").update(JSON.stringify(body)).digest("base64url").slice(0, 27)}"`;
+  const cacheControl = `public, max-age=${JWKS_MAX_AGE_SECONDS}`;
+  return createRouter().openapi(jwks, (c) => {
+    c.header("cache-control", cacheControl);
+    c.header("etag", etag);
+    const match = c.req.header("if-none-match");
+    if (match?.split(",").some((tag) => tag.trim().replace(/^W\//, "") === etag)) return c.body(null, 304);
     return c.json(body, 200);
   });
 }
