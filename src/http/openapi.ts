@@ -266,6 +266,51 @@ export function registerDocumentRoutes(app: Pick<OpenAPIHono, "openAPIRegistry">
       ...withHeaders("public", commonErrors("public", { body: false }), false),
     },
   });
+  app.openAPIRegistry.registerComponent("schemas", "Script", {
+    type: "string",
+    description: "A JavaScript file of the reference page's viewer.",
+  });
+  const script = (description: string) => ({
+    200: {
+      description,
+      headers,
+      content: { "text/javascript": { schema: { $ref: "#/components/schemas/Script" } } },
+    },
+    ...withHeaders("public", commonErrors("public", { body: false }), false),
+  });
+  app.openAPIRegistry.registerPath({
+    ...meta,
+    method: "get",
+    path: "/api/docs/assets/init.js",
+    operationId: "getApiReferenceInit",
+    summary: "The script that starts the reference viewer over this document.",
+    responses: script("The script."),
+  });
+  app.openAPIRegistry.registerPath({
+    ...meta,
+    method: "get",
+    path: "/api/docs/assets/{file}",
+    operationId: "getApiReferenceViewer",
+    summary:
+      "The reference viewer's bundle (`standalone-<version>.js`, from the @scalar/api-reference package).",
+    parameters: [
+      ...meta.parameters,
+      {
+        name: "file",
+        in: "path",
+        required: true,
+        schema: { type: "string", pattern: "^standalone-[0-9A-Za-z.+-]+\\.js$" },
+      },
+    ],
+    responses: {
+      ...script("The bundle (immutable; gzip when accepted)."),
+      404: {
+        description: "Not the bundle of this version.",
+        headers,
+        content: { "application/problem+json": { schema: { $ref: "#/components/schemas/Problem" } } },
+      },
+    },
+  });
   app.openAPIRegistry.registerPath({
     ...meta,
     method: "get",

@@ -95,14 +95,17 @@ export function responseValidator(doc: OpenApiDocument, options: { exempt?: read
     if (exempt.has(path)) return;
     const what = `${request.method} ${path} → ${response.status}`;
     const found = templates.find(({ pattern }) => pattern.test(path));
-    if (!found) return problemOnly(`${what} (no such path in the document)`, response, [404]);
+    // the host check, the rate limits and the body limit answer before routing, on any path and method
+    const beforeRouting = [400, 413, 429];
+    if (!found)
+      return problemOnly(`${what} (no such path in the document)`, response, [...beforeRouting, 404]);
     const item = doc.paths[found.template] ?? {};
     const operationMethod = method === "head" ? "get" : method;
     const operation = item[operationMethod];
     if (!operation) {
       if (response.status === 405 && !response.headers.has("allow"))
         throw new ContractViolation(`${what}: 405 without Allow`);
-      return problemOnly(`${what} (method not in the document)`, response, [404, 405]);
+      return problemOnly(`${what} (method not in the document)`, response, [...beforeRouting, 404, 405]);
     }
     const status = String(response.status);
     const key = [status, `${status[0]}XX`, "default"].find((k) => k in operation.responses);

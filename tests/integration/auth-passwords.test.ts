@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { users } from "../../src/db/schema/index.ts";
+import { hashPassword } from "../../src/security/passwords.ts";
 import { useTestApp } from "../helpers/app.ts";
 import {
   bearer,
@@ -33,14 +34,15 @@ const t = app.testDatabase;
 
 /** The one platform administrator of the database (bootstrap refuses a second), flag cleared. */
 let admin: Promise<{ id: string; email: string }> | undefined;
-/** The administrator's password now (the browser test changes it). */
-let adminPassword = PASSWORD;
-const platformAdmin = () => {
-  admin ??= createPlatformAdmin(t.database.db).then(async (created) => {
-    await t.database.db.update(users).set({ mustChangePassword: false }).where(eq(users.id, created.id));
-    return created;
-  });
-  return admin;
+/** The administrator, with `PASSWORD` again whatever an earlier test changed it to. */
+const platformAdmin = async () => {
+  admin ??= createPlatformAdmin(t.database.db);
+  const created = await admin;
+  await t.database.db
+    .update(users)
+    .set({ mustChangePassword: false, passwordHash: await hashPassword(PASSWORD) })
+    .where(eq(users.id, created.id));
+  return created;
 };
 
 const change = (accessToken: string, body: { currentPassword: string; newPassword: string }) =>
@@ -88,7 +90,6 @@ describe("a password change ends every session", () => {
       body: JSON.stringify({ currentPassword: PASSWORD, newPassword: NEW_PASSWORD }),
     });
     expect(changed.status).toBe(204);
-    adminPassword = NEW_PASSWORD;
     expect(changed.headers.get("set-cookie")).toMatch(/^__Host-plinth_session=;.*Max-Age=0/);
     expect((await app.request(on("api.plinth.test", "/api/auth/me"), { headers })).status).toBe(401);
     expect((await app.request("/api/auth/me", bearer(token.accessToken))).status).toBe(401);
@@ -100,7 +101,7 @@ describe("a password someone else set must be changed at first sign-in", () => {
   test("a user created by a platform admin and one added by an owner", async () => {
     const tenant = await createTenant(t.database.db);
     const admin = await platformAdmin();
-    const adminTokens = await loginTokens(app, { email: admin.email, password: adminPassword });
+    const adminTokens = await loginTokens(app, { email: admin.email, password: PASSWORD });
     const owner = await createUser(t.database.db, tenant.id, { role: "owner" });
     const ownerTokens = await loginTokens(app, { email: owner.email, tenant: tenant.code });
     const byAdmin = await app.request(

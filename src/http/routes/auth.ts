@@ -93,29 +93,36 @@ const routes = {
     request: { body: jsonBody(refreshRequest) },
     responses: { 204: { description: "Signed out." } },
   }),
-  password: apiRoute("user", {
-    method: "post",
-    path: PASSWORD_CHANGE_PATH,
-    operationId: "changePassword",
-    tags: ["auth"],
-    summary: "Change the password; ends every session of the user, this one included.",
-    description:
-      "With a bearer token: 200 and the token pair of a fresh session (the old access and refresh " +
-      "tokens stop working). With the browser session cookie (and X-CSRF-Token): 204, the cookie is " +
-      "cleared and the page signs in again with the new password.",
-    request: {
-      body: jsonBody(
-        z
-          .object({ currentPassword: z.string().min(1).max(1024), newPassword: z.string().min(1).max(1024) })
-          .openapi("PasswordChange"),
-      ),
+  password: apiRoute(
+    "user",
+    {
+      method: "post",
+      path: PASSWORD_CHANGE_PATH,
+      operationId: "changePassword",
+      tags: ["auth"],
+      summary: "Change the password; ends every session of the user, this one included.",
+      description:
+        "With a bearer token: 200 and the token pair of a fresh session (the old access and refresh " +
+        "tokens stop working). With the browser session cookie (and X-CSRF-Token): 204, the cookie is " +
+        "cleared and the page signs in again with the new password.",
+      request: {
+        body: jsonBody(
+          z
+            .object({
+              currentPassword: z.string().min(1).max(1024),
+              newPassword: z.string().min(1).max(1024),
+            })
+            .openapi("PasswordChange"),
+        ),
+      },
+      responses: {
+        200: json("Changed (token session); fresh tokens.", tokenPair),
+        204: { description: "Changed (browser session); the session ended and its cookie is cleared." },
+        401: problem("Wrong current password."),
+      },
     },
-    responses: {
-      200: json("Changed (token session); fresh tokens.", tokenPair),
-      204: { description: "Changed (browser session); the session ended and its cookie is cleared." },
-      401: problem("Wrong current password."),
-    },
-  }),
+    { cookies: true },
+  ),
   smsSend: apiRoute("public", {
     method: "post",
     path: "/api/auth/sms/send",

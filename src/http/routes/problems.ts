@@ -1,8 +1,8 @@
-import { createRoute, z } from "@hono/zod-openapi";
+import { z } from "@hono/zod-openapi";
 import { AppError, type ErrorCode, errorCodes } from "../../errors.ts";
 import { createRouter } from "../context.ts";
 import { statusOf } from "../errors.ts";
-import { problem } from "../openapi.ts";
+import { apiRoute, problem } from "../openapi.ts";
 import { problemTypePath, problemTypes } from "../problem-types.ts";
 
 const isCode = (value: string): value is ErrorCode => (errorCodes as readonly string[]).includes(value);
@@ -97,24 +97,24 @@ ${rows.join("\n")}
 
 const html = (description: string) => ({
   description,
-  content: { "text/html": { schema: z.string() } },
+  content: { "text/html": { schema: z.string().openapi("ProblemTypePage") } },
 });
 
-const index = createRoute({
+const index = apiRoute("public", {
   method: "get",
   path: "/api/problems",
-  tags: ["problems"],
+  operationId: "listProblemTypes",
+  tags: ["meta"],
   summary: "Every problem type the API answers, as an HTML page.",
-  security: [],
   responses: { 200: html("The list of problem types.") },
 });
 
-const one = createRoute({
+const one = apiRoute("public", {
   method: "get",
   path: "/api/problems/{code}",
-  tags: ["problems"],
+  operationId: "getProblemType",
+  tags: ["meta"],
   summary: "The page a problem's `type` leads to: what the code means and what to do.",
-  security: [],
   request: { params: z.object({ code: z.string().openapi({ param: { name: "code", in: "path" } }) }) },
   responses: { 200: html("The description of one problem type."), 404: problem("No such problem type.") },
 });
