@@ -1,7 +1,8 @@
 import type { MiddlewareHandler } from "hono";
 import type { Settings } from "../../config/schema.ts";
 import { AppError } from "../../errors.ts";
-import { createHostPolicy, normaliseHost } from "../../tenancy/hosts.ts";
+import { parseHostHeader } from "../../tenancy/hostnames.ts";
+import { createHostPolicy } from "../../tenancy/hosts.ts";
 import type { TenantLookup } from "../../tenancy/lookup.ts";
 import { forwardedByProxy, trustedProxies } from "../client-ip.ts";
 import type { AppEnv, ResolvedTenant } from "../context.ts";
@@ -28,23 +29,14 @@ export function tenantCodeAllowed(paths: readonly string[], path: string): boole
 }
 
 /**
- * A Host (or X-Forwarded-Host) value as RFC 9110 §7.2 allows it: `uri-host [":" port]`, the host
- * a registered name (letters, digits, `-._~`, percent-encoded or non-ASCII octets, no space or
- * delimiter) or a bracketed IPv6 literal, the port digits up to 65535.
- */
-const HOST_VALUE = /^(\[[0-9a-f:.]+\]|[a-z0-9._~%\u0080-\uffff-]+)(?::(\d{0,5}))?$/i;
-
-/**
- * The request's host name, or null for a missing, empty or malformed value (a 400, never a
- * thrown URL error). Names under `.invalid` (RFC 6761) are refused too: `bunServeOptions` gives a
- * request that came without a usable Host such a URL, so it can be routed and answered.
+ * The request's host name, or null for a missing, empty or malformed value (a 400, never a thrown
+ * URL error): the one hostname parser (`parseHostHeader`, src/tenancy/hostnames.ts), as for
+ * registration, TLS permission and the gateway. Names under `.invalid` (RFC 6761) are refused
+ * too: `bunServeOptions` gives a request that came without a usable Host such a URL, so it can be
+ * routed and answered.
  */
 export function hostOf(value: string | null | undefined): string | null {
-  if (!value) return null;
-  const match = HOST_VALUE.exec(value.trim());
-  if (!match) return null;
-  if (match[2] !== undefined && match[2] !== "" && Number(match[2]) > 65_535) return null;
-  const host = normaliseHost(value);
+  const host = parseHostHeader(value?.trim());
   if (!host || host === "invalid" || host.endsWith(".invalid")) return null;
   return host;
 }
