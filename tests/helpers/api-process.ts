@@ -1,4 +1,4 @@
-import { cleanEnv, ROOT } from "./process.ts";
+import { cleanEnv, collectOutput, ROOT } from "./process.ts";
 
 /** `bun src/server.ts` as its own process, its stdout JSON lines collected as they come. */
 export interface ApiProcess {
@@ -21,33 +21,13 @@ export function startApi(env: Record<string, string | undefined>, args: string[]
     stdout: "pipe",
     stderr: "pipe",
   });
-  const lines: string[] = [];
   const waiters = new Set<() => void>();
-  let err = "";
   let ended = false;
   const notify = () => {
     for (const waiter of waiters) waiter();
   };
-  void (async () => {
-    const decoder = new TextDecoder();
-    let buffer = "";
-    for await (const chunk of proc.stdout) {
-      buffer += decoder.decode(chunk, { stream: true });
-      let i = buffer.indexOf("\n");
-      while (i >= 0) {
-        lines.push(buffer.slice(0, i));
-        buffer = buffer.slice(i + 1);
-        i = buffer.indexOf("\n");
-      }
-      notify();
-    }
-    if (buffer) lines.push(buffer);
-  })();
-  void (async () => {
-    const decoder = new TextDecoder();
-    for await (const chunk of proc.stderr)
-      err = (err + decoder.decode(chunk, { stream: true })).slice(-20_000);
-  })();
+  const output = collectOutput(proc, notify);
+  const { lines } = output;
   void proc.exited.then(() =>
     // let the last output arrive before waiters give up
     setTimeout(() => {
@@ -63,12 +43,14 @@ export function startApi(env: Record<string, string | undefined>, args: string[]
           waiters.delete(check);
           clearTimeout(timer);
           if (found !== undefined) resolve(found);
-          else reject(new Error(`process ended without the line:\n${lines.join("\n")}\n${err}`));
+          else reject(new Error(`process ended without the line:\n${lines.join("\n")}\n${output.stderr()}`));
         }
       };
       const timer = setTimeout(() => {
         waiters.delete(check);
-        reject(new Error(`no matching line within ${timeoutMs} ms:\n${lines.join("\n")}\n${err}`));
+        reject(
+          new Error(`no matching line within ${timeoutMs} ms:\n${lines.join("\n")}\n${output.stderr()}`),
+        );
       }, timeoutMs);
       waiters.add(check);
       check();
@@ -79,7 +61,7 @@ export function startApi(env: Record<string, string | undefined>, args: string[]
     waitForLine,
     listening: async (timeoutMs) =>
       JSON.parse(await waitForLine((l) => l.includes('"msg":"listening"'), timeoutMs)).port as number,
-    stderr: () => err,
+    stderr: output.stderr,
     stop: async () => {
       proc.kill("SIGTERM");
       return proc.exited;

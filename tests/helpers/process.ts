@@ -37,3 +37,37 @@ export function cleanEnv(env: Record<string, string | undefined>): Record<string
   for (const [key, value] of Object.entries(env)) if (value !== undefined) out[key] = value;
   return out;
 }
+
+/**
+ * Collects a child's stdout line by line (`onLines` after each chunk, e.g. to wake waiters) and
+ * the last 20,000 characters of its stderr.
+ */
+export function collectOutput(
+  proc: Bun.Subprocess<"ignore", "pipe", "pipe">,
+  onLines: () => void,
+): { lines: string[]; stderr: () => string } {
+  const lines: string[] = [];
+  let err = "";
+  void (async () => {
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for await (const chunk of proc.stdout) {
+      buffer += decoder.decode(chunk, { stream: true });
+      let i = buffer.indexOf("\n");
+      while (i >= 0) {
+        lines.push(buffer.slice(0, i));
+        buffer = buffer.slice(i + 1);
+        i = buffer.indexOf("\n");
+      }
+      onLines();
+    }
+    if (buffer) lines.push(buffer);
+    onLines();
+  })();
+  void (async () => {
+    const decoder = new TextDecoder();
+    for await (const chunk of proc.stderr)
+      err = (err + decoder.decode(chunk, { stream: true })).slice(-20_000);
+  })();
+  return { lines, stderr: () => err };
+}

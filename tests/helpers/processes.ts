@@ -1,4 +1,5 @@
 import type { Subprocess } from "bun";
+import { collectOutput } from "./process.ts";
 
 /** A child `bun` process whose stdout lines can be awaited. */
 export interface Child {
@@ -15,32 +16,15 @@ export function spawnBun(args: string[], env: Record<string, string>): Child {
     stdout: "pipe",
     stderr: "pipe",
   });
-  const lines: string[] = [];
   const waiters = new Set<() => void>();
-  let err = "";
-  void (async () => {
-    const decoder = new TextDecoder();
-    let buffer = "";
-    for await (const chunk of proc.stdout) {
-      buffer += decoder.decode(chunk, { stream: true });
-      let i = buffer.indexOf("\n");
-      while (i >= 0) {
-        lines.push(buffer.slice(0, i));
-        buffer = buffer.slice(i + 1);
-        i = buffer.indexOf("\n");
-      }
-      for (const w of waiters) w();
-    }
-  })();
-  void (async () => {
-    const decoder = new TextDecoder();
-    for await (const chunk of proc.stderr)
-      err = (err + decoder.decode(chunk, { stream: true })).slice(-20_000);
-  })();
+  const output = collectOutput(proc, () => {
+    for (const w of waiters) w();
+  });
+  const { lines } = output;
   return {
     proc,
     lines,
-    stderr: () => err,
+    stderr: output.stderr,
     waitForLine(match, timeoutMs = 15_000) {
       return new Promise((resolve, reject) => {
         const check = () => {
@@ -53,7 +37,9 @@ export function spawnBun(args: string[], env: Record<string, string>): Child {
         };
         const timer = setTimeout(() => {
           waiters.delete(check);
-          reject(new Error(`no matching line within ${timeoutMs} ms; stderr: ${err.slice(-2_000)}`));
+          reject(
+            new Error(`no matching line within ${timeoutMs} ms; stderr: ${output.stderr().slice(-2_000)}`),
+          );
         }, timeoutMs);
         waiters.add(check);
         check();
