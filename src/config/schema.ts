@@ -102,6 +102,15 @@ export const configSchema = z.object({
     JobRetryMaxSeconds: int(1, 3600, "Upper bound of the retry delay."),
     JobRetentionDays: int(1, 7, "Succeeded jobs are deleted this many days after they finished."),
     JobDeadRetentionDays: int(1, 30, "Dead jobs stay inspectable this many days, then are deleted."),
+    SchedulesEnabled: flag(
+      true,
+      "Enqueues the due slots of the recurring schedules (`job_schedules`); the master switch `Enabled` must be on too.",
+    ),
+    MaxCatchUpRuns: int(
+      1,
+      100,
+      "Most runs a schedule with `catchUp` `all` enqueues for the slots it missed during downtime (the latest ones).",
+    ),
   }),
   TenantDomains: z.object({
     Enabled: flag(true, "Runs the tenant-domain verification loop."),
