@@ -58,13 +58,15 @@ export function planDueSlots(
   input: { after: Date; now: Date; catchUp: CatchUpPolicy; maxRuns: number },
 ): DuePlan {
   const { after, now } = input;
-  // croner's previousRuns counts back from `now` (a slot at `now` included): bounded work however
-  // long the downtime was, where stepping forward from `after` would not be
-  const [latest] = cron.previousRuns(1, now);
+  // croner's previousRuns counts back from a reference (bounded work however long the downtime
+  // was, where stepping forward from `after` would not); it leaves out a slot exactly at the
+  // reference, so the reference is a millisecond after `now`
+  const reference = new Date(now.getTime() + 1);
+  const [latest] = cron.previousRuns(1, reference);
   if (!latest || latest.getTime() <= after.getTime()) return { enqueue: [], lastSlot: null, dropped: 0 };
   const window = input.catchUp === "all" ? input.maxRuns + 1 : 2;
   const recent = cron
-    .previousRuns(window, now)
+    .previousRuns(window, reference)
     .filter((slot) => slot.getTime() > after.getTime())
     .reverse();
   // `recent` holds up to `window` due slots; one more than kept means at least that many were dropped
