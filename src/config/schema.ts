@@ -88,7 +88,7 @@ export const configSchema = z.object({
       .meta({ description: "Lowest log level written." }),
   }),
   BackgroundProcessing: z.object({
-    Enabled: flag(true, "Master switch: `false` stops all four background loops (tests, maintenance)."),
+    Enabled: flag(true, "Master switch: `false` stops all the background loops (tests, maintenance)."),
     JobPollSeconds: int(1, 2, "Idle poll interval of the job loop."),
     JobParallelism: int(1, 4, "Jobs run at once per process."),
     JobBatchSize: int(1, 5, "Jobs claimed per query."),
