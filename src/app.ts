@@ -23,6 +23,7 @@ import { DOCUMENT_TAGS, registerComponents, registerDocumentRoutes } from "./htt
 import { adminBillingRoutes } from "./http/routes/admin-billing.ts";
 import { adminJobRoutes } from "./http/routes/admin-jobs.ts";
 import { adminProviderRoutes } from "./http/routes/admin-providers.ts";
+import { adminScheduleRoutes } from "./http/routes/admin-schedules.ts";
 import { adminSecretRoutes } from "./http/routes/admin-secrets.ts";
 import { adminTenantRoutes } from "./http/routes/admin-tenants.ts";
 import { authRoutes, CREDENTIAL_PATHS, WINDOW_KINDS } from "./http/routes/auth.ts";
@@ -153,6 +154,7 @@ export function createApp(deps: Deps) {
   app.route("/", authRoutes(deps, authenticated));
   app.route("/", adminUserRoutes(deps));
   app.route("/", adminJobRoutes(deps));
+  app.route("/", adminScheduleRoutes(deps));
   app.route("/", tenantUserRoutes(deps));
   app.route("/", adminTenantRoutes(deps));
   app.route("/", adminProviderRoutes(deps));

@@ -88,7 +88,7 @@ export const configSchema = z.object({
       .meta({ description: "Lowest log level written." }),
   }),
   BackgroundProcessing: z.object({
-    Enabled: flag(true, "Master switch: `false` stops all four background loops (tests, maintenance)."),
+    Enabled: flag(true, "Master switch: `false` stops all the background loops (tests, maintenance)."),
     JobPollSeconds: int(1, 2, "Idle poll interval of the job loop."),
     JobParallelism: int(1, 4, "Jobs run at once per process."),
     JobBatchSize: int(1, 5, "Jobs claimed per query."),
@@ -102,6 +102,15 @@ export const configSchema = z.object({
     JobRetryMaxSeconds: int(1, 3600, "Upper bound of the retry delay."),
     JobRetentionDays: int(1, 7, "Succeeded jobs are deleted this many days after they finished."),
     JobDeadRetentionDays: int(1, 30, "Dead jobs stay inspectable this many days, then are deleted."),
+    SchedulesEnabled: flag(
+      true,
+      "Enqueues the due slots of the recurring schedules (`job_schedules`); the master switch `Enabled` must be on too.",
+    ),
+    MaxCatchUpRuns: int(
+      1,
+      100,
+      "Most runs a schedule with `catchUp` `all` enqueues for the slots it missed during downtime (the latest ones).",
+    ),
   }),
   TenantDomains: z.object({
     Enabled: flag(true, "Runs the tenant-domain verification loop."),

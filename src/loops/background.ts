@@ -7,8 +7,14 @@ import { jobMetrics, observeJobs } from "../jobs/telemetry.ts";
 import type { IntervalRunner } from "./interval-runner.ts";
 import { createJobLoop, type JobLoop, type JobLoopOptions } from "./job-loop.ts";
 
-/** The four background loops of the API process (spec 3.4). */
-export const loopNames = ["jobs", "tenantDomains", "subscriptions", "usageReconciliation"] as const;
+/** The background loops of the API process (spec 3.4, and the recurring schedules). */
+export const loopNames = [
+  "jobs",
+  "tenantDomains",
+  "subscriptions",
+  "usageReconciliation",
+  "schedules",
+] as const;
 export type LoopName = (typeof loopNames)[number];
 
 /** Whether a loop runs: the master switch and the loop's own flag must both be on. */
@@ -23,6 +29,8 @@ export function loopEnabled(settings: Settings, name: LoopName): boolean {
       return settings.SaasSubscriptions.Enabled;
     case "usageReconciliation":
       return settings.FeatureUsageReconciliation.Enabled;
+    case "schedules":
+      return settings.BackgroundProcessing.SchedulesEnabled;
   }
 }
 
@@ -44,7 +52,7 @@ export type LoopFactory = (deps: Deps) => BackgroundLoop | Promise<BackgroundLoo
 export interface StartBackgroundOptions {
   /** Kinds this process runs; default the built-ins (`system.noop`). */
   registry?: JobRegistry;
-  /** The other three loops, added by their areas; each starts only when its flags allow. */
+  /** The other loops, added by their areas; each starts only when its flags allow. */
   loops?: Partial<Record<Exclude<LoopName, "jobs">, LoopFactory>>;
   /** Test overrides of the job loop (lease, clock-driven pruning, events). */
   jobLoop?: Partial<Omit<JobLoopOptions, "registry">>;

@@ -17,6 +17,7 @@ const flags: Record<LoopName, string> = {
   tenantDomains: "TenantDomains:Enabled",
   subscriptions: "SaasSubscriptions:Enabled",
   usageReconciliation: "FeatureUsageReconciliation:Enabled",
+  schedules: "BackgroundProcessing:SchedulesEnabled",
 };
 
 /** Starts the background with counting stand-ins for the three loops other areas will add. */

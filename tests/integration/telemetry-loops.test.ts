@@ -4,6 +4,7 @@ import { ManualClock } from "../../src/clock.ts";
 import { createDeps } from "../../src/deps.ts";
 import { startBackground } from "../../src/loops/background.ts";
 import { measuredTick } from "../../src/loops/interval-loop.ts";
+import { schedulesLoop } from "../../src/loops/schedules-loop.ts";
 import { subscriptionsLoop } from "../../src/loops/subscriptions-loop.ts";
 import { tenantDomainsLoop } from "../../src/loops/tenant-domains-loop.ts";
 import { usageReconciliationLoop } from "../../src/loops/usage-reconciliation-loop.ts";
@@ -51,10 +52,11 @@ test("all four background loops record plinth.loop.ticks with their loop name", 
       tenantDomains: tenantDomainsLoop,
       subscriptions: subscriptionsLoop({ intervalMs: 20 }),
       usageReconciliation: usageReconciliationLoop({ intervalMs: 20 }),
+      schedules: schedulesLoop({ intervalMs: 20 }),
     },
   });
   try {
-    const names = ["jobs", "tenantDomains", "subscriptions", "usageReconciliation"];
+    const names = ["jobs", "tenantDomains", "subscriptions", "usageReconciliation", "schedules"];
     const ticks = await waitFor(
       async () => {
         const points = await loopTicks(reader);

@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import {
   bigint,
+  boolean,
   check,
   index,
   integer,
@@ -51,4 +52,26 @@ export const backgroundJobs = pgTable(
       .where(sql`${t.status} in ('processing', 'succeeded', 'dead')`),
     index("background_jobs_finished_idx").on(t.finishedAt).where(sql`${t.finishedAt} is not null`),
   ],
+);
+
+export const catchUpPolicies = ["skip", "once", "all"] as const;
+export type CatchUpPolicy = (typeof catchUpPolicies)[number];
+
+/** Recurring schedules (src/jobs/schedules.ts): each slot of `cron` in `time_zone` enqueues one job. */
+export const jobSchedules = pgTable(
+  "job_schedules",
+  {
+    name: text().primaryKey(),
+    cron: text().notNull(),
+    timeZone: text().notNull().default("UTC"),
+    kind: text().notNull(),
+    payload: jsonb().notNull().default({}),
+    enabled: boolean().notNull().default(true),
+    catchUp: text({ enum: catchUpPolicies }).notNull().default("skip"),
+    /** The latest slot handled (enqueued or skipped); slots after it are due. */
+    lastSlot: timestamp({ withTimezone: true }),
+    createdAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
+    updatedAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [check("job_schedules_catch_up_check", sql`${t.catchUp} in ('skip', 'once', 'all')`)],
 );

@@ -1,0 +1,128 @@
+import { z } from "@hono/zod-openapi";
+import type { Deps } from "../../deps.ts";
+import {
+  catchUpPolicies,
+  deleteSchedule,
+  listSchedules,
+  putSchedule,
+  runScheduleNow,
+} from "../../jobs/schedules.ts";
+import { createRouter, ctxOf } from "../context.ts";
+import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
+
+const schedule = z
+  .object({
+    name: z.string(),
+    cron: z
+      .string()
+      .openapi({ description: "Five fields, or six with seconds first.", example: "0 30 2 * * *" }),
+    timeZone: z
+      .string()
+      .openapi({ description: "IANA time zone the cron is read in.", example: "Europe/Berlin" }),
+    kind: z.string(),
+    payload: z.record(z.string(), z.unknown()),
+    enabled: z.boolean(),
+    catchUp: z.enum(catchUpPolicies),
+    lastSlot: z
+      .string()
+      .nullable()
+      .openapi({ description: "The latest slot handled (enqueued or skipped)." }),
+    nextRuns: z.array(z.string()).openapi({ description: "The next three slots (none while disabled)." }),
+    createdAt: z.string(),
+    updatedAt: z.string(),
+  })
+  .openapi("JobSchedule");
+
+const nameParam = z.object({
+  name: z
+    .string()
+    .regex(/^[a-z0-9][a-z0-9._:-]{0,99}$/, "must be a schedule name")
+    .openapi({ param: { name: "name", in: "path" }, example: "nightly-report" }),
+});
+
+const list = apiRoute("admin", {
+  method: "get",
+  path: "/api/admin/schedules",
+  operationId: "adminListSchedules",
+  tags: ["admin"],
+  summary: "List the recurring schedules with their next run times.",
+  responses: {
+    200: json("Every schedule, by name.", z.object({ items: z.array(schedule) }).openapi("JobScheduleList")),
+  },
+});
+
+const put = apiRoute("admin", {
+  method: "put",
+  path: "/api/admin/schedules/{name}",
+  operationId: "adminPutSchedule",
+  tags: ["admin"],
+  summary: "Create or replace a recurring schedule.",
+  request: {
+    params: nameParam,
+    body: jsonBody(
+      z
+        .object({
+          cron: z.string().min(1).max(200),
+          timeZone: z.string().min(1).max(100).default("UTC"),
+          kind: z.string().min(1).max(200),
+          payload: z.record(z.string(), z.unknown()).default({}),
+          enabled: z.boolean().default(true),
+          catchUp: z.enum(catchUpPolicies).default("skip"),
+        })
+        .openapi("JobScheduleInput"),
+    ),
+  },
+  responses: {
+    200: json("Replaced.", schedule),
+    201: json("Created.", schedule),
+    400: problem("Invalid body: the problem's `errors` name the field (`cron`, `timeZone`, …)."),
+  },
+});
+
+const remove = apiRoute("admin", {
+  method: "delete",
+  path: "/api/admin/schedules/{name}",
+  operationId: "adminDeleteSchedule",
+  tags: ["admin"],
+  summary: "Delete a recurring schedule (jobs already enqueued stay).",
+  request: { params: nameParam },
+  responses: {
+    204: { description: "Deleted." },
+    404: problem("No schedule with this name."),
+  },
+});
+
+const run = apiRoute("admin", {
+  method: "post",
+  path: "/api/admin/schedules/{name}/run",
+  operationId: "adminRunSchedule",
+  tags: ["admin"],
+  summary: "Enqueue one run of a schedule now, outside its slots.",
+  request: { params: nameParam },
+  responses: {
+    202: json("Enqueued.", z.object({ jobId: z.number().int() }).openapi("JobScheduleRun")),
+    404: problem("No schedule with this name."),
+  },
+});
+
+/** Platform-admin schedule endpoints. Mounted behind the platform-admin guard by src/app.ts. */
+export function adminScheduleRoutes(deps: Deps) {
+  return createRouter()
+    .openapi(list, async (c) => {
+      return c.json({ items: await listSchedules(deps, ctxOf(c, null)) }, 200);
+    })
+    .openapi(put, async (c) => {
+      const { schedule: view, created } = await putSchedule(deps, ctxOf(c, null), {
+        name: c.req.valid("param").name,
+        ...c.req.valid("json"),
+      });
+      return created ? c.json(view, 201) : c.json(view, 200);
+    })
+    .openapi(remove, async (c) => {
+      await deleteSchedule(deps, ctxOf(c, null), { name: c.req.valid("param").name });
+      return c.body(null, 204);
+    })
+    .openapi(run, async (c) => {
+      return c.json(await runScheduleNow(deps, ctxOf(c, null), { name: c.req.valid("param").name }), 202);
+    });
+}

@@ -1,0 +1,104 @@
+import { beforeAll, expect, test } from "bun:test";
+import { eq, sql } from "drizzle-orm";
+import { ManualClock } from "../../src/clock.ts";
+import { execute } from "../../src/db/client.ts";
+import { users } from "../../src/db/schema/index.ts";
+import { useTestApp } from "../helpers/app.ts";
+import { bearer, createPlatformAdmin, createTenant, createUser, loginTokens } from "../helpers/identity.ts";
+
+const clock = new ManualClock("2030-05-01T08:00:00Z");
+const app = useTestApp({ env: { RateLimiting__Auth__PermitLimit: "100000" }, clock });
+const t = app.testDatabase;
+let admin: string;
+let owner: string;
+
+beforeAll(async () => {
+  const platformAdmin = await createPlatformAdmin(t.database.db);
+  await t.database.db.update(users).set({ mustChangePassword: false }).where(eq(users.id, platformAdmin.id));
+  admin = (await loginTokens(app, { email: platformAdmin.email })).accessToken;
+  const tenant = await createTenant(t.database.db);
+  const user = await createUser(t.database.db, tenant.id, { role: "owner" });
+  owner = (await loginTokens(app, { email: user.email, tenant: tenant.code })).accessToken;
+});
+
+const put = (name: string, body: unknown, token = admin) =>
+  app.request(`/api/admin/schedules/${name}`, {
+    method: "PUT",
+    ...bearer(token, { "content-type": "application/json" }),
+    body: JSON.stringify(body),
+  });
+
+interface Problem {
+  errors?: { path: string }[];
+}
+
+test("an invalid cron or time zone is a 400 naming the field", async () => {
+  const badCron = await put("bad", { cron: "61 * * * *", kind: "system.noop" });
+  expect(badCron.status).toBe(400);
+  expect(((await badCron.json()) as Problem).errors?.map((e) => e.path)).toEqual(["cron"]);
+  const sevenFields = await put("bad", { cron: "0 0 0 * * * 2030", kind: "system.noop" });
+  expect(sevenFields.status).toBe(400);
+  const badZone = await put("bad", { cron: "0 3 * * *", timeZone: "Mars/Olympus", kind: "system.noop" });
+  expect(badZone.status).toBe(400);
+  expect(((await badZone.json()) as Problem).errors?.map((e) => e.path)).toEqual(["timeZone"]);
+  const badPolicy = await put("bad", { cron: "0 3 * * *", kind: "system.noop", catchUp: "sometimes" });
+  expect(badPolicy.status).toBe(400);
+  expect(JSON.stringify(await badPolicy.json())).toContain("catchUp");
+  expect((await app.request("/api/admin/schedules", bearer(admin))).status).toBe(200);
+});
+
+test("create, list with next runs, replace, delete", async () => {
+  const created = await put("nightly", {
+    cron: "0 30 2 * * *",
+    timeZone: "Europe/Berlin",
+    kind: "system.noop",
+    payload: { report: "daily" },
+    catchUp: "once",
+  });
+  expect(created.status).toBe(201);
+  const replaced = await put("nightly", {
+    cron: "0 3 * * *",
+    timeZone: "Europe/Berlin",
+    kind: "system.noop",
+  });
+  expect(replaced.status).toBe(200);
+  const list = await app.request("/api/admin/schedules", bearer(admin));
+  const { items } = (await list.json()) as {
+    items: { name: string; cron: string; catchUp: string; payload: unknown; nextRuns: string[] }[];
+  };
+  const nightly = items.find((s) => s.name === "nightly");
+  expect(nightly).toMatchObject({ cron: "0 3 * * *", catchUp: "skip", payload: {} });
+  // 03:00 CEST
+  expect(nightly?.nextRuns).toEqual([
+    "2030-05-02T01:00:00.000Z",
+    "2030-05-03T01:00:00.000Z",
+    "2030-05-04T01:00:00.000Z",
+  ]);
+  const del = { method: "DELETE", ...bearer(admin) };
+  expect((await app.request("/api/admin/schedules/nightly", del)).status).toBe(204);
+  expect((await app.request("/api/admin/schedules/nightly", del)).status).toBe(404);
+});
+
+test("run now enqueues one job of the schedule's kind and payload, 202 with its id", async () => {
+  await put("on-demand", { cron: "0 0 1 1 *", kind: "system.noop", payload: { x: 1 } });
+  const post = { method: "POST", ...bearer(admin) };
+  const response = await app.request("/api/admin/schedules/on-demand/run", post);
+  expect(response.status).toBe(202);
+  const { jobId } = (await response.json()) as { jobId: number };
+  const [job] = await execute<{ kind: string; payload: unknown; dedup_key: string }>(
+    t.database.db,
+    sql`select kind, payload, dedup_key from background_jobs where id = ${jobId}`,
+  );
+  expect(job).toEqual({
+    kind: "system.noop",
+    payload: { x: 1 },
+    dedup_key: "schedule:on-demand:run:2030-05-01T08:00:00.000Z",
+  });
+  expect((await app.request("/api/admin/schedules/missing/run", post)).status).toBe(404);
+});
+
+test("schedules are closed to tenant users and anonymous callers", async () => {
+  expect((await app.request("/api/admin/schedules", bearer(owner))).status).toBe(403);
+  expect((await app.request("/api/admin/schedules")).status).toBe(401);
+  expect((await put("x", { cron: "* * * * *", kind: "system.noop" }, owner)).status).toBe(403);
+});
