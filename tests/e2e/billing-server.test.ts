@@ -23,6 +23,7 @@ test("the API process runs the subscription and reconciliation loops and the bil
     const line = await server.waitForLine((l) => l.includes('"msg":"background loops started"'));
     expect((JSON.parse(line) as { running: string[] }).running.sort()).toEqual([
       "jobs",
+      "schedules",
       "subscriptions",
       "tenantDomains",
       "usageReconciliation",

@@ -65,6 +65,7 @@ test("src/deno.ts serves the API and runs the background loops under Deno", asyn
     const started = JSON.parse(lines.find((l) => l.includes('"msg":"background loops started"')) ?? "{}");
     expect((started as { running: string[] }).running.sort()).toEqual([
       "jobs",
+      "schedules",
       "subscriptions",
       "tenantDomains",
       "usageReconciliation",
