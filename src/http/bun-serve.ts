@@ -4,6 +4,7 @@ import type { Deps } from "../deps.ts";
 import { describeError } from "../redact.ts";
 import { bunPeer } from "./client-ip.ts";
 import { SECURITY_HEADERS } from "./middleware/request.ts";
+import { problemTypePath } from "./problem-types.ts";
 import { LIVENESS_PATH, nativeLiveness } from "./routes/health.ts";
 
 /**
@@ -57,7 +58,7 @@ export function bunServeOptions(app: App, deps: Deps) {
 export function escapedError(): Response {
   const requestId = crypto.randomUUID();
   const body = {
-    type: "urn:plinth:problem:internal",
+    type: problemTypePath("internal"),
     title: "Internal error",
     status: 500,
     code: "internal",
