@@ -116,7 +116,10 @@ export async function getTenantFeatures(deps: BillingDeps, tenantId: string): Pr
 
 /** The tenant's effective features, for its users or a platform admin; 404 for an unknown tenant. */
 export async function getEffectiveFeatures(deps: BillingDeps, ctx: TenantCtx): Promise<TenantFeatures> {
-  await getTenant(deps.database.db, ctx.tenantId);
+  // a tenant user's own tenant exists (their session was opened through it); a tenant an admin
+  // names may not (404), so only then is it looked up
+  const ownTenant = ctx.actor.type === "user" && ctx.actor.platformRoles.length === 0;
+  if (!ownTenant) await getTenant(deps.database.db, ctx.tenantId);
   return getTenantFeatures(deps, ctx.tenantId);
 }
 
