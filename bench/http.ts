@@ -15,18 +15,15 @@
  * Needs PostgreSQL on 127.0.0.1:5432 and Redis on 127.0.0.1:6379. Log lines go to /dev/null
  * (they are still built and written). Prints requests/s and the ratio to the bare server.
  */
-import { openSync, writeSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { eq } from "drizzle-orm";
 import { Hono } from "hono";
 import { createApp } from "../src/app.ts";
-import { loadConfig } from "../src/config/load.ts";
 import { users } from "../src/db/schema/index.ts";
-import { closeDeps, createDeps } from "../src/deps.ts";
+import { closeDeps } from "../src/deps.ts";
 import { bunServeOptions } from "../src/http/bun-serve.ts";
-import { bufferedLines } from "../src/telemetry/logger.ts";
-import { createTestDatabase } from "../tests/helpers/database.ts";
 import { createPlatformAdmin, PASSWORD } from "../tests/helpers/identity.ts";
+import { benchDeps } from "./plinth-process.ts";
 
 const { values } = parseArgs({
   options: {
@@ -77,26 +74,7 @@ const servers: { stop(closeActiveConnections?: boolean): Promise<void> }[] = [];
 }
 
 // 3 and 4: Plinth, served as server.ts serves it
-const t = await createTestDatabase({ poolSize: 1 });
-await t.database.close();
-const devNull = openSync("/dev/null", "w");
-const config = loadConfig({
-  env: {
-    DATABASE_URL: t.url,
-    CACHE_URL: "redis://127.0.0.1:6379",
-    RateLimiting__Global__PermitLimit: "1000000000",
-    RateLimiting__Auth__PermitLimit: "1000000000",
-    BackgroundProcessing__Enabled: "false",
-  },
-  configDir: "/nonexistent",
-});
-// the server's own sink (one write per event-loop turn), aimed at /dev/null instead of stdout
-const sink = bufferedLines((chunk) => writeSync(devNull, chunk));
-const deps = await createDeps(config, {
-  cachePrefix: `plinth:bench-http-${process.pid}:`,
-  logWrite: sink.write,
-});
-await deps.cache?.waitReady(3_000);
+const { deps, database: t } = await benchDeps("http");
 const admin = await createPlatformAdmin(deps.database.db);
 await deps.database.db.update(users).set({ mustChangePassword: false }).where(eq(users.id, admin.id));
 const app = createApp(deps);

@@ -1,7 +1,12 @@
 // Job-queue benchmark: Plinth's job loop vs graphile-worker 0.18 and pg-boss 10.4.2 on the same
 // local PostgreSQL, each in its own database, all with 4 worker slots.
 //   bun run bench:jobs [--runs 3] [--jobs 20000] [--latency 1000] [--pgboss-latency 100] [--idle 10]
-//                      [--only plinth,graphile,pgboss] [--database postgres://postgres@127.0.0.1:5432/postgres]
+//                      [--groups 100] [--finished 1000000] [--pgboss-batch 50]
+//                      [--only plinth,graphile,graphile-default,pgboss]
+//                      [--database postgres://postgres@127.0.0.1:5432/postgres]
+// Besides drain, latency and idle load: Plinth's drain with `--groups` tenants' jobs and with
+// `--finished` finished rows in the table, the time to start of one small tenant's job behind a
+// backlog (with and without groups), and of a high-priority job behind a backlog (all contenders).
 // Peers run under Node (`node bench/peers/*.mjs`), as they are made for it; Plinth runs under Bun.
 import { loadavg as loadavgOf } from "node:os";
 import { parseArgs } from "node:util";
@@ -25,7 +30,10 @@ const { values: args } = parseArgs({
     latency: { type: "string", default: "1000" },
     "pgboss-latency": { type: "string", default: "100" },
     idle: { type: "string", default: "10" },
-    only: { type: "string", default: "plinth,graphile,pgboss" },
+    only: { type: "string", default: "plinth,graphile,graphile-default,pgboss" },
+    groups: { type: "string", default: "100" },
+    finished: { type: "string", default: "1000000" },
+    "pgboss-batch": { type: "string", default: "50" },
     database: { type: "string", default: "postgres://postgres@127.0.0.1:5432/postgres" },
   },
 });
@@ -35,8 +43,19 @@ const LATENCY_N = Number(args.latency);
 const PGBOSS_LATENCY_N = Number(args["pgboss-latency"]);
 const IDLE_SECONDS = Number(args.idle);
 const ONLY = new Set(args.only.split(","));
+const GROUPS = Number(args.groups);
+const FINISHED = Number(args.finished);
+const PGBOSS_BATCH = args["pgboss-batch"];
+/** A job behind a backlog is enqueued once this many of the backlog have run (the loop is busy). */
+const BACKLOG_HEAD = 2_000;
 const SLOTS = 4;
 const SERVER = new URL(args.database);
+// databases of this run only (another bench on the same server must not drop them), dropped at the end
+const DB = {
+  plinth: `bench_plinth_${process.pid}`,
+  graphile: `bench_graphile_${process.pid}`,
+  pgboss: `bench_pgboss_${process.pid}`,
+};
 
 const urlOf = (name: string, port?: number) => {
   const u = new URL(SERVER);
@@ -70,11 +89,15 @@ const percentile = (xs: number[], p: number) => {
   return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] as number;
 };
 const log = (message: string) => process.stderr.write(`${message}\n`);
+const fmt = (n: number, digits = 0) =>
+  n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
 
 interface PeerResult {
   throughput: number[];
   latency: number[];
   idleQps: number;
+  /** Enqueue → start of a high-priority job behind a backlog, ms, one per run. */
+  priority: number[];
 }
 
 // ---------- Plinth ----------
@@ -95,20 +118,33 @@ function plinthLoop(
 }
 
 async function plinthDatabase(): Promise<string> {
-  const url = await recreate("bench_plinth");
+  const url = await recreate(DB.plinth);
   const database = await openDatabase(url, { poolSize: 2 });
   await migrate(database.db);
   await database.close();
   return url;
 }
 
-async function plinthThroughput(): Promise<number> {
+async function plinthThroughput(shape: { groups?: number; finished?: number } = {}): Promise<number> {
   const url = await plinthDatabase();
   const database = await openDatabase(url, { poolSize: 10 });
+  if (shape.finished)
+    await execute(
+      database.db,
+      sql`insert into background_jobs (kind, status, attempts, run_after, created_at, updated_at, finished_at)
+          select 'system.noop', case when g % 100 = 0 then 'dead' else 'succeeded' end, 1,
+                 now() - interval '1 day', now() - interval '1 day', now(), now() - interval '1 hour'
+          from generate_series(1, ${shape.finished}) g`,
+    );
+  const groups = shape.groups ?? 0;
   await enqueueMany(
     database.db,
     { clock: systemClock },
-    Array.from({ length: JOBS }, () => ({ job: systemNoop, payload: {} })),
+    Array.from({ length: JOBS }, (_, i) => ({
+      job: systemNoop,
+      payload: {},
+      options: groups > 0 ? { tenantId: `tenant-${i % groups}` } : {},
+    })),
   );
   await execute(database.db, sql`analyze background_jobs`);
   let done = 0;
@@ -147,6 +183,50 @@ async function plinthLatency(): Promise<number[]> {
   return samples;
 }
 
+/**
+ * Time from enqueueing one job to its start while the loop drains a backlog of `JOBS` no-op jobs
+ * (enqueued once `BACKLOG_HEAD` of them ran). `fair`: the backlog is one tenant's and the job
+ * another tenant's; `plain`: neither has a group; `priority`: the job has priority 10.
+ */
+async function plinthBehindBacklog(mode: "fair" | "plain" | "priority"): Promise<number> {
+  const url = await plinthDatabase();
+  const database = await openDatabase(url, { poolSize: 10 });
+  let started = 0;
+  let ran = 0;
+  let headReached: () => void = () => {};
+  const head = new Promise<void>((r) => (headReached = r));
+  const job = defineJob("bench.backlog", z.object({ probe: z.boolean() }), (p) => {
+    if (p.probe) started = performance.now();
+    else if (++ran === BACKLOG_HEAD) headReached();
+  });
+  await enqueueMany(
+    database.db,
+    { clock: systemClock },
+    Array.from({ length: JOBS }, () => ({
+      job,
+      payload: { probe: false },
+      options: mode === "fair" ? { tenantId: "big-tenant" } : {},
+    })),
+  );
+  await execute(database.db, sql`analyze background_jobs`);
+  const loop = plinthLoop(database, createJobRegistry([job]));
+  await loop.start();
+  await head;
+  const t0 = performance.now();
+  await enqueue(
+    database.db,
+    { clock: systemClock },
+    job,
+    { probe: true },
+    mode === "fair" ? { tenantId: "small-tenant" } : mode === "priority" ? { priority: 10 } : {},
+  );
+  while (started === 0) await Bun.sleep(1);
+  const ms = started - t0;
+  await loop.stop(5_000);
+  await database.close();
+  return ms;
+}
+
 async function measureIdle(
   start: (url: string) => Promise<() => Promise<void>>,
   dbName: string,
@@ -175,7 +255,7 @@ async function plinthIdle(): Promise<number> {
       await loop.stop(5_000);
       await database.close();
     };
-  }, "bench_plinth");
+  }, DB.plinth);
 }
 
 // ---------- peers (Node child processes) ----------
@@ -215,6 +295,11 @@ async function peerThroughput(script: string, dbName: string, extra: string[] = 
     .jobsPerSecond as number;
 }
 
+async function peerPriority(script: string, dbName: string, extra: string[] = []): Promise<number> {
+  const url = await recreate(dbName);
+  return (await node(script, ["priority", url, String(JOBS), String(SLOTS), ...extra])).ms as number;
+}
+
 async function peerLatency(
   script: string,
   dbName: string,
@@ -232,23 +317,38 @@ interface Contender {
   throughput(): Promise<number>;
   latency(): Promise<number[]>;
   idle(): Promise<number>;
+  priority(): Promise<number>;
 }
 const contenders: Contender[] = [];
 if (ONLY.has("plinth"))
-  contenders.push({ name: "Plinth", throughput: plinthThroughput, latency: plinthLatency, idle: plinthIdle });
-if (ONLY.has("graphile"))
   contenders.push({
-    name: "graphile-worker 0.18",
-    throughput: () => peerThroughput("graphile-worker.mjs", "bench_graphile"),
-    latency: () => peerLatency("graphile-worker.mjs", "bench_graphile", LATENCY_N),
-    idle: () => nodeIdle("graphile-worker.mjs", "bench_graphile"),
+    name: "Plinth",
+    throughput: () => plinthThroughput(),
+    latency: plinthLatency,
+    idle: plinthIdle,
+    priority: () => plinthBehindBacklog("priority"),
   });
+// graphile-worker as its performance page configures it for throughput (local queue of 500,
+// batched completions), and with its defaults
+for (const [key, name, tuning] of [
+  ["graphile", "graphile-worker 0.18 (tuned)", "tuned"],
+  ["graphile-default", "graphile-worker 0.18 (defaults)", "defaults"],
+] as const)
+  if (ONLY.has(key))
+    contenders.push({
+      name,
+      throughput: () => peerThroughput("graphile-worker.mjs", DB.graphile, [tuning]),
+      latency: () => peerLatency("graphile-worker.mjs", DB.graphile, LATENCY_N, [tuning]),
+      idle: () => nodeIdle("graphile-worker.mjs", DB.graphile, [tuning]),
+      priority: () => peerPriority("graphile-worker.mjs", DB.graphile, [tuning]),
+    });
 if (ONLY.has("pgboss"))
   contenders.push({
     name: "pg-boss 10.4.2",
-    throughput: () => peerThroughput("pg-boss.mjs", "bench_pgboss", ["50"]),
-    latency: () => peerLatency("pg-boss.mjs", "bench_pgboss", PGBOSS_LATENCY_N, ["50"]),
-    idle: () => nodeIdle("pg-boss.mjs", "bench_pgboss", ["50"]),
+    throughput: () => peerThroughput("pg-boss.mjs", DB.pgboss, [PGBOSS_BATCH]),
+    latency: () => peerLatency("pg-boss.mjs", DB.pgboss, PGBOSS_LATENCY_N, [PGBOSS_BATCH]),
+    idle: () => nodeIdle("pg-boss.mjs", DB.pgboss, [PGBOSS_BATCH]),
+    priority: () => peerPriority("pg-boss.mjs", DB.pgboss, [PGBOSS_BATCH]),
   });
 
 const loadavg = () =>
@@ -257,7 +357,14 @@ const loadavg = () =>
     .join(" ");
 const loadBefore = loadavg();
 const results: Record<string, PeerResult> = {};
-for (const c of contenders) results[c.name] = { throughput: [], latency: [], idleQps: 0 };
+for (const c of contenders) results[c.name] = { throughput: [], latency: [], idleQps: 0, priority: [] };
+/** Plinth only: drain with groups and with finished rows; time to start behind a backlog. */
+const plinthShapes = {
+  grouped: [] as number[],
+  finished: [] as number[],
+  fair: [] as number[],
+  plain: [] as number[],
+};
 const resultOf = (c: Contender) => results[c.name] as PeerResult;
 // runs interleaved (A B C, A B C, …) so a change in the machine's load hits every contender alike
 for (let r = 0; r < RUNS; r++) {
@@ -265,6 +372,28 @@ for (let r = 0; r < RUNS; r++) {
     const jobsPerSecond = await c.throughput();
     resultOf(c).throughput.push(jobsPerSecond);
     log(`drain run ${r + 1}, ${c.name}: ${Math.round(jobsPerSecond)} jobs/s`);
+    if (c.name === "Plinth") {
+      const grouped = await plinthThroughput({ groups: GROUPS });
+      plinthShapes.grouped.push(grouped);
+      log(`drain run ${r + 1}, Plinth with ${GROUPS} groups: ${Math.round(grouped)} jobs/s`);
+      const finished = await plinthThroughput({ finished: FINISHED });
+      plinthShapes.finished.push(finished);
+      log(`drain run ${r + 1}, Plinth with ${fmt(FINISHED)} finished rows: ${Math.round(finished)} jobs/s`);
+    }
+  }
+}
+for (let r = 0; r < RUNS; r++) {
+  for (const c of contenders) {
+    const ms = await c.priority();
+    resultOf(c).priority.push(ms);
+    log(`priority run ${r + 1}, ${c.name}: ${ms.toFixed(1)} ms`);
+  }
+  if (ONLY.has("plinth")) {
+    plinthShapes.fair.push(await plinthBehindBacklog("fair"));
+    plinthShapes.plain.push(await plinthBehindBacklog("plain"));
+    log(
+      `fairness run ${r + 1}: with groups ${plinthShapes.fair.at(-1)?.toFixed(1)} ms, without ${plinthShapes.plain.at(-1)?.toFixed(1)} ms`,
+    );
   }
 }
 for (const c of contenders) {
@@ -278,8 +407,6 @@ for (const c of contenders) {
 
 const names = Object.keys(results);
 const plinth = results.Plinth;
-const fmt = (n: number, digits = 0) =>
-  n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
 const row = (label: string, cell: (r: PeerResult) => string) =>
   `| ${label} | ${names.map((n) => cell(results[n] as PeerResult)).join(" | ")} |`;
 const lines = [
@@ -303,9 +430,31 @@ const lines = [
       ]
     : []),
   row(`idle load, statements/s (over ${IDLE_SECONDS} s)`, (r) => fmt(r.idleQps, 1)),
+  row(`high-priority job behind a ${fmt(JOBS)}-job backlog: enqueue→start, ms (median of ${RUNS})`, (r) =>
+    fmt(median(r.priority), 1),
+  ),
+  row("priority runs, ms", (r) => r.priority.map((x) => fmt(x, 1)).join(" / ")),
 ];
 process.stdout.write(`\n${lines.join("\n")}\n\n`);
+if (plinth) {
+  const empty = median(plinth.throughput);
+  const shapes = [
+    `| Plinth only | median of ${RUNS} | runs | ratio |`,
+    "| --- | --- | --- | --- |",
+    `| drain ${fmt(JOBS)} jobs, no groups, jobs/s | ${fmt(empty)} | ${plinth.throughput.map((x) => fmt(x)).join(" / ")} | 1.00× |`,
+    `| drain ${fmt(JOBS)} jobs over ${GROUPS} groups (tenants), jobs/s | ${fmt(median(plinthShapes.grouped))} | ${plinthShapes.grouped.map((x) => fmt(x)).join(" / ")} | ${fmt(median(plinthShapes.grouped) / empty, 2)}× (target ≥ 0.90×) |`,
+    `| drain ${fmt(JOBS)} jobs beside ${fmt(FINISHED)} finished rows, jobs/s | ${fmt(median(plinthShapes.finished))} | ${plinthShapes.finished.map((x) => fmt(x)).join(" / ")} | ${fmt(median(plinthShapes.finished) / empty, 2)}× (target ≥ 0.80×) |`,
+    `| small tenant's job behind another's ${fmt(JOBS)}-job backlog, with groups: enqueue→start, ms | ${fmt(median(plinthShapes.fair), 1)} | ${plinthShapes.fair.map((x) => fmt(x, 1)).join(" / ")} | target ≤ 500 ms |`,
+    `| the same job without groups (it waits behind the backlog), ms | ${fmt(median(plinthShapes.plain), 1)} | ${plinthShapes.plain.map((x) => fmt(x, 1)).join(" / ")} | ${fmt(median(plinthShapes.plain) / median(plinthShapes.fair), 0)}× slower |`,
+  ];
+  process.stdout.write(`${shapes.join("\n")}\n\n`);
+}
 process.stdout.write(
   `load average (1/5/15 min) before: ${loadBefore}, after: ${loadavg()}; machine: ${navigator.hardwareConcurrency} CPUs, PostgreSQL ${await postgres(SERVER.toString(), { max: 1 })`show server_version`.then((r) => r[0]?.server_version)}, Bun ${Bun.version}, ${(await Bun.$`node --version`.text()).trim()}\n`,
 );
+{
+  const admin = postgres(SERVER.toString(), { max: 1, onnotice: () => {} });
+  for (const name of Object.values(DB)) await admin.unsafe(`drop database if exists "${name}" with (force)`);
+  await admin.end();
+}
 process.exit(0);

@@ -72,6 +72,11 @@ if ! command -v redis-cli >/dev/null 2>&1 || ! redis_up; then
 fi
 say "PostgreSQL and Redis are up"
 
+# The scaled topology of the suite (docs/scaling.md, PLINTH_TEST_TOPOLOGY=scaled): PgBouncer in
+# transaction mode on 127.0.0.1:6432 in front of that PostgreSQL, and a Redis Cluster of three
+# masters with one replica each on 127.0.0.1:7000-7005 (no persistence).
+sh scripts/scaled-services.sh
+
 # Chromium renders /api/docs offline in tests/e2e/docs-offline.test.ts (driven by playwright-core
 # from npm, which brings no browser of its own): Debian's package, at /usr/bin/chromium.
 if [ ! -x /usr/bin/chromium ]; then

@@ -2,14 +2,22 @@ import { cors } from "hono/cors";
 import { RegExpRouter } from "hono/router/reg-exp-router";
 import { SmartRouter } from "hono/router/smart-router";
 import { TrieRouter } from "hono/router/trie-router";
+import { recordAuditLimited } from "./audit/record.ts";
 import { normaliseOrigin } from "./auth/origins.ts";
 import type { Deps } from "./deps.ts";
 import { AppError } from "./errors.ts";
-import { createRouter } from "./http/context.ts";
+import { CONSOLE_CREDENTIAL_PATHS, consoleRoutes } from "./http/console/routes.ts";
+import { createRouter, ctxOf } from "./http/context.ts";
 import { HttpError, problemJson, statusOf, toAppError } from "./http/errors.ts";
 import { authenticate } from "./http/middleware/auth.ts";
 import { requirePlatformAdmin, requireTenantUser } from "./http/middleware/guards.ts";
-import { advertisePolicies, rateLimit, rateLimitPolicies } from "./http/middleware/rate-limit.ts";
+import {
+  advertisePolicies,
+  apiKeyPolicy,
+  byApiKey,
+  rateLimit,
+  rateLimitPolicies,
+} from "./http/middleware/rate-limit.ts";
 import {
   limitBody,
   limitJsonDepth,
@@ -22,10 +30,13 @@ import { resolveTenancy } from "./http/middleware/tenancy.ts";
 import { DOCUMENT_TAGS, registerComponents, registerDocumentRoutes } from "./http/openapi.ts";
 import { adminBillingRoutes } from "./http/routes/admin-billing.ts";
 import { adminJobRoutes } from "./http/routes/admin-jobs.ts";
+import { adminPlatformUserRoutes } from "./http/routes/admin-platform-users.ts";
 import { adminProviderRoutes } from "./http/routes/admin-providers.ts";
 import { adminScheduleRoutes } from "./http/routes/admin-schedules.ts";
 import { adminSecretRoutes } from "./http/routes/admin-secrets.ts";
 import { adminTenantRoutes } from "./http/routes/admin-tenants.ts";
+import { tenantApiKeyRoutes } from "./http/routes/api-keys.ts";
+import { adminAuditRoutes, tenantAuditRoutes } from "./http/routes/audit.ts";
 import { authRoutes, CREDENTIAL_PATHS, WINDOW_KINDS } from "./http/routes/auth.ts";
 import { adminDomainRoutes, tenantDomainRoutes, tlsPermissionRoutes } from "./http/routes/custom-domains.ts";
 import { docsRoutes } from "./http/routes/docs.ts";
@@ -36,6 +47,7 @@ import { problemRoutes } from "./http/routes/problems.ts";
 import { tenantFeatureRoutes } from "./http/routes/tenant-features.ts";
 import { tenantStorageRoutes } from "./http/routes/tenant-storage.ts";
 import { adminUserRoutes, tenantUserRoutes } from "./http/routes/users.ts";
+import { adminWebhookRoutes, registerWebhookDocs, tenantWebhookRoutes } from "./http/routes/webhooks.ts";
 import { wellKnownRoutes } from "./http/routes/well-known.ts";
 import { describeError } from "./redact.ts";
 import { windowPolicies } from "./security/windows.ts";
@@ -101,15 +113,22 @@ export function createApp(deps: Deps) {
   app.use(rateLimit(policies.global, limiter));
   app.use(resolveTenancy({ settings, environment: deps.config.environment, lookup: deps.tenants }));
   const authLimit = rateLimit(policies.auth, limiter);
-  for (const path of CREDENTIAL_PATHS) app.use(path, authLimit);
+  for (const path of [...CREDENTIAL_PATHS, ...CONSOLE_CREDENTIAL_PATHS]) app.use(path, authLimit);
   for (const [path, kind] of Object.entries(WINDOW_KINDS))
     app.use(path, advertisePolicies(windowPolicies(deps.config.settings, kind)));
   app.use(limitBody(deps.config.settings.Server.MaxBodyBytes));
   app.use(limitJsonDepth(MAX_JSON_DEPTH));
   app.use(noStoreWhenAuthenticated());
 
-  app.onError((error, c) => {
+  app.onError(async (error, c) => {
     const problem = toAppError(error);
+    // a signed-in caller refused by a guard or a domain rule: recorded, rate limited (docs/audit.md)
+    if (problem.code === "forbidden" && c.get("principal"))
+      await recordAuditLimited(deps, ctxOf(c), {
+        action: "authorization.refused",
+        outcome: "denied",
+        details: { httpMethod: c.req.method, path: c.req.path, reason: problem.message },
+      });
     if (error instanceof AppError && error.code === "unavailable") {
       // a deliberate 503 (fail-closed: the cache behind security windows or rate limits is down);
       // where it was decided logged the cause, so no stack, and not an "unhandled error"
@@ -143,19 +162,28 @@ export function createApp(deps: Deps) {
   // every guard once, here: a `/x/*` pattern also matches `/x` itself
   const authenticated = authenticate(deps);
   app.use("/api/admin/*", authenticated, requirePlatformAdmin());
-  app.use("/api/tenant/*", authenticated, requireTenantUser());
-  // the role matrix (docs/roles.md): users and domains for owners and admins; finer rules (admins
-  // never manage owners, members delete only their own objects) in the domain functions
+  // an API key has a bucket of its own (`RateLimiting:ApiKey`), counted once the key is known to be
+  // valid and before its scopes are checked: a key over its limit gets 429, never 401 or 403
+  const apiKeyLimit = rateLimit(apiKeyPolicy(settings), limiter, byApiKey);
+  app.use("/api/tenant/*", authenticated, apiKeyLimit, requireTenantUser());
+  // the role matrix (docs/roles.md): users, domains, API keys and webhooks for owners and admins; finer rules
+  // (admins never manage owners, members delete only their own objects) in the domain functions;
+  // API keys by their scopes (docs/api-keys.md), never on the API-key routes
   app.use("/api/tenant/users/*", requireTenantUser(["owner", "admin"]));
   app.use("/api/tenant/domains/*", requireTenantUser(["owner", "admin"]));
+  app.use("/api/tenant/api-keys/*", requireTenantUser(["owner", "admin"]));
+  app.use("/api/tenant/webhooks/*", requireTenantUser(["owner", "admin"]));
+  app.use("/api/tenant/audit-events/*", requireTenantUser(["owner", "admin"]));
 
   app.route("/", wellKnownRoutes(deps));
   app.route("/", problemRoutes());
   app.route("/", authRoutes(deps, authenticated));
   app.route("/", adminUserRoutes(deps));
+  app.route("/", adminPlatformUserRoutes(deps));
   app.route("/", adminJobRoutes(deps));
   app.route("/", adminScheduleRoutes(deps));
   app.route("/", tenantUserRoutes(deps));
+  app.route("/", tenantApiKeyRoutes(deps));
   app.route("/", adminTenantRoutes(deps));
   app.route("/", adminProviderRoutes(deps));
   app.route("/", adminSecretRoutes(deps));
@@ -167,9 +195,14 @@ export function createApp(deps: Deps) {
   app.route("/", tenantFeatureRoutes(deps));
   app.route("/", planRoutes(deps));
   app.route("/", paymentWebhookRoutes(deps));
+  app.route("/", tenantWebhookRoutes(deps));
+  app.route("/", adminWebhookRoutes(deps));
+  app.route("/", tenantAuditRoutes(deps));
+  app.route("/", adminAuditRoutes(deps));
 
   registerComponents(app);
   registerDocumentRoutes(app);
+  registerWebhookDocs(app);
   app.doc31("/api/openapi.json", {
     openapi: "3.1.0",
     info: {
@@ -187,6 +220,8 @@ export function createApp(deps: Deps) {
   });
   // a reference page over the document above, its viewer served from here (no CDN)
   app.route("/", docsRoutes());
+  // the operator console: server-rendered pages for platform staff (docs/console.md)
+  app.route("/", consoleRoutes(deps));
   return app;
 }
 

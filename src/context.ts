@@ -5,7 +5,7 @@
  */
 
 /**
- * Who acts: a signed-in user, a caller not (yet) signed in (sign-in, refresh, webhooks from a
+ * Who acts: a signed-in user, a tenant API key, a caller not (yet) signed in (sign-in, refresh, webhooks from a
  * provider), or Plinth itself (a loop, the migrator, a command).
  */
 export type Actor =
@@ -18,6 +18,12 @@ export type Actor =
       /** Platform roles (`platform_admin`). */
       platformRoles: readonly string[];
     }
+  | {
+      /** A tenant API key (docs/api-keys.md): it acts for its tenant, within its scopes. */
+      type: "apiKey";
+      keyId: string;
+      scopes: readonly string[];
+    }
   | { type: "anonymous" }
   | { type: "system"; name: string };
 
@@ -28,6 +34,8 @@ export interface Ctx {
   /** The request behind the call, where there is one (logs, audit). */
   requestId?: string;
   clientIp?: string;
+  /** The caller's `User-Agent` (at most 512 characters), where there is a request (audit). */
+  userAgent?: string;
 }
 
 /** A ctx that acts inside one tenant. */

@@ -7,6 +7,7 @@ import { type Clock, systemClock } from "./clock.ts";
 import type { AppConfig } from "./config/load.ts";
 import { type Database, openDatabase } from "./db/client.ts";
 import { createSchemaGate, type SchemaGate } from "./db/schema-gate.ts";
+import { LoopStatusBoard } from "./loops/loop-status.ts";
 import { PendingTasks } from "./pending.ts";
 import { readProviderSecrets, resolveProvider } from "./providers/tenant-providers.ts";
 import { createRedactor, type Redactor } from "./redact.ts";
@@ -31,6 +32,7 @@ import { type Fetch, tracedFetch } from "./telemetry/fetch.ts";
 import { bufferedLines, createLogger, type Logger } from "./telemetry/logger.ts";
 import { disabledTelemetry, type Telemetry } from "./telemetry/otel.ts";
 import { createTenantLookup, type TenantLookup } from "./tenancy/lookup.ts";
+import { type HostResolver, systemResolver } from "./webhooks/destinations.ts";
 
 /** Everything the app, the loops and domain functions need, built once per process. */
 export interface Deps {
@@ -65,6 +67,10 @@ export interface Deps {
   pending: PendingTasks;
   /** Tenants' object storage (`Storage:S3:*`); null when no bucket is configured. */
   storage: ObjectStorage | null;
+  /** Each interval loop's last tick and last error in this process (the console shows them). */
+  loopStatus: LoopStatusBoard;
+  /** Resolves webhook destinations (the addresses checked are the ones connected to). */
+  hostResolver: HostResolver;
 }
 
 export interface CreateDepsOptions {
@@ -80,6 +86,8 @@ export interface CreateDepsOptions {
   telemetry?: Telemetry;
   /** Tests hand in their own object storage (null: none), instead of the one `Storage:S3:*` describes. */
   storage?: ObjectStorage | null;
+  /** Tests make host names resolve where they need (webhook destinations). */
+  hostResolver?: HostResolver;
 }
 
 export async function createDeps(config: AppConfig, options: CreateDepsOptions = {}): Promise<Deps> {
@@ -107,6 +115,8 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
     (await openDatabase(config.database.url, {
       poolSize: config.settings.Database.PoolSize,
       applicationName: "plinth",
+      poolMode: config.database.poolMode,
+      directUrl: config.database.directUrl,
     }));
   database.setQueryObserver(
     createQueryObserver({ telemetry, logger, slowQueryMs: config.settings.Database.SlowQueryMilliseconds }),
@@ -195,8 +205,10 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
     telemetry,
     fetch,
     pending: new PendingTasks(logger),
+    loopStatus: new LoopStatusBoard({ now: () => clock.now(), redact: redactor.text }),
     storage:
       options.storage === undefined ? createObjectStorage(config, { clock, telemetry }) : options.storage,
+    hostResolver: options.hostResolver ?? systemResolver,
   };
 }
 

@@ -14,6 +14,7 @@ import { pendingSentence } from "./db/schema-gate.ts";
 import { closeDeps, createDeps, type Deps } from "./deps.ts";
 import { startApiBackground } from "./loops/api-background.ts";
 import { createOutageLog } from "./loops/outage-log.ts";
+import type { Logger } from "./telemetry/logger.ts";
 
 /** How often a process waiting for migrations (or for its database) checks the schema again. */
 export const SCHEMA_RECHECK_MS = 5_000;
@@ -119,8 +120,13 @@ export async function runApi(runtime: RuntimeAdapter, options: LifecycleOptions 
     port: server.port,
     ...runtime.listeningFields,
     environment: config.environment,
-    database: { driver: deps.database.driver, source: config.database.source },
-    cache: config.cache ? { source: config.cache.source } : null,
+    database: {
+      driver: deps.database.driver,
+      source: config.database.source,
+      poolMode: deps.database.poolMode,
+      direct: deps.database.pingDirect !== undefined,
+    },
+    cache: config.cache ? { source: config.cache.source, cluster: deps.cache?.cluster ?? false } : null,
   });
 
   // While this process serves it holds the serving lock (shared), so `migrate --down` can tell.
@@ -155,8 +161,11 @@ export async function runApi(runtime: RuntimeAdapter, options: LifecycleOptions 
     logger.warn("shutdown timeout: closing remaining connections");
     await server.close?.();
   }
-  await backgroundStopped;
-  await servingLock.release();
+  // every later step is bounded too: a statement stuck on a connection the network dropped without a
+  // reset must not keep the process from exiting (it is named, then left behind)
+  const left = () => Math.max(0, deadline - Date.now()) + SHUTDOWN_GRACE_MS;
+  await boundedStep(logger, "background loops", backgroundStopped, left());
+  await boundedStep(logger, "serving lock release", servingLock.release(), left());
   // work requests started without waiting (SMS sends) finishes before the database closes
   if (!(await deps.pending.settled(Math.max(0, deadline - Date.now())))) {
     logger.warn("shutdown timeout: background sends still running", { pending: deps.pending.size });
@@ -165,6 +174,25 @@ export async function runApi(runtime: RuntimeAdapter, options: LifecycleOptions 
   logger.info("stopped");
   logger.flush();
   return 0;
+}
+
+/** After the shutdown deadline, how long a step still gets before it is left behind. */
+const SHUTDOWN_GRACE_MS = 2_000;
+
+/** Waits for `step` at most `ms`; if it is still running then, says so (naming it) and goes on. */
+async function boundedStep(logger: Logger, what: string, step: Promise<unknown>, ms: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const finished = await Promise.race([
+    step.then(
+      () => true,
+      () => true,
+    ),
+    new Promise<false>((r) => {
+      timer = setTimeout(() => r(false), ms);
+    }),
+  ]);
+  clearTimeout(timer);
+  if (!finished) logger.warn("shutdown timeout: a step did not finish, leaving it", { step: what });
 }
 
 const warnedUnknown = new WeakSet<Deps>();

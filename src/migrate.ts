@@ -258,7 +258,12 @@ async function main(argv: string[]): Promise<number> {
   const { config, redactor, logger } = context;
   let database: Database | undefined;
   try {
-    database = await openDatabase(config.database.url, { poolSize: 2, applicationName: "plinth-migrator" });
+    // the direct connection when there is one: the migrator's locks and DDL never go through a pooler
+    database = await openDatabase(config.database.directUrl ?? config.database.url, {
+      poolSize: 2,
+      applicationName: "plinth-migrator",
+      poolMode: config.database.directUrl ? "session" : config.database.poolMode,
+    });
     return await runMigrator(config, database, flags, logger);
   } catch (error) {
     return reportMigratorFailure(logger, error, redactor.text);

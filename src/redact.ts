@@ -33,6 +33,12 @@ export function createRedactor(secretValues: Iterable<string>): Redactor {
     // the patterns only where they can match: most strings (paths, ids) skip both
     if (out.includes("://"))
       out = out.replace(/(\b[a-z][a-z0-9+.-]*:\/\/[^:/?#\s@]*:)[^@/\s]+@/gi, `$1${REDACTED}@`);
+    // a tenant API key, anywhere (a URL, an error, a pasted header): its id part stays readable
+    if (out.includes("plk_"))
+      out = out.replace(
+        /plk_([0-9A-Za-z]{12})_[0-9A-Za-z]+|plk_[0-9A-Za-z_-]{12,}/g,
+        (_whole, id?: string) => (id ? `plk_${id}_${REDACTED}` : `plk_${REDACTED}`),
+      );
     if (out.includes("Bearer") || out.includes("Basic")) {
       out = out.replace(/\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}/g, `$1 ${REDACTED}`);
     }

@@ -1,7 +1,7 @@
 import { parseArgs } from "node:util";
-import { loadCliContext } from "./cli.ts";
+import { loadCliContext, withCliDatabase } from "./cli.ts";
 import { type AppConfig, sourceNote } from "./config/load.ts";
-import { type Database, openDatabase } from "./db/client.ts";
+import type { Database } from "./db/client.ts";
 import { rotateTenantSecrets } from "./providers/secrets.ts";
 import { createDataProtection } from "./security/data-protection.ts";
 import {
@@ -200,23 +200,12 @@ async function main(argv: string[]): Promise<number> {
 
   const context = loadCliContext("secrets-rotate", { process: "migrator" });
   if (!context) return EXIT.failure;
-  const { config, redactor, logger } = context;
-  let database: Database | undefined;
-  try {
-    database = await openDatabase(config.database.url, {
-      poolSize: 2,
-      applicationName: "plinth-secrets-rotate",
-    });
-    return await runSecretsRotate(config, database, flags, logger);
-  } catch (error) {
-    // a failed query's message lists its parameters (ciphertexts): log the driver's cause instead
-    const cause = (error as { cause?: unknown }).cause;
-    const message = cause instanceof Error ? cause.message : (error as Error).message;
-    logger.error("secret rotation failed", { error: redactor.text(String(message ?? error)) });
-    return EXIT.failure;
-  } finally {
-    await database?.close();
-  }
+  const { config, logger } = context;
+  return withCliDatabase(
+    context,
+    { name: "secrets-rotate", failed: "secret rotation failed", failureCode: EXIT.failure },
+    (database) => runSecretsRotate(config, database, flags, logger),
+  );
 }
 
 if (import.meta.main) {

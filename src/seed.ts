@@ -2,7 +2,7 @@ import { sql } from "drizzle-orm";
 import { seedBillingCatalog } from "./billing/catalog.ts";
 import type { Executor, Tx } from "./db/client.ts";
 import { platformRoles } from "./db/schema/index.ts";
-import { PLATFORM_ADMIN_ROLE } from "./identity/roles.ts";
+import { PLATFORM_ADMIN_ROLE, PLATFORM_VIEWER_ROLE } from "./identity/roles.ts";
 
 /** A seeder writes part of the built-in catalog; it must be idempotent and may update rows. */
 export type Seeder = { name: string; run: (tx: Tx) => Promise<void> };
@@ -17,6 +17,11 @@ const platformRoleCatalog: Seeder = {
           code: PLATFORM_ADMIN_ROLE,
           name: "Platform administrator",
           description: "Manages tenants, domains, providers, secrets and jobs across the platform.",
+        },
+        {
+          code: PLATFORM_VIEWER_ROLE,
+          name: "Platform viewer",
+          description: "Reads everything platform administrators read (admin API, console); changes nothing.",
         },
       ])
       .onConflictDoUpdate({

@@ -1,4 +1,5 @@
 import { parseArgs } from "node:util";
+import { openDatabase } from "./db/client.ts";
 import { bunServeOptions } from "./http/bun-serve.ts";
 import { type RuntimeAdapter, runApi } from "./lifecycle.ts";
 import { reportMigratorFailure, runMigrator } from "./migrate.ts";
@@ -45,13 +46,27 @@ async function main(argv: string[]): Promise<number> {
   return runApi(bun, {
     config: { embeddedFallback: flags.embedded },
     prepare: flags.migrate
-      ? (config, deps) =>
-          runMigrator(
-            config,
-            deps.database,
-            { bootstrap: false, down: false, status: false },
-            deps.logger,
-          ).catch((error: unknown) => reportMigratorFailure(deps.logger, error, deps.redactor.text))
+      ? async (config, deps) => {
+          // beside a transaction pooler the migrator runs over the direct connection
+          const direct = config.database.directUrl
+            ? await openDatabase(config.database.directUrl, {
+                poolSize: 2,
+                applicationName: "plinth-migrator",
+              })
+            : undefined;
+          try {
+            return await runMigrator(
+              config,
+              direct ?? deps.database,
+              { bootstrap: false, down: false, status: false },
+              deps.logger,
+            );
+          } catch (error) {
+            return reportMigratorFailure(deps.logger, error, deps.redactor.text);
+          } finally {
+            await direct?.close();
+          }
+        }
       : undefined,
   });
 }

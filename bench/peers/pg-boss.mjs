@@ -1,6 +1,8 @@
 // pg-boss 10.4.2 peer for bench/jobs.ts (runs under Node). Usage:
-//   node pg-boss.mjs throughput|latency|idle <databaseUrl> <n> <slots> [batchSize]
-// `slots` workers (boss.work calls), each fetching `batchSize` jobs per poll (pg-boss's own batching).
+//   node pg-boss.mjs throughput|latency|idle|priority <databaseUrl> <n> <slots> [batchSize]
+// `slots` workers (boss.work calls), each fetching `batchSize` jobs per poll (pg-boss's own batching)
+// at the smallest poll interval pg-boss allows (0.5 s): pg-boss has no NOTIFY, so a worker waits a
+// poll between fetches and drains at most slots × batchSize jobs per 0.5 s.
 // Prints one JSON line with the result (idle: prints {"ready":true} and runs until SIGTERM).
 import PgBoss from "pg-boss";
 
@@ -16,7 +18,39 @@ await boss.start();
 await boss.createQueue("noop");
 await boss.createQueue("lat");
 
-if (mode === "throughput") {
+/** As in bench/jobs.ts: the probe is sent once this many of the backlog have run. */
+const BACKLOG_HEAD = 2_000;
+
+async function addBacklog() {
+  await boss.deleteAllQueues?.().catch(() => {});
+  await boss.createQueue("noop");
+  for (let i = 0; i < n; i += 1000)
+    await boss.insert(Array.from({ length: Math.min(1000, n - i) }, () => ({ name: "noop", data: {} })));
+  await boss.getDb().executeSql("analyze pgboss.job");
+}
+
+if (mode === "priority") {
+  // a backlog of n jobs at priority 0; once BACKLOG_HEAD ran, one with priority 10 (higher first,
+  // `priority: true` in work(), the default): send → start
+  await addBacklog();
+  let ran = 0;
+  let headReached;
+  const head = new Promise((r) => (headReached = r));
+  let probeStarted;
+  const probe = new Promise((r) => (probeStarted = r));
+  for (let w = 0; w < slots; w++)
+    await boss.work("noop", { batchSize, pollingIntervalSeconds, priority: true }, async (jobs) => {
+      for (const job of jobs) {
+        if (job.data?.probe) probeStarted(performance.now());
+        else if (++ran === BACKLOG_HEAD) headReached();
+      }
+    });
+  await head;
+  const t0 = performance.now();
+  await boss.send("noop", { probe: true }, { priority: 10 });
+  const ms = (await probe) - t0;
+  console.log(JSON.stringify({ ms }));
+} else if (mode === "throughput") {
   await boss.deleteAllQueues?.().catch(() => {});
   await boss.createQueue("noop");
   for (let i = 0; i < n; i += 1000)

@@ -6,7 +6,15 @@ import type { TokenService } from "./tokens.ts";
 export interface AuthDeps
   extends Pick<
     Deps,
-    "database" | "clock" | "config" | "windows" | "logger" | "dataProtection" | "sessionCache" | "pending"
+    | "database"
+    | "clock"
+    | "config"
+    | "windows"
+    | "logger"
+    | "dataProtection"
+    | "sessionCache"
+    | "pending"
+    | "counters"
   > {
   tokens: TokenService;
   sms: SmsSender;

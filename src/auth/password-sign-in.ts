@@ -1,4 +1,5 @@
 import { and, eq, isNull } from "drizzle-orm";
+import { recordAudit, recordAuditLimited } from "../audit/record.ts";
 import type { Ctx } from "../context.ts";
 import { sessions, users } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
@@ -74,17 +75,39 @@ export async function verifyCredentials(
 ): Promise<SignIn> {
   const email = normaliseEmail(input.email);
   const account = `${ctx.tenantId ?? "platform"}:${email}`;
-  return passwordAttempt(deps, { account, ip: clientIpOf(ctx) }, async () => {
-    const [row] = await deps.database.db
-      .select({ id: users.id, passwordHash: users.passwordHash })
-      .from(users)
-      .where(and(sameTenant(users.tenantId, ctx.tenantId), eq(users.email, email)))
-      .limit(1);
-    const ok = await verifyPassword(input.password, row?.passwordHash ?? (await getDummyHash()));
-    if (!row?.passwordHash || !ok) throw invalidCredentials();
-    const identity = await loadIdentity(deps.database.db, row.id);
-    if (identity?.status !== "Active") throw invalidCredentials();
-    return { identity, seenPasswordHash: row.passwordHash };
+  let userId: string | null = null;
+  try {
+    return await passwordAttempt(deps, { account, ip: clientIpOf(ctx) }, async () => {
+      const [row] = await deps.database.db
+        .select({ id: users.id, passwordHash: users.passwordHash })
+        .from(users)
+        .where(and(sameTenant(users.tenantId, ctx.tenantId), eq(users.email, email)))
+        .limit(1);
+      userId = row?.id ?? null;
+      const ok = await verifyPassword(input.password, row?.passwordHash ?? (await getDummyHash()));
+      if (!row?.passwordHash || !ok) throw invalidCredentials();
+      const identity = await loadIdentity(deps.database.db, row.id);
+      if (identity?.status !== "Active") throw invalidCredentials();
+      return { identity, seenPasswordHash: row.passwordHash, ctx, method: "password" as const };
+    });
+  } catch (error) {
+    if (error instanceof AppError && error.code === "unauthorized")
+      await recordSignInFailure(deps, ctx, { method: "password", email, userId });
+    throw error;
+  }
+}
+
+/** A refused credential, recorded at most `Audit:FailuresPerMinute` per tenant and address. */
+export async function recordSignInFailure(
+  deps: AuthDeps,
+  ctx: Ctx,
+  input: { method: "password" | "sms"; email?: string; phone?: string; userId: string | null },
+): Promise<void> {
+  await recordAuditLimited(deps, ctx, {
+    action: "auth.sign_in",
+    outcome: "failure",
+    target: { type: "user", id: input.userId },
+    details: { method: input.method, email: input.email, phone: input.phone },
   });
 }
 
@@ -154,6 +177,11 @@ export async function changePassword(
       .where(and(eq(users.id, caller.userId), eq(users.passwordHash, passwordHash ?? "")))
       .returning({ id: users.id });
     if (updated.length === 0) return null;
+    await recordAudit(
+      tx,
+      { ...ctx, tenantId: user.tenantId },
+      { action: "auth.password_changed", target: { type: "user", id: caller.userId } },
+    );
     // every session, the caller's included (its refresh tokens die with it)
     await tx
       .update(sessions)

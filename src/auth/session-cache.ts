@@ -3,15 +3,24 @@ import type { Clock } from "../clock.ts";
 import { type Database, type Executor, execute } from "../db/client.ts";
 import type { Logger } from "../telemetry/logger.ts";
 
-/** Channel on which every process hears that sessions ended (logout, disable, password change). */
+/**
+ * Channel on which every process hears that sessions ended (logout, disable, password change) and
+ * that an API key was revoked or rolled.
+ */
 export const SESSION_CHANNEL = "plinth_sessions";
 
-/** What ended: one session, every session of a user, or of a tenant. */
-export type SessionChange = { sessionId: string } | { userId: string } | { tenantId: string };
+/** What ended: one session, every session of a user, or of a tenant; or an API key changed. */
+export type SessionChange =
+  | { sessionId: string }
+  | { userId: string }
+  | { tenantId: string }
+  | { apiKeyId: string };
 
 export interface SessionEntry {
+  /** The session's id; for an API key, the key's id. */
   sessionId: string;
-  userId: string;
+  /** null for an API key (owned by its tenant). */
+  userId: string | null;
   tenantId: string | null;
   expiresAt: Date;
   value: unknown;
@@ -45,10 +54,12 @@ export class SessionCache {
     return entry;
   }
 
-  set(key: string, entry: SessionEntry): void {
-    if (this.#ttlMs <= 0) return;
+  /** Remembers an entry for the cache's TTL, or for `maxTtlMs` when that is shorter. */
+  set(key: string, entry: SessionEntry, maxTtlMs = Number.POSITIVE_INFINITY): void {
+    const ttlMs = Math.min(this.#ttlMs, maxTtlMs);
+    if (ttlMs <= 0) return;
     if (this.#entries.size >= this.#max) this.#entries.clear();
-    this.#entries.set(key, { ...entry, until: this.#clock.now().getTime() + this.#ttlMs });
+    this.#entries.set(key, { ...entry, until: this.#clock.now().getTime() + ttlMs });
   }
 
   evict(change: SessionChange): void {
@@ -56,7 +67,8 @@ export class SessionCache {
       if (
         ("sessionId" in change && entry.sessionId === change.sessionId) ||
         ("userId" in change && entry.userId === change.userId) ||
-        ("tenantId" in change && entry.tenantId === change.tenantId)
+        ("tenantId" in change && entry.tenantId === change.tenantId) ||
+        ("apiKeyId" in change && entry.sessionId === change.apiKeyId)
       ) {
         this.#entries.delete(key);
       }

@@ -1,4 +1,5 @@
 import { and, eq, isNull } from "drizzle-orm";
+import { recordAudit } from "../audit/record.ts";
 import type { Ctx } from "../context.ts";
 import type { Executor } from "../db/client.ts";
 import { refreshTokens, sessions, users } from "../db/schema/index.ts";
@@ -25,6 +26,9 @@ export interface TokenPair {
 export interface SignIn {
   identity: Identity;
   seenPasswordHash?: string;
+  /** The request that signed in (its address and agent go into the audit event). */
+  ctx: Ctx;
+  method: "password" | "sms";
 }
 
 /** The one answer to every failed sign-in, so none tells which part was wrong. */
@@ -101,8 +105,29 @@ export async function insertSessionIfUnchanged(
     .values({ ...values, userId: identity.userId, tenantId: identity.tenantId })
     .returning({ id: sessions.id });
   if (!session) throw new Error("session insert returned nothing");
+  await recordAudit(tx, signedInCtx(signIn, session.id), signInEvent(signIn, session.id, values.kind));
   return session.id;
 }
+
+/** The ctx of a fresh sign-in: the user who just proved who they are, on the new session. */
+const signedInCtx = (signIn: SignIn, sessionId: string): Ctx => ({
+  ...signIn.ctx,
+  tenantId: signIn.identity.tenantId,
+  actor: {
+    type: "user",
+    userId: signIn.identity.userId,
+    sessionId,
+    roles: signIn.identity.roles,
+    platformRoles: signIn.identity.platformRoles,
+  },
+});
+
+const signInEvent = (signIn: SignIn, sessionId: string, kind: string | undefined) =>
+  ({
+    action: "auth.sign_in",
+    target: { type: "session", id: sessionId },
+    details: { method: signIn.method, kind },
+  }) as const;
 
 /** Opens a token session for a verified sign-in and returns its first token pair. */
 export async function startTokenSession(deps: AuthDeps, signIn: SignIn): Promise<TokenPair> {
@@ -163,7 +188,12 @@ export async function refreshSession(
     .where(and(eq(refreshTokens.id, row.id), isNull(refreshTokens.rotatedAt)))
     .returning({ id: refreshTokens.id });
   if (row.rotatedAt || spent.length === 0) {
-    await revokeSession(deps, row.sessionId, "refresh token reuse", now);
+    await revokeSession(deps, ctx, {
+      sessionId: row.sessionId,
+      reason: "refresh token reuse",
+      now,
+      action: "auth.session_revoked",
+    });
     deps.logger.warn("refresh token reused: session revoked", {
       sessionId: row.sessionId,
       userId: row.userId,
@@ -172,7 +202,12 @@ export async function refreshSession(
   }
   const identity = await loadIdentity(db, row.userId);
   if (identity?.status !== "Active") {
-    await revokeSession(deps, row.sessionId, "user not active", now);
+    await revokeSession(deps, ctx, {
+      sessionId: row.sessionId,
+      reason: "user not active",
+      now,
+      action: "auth.session_revoked",
+    });
     throw new AppError("unauthorized", "Invalid refresh token.");
   }
   await db.update(sessions).set({ lastUsedAt: now }).where(eq(sessions.id, row.sessionId));
@@ -184,18 +219,48 @@ export async function refreshSession(
   );
 }
 
+/**
+ * Revokes one session and records it (`auth.sign_out` when its user ends it, else
+ * `auth.session_revoked`), in one transaction; a session already ended records nothing.
+ */
 async function revokeSession(
   deps: Pick<AuthDeps, "database" | "sessionCache">,
-  sessionId: string,
-  reason: string,
-  now: Date,
+  ctx: Ctx,
+  input: { sessionId: string; reason: string; now: Date; action: "auth.sign_out" | "auth.session_revoked" },
 ): Promise<void> {
-  await deps.database.db
-    .update(sessions)
-    .set({ revokedAt: now, revokedReason: reason })
-    .where(and(eq(sessions.id, sessionId), isNull(sessions.revokedAt)));
-  await endSessions(deps, { sessionId });
+  const { sessionId } = input;
+  await deps.database.db.transaction(async (tx) => {
+    const [revoked] = await tx
+      .update(sessions)
+      .set({ revokedAt: input.now, revokedReason: input.reason })
+      .where(and(eq(sessions.id, sessionId), isNull(sessions.revokedAt)))
+      .returning({ userId: sessions.userId, tenantId: sessions.tenantId });
+    if (revoked)
+      await recordAudit(
+        tx,
+        ctx.actor.type === "anonymous"
+          ? { ...ctx, actor: sessionActor(revoked, sessionId, input.action) }
+          : ctx,
+        {
+          action: input.action,
+          target: { type: "session", id: sessionId },
+          details: { reason: input.reason },
+          tenantId: revoked.tenantId,
+        },
+      );
+    await endSessions(deps, { sessionId }, tx);
+  });
 }
+
+/** Who ends a session a refresh token names: its user on logout; Plinth itself on token reuse. */
+const sessionActor = (
+  session: { userId: string },
+  sessionId: string,
+  action: "auth.sign_out" | "auth.session_revoked",
+): Ctx["actor"] =>
+  action === "auth.sign_out"
+    ? { type: "user", userId: session.userId, sessionId, roles: [], platformRoles: [] }
+    : { type: "system", name: "auth" };
 
 /**
  * Evicts ended sessions from this process's cache at once and tells every other process. Given the
@@ -223,10 +288,20 @@ export async function logout(deps: AuthDeps, ctx: Ctx, input: { refreshToken: st
     .where(eq(refreshTokens.tokenHash, tokenHash(input.refreshToken)))
     .limit(1);
   if (!row || (ctx.tenantId !== null && row.tenantId !== ctx.tenantId)) return;
-  await revokeSession(deps, row.sessionId, "logout", deps.clock.now());
+  await revokeSession(deps, ctx, {
+    sessionId: row.sessionId,
+    reason: "logout",
+    now: deps.clock.now(),
+    action: "auth.sign_out",
+  });
 }
 
 /** Ends the session the caller is signed in with (browser sign-out). */
 export async function revokeCallerSession(deps: AuthDeps, ctx: Ctx): Promise<void> {
-  await revokeSession(deps, callerOf(ctx).sessionId, "logout", deps.clock.now());
+  await revokeSession(deps, ctx, {
+    sessionId: callerOf(ctx).sessionId,
+    reason: "logout",
+    now: deps.clock.now(),
+    action: "auth.sign_out",
+  });
 }

@@ -55,6 +55,22 @@ export const builtInFeatures: FeatureDefinition[] = [
     period: "never",
   },
   {
+    key: "api_keys",
+    name: "API keys",
+    description: "Tenant API keys not revoked (an expired key counts until it is revoked).",
+    kind: "metered",
+    unit: "keys",
+    period: "never",
+  },
+  {
+    key: "webhook_endpoints",
+    name: "Webhook endpoints",
+    description: "Outgoing webhook endpoints the tenant may register.",
+    kind: "metered",
+    unit: "endpoints",
+    period: "never",
+  },
+  {
     key: "sso",
     name: "Single sign-on",
     description: "Sign-in through the tenant's own identity provider.",
@@ -82,7 +98,14 @@ export const builtInPlans: PlanDefinition[] = [
     system: false,
     isDefault: true,
     sortOrder: 10,
-    features: { api_calls: on(10_000), storage_bytes: on(GiB), custom_domains: off, sso: off },
+    features: {
+      api_calls: on(10_000),
+      storage_bytes: on(GiB),
+      custom_domains: off,
+      api_keys: on(2),
+      webhook_endpoints: on(2),
+      sso: off,
+    },
   },
   {
     code: "pro",
@@ -94,7 +117,14 @@ export const builtInPlans: PlanDefinition[] = [
     system: false,
     isDefault: false,
     sortOrder: 20,
-    features: { api_calls: on(1_000_000), storage_bytes: on(100 * GiB), custom_domains: on(5), sso: off },
+    features: {
+      api_calls: on(1_000_000),
+      storage_bytes: on(100 * GiB),
+      custom_domains: on(5),
+      api_keys: on(25),
+      webhook_endpoints: on(10),
+      sso: off,
+    },
   },
   {
     code: "enterprise",
@@ -106,7 +136,14 @@ export const builtInPlans: PlanDefinition[] = [
     system: false,
     isDefault: false,
     sortOrder: 30,
-    features: { api_calls: on(null), storage_bytes: on(1024 * GiB), custom_domains: on(100), sso: on() },
+    features: {
+      api_calls: on(null),
+      storage_bytes: on(1024 * GiB),
+      custom_domains: on(100),
+      api_keys: on(500),
+      webhook_endpoints: on(50),
+      sso: on(),
+    },
   },
   {
     code: SUSPENDED_PLAN,
@@ -119,7 +156,14 @@ export const builtInPlans: PlanDefinition[] = [
     isDefault: false,
     sortOrder: 100,
     // storage stays on with a zero limit: data is kept, nothing new is stored
-    features: { api_calls: off, storage_bytes: on(0), custom_domains: off, sso: off },
+    features: {
+      api_calls: off,
+      storage_bytes: on(0),
+      custom_domains: off,
+      api_keys: off,
+      webhook_endpoints: off,
+      sso: off,
+    },
   },
 ];
 

@@ -1,4 +1,5 @@
 import { and, asc, eq } from "drizzle-orm";
+import { recordAudit } from "../audit/record.ts";
 import { cached, invalidate, tenantFeaturesKey } from "../cache/read-through.ts";
 import type { TenantCtx } from "../context.ts";
 import type { Executor } from "../db/client.ts";
@@ -141,23 +142,37 @@ export async function setFeatureOverride(
   const [feature] = await db.select({ key: features.key }).from(features).where(eq(features.key, featureKey));
   if (!feature) throw new AppError("not_found", "No such feature.");
   const now = deps.clock.now();
-  if (input === null) {
-    const deleted = await db
-      .delete(tenantFeatureOverrides)
-      .where(
-        and(eq(tenantFeatureOverrides.tenantId, tenantId), eq(tenantFeatureOverrides.featureKey, featureKey)),
-      )
-      .returning({ key: tenantFeatureOverrides.featureKey });
-    if (deleted.length === 0) throw new AppError("not_found", "The tenant has no override of this feature.");
-  } else {
-    await db
-      .insert(tenantFeatureOverrides)
-      .values({ tenantId, featureKey, ...input, createdAt: now, updatedAt: now })
-      .onConflictDoUpdate({
-        target: [tenantFeatureOverrides.tenantId, tenantFeatureOverrides.featureKey],
-        set: { ...input, updatedAt: now },
-      });
-  }
+  await db.transaction(async (tx) => {
+    if (input === null) {
+      const deleted = await tx
+        .delete(tenantFeatureOverrides)
+        .where(
+          and(
+            eq(tenantFeatureOverrides.tenantId, tenantId),
+            eq(tenantFeatureOverrides.featureKey, featureKey),
+          ),
+        )
+        .returning({ key: tenantFeatureOverrides.featureKey });
+      if (deleted.length === 0)
+        throw new AppError("not_found", "The tenant has no override of this feature.");
+    } else {
+      await tx
+        .insert(tenantFeatureOverrides)
+        .values({ tenantId, featureKey, ...input, createdAt: now, updatedAt: now })
+        .onConflictDoUpdate({
+          target: [tenantFeatureOverrides.tenantId, tenantFeatureOverrides.featureKey],
+          set: { ...input, updatedAt: now },
+        });
+    }
+    await recordAudit(tx, ctx, {
+      action: "feature.override",
+      target: { type: "feature", id: featureKey },
+      details:
+        input === null
+          ? { feature: featureKey, status: "removed" }
+          : { feature: featureKey, value: input.enabled, count: input.limit, reason: input.reason },
+    });
+  });
   await invalidate(deps.cache, [tenantFeaturesKey(tenantId)], { logger: deps.logger });
 }
 

@@ -1,12 +1,15 @@
-import { and, desc, eq, lt, sql } from "drizzle-orm";
+import { and, asc, desc, eq, lt, sql } from "drizzle-orm";
+import { recordAudit } from "../audit/record.ts";
 import type { Cache } from "../cache/port.ts";
 import { invalidate, tenantFeaturesKey } from "../cache/read-through.ts";
 import type { Clock } from "../clock.ts";
 import type { Settings } from "../config/schema.ts";
-import { actorUserId, type TenantCtx } from "../context.ts";
+import { actorUserId, type Ctx, systemCtx, type TenantCtx } from "../context.ts";
 import type { Database, Executor, Tx } from "../db/client.ts";
 import { plans, type SubscriptionStatus, subscriptionHistory, subscriptions } from "../db/schema/billing.ts";
+import { tenants } from "../db/schema/tenants.ts";
 import { AppError } from "../errors.ts";
+import { emitEvent } from "../events/outbox.ts";
 import { enqueue } from "../jobs/enqueue.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import { getTenant } from "../tenancy/tenants.ts";
@@ -209,6 +212,7 @@ async function writeTransition(
     subscriptionChanged,
     { ...change, historyId: history.id },
   );
+  await emitEvent(tx, context, { tenantId, type: "subscription.changed", data: change });
   return {
     subscription: row,
     changed: true,
@@ -236,6 +240,14 @@ function isUniqueViolation(error: unknown, constraint: string): boolean {
   return false;
 }
 
+/** The `subscription.event` audit entry of a transition that changed something. */
+const subscriptionAudit = (result: TransitionResult, event: string, source: string) =>
+  ({
+    action: "subscription.event",
+    target: { type: "subscription", id: result.subscription.tenantId },
+    details: { event, from: result.from, to: result.to, reason: source, plan: result.subscription.planCode },
+  }) as const;
+
 /**
  * Applies one event to a tenant's subscription (see `transitionTable`), then drops the tenant's
  * cached features so the next request sees the new state. Invalid transitions: 409 `conflict`.
@@ -252,7 +264,12 @@ export async function applySubscriptionEvent(
   let result: TransitionResult;
   try {
     const attempt = () =>
-      db.transaction((tx) => applyEventInTx(tx, transitionContext(deps), tenantId, event));
+      db.transaction(async (tx) => {
+        const applied = await applyEventInTx(tx, transitionContext(deps), tenantId, event);
+        if (applied.changed)
+          await recordAudit(tx, ctx, subscriptionAudit(applied, input.event, input.source));
+        return applied;
+      });
     result = await attempt().catch((error: unknown) => {
       if (error instanceof ConcurrentCreateError) return attempt();
       throw error;
@@ -313,9 +330,20 @@ export async function runSubscriptionBatch(
       try {
         // a savepoint per subscription: one that cannot move does not hold up the batch
         results.push(
-          await tx.transaction((sp) =>
-            applyEventInTx(sp, context, row.tenantId, { event, source: "loop", actorId: null }),
-          ),
+          await tx.transaction(async (sp) => {
+            const applied = await applyEventInTx(sp, context, row.tenantId, {
+              event,
+              source: "loop",
+              actorId: null,
+            });
+            if (applied.changed)
+              await recordAudit(
+                sp,
+                systemCtx("subscriptions", row.tenantId),
+                subscriptionAudit(applied, event, "loop"),
+              );
+            return applied;
+          }),
         );
       } catch (error) {
         // to the back of the queue: rows that fail every time must not starve the rest
@@ -340,4 +368,40 @@ export async function runSubscriptionBatch(
     });
   }
   return { changed, more: claimed >= options.batchSize && changed.length > 0 };
+}
+
+/** A tenant whose subscription is past due, and when its grace runs out (then it is suspended). */
+export interface PastDueTenant {
+  tenantId: string;
+  tenantCode: string;
+  planCode: string;
+  pastDueSince: Date | null;
+  graceEndsAt: Date | null;
+}
+
+/** Tenants past due, the oldest first (at most `limit`, default 100), for platform staff. */
+export async function listPastDueTenants(
+  deps: Pick<BillingDeps, "database" | "config">,
+  _ctx: Ctx,
+  input: { limit?: number } = {},
+): Promise<PastDueTenant[]> {
+  const graceMs = deps.config.settings.SaasSubscriptions.PastDueGraceDays * DAY_MS;
+  const rows = await deps.database.db
+    .select({
+      tenantId: subscriptions.tenantId,
+      tenantCode: tenants.code,
+      planCode: subscriptions.planCode,
+      pastDueSince: subscriptions.pastDueSince,
+    })
+    .from(subscriptions)
+    .innerJoin(tenants, eq(tenants.id, subscriptions.tenantId))
+    .where(eq(subscriptions.status, "past_due"))
+    .orderBy(asc(subscriptions.pastDueSince))
+    .limit(Math.min(500, Math.max(1, input.limit ?? 100)));
+  return rows.map((r) => ({ ...r, graceEndsAt: graceEndsAt(r.pastDueSince, graceMs) }));
+}
+
+/** When a past-due subscription's grace runs out: `PastDueGraceDays` after it went past due. */
+export function graceEndsAt(pastDueSince: Date | null, graceMs: number): Date | null {
+  return pastDueSince ? new Date(pastDueSince.getTime() + graceMs) : null;
 }

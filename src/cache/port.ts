@@ -9,6 +9,11 @@ import type { CacheScript } from "./scripts.ts";
  */
 export interface Cache {
   readonly adapter: "redis" | "upstash";
+  /**
+   * A Redis Cluster: a script's keys must share one slot (one hash tag, `slotKey`), so callers
+   * split work over several windows or entries into one script per slot.
+   */
+  readonly cluster: boolean;
   /** Prefix every key carries (`plinth:<environment>:`). */
   readonly prefix: string;
   ping(timeoutMs: number): Promise<void>;
@@ -53,4 +58,13 @@ export function throttledWarn(logger: Logger, message: string): (error: unknown)
     last = now;
     logger.warn(message, { error: error instanceof Error ? error.message : String(error) });
   };
+}
+
+/**
+ * A key whose slot on a Redis Cluster is decided by `identity` alone (a hash tag): every key built
+ * from the same identity (an entry and its generation, one window) lands on one slot. Harmless on
+ * a single node.
+ */
+export function slotKey(namespace: string, identity: string, suffix = ""): string {
+  return `${namespace}{${identity}}${suffix}`;
 }

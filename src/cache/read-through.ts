@@ -1,5 +1,5 @@
 import type { Logger } from "../telemetry/logger.ts";
-import type { Cache } from "./port.ts";
+import { type Cache, slotKey } from "./port.ts";
 import { invalidateScript, setIfGenerationScript } from "./scripts.ts";
 
 /**
@@ -53,11 +53,15 @@ export async function cached<T>(
 export async function invalidate(cache: Cache | null, keys: string[], options: { logger?: Logger } = {}) {
   if (!cache || keys.length === 0) return true;
   try {
-    await cache.run(
-      invalidateScript,
-      keys.flatMap((key) => [key, generationKey(key)]),
-      [],
-    );
+    if (cache.cluster)
+      // an entry and its generation share a slot (one hash tag); different entries may not
+      await Promise.all(keys.map((key) => cache.run(invalidateScript, [key, generationKey(key)], [])));
+    else
+      await cache.run(
+        invalidateScript,
+        keys.flatMap((key) => [key, generationKey(key)]),
+        [],
+      );
     return true;
   } catch (error) {
     options.logger?.warn("cache invalidation failed; entries expire with their TTL", {
@@ -75,7 +79,7 @@ export function generationKey(key: string): string {
 
 /** A tenant's effective features (plan + overrides), cached for `Cache:TenantFeaturesSeconds`. */
 export function tenantFeaturesKey(tenantId: string): string {
-  return `tenant-features:${tenantId}`;
+  return slotKey("tenant-features:", tenantId);
 }
 
 function messageOf(error: unknown): string {

@@ -36,6 +36,7 @@ export function createUpstashCache(url: string, settings: AdapterSettings & { to
 
   const cache: Cache = {
     adapter: "upstash",
+    cluster: false,
     prefix,
     ping: async (timeoutMs) => {
       await withTimeout(client.ping(), timeoutMs, "cache ping");

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { userInfo } from "node:os";
 import { join } from "node:path";
+import { parseRedisClusterUrl } from "../cache/cluster-url.ts";
 import { ConfigError, type ConfigProblem } from "./errors.ts";
 import { checkProduction } from "./production.ts";
 import {
@@ -29,7 +30,14 @@ export type DatabaseSource =
 export interface AppConfig {
   environment: Environment;
   settings: Settings;
-  database: { url: string; source: DatabaseSource; embedded: boolean };
+  database: {
+    url: string;
+    source: DatabaseSource;
+    embedded: boolean;
+    /** The direct (session) connection beside a transaction pooler, when configured. */
+    directUrl?: string;
+    poolMode: "session" | "transaction";
+  };
   /** null when no cache is configured (allowed outside Production only). */
   cache: { url: string; source: "ConnectionStrings:Cache" | "CACHE_URL"; token?: string } | null;
   /** Every secret value in this configuration, for redaction. */
@@ -215,6 +223,12 @@ function resolveEnvironment(env: Record<string, string | undefined>): Environmen
 function urlSecrets(url: string): string[] {
   const out = [url];
   try {
+    const cluster = parseRedisClusterUrl(url);
+    if (cluster?.password) out.push(cluster.password, encodeURIComponent(cluster.password));
+  } catch {
+    // a malformed cluster URL: the whole URL is hidden already
+  }
+  try {
     const parsed = new URL(url);
     if (parsed.password) out.push(decodeURIComponent(parsed.password), parsed.password);
     for (const [name, value] of parsed.searchParams) if (/pass|token|secret|key/i.test(name)) out.push(value);
@@ -295,15 +309,18 @@ export function loadConfig(options: LoadOptions = {}): AppConfig {
   let database: AppConfig["database"] | undefined;
   const fromSettings = settings.ConnectionStrings.Database;
   const fromEnv = env.DATABASE_URL?.trim();
-  if (fromSettings) database = { url: fromSettings, source: "ConnectionStrings:Database", embedded: false };
-  else if (fromEnv) database = { url: fromEnv, source: "DATABASE_URL", embedded: false };
+  const poolMode = settings.Database.PoolMode;
+  if (fromSettings)
+    database = { url: fromSettings, source: "ConnectionStrings:Database", embedded: false, poolMode };
+  else if (fromEnv) database = { url: fromEnv, source: "DATABASE_URL", embedded: false, poolMode };
   else if (environment === "Development") {
     database = options.embeddedFallback
-      ? { url: EMBEDDED_DEFAULT_URL, source: "embedded default", embedded: true }
+      ? { url: EMBEDDED_DEFAULT_URL, source: "embedded default", embedded: true, poolMode: "session" }
       : {
           url: `postgres://${userInfo().username}@localhost:5432/plinth`,
           source: "development default",
           embedded: false,
+          poolMode: "session",
         };
   } else {
     problems.push({
@@ -312,6 +329,17 @@ export function loadConfig(options: LoadOptions = {}): AppConfig {
     });
   }
   if (database) database.embedded = database.url.startsWith("pglite:");
+  const directUrl =
+    settings.ConnectionStrings.DatabaseDirect ?? (env.DATABASE_DIRECT_URL?.trim() || undefined);
+  if (database && directUrl) {
+    if (!/^postgres(ql)?:\/\//.test(directUrl))
+      problems.push({
+        key: "ConnectionStrings:DatabaseDirect",
+        problem: "must be a postgres:// URL (or DATABASE_DIRECT_URL)",
+      });
+    else if (!database.embedded) database.directUrl = directUrl;
+  }
+  if (database?.embedded) database.poolMode = "session";
 
   const cacheFromSettings = settings.ConnectionStrings.Cache;
   const cacheFromEnv = env.CACHE_URL?.trim();
@@ -329,6 +357,7 @@ export function loadConfig(options: LoadOptions = {}): AppConfig {
       if (typeof value === "string" && value.length > 0) secretValues.add(value);
   }
   if (database) for (const value of urlSecrets(database.url)) secretValues.add(value);
+  if (directUrl) for (const value of urlSecrets(directUrl)) secretValues.add(value);
   if (cache) for (const value of urlSecrets(cache.url)) secretValues.add(value);
   if (cacheToken) secretValues.add(cacheToken);
   for (const [name, value] of Object.entries(env)) {
@@ -342,7 +371,7 @@ export function loadConfig(options: LoadOptions = {}): AppConfig {
     environment,
     settings,
     // a missing database already made `problems` non-empty, which throws below
-    database: database ?? { url: "", source: "development default", embedded: false },
+    database: database ?? { url: "", source: "development default", embedded: false, poolMode: "session" },
     cache,
     secretValues: [...secretValues],
     sources,

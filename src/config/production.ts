@@ -1,4 +1,5 @@
 import { isIP } from "node:net";
+import { parseRedisClusterUrl } from "../cache/cluster-url.ts";
 import { CertificateError, loadCertificate } from "../security/certificates.ts";
 import { parseJwtKeys } from "../security/jwt-keys.ts";
 import { parseTenantSecretKeys } from "../security/tenant-secrets.ts";
@@ -34,6 +35,11 @@ export function isIpOrCidr(value: string): boolean {
 /** The cache URL selects an adapter; Upstash over plain http:// is for local bridges, never Production. */
 function checkCacheUrl(cache: NonNullable<AppConfig["cache"]>): ConfigProblem[] {
   const key = cache.source;
+  try {
+    if (parseRedisClusterUrl(cache.url)) return [];
+  } catch (error) {
+    return [{ key, problem: (error as Error).message }];
+  }
   let url: URL;
   try {
     url = new URL(cache.url);

@@ -174,5 +174,13 @@ export const securitySections = {
         "Authentication rate-limit window (required in Production; 60 outside it).",
       ),
     }),
+    ApiKey: z.object({
+      PermitLimit: int(
+        1,
+        600,
+        "Requests per tenant API key and window, whatever the client address (docs/api-keys.md).",
+      ),
+      WindowSeconds: int(1, 60, "Per-API-key rate-limit window."),
+    }),
   }),
 };

@@ -24,11 +24,24 @@ export const configSchema = z.object({
           "PostgreSQL URL (`postgres://…`) or embedded PGlite (`pglite:memory:`, `pglite:./dir`). Wins over DATABASE_URL.",
         ),
       ),
+    DatabaseDirect: z
+      .string()
+      .min(1)
+      .optional()
+      .meta(
+        secret(
+          "Direct (session) PostgreSQL URL beside a transaction pooler: LISTEN, session advisory locks and the migrator use it. Wins over DATABASE_DIRECT_URL.",
+        ),
+      ),
     Cache: z
       .string()
       .min(1)
       .optional()
-      .meta(secret("Cache URL: `redis://`, `rediss://` or Upstash REST `https://`. Wins over CACHE_URL.")),
+      .meta(
+        secret(
+          "Cache URL: `redis://`, `rediss://`, a Redis Cluster `redis://h1:p1,h2:p2,h3:p3?cluster=true`, or Upstash REST `https://`. Wins over CACHE_URL.",
+        ),
+      ),
     CacheToken: z
       .string()
       .min(1)
@@ -54,6 +67,10 @@ export const configSchema = z.object({
   }),
   Database: z.object({
     PoolSize: int(1, 10, "PostgreSQL connections per process."),
+    PoolMode: z.enum(["session", "transaction"]).default("session").meta({
+      description:
+        "`transaction` when ConnectionStrings:Database goes through a transaction pooler (PgBouncer `pool_mode = transaction`): no named prepared statements, no session state through the pool; LISTEN and session locks go through ConnectionStrings:DatabaseDirect.",
+    }),
     SlowQueryMilliseconds: int(
       1,
       200,
@@ -175,7 +192,49 @@ export const configSchema = z.object({
     BatchSize: int(1, 100, "Usage counters (tenant × feature × period) reconciled per batch."),
     IntervalMinutes: int(1, 60, "Interval of the reconciliation loop."),
   }),
+  Webhooks: z.object({
+    RetrySeconds: z.array(z.number().int().min(0)).default([5, 300, 1800, 7200, 18000, 36000, 36000]).meta({
+      description:
+        "Delays in seconds before each retry of a failed webhook delivery (the first attempt is immediate); its length is the number of retries.",
+    }),
+    TimeoutSeconds: int(1, 15, "Total time limit of one delivery attempt (connect, send, read the answer)."),
+    DisableAfterDays: int(
+      1,
+      5,
+      "An endpoint whose attempts have failed without a success for this many days is disabled (a `webhook.endpoint_disabled` event says so).",
+    ),
+    LogRetentionDays: int(
+      1,
+      30,
+      "Days the delivery log (events, deliveries, attempts) is kept; older finished rows are pruned daily.",
+    ),
+    AllowPrivateDestinations: flag(
+      false,
+      "Lets endpoints point at loopback, private, link-local, CGNAT, unique-local and metadata addresses (tests with local receivers). Meant for development and tests; Production still requires `https`.",
+    ),
+  }),
   ...securitySections,
+  Audit: z.object({
+    RetentionDays: int(
+      1,
+      365,
+      "Audit events older than this many days are pruned, whole prefixes of each chain (docs/audit.md).",
+    ),
+    FailuresPerMinute: int(
+      1,
+      10,
+      "Failed sign-ins and refused authorizations recorded per tenant and client address per minute; more are not recorded.",
+    ),
+    FailuresPerTenantPerMinute: int(
+      1,
+      120,
+      "Failed sign-ins and refused authorizations recorded per tenant (or the platform) per minute, all addresses together.",
+    ),
+    ExportBatchSize: z.number().int().min(1).max(10_000).default(1000).meta({
+      description:
+        "Rows read per round trip while an audit export streams NDJSON (at most 10,000: memory holds one batch).",
+    }),
+  }),
   Storage: z.object({
     Provider: z
       .enum(["S3"])

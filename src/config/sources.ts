@@ -13,6 +13,7 @@ import { type SchemaNode, schemaTree, typesOf } from "./tree.ts";
 /** Variables that carry a secret outside the `Section__Key` form: each may be given as `<NAME>_FILE`. */
 const SECRET_VARIABLES = new Set([
   "DATABASE_URL",
+  "DATABASE_DIRECT_URL",
   "CACHE_URL",
   "CACHE_TOKEN",
   ...Object.entries(environmentOverrides)

@@ -1,7 +1,11 @@
 import { and, eq, ne, type SQL, sql } from "drizzle-orm";
+import { recordAudit } from "../audit/record.ts";
+import { systemCtx } from "../context.ts";
 import { type Executor, execute } from "../db/client.ts";
 import { tenantDomains } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
+import { emitEvent } from "../events/outbox.ts";
+import { enqueueContext } from "../jobs/enqueue.ts";
 import { workerId } from "../runtime/worker-id.ts";
 import type { DnsResolver } from "./dns.ts";
 import { activeElsewhere, claimExpiry, expireDomainClaims } from "./domains.ts";
@@ -11,6 +15,8 @@ import { cnameTargets, dnsResolver, gatewayClient, missingDomainSettings, retryD
 import { type CheckOutcome, checkDomain } from "./verify.ts";
 
 const ts = (date: Date): SQL => sql`${date.toISOString()}::timestamptz`;
+const MOVED_REASON =
+  "Another tenant proved ownership of this name through its own TXT record; the name now serves that tenant.";
 /** Checks run at once per tick within one process (each is a few DNS and gateway requests). */
 const PARALLEL_CHECKS = 8;
 
@@ -173,14 +179,29 @@ export function createDomainTicker(deps: DomainCheckDeps, options: DomainCheckOp
       };
     }
     const attempts = domain.checkAttempts + 1;
-    const stored = await finish(domain, {
-      status: "Failed",
-      cnameTarget: outcome.cnameTarget,
-      lastCheckedAt: now,
-      lastFailureCode: outcome.code,
-      lastFailureReason: outcome.reason,
-      checkAttempts: attempts,
-      nextCheckAt: new Date(now.getTime() + retryDelayMs(settings, attempts)),
+    const failure = { code: outcome.code, reason: outcome.reason };
+    const stored = await db.transaction(async (tx) => {
+      const written = await finish(
+        domain,
+        {
+          status: "Failed",
+          cnameTarget: outcome.cnameTarget,
+          lastCheckedAt: now,
+          lastFailureCode: failure.code,
+          lastFailureReason: failure.reason,
+          checkAttempts: attempts,
+          nextCheckAt: new Date(now.getTime() + retryDelayMs(settings, attempts)),
+        },
+        tx,
+      );
+      // told once, as the claim turns Failed (not at every re-check of a Failed one)
+      if (written && domain.status !== "Failed")
+        await emitEvent(tx, enqueueContext(deps), {
+          tenantId: domain.tenantId,
+          type: "domain.failed",
+          data: { domainId: domain.id, hostname: domain.hostname, ...failure },
+        });
+      return written;
     });
     if (stored) {
       if (domain.status !== "Failed") deps.tenants.clear();
@@ -212,8 +233,7 @@ export function createDomainTicker(deps: DomainCheckDeps, options: DomainCheckOp
           .set({
             status: "Failed",
             lastFailureCode: "ownership_moved",
-            lastFailureReason:
-              "Another tenant proved ownership of this name through its own TXT record; the name now serves that tenant.",
+            lastFailureReason: MOVED_REASON,
             deactivatedAt: now,
             gatewayHostnameId: null,
             gatewayStatus: null,
@@ -255,6 +275,27 @@ export function createDomainTicker(deps: DomainCheckDeps, options: DomainCheckOp
           tx,
         );
         if (!stored) throw lost;
+        await recordAudit(tx, systemCtx("tenant-domains", domain.tenantId), {
+          action: "domain.activated",
+          target: { type: "domain", id: domain.id },
+          details: { hostname: domain.hostname },
+        });
+        await emitEvent(tx, enqueueContext(deps), {
+          tenantId: domain.tenantId,
+          type: "domain.activated",
+          data: { domainId: domain.id, hostname: domain.hostname },
+        });
+        for (const from of previous)
+          await emitEvent(tx, enqueueContext(deps), {
+            tenantId: from.tenantId,
+            type: "domain.failed",
+            data: {
+              domainId: from.id,
+              hostname: domain.hostname,
+              code: "ownership_moved",
+              reason: MOVED_REASON,
+            },
+          });
         // the gateway entry is the name's: it now serves the new owner (its id moved to this row)
         for (const from of previous)
           deps.logger.info("tenant domain moved", {

@@ -1,7 +1,8 @@
 import { and, desc, eq, lte, ne, sql } from "drizzle-orm";
+import { recordAudit } from "../audit/record.ts";
 import { opaqueToken } from "../auth/secrets.ts";
 import { assertFeature } from "../billing/entitlements.ts";
-import type { TenantCtx } from "../context.ts";
+import { type Ctx, systemCtx, type TenantCtx } from "../context.ts";
 import type { Executor } from "../db/client.ts";
 import { tenantDomains, tenants } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
@@ -161,6 +162,11 @@ export async function addCustomDomain(
     // only this tenant's own claim conflicts: other tenants' claims are not revealed
     if (!inserted) throw new AppError("conflict", "This tenant has already added this hostname.");
     await countDomain(deps, tx, tenantId, inserted.id, 1);
+    await recordAudit(tx, ctx, {
+      action: "domain.added",
+      target: { type: "domain", id: inserted.id },
+      details: { hostname },
+    });
     return inserted;
   });
   deps.logger.info("tenant domain added", { tenantId, domainId: row.id, hostname });
@@ -210,12 +216,20 @@ export async function requestDomainCheck(
   const { id } = input;
   await domainRow(deps, tenantId, id);
   const now = deps.clock.now();
-  const [row] = await deps.database.db
-    .update(tenantDomains)
-    .set({ nextCheckAt: now, updatedAt: now })
-    .where(and(eq(tenantDomains.id, id), eq(tenantDomains.tenantId, tenantId)))
-    .returning();
-  if (!row) throw new AppError("not_found", "No such domain.");
+  const row = await deps.database.db.transaction(async (tx) => {
+    const [updated] = await tx
+      .update(tenantDomains)
+      .set({ nextCheckAt: now, updatedAt: now })
+      .where(and(eq(tenantDomains.id, id), eq(tenantDomains.tenantId, tenantId)))
+      .returning();
+    if (!updated) throw new AppError("not_found", "No such domain.");
+    await recordAudit(tx, ctx, {
+      action: "domain.check_requested",
+      target: { type: "domain", id },
+      details: { hostname: updated.hostname },
+    });
+    return updated;
+  });
   return domainView(deps, row);
 }
 
@@ -255,6 +269,11 @@ export async function removeCustomDomain(
   await deps.database.db.transaction(async (tx) => {
     await tx.delete(tenantDomains).where(and(eq(tenantDomains.id, id), eq(tenantDomains.tenantId, tenantId)));
     await countDomain(deps, tx, tenantId, id, -1);
+    await recordAudit(tx, ctx, {
+      action: "domain.removed",
+      target: { type: "domain", id },
+      details: { hostname: row.hostname },
+    });
   });
   deps.tenants.clear();
   deps.logger.info("tenant domain removed", { tenantId, domainId: id, hostname: row.hostname });
@@ -305,8 +324,14 @@ export async function expireDomainClaims(
           ),
         )
         .returning({ id: tenantDomains.id });
-      if (rows.length > 0) await countDomain(deps, tx, claim.tenantId, claim.id, -1);
-      return rows.length > 0;
+      if (rows.length === 0) return false;
+      await countDomain(deps, tx, claim.tenantId, claim.id, -1);
+      await recordAudit(tx, systemCtx("tenant-domains", claim.tenantId), {
+        action: "domain.removed",
+        target: { type: "domain", id: claim.id },
+        details: { hostname: claim.hostname, reason: "claim expired" },
+      });
+      return true;
     });
     if (gone) {
       removed++;
@@ -318,4 +343,35 @@ export async function expireDomainClaims(
     }
   }
   return removed;
+}
+
+/** A domain across tenants, for platform staff: the domain view and its tenant's code. */
+export interface PlatformDomainView extends DomainView {
+  tenantCode: string;
+}
+
+/**
+ * Every tenant's custom domains, for platform staff, newest first: by state (`notActive`: Pending
+ * and Failed together), at most `limit` (1–500, default 200).
+ */
+export async function listPlatformDomains(
+  deps: Pick<DomainDeps, "database" | "config">,
+  _ctx: Ctx,
+  input: { status?: DomainView["status"]; notActive?: boolean; limit?: number } = {},
+): Promise<PlatformDomainView[]> {
+  const limit = Math.min(500, Math.max(1, input.limit ?? 200));
+  const rows = await deps.database.db
+    .select({ domain: tenantDomains, tenantCode: tenants.code })
+    .from(tenantDomains)
+    .innerJoin(tenants, eq(tenants.id, tenantDomains.tenantId))
+    .where(
+      input.status
+        ? eq(tenantDomains.status, input.status)
+        : input.notActive
+          ? ne(tenantDomains.status, "Active")
+          : undefined,
+    )
+    .orderBy(desc(tenantDomains.createdAt), tenantDomains.hostname)
+    .limit(limit);
+  return rows.map((r) => ({ ...domainView(deps, r.domain), tenantCode: r.tenantCode }));
 }

@@ -2,7 +2,7 @@ import { mkdirSync } from "node:fs";
 import { resolve } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import { type SQL, sql } from "drizzle-orm";
-import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
+import { type PgDatabase, PgDialect, type PgQueryResultHKT } from "drizzle-orm/pg-core";
 import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
 import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
 import postgres from "postgres";
@@ -23,7 +23,16 @@ export interface Database {
   driver: "postgres" | "pglite";
   /** Round trip to the server; rejects after `timeoutMs`. */
   ping(timeoutMs: number): Promise<void>;
-  /** Subscribes to NOTIFY on a channel; resolves to an unsubscribe function. */
+  /**
+   * Whether `listen` and `holdSharedLock` have a session to run on: false behind a transaction
+   * pooler (`Database:PoolMode` = transaction) without a direct connection.
+   */
+  sessions: boolean;
+  /** Pool mode of `db`: `transaction` behind a transaction pooler (docs/scaling.md). */
+  poolMode: "session" | "transaction";
+  /** Round trip over the direct (session) connection, when one is configured beside a pooler. */
+  pingDirect?(timeoutMs: number): Promise<void>;
+  /** Subscribes to NOTIFY on a channel; resolves to an unsubscribe function. Throws without `sessions`. */
   listen(channel: string, onMessage: (payload: string) => void): Promise<() => Promise<void>>;
   /** Waits up to `timeoutSeconds` (default 5) for queries in flight, then closes. */
   close(timeoutSeconds?: number): Promise<void>;
@@ -48,6 +57,13 @@ export interface OpenDatabaseOptions {
   /** Seconds to wait for a connection before failing a query. */
   connectTimeoutSeconds?: number;
   applicationName?: string;
+  /**
+   * `transaction` when the URL goes through a transaction pooler: no named prepared statements,
+   * and LISTEN and session locks only over `directUrl`.
+   */
+  poolMode?: "session" | "transaction";
+  /** A direct (session) connection for LISTEN and session advisory locks; postgres:// only. */
+  directUrl?: string;
 }
 
 /** Rows of a `db.execute` result: postgres.js returns an array, PGlite an object with `rows`. */
@@ -58,6 +74,26 @@ export function rowsOf<T>(result: unknown): T[] {
 
 export async function execute<T = Record<string, unknown>>(db: Executor, query: SQL): Promise<T[]> {
   return rowsOf<T>(await db.execute(query));
+}
+
+const dialect = new PgDialect({ casing: "snake_case" });
+
+interface PreparingClient {
+  unsafe(text: string, params: unknown[], options: { prepare: boolean }): PromiseLike<unknown>;
+}
+
+/**
+ * `execute` as a named prepared statement when `db` is the postgres.js database itself: parsed and
+ * described once per connection instead of on every call (drizzle's `execute` sends each
+ * statement unnamed, a describe round trip first). For statements a loop repeats with the same
+ * text; on PGlite or inside a transaction it is `execute`. Behind a transaction pooler the client
+ * is built with `prepare: false`, which postgres.js lets win over a query's own `prepare`.
+ */
+export async function executePrepared<T = Record<string, unknown>>(db: Executor, query: SQL): Promise<T[]> {
+  const client = (db as { $client?: Partial<PreparingClient> }).$client;
+  if (typeof client?.unsafe !== "function") return execute<T>(db, query);
+  const { sql: text, params } = dialect.sqlToQuery(query);
+  return rowsOf<T>(await (client as PreparingClient).unsafe(text, params, { prepare: true }));
 }
 
 async function openPglite(url: string): Promise<Database> {
@@ -80,6 +116,8 @@ async function openPglite(url: string): Promise<Database> {
   return {
     db,
     driver: "pglite",
+    sessions: true,
+    poolMode: "session",
     ping: async (timeoutMs) => {
       await withTimeout(client.query("select 1"), timeoutMs, "database ping");
     },
@@ -98,76 +136,104 @@ async function openPglite(url: string): Promise<Database> {
 }
 
 function openPostgres(url: string, options: OpenDatabaseOptions): Database {
+  const poolMode = options.poolMode ?? "session";
+  const connection = { application_name: options.applicationName ?? "plinth" };
   const client = postgres(url, {
     max: options.poolSize ?? 10,
     connect_timeout: options.connectTimeoutSeconds ?? 5,
     idle_timeout: 60,
     max_lifetime: 60 * 30,
     onnotice: () => {},
-    connection: { application_name: options.applicationName ?? "plinth" },
+    // a transaction pooler hands each statement to any server connection: a named prepared
+    // statement made on one is unknown on the next (unnamed statements are parsed every time)
+    prepare: poolMode !== "transaction",
+    connection,
   });
+  // LISTEN and session advisory locks need one server session for their whole life: a connection
+  // of their own, direct to PostgreSQL, when the pool goes through a transaction pooler
+  const direct = options.directUrl
+    ? postgres(options.directUrl, {
+        max: 2,
+        connect_timeout: options.connectTimeoutSeconds ?? 5,
+        idle_timeout: 0,
+        max_lifetime: null,
+        onnotice: () => {},
+        connection: { application_name: `${connection.application_name}-direct` },
+      })
+    : undefined;
+  const session = direct ?? (poolMode === "session" ? client : undefined);
   let observer: QueryObserver | undefined;
   observePostgresClient(client, () => observer);
   const db = drizzlePostgres(client, { schema, casing: "snake_case" }) as unknown as Db;
-  return {
+  const database: Database = {
     db,
     driver: "postgres",
+    sessions: session !== undefined,
+    poolMode,
     ping: async (timeoutMs) => {
       await withTimeout(client`select 1`.execute(), timeoutMs, "database ping");
     },
     listen: async (channel, onMessage) => {
-      const subscription = await client.listen(channel, onMessage);
+      if (!session)
+        throw new Error("LISTEN needs a session: set DATABASE_DIRECT_URL beside a transaction pooler");
+      const subscription = await session.listen(channel, onMessage);
       return () => subscription.unlisten();
     },
     close: async (timeoutSeconds = 5) => {
-      await client.end({ timeout: timeoutSeconds });
+      await Promise.all([client.end({ timeout: timeoutSeconds }), direct?.end({ timeout: timeoutSeconds })]);
     },
     setQueryObserver: (next) => {
       observer = next;
     },
-    holdSharedLock: async (key) => {
-      const k = key.toString();
-      const connection = await client.reserve();
+  };
+  if (direct) {
+    database.pingDirect = async (timeoutMs) => {
+      await withTimeout(direct`select 1`.execute(), timeoutMs, "direct database ping");
+    };
+  }
+  if (session) database.holdSharedLock = (key) => holdSharedLock(session, key);
+  return database;
+}
+
+async function holdSharedLock(client: postgres.Sql, key: bigint): Promise<HeldLock | null> {
+  const k = key.toString();
+  const connection = await client.reserve();
+  try {
+    const [row] = await connection<{ ok: boolean }[]>`select pg_try_advisory_lock_shared(${k}::bigint) as ok`;
+    if (!row?.ok) {
+      connection.release();
+      return null;
+    }
+  } catch (error) {
+    connection.release();
+    throw error;
+  }
+  let released = false;
+  return {
+    held: async (timeoutMs) => {
       try {
-        const [row] = await connection<
-          { ok: boolean }[]
-        >`select pg_try_advisory_lock_shared(${k}::bigint) as ok`;
-        if (!row?.ok) {
-          connection.release();
-          return null;
-        }
-      } catch (error) {
-        connection.release();
-        throw error;
+        const [row] = await withTimeout(
+          connection<{ n: number }[]>`select count(*)::int as n from pg_locks
+            where pid = pg_backend_pid() and locktype = 'advisory' and mode = 'ShareLock' and granted
+              and objsubid = 1 and (classid::bigint << 32) + objid::bigint = ${k}::bigint`.execute(),
+          timeoutMs,
+          "lock check",
+        );
+        return (row?.n ?? 0) > 0;
+      } catch {
+        return false;
       }
-      let released = false;
-      return {
-        held: async (timeoutMs) => {
-          try {
-            const [row] = await withTimeout(
-              connection<{ n: number }[]>`select count(*)::int as n from pg_locks
-                where pid = pg_backend_pid() and locktype = 'advisory' and mode = 'ShareLock' and granted
-                  and objsubid = 1 and (classid::bigint << 32) + objid::bigint = ${k}::bigint`.execute(),
-              timeoutMs,
-              "lock check",
-            );
-            return (row?.n ?? 0) > 0;
-          } catch {
-            return false;
-          }
-        },
-        release: async () => {
-          if (released) return;
-          released = true;
-          // a lost connection has lost the lock with it; never wait on a dead one
-          await withTimeout(
-            connection`select pg_advisory_unlock_shared(${k}::bigint)`.execute(),
-            1_000,
-            "unlock",
-          ).catch(() => {});
-          connection.release();
-        },
-      };
+    },
+    release: async () => {
+      if (released) return;
+      released = true;
+      // a lost connection has lost the lock with it; never wait on a dead one
+      await withTimeout(
+        connection`select pg_advisory_unlock_shared(${k}::bigint)`.execute(),
+        1_000,
+        "unlock",
+      ).catch(() => {});
+      connection.release();
     },
   };
 }

@@ -6,8 +6,15 @@ import type { ResolvedTenant } from "../tenancy/lookup.ts";
 import { clientIp } from "./client-ip.ts";
 import { HttpError } from "./errors.ts";
 
-/** Who is calling: set by the authentication middleware from a verified token or session cookie. */
-export interface Principal {
+/**
+ * Who is calling: set by the authentication middleware from a verified token, session cookie or
+ * tenant API key.
+ */
+export type Principal = UserPrincipal | ApiKeyPrincipal;
+
+/** A signed-in user (access token or browser session). */
+export interface UserPrincipal {
+  kind?: "user";
   userId: string;
   /** null for platform staff. */
   tenantId: string | null;
@@ -16,6 +23,16 @@ export interface Principal {
   /** Platform roles (e.g. `platform_admin`). */
   platformRoles: string[];
   sessionId: string;
+}
+
+/** A tenant API key: no user, no roles; its scopes decide (src/auth/api-key-scopes.ts). */
+export interface ApiKeyPrincipal {
+  kind: "apiKey";
+  keyId: string;
+  tenantId: string;
+  scopes: readonly string[];
+  roles: readonly string[];
+  platformRoles: readonly string[];
 }
 
 export type { ResolvedTenant };
@@ -91,24 +108,38 @@ export function ctxOf(c: RequestContext, tenantId: string | null = principalOf(c
   const principal = principalOf(c);
   return {
     tenantId,
-    actor: {
-      type: "user",
-      userId: principal.userId,
-      sessionId: principal.sessionId,
-      roles: principal.roles,
-      platformRoles: principal.platformRoles,
-    },
+    actor:
+      principal.kind === "apiKey"
+        ? { type: "apiKey", keyId: principal.keyId, scopes: principal.scopes }
+        : {
+            type: "user",
+            userId: principal.userId,
+            sessionId: principal.sessionId,
+            roles: principal.roles,
+            platformRoles: principal.platformRoles,
+          },
     requestId: c.get("requestId"),
     clientIp: clientIp(c),
+    userAgent: userAgentOf(c),
   };
 }
+
+/** The caller's `User-Agent`, cut at 512 characters; undefined when absent. */
+const userAgentOf = (c: RequestContext): string | undefined =>
+  c.req.header("user-agent")?.slice(0, 512) || undefined;
 
 /** The ctx of a caller who is not signed in (sign-in, refresh), in the tenant the request resolved to. */
 export function anonymousCtxOf(
   c: RequestContext,
   tenantId: string | null = c.get("tenant")?.id ?? null,
 ): Ctx {
-  return { tenantId, actor: { type: "anonymous" }, requestId: c.get("requestId"), clientIp: clientIp(c) };
+  return {
+    tenantId,
+    actor: { type: "anonymous" },
+    requestId: c.get("requestId"),
+    clientIp: clientIp(c),
+    userAgent: userAgentOf(c),
+  };
 }
 
 /** The ctx of a tenant user acting in their own tenant (403 for platform staff). */

@@ -117,6 +117,13 @@ export function registerComponents(app: Pick<OpenAPIHono, "openAPIRegistry">): v
     bearerFormat: "JWT",
     description: "An access token from `/api/auth/login`, `/api/auth/refresh` or `/api/auth/sms/verify`.",
   });
+  registry.registerComponent("securitySchemes", "apiKey", {
+    type: "http",
+    scheme: "bearer",
+    bearerFormat: "plk_",
+    description:
+      "A tenant API key (`Authorization: Bearer plk_…`, docs/api-keys.md), on the tenant routes its scopes allow.",
+  });
   registry.registerComponent("securitySchemes", "sessionCookie", {
     type: "apiKey",
     in: "cookie",
@@ -143,10 +150,14 @@ type Kind = Access | "probe";
 
 const SAFE = new Set(["get", "head", "options"]);
 
-function securityOf(kind: Kind, method: string) {
+/** Tenant routes a key may call (with the scope src/api-keys/scopes.ts names); the key routes are not. */
+const takesApiKey = (path: string) =>
+  path.startsWith("/api/tenant/") && !path.startsWith("/api/tenant/api-keys");
+
+function securityOf(kind: Kind, method: string, path: string) {
   if (kind === "public" || kind === "probe") return [];
   const cookie = SAFE.has(method) ? { sessionCookie: [] } : { sessionCookie: [], csrfToken: [] };
-  return [{ bearer: [] }, cookie];
+  return takesApiKey(path) ? [{ bearer: [] }, { apiKey: [] }, cookie] : [{ bearer: [] }, cookie];
 }
 
 /** The error answers every operation of a kind can give, whatever its handler does. */
@@ -161,11 +172,13 @@ export function commonErrors(kind: Kind, options: { body: boolean }) {
   };
   if (options.body) errors[415] = problem("`unsupported_media_type`: the body is not `application/json`.");
   if (kind !== "public") {
-    errors[401] = problem("`unauthorized`: no, a malformed, an expired or a revoked token or session.");
+    errors[401] = problem(
+      "`unauthorized`: no, a malformed, an expired or a revoked token, session or API key (an API key on an admin route).",
+    );
     errors[403] = problem(
       kind === "admin"
         ? "`forbidden`: not a platform administrator (or a refused origin or CSRF token); `password_change_required`."
-        : "`forbidden`: the caller's role may not do this (or a refused origin or CSRF token); `password_change_required`: change the password first.",
+        : "`forbidden`: the caller's role (an API key: its scopes) may not do this (or a refused origin or CSRF token); `password_change_required`: change the password first.",
     );
     errors[404] = problem(
       "`not_found`: no such resource, or the token belongs to another tenant than the host's.",
@@ -217,7 +230,7 @@ export function apiRoute<const R extends ApiRouteConfig>(
   if (path.startsWith("/api/auth/")) parameters.push(ref("parameters", "TenantCode"));
   return createRoute({
     ...config,
-    security: securityOf(kind, method),
+    security: securityOf(kind, method, path),
     parameters: [...parameters, ...((config.parameters as object[] | undefined) ?? [])],
     responses,
   }) as unknown as R;
@@ -233,6 +246,7 @@ export const DOCUMENT_TAGS = [
   { name: "tls", description: "The TLS gateway's on-demand certificate permission check." },
   { name: "health", description: "Liveness and readiness probes." },
   { name: "meta", description: "This document and its reference page." },
+  { name: "webhooks", description: "Events Plinth POSTs to tenants' webhook endpoints (Standard Webhooks)." },
 ];
 
 /** The document itself and its reference page, as operations of the document. */

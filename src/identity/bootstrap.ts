@@ -1,5 +1,7 @@
 import { sql } from "drizzle-orm";
 import { z } from "zod";
+import { recordAudit } from "../audit/record.ts";
+import { systemCtx } from "../context.ts";
 import { type Db, type Executor, execute } from "../db/client.ts";
 import { platformRoleBindings, users } from "../db/schema/index.ts";
 import { hashPassword, MIN_PASSWORD_LENGTH, passwordProblem } from "../security/passwords.ts";
@@ -86,6 +88,11 @@ export async function bootstrapPlatformAdmin(db: Db, input: BootstrapInput): Pro
       .returning({ id: users.id });
     if (!user) throw new Error("bootstrap: user insert returned nothing");
     await tx.insert(platformRoleBindings).values({ userId: user.id, role: PLATFORM_ADMIN_ROLE });
+    await recordAudit(tx, systemCtx("bootstrap"), {
+      action: "platform.bootstrapped",
+      target: { type: "user", id: user.id },
+      details: { email: parsed.email, role: PLATFORM_ADMIN_ROLE },
+    });
     return { userId: user.id };
   });
 }

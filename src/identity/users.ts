@@ -1,7 +1,9 @@
 import { and, asc, eq, isNull, ne, sql } from "drizzle-orm";
 import { z } from "zod";
+import { recordAudit } from "../audit/record.ts";
 import { endSessions } from "../auth/sessions.ts";
-import type { TenantCtx } from "../context.ts";
+import { type Clock, systemClock } from "../clock.ts";
+import { type Ctx, systemCtx, type TenantCtx } from "../context.ts";
 import type { Db, Executor } from "../db/client.ts";
 import {
   sessions,
@@ -13,6 +15,7 @@ import {
 } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
+import { emitEvent } from "../events/outbox.ts";
 import { hashPassword, MIN_PASSWORD_LENGTH, passwordProblem } from "../security/passwords.ts";
 
 export const newUserSchema = z.object({
@@ -42,28 +45,35 @@ const notFound = () => new AppError("not_found", "No such user.");
 
 /**
  * Whether the ctx's actor may manage owners: an owner (or Plinth itself) may; a tenant admin manages
- * users but not owners — it cannot create, disable or remove one (docs/roles.md).
+ * users but not owners — it cannot create, disable or remove one (docs/roles.md); nor can an API key.
  */
 function managesOwners(ctx: TenantCtx): boolean {
-  return ctx.actor.type !== "user" || ctx.actor.roles.includes("owner");
+  if (ctx.actor.type === "user") return ctx.actor.roles.includes("owner");
+  return ctx.actor.type !== "apiKey";
 }
 const notForAdmins = () => new AppError("forbidden", "Only an owner manages owners.");
 
 /** A tenant owner or admin adds a user to the ctx's tenant; only an owner adds an owner (403). */
 export async function addTenantUser(
-  deps: Pick<Deps, "database">,
+  deps: Pick<Deps, "database" | "clock">,
   ctx: TenantCtx,
   input: NewUser,
 ): Promise<{ id: string }> {
   if (input.role === "owner" && !managesOwners(ctx)) throw notForAdmins();
-  return createTenantUser(deps.database.db, ctx.tenantId, input);
+  return createTenantUser(deps.database.db, ctx.tenantId, input, deps.clock, ctx);
 }
 
 /**
  * Adds a user to a tenant with a password someone else chose (a platform admin or the tenant's
  * owner): the user must change it at first sign-in (`mustChangePassword`), like the bootstrap admin.
  */
-export async function createTenantUser(db: Db, tenantId: string, input: NewUser): Promise<{ id: string }> {
+export async function createTenantUser(
+  db: Db,
+  tenantId: string,
+  input: NewUser,
+  clock: Clock = systemClock,
+  ctx: Ctx = systemCtx("identity"),
+): Promise<{ id: string }> {
   const user = newUserSchema.parse(input);
   const weakness = await passwordProblem(user.password, { email: user.email, name: user.name });
   if (weakness)
@@ -89,6 +99,20 @@ export async function createTenantUser(db: Db, tenantId: string, input: NewUser)
     const created = inserted[0];
     if (!created) throw new AppError("conflict", "A user with this e-mail or phone exists in this tenant.");
     await tx.insert(tenantMemberships).values({ tenantId, userId: created.id, role: user.role });
+    await recordAudit(
+      tx,
+      { ...ctx, tenantId },
+      { action: "user.created", target: { type: "user", id: created.id }, details: { role: user.role } },
+    );
+    await emitEvent(
+      tx,
+      { clock },
+      {
+        tenantId,
+        type: "user.created",
+        data: { userId: created.id, email: user.email.toLowerCase(), role: user.role },
+      },
+    );
     return created;
   });
 }
@@ -230,6 +254,8 @@ export async function disableTenantUser(
       .set({ revokedAt: now, revokedReason: "user disabled" })
       .where(and(eq(sessions.userId, userId), isNull(sessions.revokedAt)));
     await endSessions(deps, { userId }, tx);
+    await recordAudit(tx, ctx, { action: "user.disabled", target: { type: "user", id: userId } });
+    await emitEvent(tx, deps, { tenantId: ctx.tenantId, type: "user.disabled", data: { userId } });
   });
 }
 
@@ -244,5 +270,7 @@ export async function removeTenantUser(
     await lockChangeableUser(tx, ctx, userId);
     await tx.delete(users).where(and(eq(users.id, userId), eq(users.tenantId, ctx.tenantId)));
     await endSessions(deps, { userId }, tx);
+    await recordAudit(tx, ctx, { action: "user.deleted", target: { type: "user", id: userId } });
+    await emitEvent(tx, deps, { tenantId: ctx.tenantId, type: "user.deleted", data: { userId } });
   });
 }

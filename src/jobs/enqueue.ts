@@ -6,6 +6,8 @@ import type { JobDefinition } from "./registry.ts";
 
 /** The NOTIFY channel an enqueue signals so idle job loops wake at once. */
 export const JOBS_CHANNEL = "plinth_jobs";
+/** The NOTIFY channel a cancel of a running job signals, payload `<id>:<attempts>`: its loop aborts the run. */
+export const JOB_CANCEL_CHANNEL = "plinth_job_cancel";
 /** Matches the column default and `BackgroundProcessing:JobMaxAttempts`' default. */
 export const DEFAULT_MAX_ATTEMPTS = 10;
 
@@ -29,6 +31,15 @@ export interface EnqueueOptions {
   maxAttempts?: number;
   /** While a job with this key is pending, processing or failed, enqueueing another is a no-op. */
   dedupKey?: string;
+  /**
+   * Fairness group: among due jobs of equal priority the claim takes groups in round robin. A job
+   * enqueued for a tenant passes the tenant id (`tenantId` does so unless `groupKey` is given).
+   */
+  groupKey?: string | null;
+  /** The tenant the job works for: its default `groupKey`. */
+  tenantId?: string | null;
+  /** Higher runs first (before fairness). Default 0. */
+  priority?: number;
 }
 
 export interface EnqueueItem<S extends z.ZodType = z.ZodType> {
@@ -63,6 +74,8 @@ interface Row {
   runAfter: string;
   maxAttempts: number;
   dedupKey: string | null;
+  groupKey: string | null;
+  priority: number;
 }
 
 function toRow(context: EnqueueContext, now: Date, item: EnqueueItem): Row {
@@ -73,6 +86,9 @@ function toRow(context: EnqueueContext, now: Date, item: EnqueueItem): Row {
     options.maxAttempts ?? job.maxAttempts ?? context.defaultMaxAttempts ?? DEFAULT_MAX_ATTEMPTS;
   if (!Number.isInteger(maxAttempts) || maxAttempts < 1)
     throw new Error("maxAttempts must be a positive integer");
+  const priority = options.priority ?? 0;
+  if (!Number.isInteger(priority) || Math.abs(priority) > 32_767)
+    throw new Error("priority must be an integer between -32767 and 32767");
   // the stored payload is what the caller gave (validated); the handler gets the parsed output at run time
   return {
     kind: job.kind,
@@ -80,6 +96,8 @@ function toRow(context: EnqueueContext, now: Date, item: EnqueueItem): Row {
     runAfter: (options.runAfter ?? now).toISOString(),
     maxAttempts,
     dedupKey: options.dedupKey ?? null,
+    groupKey: options.groupKey !== undefined ? options.groupKey : (options.tenantId ?? null),
+    priority,
   };
 }
 
@@ -91,10 +109,10 @@ async function insertRows(db: Executor, now: Date, rows: Row[]): Promise<number[
   const result = await execute<{ id: string | number }>(
     db,
     sql`with inserted as (
-          insert into background_jobs (kind, payload, run_after, max_attempts, dedup_key, created_at, updated_at)
-          select r.kind, r.payload, r."runAfter", r."maxAttempts", r."dedupKey", ${nowText}::timestamptz, ${nowText}::timestamptz
+          insert into background_jobs (kind, payload, run_after, max_attempts, dedup_key, group_key, priority, created_at, updated_at)
+          select r.kind, r.payload, r."runAfter", r."maxAttempts", r."dedupKey", r."groupKey", r.priority, ${nowText}::timestamptz, ${nowText}::timestamptz
           from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
-            as r(kind text, payload jsonb, "runAfter" timestamptz, "maxAttempts" int, "dedupKey" text)
+            as r(kind text, payload jsonb, "runAfter" timestamptz, "maxAttempts" int, "dedupKey" text, "groupKey" text, priority int)
           on conflict (dedup_key) where dedup_key is not null and status in ('pending', 'processing', 'failed')
           do nothing
           returning id, run_after

@@ -7,8 +7,40 @@ export interface JobContext {
   /** 1 on the first run. */
   attempt: number;
   maxAttempts: number;
-  /** Fires before the lease ends (and on shutdown): stop and throw, the job is retried. */
+  /**
+   * Fires when the run must stop: an admin cancelled the job (reason `JobCancelledError`), the
+   * kind's `timeoutMs` passed (`JobTimeoutError`), the lease is about to end, or the process shuts
+   * down. Stop and throw; after a cancel or a timeout nothing the handler returns is recorded.
+   */
   signal: AbortSignal;
+  /**
+   * Records how far the run got (any JSON value, at most `MAX_PROGRESS_BYTES` once serialised),
+   * shown by the admin API as `progress`. Calls made while a write is under way are coalesced
+   * (the latest wins). Rejects only for a value that is not JSON or is too large.
+   */
+  progress(value: unknown): Promise<void>;
+}
+
+/** The cap on one `progress` value, as JSON text (UTF-8 bytes). */
+export const MAX_PROGRESS_BYTES = 4_096;
+
+/** The abort reason when an admin cancelled the job while it ran. */
+export class JobCancelledError extends Error {
+  override name = "JobCancelledError";
+  constructor(readonly jobId: number) {
+    super(`job ${jobId} was cancelled by an administrator`);
+  }
+}
+
+/** The abort reason (and the recorded error) when a run outlived its kind's `timeoutMs`. */
+export class JobTimeoutError extends Error {
+  override name = "JobTimeoutError";
+  constructor(
+    readonly kind: string,
+    readonly timeoutMs: number,
+  ) {
+    super(`job kind "${kind}" timed out after ${timeoutMs} ms (its timeoutMs)`);
+  }
 }
 
 export type JobHandler<P> = (payload: P, context: JobContext) => Promise<void> | void;
@@ -20,6 +52,10 @@ export interface JobDefinition<S extends z.ZodType = z.ZodType> {
   handler: JobHandler<z.output<S>>;
   /** Overrides `BackgroundProcessing:JobMaxAttempts` for this kind. */
   maxAttempts?: number;
+  /** A run longer than this is aborted (`JobTimeoutError`) and counts as a failed attempt. */
+  timeoutMs?: number;
+  /** At most this many jobs of this kind processing per group, across all processes. */
+  groupConcurrency?: number;
 }
 
 const KIND = /^[a-z][a-z0-9_-]*(\.[a-z0-9_-]+)*$/;
@@ -28,10 +64,15 @@ export function defineJob<S extends z.ZodType>(
   kind: string,
   schema: S,
   handler: JobHandler<z.output<S>>,
-  options: { maxAttempts?: number } = {},
+  options: { maxAttempts?: number; timeoutMs?: number; groupConcurrency?: number } = {},
 ): JobDefinition<S> {
   if (!KIND.test(kind)) throw new Error(`job kind "${kind}" must be dotted lower-case words`);
-  return { kind, schema, handler, maxAttempts: options.maxAttempts };
+  const { timeoutMs, groupConcurrency } = options;
+  if (timeoutMs !== undefined && !(Number.isInteger(timeoutMs) && timeoutMs > 0 && timeoutMs <= 2 ** 31 - 1))
+    throw new Error(`timeoutMs of job kind "${kind}" must be a positive integer of milliseconds`);
+  if (groupConcurrency !== undefined && (!Number.isInteger(groupConcurrency) || groupConcurrency < 1))
+    throw new Error(`groupConcurrency of job kind "${kind}" must be a positive integer`);
+  return { kind, schema, handler, maxAttempts: options.maxAttempts, timeoutMs, groupConcurrency };
 }
 
 /** The kinds one process can run. It claims only these, so a rolling deploy that adds a kind is safe. */
@@ -55,6 +96,14 @@ export class JobRegistry {
 
   kinds(): string[] {
     return [...this.#definitions.keys()];
+  }
+
+  /** Kind → `groupConcurrency`, for the kinds that set one (the claim enforces them). */
+  groupLimits(): Record<string, number> {
+    const limits: Record<string, number> = {};
+    for (const d of this.#definitions.values())
+      if (d.groupConcurrency !== undefined) limits[d.kind] = d.groupConcurrency;
+    return limits;
   }
 }
 

@@ -12,9 +12,10 @@ import {
   type JobLease,
   LEASE_MS,
   type RetryPolicy,
+  recordProgress,
   retryDelayMs,
 } from "./queue.ts";
-import type { JobRegistry } from "./registry.ts";
+import { JobCancelledError, type JobRegistry, JobTimeoutError, MAX_PROGRESS_BYTES } from "./registry.ts";
 
 /** What running one job reports (the job loop turns these into metrics). */
 export type RunEvent =
@@ -22,7 +23,9 @@ export type RunEvent =
   | { type: "failed"; id: number; kind: string; attempt: number; retryAt: Date; durationMs: number }
   | { type: "dead"; id: number; kind: string; attempt: number; reason: string }
   /** A run whose lease another worker took over: its result was not recorded. */
-  | { type: "lost"; id: number; kind: string; attempt: number };
+  | { type: "lost"; id: number; kind: string; attempt: number }
+  /** A run an admin cancelled: its handler's signal fired, nothing more is recorded. */
+  | { type: "cancelled"; id: number; kind: string; attempt: number };
 
 export interface RunJobDeps {
   db: Executor;
@@ -41,8 +44,13 @@ export interface RunJobInput {
   leaseMs?: number;
   retry?: RetryPolicy;
   random?: () => number;
-  /** The loop aborts it at shutdown; the lease timer aborts it before the lease ends. */
+  /** The loop aborts it at shutdown and on a cancel; the lease timer aborts it before the lease ends. */
   controller?: AbortController;
+  /**
+   * False when the caller keeps the lease alive and aborts before it ends itself (the job loop's
+   * heartbeat); by default a timer aborts the handler `abortMargin` before the claimed lease ends.
+   */
+  leaseTimer?: boolean;
   /** True once the run was given back at shutdown: its result is then not recorded. */
   released?: () => boolean;
   /**
@@ -50,17 +58,31 @@ export interface RunJobInput {
    * success is recorded here, alone.
    */
   complete?: (lease: JobLease, startedAt: number) => void;
-  /** Called once the handler is done, before its result is written (the loop frees the slot). */
+  /**
+   * Called once the handler is done (the loop frees the slot): before its result is written, or,
+   * after a timeout or a cancel (recorded at once), when the handler finally returns.
+   */
   onHandled?: () => void;
 }
 
 /** `handed-off`: a success given to `complete`; `unrecorded`: the write failed, the lease runs out. */
-export type RunOutcome = "succeeded" | "handed-off" | "failed" | "dead" | "lost" | "released" | "unrecorded";
+export type RunOutcome =
+  | "succeeded"
+  | "handed-off"
+  | "failed"
+  | "dead"
+  | "lost"
+  | "released"
+  | "unrecorded"
+  | "cancelled";
 
-type Handled =
+/** `settled`: the handler's own end (later than the result after a timeout or a cancel). */
+type Handled = { settled: Promise<unknown> } & (
   | { ok: true; startedAt: number }
   | { ok: false; error: unknown; durationMs: number }
-  | { ok: false; dead: string };
+  | { ok: false; dead: string }
+  | { ok: false; cancelled: true }
+);
 
 /** Before the lease ends the handler's signal fires, leaving this much for it to stop and report. */
 export function abortMargin(leaseMs: number): number {
@@ -73,14 +95,20 @@ export function abortMargin(leaseMs: number): number {
  * a retry time (backoff), or dead (attempts used up, invalid payload). Never rejects.
  */
 export async function runJob(deps: RunJobDeps, input: RunJobInput): Promise<RunOutcome> {
-  let handled: Handled;
-  try {
-    handled = await handle(deps, input);
-  } finally {
-    input.onHandled?.();
-  }
+  const handled = await handle(deps, input);
+  // the slot stays taken until the handler returns, even when its result was settled earlier
+  void handled.settled.then(() => input.onHandled?.());
   if (input.released?.()) return "released";
   const { job } = input;
+  if ("cancelled" in handled) {
+    deps.logger.info("job cancelled while running; its handler was signalled", {
+      jobId: job.id,
+      kind: job.kind,
+      attempt: job.attempts,
+    });
+    emit(deps, { type: "cancelled", id: job.id, kind: job.kind, attempt: job.attempts });
+    return "cancelled";
+  }
   if (handled.ok) {
     const lease: JobLease = { id: job.id, attempts: job.attempts };
     if (input.complete) {
@@ -111,6 +139,8 @@ export async function runJob(deps: RunJobDeps, input: RunJobInput): Promise<RunO
   return recordFailure(deps, input, handled.error, handled.durationMs);
 }
 
+const settledNow: Promise<unknown> = Promise.resolve();
+
 async function handle(deps: RunJobDeps, input: RunJobInput): Promise<Handled> {
   const { job } = input;
   const definition = input.registry.get(job.kind);
@@ -120,12 +150,14 @@ async function handle(deps: RunJobDeps, input: RunJobInput): Promise<Handled> {
       ok: false,
       error: new Error(`no handler for job kind "${job.kind}" in this process`),
       durationMs: 0,
+      settled: settledNow,
     };
   }
   if (job.attempts > job.maxAttempts) {
     return {
       ok: false,
       dead: `the lease of attempt ${job.maxAttempts} of ${job.maxAttempts} expired: the process running it stopped`,
+      settled: settledNow,
     };
   }
   const parsed = definition.schema.safeParse(job.payload);
@@ -133,29 +165,105 @@ async function handle(deps: RunJobDeps, input: RunJobInput): Promise<Handled> {
     const issues = describeIssues(parsed.error)
       .map((i) => `${i.path}: ${i.message}`)
       .join("; ");
-    return { ok: false, dead: `payload does not match the schema of job kind "${job.kind}": ${issues}` };
+    return {
+      ok: false,
+      dead: `payload does not match the schema of job kind "${job.kind}": ${issues}`,
+      settled: settledNow,
+    };
   }
   const controller = input.controller ?? new AbortController();
-  const remaining = job.lockedUntil.getTime() - deps.clock.now().getTime();
-  const timer = setTimeout(
-    () => controller.abort(new Error("the job's lease is about to end")),
-    Math.max(0, remaining - abortMargin(input.leaseMs ?? LEASE_MS)),
-  );
+  const { signal } = controller;
+  const timers: ReturnType<typeof setTimeout>[] = [];
+  if (input.leaseTimer !== false) {
+    const remaining = job.lockedUntil.getTime() - deps.clock.now().getTime();
+    timers.push(
+      setTimeout(
+        () => controller.abort(new Error("the job's lease is about to end")),
+        Math.max(0, remaining - abortMargin(input.leaseMs ?? LEASE_MS)),
+      ),
+    );
+  }
+  const { timeoutMs } = definition;
+  if (timeoutMs !== undefined)
+    timers.push(setTimeout(() => controller.abort(new JobTimeoutError(job.kind, timeoutMs)), timeoutMs));
+  // a cancel or a timeout settles the run at once; a lease end or a shutdown waits for the handler
+  let stopWaiting!: () => void;
+  const interrupted = new Promise<"interrupted">((resolve) => {
+    const check = () => {
+      if (signal.reason instanceof JobCancelledError || signal.reason instanceof JobTimeoutError)
+        resolve("interrupted");
+    };
+    stopWaiting = () => signal.removeEventListener("abort", check);
+    if (signal.aborted) check();
+    else signal.addEventListener("abort", check, { once: true });
+  });
   const startedAt = performance.now();
-  try {
-    await definition.handler(parsed.data, {
+  const running = (async () =>
+    definition.handler(parsed.data, {
       id: job.id,
       kind: job.kind,
       attempt: job.attempts,
       maxAttempts: job.maxAttempts,
-      signal: controller.signal,
+      signal,
+      progress: progressReporter(deps, input),
+    }))().then(
+    () => ({ ok: true as const }),
+    (error: unknown) => ({ ok: false as const, error }),
+  );
+  const settled = running.finally(() => {
+    for (const timer of timers) clearTimeout(timer);
+    stopWaiting();
+  });
+  const first = await Promise.race([running, interrupted]);
+  const durationMs = performance.now() - startedAt;
+  // the reason decides, also when the handler returned in the same turn as the abort
+  if (signal.reason instanceof JobCancelledError) return { ok: false, cancelled: true, settled };
+  if (signal.reason instanceof JobTimeoutError)
+    return { ok: false, error: signal.reason, durationMs, settled };
+  if (first === "interrupted") return { ok: false, error: signal.reason, durationMs, settled }; // not reached
+  if (first.ok) return { ok: true, startedAt, settled };
+  return { ok: false, error: first.error, durationMs, settled };
+}
+
+/**
+ * `context.progress` of one run: checks the value (JSON, at most MAX_PROGRESS_BYTES), writes it
+ * fenced on the lease, one write at a time with the latest value winning. A failed write is logged,
+ * not thrown: progress is for people watching, the job goes on.
+ */
+function progressReporter(deps: RunJobDeps, input: RunJobInput): (value: unknown) => Promise<void> {
+  let next: string | undefined;
+  let writing: Promise<void> | undefined;
+  const lease = { id: input.job.id, attempts: input.job.attempts };
+  const drain = async () => {
+    while (next !== undefined) {
+      const progress = next;
+      next = undefined;
+      try {
+        await recordProgress(deps.db, { workerId: input.workerId, job: lease, progress });
+      } catch (error) {
+        deps.logger.warn("recording a job's progress failed", { jobId: lease.id, error });
+      }
+    }
+  };
+  return (value) => {
+    let text: string | undefined;
+    try {
+      text = JSON.stringify(value);
+    } catch (error) {
+      return Promise.reject(new TypeError("job progress must be a JSON value", { cause: error }));
+    }
+    if (text === undefined) return Promise.reject(new TypeError("job progress must be a JSON value"));
+    const bytes = Buffer.byteLength(text, "utf8");
+    if (bytes > MAX_PROGRESS_BYTES)
+      return Promise.reject(
+        new RangeError(`job progress is ${bytes} bytes of JSON; at most ${MAX_PROGRESS_BYTES} are kept`),
+      );
+    next = text;
+    writing ??= drain().finally(() => {
+      writing = undefined;
     });
-    return { ok: true, startedAt };
-  } catch (error) {
-    return { ok: false, error, durationMs: performance.now() - startedAt };
-  } finally {
-    clearTimeout(timer);
-  }
+    return writing;
+  };
 }
 
 function emit(deps: RunJobDeps, event: RunEvent): void {

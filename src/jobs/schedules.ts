@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
 import { z } from "zod";
+import { recordAudit } from "../audit/record.ts";
 import type { Clock } from "../clock.ts";
 import type { Ctx } from "../context.ts";
 import { type Database, type Executor, execute } from "../db/client.ts";
@@ -243,16 +244,17 @@ export async function listSchedules(
  */
 export async function putSchedule(
   deps: Pick<ScheduleDeps, "database" | "clock">,
-  _ctx: Ctx,
+  ctx: Ctx,
   input: { name: string } & ScheduleSpec,
 ): Promise<{ schedule: ScheduleView; created: boolean }> {
   const { name, ...spec } = input;
   const s = normalise(name, spec);
   const now = deps.clock.now();
   const at = sql`${now.toISOString()}::timestamptz`;
-  const [row] = await execute<ScheduleRow & { created: boolean }>(
-    deps.database.db,
-    sql`insert into job_schedules as j (name, cron, time_zone, kind, payload, enabled, catch_up, last_slot, created_at, updated_at)
+  const row = await deps.database.db.transaction(async (tx) => {
+    const [upserted] = await execute<ScheduleRow & { created: boolean }>(
+      tx,
+      sql`insert into job_schedules as j (name, cron, time_zone, kind, payload, enabled, catch_up, last_slot, created_at, updated_at)
         values (${s.name}, ${s.cron}, ${s.timeZone}, ${s.kind}, ${JSON.stringify(s.payload)}::jsonb, ${s.enabled},
                 ${s.catchUp}, ${at}, ${at}, ${at})
         on conflict (name) do update set
@@ -263,28 +265,38 @@ export async function putSchedule(
             then excluded.last_slot else j.last_slot end,
           updated_at = excluded.updated_at
         returning *, (xmax = 0) as created`,
-  );
-  if (!row) throw new Error("upsert of a schedule returned no row");
+    );
+    if (!upserted) throw new Error("upsert of a schedule returned no row");
+    await recordAudit(tx, ctx, {
+      action: "schedule.updated",
+      target: { type: "schedule", id: s.name },
+      details: { kind: s.kind, status: s.enabled ? "enabled" : "disabled", value: s.cron },
+    });
+    return upserted;
+  });
   return { schedule: toView(row, now), created: row.created };
 }
 
 /** Deletes a schedule (its jobs already enqueued stay); 404 for an unknown name. */
 export async function deleteSchedule(
   deps: Pick<ScheduleDeps, "database">,
-  _ctx: Ctx,
+  ctx: Ctx,
   input: { name: string },
 ): Promise<void> {
-  const rows = await execute<{ name: string }>(
-    deps.database.db,
-    sql`delete from job_schedules where name = ${input.name} returning name`,
-  );
-  if (rows.length === 0) throw new AppError("not_found", "No schedule with this name.");
+  await deps.database.db.transaction(async (tx) => {
+    const rows = await execute<{ name: string }>(
+      tx,
+      sql`delete from job_schedules where name = ${input.name} returning name`,
+    );
+    if (rows.length === 0) throw new AppError("not_found", "No schedule with this name.");
+    await recordAudit(tx, ctx, { action: "schedule.deleted", target: { type: "schedule", id: input.name } });
+  });
 }
 
 /** Enqueues one run of a schedule now, outside its slots (`last_slot` unchanged); 404 for an unknown name. */
 export async function runScheduleNow(
   deps: ScheduleDeps,
-  _ctx: Ctx,
+  ctx: Ctx,
   input: { name: string },
 ): Promise<{ jobId: number }> {
   const [row] = await execute<ScheduleRow>(
@@ -293,12 +305,20 @@ export async function runScheduleNow(
   );
   if (!row) throw new AppError("not_found", "No schedule with this name.");
   const now = deps.clock.now();
-  const { id } = await enqueue(
-    deps.database.db,
-    { clock: deps.clock, defaultMaxAttempts: deps.config.settings.BackgroundProcessing.JobMaxAttempts },
-    slotJob(row.kind),
-    row.payload,
-    { dedupKey: `schedule:${row.name}:run:${now.toISOString()}` },
-  );
+  const id = await deps.database.db.transaction(async (tx) => {
+    const job = await enqueue(
+      tx,
+      { clock: deps.clock, defaultMaxAttempts: deps.config.settings.BackgroundProcessing.JobMaxAttempts },
+      slotJob(row.kind),
+      row.payload,
+      { dedupKey: `schedule:${row.name}:run:${now.toISOString()}` },
+    );
+    await recordAudit(tx, ctx, {
+      action: "schedule.run",
+      target: { type: "schedule", id: row.name },
+      details: { kind: row.kind, value: job.id },
+    });
+    return job.id;
+  });
   return { jobId: id };
 }

@@ -70,6 +70,7 @@ export function jobMetrics(telemetry: Telemetry): ((event: JobEvent) => void) | 
         break;
       case "dead":
       case "lost":
+      case "cancelled":
         m.jobRuns.add(1, { "plinth.job.kind": event.kind, outcome: event.type });
         break;
       default:

@@ -44,7 +44,15 @@ export interface BackgroundLoop {
 /** Adapts an interval runner (a loop whose ticks claim with their own lease query) to a BackgroundLoop. */
 export function intervalLoop(name: LoopName, runner: IntervalRunner): BackgroundLoop {
   runner.start();
-  return { name, stop: () => runner.stop() };
+  return {
+    name,
+    // a tick stuck on a connection the network dropped must not hold shutdown past its deadline
+    stop: async (timeoutMs) => {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([runner.stop(), new Promise<void>((r) => (timer = setTimeout(r, timeoutMs)))]);
+      clearTimeout(timer);
+    },
+  };
 }
 
 export type LoopFactory = (deps: Deps) => BackgroundLoop | Promise<BackgroundLoop>;

@@ -2,6 +2,7 @@ import type { Logger } from "../telemetry/logger.ts";
 import type { Telemetry } from "../telemetry/otel.ts";
 import { type BackgroundLoop, intervalLoop, type LoopName } from "./background.ts";
 import { createIntervalRunner } from "./interval-runner.ts";
+import type { LoopStatusBoard } from "./loop-status.ts";
 
 /** Wraps a loop's tick with the loop-round metrics (`plinth.loop.ticks`, `plinth.loop.tick.duration`). */
 export function measuredTick<T>(
@@ -31,7 +32,7 @@ export function measuredTick<T>(
  * `intervalMs` (at once again while `step` says there is more) it runs its domain step, measured.
  */
 export function startIntervalLoop(
-  deps: { logger: Logger; telemetry: Telemetry },
+  deps: { logger: Logger; telemetry: Telemetry; loopStatus?: LoopStatusBoard },
   name: Exclude<LoopName, "jobs">,
   options: { intervalMs: number; step: () => Promise<boolean> },
 ): BackgroundLoop {
@@ -41,7 +42,11 @@ export function startIntervalLoop(
       name,
       intervalMs: options.intervalMs,
       logger: deps.logger,
-      tick: measuredTick(deps.telemetry, name, options.step),
+      tick: measuredTick(
+        deps.telemetry,
+        name,
+        deps.loopStatus ? deps.loopStatus.wrap(name, options.step) : options.step,
+      ),
     }),
   );
 }

@@ -22,19 +22,26 @@
  * - stopping: no claims; running jobs get the stop's timeout to finish, the rest are aborted and
  *   released (attempt not counted, due at once), and what finished is recorded.
  * - stopped: done; start() does nothing.
+ *
+ * Beside the modes, while jobs run: a heartbeat every third of the lease renews the lease of every
+ * running job in one statement (a run it cannot renew was cancelled or taken over: its signal
+ * fires), a timer per run fires the signal `abortMargin` before its current lease ends (when the
+ * heartbeats stopped getting through), and a NOTIFY on `plinth_job_cancel` fires the signal of a
+ * run an admin cancelled.
  */
 import type { Clock } from "../clock.ts";
 import type { Database } from "../db/client.ts";
-import { JOBS_CHANNEL } from "../jobs/enqueue.ts";
+import { JOB_CANCEL_CHANNEL, JOBS_CHANNEL } from "../jobs/enqueue.ts";
 import {
   type ClaimedJob,
   completeAndClaimJobs,
   type JobLease,
   LEASE_MS,
   type RetryPolicy,
+  renewLeases,
 } from "../jobs/queue.ts";
-import type { JobRegistry } from "../jobs/registry.ts";
-import { type RunEvent, type RunJobDeps, reportCompletions, runJob } from "../jobs/run-job.ts";
+import { JobCancelledError, type JobRegistry } from "../jobs/registry.ts";
+import { abortMargin, type RunEvent, type RunJobDeps, reportCompletions, runJob } from "../jobs/run-job.ts";
 import { releaseUnfinishedJobs } from "../jobs/upkeep.ts";
 import type { Redactor } from "../redact.ts";
 import { settledWithin } from "../runtime/with-timeout.ts";
@@ -76,6 +83,8 @@ export interface JobLoopOptions {
   workerId?: string;
   /** Tests shorten the lease; production uses the spec's five minutes. */
   leaseMs?: number;
+  /** How often running jobs' leases are renewed; default a third of the lease; 0 switches heartbeats off. */
+  heartbeatMs?: number;
   onEvent?: (event: JobEvent) => void;
   random?: () => number;
 }
@@ -92,6 +101,11 @@ interface Run {
   /** Resolves when the handler is done (its result may still be being written). */
   done: Promise<void>;
   released: boolean;
+  /** The lease as last written (claim or heartbeat). */
+  lockedUntil: Date;
+  leaseTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Cancelled, taken over or settled: no more heartbeats for it. */
+  ended: boolean;
 }
 
 const LISTEN_TIMEOUT_MS = 5_000;
@@ -107,6 +121,9 @@ export class JobLoop {
   readonly #deps: JobLoopDeps;
   readonly #options: JobLoopOptions;
   readonly #kinds: string[];
+  readonly #groupLimits: Record<string, number>;
+  /** Where the next claim's round robin over groups resumes. */
+  #groupCursor = "";
   readonly #leaseMs: number;
   readonly #log: Logger;
   readonly #run: RunJobDeps;
@@ -125,6 +142,8 @@ export class JobLoop {
   #unlisten: (() => Promise<void>) | undefined;
   #pumpScheduled: ReturnType<typeof setImmediate> | undefined;
   #backoffTimer: ReturnType<typeof setTimeout> | undefined;
+  #heartbeatTimer: ReturnType<typeof setInterval> | undefined;
+  #renewing: Promise<void> | undefined;
   readonly #outage: OutageLog;
 
   constructor(deps: JobLoopDeps, options: JobLoopOptions) {
@@ -132,6 +151,7 @@ export class JobLoop {
     this.#options = options;
     this.workerId = options.workerId ?? newWorkerId();
     this.#kinds = options.registry.kinds();
+    this.#groupLimits = options.registry.groupLimits();
     this.#leaseMs = options.leaseMs ?? LEASE_MS;
     this.#log = deps.logger.child({ loop: "jobs", workerId: this.workerId });
     const now = () => deps.clock.now().getTime(); // database down: one line, one a minute, recovery
@@ -186,6 +206,8 @@ export class JobLoop {
     if (this.#options.listen !== false) await this.#listen();
     if (this.#mode !== "starting") return this.#unlistenNow(); // stopped while LISTEN was set up
     this.#mode = "claiming";
+    const heartbeatMs = this.#options.heartbeatMs ?? Math.floor(this.#leaseMs / 3);
+    if (heartbeatMs > 0) this.#heartbeatTimer = setInterval(() => void this.#heartbeat(), heartbeatMs);
     this.#poller.start();
     this.#pruner?.start();
     this.#log.info("job loop started", {
@@ -227,6 +249,9 @@ export class JobLoop {
     }
     await this.#unlistenNow();
     clearImmediate(this.#pumpScheduled);
+    clearInterval(this.#heartbeatTimer);
+    await this.#renewing;
+    for (const run of this.#runs.values()) clearTimeout(run.leaseTimer);
     this.#mode = "stopped";
     const finished = inFlight.length - left.length;
     this.#log.info("job loop stopped", { finished, released: released.length });
@@ -234,16 +259,37 @@ export class JobLoop {
   }
 
   async #listen(): Promise<void> {
+    if (!this.#deps.database.sessions) {
+      this.#log.info("job loop polls: LISTEN needs DATABASE_DIRECT_URL beside a transaction pooler", {
+        pollMs: this.#options.pollMs,
+      });
+      return;
+    }
     let timer: ReturnType<typeof setTimeout> | undefined;
     try {
-      this.#unlisten = await Promise.race([
-        this.#deps.database.listen(JOBS_CHANNEL, () => this.wake()),
+      const database = this.#deps.database;
+      const both = Promise.allSettled([
+        database.listen(JOBS_CHANNEL, () => this.wake()),
+        database.listen(JOB_CANCEL_CHANNEL, (payload) => this.#cancelled(payload)),
+      ]);
+      const results = await Promise.race([
+        both,
         new Promise<never>((_, reject) => {
           timer = setTimeout(() => reject(new Error("LISTEN timed out")), LISTEN_TIMEOUT_MS);
         }),
       ]);
+      const unlistens = results.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+      const unlistenAll = async () => {
+        await Promise.allSettled(unlistens.map((unlisten) => unlisten()));
+      };
+      const failed = results.find((r) => r.status === "rejected");
+      if (failed) {
+        await unlistenAll(); // both or neither: cancels then arrive by heartbeat, wake-ups by polling
+        throw failed.reason;
+      }
+      this.#unlisten = unlistenAll;
     } catch (error) {
-      this.#log.warn("LISTEN on the jobs channel failed; polling only", { error });
+      this.#log.warn("LISTEN on the jobs channels failed; polling only (cancels by heartbeat)", { error });
     } finally {
       clearTimeout(timer);
     }
@@ -252,6 +298,67 @@ export class JobLoop {
   async #unlistenNow(): Promise<void> {
     await this.#unlisten?.().catch(() => {});
     this.#unlisten = undefined;
+  }
+
+  /** A NOTIFY on the cancel channel (`<id>:<attempts>`): the run, if it is here, is signalled. */
+  #cancelled(payload: string): void {
+    const [id, attempts] = payload.split(":").map(Number);
+    const run = id === undefined ? undefined : this.#runs.get(id);
+    if (!run || run.job.attempts !== attempts || id === undefined) return;
+    this.#endRun(run, new JobCancelledError(id));
+  }
+
+  #endRun(run: Run, reason: Error): void {
+    run.ended = true;
+    clearTimeout(run.leaseTimer);
+    run.controller.abort(reason);
+  }
+
+  /** Fires the run's signal `abortMargin` before its current lease ends (re-armed by each heartbeat). */
+  #armLeaseTimer(run: Run): void {
+    clearTimeout(run.leaseTimer);
+    const remaining = run.lockedUntil.getTime() - this.#deps.clock.now().getTime();
+    run.leaseTimer = setTimeout(
+      () => run.controller.abort(new Error("the job's lease is about to end")),
+      Math.max(0, remaining - abortMargin(this.#leaseMs)),
+    );
+  }
+
+  /** Renews the lease of every running job in one statement; one heartbeat at a time. */
+  #heartbeat(): Promise<void> | undefined {
+    if (this.#renewing) return this.#renewing;
+    const runs = [...this.#runs.values()].filter((r) => !r.ended);
+    if (runs.length === 0) return undefined;
+    this.#renewing = (async () => {
+      try {
+        const renewed = await renewLeases(this.#deps.database.db, {
+          workerId: this.workerId,
+          jobs: runs.map((r) => ({ id: r.job.id, attempts: r.job.attempts })),
+          now: this.#deps.clock.now(),
+          leaseMs: this.#leaseMs,
+        });
+        for (const lease of renewed) {
+          const run = this.#runs.get(lease.id);
+          if (!run || run.ended) continue;
+          if (lease.renewed && lease.lockedUntil) {
+            run.lockedUntil = lease.lockedUntil;
+            this.#armLeaseTimer(run);
+          } else if (lease.status === "cancelled") {
+            this.#endRun(run, new JobCancelledError(lease.id));
+          } else if (lease.status === "processing" || lease.status === null) {
+            this.#endRun(run, new Error("the job's lease was taken over by another worker"));
+          } else {
+            run.ended = true; // its result is written already (a timeout recorded as failed)
+          }
+        }
+      } catch (error) {
+        // the lease timers still stop the handlers before their leases end
+        this.#log.warn("renewing the leases of running jobs failed", { error, jobs: runs.length });
+      } finally {
+        this.#renewing = undefined;
+      }
+    })();
+    return this.#renewing;
   }
 
   #emit(event: JobEvent): void {
@@ -299,16 +406,21 @@ export class JobLoop {
     const startedAt = performance.now();
     let claimed: ClaimedJob[];
     let completed: number[];
+    let more = false;
     try {
       // with n = 0 this only records the finished runs
-      ({ claimed, completed } = await completeAndClaimJobs(this.#deps.database.db, {
+      let cursor: string;
+      ({ claimed, completed, cursor, more } = await completeAndClaimJobs(this.#deps.database.db, {
         workerId: this.workerId,
         kinds: this.#kinds,
         limit: n,
         now: this.#deps.clock.now(),
         leaseMs: this.#leaseMs,
         complete: finished.map((c) => c.lease),
+        groupLimits: this.#groupLimits,
+        groupCursor: this.#groupCursor,
       }));
+      this.#groupCursor = cursor;
       this.#outage.succeeded();
     } catch (error) {
       this.#outage.failed(error); // retried in a second
@@ -328,7 +440,9 @@ export class JobLoop {
       });
     reportCompletions(this.#run, finished, completed);
     for (const job of claimed) this.#startRun(job);
-    if (n > 0 && claimed.length < n && wakeUps === this.#wakeUps && this.#mode === "claiming")
+    // short because lower priorities or full groups wait: claim again, as long as claims bring jobs
+    const drained = claimed.length === 0 || !more;
+    if (n > 0 && claimed.length < n && drained && wakeUps === this.#wakeUps && this.#mode === "claiming")
       this.#mode = "waiting";
     return true;
   }
@@ -360,8 +474,12 @@ export class JobLoop {
       done: new Promise<void>((resolve) => {
         handled = resolve;
       }),
+      lockedUntil: job.lockedUntil,
+      leaseTimer: undefined,
+      ended: false,
     };
     this.#runs.set(job.id, run);
+    this.#armLeaseTimer(run);
     const result = runJob(this.#run, {
       job,
       workerId: this.workerId,
@@ -370,12 +488,15 @@ export class JobLoop {
       retry: this.#options.retry,
       random: this.#options.random,
       controller: run.controller,
+      leaseTimer: false, // the heartbeat keeps the lease; #armLeaseTimer stops the handler before it ends
       released: () => run.released,
       // recorded by the next statement (#pump runs as the slot frees)
       complete: (lease, startedAt) => this.#completions.push({ lease, job, startedAt }),
       // the handler is done (always after an await, so `result` is set): free the slot, and let
       // stop() wait for the result's write but never for a released run's handler
       onHandled: () => {
+        run.ended = true;
+        clearTimeout(run.leaseTimer);
         this.#runs.delete(job.id);
         this.#writes.add(result);
         void result.finally(() => this.#writes.delete(result));

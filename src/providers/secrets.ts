@@ -1,4 +1,5 @@
 import { and, asc, eq, gt, ne, sql } from "drizzle-orm";
+import { recordAudit } from "../audit/record.ts";
 import type { Clock } from "../clock.ts";
 import type { TenantCtx } from "../context.ts";
 import { type Database, type Db, type Executor, execute } from "../db/client.ts";
@@ -73,9 +74,14 @@ export async function storeTenantSecret(
 ): Promise<void> {
   if (!deps.tenantSecretKeyring)
     throw new AppError("unavailable", "Tenant secrets are not configured (Security:TenantSecrets).");
-  await putTenantSecret(deps.database.db, deps.tenantSecretKeyring, ctx.tenantId, {
-    ...input,
-    now: deps.clock.now(),
+  const keyring = deps.tenantSecretKeyring;
+  await deps.database.db.transaction(async (tx) => {
+    await putTenantSecret(tx, keyring, ctx.tenantId, { ...input, now: deps.clock.now() });
+    await recordAudit(tx, ctx, {
+      action: "tenant_secret.put",
+      target: { type: "tenant_secret", id: input.name },
+      details: { name: input.name },
+    });
   });
 }
 
@@ -108,11 +114,18 @@ export async function deleteTenantSecret(
   const { tenantId } = ctx;
   const { name } = input;
   await getTenant(db, tenantId);
-  const deleted = await db
-    .delete(tenantSecrets)
-    .where(and(eq(tenantSecrets.tenantId, tenantId), eq(tenantSecrets.name, name)))
-    .returning({ id: tenantSecrets.id });
-  if (deleted.length === 0) throw new AppError("not_found", "No such secret.");
+  await db.transaction(async (tx) => {
+    const deleted = await tx
+      .delete(tenantSecrets)
+      .where(and(eq(tenantSecrets.tenantId, tenantId), eq(tenantSecrets.name, name)))
+      .returning({ id: tenantSecrets.id });
+    if (deleted.length === 0) throw new AppError("not_found", "No such secret.");
+    await recordAudit(tx, ctx, {
+      action: "tenant_secret.deleted",
+      target: { type: "tenant_secret", id: name },
+      details: { name },
+    });
+  });
 }
 
 /**

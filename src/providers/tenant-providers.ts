@@ -1,4 +1,5 @@
 import { and, asc, eq } from "drizzle-orm";
+import { recordAudit } from "../audit/record.ts";
 import type { Clock } from "../clock.ts";
 import type { TenantCtx } from "../context.ts";
 import type { Database, Executor } from "../db/client.ts";
@@ -125,16 +126,23 @@ export async function putTenantProvider(
     secretRefs: input.secretRefs,
     updatedAt: now,
   };
-  const [row] = await db
-    .insert(tenantExternalProviders)
-    .values({ tenantId, type: input.type, ...values, createdAt: now })
-    .onConflictDoUpdate({
-      target: [tenantExternalProviders.tenantId, tenantExternalProviders.type],
-      set: values,
-    })
-    .returning(columns);
-  if (!row) throw new Error("upsert returned no row");
-  return row;
+  return db.transaction(async (tx) => {
+    const [row] = await tx
+      .insert(tenantExternalProviders)
+      .values({ tenantId, type: input.type, ...values, createdAt: now })
+      .onConflictDoUpdate({
+        target: [tenantExternalProviders.tenantId, tenantExternalProviders.type],
+        set: values,
+      })
+      .returning(columns);
+    if (!row) throw new Error("upsert returned no row");
+    await recordAudit(tx, ctx, {
+      action: "provider.set",
+      target: { type: "provider", id: input.type },
+      details: { kind: input.type, provider: input.provider, status: input.status },
+    });
+    return row;
+  });
 }
 
 export async function listTenantProviders(
@@ -159,13 +167,20 @@ export async function setTenantProviderStatus(
   const { tenantId } = ctx;
   const { type, status } = input;
   await getTenant(db, tenantId);
-  const [row] = await db
-    .update(tenantExternalProviders)
-    .set({ status, updatedAt: deps.clock.now() })
-    .where(and(eq(tenantExternalProviders.tenantId, tenantId), eq(tenantExternalProviders.type, type)))
-    .returning(columns);
-  if (!row) throw new AppError("not_found", "The tenant has no provider of this type.");
-  return row;
+  return db.transaction(async (tx) => {
+    const [row] = await tx
+      .update(tenantExternalProviders)
+      .set({ status, updatedAt: deps.clock.now() })
+      .where(and(eq(tenantExternalProviders.tenantId, tenantId), eq(tenantExternalProviders.type, type)))
+      .returning(columns);
+    if (!row) throw new AppError("not_found", "The tenant has no provider of this type.");
+    await recordAudit(tx, ctx, {
+      action: status === "Active" ? "provider.enabled" : "provider.disabled",
+      target: { type: "provider", id: type },
+      details: { kind: type, status },
+    });
+    return row;
+  });
 }
 
 /**

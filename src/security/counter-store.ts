@@ -125,33 +125,58 @@ export function gcraOutcomes(
 }
 
 export function cacheCounterStore(cache: Cache): CounterStore {
+  const runWindows = async (
+    mode: WindowMode,
+    specs: WindowSpec[],
+    nowMs: number,
+    member: string,
+  ): Promise<WindowOutcome> => {
+    const args: (string | number)[] = [nowMs, mode, member];
+    for (const spec of specs) {
+      const slow = spec.slow ?? { after: 0, baseMs: 0, maxMs: 0 };
+      args.push(spec.limit, spec.windowMs, slow.after, slow.baseMs, slow.maxMs);
+    }
+    const out = (await cache.run(
+      slidingLogScript,
+      specs.map((s) => s.key),
+      args,
+    )) as number[];
+    const n = specs.length;
+    return {
+      allowed: Number(out[0]) === 1,
+      retryAfterMs: Number(out[1] ?? 0),
+      counts: out.slice(2, 2 + n).map(Number),
+      waits: out.slice(2 + n, 2 + 2 * n).map(Number),
+    };
+  };
+  const refund = async (keys: string[], atMs: number) => {
+    if (keys.length === 0) return;
+    if (!cache.cluster) await cache.run(slidingLogRefundScript, keys, [atMs]);
+    else await Promise.all(keys.map((key) => cache.run(slidingLogRefundScript, [key], [atMs])));
+  };
   return {
     kind: "cache",
     window: async (mode, specs, nowMs) => {
-      const args: (string | number)[] = [nowMs, mode, `${nowMs}:${crypto.randomUUID()}`];
-      for (const spec of specs) {
-        const slow = spec.slow ?? { after: 0, baseMs: 0, maxMs: 0 };
-        args.push(spec.limit, spec.windowMs, slow.after, slow.baseMs, slow.maxMs);
-      }
-      const out = (await cache.run(
-        slidingLogScript,
-        specs.map((s) => s.key),
-        args,
-      )) as number[];
-      const n = specs.length;
+      const member = `${nowMs}:${crypto.randomUUID()}`;
+      if (!cache.cluster || specs.length <= 1) return runWindows(mode, specs, nowMs, member);
+      // On a Redis Cluster each window is a slot of its own (its hash tag), and one script cannot
+      // span slots: every window is decided by its own script, all in one round trip. Each script
+      // keeps its own window exact (none admits past its limit); `consume` records only when all
+      // allow, so what it recorded on the windows that allowed is taken back when another refused.
+      const outcomes = await Promise.all(specs.map((spec) => runWindows(mode, [spec], nowMs, member)));
+      const outcome = combineOutcomes(outcomes);
+      if (mode !== "consume" || outcome.allowed) return outcome;
+      const recorded = specs.filter((_, i) => outcomes[i]?.allowed).map((spec) => spec.key);
+      await refund(recorded, nowMs);
       return {
-        allowed: Number(out[0]) === 1,
-        retryAfterMs: Number(out[1] ?? 0),
-        counts: out.slice(2, 2 + n).map(Number),
-        waits: out.slice(2 + n, 2 + 2 * n).map(Number),
+        ...outcome,
+        counts: outcome.counts.map((count, i) => (outcomes[i]?.allowed ? count - 1 : count)),
       };
     },
     resetWindows: async (keys) => {
       await cache.del(...keys);
     },
-    refundWindows: async (keys, atMs) => {
-      if (keys.length > 0) await cache.run(slidingLogRefundScript, keys, [atMs]);
-    },
+    refundWindows: refund,
     rate: async (key, limit, windowMs, nowMs, count) => {
       const { windowUs, intervalUs } = gcraParams(limit, windowMs);
       const out = (await cache.run(
@@ -161,6 +186,16 @@ export function cacheCounterStore(cache: Cache): CounterStore {
       )) as number[];
       return gcraOutcomes(count, Number(out[0] ?? 0), Number(out[1] ?? 0), intervalUs, windowUs);
     },
+  };
+}
+
+/** One outcome over windows decided one by one, in `specs` order. */
+function combineOutcomes(outcomes: WindowOutcome[]): WindowOutcome {
+  return {
+    allowed: outcomes.every((o) => o.allowed),
+    retryAfterMs: Math.max(0, ...outcomes.map((o) => o.retryAfterMs)),
+    counts: outcomes.flatMap((o) => o.counts),
+    waits: outcomes.flatMap((o) => o.waits),
   };
 }
 

@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { slotKey } from "../cache/port.ts";
 import type { Clock } from "../clock.ts";
 import type { Settings } from "../config/schema.ts";
 import { AppError } from "../errors.ts";
@@ -166,7 +167,8 @@ function subjectHash(value: string): string {
 }
 
 export function windowKey(kind: WindowKind, dimension: Dimension, value: string): string {
-  return `win:${kind}:${dimension}:${dimension === "ip" ? value : subjectHash(value)}`;
+  // one window is one key; its hash tag spreads windows over a Redis Cluster's slots
+  return slotKey(`win:${kind}:${dimension}:`, dimension === "ip" ? value : subjectHash(value));
 }
 
 /** The value a window of `dimension` counts under, or undefined when the subjects lack it. */

@@ -120,7 +120,7 @@ export async function createTenantUpload(
   const grantId = randomUUID();
   const { objectKey, ...upload } = await storageOf(deps).createUpload(tenantId, { ...input, grantId });
   await settleStorageRefunds(deps, tenantId);
-  await assertFeature(deps, tenantId, "storage_bytes", Math.max(input.size, 1));
+  const { limit } = await assertFeature(deps, tenantId, "storage_bytes", Math.max(input.size, 1));
   await deps.database.db.transaction(async (tx) => {
     await tx.insert(storageGrants).values({
       id: grantId,
@@ -140,6 +140,7 @@ export async function createTenantUpload(
           feature: "storage_bytes",
           quantity: input.size,
           idempotencyKey: `storage_bytes:upload:${grantId}`,
+          limit,
         },
         tx,
       );

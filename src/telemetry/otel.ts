@@ -33,6 +33,10 @@ export interface Instruments {
   jobsClaimed: Counter;
   /** `plinth.loop.ticks`: loop, outcome. */
   loopTicks: Counter;
+  /** `plinth.webhooks.attempts`: outcome (succeeded, failed), error class. */
+  webhookAttempts: Counter;
+  /** `plinth.webhooks.attempt.duration` (s): outcome. */
+  webhookAttemptDuration: Histogram;
   /** `plinth.loop.tick.duration` (s): loop. */
   loopTickDuration: Histogram;
 }
@@ -84,6 +88,13 @@ function createInstruments(meter: Meter): Instruments {
     }),
     jobsClaimed: meter.createCounter("plinth.jobs.claimed", { description: "Jobs claimed by the job loop." }),
     loopTicks: meter.createCounter("plinth.loop.ticks", { description: "Background loop rounds." }),
+    webhookAttempts: meter.createCounter("plinth.webhooks.attempts", {
+      description: "Webhook delivery attempts by outcome and error class.",
+    }),
+    webhookAttemptDuration: meter.createHistogram("plinth.webhooks.attempt.duration", {
+      unit: "s",
+      description: "Duration of webhook delivery attempts.",
+    }),
     loopTickDuration: meter.createHistogram("plinth.loop.tick.duration", {
       unit: "s",
       description: "Duration of background loop rounds.",

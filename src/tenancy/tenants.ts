@@ -1,6 +1,7 @@
-import { asc, eq, gt } from "drizzle-orm";
+import { and, asc, eq, gt, ilike, inArray, or } from "drizzle-orm";
+import { recordAudit } from "../audit/record.ts";
 import { endSessions } from "../auth/sessions.ts";
-import type { Ctx } from "../context.ts";
+import { type Ctx, systemCtx } from "../context.ts";
 import type { Executor } from "../db/client.ts";
 import { tenants } from "../db/schema/tenants.ts";
 import type { Deps } from "../deps.ts";
@@ -22,19 +23,32 @@ export function isUuid(value: string): boolean {
 
 const columns = { id: tenants.id, code: tenants.code, name: tenants.name, status: tenants.status };
 
-export async function createTenant(db: Executor, input: { code: string; name: string }): Promise<Tenant> {
+/** Creates a tenant and records `tenant.created` in its own chain, in one transaction. */
+export async function createTenant(
+  db: Executor,
+  input: { code: string; name: string },
+  ctx: Ctx = systemCtx("tenancy"),
+): Promise<Tenant> {
   const code = input.code.toLowerCase();
   if (!TENANT_CODE.test(code))
     throw new AppError("validation_failed", "The tenant code is not valid.", {
       fields: [{ path: "code", message: "lower-case letters, digits and inner hyphens, at most 63" }],
     });
-  const [row] = await db
-    .insert(tenants)
-    .values({ code, name: input.name })
-    .onConflictDoNothing({ target: tenants.code })
-    .returning(columns);
-  if (!row) throw new AppError("conflict", "A tenant with this code exists.");
-  return row;
+  return db.transaction(async (tx) => {
+    const [row] = await tx
+      .insert(tenants)
+      .values({ code, name: input.name })
+      .onConflictDoNothing({ target: tenants.code })
+      .returning(columns);
+    if (!row) throw new AppError("conflict", "A tenant with this code exists.");
+    await recordAudit(tx, ctx, {
+      action: "tenant.created",
+      target: { type: "tenant", id: row.id },
+      details: { code },
+      tenantId: row.id,
+    });
+    return row;
+  });
 }
 
 /** The opaque cursor of a position in the tenant list (the last code seen, base64url), and back. */
@@ -52,12 +66,22 @@ export const tenantCursor = {
  */
 export async function listTenants(
   db: Executor,
-  input: { limit: number; offset?: number; after?: string },
+  input: { limit: number; offset?: number; after?: string; search?: string },
 ): Promise<{ items: Tenant[]; next: string | null }> {
+  const search = input.search?.trim();
+  // `search`: a code prefix or a part of the name, case-insensitive, matched literally
+  const pattern = search ? search.replace(/[\\%_]/g, "\\$&") : undefined;
   const rows = await db
     .select(columns)
     .from(tenants)
-    .where(input.after === undefined ? undefined : gt(tenants.code, input.after))
+    .where(
+      and(
+        input.after === undefined ? undefined : gt(tenants.code, input.after),
+        pattern === undefined
+          ? undefined
+          : or(ilike(tenants.code, `${pattern}%`), ilike(tenants.name, `%${pattern}%`)),
+      ),
+    )
     .orderBy(asc(tenants.code))
     .limit(input.limit + 1)
     .offset(input.after === undefined ? (input.offset ?? 0) : 0);
@@ -79,7 +103,7 @@ export async function getTenant(db: Executor, tenantId: string): Promise<Tenant>
  */
 export async function suspendTenant(
   deps: Pick<Deps, "database" | "clock" | "tenants" | "sessionCache">,
-  _ctx: Ctx,
+  ctx: Ctx,
   input: { tenantId: string },
 ): Promise<Tenant> {
   const db = deps.database.db;
@@ -93,8 +117,24 @@ export async function suspendTenant(
     if (!suspended) throw new AppError("not_found", "No such tenant.");
     // the sessions end with the suspension: every process hears of it as it commits
     await endSessions(deps, { tenantId: input.tenantId }, tx);
+    await recordAudit(tx, ctx, {
+      action: "tenant.suspended",
+      target: { type: "tenant", id: input.tenantId },
+      tenantId: input.tenantId,
+    });
     return suspended;
   });
   deps.tenants.clear();
   return row;
+}
+
+/** The codes of the given tenant ids (ids that are not a tenant are left out). */
+export async function tenantCodes(db: Executor, ids: readonly string[]): Promise<Map<string, string>> {
+  const valid = [...new Set(ids.filter(isUuid))];
+  if (valid.length === 0) return new Map();
+  const rows = await db
+    .select({ id: tenants.id, code: tenants.code })
+    .from(tenants)
+    .where(inArray(tenants.id, valid));
+  return new Map(rows.map((r) => [r.id, r.code]));
 }

@@ -16,6 +16,7 @@ import {
   type UsagePeriodWindow,
   usageCounterKey,
 } from "./counters.ts";
+import { noteUsageThresholds } from "./thresholds.ts";
 
 export interface UsageDeps {
   database: Database;
@@ -31,6 +32,12 @@ export interface RecordUsageInput {
   quantity: number;
   /** Unique per tenant: a second event with the same key is not counted again. */
   idempotencyKey: string;
+  /**
+   * The tenant's limit of the feature as the caller just checked it (`assertFeature`; null:
+   * unlimited): with the cached counter, the threshold check (src/usage/thresholds.ts) then skips
+   * its lookup while usage stays under 80 % of it.
+   */
+  limit?: number | null;
 }
 
 export interface RecordUsageResult {
@@ -133,6 +140,8 @@ export async function recordUsage(
         });
       }
     }
+    // the cached counter after this increment saves a ledger sum; without one the ledger is read
+    await noteUsageThresholds(tx, deps, { ...input, window, used: counter });
     return { recorded: true, counter, period: window.label };
   };
   return tx ? record(tx) : deps.database.db.transaction(record);

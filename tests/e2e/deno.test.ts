@@ -90,6 +90,14 @@ test("src/deno.ts serves the API and runs the background loops under Deno", asyn
     expect(login.status).toBe(200);
     const tokens = (await login.json()) as { accessToken: string };
     expect(tokens.accessToken.split(".")).toHaveLength(3);
+
+    // the console's pages and assets (read from node_modules and src by import.meta) under Deno
+    const signIn = await fetch(`${base}/console/sign-in`);
+    expect(signIn.status).toBe(200);
+    const page = await signIn.text();
+    const assets = [...page.matchAll(/(?:href|src)="(\/console\/assets\/[^"]+)"/g)].map((m) => m[1]);
+    expect(assets).toHaveLength(2);
+    for (const asset of assets) expect((await fetch(`${base}${asset}`)).status).toBe(200);
   } finally {
     proc.kill("SIGTERM");
     const code = await proc.exited;

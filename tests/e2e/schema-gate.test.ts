@@ -184,9 +184,6 @@ test("a loop whose database goes away logs once, naming the cause, and says when
     PLINTH_ENVIRONMENT: "Development",
     DATABASE_URL: url.toString(),
     BackgroundProcessing__JobPollSeconds: "1",
-    // this test is about the job loop's outage log; with the schedules loop also ticking through
-    // the cut connection, shutdown hung in 2 of 3 full runs (under investigation: docs note)
-    BackgroundProcessing__SchedulesEnabled: "false",
   });
   try {
     await api.listening();

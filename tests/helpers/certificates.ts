@@ -9,6 +9,9 @@ export interface TestCertificates {
   pfxPath: string;
   /** Certificate and unencrypted private key in one PEM file. */
   pemPath: string;
+  /** The certificate alone and the unencrypted private key alone (PEM), e.g. for a TLS server. */
+  certPath: string;
+  keyPath: string;
   /** Certificate and private key encrypted with `password`, in one PEM file. */
   encryptedPemPath: string;
   password: string;
@@ -68,6 +71,8 @@ export function makeTestCertificates(commonName = "plinth-test"): TestCertificat
     dir,
     pfxPath,
     pemPath,
+    certPath: cert,
+    keyPath: key,
     encryptedPemPath,
     password,
     cleanup: () => rmSync(dir, { recursive: true, force: true }),

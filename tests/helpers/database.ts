@@ -2,13 +2,24 @@ import { createHash } from "node:crypto";
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import postgres from "postgres";
-import { type Database, openDatabase } from "../../src/db/client.ts";
+import { type Database, type OpenDatabaseOptions, openDatabase } from "../../src/db/client.ts";
 import { MIGRATIONS_DIR, migrate } from "../../src/db/migrator.ts";
 import { seedCatalog } from "../../src/seed.ts";
 
 /** The PostgreSQL server tests use; each test file gets its own database on it. */
 export const SERVER_URL =
   process.env.PLINTH_TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+
+/**
+ * Which topology the suite runs against: `single` (default: one PostgreSQL, one Redis) or `scaled`
+ * (PLINTH_TEST_TOPOLOGY=scaled: every test database through PgBouncer in transaction mode with the
+ * direct connection beside it, the cache a Redis Cluster; scripts/scaled-services.sh starts both).
+ */
+export const TOPOLOGY: "single" | "scaled" =
+  process.env.PLINTH_TEST_TOPOLOGY === "scaled" ? "scaled" : "single";
+
+/** PgBouncer (`pool_mode = transaction`) in front of SERVER_URL's PostgreSQL. */
+export const POOLER_URL = process.env.PLINTH_TEST_POOLER_URL ?? "postgres://postgres@127.0.0.1:6432/postgres";
 
 export function databaseUrl(name: string, base = SERVER_URL): string {
   const url = new URL(base);
@@ -70,8 +81,13 @@ async function ensureTemplate(): Promise<string> {
 
 export interface TestDatabase {
   name: string;
+  /** What the app is given as its database: through PgBouncer in the scaled topology. */
   url: string;
+  /** Straight to PostgreSQL; beside `url` in the scaled topology. */
+  directUrl: string;
   database: Database;
+  /** The variables a process needs to reach this database in this topology. */
+  env: Record<string, string>;
   drop(): Promise<void>;
 }
 
@@ -94,12 +110,15 @@ export async function createTestDatabase(
   } finally {
     await admin.end();
   }
-  const url = databaseUrl(name);
-  const database = await openDatabase(url, { poolSize: options.poolSize ?? 5 });
+  const url = testDatabaseUrl(name);
+  const directUrl = databaseUrl(name);
+  const database = await openTestDatabase(url, { poolSize: options.poolSize ?? 5 });
   return {
     name,
     url,
+    directUrl,
     database,
+    env: topologyEnv(url),
     drop: async () => {
       await database.close();
       const cleanup = postgres(SERVER_URL, { max: 1, onnotice: () => {} });
@@ -110,4 +129,34 @@ export async function createTestDatabase(
       }
     },
   };
+}
+
+/** The database URL of test database `name` in this topology. */
+export function testDatabaseUrl(name: string): string {
+  return TOPOLOGY === "scaled" ? databaseUrl(name, POOLER_URL) : databaseUrl(name);
+}
+
+/** The direct URL beside a pooler URL of this topology (the same URL in the single one). */
+function directOf(url: string): string {
+  const parsed = new URL(url);
+  const pooler = new URL(POOLER_URL);
+  if (TOPOLOGY !== "scaled" || parsed.host !== pooler.host) return url;
+  return databaseUrl(parsed.pathname.slice(1));
+}
+
+/**
+ * Opens `url` (a test database's) as the app would in this topology: in the scaled one through the
+ * pooler in transaction mode, with the direct connection for LISTEN and session locks.
+ */
+export function openTestDatabase(url: string, options: OpenDatabaseOptions = {}): Promise<Database> {
+  const direct = directOf(url);
+  if (direct === url) return openDatabase(url, options);
+  return openDatabase(url, { ...options, poolMode: "transaction", directUrl: direct });
+}
+
+/** DATABASE_URL (and, scaled, DATABASE_DIRECT_URL and Database__PoolMode) for a process. */
+export function topologyEnv(url: string): Record<string, string> {
+  const direct = directOf(url);
+  if (direct === url) return { DATABASE_URL: url };
+  return { DATABASE_URL: url, DATABASE_DIRECT_URL: direct, Database__PoolMode: "transaction" };
 }

@@ -54,10 +54,16 @@ export function responseValidator(doc: OpenApiDocument, options: { exempt?: read
     }
     return validate;
   };
-  const templates = Object.keys(doc.paths).map((template) => ({
-    template,
-    pattern: new RegExp(`^${template.replace(/[.*+?^$()|[\]\\]/g, "\\$&").replace(/\{[^}]+\}/g, "[^/]+")}$`),
-  }));
+  // a concrete path wins over a templated one (OpenAPI: /jobs/cancel before /jobs/{id})
+  const templateCount = (template: string) => template.split("{").length;
+  const templates = Object.keys(doc.paths)
+    .sort((a, b) => templateCount(a) - templateCount(b))
+    .map((template) => ({
+      template,
+      pattern: new RegExp(
+        `^${template.replace(/[.*+?^$()|[\]\\]/g, "\\$&").replace(/\{[^}]+\}/g, "[^/]+")}$`,
+      ),
+    }));
   const exempt = new Set(options.exempt ?? []);
   const resolveHeader = (header: unknown): { required?: boolean } | undefined => {
     const ref = (header as { $ref?: string }).$ref;
@@ -74,6 +80,7 @@ export function responseValidator(doc: OpenApiDocument, options: { exempt?: read
   async function checkBody(what: string, response: Response, schemaRef: string | null, mediaType: string) {
     if (!mediaType.endsWith("json") || schemaRef === null) return;
     const text = await response.clone().text();
+    if (mediaType === "application/x-ndjson") return checkLines(what, text, schemaRef);
     let body: unknown;
     try {
       body = JSON.parse(text);
@@ -85,6 +92,25 @@ export function responseValidator(doc: OpenApiDocument, options: { exempt?: read
       throw new ContractViolation(
         `${what}: body does not match ${schemaRef}: ${ajv.errorsText(validate.errors)}\n${text.slice(0, 500)}`,
       );
+    }
+  }
+
+  /** NDJSON: every line one value of the declared schema. */
+  function checkLines(what: string, text: string, schemaRef: string): void {
+    const validate = schemaAt(schemaRef);
+    const lines = text.split("\n");
+    if (lines.pop() !== "") throw new ContractViolation(`${what}: NDJSON does not end with a newline`);
+    for (const [n, line] of lines.entries()) {
+      let value: unknown;
+      try {
+        value = JSON.parse(line);
+      } catch {
+        throw new ContractViolation(`${what}: NDJSON line ${n + 1} is not JSON: ${line.slice(0, 200)}`);
+      }
+      if (!validate(value))
+        throw new ContractViolation(
+          `${what}: NDJSON line ${n + 1} does not match ${schemaRef}: ${ajv.errorsText(validate.errors)}`,
+        );
     }
   }
 

@@ -1,12 +1,21 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Redis as UpstashClient } from "@upstash/redis";
-import { type Cache, CacheUnavailableError, createCache } from "../../src/cache/index.ts";
+import { type Cache, CacheUnavailableError, createCache, slotKey } from "../../src/cache/index.ts";
 import { cached, invalidate } from "../../src/cache/read-through.ts";
 import { defineScript, slidingLogScript } from "../../src/cache/scripts.ts";
 import { startUpstashBridge, type UpstashBridge } from "../fixtures/upstash-bridge.ts";
-import { openRedisCache, rawRedis, silentLogger, uniquePrefix } from "../helpers/cache.ts";
+import {
+  openRedisCache,
+  REDIS_URL,
+  rawRedis,
+  SINGLE_REDIS_URL,
+  silentLogger,
+  uniquePrefix,
+} from "../helpers/cache.ts";
 
+// the topology's Redis (a cluster when PLINTH_TEST_TOPOLOGY=scaled), and the bridge's single node
 const raw = rawRedis();
+const single = REDIS_URL === SINGLE_REDIS_URL ? raw : rawRedis(SINGLE_REDIS_URL);
 let bridge: UpstashBridge;
 const prefixes: string[] = [];
 
@@ -14,13 +23,14 @@ beforeAll(async () => {
   bridge = await startUpstashBridge();
 });
 afterAll(async () => {
-  for (const prefix of prefixes) await raw.cleanup(prefix);
+  for (const prefix of prefixes) await Promise.all([raw.cleanup(prefix), single.cleanup(prefix)]);
   raw.close();
+  if (single !== raw) single.close();
   await bridge.stop();
 });
 
-const adapters: [string, (prefix: string) => Promise<Cache>][] = [
-  ["redis (ioredis over TCP)", (prefix) => openRedisCache(prefix)],
+const adapters: [string, (prefix: string) => Promise<Cache>, () => typeof raw][] = [
+  ["redis (ioredis over TCP)", (prefix) => openRedisCache(prefix), () => raw],
   [
     "upstash (REST through the bridge)",
     async (prefix) =>
@@ -30,10 +40,12 @@ const adapters: [string, (prefix: string) => Promise<Cache>][] = [
         prefix,
         token: bridge.token,
       }),
+    () => single,
   ],
 ];
 
-describe.each(adapters)("cache contract: %s", (_name, open) => {
+describe.each(adapters)("cache contract: %s", (_name, open, stored) => {
+  const raw = stored();
   let cache: Cache;
   let prefix: string;
   beforeAll(async () => {
@@ -84,16 +96,17 @@ describe.each(adapters)("cache contract: %s", (_name, open) => {
     expect(await cache.run(fresh, ["k2"], ["again"])).toEqual([`${prefix}k2`, "again", 7]);
     const out = (await cache.run(
       slidingLogScript,
-      ["w:a", "w:b"],
+      // one hash tag: one slot on a cluster, as every multi-key script's keys must be
+      ["w:{t}:a", "w:{t}:b"],
       [1_000, "consume", "m1", 2, 500, 0, 0, 0, 3, 500, 0, 0, 0],
     )) as number[];
     // allowed, retry-after, the count per key, the wait per key
     expect(out).toEqual([1, 0, 1, 1, 0, 0]);
-    expect(await raw.client.zcard(`${prefix}w:a`)).toBe(1);
+    expect(await raw.client.zcard(`${prefix}w:{t}:a`)).toBe(1);
   });
 
   test("read-through: a load in flight across an invalidation does not write its old value back", async () => {
-    const key = "rt:features";
+    const key = slotKey("rt:", "features"); // the entry and its generation share a slot
     // round 1: the entry has no generation yet; round 2: it has one (bumped by round 1)
     for (const _round of [1, 2]) {
       await cache.del(key); // a plain miss (an expired entry): the generation stays as it is

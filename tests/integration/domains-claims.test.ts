@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { eq } from "drizzle-orm";
+import { and, eq } from "drizzle-orm";
 import { ManualClock } from "../../src/clock.ts";
 import { createDomainTicker } from "../../src/custom-domains/checks.ts";
-import { subscriptions, tenantDomains } from "../../src/db/schema/index.ts";
+import { auditEvents, subscriptions, tenantDomains } from "../../src/db/schema/index.ts";
 import { currentUsage } from "../../src/usage/ledger.ts";
 import { type DohServer, startDohServer } from "../fixtures/doh-server.ts";
 import { type GatewayServer, startGatewayServer } from "../fixtures/gateway-server.ts";
@@ -153,5 +153,13 @@ describe("several tenants claim one name", () => {
     const rows = await t.database.db.select().from(tenantDomains).where(eq(tenantDomains.id, pending.id));
     expect(rows).toEqual([]);
     expect(await currentUsage(app.deps, a.id, "custom_domains", "never")).toBe(0);
+    // recorded in the tenant's audit log, by the loop
+    const removed = await t.database.db
+      .select({ actorId: auditEvents.actorId, details: auditEvents.details })
+      .from(auditEvents)
+      .where(and(eq(auditEvents.tenantId, a.id), eq(auditEvents.action, "domain.removed")));
+    expect(removed).toEqual([
+      { actorId: "tenant-domains", details: { hostname: pending.hostname, reason: "claim expired" } },
+    ]);
   });
 });

@@ -48,3 +48,31 @@ test("job administration is closed to tenant users and to anonymous callers", as
     (await app.request(`/api/admin/jobs/${deadId}/retry`, { method: "POST", ...bearer(owner) })).status,
   ).toBe(403);
 });
+
+test("an administrator changes a waiting job's priority through the real app; 409 once it ran, 404 unknown", async () => {
+  const [row] = await execute<{ id: number }>(
+    t.database.db,
+    sql`insert into background_jobs (kind, group_key) values ('system.noop', 'tenant-x') returning id`,
+  );
+  const id = Number(row?.id);
+  const patch = (jobId: number, body: unknown, token = admin) =>
+    app.request(`/api/admin/jobs/${jobId}`, {
+      method: "PATCH",
+      headers: { ...bearer(token).headers, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+  const res = await patch(id, { priority: 7 });
+  expect(res.status).toBe(200);
+  expect(await res.json()).toMatchObject({ id, priority: 7, groupKey: "tenant-x", status: "pending" });
+  expect((await patch(id, { priority: 7 }, owner)).status).toBe(403);
+  expect((await patch(id, { priority: 1.5 })).status).toBe(400);
+  expect((await patch(id, { priority: 40_000 })).status).toBe(400);
+  await execute(
+    t.database.db,
+    sql`update background_jobs set status = 'succeeded', finished_at = now() where id = ${id}`,
+  );
+  const finished = await patch(id, { priority: 1 });
+  expect(finished.status).toBe(409);
+  expect(await finished.json()).toMatchObject({ code: "conflict" });
+  expect((await patch(987654321, { priority: 1 })).status).toBe(404);
+});

@@ -9,6 +9,7 @@ import { problemJson, toAppError } from "../../src/http/errors.ts";
 import { requestIdLogHeaders } from "../../src/http/middleware/request.ts";
 import { adminJobRoutes } from "../../src/http/routes/admin-jobs.ts";
 import { enqueue } from "../../src/jobs/enqueue.ts";
+import { claimJobs } from "../../src/jobs/queue.ts";
 import { defineJob } from "../../src/jobs/registry.ts";
 import { testConfig, testDeps, useTestDatabase } from "../helpers/app.ts";
 
@@ -118,5 +119,44 @@ describe("admin job routes", () => {
     expect(await again.json()).toMatchObject({ code: "conflict" });
     const missing = await app.request("/api/admin/jobs/987654321/retry", { method: "POST" });
     expect(missing.status).toBe(404);
+  });
+});
+
+describe("admin job priority", () => {
+  test("a pending or failed job's priority changes and the next claim honours it; running or dead is a 409", async () => {
+    const kind = defineJob("admin.prio", z.object({ n: z.number() }), () => {});
+    const ids: number[] = [];
+    for (let n = 0; n < 3; n++) ids.push((await enqueue(t.database.db, { clock }, kind, { n })).id);
+    const last = ids[2] as number;
+    const patch = (id: number, body: unknown) =>
+      app.request(`/api/admin/jobs/${id}`, {
+        method: "PATCH",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    const res = await patch(last, { priority: 3 });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ id: last, priority: 3, status: "pending", groupKey: null });
+    const [first] = await claimJobs(t.database.db, {
+      workerId: "w",
+      kinds: [kind.kind],
+      limit: 1,
+      now: clock.now(),
+    });
+    expect(first?.id).toBe(last);
+    // running now: the priority can no longer change
+    const running = await patch(last, { priority: 0 });
+    expect(running.status).toBe(409);
+    expect(await running.json()).toMatchObject({ code: "conflict" });
+    // a failed job awaiting its retry can
+    await execute(t.database.db, sql`update background_jobs set status = 'failed' where id = ${ids[0]}`);
+    expect((await patch(ids[0] as number, { priority: -2 })).status).toBe(200);
+    await execute(
+      t.database.db,
+      sql`update background_jobs set status = 'dead', finished_at = now() where id = ${ids[1]}`,
+    );
+    expect((await patch(ids[1] as number, { priority: 1 })).status).toBe(409);
+    expect((await patch(987654321, { priority: 1 })).status).toBe(404);
+    expect((await patch(last, { level: 1 })).status).toBe(400);
   });
 });

@@ -2,7 +2,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { ManualClock } from "../../src/clock.ts";
-import { type Database, execute, openDatabase } from "../../src/db/client.ts";
+import { type Database, execute } from "../../src/db/client.ts";
 import { enqueue, enqueueMany } from "../../src/jobs/enqueue.ts";
 import { LEASE_MS } from "../../src/jobs/queue.ts";
 import { createJobRegistry, defineJob, type JobDefinition } from "../../src/jobs/registry.ts";
@@ -10,6 +10,7 @@ import { createJobLoop, type JobEvent, type JobLoop, type JobLoopOptions } from 
 import { createRedactor } from "../../src/redact.ts";
 import { createLogger } from "../../src/telemetry/logger.ts";
 import { useTestDatabase } from "../helpers/app.ts";
+import { openTestDatabase } from "../helpers/database.ts";
 import { jobRow, waitFor } from "../helpers/jobs.ts";
 
 const started: JobLoop[] = [];
@@ -58,7 +59,7 @@ describe("job loop", () => {
     );
     const loops: JobLoop[] = [];
     for (let i = 0; i < 4; i++) {
-      const database = await openDatabase(t.url, { poolSize: 3 });
+      const database = await openTestDatabase(t.url, { poolSize: 3 });
       opened.push(database);
       loops.push(loop([job], { clock, database, workerId: `runner-${i}` }));
     }
@@ -237,7 +238,7 @@ describe("job loop", () => {
     await l.stop(1_000);
   });
 
-  test("the handler's signal fires before the lease ends", async () => {
+  test("without heartbeats getting through, the handler's signal fires before the lease ends", async () => {
     const clock = new ManualClock();
     let abortedAfter = -1;
     const job = defineJob("loop.slow", z.object({}), async (_p, c) => {
@@ -247,12 +248,42 @@ describe("job loop", () => {
       throw c.signal.reason;
     });
     const { id } = await enqueue(t.database.db, enqueueCtx(clock), job, {});
-    const l = loop([job], { clock, leaseMs: 600 });
+    const l = loop([job], { clock, leaseMs: 600, heartbeatMs: 0 });
     await l.start();
     await waitFor(async () => (await jobRow(t.database, id)).status === "failed", { what: "aborted run" });
     expect(abortedAfter).toBeGreaterThan(400);
     expect(abortedAfter).toBeLessThan(600);
     expect((await jobRow(t.database, id)).last_error).toContain("lease is about to end");
+    await l.stop(1_000);
+  });
+
+  test("with heartbeats a run outlives its lease: renewed every third of it, never aborted", async () => {
+    const clock = new ManualClock();
+    const leases: number[] = [];
+    let aborted = false;
+    const job = defineJob("loop.heartbeat", z.object({}), async (_p, c) => {
+      c.signal.addEventListener("abort", () => (aborted = true));
+      // runs until the lease was renewed three times, the clock moving a lease meanwhile
+      await waitFor(
+        async () => {
+          const until = (await jobRow(t.database, c.id)).locked_until?.getTime() as number;
+          if (leases.at(-1) !== until) {
+            leases.push(until);
+            clock.advance(200);
+          }
+          return leases.length >= 4;
+        },
+        { timeoutMs: 10_000, what: "three renewals" },
+      );
+    });
+    const { id } = await enqueue(t.database.db, enqueueCtx(clock), job, {});
+    const l = loop([job], { clock, leaseMs: 600 });
+    await l.start();
+    await waitFor(async () => (await jobRow(t.database, id)).status === "succeeded", { what: "the run" });
+    expect(aborted).toBe(false);
+    expect((await jobRow(t.database, id)).attempts).toBe(1);
+    // each renewal: the clock's now + the lease
+    expect(leases.slice(1).every((until, i) => until > (leases[i] as number))).toBe(true);
     await l.stop(1_000);
   });
 

@@ -16,12 +16,17 @@ import {
   orphanedJobKinds,
   pruneJobs,
   releaseJobs,
+  renewLeases,
   retryDelayMs,
 } from "../../src/jobs/queue.ts";
 import { defineJob } from "../../src/jobs/registry.ts";
+import { createRedactor } from "../../src/redact.ts";
+import { createLogger } from "../../src/telemetry/logger.ts";
 import { useTestDatabase } from "../helpers/app.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 import { jobRow } from "../helpers/jobs.ts";
+
+const silent = createLogger({ level: "error", redactor: createRedactor([]), write: () => {} });
 
 const email = defineJob("test.email", z.object({ to: z.email() }), () => {});
 const other = defineJob("test.other", z.object({}), () => {});
@@ -42,6 +47,33 @@ describe("enqueue", () => {
     );
     const rows = await execute(t.database.db, sql`select 1 from background_jobs where kind = 'test.email'`);
     expect(rows).toHaveLength(0);
+  });
+
+  test("a tenant's job takes the tenant id as its group; an explicit group and a priority are stored", async () => {
+    const job = kindFor("groups");
+    const tenantJob = await enqueue(t.database.db, ctx, job, {}, { tenantId: "tenant-a" });
+    const grouped = await enqueue(
+      t.database.db,
+      ctx,
+      job,
+      {},
+      { tenantId: "tenant-a", groupKey: "import:7", priority: 5 },
+    );
+    const plain = await enqueue(t.database.db, ctx, job, {});
+    const ids = [tenantJob.id, grouped.id, plain.id];
+    const rows = await execute<{ id: string; group_key: string | null; priority: number }>(
+      t.database.db,
+      sql`select id, group_key, priority from background_jobs where id in (${sql.join(
+        ids.map((i) => sql`${i}`),
+        sql`, `,
+      )}) order by id`,
+    );
+    expect(rows.map((r) => [r.group_key, r.priority])).toEqual([
+      ["tenant-a", 0],
+      ["import:7", 5],
+      [null, 0],
+    ]);
+    await expect(enqueue(t.database.db, ctx, job, {}, { priority: 1.5 })).rejects.toThrow(/priority/);
   });
 
   test("a dedup key holds while the job is unfinished, then frees", async () => {
@@ -281,14 +313,18 @@ describe("retry, dead and admin retry", () => {
     expect(await claim(new Date(retryAt.getTime() + 3_600_000))).toHaveLength(0);
 
     await expect(
-      retryDeadJob({ database: t.database, clock }, systemCtx("test"), { id: 999_999_999 }),
+      retryDeadJob({ database: t.database, clock, logger: silent }, systemCtx("test"), { id: 999_999_999 }),
     ).rejects.toMatchObject({
       code: "not_found",
     });
-    const view = await retryDeadJob({ database: t.database, clock }, systemCtx("test"), { id: id });
+    const view = await retryDeadJob({ database: t.database, clock, logger: silent }, systemCtx("test"), {
+      id: id,
+    });
     expect(view).toMatchObject({ status: "pending", attempts: 0, finishedAt: null, lastError: "boom 2" });
     // not dead any more: a second retry is a conflict
-    const again = retryDeadJob({ database: t.database, clock }, systemCtx("test"), { id: id });
+    const again = retryDeadJob({ database: t.database, clock, logger: silent }, systemCtx("test"), {
+      id: id,
+    });
     await expect(again).rejects.toBeInstanceOf(AppError);
     await expect(again).rejects.toMatchObject({ code: "conflict" });
     expect(await claim(clock.now())).toHaveLength(1);
@@ -416,3 +452,46 @@ async function pruneCase(t: TestDatabase) {
     expect(await getJob(t, systemCtx("test"), { id: d as number })).toBeNull();
   }
 }
+
+describe("renewLeases (the heartbeat)", () => {
+  test("moves the leases a worker still holds; says why it could not move the others", async () => {
+    const job = defineJob("queue.renew", z.object({}), () => {});
+    const ids: number[] = [];
+    for (let i = 0; i < 3; i++) ids.push((await enqueue(t.database.db, { clock }, job, {})).id);
+    const claimed = await claimJobs(t.database.db, {
+      workerId: "w",
+      kinds: [job.kind],
+      limit: 3,
+      now: clock.now(),
+    });
+    expect(claimed).toHaveLength(3);
+    const [held, cancelled, takenOver] = ids as [number, number, number];
+    await execute(
+      t.database.db,
+      sql`update background_jobs set status = 'cancelled', locked_by = null where id = ${cancelled}`,
+    );
+    // its lease expired and another worker claimed it: attempts 2, locked by "other"
+    await execute(
+      t.database.db,
+      sql`update background_jobs set locked_by = 'other', attempts = 2 where id = ${takenOver}`,
+    );
+    const later = new Date(clock.now().getTime() + 60_000);
+    const leases = claimed.map((c) => ({ id: c.id, attempts: c.attempts }));
+    const renewed = await renewLeases(t.database.db, {
+      workerId: "w",
+      jobs: leases,
+      now: later,
+      leaseMs: 5_000,
+    });
+    expect(renewed).toEqual([
+      { id: held, renewed: true, lockedUntil: new Date(later.getTime() + 5_000), status: "processing" },
+      { id: cancelled, renewed: false, lockedUntil: null, status: "cancelled" },
+      { id: takenOver, renewed: false, lockedUntil: null, status: "processing" },
+    ]);
+    expect((await jobRow(t.database, held)).locked_until).toEqual(new Date(later.getTime() + 5_000));
+    expect((await jobRow(t.database, takenOver)).locked_by).toBe("other");
+    expect(await renewLeases(t.database.db, { workerId: "w", jobs: [], now: later, leaseMs: 5_000 })).toEqual(
+      [],
+    );
+  });
+});

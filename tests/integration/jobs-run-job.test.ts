@@ -5,12 +5,18 @@ import { ManualClock } from "../../src/clock.ts";
 import { execute } from "../../src/db/client.ts";
 import { enqueue } from "../../src/jobs/enqueue.ts";
 import { type ClaimedJob, claimJobs } from "../../src/jobs/queue.ts";
-import { createJobRegistry, defineJob, type JobDefinition } from "../../src/jobs/registry.ts";
+import {
+  createJobRegistry,
+  defineJob,
+  JobCancelledError,
+  type JobDefinition,
+  JobTimeoutError,
+} from "../../src/jobs/registry.ts";
 import { type RunEvent, type RunJobDeps, type RunJobInput, runJob } from "../../src/jobs/run-job.ts";
 import { createRedactor } from "../../src/redact.ts";
 import { createLogger } from "../../src/telemetry/logger.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
-import { jobRow } from "../helpers/jobs.ts";
+import { jobRow, waitFor } from "../helpers/jobs.ts";
 
 /** One job at a time, without the loop: claimed by hand, then `runJob`. */
 let t: TestDatabase;
@@ -199,5 +205,86 @@ describe("runJob", () => {
     const job = await claim(waits, { leaseMs: 300 });
     expect(await runJob(deps, input(job, [waits], { leaseMs: 300 }))).toBe("failed");
     expect((await jobRow(t.database, job.id)).last_error).toContain("the job's lease is about to end");
+  });
+
+  test("timeoutMs: the attempt is failed at the timeout, the slot is held until the handler returns", async () => {
+    const { deps, events } = harness();
+    let finish = () => {};
+    let sawReason: unknown;
+    const slow = defineJob(
+      kind("timeout"),
+      z.object({}),
+      async (_p, c) => {
+        c.signal.addEventListener("abort", () => {
+          sawReason = c.signal.reason;
+        });
+        await new Promise<void>((r) => (finish = r)); // ignores its signal
+      },
+      { timeoutMs: 200 },
+    );
+    const job = await claim(slow);
+    let handled = false;
+    const began = performance.now();
+    const outcome = await runJob(deps, input(job, [slow], { onHandled: () => (handled = true) }));
+    const tookMs = performance.now() - began;
+    expect(outcome).toBe("failed");
+    expect(tookMs).toBeGreaterThanOrEqual(190);
+    expect(tookMs).toBeLessThan(2_000);
+    expect(sawReason).toBeInstanceOf(JobTimeoutError);
+    const row = await jobRow(t.database, job.id);
+    expect(row).toMatchObject({ status: "failed", attempts: 1 });
+    expect(row.last_error).toContain(`timed out after 200 ms`);
+    expect(row.run_after.getTime()).toBe(clock.now().getTime() + 5_000); // the retry policy, no jitter
+    expect(events.map((e) => e.type)).toEqual(["failed"]);
+    expect(handled).toBe(false); // still running: its slot stays taken
+    finish();
+    await waitFor(() => handled, { what: "the slot to free" });
+    expect((await jobRow(t.database, job.id)).status).toBe("failed"); // its late return records nothing
+  });
+
+  test("timeoutMs on the last attempt: dead, naming the timeout", async () => {
+    const { deps } = harness();
+    const stuck = defineJob(
+      kind("timeout-last"),
+      z.object({}),
+      async (_p, c) => {
+        await new Promise((_, reject) => c.signal.addEventListener("abort", () => reject(c.signal.reason)));
+      },
+      { timeoutMs: 50 },
+    );
+    const job = await claim(stuck, { maxAttempts: 1 });
+    expect(await runJob(deps, input(job, [stuck]))).toBe("dead");
+    const row = await jobRow(t.database, job.id);
+    expect(row.status).toBe("dead");
+    expect(row.last_error).toContain('JobTimeoutError: job kind "');
+  });
+
+  test("a cancel signal: outcome cancelled, nothing written, the handler's late success not recorded", async () => {
+    const { deps, events } = harness();
+    let finish = () => {};
+    const ignores = defineJob(kind("cancel"), z.object({}), async () => {
+      await new Promise<void>((r) => (finish = r));
+    });
+    const job = await claim(ignores);
+    await execute(
+      t.database.db,
+      sql`update background_jobs set status = 'cancelled', finished_at = now(), locked_by = null where id = ${job.id}`,
+    );
+    const controller = new AbortController();
+    const running = runJob(deps, input(job, [ignores], { controller }));
+    controller.abort(new JobCancelledError(job.id));
+    expect(await running).toBe("cancelled");
+    expect(events).toEqual([{ type: "cancelled", id: job.id, kind: job.kind, attempt: 1 }]);
+    finish();
+    expect((await jobRow(t.database, job.id)).status).toBe("cancelled");
+  });
+
+  test("timeoutMs must be a positive integer", () => {
+    expect(() => defineJob("test.bad-timeout", z.object({}), () => {}, { timeoutMs: 0 })).toThrow(
+      "timeoutMs",
+    );
+    expect(() => defineJob("test.bad-timeout", z.object({}), () => {}, { timeoutMs: 1.5 })).toThrow(
+      "timeoutMs",
+    );
   });
 });

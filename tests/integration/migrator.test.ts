@@ -60,8 +60,11 @@ describe("migrator on an empty database", () => {
   test("seeding twice leaves one copy of the catalog", async () => {
     await seedCatalog(t.database.db);
     await seedCatalog(t.database.db);
-    const roles = await execute<{ code: string }>(t.database.db, sql`select code from platform_roles`);
-    expect(roles.map((r) => r.code)).toEqual(["platform_admin"]);
+    const roles = await execute<{ code: string }>(
+      t.database.db,
+      sql`select code from platform_roles order by code`,
+    );
+    expect(roles.map((r) => r.code)).toEqual(["platform_admin", "platform_viewer"]);
   });
 
   test("--down recreates the broker tables empty; migrating again removes them", async () => {

@@ -174,11 +174,15 @@ test("the role guards are mounted once, where /api/admin and /api/tenant are mou
   for (const route of app.app.routes)
     if (route.method === "ALL" && /^\/api\/(admin|tenant)\b/.test(route.path))
       guards.set(route.path, (guards.get(route.path) ?? 0) + 1);
-  // authenticate + the role guard on each prefix, then the owner role on two tenant areas
+  // authenticate + the role guard on each prefix (on tenant routes the per-API-key limiter between
+  // them), then the owner-or-admin role on five tenant areas
   expect(Object.fromEntries(guards)).toEqual({
     "/api/admin/*": 2,
-    "/api/tenant/*": 2,
+    "/api/tenant/*": 3,
     "/api/tenant/users/*": 1,
     "/api/tenant/domains/*": 1,
+    "/api/tenant/api-keys/*": 1,
+    "/api/tenant/webhooks/*": 1,
+    "/api/tenant/audit-events/*": 1,
   });
 });

@@ -1,11 +1,19 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { eq } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
 import { ManualClock } from "../../src/clock.ts";
+import { execute } from "../../src/db/client.ts";
 import { tenantDomains, users } from "../../src/db/schema/index.ts";
 import { s3Settings, startTestS3, type TestS3 } from "../fixtures/s3-server.ts";
 import { useTestApp } from "../helpers/app.ts";
 import { uniqueHost } from "../helpers/domains.ts";
-import { createPlatformAdmin, createTenant, createUser, json, loginTokens } from "../helpers/identity.ts";
+import {
+  createPlatformAdmin,
+  createTenant,
+  createUser,
+  json,
+  loginTokens,
+  PASSWORD,
+} from "../helpers/identity.ts";
 
 /**
  * Generated from the app's route table: every route under /api/admin and /api/tenant, every
@@ -36,6 +44,7 @@ interface Tenant {
 let tenantA: Tenant;
 let tenantB: Tenant;
 let admin: string;
+let viewer: string;
 
 async function signedInTenant(): Promise<Tenant> {
   const tenant = await createTenant(app.db);
@@ -58,6 +67,18 @@ beforeAll(async () => {
   const platformAdmin = await createPlatformAdmin(app.db);
   await app.db.update(users).set({ mustChangePassword: false }).where(eq(users.id, platformAdmin.id));
   admin = (await loginTokens(app, { email: platformAdmin.email })).accessToken;
+  // the read-only role, granted the documented way: an administrator adds platform staff with it
+  const email = `viewer${crypto.randomUUID().slice(0, 6)}@example.com`;
+  const granted = await app.request(
+    "/api/admin/platform-users",
+    json(
+      { email, name: "Viewer", password: PASSWORD, role: "platform_viewer" },
+      { authorization: `Bearer ${admin}` },
+    ),
+  );
+  expect(granted.status).toBe(201);
+  await app.db.update(users).set({ mustChangePassword: false }).where(eq(users.email, email));
+  viewer = (await loginTokens(app, { email })).accessToken;
 }, 60_000);
 
 interface Route {
@@ -91,7 +112,25 @@ async function routes(): Promise<Route[]> {
 }
 
 /** Query parameters that page or filter a listing: they name no single resource. */
-const NOT_A_RESOURCE = new Set(["limit", "cursor", "offset", "before", "prefix", "status", "kind"]);
+const NOT_A_RESOURCE = new Set([
+  "limit",
+  "cursor",
+  "offset",
+  "before",
+  "prefix",
+  "status",
+  "kind",
+  "group",
+  "createdFrom",
+  "createdTo",
+  // the audit log's filters: scoped to the caller's tenant like the listing itself
+  "action",
+  "actor",
+  "targetType",
+  "targetId",
+  "from",
+  "to",
+]);
 
 /** Valid-looking values, so that input validation could not answer in place of the guard. */
 function sampleParams(route: Route): { path: Record<string, string>; query: Record<string, string> } {
@@ -103,6 +142,7 @@ function sampleParams(route: Route): { path: Record<string, string>; query: Reco
     name: "payment-webhook",
     featureKey: "api_calls",
     key: "report.txt",
+    deliveryId: crypto.randomUUID(),
   };
   const pick = (names: string[]) =>
     Object.fromEntries(
@@ -162,6 +202,21 @@ const ROLE_MATRIX: Record<string, readonly TenantRoleName[]> = {
   "GET /api/tenant/domains/:id": MANAGERS,
   "POST /api/tenant/domains/:id/check": MANAGERS,
   "DELETE /api/tenant/domains/:id": MANAGERS,
+  "GET /api/tenant/api-keys": MANAGERS,
+  "POST /api/tenant/api-keys": MANAGERS,
+  "DELETE /api/tenant/api-keys/:id": MANAGERS,
+  "POST /api/tenant/api-keys/:id/roll": MANAGERS,
+  "GET /api/tenant/webhooks": MANAGERS,
+  "POST /api/tenant/webhooks": MANAGERS,
+  "GET /api/tenant/webhooks/:id": MANAGERS,
+  "PATCH /api/tenant/webhooks/:id": MANAGERS,
+  "DELETE /api/tenant/webhooks/:id": MANAGERS,
+  "POST /api/tenant/webhooks/:id/rotate-secret": MANAGERS,
+  "POST /api/tenant/webhooks/:id/test": MANAGERS,
+  "GET /api/tenant/webhooks/:id/deliveries": MANAGERS,
+  "POST /api/tenant/webhooks/:id/deliveries/:deliveryId/retry": MANAGERS,
+  "POST /api/tenant/webhooks/:id/replay": MANAGERS,
+  "GET /api/tenant/audit-events": MANAGERS,
 };
 
 /** Runs `check` for each route and collects every answer that differs from the expected status. */
@@ -187,6 +242,14 @@ test("the route table has admin and tenant routes to check", async () => {
   const list = await routes();
   expect(list.filter((r) => r.path.startsWith("/api/admin")).length).toBeGreaterThan(10);
   expect(list.filter((r) => r.path.startsWith("/api/tenant")).length).toBeGreaterThan(5);
+  // admin routes need no ROLE_MATRIX row (platform admins only): the walk below covers each one
+  const keys = list.map((r) => `${r.method} ${r.path}`);
+  for (const key of [
+    "POST /api/admin/jobs/:id/cancel",
+    "POST /api/admin/jobs/cancel",
+    "POST /api/admin/jobs/retry",
+  ])
+    expect(keys).toContain(key);
 });
 
 test("every admin and tenant route answers 401 without a token", async () => {
@@ -216,6 +279,75 @@ test("every tenant route answers 403 to a platform administrator, who belongs to
     who: "platform administrator",
   }));
   expect(found).toEqual([]);
+});
+
+/**
+ * The platform side of the matrix, a rule rather than rows (every new admin route is covered the
+ * moment it exists): `platform_admin` every method, `platform_viewer` only GET (docs/roles.md).
+ */
+const PLATFORM_MATRIX = {
+  platform_admin: (_method: string) => true,
+  platform_viewer: (method: string) => method === "GET" || method === "HEAD",
+} as const;
+
+test("platform_viewer: every admin read is let through, every admin change answers 403, before validation", async () => {
+  const admins = (await routes()).filter((r) => r.path.startsWith("/api/admin"));
+  expect(admins.filter((r) => r.method === "GET").length).toBeGreaterThan(5);
+  expect(admins.filter((r) => r.method !== "GET").length).toBeGreaterThan(5);
+  const found: string[] = [];
+  for (const route of admins) {
+    const response = await call(route, url(route, sampleParams(route)), viewer);
+    const allowed = PLATFORM_MATRIX.platform_viewer(route.method);
+    const refused = response.status === 403;
+    if (refused === allowed || response.status === 401)
+      found.push(
+        `${route.method} ${route.path} (platform_viewer): got ${response.status} ${await response.text()}`,
+      );
+    if (refused) {
+      const body = (await response.json()) as { code: string; detail?: string };
+      if (body.code !== "forbidden") found.push(`${route.method} ${route.path}: ${body.code}`);
+    }
+  }
+  expect(found).toEqual([]);
+});
+
+test("platform_viewer: every tenant route answers 403 (platform staff belong to no tenant)", async () => {
+  const tenantRoutes = (await routes()).filter((r) => r.path.startsWith("/api/tenant"));
+  const found = await mismatches(tenantRoutes, async (route) => ({
+    expected: 403,
+    response: await call(route, url(route, sampleParams(route)), viewer),
+    who: "platform viewer",
+  }));
+  expect(found).toEqual([]);
+});
+
+test("platform_viewer cannot grant itself or anyone a platform role; a tenant owner cannot either", async () => {
+  const body = { email: "x@example.com", name: "X", password: PASSWORD, role: "platform_admin" };
+  for (const token of [viewer, tenantA.owner]) {
+    const response = await app.request(
+      "/api/admin/platform-users",
+      json(body, { authorization: `Bearer ${token}` }),
+    );
+    expect(response.status).toBe(403);
+  }
+  const [none] = await app.db.select({ id: users.id }).from(users).where(eq(users.email, "x@example.com"));
+  expect(none).toBeUndefined();
+  // the administrator may; twice is a conflict, and the new user must change the password
+  const first = await app.request(
+    "/api/admin/platform-users",
+    json(body, { authorization: `Bearer ${admin}` }),
+  );
+  expect(first.status).toBe(201);
+  const again = await app.request(
+    "/api/admin/platform-users",
+    json(body, { authorization: `Bearer ${admin}` }),
+  );
+  expect(again.status).toBe(409);
+  const [created] = await app.db
+    .select({ mustChangePassword: users.mustChangePassword, tenantId: users.tenantId })
+    .from(users)
+    .where(eq(users.email, "x@example.com"));
+  expect(created).toEqual({ mustChangePassword: true, tenantId: null });
 });
 
 test("every tenant route has a row in the role matrix, and no row is left for a route that is gone", async () => {
@@ -338,10 +470,56 @@ const objectCase = async (): Promise<Resource> => {
   };
 };
 
+/** Tenant B's webhook endpoint with one failed delivery (rows written directly: no secret needed here). */
+const webhookCase = async (): Promise<Resource> => {
+  const [endpoint] = await execute<{ id: string; updated_at: string }>(
+    app.db,
+    sql`insert into webhook_endpoints (tenant_id, url, events) values (${tenantB.id}, 'https://hooks.example.com/b', '{*}')
+        returning id, updated_at::text`,
+  );
+  if (!endpoint) throw new Error("no endpoint");
+  const [delivery] = await execute<{ id: string }>(
+    app.db,
+    sql`with ev as (insert into webhook_events (tenant_id, type, data) values (${tenantB.id}, 'webhook.test', '{}') returning id)
+        insert into webhook_deliveries (tenant_id, endpoint_id, event_id, status, attempts)
+        select ${tenantB.id}, ${endpoint.id}, id, 'failed', 3 from ev returning id`,
+  );
+  if (!delivery) throw new Error("no delivery");
+  return {
+    params: { path: { id: endpoint.id, deliveryId: delivery.id }, query: {} },
+    intact: async () => {
+      const [now] = await execute<{ updated_at: string; status: string; jobs: number }>(
+        app.db,
+        sql`select e.updated_at::text, d.status,
+                   (select count(*)::int from background_jobs where payload->>'deliveryId' = ${delivery.id}) as jobs
+            from webhook_endpoints e join webhook_deliveries d on d.endpoint_id = e.id
+            where e.id = ${endpoint.id} and d.id = ${delivery.id}`,
+      );
+      return now?.updated_at === endpoint.updated_at && now.status === "failed" && now.jobs === 0;
+    },
+  };
+};
+
 /**
  * How to make tenant B's resource for each tenant route that names one (path parameter, or a query
  * parameter outside NOT_A_RESOURCE). A new such route fails the test below until it has a case.
  */
+/** An API key of tenant B, made by its owner through the API. */
+const apiKeyCase = async (): Promise<Resource> => {
+  const created = await app.request(
+    "/api/tenant/api-keys",
+    json({ name: "cross", scopes: ["users:read"] }, { authorization: `Bearer ${tenantB.owner}` }),
+  );
+  if (created.status !== 201) throw new Error(`key refused: ${created.status} ${await created.text()}`);
+  const { id, key } = (await created.json()) as { id: string; key: string };
+  return {
+    params: { path: { id }, query: {} },
+    intact: async () =>
+      (await app.request("/api/tenant/users", { headers: { authorization: `Bearer ${key}` } })).status ===
+      200,
+  };
+};
+
 const otherTenantsResource: Record<string, () => Promise<Resource>> = {
   "POST /api/tenant/users/:userId/disable": userCase,
   "DELETE /api/tenant/users/:userId": userCase,
@@ -350,6 +528,16 @@ const otherTenantsResource: Record<string, () => Promise<Resource>> = {
   "DELETE /api/tenant/domains/:id": domainCase,
   "GET /api/tenant/storage/objects/download": objectCase,
   "DELETE /api/tenant/storage/objects": objectCase,
+  "DELETE /api/tenant/api-keys/:id": apiKeyCase,
+  "POST /api/tenant/api-keys/:id/roll": apiKeyCase,
+  "GET /api/tenant/webhooks/:id": webhookCase,
+  "PATCH /api/tenant/webhooks/:id": webhookCase,
+  "DELETE /api/tenant/webhooks/:id": webhookCase,
+  "POST /api/tenant/webhooks/:id/rotate-secret": webhookCase,
+  "POST /api/tenant/webhooks/:id/test": webhookCase,
+  "GET /api/tenant/webhooks/:id/deliveries": webhookCase,
+  "POST /api/tenant/webhooks/:id/deliveries/:deliveryId/retry": webhookCase,
+  "POST /api/tenant/webhooks/:id/replay": webhookCase,
 };
 
 /** Tenant routes with a path parameter, or a query parameter that names a resource. */
@@ -383,4 +571,72 @@ test("a tenant owner asking for another tenant's resource gets 404, and the reso
   });
   expect(found).toEqual([]);
   expect(touched).toEqual([]);
+});
+
+/** Tenant A's key with `scopes`, made by its owner (each replaces the last: the free plan holds two). */
+async function keyOf(scopes: string[]): Promise<string> {
+  const auth = { authorization: `Bearer ${tenantA.owner}` };
+  const created = await app.request("/api/tenant/api-keys", json({ name: "walk", scopes }, auth));
+  if (created.status !== 201) throw new Error(`key refused: ${created.status} ${await created.text()}`);
+  const { id, key } = (await created.json()) as { id: string; key: string };
+  keysToRevoke.push(id);
+  return key;
+}
+const keysToRevoke: string[] = [];
+async function revokeWalkKeys(): Promise<void> {
+  for (const id of keysToRevoke.splice(0))
+    await app.request(`/api/tenant/api-keys/${id}`, {
+      method: "DELETE",
+      headers: { authorization: `Bearer ${tenantA.owner}` },
+    });
+}
+
+/**
+ * What a key of each scope may reach (docs/api-keys.md), written out here rather than read from
+ * src/api-keys/scopes.ts: a route area a scope does not name, or a new tenant route (audit, key
+ * management), must be 403 to every key.
+ */
+const KEY_REACH: Record<string, (method: string, path: string) => boolean> = {
+  "users:read": (m, p) => m === "GET" && p.startsWith("/api/tenant/users"),
+  "users:write": (m, p) => m !== "GET" && p.startsWith("/api/tenant/users"),
+  "domains:read": (m, p) => m === "GET" && p.startsWith("/api/tenant/domains"),
+  "domains:write": (m, p) => m !== "GET" && p.startsWith("/api/tenant/domains"),
+  "storage:*": (_, p) => p.startsWith("/api/tenant/storage"),
+  "webhooks:*": (_, p) => p.startsWith("/api/tenant/webhooks"),
+};
+/** Every key reads the tenant's features. */
+const ANY_KEY = (method: string, path: string) => method === "GET" && path === "/api/tenant/features";
+
+test("every admin route answers 401 to an API key, and every tenant route answers by the key's scopes", async () => {
+  const list = await routes();
+  const everything = await keyOf(Object.keys(KEY_REACH));
+  const found = await mismatches(
+    list.filter((r) => r.path.startsWith("/api/admin")),
+    async (route) => ({
+      expected: 401,
+      response: await call(route, url(route, sampleParams(route)), everything),
+      who: "API key",
+    }),
+  );
+  await revokeWalkKeys();
+  const tenantRoutes = list.filter((r) => r.path.startsWith("/api/tenant"));
+  const keys: [string, string[]][] = [
+    ["every scope", Object.keys(KEY_REACH)],
+    ...Object.keys(KEY_REACH).map((scope): [string, string[]] => [scope, [scope]]),
+  ];
+  for (const [name, scopes] of keys) {
+    const key = await keyOf(scopes);
+    for (const route of tenantRoutes) {
+      const reach =
+        ANY_KEY(route.method, route.path) || scopes.some((s) => KEY_REACH[s]?.(route.method, route.path));
+      const response = await call(route, url(route, sampleParams(route)), key);
+      // a reachable route answers anything but 401 and 403 (a random id is 404, an empty body 400)
+      if ((response.status === 403) === reach || response.status === 401)
+        found.push(
+          `${route.method} ${route.path} (${name}): got ${response.status} ${await response.text()}`,
+        );
+    }
+    await revokeWalkKeys();
+  }
+  expect(found).toEqual([]);
 });

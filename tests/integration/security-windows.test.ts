@@ -1,13 +1,14 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { ManualClock } from "../../src/clock.ts";
-import { type Database, execute, openDatabase } from "../../src/db/client.ts";
+import { type Database, execute } from "../../src/db/client.ts";
 import type { Deps } from "../../src/deps.ts";
 import { memoryCounterStore } from "../../src/security/counter-store.ts";
 import { windowKey } from "../../src/security/windows.ts";
 import { startUpstashBridge, type UpstashBridge } from "../fixtures/upstash-bridge.ts";
 import { testConfig, testDeps, useTestDatabase } from "../helpers/app.ts";
-import { REDIS_URL, rawRedis, uniquePrefix } from "../helpers/cache.ts";
+import { REDIS_URL, rawRedis, SINGLE_REDIS_URL, uniquePrefix } from "../helpers/cache.ts";
+import { openTestDatabase } from "../helpers/database.ts";
 
 const settings = {
   "Authentication:Password:AttemptLimit": "3",
@@ -21,13 +22,16 @@ const settings = {
 };
 
 let bridge: UpstashBridge;
+// the topology's Redis (a cluster when scaled), and the single node the Upstash bridge stands on
 const raw = rawRedis();
+const single = REDIS_URL === SINGLE_REDIS_URL ? raw : rawRedis(SINGLE_REDIS_URL);
 const prefixes: string[] = [];
 const extraDatabases: Database[] = [];
 
 afterAll(async () => {
-  for (const prefix of prefixes) await raw.cleanup(prefix);
+  for (const prefix of prefixes) await Promise.all([raw.cleanup(prefix), single.cleanup(prefix)]);
   raw.close();
+  if (single !== raw) single.close();
   await bridge.stop();
   for (const database of extraDatabases) await database.close();
 });
@@ -49,7 +53,7 @@ async function twoInstances(store: Store, clock: ManualClock): Promise<{ a: Deps
         ? `${bridge.url.replace("http://", `http://:${bridge.token}@`)}`
         : null;
   const config = testConfig({ settings, cacheUrl });
-  const second = await openDatabase(t.url, { poolSize: 2 });
+  const second = await openTestDatabase(t.url, { poolSize: 2 });
   extraDatabases.push(second);
   // in-process counters are shared only by instances in one process: hand both the same store
   const counters = store === "memory" ? memoryCounterStore() : undefined;
@@ -250,11 +254,13 @@ describe.each(["redis", "upstash", "database", "memory"] as Store[])("security w
       );
       expect(rows).toHaveLength(1);
     } else {
-      const keys = await raw.keys(prefix);
+      const stored = store === "upstash" ? single : raw;
+      const keys = await stored.keys(prefix);
       expect(keys).toContain(`${prefix}${accountKey}`);
-      expect(keys).toContain(`${prefix}win:password:ip:192.0.2.99`);
+      // one window, one hash tag: its slot on a Redis Cluster
+      expect(keys).toContain(`${prefix}win:password:ip:{192.0.2.99}`);
       expect(keys.every((key) => key.startsWith(prefix))).toBe(true);
-      expect(await raw.client.pttl(`${prefix}${accountKey}`)).toBeGreaterThan(0);
+      expect(await stored.client.pttl(`${prefix}${accountKey}`)).toBeGreaterThan(0);
     }
   });
 });

@@ -2,6 +2,7 @@ import { beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { assertFeature } from "../../src/billing/entitlements.ts";
 import { applySubscriptionEvent } from "../../src/billing/subscriptions.ts";
+import { tenantFeaturesKey } from "../../src/cache/read-through.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
 import { usageCounters, usageEvents, usageReconciliations } from "../../src/db/schema/index.ts";
@@ -41,7 +42,7 @@ async function ledger(tenantId: string, feature = "api_calls"): Promise<number> 
 /** What "the cache was flushed" means for one tenant: its keys are gone (never FLUSHALL a shared Redis). */
 async function flushTenant(tenantId: string) {
   const keys = await raw.keys(`${prefix}usage:${tenantId}:`);
-  const features = await raw.keys(`${prefix}tenant-features:${tenantId}`);
+  const features = await raw.keys(`${prefix}${tenantFeaturesKey(tenantId)}`);
   if (keys.length + features.length > 0) await raw.client.del(...keys, ...features);
 }
 

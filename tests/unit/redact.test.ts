@@ -46,3 +46,23 @@ test("values: secret-named fields, nested objects, arrays, cycles", () => {
     flag: { token: false },
   });
 });
+
+test("tenant API keys are hidden wherever they appear, their id part left readable", () => {
+  const r = createRedactor([]);
+  const key = `plk_Ab3dEf6hIj9L_${"x7Y".repeat(10)}Zq`;
+  for (const line of [
+    `GET /api/tenant/users?key=${key}`,
+    `invalid key ${key}.`,
+    `{"header":"${key}"}`,
+    `Authorization: Bearer ${key}`,
+  ]) {
+    const out = r.text(line);
+    expect(out).not.toContain(key);
+    expect(out).not.toContain("x7Yx7Y");
+  }
+  expect(r.text(`key ${key} end`)).toBe(`key plk_Ab3dEf6hIj9L_${REDACTED} end`);
+  // a truncated or mangled key is still hidden
+  expect(r.text("plk_Ab3dEf6hIj9L_x7Yx7")).toBe(`plk_Ab3dEf6hIj9L_${REDACTED}`);
+  expect(r.text("plk_Ab3d-Ef6hIj9L-x7Yx7")).toBe(`plk_${REDACTED}`);
+  expect(r.text("the plk_ prefix alone")).toBe("the plk_ prefix alone");
+});

@@ -1,3 +1,5 @@
+export * from "./api-keys.ts";
+export * from "./audit.ts";
 export * from "./billing.ts";
 export * from "./data-protection.ts";
 export * from "./domains.ts";
@@ -8,3 +10,4 @@ export * from "./secrets.ts";
 export * from "./security.ts";
 export * from "./storage.ts";
 export * from "./tenants.ts";
+export * from "./webhooks.ts";

@@ -7,12 +7,13 @@ import {
   integer,
   jsonb,
   pgTable,
+  primaryKey,
   text,
   timestamp,
   uniqueIndex,
 } from "drizzle-orm/pg-core";
 
-export const jobStatuses = ["pending", "processing", "succeeded", "failed", "dead"] as const;
+export const jobStatuses = ["pending", "processing", "succeeded", "failed", "dead", "cancelled"] as const;
 export type JobStatus = (typeof jobStatuses)[number];
 
 export const backgroundJobs = pgTable(
@@ -29,6 +30,14 @@ export const backgroundJobs = pgTable(
     lockedUntil: timestamp({ withTimezone: true }),
     lastError: text(),
     dedupKey: text(),
+    /** Fairness group (round robin among due jobs of one priority); a tenant's job defaults to its tenant id. */
+    groupKey: text(),
+    /** Higher runs first, before fairness; default 0. */
+    priority: integer().notNull().default(0),
+    /** What the handler last reported through `context.progress(value)` (JSON, at most 4 KiB). */
+    progress: jsonb(),
+    /** The `job_group_slots` slot a processing job of a kind with `groupConcurrency` holds. */
+    groupSlot: integer(),
     createdAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
     updatedAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
     finishedAt: timestamp({ withTimezone: true }),
@@ -36,21 +45,49 @@ export const backgroundJobs = pgTable(
   (t) => [
     check(
       "background_jobs_status_check",
-      sql`${t.status} in ('pending', 'processing', 'succeeded', 'failed', 'dead')`,
+      sql`${t.status} in ('pending', 'processing', 'succeeded', 'failed', 'dead', 'cancelled')`,
     ),
     // the claim: due pending/failed jobs in run_after order, and expired leases
     index("background_jobs_due_idx").on(t.runAfter).where(sql`${t.status} in ('pending', 'failed')`),
+    // the fair claim: the top priority, then a walk over due groups (a null group is the key ''),
+    // each group's jobs in run_after order (src/jobs/queue.ts)
+    index("background_jobs_fair_idx")
+      .on(t.priority, sql`coalesce(${t.groupKey}, '')`, t.runAfter)
+      .where(sql`${t.status} in ('pending', 'failed')`),
     index("background_jobs_lease_idx").on(t.lockedUntil).where(sql`${t.status} = 'processing'`),
     uniqueIndex("background_jobs_dedup_key_idx")
       .on(t.dedupKey)
       .where(sql`${t.dedupKey} is not null and ${t.status} in ('pending', 'processing', 'failed')`),
-    // admin listing by status/kind for the statuses the claim never reads; pending and failed are
-    // listed through the due index. An index the claim could also use would let the planner pick it
-    // on a table without statistics and sort the whole backlog on every claim.
+    // admin listing by status/kind for the finished statuses, which the claim never reads; pending and
+    // failed are listed through the due index, processing (a few rows) through the lease index. An
+    // index the claim could also use would let the planner pick it: on a table without statistics
+    // sorting the whole backlog, and for the expired-lease branch in a cost tie with the lease index.
     index("background_jobs_admin_idx")
       .on(t.status, t.kind, t.id)
-      .where(sql`${t.status} in ('processing', 'succeeded', 'dead')`),
+      .where(sql`${t.status} in ('succeeded', 'dead', 'cancelled')`),
+    // admin listing and bulk actions by group (a tenant id): newest first without reading other groups
+    index("background_jobs_group_idx").on(t.groupKey, t.id).where(sql`${t.groupKey} is not null`),
     index("background_jobs_finished_idx").on(t.finishedAt).where(sql`${t.finishedAt} is not null`),
+  ],
+);
+
+/**
+ * One row per running job of a kind with `groupConcurrency`: slot 1..limit of (kind, group). The
+ * claim inserts the row (ON CONFLICT DO NOTHING, so two claimers can never hold one slot); a trigger
+ * deletes it when the job leaves `processing` (drizzle/0014_job_group_slots.sql).
+ */
+export const jobGroupSlots = pgTable(
+  "job_group_slots",
+  {
+    kind: text().notNull(),
+    /** '' for jobs without a group. */
+    groupKey: text().notNull(),
+    slot: integer().notNull(),
+    jobId: bigint({ mode: "number" }).notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.kind, t.groupKey, t.slot] }),
+    index("job_group_slots_job_idx").on(t.jobId),
   ],
 );
 

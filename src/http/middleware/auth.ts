@@ -1,9 +1,11 @@
 import type { MiddlewareHandler } from "hono";
+import { isApiKeyShaped } from "../../api-keys/format.ts";
+import { apiKeyUseRecorder, openApiKey } from "../../api-keys/lookup.ts";
 import { browserOriginCheck, csrfTokenMatches, openBrowserSession } from "../../auth/browser-sessions.ts";
 import type { AuthDeps } from "../../auth/deps.ts";
 import { openTokenSession } from "../../auth/session-lookup.ts";
 import { AppError } from "../../errors.ts";
-import { type AppEnv, type Principal, unauthorized } from "../context.ts";
+import { type AppEnv, type Principal, tenantCtxOf, unauthorized } from "../context.ts";
 import { readSessionCookie } from "../session-cookie.ts";
 
 export const CSRF_HEADER = "x-csrf-token";
@@ -14,8 +16,13 @@ const ALLOWED_BEFORE_CHANGE = new Set([PASSWORD_CHANGE_PATH, "/api/auth/browser/
 
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 
+/** Where a tenant API key is a credential; `/api/admin/*` does not know keys (401), the rest refuses them (403). */
+const API_KEY_AREA = "/api/tenant/";
+const ADMIN_AREA = "/api/admin/";
+
 /**
- * Authenticates a request from `Authorization: Bearer <access token>` or, for browsers, the
+ * Authenticates a request from `Authorization: Bearer <access token>`, `Authorization: Bearer
+ * plk_…` (a tenant API key, on `/api/tenant/*` only: docs/api-keys.md) or, for browsers, the
  * session cookie (only from `BrowserAuth:AllowedOrigins`, and with the CSRF header on
  * state-changing requests). The session behind either must still be open, so logout and
  * disabling a user take effect at once. A token of another tenant than the request's host gets
@@ -23,6 +30,7 @@ const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
  */
 export function authenticate(deps: AuthDeps): MiddlewareHandler<AppEnv> {
   const originAllowed = browserOriginCheck(deps.config);
+  const recordUse = apiKeyUseRecorder(deps);
   return async (c, next) => {
     const header = c.req.header("authorization");
     let found: Awaited<ReturnType<typeof openTokenSession>>;
@@ -31,6 +39,20 @@ export function authenticate(deps: AuthDeps): MiddlewareHandler<AppEnv> {
       if (!/^Bearer(\s|$)/i.test(header)) throw unauthorized("Use the Bearer authentication scheme.");
       const match = /^Bearer\s+(\S+)$/i.exec(header);
       if (!match?.[1]) throw unauthorized("Malformed Authorization header.", { invalidToken: true });
+      if (isApiKeyShaped(match[1])) {
+        // platform administration knows no API keys: not even looked up there
+        if (c.req.path.startsWith(ADMIN_AREA))
+          throw unauthorized("API keys are not accepted on platform administration routes.");
+        const key = await openApiKey(deps, match[1]);
+        if ("refused" in key) throw unauthorized(key.refused, { invalidToken: true });
+        if (!c.req.path.startsWith(API_KEY_AREA))
+          throw new AppError("forbidden", "API keys are accepted on tenant routes only (/api/tenant/).");
+        const tenant = c.get("tenant");
+        if (tenant && key.tenantId !== tenant.id) throw new AppError("not_found", "No such resource.");
+        c.set("principal", { kind: "apiKey", ...key, roles: [], platformRoles: [] });
+        recordUse(tenantCtxOf(c), key.keyId);
+        return next();
+      }
       found = await openTokenSession(deps, match[1]);
       if ("refused" in found) throw unauthorized(found.refused, { invalidToken: true });
     } else {

@@ -1,4 +1,4 @@
-import type { MiddlewareHandler } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import type { Clock } from "../../clock.ts";
 import type { Environment, Settings } from "../../config/schema.ts";
 import { AppError } from "../../errors.ts";
@@ -25,6 +25,23 @@ export const RATE_LIMIT_DEFAULTS = {
   global: { limit: 600, windowSeconds: 60 },
   auth: { limit: 30, windowSeconds: 60 },
 } as const;
+
+/** The per-key partition: one bucket per tenant API key, wherever its requests come from. */
+export function apiKeyPolicy(settings: Settings): RateLimitPolicy {
+  const { PermitLimit, WindowSeconds } = settings.RateLimiting.ApiKey;
+  return { name: "apikey", limit: PermitLimit, windowSeconds: WindowSeconds, onUnavailable: "open" };
+}
+
+/** A request's bucket: the client address, or (`apiKeyPolicy`) the key; null: not counted. */
+export type Partition = (c: Context<AppEnv>) => string | null;
+
+const byClientIp: Partition = (c) => clientIp(c);
+
+/** The calling API key's id; requests not made with a key are not counted. */
+export const byApiKey: Partition = (c) => {
+  const principal = c.get("principal");
+  return principal?.kind === "apiKey" ? principal.keyId : null;
+};
 
 export function rateLimitPolicies(
   settings: Settings,
@@ -103,20 +120,26 @@ function coalescedRate(options: RateLimitOptions, policy: RateLimitPolicy) {
 }
 
 /**
- * Token-bucket (GCRA) rate limit partitioned by client IP (`clientIp(c)`, http/client-ip.ts).
+ * Token-bucket (GCRA) rate limit partitioned by client IP (`clientIp(c)`, http/client-ip.ts), or
+ * by what `partition` says (`byApiKey`: after authentication, one bucket per API key).
  * Adds `RateLimit-Policy: "<name>";q=<limit>;w=<window>` and `RateLimit: "<name>";r=<left>;t=<s>`
  * (several policies on one route are listed together); a refused request gets 429 `rate_limited`
  * with `Retry-After`.
  */
-export function rateLimit(policy: RateLimitPolicy, options: RateLimitOptions): MiddlewareHandler<AppEnv> {
+export function rateLimit(
+  policy: RateLimitPolicy,
+  options: RateLimitOptions,
+  partition: Partition = byClientIp,
+): MiddlewareHandler<AppEnv> {
   const take = coalescedRate(options, policy);
   const policyHeader = `"${policy.name}";q=${policy.limit};w=${policy.windowSeconds}`;
   let lastOpenLog = 0;
   return async (c, next) => {
-    const ip = clientIp(c);
+    const bucket = partition(c);
+    if (bucket === null) return next();
     let outcome: RateOutcome;
     try {
-      outcome = await take(`rl:${policy.name}:${ip}`);
+      outcome = await take(`rl:${policy.name}:${bucket}`);
     } catch (error) {
       if (policy.onUnavailable === "closed") {
         options.logger.error("rate-limit store unavailable; failing closed", {

@@ -1,9 +1,22 @@
 import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
-import { getJob, jobStatuses, listJobs, retryDeadJob } from "../../jobs/admin.ts";
+import {
+  BULK_BATCH_SIZE,
+  cancelJob,
+  cancelJobs,
+  getJob,
+  type JobFilter,
+  jobStatuses,
+  listJobs,
+  MAX_JOB_PRIORITY,
+  retryDeadJob,
+  retryJobs,
+  setJobPriority,
+} from "../../jobs/admin.ts";
+import { MAX_PROGRESS_BYTES } from "../../jobs/registry.ts";
 import { createRouter, ctxOf } from "../context.ts";
-import { apiRoute, json, problem } from "../openapi.ts";
+import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
 
 const job = z
   .object({
@@ -18,6 +31,14 @@ const job = z
     lockedUntil: z.string().nullable(),
     lastError: z.string().nullable().openapi({ description: "Redacted, at most 2,000 characters." }),
     dedupKey: z.string().nullable(),
+    groupKey: z
+      .string()
+      .nullable()
+      .openapi({ description: "Fairness group: a tenant's job has its tenant id unless set otherwise." }),
+    priority: z.number().int().openapi({ description: "Higher runs first, before fairness between groups." }),
+    progress: z.unknown().openapi({
+      description: `What the handler last reported (JSON, at most ${MAX_PROGRESS_BYTES} bytes); null if nothing.`,
+    }),
     createdAt: z.string(),
     updatedAt: z.string(),
     finishedAt: z.string().nullable(),
@@ -31,16 +52,51 @@ const idParam = z.object({
     .openapi({ param: { name: "id", in: "path" }, example: "42" }),
 });
 
+/** The filter fields, the same names in the list's query and the bulk actions' body. */
+const filterFields = {
+  status: z.enum(jobStatuses).optional(),
+  kind: z.string().min(1).max(200).optional(),
+  group: z
+    .string()
+    .min(1)
+    .max(200)
+    .optional()
+    .openapi({ description: "A group key (`groupKey`), e.g. a tenant id." }),
+  createdFrom: z.iso
+    .datetime({ offset: true })
+    .optional()
+    .openapi({ description: "Created at or after (ISO 8601)." }),
+  createdTo: z.iso
+    .datetime({ offset: true })
+    .optional()
+    .openapi({ description: "Created before (ISO 8601)." }),
+};
+
+function toFilter(input: {
+  status?: JobFilter["status"];
+  kind?: string;
+  group?: string;
+  createdFrom?: string;
+  createdTo?: string;
+}): JobFilter {
+  return {
+    status: input.status,
+    kind: input.kind,
+    group: input.group,
+    createdFrom: input.createdFrom === undefined ? undefined : new Date(input.createdFrom),
+    createdTo: input.createdTo === undefined ? undefined : new Date(input.createdTo),
+  };
+}
+
 const list = apiRoute("admin", {
   method: "get",
   path: "/api/admin/jobs",
   operationId: "adminListJobs",
   tags: ["admin"],
-  summary: "List background jobs, newest first, by status and kind.",
+  summary: "List background jobs, newest first, by status, kind, group and creation time.",
   request: {
     query: z.object({
-      status: z.enum(jobStatuses).optional(),
-      kind: z.string().min(1).max(200).optional(),
+      ...filterFields,
       limit: z.coerce.number().int().min(1).max(200).default(50),
       cursor: z
         .string()
@@ -75,12 +131,81 @@ const retry = apiRoute("admin", {
   path: "/api/admin/jobs/{id}/retry",
   operationId: "adminRetryJob",
   tags: ["admin"],
-  summary: "Retry a dead job: fresh attempts, due now.",
+  summary: "Retry a dead or cancelled job: fresh attempts, due now.",
   request: { params: idParam },
   responses: {
     200: json("The job, pending again.", job),
     404: problem("No job with this id."),
-    409: problem("The job is not dead, or another unfinished job holds its dedup key."),
+    409: problem("The job is neither dead nor cancelled, or another unfinished job holds its dedup key."),
+  },
+});
+
+const cancel = apiRoute("admin", {
+  method: "post",
+  path: "/api/admin/jobs/{id}/cancel",
+  operationId: "adminCancelJob",
+  tags: ["admin"],
+  summary: "Cancel a job: a pending or failed one never runs; a running one's handler is signalled.",
+  request: { params: idParam },
+  responses: {
+    200: json("The job, cancelled.", job),
+    404: problem("No job with this id."),
+    409: problem("The job has finished (succeeded, dead or cancelled)."),
+  },
+});
+
+const filterBody = z.object(filterFields).strict().openapi("BackgroundJobFilter", {
+  description: "Which jobs to act on; at least one field. Same names as the list's query.",
+});
+const bulkResult = z
+  .object({ changed: z.number().int().openapi({ description: "Jobs changed." }) })
+  .openapi("BackgroundJobBulkResult");
+
+const bulkRetry = apiRoute("admin", {
+  method: "post",
+  path: "/api/admin/jobs/retry",
+  operationId: "adminRetryJobs",
+  tags: ["admin"],
+  summary: `Retry every dead or cancelled job the filter matches, ${BULK_BATCH_SIZE} rows a statement.`,
+  request: { body: jsonBody(filterBody) },
+  responses: {
+    200: json("How many jobs were retried.", bulkResult),
+    400: problem("No filter, or a status other than dead or cancelled."),
+  },
+});
+
+const bulkCancel = apiRoute("admin", {
+  method: "post",
+  path: "/api/admin/jobs/cancel",
+  operationId: "adminCancelJobs",
+  tags: ["admin"],
+  summary: `Cancel every unfinished job the filter matches, ${BULK_BATCH_SIZE} rows a statement.`,
+  request: { body: jsonBody(filterBody) },
+  responses: {
+    200: json("How many jobs were cancelled.", bulkResult),
+    400: problem("No filter, or a status other than pending, failed or processing."),
+  },
+});
+
+const reprioritise = apiRoute("admin", {
+  method: "patch",
+  path: "/api/admin/jobs/{id}",
+  operationId: "adminUpdateJob",
+  tags: ["admin"],
+  summary: "Change a waiting (pending or failed) job's priority.",
+  request: {
+    params: idParam,
+    body: jsonBody(
+      z
+        .object({ priority: z.number().int().min(-MAX_JOB_PRIORITY).max(MAX_JOB_PRIORITY) })
+        .openapi("BackgroundJobUpdate"),
+    ),
+  },
+  responses: {
+    200: json("The job with its new priority.", job),
+    400: problem("Invalid body."),
+    404: problem("No job with this id."),
+    409: problem("The job is not pending or failed (running or finished)."),
   },
 });
 
@@ -88,7 +213,8 @@ const retry = apiRoute("admin", {
 export function adminJobRoutes(deps: Deps) {
   return createRouter()
     .openapi(list, async (c) => {
-      return c.json(await listJobs(deps, ctxOf(c, null), c.req.valid("query")), 200);
+      const { limit, cursor, ...filter } = c.req.valid("query");
+      return c.json(await listJobs(deps, ctxOf(c, null), { ...toFilter(filter), limit, cursor }), 200);
     })
     .openapi(show, async (c) => {
       const found = await getJob(deps, ctxOf(c, null), { id: Number(c.req.valid("param").id) });
@@ -97,5 +223,18 @@ export function adminJobRoutes(deps: Deps) {
     })
     .openapi(retry, async (c) => {
       return c.json(await retryDeadJob(deps, ctxOf(c, null), { id: Number(c.req.valid("param").id) }), 200);
+    })
+    .openapi(cancel, async (c) => {
+      return c.json(await cancelJob(deps, ctxOf(c, null), { id: Number(c.req.valid("param").id) }), 200);
+    })
+    .openapi(bulkRetry, async (c) => {
+      return c.json(await retryJobs(deps, ctxOf(c, null), toFilter(c.req.valid("json"))), 200);
+    })
+    .openapi(bulkCancel, async (c) => {
+      return c.json(await cancelJobs(deps, ctxOf(c, null), toFilter(c.req.valid("json"))), 200);
+    })
+    .openapi(reprioritise, async (c) => {
+      const id = Number(c.req.valid("param").id);
+      return c.json(await setJobPriority(deps, ctxOf(c, null), { id, ...c.req.valid("json") }), 200);
     });
 }

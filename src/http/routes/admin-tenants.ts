@@ -86,7 +86,7 @@ const suspend = apiRoute("admin", {
 export function adminTenantRoutes(deps: Deps) {
   const db = deps.database.db;
   return createRouter()
-    .openapi(create, async (c) => c.json(await createTenant(db, c.req.valid("json")), 201))
+    .openapi(create, async (c) => c.json(await createTenant(db, c.req.valid("json"), ctxOf(c)), 201))
     .openapi(list, async (c) => {
       const { limit, offset, cursor } = c.req.valid("query");
       const after = cursor === undefined ? undefined : tenantCursor.decode(cursor);

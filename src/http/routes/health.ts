@@ -80,6 +80,15 @@ export function healthRoutes(deps: Deps) {
       explain: (error) => (error instanceof MigrationsPendingError ? error.message : explainDatabase(error)),
     },
   ];
+  const pingDirect = deps.database.pingDirect;
+  if (pingDirect)
+    probes.push({
+      // the direct (session) connection beside a transaction pooler: LISTEN and the serving lock
+      name: "database-direct:responseTime",
+      componentType: "datastore",
+      run: (ms) => pingDirect(ms),
+      explain: explainDatabase,
+    });
   const cache = deps.cache;
   if (cache)
     probes.push({ name: "cache:responseTime", componentType: "datastore", run: (ms) => cache.ping(ms) });

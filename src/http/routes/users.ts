@@ -11,7 +11,7 @@ import {
   removeTenantUser,
   userCursor,
 } from "../../identity/users.ts";
-import { createRouter, tenantCtxOf, tenantIdOf } from "../context.ts";
+import { adminCtxOf, createRouter, tenantCtxOf, tenantIdOf } from "../context.ts";
 import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
 
 const newUser = z
@@ -57,7 +57,11 @@ const adminCreate = apiRoute("admin", {
 export function adminUserRoutes(deps: Deps) {
   return createRouter().openapi(adminCreate, async (c) => {
     const { tenantId } = c.req.valid("param");
-    return c.json(await createTenantUser(deps.database.db, tenantId, c.req.valid("json")), 201);
+    const ctx = adminCtxOf(c, tenantId);
+    return c.json(
+      await createTenantUser(deps.database.db, tenantId, c.req.valid("json"), deps.clock, ctx),
+      201,
+    );
   });
 }
 

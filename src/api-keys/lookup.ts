@@ -1,0 +1,122 @@
+import { eq } from "drizzle-orm";
+import type { Refusal } from "../auth/session-lookup.ts";
+import type { TenantCtx } from "../context.ts";
+import { apiKeys, tenants } from "../db/schema/index.ts";
+import type { Deps } from "../deps.ts";
+import { apiKeyDigest, hashMatches, prefixOf } from "./format.ts";
+import { LAST_USE_INTERVAL_MS, markApiKeyUsed } from "./keys.ts";
+
+/** The key a request presented, once checked. */
+export interface OpenApiKey {
+  keyId: string;
+  tenantId: string;
+  scopes: readonly string[];
+}
+
+/**
+ * How long a process trusts a key's row without asking the database: at most one second (and never
+ * longer than `Authentication:SessionCacheSeconds`), so a revocation whose notice is lost still
+ * takes effect within a second; the notice itself evicts at once.
+ */
+export const API_KEY_CACHE_MS = 1_000;
+const NEVER = new Date(8.64e15);
+
+interface KeyRecord extends OpenApiKey {
+  secretHash: string;
+  previousSecretHash: string | null;
+  previousExpiresAt: number | null;
+  expiresAt: number | null;
+  revoked: boolean;
+  tenantActive: boolean;
+}
+
+type LookupDeps = Pick<Deps, "database" | "sessionCache" | "clock">;
+
+async function keyRecord(deps: LookupDeps, prefix: string): Promise<KeyRecord | null> {
+  const cacheKey = `k:${prefix}`;
+  const hit = deps.sessionCache.get(cacheKey);
+  if (hit) return hit.value as KeyRecord;
+  const [row] = await deps.database.db
+    .select({
+      keyId: apiKeys.id,
+      tenantId: apiKeys.tenantId,
+      scopes: apiKeys.scopes,
+      secretHash: apiKeys.secretHash,
+      previousSecretHash: apiKeys.previousSecretHash,
+      previousExpiresAt: apiKeys.previousExpiresAt,
+      expiresAt: apiKeys.expiresAt,
+      revokedAt: apiKeys.revokedAt,
+      tenantStatus: tenants.status,
+    })
+    .from(apiKeys)
+    .innerJoin(tenants, eq(tenants.id, apiKeys.tenantId))
+    .where(eq(apiKeys.prefix, prefix))
+    .limit(1);
+  if (!row) return null;
+  const record: KeyRecord = {
+    keyId: row.keyId,
+    tenantId: row.tenantId,
+    scopes: row.scopes,
+    secretHash: row.secretHash,
+    previousSecretHash: row.previousSecretHash,
+    previousExpiresAt: row.previousExpiresAt?.getTime() ?? null,
+    expiresAt: row.expiresAt?.getTime() ?? null,
+    revoked: row.revokedAt !== null,
+    tenantActive: row.tenantStatus === "Active",
+  };
+  deps.sessionCache.set(
+    cacheKey,
+    {
+      sessionId: row.keyId,
+      userId: null,
+      tenantId: row.tenantId,
+      expiresAt: row.expiresAt ?? NEVER,
+      value: record,
+    },
+    API_KEY_CACHE_MS,
+  );
+  return record;
+}
+
+/**
+ * The tenant API key a bearer token is, or why it is refused (the detail of a 401). The secret is
+ * compared in constant time with the stored SHA-256 (and, during a roll's grace period, with the
+ * replaced one's) before anything about the key is told: revoked, expired, or of a suspended tenant.
+ */
+export async function openApiKey(deps: LookupDeps, presented: string): Promise<OpenApiKey | Refusal> {
+  const prefix = prefixOf(presented);
+  if (!prefix) return { refused: "Malformed API key." };
+  const record = await keyRecord(deps, prefix);
+  if (!record) return { refused: "Invalid API key." };
+  const now = deps.clock.now().getTime();
+  const digest = apiKeyDigest(presented);
+  const current = hashMatches(digest, record.secretHash);
+  const previous =
+    record.previousExpiresAt !== null &&
+    record.previousExpiresAt > now &&
+    hashMatches(digest, record.previousSecretHash);
+  if (!current && !previous) return { refused: "Invalid API key." };
+  if (record.revoked) return { refused: "The API key has been revoked." };
+  if (record.expiresAt !== null && record.expiresAt <= now) return { refused: "The API key has expired." };
+  if (!record.tenantActive) return { refused: "The tenant is suspended." };
+  return { keyId: record.keyId, tenantId: record.tenantId, scopes: record.scopes };
+}
+
+/**
+ * Records keys' last use without a write per request: this process tries at most once a minute per
+ * key (and `markApiKeyUsed` writes only when the stored use is a minute old), after the answer,
+ * never holding the request up.
+ */
+export function apiKeyUseRecorder(deps: Pick<Deps, "database" | "clock" | "pending">) {
+  const tried = new Map<string, number>();
+  return (ctx: TenantCtx, keyId: string): void => {
+    const now = deps.clock.now().getTime();
+    const last = tried.get(keyId);
+    if (last !== undefined && now - last < LAST_USE_INTERVAL_MS) return;
+    if (tried.size >= 50_000) tried.clear();
+    tried.set(keyId, now);
+    deps.pending.run("recording an API key's last use", async () => {
+      await markApiKeyUsed(deps, ctx, { keyId });
+    });
+  };
+}

@@ -1,0 +1,248 @@
+import { sql } from "drizzle-orm";
+import type { Actor, Ctx } from "../context.ts";
+import { type Executor, execute } from "../db/client.ts";
+import type { Deps } from "../deps.ts";
+import { createRedactor } from "../redact.ts";
+import { auditRowHash, chainOf, GENESIS_HASH } from "./chain.ts";
+
+/** Every action the log records (docs/audit.md lists each with its details). */
+export const AUDIT_ACTIONS = [
+  "auth.sign_in",
+  "auth.sign_out",
+  "auth.password_changed",
+  "auth.session_revoked",
+  "user.created",
+  "user.disabled",
+  "user.deleted",
+  "user.role_changed",
+  "api_key.created",
+  "api_key.rolled",
+  "api_key.revoked",
+  "api_key.first_used",
+  "tenant_secret.put",
+  "tenant_secret.deleted",
+  "provider.set",
+  "provider.disabled",
+  "provider.enabled",
+  "domain.added",
+  "domain.activated",
+  "domain.removed",
+  "subscription.event",
+  "feature.override",
+  "webhook_endpoint.created",
+  "webhook_endpoint.updated",
+  "webhook_endpoint.deleted",
+  "job.retried",
+  "job.cancelled",
+  "job.priority_changed",
+  "schedule.updated",
+  "schedule.deleted",
+  "schedule.run",
+  "domain.check_requested",
+  "platform_user.created",
+  "tenant.created",
+  "tenant.suspended",
+  "platform.bootstrapped",
+  "authorization.refused",
+] as const;
+export type AuditAction = (typeof AUDIT_ACTIONS)[number];
+
+export const AUDIT_OUTCOMES = ["success", "failure", "denied"] as const;
+export type AuditOutcome = (typeof AUDIT_OUTCOMES)[number];
+
+/**
+ * The detail fields a row may carry (docs/audit.md); any other key is dropped, and so is one whose
+ * name reads as a secret (src/redact.ts). Values are scalars or lists of strings, strings cut at 300.
+ */
+export const AUDIT_DETAIL_KEYS = new Set([
+  "method",
+  "email",
+  "phone",
+  "reason",
+  "role",
+  "name",
+  "kind",
+  "provider",
+  "status",
+  "hostname",
+  "event",
+  "from",
+  "to",
+  "plan",
+  "feature",
+  "value",
+  "jobKind",
+  "attempts",
+  "code",
+  "scopes",
+  "prefix",
+  "expiresAt",
+  "graceSeconds",
+  "url",
+  "events",
+  "httpMethod",
+  "path",
+  "count",
+  "sessions",
+]);
+
+export interface AuditInput {
+  action: AuditAction;
+  target?: { type: string; id: string | null } | null;
+  /** `success` unless said otherwise. */
+  outcome?: AuditOutcome;
+  details?: Record<string, unknown>;
+  /** The chain to write in when it is not the ctx's tenant (a platform admin creating a tenant). */
+  tenantId?: string | null;
+  /** When the action happened; the database's clock when absent (tests and imports pass their own). */
+  at?: Date;
+}
+
+// only the name rules and the bearer / URL-credential patterns: details never carry a configured secret
+const redactor = createRedactor([]);
+const MAX_STRING = 300;
+const MAX_LIST = 50;
+
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+const cut = (value: string): string => {
+  // jsonb refuses NUL and lone surrogates: a stray one must not fail the change being recorded
+  const text = redactor.text(value.replace(LONE_SURROGATE, "\ufffd").replaceAll("\u0000", ""));
+  return text.length > MAX_STRING ? `${text.slice(0, MAX_STRING)}…` : text;
+};
+
+/** The allow-listed, redacted copy of a details object that `recordAudit` stores. */
+export function auditDetails(details: Record<string, unknown> | undefined): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  if (!details) return out;
+  for (const [key, value] of Object.entries(details)) {
+    if (!AUDIT_DETAIL_KEYS.has(key) || redactor.isSecretName(key) || value === undefined) continue;
+    if (value === null || typeof value === "boolean") out[key] = value;
+    else if (typeof value === "number") out[key] = Number.isFinite(value) ? value : null;
+    else if (typeof value === "string") out[key] = cut(value);
+    else if (value instanceof Date) out[key] = value.toISOString();
+    else if (Array.isArray(value))
+      out[key] = value
+        .slice(0, MAX_LIST)
+        .map((item) => cut(String(item)))
+        .sort();
+  }
+  return out;
+}
+
+/** The actor columns of an event: its type and id (user id, API key id, component name). */
+export function auditActorOf(actor: Actor): { type: string; id: string | null } {
+  switch (actor.type) {
+    case "user":
+      return { type: "user", id: actor.userId };
+    case "system":
+      return { type: "system", id: actor.name };
+    case "anonymous":
+      return { type: "anonymous", id: null };
+    default: {
+      // an actor variant added later (API keys): its type, and its key id where it has one
+      const other = actor as { type: string; keyId?: string };
+      return { type: other.type, id: other.keyId ?? null };
+    }
+  }
+}
+
+/**
+ * Appends one event to its tenant's chain, inside the caller's transaction `executor` (a rolled
+ * back change leaves no row). The chain's row in `audit_chains` is locked first (an upsert takes
+ * the row lock and holds it to commit), so concurrent writers of one chain queue there and never
+ * fork it; writers of other tenants do not wait. Two statements: lock + head + id, then the row and
+ * the new head.
+ */
+export async function recordAudit(
+  executor: Executor,
+  ctx: Ctx,
+  input: AuditInput,
+): Promise<{ id: number; hash: string }> {
+  // lower case, as PostgreSQL gives a uuid back: an id from a path may come in upper case
+  const tenantId = (input.tenantId === undefined ? ctx.tenantId : input.tenantId)?.toLowerCase() ?? null;
+  const chain = chainOf(tenantId);
+  const [head] = await execute<{ head_hash: string; id: string; now_ms: string }>(
+    executor,
+    sql`insert into audit_chains (chain, head_hash, start_hash) values (${chain}, ${GENESIS_HASH}, ${GENESIS_HASH})
+        on conflict (chain) do update set head_hash = audit_chains.head_hash
+        returning head_hash, nextval('audit_events_id_seq')::text as id,
+          floor(extract(epoch from clock_timestamp()) * 1000)::bigint::text as now_ms`,
+  );
+  if (!head) throw new Error("audit chain lock returned nothing");
+  const actor = auditActorOf(ctx.actor);
+  const row = {
+    id: Number(head.id),
+    tenantId,
+    occurredAt: input.at ?? new Date(Number(head.now_ms)),
+    actorType: actor.type,
+    actorId: actor.id,
+    action: input.action,
+    targetType: input.target?.type ?? null,
+    targetId: input.target?.id ?? null,
+    outcome: input.outcome ?? "success",
+    clientAddress: ctx.clientIp ?? null,
+    userAgent: ctx.userAgent?.replaceAll("\u0000", "") ?? null,
+    requestId: ctx.requestId ?? null,
+    details: auditDetails(input.details),
+    prevHash: head.head_hash,
+  };
+  const hash = auditRowHash(row);
+  await execute(
+    executor,
+    sql`with inserted as (
+          insert into audit_events (id, tenant_id, occurred_at, actor_type, actor_id, action, target_type, target_id,
+            outcome, client_address, user_agent, request_id, details, prev_hash, hash)
+          values (${row.id}, ${row.tenantId}, ${row.occurredAt.toISOString()}::timestamptz, ${row.actorType}, ${row.actorId},
+            ${row.action}, ${row.targetType}, ${row.targetId}, ${row.outcome}, ${row.clientAddress}, ${row.userAgent},
+            ${row.requestId}, ${JSON.stringify(row.details)}::jsonb, ${row.prevHash}, ${hash})
+          returning id)
+        update audit_chains set head_id = (select id from inserted), head_hash = ${hash}, updated_at = now()
+        where chain = ${chain}`,
+  );
+  return { id: row.id, hash };
+}
+
+export type LimitedAuditDeps = Pick<Deps, "database" | "counters" | "clock" | "logger" | "config">;
+
+/**
+ * Records an event nobody's change carries (a failed sign-in, a refused authorization) in its own
+ * transaction, at most `Audit:FailuresPerMinute` per tenant and client address and
+ * `Audit:FailuresPerTenantPerMinute` per tenant (the rate-limit counters: cache or database), so a
+ * flood cannot fill the table. Returns whether a row was written. Never throws: the refusal the
+ * caller is answering matters more than its record (a failure to write is logged).
+ */
+export async function recordAuditLimited(
+  deps: LimitedAuditDeps,
+  ctx: Ctx,
+  input: AuditInput,
+): Promise<boolean> {
+  const settings = deps.config.settings.Audit;
+  const chain = chainOf(
+    (input.tenantId === undefined ? ctx.tenantId : input.tenantId)?.toLowerCase() ?? null,
+  );
+  const nowMs = deps.clock.now().getTime();
+  try {
+    const [perAddress] = await deps.counters.rate(
+      `audit:${chain}:${ctx.clientIp ?? "unknown"}`,
+      settings.FailuresPerMinute,
+      60_000,
+      nowMs,
+      1,
+    );
+    if (!perAddress?.allowed) return false;
+    const [perTenant] = await deps.counters.rate(
+      `audit:${chain}`,
+      settings.FailuresPerTenantPerMinute,
+      60_000,
+      nowMs,
+      1,
+    );
+    if (!perTenant?.allowed) return false;
+    await deps.database.db.transaction((tx) => recordAudit(tx, ctx, input));
+    return true;
+  } catch (error) {
+    deps.logger.warn("audit event not recorded", { action: input.action, requestId: ctx.requestId, error });
+    return false;
+  }
+}

@@ -1,0 +1,134 @@
+import { and, asc, eq, gt, type SQL, sql } from "drizzle-orm";
+import type { Executor } from "../db/client.ts";
+import { auditChains, auditEvents } from "../db/schema/audit.ts";
+import type { Deps } from "../deps.ts";
+import { auditRowHash, chainOf, GENESIS_HASH, PLATFORM_CHAIN } from "./chain.ts";
+
+/** The first break of a chain: which row, and how it was tampered with. */
+export interface ChainBreak {
+  chain: string;
+  kind: "changed" | "inserted" | "removed";
+  /** The row changed or inserted, or the first row after the removed ones (null: removed at the end). */
+  id: number | null;
+  message: string;
+}
+
+export interface ChainReport {
+  chain: string;
+  rows: number;
+  broken: ChainBreak | null;
+}
+
+type Row = typeof auditEvents.$inferSelect;
+
+const BATCH = 1_000;
+
+const chainCondition = (chain: string): SQL =>
+  chain === PLATFORM_CHAIN ? sql`${auditEvents.tenantId} is null` : eq(auditEvents.tenantId, chain);
+
+/** The chain's rows in id order, a batch per round trip (one snapshot: the caller's transaction). */
+async function* rowsOf(tx: Executor, chain: string): AsyncGenerator<Row> {
+  let after = 0;
+  for (;;) {
+    const rows = await tx
+      .select()
+      .from(auditEvents)
+      .where(and(chainCondition(chain), gt(auditEvents.id, after)))
+      .orderBy(asc(auditEvents.id))
+      .limit(BATCH);
+    yield* rows;
+    const last = rows.at(-1);
+    if (!last || rows.length < BATCH) return;
+    after = last.id;
+  }
+}
+
+/**
+ * Walks one chain from where it starts (`start_hash`: genesis, or the last pruned row's hash) to its
+ * head. Each row's hash is recomputed and its `prev_hash` compared with the hash before it; at the
+ * first mismatch one row of look-ahead tells the kind: the chain continuing past the row (the next
+ * row links to the hash before it) means it was inserted; a hash that no longer matches the row's
+ * content means it was changed; a row intact but linking to a hash never seen means rows before it
+ * were removed. At the end the last row must be the head `audit_chains` recorded.
+ */
+export async function verifyChain(tx: Executor, chain: string): Promise<ChainReport> {
+  const [head] = await tx.select().from(auditChains).where(eq(auditChains.chain, chain));
+  let expected = head?.startHash ?? GENESIS_HASH;
+  let rows = 0;
+  let current: Row | undefined;
+  let lastGood: Row | undefined;
+  const broke = (kind: ChainBreak["kind"], id: number | null, message: string): ChainReport => ({
+    chain,
+    rows,
+    broken: { chain, kind, id, message },
+  });
+  const judge = (row: Row, next: { prevHash: string } | undefined): ChainReport | null => {
+    const contentOk = auditRowHash(row) === row.hash;
+    if (contentOk && row.prevHash === expected) {
+      if (head && lastGood?.id === head.headId)
+        return broke("inserted", row.id, `row ${row.id} was inserted after the chain's head ${head.headId}`);
+      expected = row.hash;
+      lastGood = row;
+      return null;
+    }
+    if (next && next.prevHash === expected) return broke("inserted", row.id, `row ${row.id} was inserted`);
+    if (!contentOk) return broke("changed", row.id, `row ${row.id} was changed: its hash no longer matches`);
+    return broke(
+      "removed",
+      row.id,
+      `row(s) removed before row ${row.id} (the chain breaks after ${lastGood ? `row ${lastGood.id}` : "its start"})`,
+    );
+  };
+  for await (const row of rowsOf(tx, chain)) {
+    rows++;
+    if (current) {
+      const report = judge(current, row);
+      if (report) return report;
+    }
+    current = row;
+  }
+  if (current) {
+    const report = judge(current, head ? { prevHash: head.headHash } : undefined);
+    if (report) return report;
+  }
+  if (head && expected !== head.headHash)
+    return broke(
+      "removed",
+      null,
+      `row(s) removed at the end: the head is row ${head.headId}, the chain ends ${lastGood ? `at row ${lastGood.id}` : "before any row"}`,
+    );
+  return { chain, rows, broken: null };
+}
+
+/**
+ * Verifies every chain, or one tenant's (`tenantId`; `platform` for the platform chain), in one
+ * read-only snapshot so concurrent writers cannot look like tampering.
+ */
+export async function verifyAuditChains(
+  deps: Pick<Deps, "database">,
+  input: { tenantId?: string } = {},
+): Promise<ChainReport[]> {
+  return deps.database.db.transaction(
+    async (tx) => {
+      const chains =
+        input.tenantId !== undefined
+          ? [input.tenantId === PLATFORM_CHAIN ? PLATFORM_CHAIN : chainOf(input.tenantId)]
+          : await chainsOf(tx);
+      const reports: ChainReport[] = [];
+      for (const chain of chains) reports.push(await verifyChain(tx, chain));
+      return reports;
+    },
+    { isolationLevel: "repeatable read", accessMode: "read only" },
+  );
+}
+
+/** Every chain with a head or with rows (rows without a head row are verified from genesis). */
+async function chainsOf(tx: Executor): Promise<string[]> {
+  const heads = await tx.select({ chain: auditChains.chain }).from(auditChains);
+  const tenants = await tx
+    .selectDistinct({ tenantId: auditEvents.tenantId })
+    .from(auditEvents)
+    .orderBy(asc(auditEvents.tenantId));
+  const all = new Set([...heads.map((h) => h.chain), ...tenants.map((t) => chainOf(t.tenantId))]);
+  return [...all].sort();
+}

@@ -1,0 +1,40 @@
+import type { Context } from "hono";
+import type { Deps } from "../../deps.ts";
+import { CONSOLE_POLICY, type Html } from "./layout.ts";
+import type { ConsoleEnv } from "./session.ts";
+
+/** Form fields as strings (a file or a repeated field is not a value the console sends). */
+export async function formOf(c: Context): Promise<Record<string, string>> {
+  const body = await c.req.parseBody();
+  const out: Record<string, string> = {};
+  for (const [key, value] of Object.entries(body)) if (typeof value === "string") out[key] = value;
+  return out;
+}
+
+/** A console page: HTML with the console's policy, never cached (it shows live, private data). */
+export function pageResponse(c: Context, body: Html, status: 200 | 400 | 401 | 403 | 404 | 409 | 429 = 200) {
+  return c.html(body, status, { "content-security-policy": CONSOLE_POLICY, "cache-control": "no-store" });
+}
+
+/**
+ * Every change made through the console, as one structured log line naming the actor: the
+ * console's admin-action record (docs/console.md).
+ */
+export function consoleActed(
+  deps: Pick<Deps, "logger">,
+  c: Context<ConsoleEnv>,
+  action: string,
+  target: { type: string; id: string },
+  details: Record<string, unknown> = {},
+): void {
+  const principal = c.get("principal");
+  deps.logger.info("admin action", {
+    via: "console",
+    action,
+    actorId: principal && principal.kind !== "apiKey" ? principal.userId : null,
+    targetType: target.type,
+    targetId: target.id,
+    requestId: c.get("requestId"),
+    ...details,
+  });
+}

@@ -1,0 +1,194 @@
+import type { Context } from "hono";
+import { Hono } from "hono";
+import { html } from "hono/html";
+import { browserOriginCheck, signInBrowser } from "../../auth/browser-sessions.ts";
+import { changePassword } from "../../auth/password-sign-in.ts";
+import { revokeCallerSession } from "../../auth/sessions.ts";
+import type { Deps } from "../../deps.ts";
+import { AppError } from "../../errors.ts";
+import { anonymousCtxOf, ctxOf } from "../context.ts";
+import { statusOf, toAppError } from "../errors.ts";
+import { setSessionCookie } from "../session-cookie.ts";
+import { consoleAssetRoutes } from "./assets.ts";
+import { CONSOLE_POLICY, type Html, layout, notice } from "./layout.ts";
+import { auditPages } from "./pages-audit.ts";
+import { jobPages, schedulePages } from "./pages-jobs.ts";
+import { overviewPage } from "./pages-overview.ts";
+import { domainPages, tenantPages } from "./pages-tenants.ts";
+import { formOf, pageResponse } from "./respond.ts";
+import {
+  type ConsoleEnv,
+  clearConsoleCookies,
+  consoleSession,
+  safeNext,
+  seeOther,
+  setCsrfCookie,
+} from "./session.ts";
+
+/** Console paths that take a password: the auth rate limit applies as on /api/auth/* (src/app.ts). */
+export const CONSOLE_CREDENTIAL_PATHS = ["/console/sign-in", "/console/password"] as const;
+
+const ERROR_TITLES: Partial<Record<string, string>> = {
+  forbidden: "Not allowed",
+  not_found: "Not found",
+  conflict: "Not possible now",
+  validation_failed: "Not valid",
+  password_change_required: "Change your password first",
+  rate_limited: "Too many attempts",
+};
+
+function signInForm(input: { message?: string; tone?: "ok" | "bad"; email?: string; next?: string }): Html {
+  return layout({
+    title: "Sign in",
+    body: html`<div class="sign-in">
+${notice(input.message, input.tone ?? "bad")}
+<form class="stack" method="post" action="/console/sign-in">
+<input type="hidden" name="next" value="${safeNext(input.next)}">
+<label for="email">E-mail<input id="email" name="email" type="email" autocomplete="username" required value="${input.email ?? ""}" autofocus></label>
+<label for="password">Password<input id="password" name="password" type="password" autocomplete="current-password" required></label>
+<button type="submit">Sign in</button>
+</form>
+<p class="muted">For platform staff. Your session is a browser session (an HttpOnly cookie); every change needs this page's CSRF token.</p>
+</div>`,
+  });
+}
+
+/**
+ * `/console`: the operator console (docs/console.md), server-rendered HTML over the same domain
+ * functions the admin API calls. Not API operations: not in the OpenAPI document.
+ */
+export function consoleRoutes(deps: Deps) {
+  const router = new Hono<ConsoleEnv>();
+  const originAllowed = browserOriginCheck(deps.config);
+
+  // errors as console pages (with the same status the API would give), never as JSON
+  router.onError((error, c) => {
+    const problem = toAppError(error);
+    const status = statusOf[problem.code];
+    if (status >= 500) {
+      deps.logger.error("console error", {
+        requestId: c.get("requestId"),
+        path: c.req.path,
+        error: deps.redactor.text(error instanceof Error ? error.message : String(error)),
+      });
+    }
+    const title = ERROR_TITLES[problem.code] ?? (status >= 500 ? "Something went wrong" : "Refused");
+    const detail = status >= 500 ? "The error is logged with this request's id." : problem.message;
+    const body = layout({
+      title,
+      viewer: c.get("viewer"),
+      body: html`${notice(detail, "bad")}<p class="muted">Request id: <code>${c.get("requestId")}</code></p>
+<p><a href="/console">Back to the overview</a></p>`,
+    });
+    const headers: Record<string, string> = {
+      "content-security-policy": CONSOLE_POLICY,
+      "cache-control": "no-store",
+    };
+    if (problem.retryAfterSeconds !== undefined) headers["retry-after"] = String(problem.retryAfterSeconds);
+    return c.html(body, status as 400, headers);
+  });
+
+  router.route("/", consoleAssetRoutes());
+
+  router.get("/console/sign-in", (c) => {
+    if (c.get("tenant")) throw new AppError("not_found", "No such resource.");
+    const q = c.req.query();
+    const message =
+      q.changed !== undefined
+        ? "Password changed. Sign in with the new one."
+        : q["signed-out"] !== undefined
+          ? "Signed out."
+          : undefined;
+    return pageResponse(c, signInForm({ message, tone: "ok", next: q.next }));
+  });
+
+  router.post("/console/sign-in", async (c) => {
+    if (c.get("tenant")) throw new AppError("not_found", "No such resource.");
+    const origin = c.req.header("origin");
+    if (!origin || !originAllowed(origin))
+      throw new AppError("forbidden", "This origin may not use the console.");
+    const form = await formOf(c);
+    const email = form.email ?? "";
+    try {
+      // no tenant: platform staff sign in on the platform host
+      const session = await signInBrowser(deps, anonymousCtxOf(c, null), {
+        email,
+        password: form.password ?? "",
+      });
+      const { cookie, csrfToken, expiresIn, passwordChangeRequired } = session;
+      setSessionCookie(c, deps.config, cookie, expiresIn);
+      setCsrfCookie(c, csrfToken, expiresIn);
+      return seeOther(c, passwordChangeRequired ? "/console/password" : safeNext(form.next));
+    } catch (error) {
+      const problem = toAppError(error);
+      if (problem.code !== "unauthorized" && problem.code !== "validation_failed") throw error;
+      return pageResponse(
+        c,
+        signInForm({ message: "The e-mail or password is wrong.", email, next: form.next }),
+        401,
+      );
+    }
+  });
+
+  const session = consoleSession(deps);
+  // `/console/*` also matches `/console` itself
+  router.use("/console/*", async (c, next) => {
+    // the sign-in page and the assets are open; everything else is behind the session
+    if (c.req.path === "/console/sign-in" || c.req.path.startsWith("/console/assets/")) return next();
+    return session(c, next);
+  });
+
+  const passwordForm = (c: Context<ConsoleEnv>, message?: string) => {
+    const viewer = c.get("viewer");
+    const forced = c.get("identity")?.mustChangePassword ?? false;
+    return layout({
+      title: "Change your password",
+      viewer,
+      body: html`<div class="sign-in">
+${forced ? notice("Your password was set by someone else: choose your own before you continue.") : ""}
+${notice(message, "bad")}
+<form class="stack" method="post" action="/console/password">
+<input type="hidden" name="csrf" value="${viewer?.csrfToken ?? ""}">
+<label for="current">Current password<input id="current" name="currentPassword" type="password" autocomplete="current-password" required autofocus></label>
+<label for="new">New password<input id="new" name="newPassword" type="password" autocomplete="new-password" required minlength="12"></label>
+<label for="again">New password again<input id="again" name="newPasswordAgain" type="password" autocomplete="new-password" required minlength="12"></label>
+<button type="submit">Change password</button>
+</form>
+<p class="muted">Changing it ends every session of yours, this one too: you sign in again with the new password.</p>
+</div>`,
+    });
+  };
+  router.get("/console/password", (c) => pageResponse(c, passwordForm(c)));
+  router.post("/console/password", async (c) => {
+    const form = await formOf(c);
+    if ((form.newPassword ?? "") !== (form.newPasswordAgain ?? ""))
+      return pageResponse(c, passwordForm(c, "The two new passwords differ."), 400);
+    try {
+      await changePassword(deps, ctxOf(c), {
+        currentPassword: form.currentPassword ?? "",
+        newPassword: form.newPassword ?? "",
+      });
+    } catch (error) {
+      const problem = toAppError(error);
+      if (problem.code !== "unauthorized" && problem.code !== "validation_failed") throw error;
+      const reason = problem.fields?.map((f) => f.message).join("; ");
+      return pageResponse(c, passwordForm(c, reason ? `${problem.message} ${reason}` : problem.message), 400);
+    }
+    clearConsoleCookies(c);
+    return seeOther(c, "/console/sign-in?changed");
+  });
+
+  router.post("/console/sign-out", async (c) => {
+    await revokeCallerSession(deps, ctxOf(c));
+    clearConsoleCookies(c);
+    return seeOther(c, "/console/sign-in?signed-out");
+  });
+
+  router.get("/console", (c) => overviewPage(deps, c));
+  router.route("/", jobPages(deps));
+  router.route("/", schedulePages(deps));
+  router.route("/", tenantPages(deps));
+  router.route("/", domainPages(deps));
+  router.route("/", auditPages(deps));
+  return router;
+}

@@ -1,0 +1,127 @@
+import type { Context, MiddlewareHandler } from "hono";
+import { deleteCookie, getCookie, setCookie } from "hono/cookie";
+import { browserOriginCheck, csrfTokenMatches, openBrowserSession } from "../../auth/browser-sessions.ts";
+import type { AuthDeps } from "../../auth/deps.ts";
+import { AppError } from "../../errors.ts";
+import {
+  mayChangePlatform,
+  mayReadPlatform,
+  PLATFORM_ADMIN_ROLE,
+  PLATFORM_VIEWER_ROLE,
+} from "../../identity/roles.ts";
+import type { AppEnv } from "../context.ts";
+import { readSessionCookie } from "../session-cookie.ts";
+import type { Viewer } from "./layout.ts";
+
+/**
+ * The console's CSRF token, kept so server-rendered pages can put it in their forms and in htmx's
+ * `hx-headers`: HttpOnly like the session cookie (page script never reads it), `__Host-`, Strict.
+ * The token itself is checked as the API checks it: by hash, against the browser session.
+ */
+const CSRF_COOKIE = "__Host-plinth_console_csrf";
+const CSRF_HEADER = "x-csrf-token";
+const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
+/** What a user who must change the password may still reach. */
+const BEFORE_CHANGE = new Set(["/console/password", "/console/sign-out"]);
+
+export type ConsoleEnv = {
+  Bindings: AppEnv["Bindings"];
+  Variables: AppEnv["Variables"] & { viewer?: Viewer };
+};
+
+export function setCsrfCookie(c: Context, value: string, maxAge: number): void {
+  setCookie(c, CSRF_COOKIE, value, { path: "/", httpOnly: true, secure: true, sameSite: "Strict", maxAge });
+}
+
+export function clearConsoleCookies(c: Context): void {
+  deleteCookie(c, CSRF_COOKIE, { path: "/", secure: true });
+  deleteCookie(c, "__Host-plinth_session", { path: "/", secure: true });
+}
+
+/** A redirect after a form post (303, so the browser follows with GET). */
+export function seeOther(c: Context, location: string): Response {
+  return c.body(null, 303, { location });
+}
+
+/** Only console paths, so `?next=` cannot send a signed-in user elsewhere. */
+export function safeNext(next: string | undefined): string {
+  return next && /^\/console(\/[A-Za-z0-9/_.?=&%-]*)?$/.test(next) ? next : "/console";
+}
+
+/**
+ * The console's door, for every console path but sign-in and the assets: the browser session
+ * cookie (the same sessions as `/api/auth/browser/login`), from an allowed origin
+ * (`BrowserAuth:AllowedOrigins`) on every state-changing request, with the CSRF token (header or
+ * form field) checked against the session; the forced password change first; platform staff
+ * only. Viewers (`platform_viewer`) read; the console refuses them every change, as the admin API
+ * does (the same `mayChangePlatform`).
+ */
+export function consoleSession(deps: AuthDeps): MiddlewareHandler<ConsoleEnv> {
+  const originAllowed = browserOriginCheck(deps.config);
+  return async (c, next) => {
+    // the console answers on the platform's hosts only, never on a tenant's custom domain
+    if (c.get("tenant")) throw new AppError("not_found", "No such resource.");
+    const unsafe = !SAFE_METHODS.has(c.req.method);
+    const origin = c.req.header("origin");
+    if ((origin !== undefined || unsafe) && !(origin && originAllowed(origin)))
+      throw new AppError("forbidden", "This origin may not use the console.");
+    const cookie = readSessionCookie(c);
+    const csrfToken = getCookie(c, CSRF_COOKIE);
+    const toSignIn = () => {
+      clearConsoleCookies(c);
+      // an htmx request (a refresh) sends the whole page to the sign-in page, not into a fragment
+      if (c.req.header("hx-request") === "true")
+        return c.body(null, 200, { "hx-redirect": "/console/sign-in" });
+      const next = c.req.method === "GET" ? `?next=${encodeURIComponent(c.req.path)}` : "";
+      return seeOther(c, `/console/sign-in${next}`);
+    };
+    if (!cookie || !csrfToken) return toSignIn();
+    const found = await openBrowserSession(deps, cookie);
+    if ("refused" in found) return toSignIn();
+    if (unsafe) {
+      let sent = c.req.header(CSRF_HEADER);
+      if (sent === undefined) {
+        const type = c.req.header("content-type") ?? "";
+        if (type.startsWith("application/x-www-form-urlencoded") || type.startsWith("multipart/form-data")) {
+          const field = (await c.req.parseBody()).csrf;
+          sent = typeof field === "string" ? field : undefined;
+        }
+      }
+      if (!csrfTokenMatches(found, sent)) throw new AppError("forbidden", "Missing or wrong CSRF token.");
+    }
+    const { identity, sessionId } = found;
+    c.set("principal", {
+      userId: identity.userId,
+      tenantId: identity.tenantId,
+      roles: identity.roles,
+      platformRoles: identity.platformRoles,
+      sessionId,
+    });
+    c.set("identity", identity);
+    const canChange = mayChangePlatform(identity.platformRoles);
+    c.set("viewer", {
+      email: identity.email,
+      canChange,
+      role: canChange ? PLATFORM_ADMIN_ROLE : PLATFORM_VIEWER_ROLE,
+      csrfToken,
+    });
+    if (identity.mustChangePassword && !BEFORE_CHANGE.has(c.req.path)) {
+      if (unsafe) throw new AppError("password_change_required", "Change your password first.");
+      return seeOther(c, "/console/password");
+    }
+    if (!BEFORE_CHANGE.has(c.req.path)) {
+      if (identity.tenantId !== null || !mayReadPlatform(identity.platformRoles))
+        throw new AppError("forbidden", "The console is for platform staff.");
+      if (unsafe && !canChange)
+        throw new AppError("forbidden", "The platform_viewer role reads; it changes nothing.");
+    }
+    await next();
+  };
+}
+
+/** The viewer of a page behind `consoleSession`. */
+export function viewerOf(c: Context<ConsoleEnv>): Viewer {
+  const viewer = c.get("viewer");
+  if (!viewer) throw new AppError("unauthorized");
+  return viewer;
+}

@@ -1,0 +1,381 @@
+import type { OpenAPIHono } from "@hono/zod-openapi";
+import { z } from "@hono/zod-openapi";
+import type { Deps } from "../../deps.ts";
+import { webhookEventTypes } from "../../events/outbox.ts";
+import { listDeliveries, replayFailedDeliveries, retryDelivery } from "../../webhooks/deliveries.ts";
+import {
+  createWebhookEndpoint,
+  deleteWebhookEndpoint,
+  getWebhookEndpoint,
+  listWebhookEndpoints,
+  rotateWebhookSecret,
+  sendTestEvent,
+  updateWebhookEndpoint,
+} from "../../webhooks/endpoints.ts";
+import { adminCtxOf, createRouter, tenantCtxOf } from "../context.ts";
+import { apiRoute, json, jsonBody, page, pageQuery, problem, tenantIdParam } from "../openapi.ts";
+
+const eventTypeList = z
+  .array(z.string().min(1).max(100))
+  .min(1)
+  .max(50)
+  .openapi({ description: `Event types delivered here, or \`*\` for all: ${webhookEventTypes.join(", ")}.` });
+
+const endpointSchema = z
+  .object({
+    id: z.uuid(),
+    tenantId: z.uuid(),
+    url: z.string(),
+    description: z.string(),
+    events: z.array(z.string()),
+    enabled: z.boolean(),
+    disabledReason: z
+      .string()
+      .nullable()
+      .openapi({ description: "Why Plinth disabled it (`Webhooks:DisableAfterDays` of failures)." }),
+    disabledAt: z.string().nullable(),
+    failingSince: z.string().nullable().openapi({ description: "Start of the current run of failures." }),
+    previousSecretExpiresAt: z.string().nullable().openapi({
+      description: "Until then, deliveries carry a second signature made with the previous secret.",
+    }),
+    createdAt: z.string(),
+    updatedAt: z.string(),
+  })
+  .openapi("WebhookEndpoint");
+const endpointWithSecret = z
+  .object({
+    endpoint: endpointSchema,
+    secret: z.string().openapi({
+      description:
+        "The signing secret (`whsec_` + Base64): shown only in this answer. Verify with `standardwebhooks`.",
+    }),
+  })
+  .openapi("WebhookEndpointSecret");
+const endpointList = z.object({ items: z.array(endpointSchema) }).openapi("WebhookEndpointList");
+const newEndpoint = z
+  .object({
+    url: z.string().min(1).max(2000).openapi({ example: "https://hooks.customer.example/plinth" }),
+    events: eventTypeList,
+    description: z.string().max(500).optional(),
+  })
+  .openapi("NewWebhookEndpoint");
+const endpointChange = z
+  .object({
+    url: z.string().min(1).max(2000).optional(),
+    events: eventTypeList.optional(),
+    enabled: z.boolean().optional(),
+    description: z.string().max(500).optional(),
+  })
+  .openapi("WebhookEndpointChange");
+const attemptSchema = z
+  .object({
+    attempt: z.number().int(),
+    statusCode: z.number().int().nullable().openapi({ description: "null when no answer came." }),
+    durationMs: z.number().int(),
+    errorClass: z.string().nullable().openapi({
+      description:
+        "null on success; `http_status`, `timeout`, `destination_refused`, `dns`, `tls`, `network`.",
+    }),
+    attemptedAt: z.string(),
+  })
+  .openapi("WebhookDeliveryAttempt");
+const deliverySchema = z
+  .object({
+    id: z.uuid(),
+    endpointId: z.uuid(),
+    eventId: z.uuid(),
+    eventType: z.string(),
+    status: z.enum(["pending", "succeeded", "failed"]),
+    attemptCount: z.number().int(),
+    lastStatusCode: z.number().int().nullable(),
+    lastErrorClass: z.string().nullable(),
+    nextAttemptAt: z.string().nullable(),
+    attempts: z.array(attemptSchema),
+    createdAt: z.string(),
+  })
+  .openapi("WebhookDelivery");
+const deliveryPage = page(deliverySchema).openapi("WebhookDeliveryPage");
+const testSent = z.object({ eventId: z.uuid(), deliveryId: z.uuid() }).openapi("WebhookTestSent");
+const replayInput = z
+  .object({
+    since: z.iso.datetime({ offset: true }).optional().openapi({
+      description:
+        "Failed deliveries created at or after this time; unset, every failed delivery still in the log.",
+    }),
+  })
+  .openapi("WebhookReplay");
+const replayed = z.object({ replayed: z.number().int() }).openapi("WebhookReplayed");
+
+const idParam = z.object({ id: z.string().openapi({ param: { name: "id", in: "path" } }) });
+const deliveryParams = idParam.extend({
+  deliveryId: z.string().openapi({ param: { name: "deliveryId", in: "path" } }),
+});
+const BASE = "/api/tenant/webhooks";
+const tags = ["tenant"];
+const notFound = problem("No such webhook endpoint.");
+const limited = {
+  402: problem("`payment_required`: the tenant's plan has no webhook endpoints."),
+  403: problem(
+    "`usage_limit_reached`: the plan's webhook endpoint limit is reached; or the caller's role may not.",
+  ),
+};
+
+const create = apiRoute("user", {
+  method: "post",
+  path: BASE,
+  operationId: "tenantCreateWebhookEndpoint",
+  tags,
+  summary: "Register a webhook endpoint: answers its signing secret, once.",
+  request: { body: jsonBody(newEndpoint) },
+  responses: {
+    201: json("Registered.", endpointWithSecret),
+    400: problem(
+      "`validation_failed`: the URL is refused (the `errors` name the rule) or an event type is unknown.",
+    ),
+    ...limited,
+  },
+});
+const list = apiRoute("user", {
+  method: "get",
+  path: BASE,
+  operationId: "tenantListWebhookEndpoints",
+  tags,
+  summary: "List the tenant's webhook endpoints.",
+  responses: { 200: json("The endpoints.", endpointList) },
+});
+const show = apiRoute("user", {
+  method: "get",
+  path: `${BASE}/{id}`,
+  operationId: "tenantGetWebhookEndpoint",
+  tags,
+  summary: "Show a webhook endpoint.",
+  request: { params: idParam },
+  responses: { 200: json("The endpoint.", endpointSchema), 404: notFound },
+});
+const update = apiRoute("user", {
+  method: "patch",
+  path: `${BASE}/{id}`,
+  operationId: "tenantUpdateWebhookEndpoint",
+  tags,
+  summary: "Change the URL, event types, description or `enabled` (enabling clears the failure streak).",
+  request: { params: idParam, body: jsonBody(endpointChange) },
+  responses: {
+    200: json("The endpoint.", endpointSchema),
+    400: problem(
+      "`validation_failed`: the URL is refused (the `errors` name the rule) or an event type is unknown.",
+    ),
+    404: notFound,
+  },
+});
+const remove = apiRoute("user", {
+  method: "delete",
+  path: `${BASE}/{id}`,
+  operationId: "tenantDeleteWebhookEndpoint",
+  tags,
+  summary: "Remove a webhook endpoint, its secrets and its delivery log.",
+  request: { params: idParam },
+  responses: { 204: { description: "Removed." }, 404: notFound },
+});
+const rotate = apiRoute("user", {
+  method: "post",
+  path: `${BASE}/{id}/rotate-secret`,
+  operationId: "tenantRotateWebhookSecret",
+  tags,
+  summary: "A new signing secret; the previous one keeps signing beside it for 24 hours.",
+  request: { params: idParam },
+  responses: { 200: json("The new secret, shown once.", endpointWithSecret), 404: notFound },
+});
+const sendTest = apiRoute("user", {
+  method: "post",
+  path: `${BASE}/{id}/test`,
+  operationId: "tenantTestWebhookEndpoint",
+  tags,
+  summary: "Send a `webhook.test` event to this endpoint.",
+  request: { params: idParam },
+  responses: { 202: json("Queued for delivery.", testSent), 404: notFound },
+});
+const deliveries = apiRoute("user", {
+  method: "get",
+  path: `${BASE}/{id}/deliveries`,
+  operationId: "tenantListWebhookDeliveries",
+  tags,
+  summary: "The endpoint's delivery log, newest first: each attempt's status, duration and error class.",
+  request: { params: idParam, query: z.object(pageQuery) },
+  responses: { 200: json("A page of deliveries.", deliveryPage), 404: notFound },
+});
+const retry = apiRoute("user", {
+  method: "post",
+  path: `${BASE}/{id}/deliveries/{deliveryId}/retry`,
+  operationId: "tenantRetryWebhookDelivery",
+  tags,
+  summary: "Send a finished delivery once more, now.",
+  request: { params: deliveryParams },
+  responses: {
+    202: json("Queued.", deliverySchema),
+    404: problem("No such delivery."),
+    409: problem("The delivery is still pending."),
+  },
+});
+const replay = apiRoute("user", {
+  method: "post",
+  path: `${BASE}/{id}/replay`,
+  operationId: "tenantReplayWebhookDeliveries",
+  tags,
+  summary: "Send again every failed delivery of the endpoint since a time.",
+  request: { params: idParam, body: jsonBody(replayInput) },
+  responses: { 202: json("How many were queued.", replayed), 404: notFound },
+});
+const adminList = apiRoute("admin", {
+  method: "get",
+  path: "/api/admin/tenants/{tenantId}/webhooks",
+  operationId: "adminListWebhookEndpoints",
+  tags: ["admin"],
+  summary: "A tenant's webhook endpoints (no secrets).",
+  request: { params: tenantIdParam },
+  responses: { 200: json("The endpoints.", endpointList), 404: problem("No such tenant.") },
+});
+
+/** Tenant owners and admins: their own endpoints (another tenant's id is a 404). */
+export function tenantWebhookRoutes(deps: Deps) {
+  return createRouter()
+    .openapi(create, async (c) =>
+      c.json(await createWebhookEndpoint(deps, tenantCtxOf(c), c.req.valid("json")), 201),
+    )
+    .openapi(list, async (c) => c.json({ items: await listWebhookEndpoints(deps, tenantCtxOf(c)) }, 200))
+    .openapi(show, async (c) =>
+      c.json(await getWebhookEndpoint(deps, tenantCtxOf(c), { id: c.req.valid("param").id }), 200),
+    )
+    .openapi(update, async (c) =>
+      c.json(
+        await updateWebhookEndpoint(deps, tenantCtxOf(c), {
+          id: c.req.valid("param").id,
+          ...c.req.valid("json"),
+        }),
+        200,
+      ),
+    )
+    .openapi(remove, async (c) => {
+      await deleteWebhookEndpoint(deps, tenantCtxOf(c), { id: c.req.valid("param").id });
+      return c.body(null, 204);
+    })
+    .openapi(rotate, async (c) =>
+      c.json(await rotateWebhookSecret(deps, tenantCtxOf(c), { id: c.req.valid("param").id }), 200),
+    )
+    .openapi(sendTest, async (c) =>
+      c.json(await sendTestEvent(deps, tenantCtxOf(c), { id: c.req.valid("param").id }), 202),
+    )
+    .openapi(deliveries, async (c) => {
+      const { limit, cursor } = c.req.valid("query");
+      const endpointId = c.req.valid("param").id;
+      return c.json(await listDeliveries(deps, tenantCtxOf(c), { endpointId, limit, cursor }), 200);
+    })
+    .openapi(retry, async (c) => {
+      const { id, deliveryId } = c.req.valid("param");
+      return c.json(await retryDelivery(deps, tenantCtxOf(c), { endpointId: id, deliveryId }), 202);
+    })
+    .openapi(replay, async (c) => {
+      const given = c.req.valid("json").since;
+      const since = given ? new Date(given) : new Date(0);
+      const endpointId = c.req.valid("param").id;
+      return c.json(await replayFailedDeliveries(deps, tenantCtxOf(c), { endpointId, since }), 202);
+    });
+}
+
+/** Platform admin: a tenant's endpoints. Mounted behind `/api/admin/*`'s guards. */
+export function adminWebhookRoutes(deps: Deps) {
+  return createRouter().openapi(adminList, async (c) => {
+    const { tenantId } = c.req.valid("param");
+    return c.json({ items: await listWebhookEndpoints(deps, adminCtxOf(c, tenantId)) }, 200);
+  });
+}
+
+/** The `data` of each event type, as the deliveries carry it. */
+const eventData = {
+  "user.created": z
+    .object({ userId: z.uuid(), email: z.string(), role: z.string() })
+    .openapi("UserCreatedEventData"),
+  "user.disabled": z.object({ userId: z.uuid() }).openapi("UserDisabledEventData"),
+  "user.deleted": z.object({ userId: z.uuid() }).openapi("UserDeletedEventData"),
+  "domain.activated": z
+    .object({ domainId: z.uuid(), hostname: z.string() })
+    .openapi("DomainActivatedEventData"),
+  "domain.failed": z
+    .object({ domainId: z.uuid(), hostname: z.string(), code: z.string(), reason: z.string() })
+    .openapi("DomainFailedEventData"),
+  "subscription.changed": z
+    .object({
+      tenantId: z.uuid(),
+      subscriptionId: z.uuid(),
+      event: z.string(),
+      fromStatus: z.string().nullable(),
+      toStatus: z.string(),
+      fromPlan: z.string().nullable(),
+      toPlan: z.string(),
+      source: z.string(),
+    })
+    .openapi("SubscriptionChangedEventData"),
+  "usage.threshold_reached": z
+    .object({
+      feature: z.string(),
+      period: z.string(),
+      threshold: z.union([z.literal(80), z.literal(100)]),
+      limit: z.number().int(),
+      used: z.number().int(),
+    })
+    .openapi("UsageThresholdReachedEventData"),
+  "webhook.test": z.object({ endpointId: z.uuid(), message: z.string() }).openapi("WebhookTestEventData"),
+  "webhook.endpoint_disabled": z
+    .object({ endpointId: z.uuid(), url: z.string(), failingSince: z.string(), reason: z.string() })
+    .openapi("WebhookEndpointDisabledEventData"),
+} satisfies Record<(typeof webhookEventTypes)[number], z.ZodType>;
+
+const schemaName = (type: string) =>
+  type
+    .split(/[._]/)
+    .map((w) => w.charAt(0).toUpperCase() + w.slice(1))
+    .join("");
+
+/**
+ * The OpenAPI 3.1 `webhooks` section: one entry per event type, its body a named schema
+ * (`{type, timestamp, data}`), with the Standard Webhooks headers.
+ */
+export function registerWebhookDocs(app: Pick<OpenAPIHono, "openAPIRegistry">): void {
+  const header = (description: string) => z.string().openapi({ description });
+  for (const type of webhookEventTypes) {
+    const body = z
+      .object({
+        type: z.literal(type),
+        timestamp: z.string().openapi({ description: "When the event happened (ISO 8601)." }),
+        data: eventData[type],
+      })
+      .openapi(`${schemaName(type)}Event`);
+    app.openAPIRegistry.registerWebhook({
+      method: "post",
+      path: type,
+      operationId: `webhook${schemaName(type)}`,
+      tags: ["webhooks"],
+      // a receiver authenticates Plinth by the signature (webhook-signature), not by a scheme of this document
+      security: [],
+      summary: `The \`${type}\` event, POSTed to every enabled endpoint subscribed to it.`,
+      request: {
+        headers: z.object({
+          "webhook-id": header(
+            "The message id: the same on every attempt of a delivery (deduplicate on it).",
+          ),
+          "webhook-timestamp": header("Seconds since the epoch when this attempt was signed."),
+          "webhook-signature": header(
+            "`v1,<Base64 HMAC-SHA256 of id.timestamp.body>`; two, space-separated, during a secret rotation.",
+          ),
+        }),
+        body: { required: true, content: { "application/json": { schema: body } } },
+      },
+      responses: {
+        200: { description: "Any 2xx answer is a success." },
+        400: {
+          description:
+            "Any other answer (a 4xx, 5xx, or a redirect, never followed), or none within `Webhooks:TimeoutSeconds`, is a failed attempt, retried after `Webhooks:RetrySeconds`.",
+        },
+      },
+    });
+  }
+}

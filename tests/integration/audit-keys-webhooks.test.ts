@@ -1,0 +1,118 @@
+import { expect, test } from "bun:test";
+import { sql } from "drizzle-orm";
+import { execute } from "../../src/db/client.ts";
+import { useTestApp } from "../helpers/app.ts";
+import { createTenant, createUser, json, loginTokens, newMasterKey } from "../helpers/identity.ts";
+
+const app = useTestApp({
+  settings: {
+    "RateLimiting:Global:PermitLimit": "100000",
+    "RateLimiting:Auth:PermitLimit": "100000",
+    "Security:TenantSecrets:KeyId": "audit-wh",
+    "Security:TenantSecrets:MasterKey": newMasterKey(),
+    "Webhooks:AllowPrivateDestinations": "true",
+  },
+});
+
+type Row = {
+  action: string;
+  actor_type: string;
+  actor_id: string | null;
+  target_id: string;
+  details: Record<string, unknown>;
+};
+const eventsOf = (tenantId: string, prefix: string) =>
+  execute<Row>(
+    app.db,
+    sql`select action, actor_type, actor_id, target_id, details from audit_events
+        where tenant_id = ${tenantId} and action like ${`${prefix}%`} order by audit_events.id`,
+  );
+
+async function owner() {
+  const tenant = await createTenant(app.db);
+  const user = await createUser(app.db, tenant.id, { role: "owner" });
+  const { accessToken } = await loginTokens(app, { email: user.email, tenant: tenant.code });
+  return { tenantId: tenant.id, userId: user.id, auth: { authorization: `Bearer ${accessToken}` } };
+}
+
+test("API keys: created, used for the first time (by the key), rolled, revoked; never the key itself", async () => {
+  const o = await owner();
+  const created = await app.request(
+    "/api/tenant/api-keys",
+    json({ name: "ci", scopes: ["users:read"] }, o.auth),
+  );
+  expect(created.status).toBe(201);
+  const issued = (await created.json()) as { id: string; key: string; prefix: string };
+  for (let i = 0; i < 3; i++)
+    expect(
+      (await app.request("/api/tenant/users", { headers: { authorization: `Bearer ${issued.key}` } })).status,
+    ).toBe(200);
+  await app.deps.pending.settled();
+  // a scope the key lacks: refused, and the refusal is recorded with the key as actor
+  expect(
+    (await app.request("/api/tenant/domains", { headers: { authorization: `Bearer ${issued.key}` } })).status,
+  ).toBe(403);
+  const rolled = await app.request(
+    `/api/tenant/api-keys/${issued.id}/roll`,
+    json({ gracePeriodSeconds: 60 }, o.auth),
+  );
+  expect(rolled.status).toBe(200);
+  const next = ((await rolled.json()) as { key: string }).key;
+  expect(
+    (await app.request(`/api/tenant/api-keys/${issued.id}`, { method: "DELETE", headers: o.auth })).status,
+  ).toBe(204);
+  // revoking again changes nothing and records nothing
+  await app.request(`/api/tenant/api-keys/${issued.id}`, { method: "DELETE", headers: o.auth });
+  const events = await eventsOf(o.tenantId, "api_key.");
+  expect(events.map((e) => [e.action, e.actor_type, e.actor_id, e.target_id])).toEqual([
+    ["api_key.created", "user", o.userId, issued.id],
+    ["api_key.first_used", "apiKey", issued.id, issued.id],
+    ["api_key.rolled", "user", o.userId, issued.id],
+    ["api_key.revoked", "user", o.userId, issued.id],
+  ]);
+  expect(events[0]?.details).toMatchObject({ name: "ci", scopes: ["users:read"] });
+  expect(events[2]?.details).toMatchObject({ graceSeconds: 60 });
+  const [refused] = await eventsOf(o.tenantId, "authorization.refused");
+  expect(refused).toMatchObject({ actor_type: "apiKey", actor_id: issued.id });
+  const all = JSON.stringify(await execute(app.db, sql`select * from audit_events`));
+  for (const key of [issued.key, next]) expect(all).not.toContain(key.slice(-20));
+});
+
+test("webhook endpoints: created, updated, secret rotated, deleted; the URL's path and the secret stay out", async () => {
+  const o = await owner();
+  const created = await app.request(
+    "/api/tenant/webhooks",
+    json({ url: "http://127.0.0.1:9/hooks/T000/B000/secretpathtoken", events: ["user.created"] }, o.auth),
+  );
+  expect(created.status).toBe(201);
+  const { endpoint, secret } = (await created.json()) as { endpoint: { id: string }; secret: string };
+  const patched = await app.request(`/api/tenant/webhooks/${endpoint.id}`, {
+    method: "PATCH",
+    headers: { ...o.auth, "content-type": "application/json" },
+    body: JSON.stringify({ enabled: false }),
+  });
+  expect(patched.status).toBe(200);
+  const rotated = await app.request(`/api/tenant/webhooks/${endpoint.id}/rotate-secret`, {
+    method: "POST",
+    headers: o.auth,
+  });
+  expect(rotated.status).toBe(200);
+  const newSecret = ((await rotated.json()) as { secret: string }).secret;
+  expect(
+    (await app.request(`/api/tenant/webhooks/${endpoint.id}`, { method: "DELETE", headers: o.auth })).status,
+  ).toBe(204);
+  const events = await eventsOf(o.tenantId, "webhook_endpoint.");
+  expect(events.map((e) => [e.action, e.actor_id, e.target_id, e.details])).toEqual([
+    [
+      "webhook_endpoint.created",
+      o.userId,
+      endpoint.id,
+      { url: "http://127.0.0.1:9", events: ["user.created"] },
+    ],
+    ["webhook_endpoint.updated", o.userId, endpoint.id, { status: "disabled" }],
+    ["webhook_endpoint.updated", o.userId, endpoint.id, { reason: "signing secret rotated" }],
+    ["webhook_endpoint.deleted", o.userId, endpoint.id, { url: "http://127.0.0.1:9" }],
+  ]);
+  const all = JSON.stringify(await execute(app.db, sql`select * from audit_events`));
+  for (const value of ["secretpathtoken", secret, newSecret]) expect(all).not.toContain(value);
+});
