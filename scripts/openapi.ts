@@ -7,7 +7,7 @@
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { createApp } from "../src/app.ts";
 import { loadConfig } from "../src/config/load.ts";
 import { closeDeps, createDeps } from "../src/deps.ts";
@@ -56,7 +56,9 @@ if (import.meta.main) {
   } else if (command === "types") {
     const out = file ?? TYPES_FILE;
     await withDocumentFile(async (doc) => {
-      // openapi-typescript needs the TypeScript 5 compiler API, which TypeScript 7 (the project's) has not
+      // openapi-typescript needs the TypeScript 5 compiler API, which TypeScript 7 (the project's) has
+      // not. npx runs it from the document's temporary directory: started in the project it would find
+      // the project's openapi-typescript and, beside it, TypeScript 7 (ts.factory undefined).
       const generate = Bun.spawn(
         [
           "npx",
@@ -68,9 +70,10 @@ if (import.meta.main) {
           "openapi-typescript",
           doc,
           "--output",
-          out,
+          resolve(out),
         ],
         {
+          cwd: dirname(doc),
           stdout: "inherit",
           stderr: "inherit",
         },
