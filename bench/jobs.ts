@@ -2,11 +2,13 @@
 // local PostgreSQL, each in its own database, all with 4 worker slots.
 //   bun run bench:jobs [--runs 3] [--jobs 20000] [--latency 1000] [--pgboss-latency 100] [--idle 10]
 //                      [--groups 100] [--finished 1000000] [--pgboss-batch 50]
-//                      [--only plinth,graphile,graphile-default,pgboss]
+//                      [--local-queue 500] [--only plinth,plinth-queue,graphile,graphile-default,pgboss]
 //                      [--database postgres://postgres@127.0.0.1:5432/postgres]
 // Besides drain, latency and idle load: Plinth's drain with `--groups` tenants' jobs and with
 // `--finished` finished rows in the table, the time to start of one small tenant's job behind a
 // backlog (with and without groups), and of a high-priority job behind a backlog (all contenders).
+// `plinth-queue` is Plinth tuned for throughput like graphile-worker's local queue:
+// `BackgroundProcessing:JobLocalQueueSize` = `--local-queue`.
 // Peers run under Node (`node bench/peers/*.mjs`), as they are made for it; Plinth runs under Bun.
 import { loadavg as loadavgOf } from "node:os";
 import { parseArgs } from "node:util";
@@ -30,7 +32,8 @@ const { values: args } = parseArgs({
     latency: { type: "string", default: "1000" },
     "pgboss-latency": { type: "string", default: "100" },
     idle: { type: "string", default: "10" },
-    only: { type: "string", default: "plinth,graphile,graphile-default,pgboss" },
+    only: { type: "string", default: "plinth,plinth-queue,graphile,graphile-default,pgboss" },
+    "local-queue": { type: "string", default: "500" },
     groups: { type: "string", default: "100" },
     finished: { type: "string", default: "1000000" },
     "pgboss-batch": { type: "string", default: "50" },
@@ -46,6 +49,7 @@ const ONLY = new Set(args.only.split(","));
 const GROUPS = Number(args.groups);
 const FINISHED = Number(args.finished);
 const PGBOSS_BATCH = args["pgboss-batch"];
+const LOCAL_QUEUE = Number(args["local-queue"]);
 /** A job behind a backlog is enqueued once this many of the backlog have run (the loop is busy). */
 const BACKLOG_HEAD = 2_000;
 const SLOTS = 4;
@@ -109,11 +113,12 @@ function plinthLoop(
   database: Database,
   registry = createJobRegistry(),
   onEvent?: Parameters<typeof createJobLoop>[1]["onEvent"],
+  localQueue = 0,
 ): JobLoop {
-  // the production defaults: 4 slots, batches of 5, a 2 s poll
+  // the production defaults: 4 slots, batches of 5, a 2 s poll, no local queue (unless tuned)
   return createJobLoop(
     { database, clock: systemClock, logger: quiet, redactor },
-    { registry, parallelism: SLOTS, batchSize: 5, pollMs: 2_000, onEvent },
+    { registry, parallelism: SLOTS, batchSize: 5, pollMs: 2_000, onEvent, localQueue },
   );
 }
 
@@ -125,7 +130,9 @@ async function plinthDatabase(): Promise<string> {
   return url;
 }
 
-async function plinthThroughput(shape: { groups?: number; finished?: number } = {}): Promise<number> {
+async function plinthThroughput(
+  shape: { groups?: number; finished?: number; localQueue?: number } = {},
+): Promise<number> {
   const url = await plinthDatabase();
   const database = await openDatabase(url, { poolSize: 10 });
   if (shape.finished)
@@ -150,9 +157,14 @@ async function plinthThroughput(shape: { groups?: number; finished?: number } = 
   let done = 0;
   let finish: () => void = () => {};
   const finished = new Promise<void>((r) => (finish = r));
-  const loop = plinthLoop(database, createJobRegistry(), (e) => {
-    if (e.type === "succeeded" && ++done === JOBS) finish();
-  });
+  const loop = plinthLoop(
+    database,
+    createJobRegistry(),
+    (e) => {
+      if (e.type === "succeeded" && ++done === JOBS) finish();
+    },
+    shape.localQueue,
+  );
   const start = performance.now();
   await loop.start();
   await finished; // every run recorded as succeeded in the database, not only started
@@ -162,12 +174,12 @@ async function plinthThroughput(shape: { groups?: number; finished?: number } = 
   return JOBS / seconds;
 }
 
-async function plinthLatency(): Promise<number[]> {
+async function plinthLatency(localQueue = 0): Promise<number[]> {
   const url = await plinthDatabase();
   const database = await openDatabase(url, { poolSize: 10 });
   let started: (at: number) => void = () => {};
   const lat = defineJob("bench.latency", z.object({ i: z.number() }), () => started(performance.now()));
-  const loop = plinthLoop(database, createJobRegistry([lat]));
+  const loop = plinthLoop(database, createJobRegistry([lat]), undefined, localQueue);
   await loop.start();
   if (!loop.listening) throw new Error("LISTEN failed: the latency figure would be poll-bound");
   await Bun.sleep(500);
@@ -188,7 +200,7 @@ async function plinthLatency(): Promise<number[]> {
  * (enqueued once `BACKLOG_HEAD` of them ran). `fair`: the backlog is one tenant's and the job
  * another tenant's; `plain`: neither has a group; `priority`: the job has priority 10.
  */
-async function plinthBehindBacklog(mode: "fair" | "plain" | "priority"): Promise<number> {
+async function plinthBehindBacklog(mode: "fair" | "plain" | "priority", localQueue = 0): Promise<number> {
   const url = await plinthDatabase();
   const database = await openDatabase(url, { poolSize: 10 });
   let started = 0;
@@ -209,7 +221,7 @@ async function plinthBehindBacklog(mode: "fair" | "plain" | "priority"): Promise
     })),
   );
   await execute(database.db, sql`analyze background_jobs`);
-  const loop = plinthLoop(database, createJobRegistry([job]));
+  const loop = plinthLoop(database, createJobRegistry([job]), undefined, localQueue);
   await loop.start();
   await head;
   const t0 = performance.now();
@@ -245,11 +257,11 @@ async function measureIdle(
   }
 }
 
-async function plinthIdle(): Promise<number> {
+async function plinthIdle(localQueue = 0): Promise<number> {
   await plinthDatabase();
   return measureIdle(async (url) => {
     const database = await openDatabase(url, { poolSize: 10 });
-    const loop = plinthLoop(database);
+    const loop = plinthLoop(database, undefined, undefined, localQueue);
     await loop.start();
     return async () => {
       await loop.stop(5_000);
@@ -328,6 +340,15 @@ if (ONLY.has("plinth"))
     idle: plinthIdle,
     priority: () => plinthBehindBacklog("priority"),
   });
+const PLINTH_QUEUE = `Plinth (local queue ${LOCAL_QUEUE})`;
+if (ONLY.has("plinth-queue"))
+  contenders.push({
+    name: PLINTH_QUEUE,
+    throughput: () => plinthThroughput({ localQueue: LOCAL_QUEUE }),
+    latency: () => plinthLatency(LOCAL_QUEUE),
+    idle: () => plinthIdle(LOCAL_QUEUE),
+    priority: () => plinthBehindBacklog("priority", LOCAL_QUEUE),
+  });
 // graphile-worker as its performance page configures it for throughput (local queue of 500,
 // batched completions), and with its defaults
 for (const [key, name, tuning] of [
@@ -361,6 +382,8 @@ for (const c of contenders) results[c.name] = { throughput: [], latency: [], idl
 /** Plinth only: drain with groups and with finished rows; time to start behind a backlog. */
 const plinthShapes = {
   grouped: [] as number[],
+  queueGrouped: [] as number[],
+  queueFair: [] as number[],
   finished: [] as number[],
   fair: [] as number[],
   plain: [] as number[],
@@ -380,6 +403,11 @@ for (let r = 0; r < RUNS; r++) {
       plinthShapes.finished.push(finished);
       log(`drain run ${r + 1}, Plinth with ${fmt(FINISHED)} finished rows: ${Math.round(finished)} jobs/s`);
     }
+    if (c.name === PLINTH_QUEUE) {
+      const grouped = await plinthThroughput({ groups: GROUPS, localQueue: LOCAL_QUEUE });
+      plinthShapes.queueGrouped.push(grouped);
+      log(`drain run ${r + 1}, ${PLINTH_QUEUE} with ${GROUPS} groups: ${Math.round(grouped)} jobs/s`);
+    }
   }
 }
 for (let r = 0; r < RUNS; r++) {
@@ -395,6 +423,12 @@ for (let r = 0; r < RUNS; r++) {
       `fairness run ${r + 1}: with groups ${plinthShapes.fair.at(-1)?.toFixed(1)} ms, without ${plinthShapes.plain.at(-1)?.toFixed(1)} ms`,
     );
   }
+  if (ONLY.has("plinth-queue")) {
+    plinthShapes.queueFair.push(await plinthBehindBacklog("fair", LOCAL_QUEUE));
+    log(
+      `fairness run ${r + 1}, ${PLINTH_QUEUE}: with groups ${plinthShapes.queueFair.at(-1)?.toFixed(1)} ms`,
+    );
+  }
 }
 for (const c of contenders) {
   resultOf(c).latency = await c.latency();
@@ -407,6 +441,7 @@ for (const c of contenders) {
 
 const names = Object.keys(results);
 const plinth = results.Plinth;
+const plinthQueue = results[PLINTH_QUEUE];
 const row = (label: string, cell: (r: PeerResult) => string) =>
   `| ${label} | ${names.map((n) => cell(results[n] as PeerResult)).join(" | ")} |`;
 const lines = [
@@ -416,6 +451,14 @@ const lines = [
   row("drain runs, jobs/s", (r) => r.throughput.map((x) => fmt(x)).join(" / ")),
   ...(plinth
     ? [row("Plinth drain ÷ this", (r) => `${fmt(median(plinth.throughput) / median(r.throughput), 2)}×`)]
+    : []),
+  ...(plinthQueue
+    ? [
+        row(
+          `${PLINTH_QUEUE} drain ÷ this`,
+          (r) => `${fmt(median(plinthQueue.throughput) / median(r.throughput), 2)}×`,
+        ),
+      ]
     : []),
   row("enqueue→start latency p50 / p95 / p99, ms", (r) =>
     [50, 95, 99].map((p) => fmt(percentile(r.latency, p), 1)).join(" / "),
@@ -446,6 +489,17 @@ if (plinth) {
     `| drain ${fmt(JOBS)} jobs beside ${fmt(FINISHED)} finished rows, jobs/s | ${fmt(median(plinthShapes.finished))} | ${plinthShapes.finished.map((x) => fmt(x)).join(" / ")} | ${fmt(median(plinthShapes.finished) / empty, 2)}× (target ≥ 0.80×) |`,
     `| small tenant's job behind another's ${fmt(JOBS)}-job backlog, with groups: enqueue→start, ms | ${fmt(median(plinthShapes.fair), 1)} | ${plinthShapes.fair.map((x) => fmt(x, 1)).join(" / ")} | target ≤ 500 ms |`,
     `| the same job without groups (it waits behind the backlog), ms | ${fmt(median(plinthShapes.plain), 1)} | ${plinthShapes.plain.map((x) => fmt(x, 1)).join(" / ")} | ${fmt(median(plinthShapes.plain) / median(plinthShapes.fair), 0)}× slower |`,
+  ];
+  process.stdout.write(`${shapes.join("\n")}\n\n`);
+}
+if (plinthQueue) {
+  const empty = median(plinthQueue.throughput);
+  const shapes = [
+    `| ${PLINTH_QUEUE} | median of ${RUNS} | runs | ratio |`,
+    "| --- | --- | --- | --- |",
+    `| drain ${fmt(JOBS)} jobs, no groups, jobs/s | ${fmt(empty)} | ${plinthQueue.throughput.map((x) => fmt(x)).join(" / ")} | 1.00× |`,
+    `| drain ${fmt(JOBS)} jobs over ${GROUPS} groups (tenants), jobs/s | ${fmt(median(plinthShapes.queueGrouped))} | ${plinthShapes.queueGrouped.map((x) => fmt(x)).join(" / ")} | ${fmt(median(plinthShapes.queueGrouped) / empty, 2)}× (target ≥ 0.90×) |`,
+    `| small tenant's job behind another's ${fmt(JOBS)}-job backlog, with groups: enqueue→start, ms | ${fmt(median(plinthShapes.queueFair), 1)} | ${plinthShapes.queueFair.map((x) => fmt(x, 1)).join(" / ")} | target ≤ 500 ms |`,
   ];
   process.stdout.write(`${shapes.join("\n")}\n\n`);
 }

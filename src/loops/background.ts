@@ -82,6 +82,7 @@ export function jobLoopOptions(settings: Settings, registry: JobRegistry): JobLo
     registry,
     parallelism: bp.JobParallelism,
     batchSize: bp.JobBatchSize,
+    localQueue: bp.JobLocalQueueSize,
     pollMs: bp.JobPollSeconds * 1000,
     retry: { baseMs: bp.JobRetryBaseSeconds * 1000, maxMs: bp.JobRetryMaxSeconds * 1000, jitter: 0.2 },
     retention: { succeededMs: bp.JobRetentionDays * DAY_MS, deadMs: bp.JobDeadRetentionDays * DAY_MS },

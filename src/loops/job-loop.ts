@@ -13,8 +13,9 @@
  *
  * - idle: built, not started; nothing is sent.
  * - starting: LISTEN on the jobs channel is being set up (5 s at most); nothing is sent yet.
- * - claiming: there may be due jobs: each statement claims as many as there are free slots, and
- *   another goes as soon as a slot frees, so a backlog drains at full speed.
+ * - claiming: there may be due jobs: each statement claims as many as there are free slots (and
+ *   room in the local queue, below), and another goes as soon as a slot frees, so a backlog drains
+ *   at full speed.
  * - waiting: the last claim found fewer jobs than asked; statements only record finished runs
  *   until something says there may be work again.
  * - backoff: the database failed a statement; finished runs wait (their leases protect them) and
@@ -28,6 +29,15 @@
  * fires), a timer per run fires the signal `abortMargin` before its current lease ends (when the
  * heartbeats stopped getting through), and a NOTIFY on `plinth_job_cancel` fires the signal of a
  * run an admin cancelled.
+ *
+ * The local queue (`localQueue` > 0, `BackgroundProcessing:JobLocalQueueSize`; off by default):
+ * claims may take more jobs than there are free slots; the extra ones wait here, claimed under the
+ * same lease and renewed by the same heartbeat, and start as slots free without a round trip. It
+ * holds at most about LOCAL_QUEUE_HORIZON_MS of work at the recent mean run time (never more than
+ * `localQueue` jobs), so a job that arrives later — a higher priority, another tenant — waits at
+ * most about that long behind it; jobs that take longer than the horizon get no queue at all. A
+ * queued job an admin cancels or whose lease was lost is dropped, never started; one whose lease is
+ * too short to run is dropped too; at shutdown the queue is released (attempt not counted) first.
  */
 import type { Clock } from "../clock.ts";
 import type { Database } from "../db/client.ts";
@@ -73,6 +83,11 @@ export interface JobLoopOptions {
   parallelism: number;
   /** `BackgroundProcessing:JobBatchSize`. */
   batchSize: number;
+  /**
+   * `BackgroundProcessing:JobLocalQueueSize`: jobs claimed ahead of free slots, at most (and at most
+   * LOCAL_QUEUE_HORIZON_MS of work). 0 (the default): a claimed job is a running job.
+   */
+  localQueue?: number;
   /** `BackgroundProcessing:JobPollSeconds`, in ms. */
   pollMs: number;
   retry?: RetryPolicy;
@@ -109,6 +124,10 @@ interface Run {
 }
 
 const LISTEN_TIMEOUT_MS = 5_000;
+/** The local queue holds about this much work at the recent mean run time. */
+export const LOCAL_QUEUE_HORIZON_MS = 50;
+/** Weight of the newest run time in the mean that sizes the local queue. */
+const MEAN_WEIGHT = 0.05;
 const BACKOFF_MS = 1_000;
 
 export function createJobLoop(deps: JobLoopDeps, options: JobLoopOptions): JobLoop {
@@ -130,6 +149,10 @@ export class JobLoop {
   readonly #poller: IntervalRunner;
   readonly #pruner: IntervalRunner | undefined;
   readonly #runs = new Map<number, Run>();
+  /** Claimed ahead, not started (local queue), in claim order. */
+  #queue: ClaimedJob[] = [];
+  /** Mean handler time (ms), exponentially weighted; undefined until a run finished. */
+  #meanRunMs: number | undefined;
   /** Slots promised to the statement in flight. */
   #reserved = 0;
   /** Counts wake-ups, so a claim that was short but overtaken by one does not switch to waiting. */
@@ -200,6 +223,23 @@ export class JobLoop {
     return this.#runs.size;
   }
 
+  /** Jobs claimed ahead in the local queue, not started yet. */
+  queued(): number {
+    return this.#queue.length;
+  }
+
+  /**
+   * How many jobs the local queue may hold now: LOCAL_QUEUE_HORIZON_MS of work at the mean run
+   * time over `parallelism` slots, at most `localQueue`; before any run finished, the batch size.
+   */
+  #queueTarget(): number {
+    const size = this.#options.localQueue ?? 0;
+    if (size <= 0) return 0;
+    if (this.#meanRunMs === undefined) return Math.min(size, this.#options.batchSize);
+    const fits = (LOCAL_QUEUE_HORIZON_MS / Math.max(this.#meanRunMs, 0.001)) * this.#options.parallelism;
+    return Math.min(size, Math.floor(fits));
+  }
+
   async start(): Promise<void> {
     if (this.#mode !== "idle") return;
     this.#mode = "starting";
@@ -234,13 +274,16 @@ export class JobLoop {
     clearTimeout(this.#backoffTimer);
     await Promise.all([this.#poller.stop(), this.#pruner?.stop()]);
     await this.#cycle;
+    // claimed ahead, never started: given back at once, so another process takes them now
+    const queued = this.#queue.splice(0);
+    const releasedQueue = queued.length > 0 ? await this.#releaseQueued(queued) : [];
     const inFlight = [...this.#runs.values()];
     await settledWithin(
       inFlight.map((r) => r.done),
       timeoutMs,
     );
     const left = [...this.#runs.values()];
-    const released = left.length > 0 ? await this.#release(left) : [];
+    const released = [...releasedQueue, ...(left.length > 0 ? await this.#release(left) : [])];
     // record what finished: completions go out in the statements #pump still sends
     for (let i = 0; i < 100 && (this.#cycle || this.#completions.length > 0 || this.#writes.size > 0); i++) {
       const cycle = this.#pump();
@@ -303,6 +346,12 @@ export class JobLoop {
   /** A NOTIFY on the cancel channel (`<id>:<attempts>`): the run, if it is here, is signalled. */
   #cancelled(payload: string): void {
     const [id, attempts] = payload.split(":").map(Number);
+    const at = this.#queue.findIndex((j) => j.id === id && j.attempts === attempts);
+    if (at >= 0) {
+      const [job] = this.#queue.splice(at, 1);
+      if (job) this.#dropQueued(job, "cancelled");
+      return;
+    }
     const run = id === undefined ? undefined : this.#runs.get(id);
     if (!run || run.job.attempts !== attempts || id === undefined) return;
     this.#endRun(run, new JobCancelledError(id));
@@ -328,16 +377,27 @@ export class JobLoop {
   #heartbeat(): Promise<void> | undefined {
     if (this.#renewing) return this.#renewing;
     const runs = [...this.#runs.values()].filter((r) => !r.ended);
-    if (runs.length === 0) return undefined;
+    const queued = [...this.#queue];
+    if (runs.length === 0 && queued.length === 0) return undefined;
     this.#renewing = (async () => {
       try {
         const renewed = await renewLeases(this.#deps.database.db, {
           workerId: this.workerId,
-          jobs: runs.map((r) => ({ id: r.job.id, attempts: r.job.attempts })),
+          jobs: [...runs.map((r) => r.job), ...queued].map((j) => ({ id: j.id, attempts: j.attempts })),
           now: this.#deps.clock.now(),
           leaseMs: this.#leaseMs,
         });
+        const queuedNow = new Map(this.#queue.map((j) => [j.id, j]));
         for (const lease of renewed) {
+          const waiting = queuedNow.get(lease.id);
+          if (waiting) {
+            if (lease.renewed && lease.lockedUntil) waiting.lockedUntil = lease.lockedUntil;
+            else {
+              this.#queue = this.#queue.filter((j) => j !== waiting);
+              this.#dropQueued(waiting, lease.status === "cancelled" ? "cancelled" : "lost");
+            }
+            continue;
+          }
           const run = this.#runs.get(lease.id);
           if (!run || run.ended) continue;
           if (lease.renewed && lease.lockedUntil) {
@@ -353,7 +413,11 @@ export class JobLoop {
         }
       } catch (error) {
         // the lease timers still stop the handlers before their leases end
-        this.#log.warn("renewing the leases of running jobs failed", { error, jobs: runs.length });
+        this.#log.warn("renewing the leases of running jobs failed", {
+          error,
+          jobs: runs.length,
+          queued: queued.length,
+        });
       } finally {
         this.#renewing = undefined;
       }
@@ -384,10 +448,9 @@ export class JobLoop {
     const mode = this.#mode;
     if (this.#cycle || mode === "idle" || mode === "starting" || mode === "backoff" || mode === "stopped")
       return this.#cycle;
-    const n =
-      mode === "claiming"
-        ? Math.min(this.#options.batchSize, this.#options.parallelism - this.#runs.size - this.#reserved)
-        : 0;
+    const target = this.#queueTarget();
+    const room = this.#options.parallelism + target - this.#runs.size - this.#queue.length - this.#reserved;
+    const n = mode === "claiming" ? Math.min(Math.max(this.#options.batchSize, target), room) : 0;
     if (n < 1 && this.#completions.length === 0) return undefined;
     const finished = this.#completions;
     this.#completions = [];
@@ -439,7 +502,8 @@ export class JobLoop {
         durationMs: performance.now() - startedAt,
       });
     reportCompletions(this.#run, finished, completed);
-    for (const job of claimed) this.#startRun(job);
+    this.#queue.push(...claimed);
+    this.#fill();
     // short because lower priorities or full groups wait: claim again, as long as claims bring jobs
     const drained = claimed.length === 0 || !more;
     if (n > 0 && claimed.length < n && drained && wakeUps === this.#wakeUps && this.#mode === "claiming")
@@ -465,6 +529,34 @@ export class JobLoop {
     });
   }
 
+  /** Starts queued jobs while slots are free (not while stopping: the queue is released then). */
+  #fill(): void {
+    if (this.#mode === "stopping" || this.#mode === "stopped") return;
+    while (this.#runs.size < this.#options.parallelism) {
+      const job = this.#queue.shift();
+      if (!job) return;
+      // a lease too short to run in (the heartbeat could not renew it): leave it to its lease
+      if (job.lockedUntil.getTime() - this.#deps.clock.now().getTime() <= abortMargin(this.#leaseMs)) {
+        this.#dropQueued(job, "expiring");
+        continue;
+      }
+      this.#startRun(job);
+    }
+  }
+
+  /** A queued job that will not start here: cancelled by an admin, its lease lost or about to end. */
+  #dropQueued(job: ClaimedJob, why: "cancelled" | "lost" | "expiring"): void {
+    const fields = { jobId: job.id, kind: job.kind, attempt: job.attempts };
+    if (why === "cancelled") {
+      this.#log.info("queued job cancelled before it started", fields);
+      this.#emit({ type: "cancelled", id: job.id, kind: job.kind, attempt: job.attempts });
+    } else if (why === "lost") {
+      this.#log.warn("queued job's lease was taken over before it started", fields);
+      this.#emit({ type: "lost", id: job.id, kind: job.kind, attempt: job.attempts });
+    } else this.#log.warn("queued job's lease is about to end; left to run again after it", fields);
+    this.#schedulePump();
+  }
+
   #startRun(job: ClaimedJob): void {
     let handled!: () => void;
     const run: Run = {
@@ -480,6 +572,7 @@ export class JobLoop {
     };
     this.#runs.set(job.id, run);
     this.#armLeaseTimer(run);
+    const startedAt = performance.now();
     const result = runJob(this.#run, {
       job,
       workerId: this.workerId,
@@ -498,12 +591,23 @@ export class JobLoop {
         run.ended = true;
         clearTimeout(run.leaseTimer);
         this.#runs.delete(job.id);
+        const ms = performance.now() - startedAt;
+        this.#meanRunMs =
+          this.#meanRunMs === undefined ? ms : this.#meanRunMs + MEAN_WEIGHT * (ms - this.#meanRunMs);
+        this.#fill();
         this.#writes.add(result);
         void result.finally(() => this.#writes.delete(result));
         handled();
         this.#schedulePump();
       },
     });
+  }
+
+  async #releaseQueued(queued: ClaimedJob[]): Promise<number[]> {
+    const jobs = queued.map((j) => ({ id: j.id, attempts: j.attempts }));
+    const released = await releaseUnfinishedJobs(this.#run, { workerId: this.workerId, jobs });
+    if (released) this.#emit({ type: "released", ids: released });
+    return released ?? [];
   }
 
   async #release(left: Run[]): Promise<number[]> {
