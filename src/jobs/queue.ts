@@ -7,6 +7,8 @@ import { describeError, type Redactor } from "../redact.ts";
 export const LEASE_MS = 5 * 60 * 1000;
 /** last_error is cut to this many characters. */
 export const MAX_ERROR_LENGTH = 2_000;
+/** Claims up to this size fill their batch from few groups; larger ones offer fair shares (`completeAndClaimStatement`). */
+const SMALL_CLAIM = 16;
 
 export interface ClaimedJob {
   id: number;
@@ -170,12 +172,14 @@ export function completeAndClaimStatement(input: ClaimInput & { complete: JobLea
     sql`(select ${groupKey} from background_jobs where ${dueAtTop} and ${groupKey} ${after}
          order by priority, ${groupKey}, run_after limit 1)`;
   // a group's offer: limit - groups + 1 fills the batch even when all groups but one have a single
-  // due job; for a large claim (a local queue) at most twice its fair share, so a claim of 500 over
-  // 100 groups locks 1,000 rows, not 40,000. A group that gave its whole offer may have more: the
-  // claim then says `more` when it came back short.
+  // due job, locking at most about (limit + 1)² / 4 rows. A claim larger than SMALL_CLAIM (a local
+  // queue: 500 over 100 groups) offers each group its fair share (limit ÷ groups, rounded up)
+  // instead, locking about the rows it takes, not 40,000. A group that gave its whole offer may
+  // have more: a claim that came back short then says `more` and the loop claims again at once.
   const candidates = limited
     ? sql`groups as materialized (
-          select key, n, least(${limit} - total + 1, ceil(2.0 * ${limit} / total)::int) as offer
+          select key, n, case when ${limit}::int <= ${sql.raw(String(SMALL_CLAIM))} then ${limit} - total + 1
+                 else least(${limit} - total + 1, ceil(${limit}::numeric / total)::int) end as offer
           from (select key, n, count(*) over () as total from walk) w
         ),
         offered as materialized (
@@ -215,7 +219,8 @@ export function completeAndClaimStatement(input: ClaimInput & { complete: JobLea
           returning job_id
         ),`
     : sql`groups as materialized (
-          select key, n, least(${limit} - total + 1, ceil(2.0 * ${limit} / total)::int) as offer
+          select key, n, case when ${limit}::int <= ${sql.raw(String(SMALL_CLAIM))} then ${limit} - total + 1
+                 else least(${limit} - total + 1, ceil(${limit}::numeric / total)::int) end as offer
           from (select key, n, count(*) over () as total from walk) w
         ),
         offered as materialized (

@@ -45,6 +45,7 @@ import { JOB_CANCEL_CHANNEL, JOBS_CHANNEL } from "../jobs/enqueue.ts";
 import {
   type ClaimedJob,
   completeAndClaimJobs,
+  completeJobs,
   type JobLease,
   LEASE_MS,
   type RetryPolicy,
@@ -157,8 +158,13 @@ export class JobLoop {
   #reserved = 0;
   /** Counts wake-ups, so a claim that was short but overtaken by one does not switch to waiting. */
   #wakeUps = 0;
-  /** The one statement in flight; resolves false when the database failed it. */
+  /** The one claiming statement in flight; resolves false when the database failed it. */
   #cycle: Promise<boolean> | undefined;
+  /**
+   * With a local queue, successes are recorded by a statement of their own, beside the claim (one
+   * at a time; false when the database failed it); without one they ride on the next claim.
+   */
+  #completing: Promise<boolean> | undefined;
   /** Results of runs being written outside the statement (failures, dead jobs). */
   readonly #writes = new Set<Promise<unknown>>();
   #completions: Completion[] = [];
@@ -285,10 +291,14 @@ export class JobLoop {
     const left = [...this.#runs.values()];
     const released = [...releasedQueue, ...(left.length > 0 ? await this.#release(left) : [])];
     // record what finished: completions go out in the statements #pump still sends
-    for (let i = 0; i < 100 && (this.#cycle || this.#completions.length > 0 || this.#writes.size > 0); i++) {
+    const busy = () =>
+      this.#cycle || this.#completing || this.#completions.length > 0 || this.#writes.size > 0;
+    for (let i = 0; i < 100 && busy(); i++) {
       const cycle = this.#pump();
-      await Promise.allSettled([cycle, ...this.#writes]);
-      if (cycle && !(await cycle)) break; // the database is away: those runs go again after their lease
+      const completing = this.#completing;
+      await Promise.allSettled([cycle, completing, ...this.#writes]);
+      // the database is away: those runs go again after their lease
+      if ((cycle && !(await cycle)) || (completing && !(await completing))) break;
     }
     await this.#unlistenNow();
     clearImmediate(this.#pumpScheduled);
@@ -442,18 +452,32 @@ export class JobLoop {
   /**
    * Sends the next statement unless one is in flight: finished runs are recorded and, in claiming
    * mode with slots free, min(batch, free slots) jobs are claimed in the same round trip. What
-   * piles up meanwhile goes together in the next one.
+   * piles up meanwhile goes together in the next one. With a local queue (hundreds of jobs a
+   * statement) the successes go in a statement of their own, in flight beside the claim: the two
+   * cost about the same, and in parallel a backlog drains at the pace of the slower one.
    */
   #pump(): Promise<boolean> | undefined {
     const mode = this.#mode;
-    if (this.#cycle || mode === "idle" || mode === "starting" || mode === "backoff" || mode === "stopped")
+    if (mode === "idle" || mode === "starting" || mode === "backoff" || mode === "stopped")
       return this.#cycle;
+    const split = (this.#options.localQueue ?? 0) > 0;
+    if (split && !this.#completing && this.#completions.length > 0) {
+      const completing = this.#recordCompletions(this.#completions);
+      this.#completions = [];
+      this.#completing = completing;
+      void completing.finally(() => {
+        this.#completing = undefined;
+        this.#schedulePump();
+      });
+    }
+    if (this.#cycle) return this.#cycle;
     const target = this.#queueTarget();
     const room = this.#options.parallelism + target - this.#runs.size - this.#queue.length - this.#reserved;
     const n = mode === "claiming" ? Math.min(Math.max(this.#options.batchSize, target), room) : 0;
-    if (n < 1 && this.#completions.length === 0) return undefined;
-    const finished = this.#completions;
-    this.#completions = [];
+    const carried = split ? 0 : this.#completions.length;
+    if (n < 1 && carried === 0) return undefined;
+    const finished = split ? [] : this.#completions;
+    if (!split) this.#completions = [];
     this.#reserved += n;
     const cycle = this.#statement(finished, n);
     this.#cycle = cycle;
@@ -509,6 +533,25 @@ export class JobLoop {
     if (n > 0 && claimed.length < n && drained && wakeUps === this.#wakeUps && this.#mode === "claiming")
       this.#mode = "waiting";
     return true;
+  }
+
+  /** Records successes alone (local queue); on failure they wait for the next try, as in #statement. */
+  async #recordCompletions(finished: Completion[]): Promise<boolean> {
+    try {
+      const completed = await completeJobs(this.#deps.database.db, {
+        workerId: this.workerId,
+        jobs: finished.map((c) => c.lease),
+        now: this.#deps.clock.now(),
+      });
+      this.#outage.succeeded();
+      reportCompletions(this.#run, finished, completed);
+      return true;
+    } catch (error) {
+      this.#outage.failed(error);
+      this.#completions = [...finished, ...this.#completions];
+      if (this.#mode === "claiming" || this.#mode === "waiting") this.#backoff();
+      return false;
+    }
   }
 
   #backoff(): void {
