@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import type { z } from "zod";
 import type { Clock } from "../clock.ts";
-import { type Executor, execute } from "../db/client.ts";
+import { type Executor, execute, executePrepared } from "../db/client.ts";
 import type { JobDefinition } from "./registry.ts";
 
 /** The NOTIFY channel an enqueue signals so idle job loops wake at once. */
@@ -106,7 +106,9 @@ async function insertRows(db: Executor, now: Date, rows: Row[]): Promise<number[
   const nowText = now.toISOString();
   // one JSON parameter for the whole batch: no parameter limit, same SQL on postgres.js and PGlite.
   // The NOTIFY is part of the statement, so it is sent on commit and never for a rolled-back enqueue.
-  const result = await execute<{ id: string | number }>(
+  // Prepared (outside a transaction): the text never changes, and an unnamed statement costs a
+  // describe round trip and a plan on every enqueue — part of every job's enqueue→start latency.
+  const result = await executePrepared<{ id: string | number }>(
     db,
     sql`with inserted as (
           insert into background_jobs (kind, payload, run_after, max_attempts, dedup_key, group_key, priority, created_at, updated_at)
