@@ -461,7 +461,13 @@ export class JobLoop {
     if (mode === "idle" || mode === "starting" || mode === "backoff" || mode === "stopped")
       return this.#cycle;
     const split = (this.#options.localQueue ?? 0) > 0;
-    if (split && !this.#completing && this.#completions.length > 0) {
+    const target = this.#queueTarget();
+    const room = this.#options.parallelism + target - this.#runs.size - this.#queue.length - this.#reserved;
+    const n = mode === "claiming" ? Math.min(Math.max(this.#options.batchSize, target), room) : 0;
+    // successes with no claim to ride on (waiting, or no free slot) go alone, beside the claim slot,
+    // so a NOTIFY that arrives meanwhile is claimed at once instead of after them
+    const alone = split || n < 1;
+    if (alone && !this.#completing && this.#completions.length > 0) {
       const completing = this.#recordCompletions(this.#completions);
       this.#completions = [];
       this.#completing = completing;
@@ -471,13 +477,10 @@ export class JobLoop {
       });
     }
     if (this.#cycle) return this.#cycle;
-    const target = this.#queueTarget();
-    const room = this.#options.parallelism + target - this.#runs.size - this.#queue.length - this.#reserved;
-    const n = mode === "claiming" ? Math.min(Math.max(this.#options.batchSize, target), room) : 0;
-    const carried = split ? 0 : this.#completions.length;
+    const carried = alone ? 0 : this.#completions.length;
     if (n < 1 && carried === 0) return undefined;
-    const finished = split ? [] : this.#completions;
-    if (!split) this.#completions = [];
+    const finished = alone ? [] : this.#completions;
+    if (!alone) this.#completions = [];
     this.#reserved += n;
     const cycle = this.#statement(finished, n);
     this.#cycle = cycle;

@@ -1,0 +1,38 @@
+import { z } from "zod";
+import postgres from "postgres";
+import { systemClock } from "../src/clock.ts";
+import { openDatabase } from "../src/db/client.ts";
+import { migrate } from "../src/db/migrator.ts";
+import { enqueue, JOBS_CHANNEL } from "../src/jobs/enqueue.ts";
+import { createJobRegistry, defineJob } from "../src/jobs/registry.ts";
+import { createJobLoop } from "../src/loops/job-loop.ts";
+import { createRedactor } from "../src/redact.ts";
+import { createLogger } from "../src/telemetry/logger.ts";
+const admin = postgres("postgres://postgres@127.0.0.1:5432/postgres", { max: 1, onnotice: () => {} });
+await admin.unsafe("drop database if exists prof_lat with (force)");
+await admin.unsafe("create database prof_lat");
+if (process.env.SC) await admin.unsafe("alter database prof_lat set synchronous_commit = off");
+await admin.end();
+const database = await openDatabase("postgres://postgres@127.0.0.1:5432/prof_lat", { poolSize: 10 });
+await migrate(database.db);
+const redactor = createRedactor([]);
+const logger = createLogger({ level: "error", redactor, write: () => {} });
+let started: (t: number) => void = () => {};
+const lat = defineJob("bench.latency", z.object({ i: z.number() }), () => started(performance.now()));
+let notifiedAt = 0, claimSent = 0, claimDone = 0;
+await database.listen(JOBS_CHANNEL, () => { notifiedAt = performance.now(); });
+const loop = createJobLoop({ database, clock: systemClock, logger, redactor }, { registry: createJobRegistry([lat]), parallelism: 4, batchSize: 5, pollMs: 2000, onEvent: (e) => { if (e.type === "claimed" && e.count > 0) { claimDone = performance.now(); claimSent = claimDone - e.durationMs; } } });
+await loop.start();
+await Bun.sleep(300);
+const parts: number[][] = [];
+for (let i = 0; i < 500; i++) {
+  const begun = new Promise<number>((r) => (started = r));
+  const t0 = performance.now();
+  await enqueue(database.db, { clock: systemClock }, lat, { i });
+  const t1 = performance.now();
+  const t4 = await begun;
+  parts.push([t1 - t0, notifiedAt - t0, claimSent - t0, claimDone - t0, t4 - t0]);
+}
+const med = (k: number) => { const v = parts.map((p) => p[k] as number).sort((a, b) => a - b); return v[Math.floor(v.length / 2)]?.toFixed(2); };
+console.log(`enqueue returned ${med(0)} | notified ${med(1)} | claim sent ${med(2)} | claim back ${med(3)} | handler ${med(4)} ms (medians since t0)`);
+await loop.stop(1000); await database.close();
