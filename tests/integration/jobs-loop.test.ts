@@ -369,4 +369,54 @@ describe("job loop", () => {
     await waitFor(() => ranAgain === 1, { what: "released job taken" });
     await again.stop(1_000);
   });
+
+  test("a job enqueued while a success is being recorded starts at once, not after the write", async () => {
+    const startedIds: number[] = [];
+    let finishFirst!: () => void;
+    const firstMayFinish = new Promise<void>((r) => (finishFirst = r));
+    const job = defineJob("loop.beside", z.object({ first: z.boolean() }), async (p, c) => {
+      startedIds.push(c.id);
+      if (p.first) await firstMayFinish;
+    });
+    const clock = new ManualClock();
+    const l = loop([job], { clock, pollMs: 60_000 });
+    await l.start();
+    const first = await enqueue(t.database.db, enqueueCtx(clock), job, { first: true });
+    await waitFor(() => startedIds.includes(first.id), { what: "the first job to start" });
+    // another transaction holds the first job's row: recording its success waits for it
+    let unlock!: () => void;
+    const locked = new Promise<void>((r) => (unlock = r));
+    let holding!: () => void;
+    const held = new Promise<void>((r) => (holding = r));
+    const holder = t.database.db.transaction(async (tx) => {
+      await execute(tx, sql`select id from background_jobs where id = ${first.id} for update`);
+      holding();
+      await locked;
+    });
+    await held;
+    finishFirst();
+    await waitFor(
+      async () => {
+        const [r] = await execute<{ n: number }>(
+          t.database.db,
+          sql`select count(*)::int as n from pg_stat_activity
+              where wait_event_type = 'Lock' and query like '%background_jobs%' and datname = current_database()`,
+        );
+        return (r?.n ?? 0) > 0;
+      },
+      { what: "the success's write to wait on the lock" },
+    );
+    const second = await enqueue(t.database.db, enqueueCtx(clock), job, { first: false });
+    await waitFor(() => startedIds.includes(second.id), {
+      timeoutMs: 5_000,
+      what: "the second job to start while the first one's success waits",
+    });
+    expect((await jobRow(t.database, first.id)).status).toBe("processing");
+    unlock();
+    await holder;
+    await waitFor(async () => (await jobRow(t.database, first.id)).status === "succeeded", {
+      what: "the first success recorded once the lock is gone",
+    });
+    await l.stop(1_000);
+  });
 });
