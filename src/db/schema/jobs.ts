@@ -50,10 +50,14 @@ export const backgroundJobs = pgTable(
     // the claim: due pending/failed jobs in run_after order, and expired leases
     index("background_jobs_due_idx").on(t.runAfter).where(sql`${t.status} in ('pending', 'failed')`),
     // the fair claim: the top priority, then a walk over due groups (a null group is the key ''),
-    // each group's jobs in run_after order (src/jobs/queue.ts)
+    // each group's jobs in run_after order (src/jobs/queue.ts). No deduplication: jobs enqueued
+    // together share a key, and a posting list of a group's jobs can be marked dead only when all
+    // of them are claimed; until then every claim re-reads the claimed ones' dead heap tuples
+    // (docs/decisions.md)
     index("background_jobs_fair_idx")
       .on(t.priority, sql`coalesce(${t.groupKey}, '')`, t.runAfter)
-      .where(sql`${t.status} in ('pending', 'failed')`),
+      .where(sql`${t.status} in ('pending', 'failed')`)
+      .with({ deduplicate_items: false }),
     index("background_jobs_lease_idx").on(t.lockedUntil).where(sql`${t.status} = 'processing'`),
     uniqueIndex("background_jobs_dedup_key_idx")
       .on(t.dedupKey)
