@@ -246,6 +246,34 @@ describe("the local queue", () => {
 });
 
 describe("a large claim over groups", () => {
+  test("a loop with a local queue drains an uneven backlog without waiting for a poll", async () => {
+    let ran = 0;
+    const job = defineJob("lq.uneven", z.object({ n: z.number() }), () => {
+      ran++;
+    });
+    const clock = new ManualClock();
+    // one big group and thirty of one job each: large claims come back short (fair shares) and
+    // must say `more`, or the loop would wait for the next poll (a minute, no NOTIFY)
+    await enqueueMany(t.database.db, { clock }, [
+      ...Array.from({ length: 1_500 }, (_, n) => ({ job, payload: { n }, options: { tenantId: "big" } })),
+      ...Array.from({ length: 30 }, (_, n) => ({ job, payload: { n }, options: { tenantId: `one-${n}` } })),
+    ]);
+    const claims: number[] = [];
+    const l = loop([job], {
+      clock,
+      localQueue: 300,
+      listen: false,
+      pollMs: 60_000,
+      onEvent: (e) => {
+        if (e.type === "claimed") claims.push(e.count);
+      },
+    });
+    await l.start();
+    await waitFor(() => ran === 1_530, { timeoutMs: 20_000, what: "the whole backlog to run" });
+    expect(Math.max(...claims)).toBeGreaterThan(16); // large claims were made
+    await l.stop(1_000);
+  });
+
   test("offers each group its fair share, and says more when it came back short", async () => {
     const { claimJobs, completeAndClaimJobs } = await import("../../src/jobs/queue.ts");
     const job = defineJob("lq.groups", z.object({ n: z.number() }), () => {});
