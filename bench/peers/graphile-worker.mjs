@@ -66,17 +66,8 @@ if (mode === "priority") {
   await runner.stop();
   console.log(JSON.stringify({ ms }));
 } else if (mode === "throughput") {
-  await utils.withPgClient((c) => c.query("delete from graphile_worker._private_jobs"));
-  await utils.withPgClient((c) =>
-    c.query(
-      `select graphile_worker.add_jobs(array(
-         select json_populate_record(null::graphile_worker.job_spec, json_build_object('identifier', 'noop', 'payload', '{}'::json))
-         from generate_series(1, $1)))`,
-      [n],
-    ),
-  );
   // statistics as autovacuum would have them a minute later (all three peers get the same)
-  await utils.withPgClient((c) => c.query("analyze graphile_worker._private_jobs"));
+  await addBacklog();
   let count = 0;
   let done;
   const finished = new Promise((r) => (done = r));
