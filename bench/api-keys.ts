@@ -34,6 +34,7 @@ import { bunServeOptions } from "../src/http/bun-serve.ts";
 import { hashPassword, verifyPassword } from "../src/security/passwords.ts";
 import { createTenant, createUser, PASSWORD } from "../tests/helpers/identity.ts";
 import { benchDeps } from "./plinth-process.ts";
+import { median } from "./stats.ts";
 
 const { values } = parseArgs({
   options: {
@@ -157,13 +158,6 @@ await server.stop(true);
 await closeDeps(deps);
 await t.drop();
 
-const median = (xs: number[]) => {
-  const sorted = [...xs].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2
-    ? (sorted[mid] as number)
-    : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
-};
 console.log(
   `\nwrk -t1 -c${CONNECTIONS}, ${ROUNDS} interleaved rounds of ${SECONDS} s per target (${new Date().toISOString()})\n`,
 );

@@ -24,6 +24,7 @@ import { closeDeps } from "../src/deps.ts";
 import { bunServeOptions } from "../src/http/bun-serve.ts";
 import { createPlatformAdmin, PASSWORD } from "../tests/helpers/identity.ts";
 import { benchDeps } from "./plinth-process.ts";
+import { median } from "./stats.ts";
 
 const { values } = parseArgs({
   options: {
@@ -113,13 +114,6 @@ for (const s of servers) await s.stop(true);
 await closeDeps(deps);
 await t.drop();
 
-const median = (xs: number[]) => {
-  const sorted = [...xs].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2
-    ? (sorted[mid] as number)
-    : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
-};
 console.log(
   `\nwrk -t1 -c${CONNECTIONS}, ${ROUNDS} interleaved rounds of ${SECONDS} s per server (${new Date().toISOString()})\n`,
 );

@@ -24,6 +24,7 @@ import { createJobLoop, type JobLoop } from "../src/loops/job-loop.ts";
 import { createRedactor } from "../src/redact.ts";
 import { createLogger } from "../src/telemetry/logger.ts";
 import { startQueryCounter } from "./query-counter.ts";
+import { median, percentile } from "./stats.ts";
 
 const { values: args } = parseArgs({
   options: {
@@ -82,16 +83,6 @@ async function recreate(name: string): Promise<string> {
   return urlOf(name);
 }
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2
-    ? (s[(s.length - 1) / 2] as number)
-    : ((s[s.length / 2 - 1] as number) + (s[s.length / 2] as number)) / 2;
-};
-const percentile = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] as number;
-};
 const log = (message: string) => process.stderr.write(`${message}\n`);
 const fmt = (n: number, digits = 0) =>
   n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });

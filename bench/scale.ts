@@ -31,6 +31,7 @@ import { createJobLoop, type JobLoop } from "../src/loops/job-loop.ts";
 import { createRedactor } from "../src/redact.ts";
 import { cacheCounterStore } from "../src/security/counter-store.ts";
 import { createLogger } from "../src/telemetry/logger.ts";
+import { median, percentile } from "./stats.ts";
 
 const { values } = parseArgs({
   options: {
@@ -58,16 +59,6 @@ const urlOn = (base: string) => {
   return u.toString();
 };
 const log = (message: string) => process.stderr.write(`${message}\n`);
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2
-    ? (s[(s.length - 1) / 2] as number)
-    : ((s[s.length / 2 - 1] as number) + (s[s.length / 2] as number)) / 2;
-};
-const percentile = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] as number;
-};
 const redactor = createRedactor([]);
 const logger = createLogger({ level: "error", redactor, write: (l) => process.stderr.write(`${l}\n`) });
 

@@ -28,6 +28,7 @@ import { createTenant } from "../src/tenancy/tenants.ts";
 import { deliveryBody, webhookJobs } from "../src/webhooks/deliveries.ts";
 import { createWebhookEndpoint } from "../src/webhooks/endpoints.ts";
 import { newSigningSecret, signedHeaders } from "../src/webhooks/signing.ts";
+import { percentile } from "./stats.ts";
 
 const { values: args } = parseArgs({
   options: {
@@ -45,10 +46,6 @@ const RUNS = Number(args.runs);
 const SERVER = new URL(args.database);
 const SLOTS = 4;
 const log = (message: string) => process.stderr.write(`${message}\n`);
-const percentile = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] as number;
-};
 const median = (xs: number[]) => percentile(xs, 50);
 
 async function recreate(name: string): Promise<string> {
