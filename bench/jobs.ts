@@ -53,6 +53,13 @@ const PGBOSS_BATCH = args["pgboss-batch"];
 const LOCAL_QUEUE = Number(args["local-queue"]);
 /** A job behind a backlog is enqueued once this many of the backlog have run (the loop is busy). */
 const BACKLOG_HEAD = 2_000;
+if (!(JOBS >= BACKLOG_HEAD * 2)) {
+  // the priority and fairness runs enqueue their probe once BACKLOG_HEAD of the backlog ran
+  console.error(
+    `--jobs must be at least ${BACKLOG_HEAD * 2} (the backlog runs wait for ${BACKLOG_HEAD} to run)`,
+  );
+  process.exit(64);
+}
 const SLOTS = 4;
 const SERVER = new URL(args.database);
 // databases of this run only (another bench on the same server must not drop them), dropped at the end
