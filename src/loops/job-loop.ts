@@ -161,8 +161,9 @@ export class JobLoop {
   /** The one claiming statement in flight; resolves false when the database failed it. */
   #cycle: Promise<boolean> | undefined;
   /**
-   * With a local queue, successes are recorded by a statement of their own, beside the claim (one
-   * at a time; false when the database failed it); without one they ride on the next claim.
+   * Successes recorded by a statement of their own, beside the claim (one at a time; false when the
+   * database failed it): always with a local queue, and without one when there is no claim for them
+   * to ride on (waiting, or no free slot). Otherwise they ride on the next claim.
    */
   #completing: Promise<boolean> | undefined;
   /** Results of runs being written outside the statement (failures, dead jobs). */
