@@ -22,6 +22,7 @@ import { execute } from "../src/db/client.ts";
 import { testConfig, testDeps } from "../tests/helpers/app.ts";
 import { createTestDatabase } from "../tests/helpers/database.ts";
 import { createTenant, createUser, PASSWORD } from "../tests/helpers/identity.ts";
+import { drive } from "./stats.ts";
 
 const { values } = parseArgs({
   options: {
@@ -42,25 +43,6 @@ const deps = await testDeps(
   { database: t.database, clock: systemClock },
 );
 const db = t.database.db;
-
-async function drive(n: number, workers: number, op: (i: number) => Promise<unknown>) {
-  const latencies: number[] = [];
-  let next = 0;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: workers }, async () => {
-      for (let i = next++; i < n; i = next++) {
-        const t0 = performance.now();
-        await op(i);
-        latencies.push(performance.now() - t0);
-      }
-    }),
-  );
-  const seconds = (performance.now() - started) / 1000;
-  latencies.sort((a, b) => a - b);
-  const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? 0;
-  return { perSecond: Math.round(n / seconds), p50: at(0.5), p95: at(0.95), p99: at(0.99) };
-}
 
 const plainInsert = (tenantId: string, i: number) =>
   db.transaction((tx) =>

@@ -18,6 +18,7 @@ import { testConfig, testDeps } from "../tests/helpers/app.ts";
 import { REDIS_URL, rawRedis, uniquePrefix } from "../tests/helpers/cache.ts";
 import { createTestDatabase } from "../tests/helpers/database.ts";
 import { createTenant } from "../tests/helpers/identity.ts";
+import { drive } from "./stats.ts";
 
 const { values } = parseArgs({
   options: {
@@ -39,26 +40,6 @@ const deps = await testDeps(testConfig({ cacheUrl: REDIS_URL }), {
   cachePrefix: prefix,
 });
 
-async function drive(n: number, op: (i: number) => Promise<unknown>) {
-  const latencies: number[] = [];
-  let next = 0;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      for (let i = next++; i < n; i = next++) {
-        const t0 = performance.now();
-        await op(i);
-        latencies.push(performance.now() - t0);
-      }
-    }),
-  );
-  const seconds = (performance.now() - started) / 1000;
-  latencies.sort((a, b) => a - b);
-  const p = (q: number) =>
-    (latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? 0).toFixed(2);
-  return { perSecond: Math.round(n / seconds), p50: p(0.5), p95: p(0.95), p99: p(0.99) };
-}
-
 try {
   const tenants: string[] = [];
   for (let i = 0; i < tenantCount; i++) tenants.push((await createTenant(t.database.db)).id);
@@ -68,13 +49,13 @@ try {
   const rows: [string, Awaited<ReturnType<typeof drive>>][] = [];
   rows.push([
     "recordUsage, one tenant × feature",
-    await drive(events, (i) =>
+    await drive(events, concurrency, (i) =>
       recordUsage(deps, { tenantId: hot, feature: "api_calls", quantity: 1, idempotencyKey: `hot-${i}` }),
     ),
   ]);
   rows.push([
     `recordUsage, ${tenantCount} tenants`,
-    await drive(events, (i) =>
+    await drive(events, concurrency, (i) =>
       recordUsage(deps, {
         tenantId: tenants[i % tenantCount] as string,
         feature: "api_calls",
@@ -85,13 +66,15 @@ try {
   ]);
   rows.push([
     "recordUsage, duplicate key",
-    await drive(events, () =>
+    await drive(events, concurrency, () =>
       recordUsage(deps, { tenantId: hot, feature: "api_calls", quantity: 1, idempotencyKey: "hot-0" }),
     ),
   ]);
   rows.push([
     "assertFeature (cached)",
-    await drive(events, (i) => assertFeature(deps, tenants[i % tenantCount] as string, "api_calls")),
+    await drive(events, concurrency, (i) =>
+      assertFeature(deps, tenants[i % tenantCount] as string, "api_calls"),
+    ),
   ]);
 
   const counter = Number(
@@ -104,7 +87,10 @@ try {
   console.log(`events per row: ${events}, concurrency: ${concurrency}, tenants: ${tenantCount}`);
   console.log("| operation | ops/s | p50 ms | p95 ms | p99 ms |");
   console.log("| --- | --- | --- | --- | --- |");
-  for (const [name, r] of rows) console.log(`| ${name} | ${r.perSecond} | ${r.p50} | ${r.p95} | ${r.p99} |`);
+  for (const [name, r] of rows)
+    console.log(
+      `| ${name} | ${r.perSecond} | ${r.p50.toFixed(2)} | ${r.p95.toFixed(2)} | ${r.p99.toFixed(2)} |`,
+    );
   console.log(
     `\nreconciliation pass: ${pass.reconciled} counters in ${passMs.toFixed(0)} ms (${pass.corrections.length} corrections); hot counter ${counter} (its own ${events} plus every ${tenantCount}th spread event)`,
   );
