@@ -158,7 +158,7 @@ export function completeAndClaimStatement(input: ClaimInput & { complete: JobLea
           update background_jobs j
           set status = 'succeeded', finished_at = ${now}, updated_at = ${now}, locked_by = null, locked_until = null
           from lease
-          where j.id = lease.id and j.attempts = lease.attempts
+          where j.id = lease.id and j.attempts = lease.attempts and ${leaseIds(input.complete)}
             and j.locked_by = ${input.workerId} and j.status = 'processing'
           returning j.id
         ),`
@@ -310,6 +310,17 @@ const leases = (items: JobLease[]) =>
   sql`jsonb_to_recordset(${JSON.stringify(items.map((i) => ({ id: i.id, attempts: i.attempts })))}::jsonb)
       as lease(id bigint, attempts int)`;
 
+/**
+ * `j.id = any(…)` beside the join on `lease`: the planner cannot see how many rows the JSON holds
+ * (it assumes 100) and, with few `processing` rows in its statistics, sometimes joined by scanning
+ * every processing row (a bitmap scan of the lease index) instead of looking the ids up in the
+ * primary key. With the ids as an array condition the primary key wins however the statistics
+ * fall, and a process with hundreds of jobs running never scans them all to record a few.
+ */
+function leaseIds(items: JobLease[]): SQL {
+  return sql`j.id = any(${`{${items.map((i) => Math.trunc(i.id)).join(",")}}`}::bigint[])`;
+}
+
 /** Marks runs succeeded; returns the ids actually updated (a run whose lease was taken over is not). */
 export async function completeJobs(
   db: Executor,
@@ -322,7 +333,7 @@ export async function completeJobs(
     sql`update background_jobs j
         set status = 'succeeded', finished_at = ${now}, updated_at = ${now}, locked_by = null, locked_until = null
         from ${leases(input.jobs)}
-        where j.id = lease.id and j.attempts = lease.attempts
+        where j.id = lease.id and j.attempts = lease.attempts and ${leaseIds(input.jobs)}
           and j.locked_by = ${input.workerId} and j.status = 'processing'
         returning j.id`,
   );
@@ -382,7 +393,7 @@ export async function renewLeases(
     sql`update background_jobs j
         set locked_until = ${until}, updated_at = ${now}
         from ${leases(input.jobs)}
-        where j.id = lease.id and j.attempts = lease.attempts
+        where j.id = lease.id and j.attempts = lease.attempts and ${leaseIds(input.jobs)}
           and j.locked_by = ${input.workerId} and j.status = 'processing'
         returning j.id, j.locked_until`,
   );
@@ -438,7 +449,7 @@ export async function releaseJobs(
         set status = case when j.attempts > 1 then 'failed' else 'pending' end, attempts = j.attempts - 1,
             run_after = ${now}, locked_by = null, locked_until = null, updated_at = ${now}
         from ${leases(input.jobs)}
-        where j.id = lease.id and j.attempts = lease.attempts
+        where j.id = lease.id and j.attempts = lease.attempts and ${leaseIds(input.jobs)}
           and j.locked_by = ${input.workerId} and j.status = 'processing'
         returning j.id`,
   );
