@@ -30,6 +30,12 @@ export type Actor =
 export interface Ctx {
   /** The tenant acted in; null for platform-wide work. */
   tenantId: string | null;
+  /**
+   * The open transaction the call runs in, when a caller already holds one (an operation called
+   * by another inside its transaction); operations reach the database only through
+   * `withTransaction` / `withDatabase` (src/db/operation.ts), which use it.
+   */
+  tx?: import("./db/client.ts").Tx;
   actor: Actor;
   /** The request behind the call, where there is one (logs, audit). */
   requestId?: string;

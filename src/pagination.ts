@@ -1,0 +1,74 @@
+/**
+ * The one list shape: `{ items, nextCursor }`, where `nextCursor` (null on the last page) is an
+ * opaque string the client passes back as `cursor`. A cursor is a keyset position encoded as
+ * base64url JSON and checked against the list's own schema when it comes back: anything else is a
+ * 400 naming `cursor`, never a 500 or an empty page.
+ */
+import type { z } from "zod";
+import { AppError } from "./errors.ts";
+
+/** A page of a list. */
+export interface Page<T> {
+  items: T[];
+  nextCursor: string | null;
+}
+
+/** The request side of a paged list. */
+export interface PageRequest {
+  limit: number;
+  cursor?: string;
+}
+
+export interface CursorCodec<P> {
+  encode(position: P): string;
+  /** The position, or throws `validation_failed` naming `cursor`. */
+  decode(cursor: string): P;
+  /** `decode` when a cursor was given. */
+  decodeOptional(cursor: string | undefined): P | undefined;
+}
+
+const invalidCursor = () =>
+  new AppError("validation_failed", "The request is not valid.", {
+    fields: [{ path: "cursor", message: "not a cursor returned by this endpoint" }],
+  });
+
+/** The codec of one list's positions, checked by `schema` on the way back. */
+export function cursorCodec<S extends z.ZodType>(schema: S): CursorCodec<z.output<S>> {
+  const decode = (cursor: string): z.output<S> => {
+    if (cursor.length === 0 || cursor.length > 512 || !/^[A-Za-z0-9_-]+$/.test(cursor)) throw invalidCursor();
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8"));
+    } catch {
+      throw invalidCursor();
+    }
+    const result = schema.safeParse(parsed);
+    if (!result.success) throw invalidCursor();
+    return result.data;
+  };
+  return {
+    encode: (position) => Buffer.from(JSON.stringify(position), "utf8").toString("base64url"),
+    decode,
+    decodeOptional: (cursor) => (cursor === undefined ? undefined : decode(cursor)),
+  };
+}
+
+/**
+ * The page of `rows` fetched with `limit + 1`: the first `limit` rows, and the cursor of the last
+ * of them when there was one more.
+ */
+export function pageOf<R, T, P>(
+  rows: R[],
+  limit: number,
+  view: (row: R) => T,
+  position: (row: R) => P,
+  codec: CursorCodec<P>,
+): Page<T> {
+  const more = rows.length > limit;
+  const kept = more ? rows.slice(0, limit) : rows;
+  const last = kept[kept.length - 1];
+  return {
+    items: kept.map(view),
+    nextCursor: more && last !== undefined ? codec.encode(position(last)) : null,
+  };
+}
