@@ -13,7 +13,7 @@ import { SERVING_LOCK } from "./db/migrator.ts";
 import { pendingSentence } from "./db/schema-gate.ts";
 import { closeDeps, createDeps, type Deps } from "./deps.ts";
 import { startApiBackground } from "./loops/api-background.ts";
-import { createOutageLog } from "./loops/outage-log.ts";
+import { createOutageLog } from "./runtime/outage-log.ts";
 import type { Logger } from "./telemetry/logger.ts";
 
 /** How often a process waiting for migrations (or for its database) checks the schema again. */

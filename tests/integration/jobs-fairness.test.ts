@@ -4,6 +4,7 @@ import { z } from "zod";
 import { ManualClock, systemClock } from "../../src/clock.ts";
 import { type Database, execute, openDatabase } from "../../src/db/client.ts";
 import { enqueue, enqueueMany } from "../../src/jobs/enqueue.ts";
+import { createJobLoop } from "../../src/jobs/job-loop.ts";
 import {
   claimJobs,
   completeAndClaimJobs,
@@ -13,7 +14,6 @@ import {
   releaseJobs,
 } from "../../src/jobs/queue.ts";
 import { createJobRegistry, defineJob } from "../../src/jobs/registry.ts";
-import { createJobLoop } from "../../src/loops/job-loop.ts";
 import { createRedactor } from "../../src/redact.ts";
 import { createLogger } from "../../src/telemetry/logger.ts";
 import { useTestDatabase } from "../helpers/app.ts";

@@ -41,7 +41,14 @@
  */
 import type { Clock } from "../clock.ts";
 import type { Database } from "../db/client.ts";
-import { JOB_CANCEL_CHANNEL, JOBS_CHANNEL } from "../jobs/enqueue.ts";
+import type { Redactor } from "../redact.ts";
+import { createIntervalRunner, type IntervalRunner } from "../runtime/interval-runner.ts";
+import { createOutageLog, type OutageLog } from "../runtime/outage-log.ts";
+import { settledWithin } from "../runtime/with-timeout.ts";
+import { workerId as newWorkerId } from "../runtime/worker-id.ts";
+import type { Logger } from "../telemetry/logger.ts";
+import { JOB_CANCEL_CHANNEL, JOBS_CHANNEL } from "./enqueue.ts";
+import { createJobPruner } from "./job-pruner.ts";
 import {
   type ClaimedJob,
   completeAndClaimJobs,
@@ -50,17 +57,10 @@ import {
   LEASE_MS,
   type RetryPolicy,
   renewLeases,
-} from "../jobs/queue.ts";
-import { JobCancelledError, type JobRegistry } from "../jobs/registry.ts";
-import { abortMargin, type RunEvent, type RunJobDeps, reportCompletions, runJob } from "../jobs/run-job.ts";
-import { releaseUnfinishedJobs } from "../jobs/upkeep.ts";
-import type { Redactor } from "../redact.ts";
-import { settledWithin } from "../runtime/with-timeout.ts";
-import { workerId as newWorkerId } from "../runtime/worker-id.ts";
-import type { Logger } from "../telemetry/logger.ts";
-import { createIntervalRunner, type IntervalRunner } from "./interval-runner.ts";
-import { createJobPruner } from "./job-pruner.ts";
-import { createOutageLog, type OutageLog } from "./outage-log.ts";
+} from "./queue.ts";
+import { JobCancelledError, type JobRegistry } from "./registry.ts";
+import { abortMargin, type RunEvent, type RunJobDeps, reportCompletions, runJob } from "./run-job.ts";
+import { releaseUnfinishedJobs } from "./upkeep.ts";
 
 /** What the job loop reports, for metrics (src/jobs/telemetry.ts `jobMetrics`). */
 export type JobEvent =
