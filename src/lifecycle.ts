@@ -10,10 +10,10 @@ import { type AppConfig, type LoadOptions, loadConfig } from "./config/load.ts";
 import type { HeldLock } from "./db/client.ts";
 import { describeDatabaseFailure } from "./db/errors.ts";
 import { SERVING_LOCK } from "./db/migrator.ts";
+import { createOutageLog } from "./db/outage-log.ts";
 import { pendingSentence } from "./db/schema-gate.ts";
 import { closeDeps, createDeps, type Deps } from "./deps.ts";
 import { startApiBackground } from "./loops/api-background.ts";
-import { createOutageLog } from "./runtime/outage-log.ts";
 import type { Logger } from "./telemetry/logger.ts";
 
 /** How often a process waiting for migrations (or for its database) checks the schema again. */

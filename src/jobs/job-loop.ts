@@ -41,13 +41,13 @@
  */
 import type { Clock } from "../clock.ts";
 import type { Database } from "../db/client.ts";
+import { createOutageLog, type OutageLog } from "../db/outage-log.ts";
 import type { Redactor } from "../redact.ts";
-import { createIntervalRunner, type IntervalRunner } from "../runtime/interval-runner.ts";
-import { createOutageLog, type OutageLog } from "../runtime/outage-log.ts";
 import { settledWithin } from "../runtime/with-timeout.ts";
 import { workerId as newWorkerId } from "../runtime/worker-id.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import { JOB_CANCEL_CHANNEL, JOBS_CHANNEL } from "./enqueue.ts";
+import { createIntervalRunner, type IntervalRunner } from "./interval-runner.ts";
 import { createJobPruner } from "./job-pruner.ts";
 import {
   type ClaimedJob,

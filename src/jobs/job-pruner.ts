@@ -1,7 +1,7 @@
 import type { Clock } from "../clock.ts";
 import type { Executor } from "../db/client.ts";
-import { createIntervalRunner, type IntervalRunner } from "../runtime/interval-runner.ts";
 import type { Logger } from "../telemetry/logger.ts";
+import { createIntervalRunner, type IntervalRunner } from "./interval-runner.ts";
 import { pruneFinishedJobs } from "./upkeep.ts";
 
 /** The job loop's retention round (`jobs-prune`), every `intervalMs` (default ten minutes). */

@@ -1,4 +1,4 @@
-import { createIntervalRunner } from "../runtime/interval-runner.ts";
+import { createIntervalRunner } from "../jobs/interval-runner.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import type { Telemetry } from "../telemetry/otel.ts";
 import { type BackgroundLoop, intervalLoop, type LoopName } from "./background.ts";
