@@ -7,7 +7,7 @@ import { createDeps } from "../../src/deps.ts";
 import { emitEvent } from "../../src/events/outbox.ts";
 import { enqueueContext } from "../../src/jobs/enqueue.ts";
 import { createTelemetry } from "../../src/telemetry/sdk.ts";
-import { deliverAttempt } from "../../src/webhooks/deliveries.ts";
+import { deliverAttempt } from "../../src/webhooks/deliver.ts";
 import { createWebhookEndpoint } from "../../src/webhooks/endpoints.ts";
 import { startWebhookReceiver, type WebhookReceiver } from "../fixtures/webhook-receiver.ts";
 import { testConfig, useTestDatabase } from "../helpers/app.ts";

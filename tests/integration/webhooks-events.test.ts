@@ -11,7 +11,7 @@ import { disableTenantUser, removeTenantUser } from "../../src/identity/users.ts
 import { createJobRegistry } from "../../src/jobs/registry.ts";
 import { type Background, startBackground } from "../../src/loops/background.ts";
 import { currentUsage, recordUsage } from "../../src/usage/ledger.ts";
-import { webhookJobs } from "../../src/webhooks/deliveries.ts";
+import { webhookJobs } from "../../src/webhooks/delivery-prune.ts";
 import { createWebhookEndpoint } from "../../src/webhooks/endpoints.ts";
 import { type DohServer, startDohServer } from "../fixtures/doh-server.ts";
 import { type GatewayServer, startGatewayServer } from "../fixtures/gateway-server.ts";
@@ -47,7 +47,7 @@ const h = useTestApp({
     }),
 });
 beforeAll(async () => {
-  background = await startBackground(h.deps, { registry: createJobRegistry(webhookJobs(h.deps)) });
+  background = await startBackground(h.deps, { registry: createJobRegistry().add(h.deps, webhookJobs) });
 });
 
 interface Delivered {

@@ -3,7 +3,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { type PlinthEvent, webhookReceiver } from "../../examples/webhook-receiver/receiver.ts";
 import { systemCtx } from "../../src/context.ts";
-import { deliverAttempt } from "../../src/webhooks/deliveries.ts";
+import { deliverAttempt } from "../../src/webhooks/deliver.ts";
 import { createWebhookEndpoint, sendTestEvent } from "../../src/webhooks/endpoints.ts";
 import { useTestApp } from "../helpers/app.ts";
 import { createTenant, newMasterKey } from "../helpers/identity.ts";
