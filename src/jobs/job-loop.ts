@@ -1,9 +1,10 @@
 /**
- * The job loop: claims due jobs of the kinds this process handles and runs each with `runJob`
- * (src/jobs/run-job.ts). One statement is in flight at a time; it records the runs that finished
- * since the last one and claims min(batch, free slots) new ones in the same round trip.
+ * The job loop: claims due jobs of the kinds this process handles and runs them (src/jobs/job-runs.ts,
+ * src/jobs/run-job.ts); their outcomes go to the completer (src/jobs/completer.ts), which writes
+ * them. One claiming statement is in flight at a time; it carries the outcomes waiting to be
+ * written and claims as many jobs as the places they and the free ones make, in one round trip.
  *
- * Modes (`JobLoop.mode`) and the moves between them:
+ * Modes (`JobLoop.mode`) and the moves between them (`#move` refuses any other):
  *
  *   idle ──start()──▶ starting ──LISTEN set up (or given up)──▶ claiming
  *   claiming ──a claim came back short, no wake-up meanwhile──▶ waiting
@@ -13,22 +14,21 @@
  *
  * - idle: built, not started; nothing is sent.
  * - starting: LISTEN on the jobs channel is being set up (5 s at most); nothing is sent yet.
- * - claiming: there may be due jobs: each statement claims as many as there are free slots (and
- *   room in the local queue, below), and another goes as soon as a slot frees, so a backlog drains
+ * - claiming: there may be due jobs: each statement claims as many as there are free places (and
+ *   room in the local queue, below), and another goes as soon as a place frees, so a backlog drains
  *   at full speed.
- * - waiting: the last claim found fewer jobs than asked; statements only record finished runs
- *   until something says there may be work again.
- * - backoff: the database failed a statement; finished runs wait (their leases protect them) and
- *   nothing is sent for a second.
+ * - waiting: the last claim found fewer jobs than asked; outcomes are written by statements of
+ *   their own until something says there may be work again.
+ * - backoff: the database failed a statement; nothing is claimed for a second (the completer
+ *   tries its writes again on its own).
  * - stopping: no claims; running jobs get the stop's timeout to finish, the rest are aborted and
- *   released (attempt not counted, due at once), and what finished is recorded.
+ *   released (attempt not counted, due at once), and every outcome is written.
  * - stopped: done; start() does nothing.
  *
- * Beside the modes, while jobs run: a heartbeat every third of the lease renews the lease of every
- * running job in one statement (a run it cannot renew was cancelled or taken over: its signal
- * fires), a timer per run fires the signal `abortMargin` before its current lease ends (when the
- * heartbeats stopped getting through), and a NOTIFY on `plinth_job_cancel` fires the signal of a
- * run an admin cancelled.
+ * A job holds its place from its claim until its outcome is recorded or it is released: a loop
+ * whose writes fail holds its jobs (their leases renewed by the heartbeat) and claims again as the
+ * database answers, never more than its places. A claim whose answer was lost may have committed:
+ * before the next claim the loop reads what it holds and runs the jobs it did not know of.
  *
  * The local queue (`localQueue` > 0, `BackgroundProcessing:JobLocalQueueSize`; off by default):
  * claims may take more jobs than there are free slots; the extra ones wait here, claimed under the
@@ -38,29 +38,27 @@
  * most about that long behind it; jobs that take longer than the horizon get no queue at all. A
  * queued job an admin cancels or whose lease was lost is dropped, never started; one whose lease is
  * too short to run is dropped too; at shutdown the queue is released (attempt not counted) first.
+ * With a local queue the completer writes outcomes in statements of their own, beside the claims.
  */
 import type { Clock } from "../clock.ts";
 import type { Database } from "../db/client.ts";
+import { describeDatabaseFailure, isConnectionFailure } from "../db/errors.ts";
 import { createOutageLog, type OutageLog } from "../db/outage-log.ts";
 import type { Redactor } from "../redact.ts";
-import { settledWithin } from "../runtime/with-timeout.ts";
+import { settledWithin, withTimeout } from "../runtime/with-timeout.ts";
 import { workerId as newWorkerId } from "../runtime/worker-id.ts";
 import type { Logger } from "../telemetry/logger.ts";
-import { JOB_CANCEL_CHANNEL, JOBS_CHANNEL } from "./enqueue.ts";
+import { type ClaimResult, completeAndClaimJobs, heldJobs } from "./claim.ts";
+import { type Carried, type Completer, createCompleter, type RunEvent } from "./completer.ts";
 import { createIntervalRunner, type IntervalRunner } from "./interval-runner.ts";
+import { listenForJobs } from "./job-listen.ts";
 import { createJobPruner } from "./job-pruner.ts";
-import {
-  type ClaimedJob,
-  completeAndClaimJobs,
-  completeJobs,
-  type JobLease,
-  LEASE_MS,
-  type RetryPolicy,
-  renewLeases,
-} from "./queue.ts";
-import { JobCancelledError, type JobRegistry } from "./registry.ts";
-import { abortMargin, type RunEvent, type RunJobDeps, reportCompletions, runJob } from "./run-job.ts";
-import { releaseUnfinishedJobs } from "./upkeep.ts";
+import { JobRuns } from "./job-runs.ts";
+import { LocalQueue } from "./local-queue.ts";
+import { LEASE_MS, type RetryPolicy, STATEMENT_TIMEOUT_MS } from "./queue.ts";
+import type { JobRegistry } from "./registry.ts";
+
+export { LOCAL_QUEUE_HORIZON_MS } from "./local-queue.ts";
 
 /** What the job loop reports, for metrics (src/jobs/telemetry.ts `jobMetrics`). */
 export type JobEvent =
@@ -70,6 +68,17 @@ export type JobEvent =
   | { type: "pruned"; count: number };
 
 export type JobLoopMode = "idle" | "starting" | "claiming" | "waiting" | "backoff" | "stopping" | "stopped";
+
+/** The modes each mode may be entered from: the moves drawn at the top of this file. */
+const ENTERED_FROM: Record<JobLoopMode, readonly JobLoopMode[]> = {
+  idle: [],
+  starting: ["idle"],
+  claiming: ["starting", "waiting", "backoff"],
+  waiting: ["claiming"],
+  backoff: ["claiming", "waiting"],
+  stopping: ["starting", "claiming", "waiting", "backoff"],
+  stopped: ["stopping"],
+};
 
 export interface JobLoopDeps {
   database: Database;
@@ -105,30 +114,6 @@ export interface JobLoopOptions {
   random?: () => number;
 }
 
-interface Completion {
-  lease: JobLease;
-  job: ClaimedJob;
-  startedAt: number;
-}
-
-interface Run {
-  job: ClaimedJob;
-  controller: AbortController;
-  /** Resolves when the handler is done (its result may still be being written). */
-  done: Promise<void>;
-  released: boolean;
-  /** The lease as last written (claim or heartbeat). */
-  lockedUntil: Date;
-  leaseTimer: ReturnType<typeof setTimeout> | undefined;
-  /** Cancelled, taken over or settled: no more heartbeats for it. */
-  ended: boolean;
-}
-
-const LISTEN_TIMEOUT_MS = 5_000;
-/** The local queue holds about this much work at the recent mean run time. */
-export const LOCAL_QUEUE_HORIZON_MS = 50;
-/** Weight of the newest run time in the mean that sizes the local queue. */
-const MEAN_WEIGHT = 0.05;
 const BACKOFF_MS = 1_000;
 
 export function createJobLoop(deps: JobLoopDeps, options: JobLoopOptions): JobLoop {
@@ -142,39 +127,28 @@ export class JobLoop {
   readonly #options: JobLoopOptions;
   readonly #kinds: string[];
   readonly #groupLimits: Record<string, number>;
-  /** Where the next claim's round robin over groups resumes. */
-  #groupCursor = "";
   readonly #leaseMs: number;
   readonly #log: Logger;
-  readonly #run: RunJobDeps;
+  readonly #outage: OutageLog;
+  readonly #queue: LocalQueue;
+  readonly #completer: Completer;
+  readonly #runs: JobRuns;
   readonly #poller: IntervalRunner;
   readonly #pruner: IntervalRunner | undefined;
-  readonly #runs = new Map<number, Run>();
-  /** Claimed ahead, not started (local queue), in claim order. */
-  #queue: ClaimedJob[] = [];
-  /** Mean handler time (ms), exponentially weighted; undefined until a run finished. */
-  #meanRunMs: number | undefined;
-  /** Slots promised to the statement in flight. */
+  /** Where the next claim's round robin over groups resumes. */
+  #groupCursor = "";
+  /** Places promised to the statement in flight beyond those its outcomes free. */
   #reserved = 0;
   /** Counts wake-ups, so a claim that was short but overtaken by one does not switch to waiting. */
   #wakeUps = 0;
   /** The one claiming statement in flight; resolves false when the database failed it. */
   #cycle: Promise<boolean> | undefined;
-  /**
-   * Successes recorded by a statement of their own, beside the claim (one at a time; false when the
-   * database failed it): always with a local queue, and without one when there is no claim for them
-   * to ride on (waiting, or no free slot). Otherwise they ride on the next claim.
-   */
-  #completing: Promise<boolean> | undefined;
-  /** Results of runs being written outside the statement (failures, dead jobs). */
-  readonly #writes = new Set<Promise<unknown>>();
-  #completions: Completion[] = [];
+  /** A claim failed without an answer: it may have committed, so the next statement looks first. */
+  #claimUncertain = false;
   #unlisten: (() => Promise<void>) | undefined;
   #pumpScheduled: ReturnType<typeof setImmediate> | undefined;
   #backoffTimer: ReturnType<typeof setTimeout> | undefined;
   #heartbeatTimer: ReturnType<typeof setInterval> | undefined;
-  #renewing: Promise<void> | undefined;
-  readonly #outage: OutageLog;
 
   constructor(deps: JobLoopDeps, options: JobLoopOptions) {
     this.#deps = deps;
@@ -186,13 +160,26 @@ export class JobLoop {
     this.#log = deps.logger.child({ loop: "jobs", workerId: this.workerId });
     const now = () => deps.clock.now().getTime(); // database down: one line, one a minute, recovery
     this.#outage = createOutageLog({ logger: this.#log, what: "job loop statement", now });
-    this.#run = {
-      db: deps.database.db,
-      clock: deps.clock,
-      logger: this.#log,
-      redactor: deps.redactor,
-      emit: (event) => this.#emit(event),
-    };
+    const emit = (event: JobEvent) => this.#emit(event);
+    const runDeps = { db: deps.database.db, clock: deps.clock, logger: this.#log, redactor: deps.redactor };
+    this.#queue = new LocalQueue(options.localQueue ?? 0, options.parallelism, options.batchSize);
+    this.#completer = createCompleter(
+      { ...runDeps, emit },
+      // with a local queue outcomes go beside the claims; without, they ride on the next claim
+      { workerId: this.workerId, eager: this.#queue.size > 0, outage: this.#outage },
+    );
+    this.#runs = new JobRuns(runDeps, {
+      workerId: this.workerId,
+      registry: options.registry,
+      parallelism: options.parallelism,
+      leaseMs: this.#leaseMs,
+      retry: options.retry,
+      random: options.random,
+      queue: this.#queue,
+      completer: this.#completer,
+      changed: () => this.#schedulePump(),
+      emit,
+    });
     const random = options.random ?? Math.random;
     this.#poller = createIntervalRunner({
       name: "jobs",
@@ -206,7 +193,7 @@ export class JobLoop {
       },
     });
     this.#pruner = options.retention
-      ? createJobPruner(this.#run, {
+      ? createJobPruner(runDeps, {
           ...options.retention,
           kinds: this.#kinds,
           leaseMs: this.#leaseMs,
@@ -227,7 +214,7 @@ export class JobLoop {
 
   /** Jobs whose handler is running now. */
   running(): number {
-    return this.#runs.size;
+    return this.#runs.running;
   }
 
   /** Jobs claimed ahead in the local queue, not started yet. */
@@ -235,26 +222,19 @@ export class JobLoop {
     return this.#queue.length;
   }
 
-  /**
-   * How many jobs the local queue may hold now: LOCAL_QUEUE_HORIZON_MS of work at the mean run
-   * time over `parallelism` slots, at most `localQueue`; before any run finished, the batch size.
-   */
-  #queueTarget(): number {
-    const size = this.#options.localQueue ?? 0;
-    if (size <= 0) return 0;
-    if (this.#meanRunMs === undefined) return Math.min(size, this.#options.batchSize);
-    const fits = (LOCAL_QUEUE_HORIZON_MS / Math.max(this.#meanRunMs, 0.001)) * this.#options.parallelism;
-    return Math.min(size, Math.floor(fits));
-  }
-
   async start(): Promise<void> {
     if (this.#mode !== "idle") return;
-    this.#mode = "starting";
-    if (this.#options.listen !== false) await this.#listen();
-    if (this.#mode !== "starting") return this.#unlistenNow(); // stopped while LISTEN was set up
-    this.#mode = "claiming";
+    this.#move("starting");
+    if (this.#options.listen !== false)
+      this.#unlisten = await listenForJobs(this.#deps.database, this.#log, {
+        pollMs: this.#options.pollMs,
+        wake: () => this.wake(),
+        cancelled: (payload) => this.#runs.cancelled(payload),
+      });
+    if (this.mode !== "starting") return this.#unlistenNow(); // stopped while LISTEN was set up
+    this.#move("claiming");
     const heartbeatMs = this.#options.heartbeatMs ?? Math.floor(this.#leaseMs / 3);
-    if (heartbeatMs > 0) this.#heartbeatTimer = setInterval(() => void this.#heartbeat(), heartbeatMs);
+    if (heartbeatMs > 0) this.#heartbeatTimer = setInterval(() => void this.#runs.heartbeat(), heartbeatMs);
     this.#poller.start();
     this.#pruner?.start();
     this.#log.info("job loop started", {
@@ -272,168 +252,48 @@ export class JobLoop {
 
   /**
    * Stops claiming, lets running jobs finish for up to `timeoutMs`, then aborts and releases the
-   * rest (attempt not counted, due at once) so another process takes them immediately.
+   * rest (attempt not counted, due at once) so another process takes them immediately, and writes
+   * every outcome (trying again while the database is away, until the same deadline).
    */
   async stop(timeoutMs: number): Promise<{ finished: number; released: number[] }> {
     if (this.#mode === "idle" || this.#mode === "stopping" || this.#mode === "stopped")
       return { finished: 0, released: [] };
-    this.#mode = "stopping";
+    const deadline = Date.now() + timeoutMs;
+    this.#move("stopping");
     clearTimeout(this.#backoffTimer);
     await Promise.all([this.#poller.stop(), this.#pruner?.stop()]);
     await this.#cycle;
+    this.#runs.close();
+    this.#completer.stopCarrying();
+    if (this.#claimUncertain) await this.#adoptOrphans().catch(() => {}); // then released with the queue
     // claimed ahead, never started: given back at once, so another process takes them now
-    const queued = this.#queue.splice(0);
-    const releasedQueue = queued.length > 0 ? await this.#releaseQueued(queued) : [];
-    const inFlight = [...this.#runs.values()];
-    await settledWithin(
-      inFlight.map((r) => r.done),
-      timeoutMs,
-    );
-    const left = [...this.#runs.values()];
-    const released = [...releasedQueue, ...(left.length > 0 ? await this.#release(left) : [])];
-    // record what finished: completions go out in the statements #pump still sends
-    const busy = () =>
-      this.#cycle || this.#completing || this.#completions.length > 0 || this.#writes.size > 0;
-    for (let i = 0; i < 100 && busy(); i++) {
-      const cycle = this.#pump();
-      const completing = this.#completing;
-      await Promise.allSettled([cycle, completing, ...this.#writes]);
-      // the database is away: those runs go again after their lease
-      if ((cycle && !(await cycle)) || (completing && !(await completing))) break;
-    }
+    const releasedQueue = this.#runs.releaseQueued();
+    const handlers = this.#runs.handlers();
+    await settledWithin(handlers, timeoutMs);
+    const left = this.#runs.releaseRunning();
+    await this.#completer.drain(deadline);
+    const released = [...(await releasedQueue), ...(await left.released)];
     await this.#unlistenNow();
     clearImmediate(this.#pumpScheduled);
     clearInterval(this.#heartbeatTimer);
-    await this.#renewing;
-    for (const run of this.#runs.values()) clearTimeout(run.leaseTimer);
-    this.#mode = "stopped";
-    const finished = inFlight.length - left.length;
+    await this.#runs.quiet();
+    this.#completer.close();
+    this.#move("stopped");
+    const finished = handlers.length - left.count;
     this.#log.info("job loop stopped", { finished, released: released.length });
     return { finished, released };
   }
 
-  async #listen(): Promise<void> {
-    if (!this.#deps.database.sessions) {
-      this.#log.info("job loop polls: LISTEN needs DATABASE_DIRECT_URL beside a transaction pooler", {
-        pollMs: this.#options.pollMs,
-      });
-      return;
-    }
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    try {
-      const database = this.#deps.database;
-      const both = Promise.allSettled([
-        database.listen(JOBS_CHANNEL, () => this.wake()),
-        database.listen(JOB_CANCEL_CHANNEL, (payload) => this.#cancelled(payload)),
-      ]);
-      const results = await Promise.race([
-        both,
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error("LISTEN timed out")), LISTEN_TIMEOUT_MS);
-        }),
-      ]);
-      const unlistens = results.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
-      const unlistenAll = async () => {
-        await Promise.allSettled(unlistens.map((unlisten) => unlisten()));
-      };
-      const failed = results.find((r) => r.status === "rejected");
-      if (failed) {
-        await unlistenAll(); // both or neither: cancels then arrive by heartbeat, wake-ups by polling
-        throw failed.reason;
-      }
-      this.#unlisten = unlistenAll;
-    } catch (error) {
-      this.#log.warn("LISTEN on the jobs channels failed; polling only (cancels by heartbeat)", { error });
-    } finally {
-      clearTimeout(timer);
-    }
+  /** The one way the mode changes: refuses a move the diagram at the top does not draw. */
+  #move(to: JobLoopMode): void {
+    if (!ENTERED_FROM[to].includes(this.#mode))
+      throw new Error(`job loop: no move from ${this.#mode} to ${to}`);
+    this.#mode = to;
   }
 
   async #unlistenNow(): Promise<void> {
     await this.#unlisten?.().catch(() => {});
     this.#unlisten = undefined;
-  }
-
-  /** A NOTIFY on the cancel channel (`<id>:<attempts>`): the run, if it is here, is signalled. */
-  #cancelled(payload: string): void {
-    const [id, attempts] = payload.split(":").map(Number);
-    const at = this.#queue.findIndex((j) => j.id === id && j.attempts === attempts);
-    if (at >= 0) {
-      const [job] = this.#queue.splice(at, 1);
-      if (job) this.#dropQueued(job, "cancelled");
-      return;
-    }
-    const run = id === undefined ? undefined : this.#runs.get(id);
-    if (!run || run.job.attempts !== attempts || id === undefined) return;
-    this.#endRun(run, new JobCancelledError(id));
-  }
-
-  #endRun(run: Run, reason: Error): void {
-    run.ended = true;
-    clearTimeout(run.leaseTimer);
-    run.controller.abort(reason);
-  }
-
-  /** Fires the run's signal `abortMargin` before its current lease ends (re-armed by each heartbeat). */
-  #armLeaseTimer(run: Run): void {
-    clearTimeout(run.leaseTimer);
-    const remaining = run.lockedUntil.getTime() - this.#deps.clock.now().getTime();
-    run.leaseTimer = setTimeout(
-      () => run.controller.abort(new Error("the job's lease is about to end")),
-      Math.max(0, remaining - abortMargin(this.#leaseMs)),
-    );
-  }
-
-  /** Renews the lease of every running job in one statement; one heartbeat at a time. */
-  #heartbeat(): Promise<void> | undefined {
-    if (this.#renewing) return this.#renewing;
-    const runs = [...this.#runs.values()].filter((r) => !r.ended);
-    const queued = [...this.#queue];
-    if (runs.length === 0 && queued.length === 0) return undefined;
-    this.#renewing = (async () => {
-      try {
-        const renewed = await renewLeases(this.#deps.database.db, {
-          workerId: this.workerId,
-          jobs: [...runs.map((r) => r.job), ...queued].map((j) => ({ id: j.id, attempts: j.attempts })),
-          now: this.#deps.clock.now(),
-          leaseMs: this.#leaseMs,
-        });
-        const queuedNow = new Map(this.#queue.map((j) => [j.id, j]));
-        for (const lease of renewed) {
-          const waiting = queuedNow.get(lease.id);
-          if (waiting) {
-            if (lease.renewed && lease.lockedUntil) waiting.lockedUntil = lease.lockedUntil;
-            else {
-              this.#queue = this.#queue.filter((j) => j !== waiting);
-              this.#dropQueued(waiting, lease.status === "cancelled" ? "cancelled" : "lost");
-            }
-            continue;
-          }
-          const run = this.#runs.get(lease.id);
-          if (!run || run.ended) continue;
-          if (lease.renewed && lease.lockedUntil) {
-            run.lockedUntil = lease.lockedUntil;
-            this.#armLeaseTimer(run);
-          } else if (lease.status === "cancelled") {
-            this.#endRun(run, new JobCancelledError(lease.id));
-          } else if (lease.status === "processing" || lease.status === null) {
-            this.#endRun(run, new Error("the job's lease was taken over by another worker"));
-          } else {
-            run.ended = true; // its result is written already (a timeout recorded as failed)
-          }
-        }
-      } catch (error) {
-        // the lease timers still stop the handlers before their leases end
-        this.#log.warn("renewing the leases of running jobs failed", {
-          error,
-          jobs: runs.length,
-          queued: queued.length,
-        });
-      } finally {
-        this.#renewing = undefined;
-      }
-    })();
-    return this.#renewing;
   }
 
   #emit(event: JobEvent): void {
@@ -447,43 +307,31 @@ export class JobLoop {
   /** There may be work: a NOTIFY, a poll tick or `wake()`. */
   #wake(): void {
     this.#wakeUps++;
-    if (this.#mode === "waiting") this.#mode = "claiming";
+    if (this.#mode === "waiting") this.#move("claiming");
   }
 
   /**
-   * Sends the next statement unless one is in flight: finished runs are recorded and, in claiming
-   * mode with slots free, min(batch, free slots) jobs are claimed in the same round trip. What
-   * piles up meanwhile goes together in the next one. With a local queue (hundreds of jobs a
-   * statement) the successes go in a statement of their own, in flight beside the claim: the two
-   * cost about the same, and in parallel a backlog drains at the pace of the slower one.
+   * Sends the next statement unless one is in flight: in claiming mode it carries the outcomes
+   * waiting to be written and claims min(batch, the places they and the free ones make) jobs. What
+   * piles up meanwhile goes together in the next one. Outcomes with no claim to ride on (waiting)
+   * go in a statement of their own beside it, so a NOTIFY that arrives meanwhile is claimed at
+   * once, not after that write; with a local queue they always do (the completer writes them).
    */
   #pump(): Promise<boolean> | undefined {
     const mode = this.#mode;
-    if (mode === "idle" || mode === "starting" || mode === "backoff" || mode === "stopped")
-      return this.#cycle;
-    const split = (this.#options.localQueue ?? 0) > 0;
-    const target = this.#queueTarget();
-    const room = this.#options.parallelism + target - this.#runs.size - this.#queue.length - this.#reserved;
-    const n = mode === "claiming" ? Math.min(Math.max(this.#options.batchSize, target), room) : 0;
-    // successes with no claim to ride on (waiting, or no free slot) go alone, beside the claim slot,
-    // so a NOTIFY that arrives meanwhile is claimed at once instead of after them
-    const alone = split || n < 1;
-    if (alone && !this.#completing && this.#completions.length > 0) {
-      const completing = this.#recordCompletions(this.#completions);
-      this.#completions = [];
-      this.#completing = completing;
-      void completing.finally(() => {
-        this.#completing = undefined;
-        this.#schedulePump();
-      });
-    }
+    if (mode !== "claiming" && mode !== "waiting") return this.#cycle;
+    const carrying = this.#queue.size === 0;
+    if (carrying && mode === "waiting") void this.#completer.flush();
     if (this.#cycle) return this.#cycle;
-    const carried = alone ? 0 : this.#completions.length;
-    if (n < 1 && carried === 0) return undefined;
-    const finished = alone ? [] : this.#completions;
-    if (!alone) this.#completions = [];
-    this.#reserved += n;
-    const cycle = this.#statement(finished, n);
+    const target = this.#queue.target();
+    const free = this.#options.parallelism + target - this.#runs.held - this.#reserved;
+    const carriable = carrying ? this.#completer.carriable : 0;
+    const n = mode === "claiming" ? Math.min(Math.max(this.#options.batchSize, target), free + carriable) : 0;
+    if (n < 1 && !this.#claimUncertain) return undefined;
+    const carried = n > 0 && carrying ? this.#completer.take() : undefined;
+    const reserved = Math.max(0, n - (carried?.entries.length ?? 0));
+    this.#reserved += reserved;
+    const cycle = this.#statement(carried, Math.max(0, n), reserved);
     this.#cycle = cycle;
     void cycle.finally(() => {
       this.#cycle = undefined;
@@ -492,179 +340,94 @@ export class JobLoop {
     return cycle;
   }
 
-  async #statement(finished: Completion[], n: number): Promise<boolean> {
+  async #statement(carried: Carried | undefined, n: number, reserved: number): Promise<boolean> {
     const wakeUps = this.#wakeUps;
     const startedAt = performance.now();
-    let claimed: ClaimedJob[];
-    let completed: number[];
-    let more = false;
+    let result: ClaimResult;
     try {
-      // with n = 0 this only records the finished runs
-      let cursor: string;
-      ({ claimed, completed, cursor, more } = await completeAndClaimJobs(this.#deps.database.db, {
+      if (this.#claimUncertain) await this.#adoptOrphans();
+      // with n = 0 this only looked for a lost claim's jobs
+      const statement = completeAndClaimJobs(this.#deps.database.db, {
         workerId: this.workerId,
         kinds: this.#kinds,
         limit: n,
         now: this.#deps.clock.now(),
         leaseMs: this.#leaseMs,
-        complete: finished.map((c) => c.lease),
+        complete: carried?.results ?? [],
         groupLimits: this.#groupLimits,
         groupCursor: this.#groupCursor,
-      }));
-      this.#groupCursor = cursor;
+      });
+      result = await withTimeout(statement, STATEMENT_TIMEOUT_MS, "job loop statement");
       this.#outage.succeeded();
     } catch (error) {
       this.#outage.failed(error); // retried in a second
-      // keep the finished runs for the next try; their leases still protect them meanwhile
-      this.#completions = [...finished, ...this.#completions];
-      if (this.#mode === "claiming" || this.#mode === "waiting") this.#backoff();
+      if (carried) this.#completer.putBack(carried, error);
+      if (n > 0 && isConnectionFailure(describeDatabaseFailure(error))) this.#claimUncertain = true;
+      if (this.#mode === "claiming" || this.#mode === "waiting") this.#backOff();
       return false;
     } finally {
-      this.#reserved -= n;
+      this.#reserved -= reserved;
     }
+    this.#groupCursor = result.cursor;
     if (n > 0)
       this.#emit({
         type: "claimed",
-        count: claimed.length,
+        count: result.claimed.length,
         requested: n,
         durationMs: performance.now() - startedAt,
       });
-    reportCompletions(this.#run, finished, completed);
-    this.#queue.push(...claimed);
-    this.#fill();
+    if (carried) this.#completer.settle(carried, result.completed);
+    this.#queue.push(result.claimed);
+    this.#runs.fill();
     // short because lower priorities or full groups wait: claim again, as long as claims bring jobs
-    const drained = claimed.length === 0 || !more;
-    if (n > 0 && claimed.length < n && drained && wakeUps === this.#wakeUps && this.#mode === "claiming")
-      this.#mode = "waiting";
+    const drained = result.claimed.length === 0 || !result.more;
+    if (
+      n > 0 &&
+      result.claimed.length < n &&
+      drained &&
+      wakeUps === this.#wakeUps &&
+      this.#mode === "claiming"
+    )
+      this.#move("waiting");
     return true;
   }
 
-  /** Records successes alone (local queue); on failure they wait for the next try, as in #statement. */
-  async #recordCompletions(finished: Completion[]): Promise<boolean> {
-    try {
-      const completed = await completeJobs(this.#deps.database.db, {
-        workerId: this.workerId,
-        jobs: finished.map((c) => c.lease),
-        now: this.#deps.clock.now(),
-      });
-      this.#outage.succeeded();
-      reportCompletions(this.#run, finished, completed);
-      return true;
-    } catch (error) {
-      this.#outage.failed(error);
-      this.#completions = [...finished, ...this.#completions];
-      if (this.#mode === "claiming" || this.#mode === "waiting") this.#backoff();
-      return false;
-    }
+  /**
+   * After a claim whose answer was lost: the jobs this worker holds that the loop does not know
+   * were claimed by it; they are queued to run (their attempt is counted already) rather than left
+   * to wait for their lease.
+   */
+  async #adoptOrphans(): Promise<void> {
+    const known = this.#runs.knownIds();
+    const held = await withTimeout(
+      heldJobs(this.#deps.database.db, { workerId: this.workerId }),
+      STATEMENT_TIMEOUT_MS,
+      "job loop statement",
+    );
+    this.#claimUncertain = false;
+    const orphans = held.filter((job) => !known.has(job.id));
+    if (orphans.length === 0) return;
+    this.#log.warn("jobs claimed by a statement whose answer was lost: running them now", {
+      jobs: orphans.map((j) => j.id),
+    });
+    this.#queue.push(orphans);
   }
 
-  #backoff(): void {
-    this.#mode = "backoff";
+  #backOff(): void {
+    this.#move("backoff");
     this.#backoffTimer = setTimeout(() => {
       if (this.#mode !== "backoff") return;
-      this.#mode = "claiming";
+      this.#move("claiming");
       this.#pump();
     }, BACKOFF_MS);
   }
 
-  /** Pump once everything that finished in this turn of the event loop has freed its slot. */
+  /** Pump once everything that finished in this turn of the event loop has freed its place. */
   #schedulePump(): void {
     if (this.#pumpScheduled) return;
     this.#pumpScheduled = setImmediate(() => {
       this.#pumpScheduled = undefined;
       this.#pump();
     });
-  }
-
-  /** Starts queued jobs while slots are free (not while stopping: the queue is released then). */
-  #fill(): void {
-    if (this.#mode === "stopping" || this.#mode === "stopped") return;
-    while (this.#runs.size < this.#options.parallelism) {
-      const job = this.#queue.shift();
-      if (!job) return;
-      // a lease too short to run in (the heartbeat could not renew it): leave it to its lease
-      if (job.lockedUntil.getTime() - this.#deps.clock.now().getTime() <= abortMargin(this.#leaseMs)) {
-        this.#dropQueued(job, "expiring");
-        continue;
-      }
-      this.#startRun(job);
-    }
-  }
-
-  /** A queued job that will not start here: cancelled by an admin, its lease lost or about to end. */
-  #dropQueued(job: ClaimedJob, why: "cancelled" | "lost" | "expiring"): void {
-    const fields = { jobId: job.id, kind: job.kind, attempt: job.attempts };
-    if (why === "cancelled") {
-      this.#log.info("queued job cancelled before it started", fields);
-      this.#emit({ type: "cancelled", id: job.id, kind: job.kind, attempt: job.attempts });
-    } else if (why === "lost") {
-      this.#log.warn("queued job's lease was taken over before it started", fields);
-      this.#emit({ type: "lost", id: job.id, kind: job.kind, attempt: job.attempts });
-    } else this.#log.warn("queued job's lease is about to end; left to run again after it", fields);
-    this.#schedulePump();
-  }
-
-  #startRun(job: ClaimedJob): void {
-    let handled!: () => void;
-    const run: Run = {
-      job,
-      controller: new AbortController(),
-      released: false,
-      done: new Promise<void>((resolve) => {
-        handled = resolve;
-      }),
-      lockedUntil: job.lockedUntil,
-      leaseTimer: undefined,
-      ended: false,
-    };
-    this.#runs.set(job.id, run);
-    this.#armLeaseTimer(run);
-    const startedAt = performance.now();
-    const result = runJob(this.#run, {
-      job,
-      workerId: this.workerId,
-      registry: this.#options.registry,
-      leaseMs: this.#leaseMs,
-      retry: this.#options.retry,
-      random: this.#options.random,
-      controller: run.controller,
-      leaseTimer: false, // the heartbeat keeps the lease; #armLeaseTimer stops the handler before it ends
-      released: () => run.released,
-      // recorded by the next statement (#pump runs as the slot frees)
-      complete: (lease, startedAt) => this.#completions.push({ lease, job, startedAt }),
-      // the handler is done (always after an await, so `result` is set): free the slot, and let
-      // stop() wait for the result's write but never for a released run's handler
-      onHandled: () => {
-        run.ended = true;
-        clearTimeout(run.leaseTimer);
-        this.#runs.delete(job.id);
-        const ms = performance.now() - startedAt;
-        this.#meanRunMs =
-          this.#meanRunMs === undefined ? ms : this.#meanRunMs + MEAN_WEIGHT * (ms - this.#meanRunMs);
-        this.#fill();
-        this.#writes.add(result);
-        void result.finally(() => this.#writes.delete(result));
-        handled();
-        this.#schedulePump();
-      },
-    });
-  }
-
-  async #releaseQueued(queued: ClaimedJob[]): Promise<number[]> {
-    const jobs = queued.map((j) => ({ id: j.id, attempts: j.attempts }));
-    const released = await releaseUnfinishedJobs(this.#run, { workerId: this.workerId, jobs });
-    if (released) this.#emit({ type: "released", ids: released });
-    return released ?? [];
-  }
-
-  async #release(left: Run[]): Promise<number[]> {
-    for (const run of left) {
-      run.released = true;
-      run.controller.abort(new Error("the process is shutting down"));
-    }
-    const jobs = left.map((r) => ({ id: r.job.id, attempts: r.job.attempts }));
-    const released = await releaseUnfinishedJobs(this.#run, { workerId: this.workerId, jobs });
-    if (released) this.#emit({ type: "released", ids: released });
-    return released ?? [];
   }
 }

@@ -8,8 +8,9 @@ import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { ManualClock } from "../../src/clock.ts";
 import { execute } from "../../src/db/client.ts";
+import { completeAndClaimJobs } from "../../src/jobs/claim.ts";
 import { enqueueMany } from "../../src/jobs/enqueue.ts";
-import { completeAndClaimJobs, type JobLease } from "../../src/jobs/queue.ts";
+import type { JobLease } from "../../src/jobs/queue.ts";
 import { defineJob } from "../../src/jobs/registry.ts";
 import { useTestDatabase } from "../helpers/app.ts";
 

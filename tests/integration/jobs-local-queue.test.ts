@@ -275,7 +275,7 @@ describe("a large claim over groups", () => {
   });
 
   test("offers each group its fair share, and says more when it came back short", async () => {
-    const { claimJobs, completeAndClaimJobs } = await import("../../src/jobs/queue.ts");
+    const { claimJobs, completeAndClaimJobs } = await import("../../src/jobs/claim.ts");
     const job = defineJob("lq.groups", z.object({ n: z.number() }), () => {});
     const clock = new ManualClock();
     // one big group and nine groups of one job: a claim of 100 offers each group 10
