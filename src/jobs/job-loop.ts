@@ -30,44 +30,26 @@
  * database answers, never more than its places. A claim whose answer was lost may have committed:
  * before the next claim the loop reads what it holds and runs the jobs it did not know of.
  *
- * The local queue (`localQueue` > 0, `BackgroundProcessing:JobLocalQueueSize`; off by default):
- * claims may take more jobs than there are free slots; the extra ones wait here, claimed under the
- * same lease and renewed by the same heartbeat, and start as slots free without a round trip. It
- * holds at most about LOCAL_QUEUE_HORIZON_MS of work at the recent mean run time (never more than
- * `localQueue` jobs), so a job that arrives later — a higher priority, another tenant — waits at
- * most about that long behind it; jobs that take longer than the horizon get no queue at all. A
- * queued job an admin cancels or whose lease was lost is dropped, never started; one whose lease is
- * too short to run is dropped too; at shutdown the queue is released (attempt not counted) first.
- * With a local queue the completer writes outcomes in statements of their own, beside the claims.
+ * The local queue (`localQueue`, src/jobs/local-queue.ts) holds jobs claimed ahead of free slots; with
+ * it the completer writes outcomes in statements of their own, beside the claims.
  */
-import type { Clock } from "../clock.ts";
-import type { Database } from "../db/client.ts";
 import { describeDatabaseFailure, isConnectionFailure } from "../db/errors.ts";
 import { createOutageLog, type OutageLog } from "../db/outage-log.ts";
-import type { Redactor } from "../redact.ts";
 import { settledWithin, withTimeout } from "../runtime/with-timeout.ts";
 import { workerId as newWorkerId } from "../runtime/worker-id.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import { type ClaimResult, completeAndClaimJobs, heldJobs } from "./claim.ts";
-import { type Carried, type Completer, createCompleter, type RunEvent } from "./completer.ts";
+import { type Carried, type Completer, createCompleter } from "./completer.ts";
 import { createIntervalRunner, type IntervalRunner } from "./interval-runner.ts";
 import { listenForJobs } from "./job-listen.ts";
+import type { JobEvent, JobLoopDeps, JobLoopMode, JobLoopOptions } from "./job-loop-options.ts";
 import { createJobPruner } from "./job-pruner.ts";
 import { JobRuns } from "./job-runs.ts";
 import { LocalQueue } from "./local-queue.ts";
-import { LEASE_MS, type RetryPolicy, STATEMENT_TIMEOUT_MS } from "./queue.ts";
-import type { JobRegistry } from "./registry.ts";
+import { LEASE_MS, STATEMENT_TIMEOUT_MS } from "./queue.ts";
 
+export type { JobEvent, JobLoopDeps, JobLoopMode, JobLoopOptions } from "./job-loop-options.ts";
 export { LOCAL_QUEUE_HORIZON_MS } from "./local-queue.ts";
-
-/** What the job loop reports, for metrics (src/jobs/telemetry.ts `jobMetrics`). */
-export type JobEvent =
-  | { type: "claimed"; count: number; requested: number; durationMs: number }
-  | RunEvent
-  | { type: "released"; ids: number[] }
-  | { type: "pruned"; count: number };
-
-export type JobLoopMode = "idle" | "starting" | "claiming" | "waiting" | "backoff" | "stopping" | "stopped";
 
 /** The modes each mode may be entered from: the moves drawn at the top of this file. */
 const ENTERED_FROM: Record<JobLoopMode, readonly JobLoopMode[]> = {
@@ -79,40 +61,6 @@ const ENTERED_FROM: Record<JobLoopMode, readonly JobLoopMode[]> = {
   stopping: ["starting", "claiming", "waiting", "backoff"],
   stopped: ["stopping"],
 };
-
-export interface JobLoopDeps {
-  database: Database;
-  clock: Clock;
-  logger: Logger;
-  redactor: Redactor;
-}
-
-export interface JobLoopOptions {
-  registry: JobRegistry;
-  /** `BackgroundProcessing:JobParallelism`. */
-  parallelism: number;
-  /** `BackgroundProcessing:JobBatchSize`. */
-  batchSize: number;
-  /**
-   * `BackgroundProcessing:JobLocalQueueSize`: jobs claimed ahead of free slots, at most (and at most
-   * LOCAL_QUEUE_HORIZON_MS of work). 0 (the default): a claimed job is a running job.
-   */
-  localQueue?: number;
-  /** `BackgroundProcessing:JobPollSeconds`, in ms. */
-  pollMs: number;
-  retry?: RetryPolicy;
-  /** Retention of finished jobs; pruning is off without it. */
-  retention?: { succeededMs: number; deadMs: number; intervalMs?: number };
-  /** Wake on NOTIFY (default true). Polling works without it, e.g. behind a transaction pooler. */
-  listen?: boolean;
-  workerId?: string;
-  /** Tests shorten the lease; production uses the spec's five minutes. */
-  leaseMs?: number;
-  /** How often running jobs' leases are renewed; default a third of the lease; 0 switches heartbeats off. */
-  heartbeatMs?: number;
-  onEvent?: (event: JobEvent) => void;
-  random?: () => number;
-}
 
 const BACKOFF_MS = 1_000;
 

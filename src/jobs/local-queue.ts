@@ -6,8 +6,16 @@ export const LOCAL_QUEUE_HORIZON_MS = 50;
 const MEAN_WEIGHT = 0.05;
 
 /**
- * Jobs a loop claimed ahead of free slots (`BackgroundProcessing:JobLocalQueueSize`), in claim
- * order, each started as a slot frees without a round trip; and the mean run time that sizes it.
+ * Jobs a loop claimed ahead of free slots, in claim order, and the mean run time that sizes it.
+ *
+ * The local queue (`localQueue` > 0, `BackgroundProcessing:JobLocalQueueSize`; off by default):
+ * claims may take more jobs than there are free slots; the extra ones wait here, claimed under the
+ * same lease and renewed by the same heartbeat, and start as slots free without a round trip. It
+ * holds at most about LOCAL_QUEUE_HORIZON_MS of work at the recent mean run time (never more than
+ * `localQueue` jobs), so a job that arrives later — a higher priority, another tenant — waits at
+ * most about that long behind it; jobs that take longer than the horizon get no queue at all. A
+ * queued job an admin cancels or whose lease was lost is dropped, never started; one whose lease is
+ * too short to run is dropped too; at shutdown the queue is released (attempt not counted) first.
  */
 export class LocalQueue {
   #jobs: ClaimedJob[] = [];

@@ -4,7 +4,7 @@ import { z } from "zod";
 import { ManualClock } from "../../src/clock.ts";
 import { execute } from "../../src/db/client.ts";
 import { users } from "../../src/db/schema/index.ts";
-import { BULK_BATCH_SIZE } from "../../src/jobs/admin.ts";
+import { BULK_BATCH_SIZE } from "../../src/jobs/admin/bulk-batches.ts";
 import { claimJobs } from "../../src/jobs/claim.ts";
 import { type EnqueueItem, enqueue, enqueueMany, JOB_CANCEL_CHANNEL } from "../../src/jobs/enqueue.ts";
 import { completeJobs } from "../../src/jobs/outcomes.ts";

@@ -6,7 +6,7 @@ import { z } from "zod";
 import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
 import { type Database, execute } from "../../src/db/client.ts";
-import { cancelJob } from "../../src/jobs/admin.ts";
+import { cancelJob } from "../../src/jobs/admin/cancel-job.ts";
 import { enqueueMany } from "../../src/jobs/enqueue.ts";
 import { createJobLoop, type JobEvent, type JobLoop, type JobLoopOptions } from "../../src/jobs/job-loop.ts";
 import { createJobRegistry, defineJob, type JobDefinition } from "../../src/jobs/registry.ts";

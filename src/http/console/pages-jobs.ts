@@ -4,22 +4,16 @@ import { html } from "hono/html";
 import type { JobStatus } from "../../db/schema/jobs.ts";
 import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
-import {
-  CANCELLABLE_STATUSES,
-  cancelJob,
-  cancelJobs,
-  countBulkTargets,
-  getJob,
-  type JobFilter,
-  type JobView,
-  jobStatuses,
-  listJobs,
-  MAX_JOB_PRIORITY,
-  RETRYABLE_STATUSES,
-  retryDeadJob,
-  retryJobs,
-  setJobPriority,
-} from "../../jobs/admin.ts";
+import { cancelJob } from "../../jobs/admin/cancel-job.ts";
+import { cancelJobs } from "../../jobs/admin/cancel-jobs.ts";
+import { countBulkTargets } from "../../jobs/admin/count-bulk-targets.ts";
+import { getJob } from "../../jobs/admin/get-job.ts";
+import { CANCELLABLE_STATUSES, type JobFilter, RETRYABLE_STATUSES } from "../../jobs/admin/job-filter.ts";
+import { type JobView, jobStatuses } from "../../jobs/admin/job-view.ts";
+import { listJobs } from "../../jobs/admin/list-jobs.ts";
+import { retryDeadJob } from "../../jobs/admin/retry-job.ts";
+import { retryJobs } from "../../jobs/admin/retry-jobs.ts";
+import { MAX_JOB_PRIORITY, setJobPriority } from "../../jobs/admin/set-job-priority.ts";
 import { listSchedules, putSchedule, runScheduleNow } from "../../jobs/schedules.ts";
 import { isUuid, tenantCodes } from "../../tenancy/tenants.ts";
 import { ctxOf } from "../context.ts";
