@@ -5,7 +5,7 @@ import { platformRoleNames } from "../../identity/roles.ts";
 import { createRouter, ctxOf } from "../context.ts";
 import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
 
-const create = apiRoute("admin", {
+const create = apiRoute("platform", {
   method: "post",
   path: "/api/admin/platform-users",
   operationId: "adminCreatePlatformUser",
