@@ -209,7 +209,7 @@ const reprioritise = apiRoute("platform", {
   },
 });
 
-/** Platform-admin job endpoints. Mounted behind the platform-admin guard by src/app.ts. */
+/** Platform-admin job endpoints. Each declares `platform` access. */
 export function adminJobRoutes(deps: Deps) {
   return createRouter()
     .openapi(list, async (c) => {

@@ -31,7 +31,7 @@ const create = apiRoute("platform", {
   },
 });
 
-/** Platform admin: platform staff and their roles. Mounted behind `/api/admin/*`'s guards. */
+/** Platform admin: platform staff and their roles. Each declares `platform` access. */
 export function adminPlatformUserRoutes(deps: Deps) {
   return createRouter().openapi(create, async (c) =>
     c.json(await createPlatformUser(deps, ctxOf(c, null), c.req.valid("json")), 201),

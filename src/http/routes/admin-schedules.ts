@@ -105,7 +105,7 @@ const run = apiRoute("platform", {
   },
 });
 
-/** Platform-admin schedule endpoints. Mounted behind the platform-admin guard by src/app.ts. */
+/** Platform-admin schedule endpoints. Each declares `platform` access. */
 export function adminScheduleRoutes(deps: Deps) {
   return createRouter()
     .openapi(list, async (c) => {

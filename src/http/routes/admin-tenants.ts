@@ -82,7 +82,7 @@ const suspend = apiRoute("platform", {
   },
 });
 
-/** Platform admin: tenants. Mounted behind `/api/admin/*`'s guards. */
+/** Platform admin: tenants. Each declares `platform` access. */
 export function adminTenantRoutes(deps: Deps) {
   const db = deps.database.db;
   return createRouter()

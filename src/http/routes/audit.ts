@@ -166,7 +166,7 @@ export function tenantAuditRoutes(deps: Deps) {
   });
 }
 
-/** `GET /api/admin/audit-events`, behind `/api/admin/*`'s guards. */
+/** `GET /api/admin/audit-events`, for platform staff. */
 export function adminAuditRoutes(deps: Deps) {
   return createRouter().openapi(adminList, async (c) => {
     const { limit, cursor, tenantId, ...rest } = c.req.valid("query");

@@ -142,7 +142,7 @@ const tenant = routes("/api/tenant/domains", "tenant", z.object({}), {
   write: tenantAccess(["owner", "admin"], { apiKey: "domains:write" }),
 });
 
-/** Platform admin: any tenant's domains. Mounted behind `/api/admin/*`'s guards. */
+/** Platform admin: any tenant's domains. Each declares `platform` access. */
 export function adminDomainRoutes(deps: Deps) {
   return (
     createRouter()
@@ -173,7 +173,7 @@ export function adminDomainRoutes(deps: Deps) {
 
 /**
  * Tenant owners and admins: their own tenant's domains (every query scoped by the principal's tenant, so
- * another tenant's domain id is a 404). Mounted behind `/api/tenant/*` and the owner role.
+ * another tenant's domain id is a 404).
  */
 export function tenantDomainRoutes(deps: Deps) {
   return createRouter()

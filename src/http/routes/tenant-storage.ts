@@ -116,7 +116,7 @@ const remove = apiRoute(tenantAccess("everyone", { apiKey: "storage:*" }), {
 
 /**
  * Tenant users' object storage, always within their own tenant's prefix (from the principal,
- * never from the request). Mounted behind `/api/tenant/*`'s guards.
+ * never from the request).
  */
 export function tenantStorageRoutes(deps: Deps) {
   return createRouter()

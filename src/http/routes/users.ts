@@ -54,7 +54,7 @@ const adminCreate = apiRoute("platform", {
   },
 });
 
-/** Platform admin: a tenant's users. Mounted behind `/api/admin/*`'s guards. */
+/** Platform admin: a tenant's users. Each declares `platform` access. */
 export function adminUserRoutes(deps: Deps) {
   return createRouter().openapi(adminCreate, async (c) => {
     const { tenantId } = c.req.valid("param");
@@ -130,7 +130,7 @@ const remove = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "users:write"
 
 /**
  * Tenant owners and admins manage their own tenant's users (admins not owners: docs/roles.md); every
- * query is scoped by the caller's tenant. Mounted behind `/api/tenant/*` and the owner/admin guard.
+ * query is scoped by the caller's tenant.
  */
 export function tenantUserRoutes(deps: Deps) {
   const db = deps.database.db;

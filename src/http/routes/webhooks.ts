@@ -282,7 +282,7 @@ export function tenantWebhookRoutes(deps: Deps) {
     });
 }
 
-/** Platform admin: a tenant's endpoints. Mounted behind `/api/admin/*`'s guards. */
+/** Platform admin: a tenant's endpoints. Each declares `platform` access. */
 export function adminWebhookRoutes(deps: Deps) {
   return createRouter().openapi(adminList, async (c) => {
     const { tenantId } = c.req.valid("param");
