@@ -3,49 +3,11 @@ import type { Actor, Ctx } from "../context.ts";
 import { type Executor, execute } from "../db/client.ts";
 import type { Deps } from "../deps.ts";
 import { createRedactor } from "../redact.ts";
+import { AUDIT_ACTIONS, type AuditAction } from "./actions.ts";
 import { auditRowHash, chainOf, GENESIS_HASH } from "./chain.ts";
 
-/** Every action the log records (docs/audit.md lists each with its details). */
-export const AUDIT_ACTIONS = [
-  "auth.sign_in",
-  "auth.sign_out",
-  "auth.password_changed",
-  "auth.session_revoked",
-  "user.created",
-  "user.disabled",
-  "user.deleted",
-  "user.role_changed",
-  "api_key.created",
-  "api_key.rolled",
-  "api_key.revoked",
-  "api_key.first_used",
-  "tenant_secret.put",
-  "tenant_secret.deleted",
-  "provider.set",
-  "provider.disabled",
-  "provider.enabled",
-  "domain.added",
-  "domain.activated",
-  "domain.removed",
-  "subscription.event",
-  "feature.override",
-  "webhook_endpoint.created",
-  "webhook_endpoint.updated",
-  "webhook_endpoint.deleted",
-  "job.retried",
-  "job.cancelled",
-  "job.priority_changed",
-  "schedule.updated",
-  "schedule.deleted",
-  "schedule.run",
-  "domain.check_requested",
-  "platform_user.created",
-  "tenant.created",
-  "tenant.suspended",
-  "platform.bootstrapped",
-  "authorization.refused",
-] as const;
-export type AuditAction = (typeof AUDIT_ACTIONS)[number];
+/** Every action the log records: src/audit/actions.ts describes each (docs/audit.md's table). */
+export { AUDIT_ACTIONS, type AuditAction };
 
 export const AUDIT_OUTCOMES = ["success", "failure", "denied"] as const;
 export type AuditOutcome = (typeof AUDIT_OUTCOMES)[number];

@@ -28,7 +28,7 @@ const params = z.object({
   type: z.enum(providerTypes).openapi({ param: { name: "type", in: "path" } }),
 });
 
-const put = apiRoute("admin", {
+const put = apiRoute("platform", {
   method: "put",
   path: "/api/admin/tenants/{tenantId}/providers/{type}",
   operationId: "adminPutProvider",
@@ -55,7 +55,7 @@ const put = apiRoute("admin", {
   },
 });
 
-const list = apiRoute("admin", {
+const list = apiRoute("platform", {
   method: "get",
   path: "/api/admin/tenants/{tenantId}/providers",
   operationId: "adminListProviders",
@@ -71,7 +71,7 @@ const list = apiRoute("admin", {
   },
 });
 
-const disable = apiRoute("admin", {
+const disable = apiRoute("platform", {
   method: "post",
   path: "/api/admin/tenants/{tenantId}/providers/{type}/disable",
   operationId: "adminDisableProvider",

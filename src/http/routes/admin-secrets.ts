@@ -13,7 +13,7 @@ const secretInfo = z
   .object({ name: z.string(), keyId: z.string(), createdAt: z.string(), updatedAt: z.string() })
   .openapi("TenantSecretInfo");
 
-const put = apiRoute("admin", {
+const put = apiRoute("platform", {
   method: "put",
   path: "/api/admin/tenants/{tenantId}/secrets/{name}",
   operationId: "adminPutSecret",
@@ -31,7 +31,7 @@ const put = apiRoute("admin", {
   },
 });
 
-const list = apiRoute("admin", {
+const list = apiRoute("platform", {
   method: "get",
   path: "/api/admin/tenants/{tenantId}/secrets",
   operationId: "adminListSecrets",
@@ -44,7 +44,7 @@ const list = apiRoute("admin", {
   },
 });
 
-const remove = apiRoute("admin", {
+const remove = apiRoute("platform", {
   method: "delete",
   path: "/api/admin/tenants/{tenantId}/secrets/{name}",
   operationId: "adminDeleteSecret",

@@ -13,7 +13,7 @@ const tenantSchema = z
     status: z.enum(["Active", "Suspended"]),
   })
   .openapi("Tenant");
-const create = apiRoute("admin", {
+const create = apiRoute("platform", {
   method: "post",
   path: "/api/admin/tenants",
   operationId: "adminCreateTenant",
@@ -33,7 +33,7 @@ const create = apiRoute("admin", {
   },
 });
 
-const list = apiRoute("admin", {
+const list = apiRoute("platform", {
   method: "get",
   path: "/api/admin/tenants",
   operationId: "adminListTenants",
@@ -56,7 +56,7 @@ const list = apiRoute("admin", {
   },
 });
 
-const show = apiRoute("admin", {
+const show = apiRoute("platform", {
   method: "get",
   path: "/api/admin/tenants/{tenantId}",
   operationId: "adminGetTenant",
@@ -69,7 +69,7 @@ const show = apiRoute("admin", {
   },
 });
 
-const suspend = apiRoute("admin", {
+const suspend = apiRoute("platform", {
   method: "post",
   path: "/api/admin/tenants/{tenantId}/suspend",
   operationId: "adminSuspendTenant",
@@ -82,7 +82,7 @@ const suspend = apiRoute("admin", {
   },
 });
 
-/** Platform admin: tenants. Mounted behind `/api/admin/*`'s guards. */
+/** Platform admin: tenants. Each declares `platform` access. */
 export function adminTenantRoutes(deps: Deps) {
   const db = deps.database.db;
   return createRouter()

@@ -11,6 +11,7 @@ import {
 import { apiKeyScopes } from "../../api-keys/scopes.ts";
 import type { Deps } from "../../deps.ts";
 import { validationFailed } from "../../errors.ts";
+import { tenantAccess } from "../access.ts";
 import { createRouter, tenantCtxOf } from "../context.ts";
 import { apiRoute, json, jsonBody, page, pageQuery, problem } from "../openapi.ts";
 
@@ -71,7 +72,7 @@ const rollInput = z
   .openapi("RollApiKey");
 const idParam = z.object({ id: z.string().openapi({ param: { name: "id", in: "path" } }) });
 
-const create = apiRoute("user", {
+const create = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "none" }), {
   method: "post",
   path: "/api/tenant/api-keys",
   operationId: "createApiKey",
@@ -86,7 +87,7 @@ const create = apiRoute("user", {
     ),
   },
 });
-const list = apiRoute("user", {
+const list = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "none" }), {
   method: "get",
   path: "/api/tenant/api-keys",
   operationId: "listApiKeys",
@@ -98,7 +99,7 @@ const list = apiRoute("user", {
     400: problem("The limit or the cursor is not valid."),
   },
 });
-const revoke = apiRoute("user", {
+const revoke = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "none" }), {
   method: "delete",
   path: "/api/tenant/api-keys/{id}",
   operationId: "revokeApiKey",
@@ -110,7 +111,7 @@ const revoke = apiRoute("user", {
     404: problem("No such key in this tenant."),
   },
 });
-const roll = apiRoute("user", {
+const roll = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "none" }), {
   method: "post",
   path: "/api/tenant/api-keys/{id}/roll",
   operationId: "rollApiKey",

@@ -10,6 +10,7 @@ import {
 import type { Ctx } from "../../context.ts";
 import type { Deps } from "../../deps.ts";
 import { describeError } from "../../redact.ts";
+import { tenantAccess } from "../access.ts";
 import { type AppEnv, createRouter, ctxOf, tenantCtxOf } from "../context.ts";
 import { apiRoute, pageQuery, problem } from "../openapi.ts";
 
@@ -79,7 +80,7 @@ const answers = {
   400: problem("A filter, the limit or the cursor is not valid."),
 };
 
-const tenantList = apiRoute("user", {
+const tenantList = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "none" }), {
   method: "get",
   path: "/api/tenant/audit-events",
   operationId: "listTenantAuditEvents",
@@ -89,7 +90,7 @@ const tenantList = apiRoute("user", {
   responses: answers,
 });
 
-const adminList = apiRoute("admin", {
+const adminList = apiRoute("platform", {
   method: "get",
   path: "/api/admin/audit-events",
   operationId: "adminListAuditEvents",
@@ -165,7 +166,7 @@ export function tenantAuditRoutes(deps: Deps) {
   });
 }
 
-/** `GET /api/admin/audit-events`, behind `/api/admin/*`'s guards. */
+/** `GET /api/admin/audit-events`, for platform staff. */
 export function adminAuditRoutes(deps: Deps) {
   return createRouter().openapi(adminList, async (c) => {
     const { limit, cursor, tenantId, ...rest } = c.req.valid("query");

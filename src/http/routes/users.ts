@@ -11,6 +11,7 @@ import {
   removeTenantUser,
   userCursor,
 } from "../../identity/users.ts";
+import { tenantAccess } from "../access.ts";
 import { adminCtxOf, createRouter, tenantCtxOf, tenantIdOf } from "../context.ts";
 import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
 
@@ -39,7 +40,7 @@ const tenantUser = z
   .openapi("TenantUser");
 const userIdParam = z.object({ userId: z.uuid() });
 
-const adminCreate = apiRoute("admin", {
+const adminCreate = apiRoute("platform", {
   method: "post",
   path: "/api/admin/tenants/{tenantId}/users",
   operationId: "adminCreateTenantUser",
@@ -53,7 +54,7 @@ const adminCreate = apiRoute("admin", {
   },
 });
 
-/** Platform admin: a tenant's users. Mounted behind `/api/admin/*`'s guards. */
+/** Platform admin: a tenant's users. Each declares `platform` access. */
 export function adminUserRoutes(deps: Deps) {
   return createRouter().openapi(adminCreate, async (c) => {
     const { tenantId } = c.req.valid("param");
@@ -65,7 +66,7 @@ export function adminUserRoutes(deps: Deps) {
   });
 }
 
-const list = apiRoute("user", {
+const list = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "users:read" }), {
   method: "get",
   path: "/api/tenant/users",
   operationId: "listTenantUsers",
@@ -85,7 +86,7 @@ const list = apiRoute("user", {
     400: problem("The limit or the cursor is not valid."),
   },
 });
-const add = apiRoute("user", {
+const add = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "users:write" }), {
   method: "post",
   path: "/api/tenant/users",
   operationId: "createTenantUser",
@@ -98,7 +99,7 @@ const add = apiRoute("user", {
     409: problem("E-mail or phone already used."),
   },
 });
-const disable = apiRoute("user", {
+const disable = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "users:write" }), {
   method: "post",
   path: "/api/tenant/users/{userId}/disable",
   operationId: "disableTenantUser",
@@ -112,7 +113,7 @@ const disable = apiRoute("user", {
     409: problem("The tenant's last owner cannot be disabled."),
   },
 });
-const remove = apiRoute("user", {
+const remove = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "users:write" }), {
   method: "delete",
   path: "/api/tenant/users/{userId}",
   operationId: "removeTenantUser",
@@ -129,7 +130,7 @@ const remove = apiRoute("user", {
 
 /**
  * Tenant owners and admins manage their own tenant's users (admins not owners: docs/roles.md); every
- * query is scoped by the caller's tenant. Mounted behind `/api/tenant/*` and the owner/admin guard.
+ * query is scoped by the caller's tenant.
  */
 export function tenantUserRoutes(deps: Deps) {
   const db = deps.database.db;
