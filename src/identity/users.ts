@@ -18,6 +18,7 @@ import { AppError } from "../errors.ts";
 import { emitEvent } from "../events/outbox.ts";
 import { createdAtPosition, cursorCodec, type Page, pageOf } from "../pagination.ts";
 import { hashPassword, MIN_PASSWORD_LENGTH, passwordProblem } from "../security/passwords.ts";
+import { getTenant } from "../tenancy/tenants.ts";
 import { mayChangePlatform } from "./roles.ts";
 
 export const newUserSchema = z.object({
@@ -77,10 +78,7 @@ export async function createTenantUser(
       fields: [{ path: "password", message: weakness }],
     });
   const { tenantId } = ctx;
-  const [tenant] = await withDatabase(deps, ctx, (db) =>
-    db.select({ id: tenants.id }).from(tenants).where(eq(tenants.id, tenantId)).limit(1),
-  );
-  if (!tenant) throw new AppError("not_found", "No such tenant.");
+  await getTenant(deps, ctx, { tenantId });
   const passwordHash = await hashPassword(user.password);
   return withTransaction(deps, ctx, async (tx) => {
     const inserted = await tx
