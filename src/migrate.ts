@@ -105,7 +105,6 @@ export function reportMigratorFailure(
   return EXIT.failure;
 }
 
-/** Migrates, seeds and bootstraps as the flags and environment say. Returns an exit code. */
 /** `--status` as a table whose columns line up whatever the tags' lengths. */
 export function formatMigrationStatus(
   rows: { tag: string; applied: boolean; appliedAt?: Date | null; hasDown: boolean; changed: boolean }[],
@@ -130,6 +129,7 @@ export function formatMigrationStatus(
     .join("");
 }
 
+/** Migrates, seeds and bootstraps as the flags and environment say. Returns an exit code. */
 export async function runMigrator(
   config: AppConfig,
   database: Database,
