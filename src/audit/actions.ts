@@ -68,7 +68,7 @@ const ACTIONS = {
     what: "A tenant user was removed.",
     target: "`user`",
     details: "—",
-    writtenBy: "`removeTenantUser`",
+    writtenBy: "`deleteTenantUser`",
   },
   "user.role_changed": {
     what: "Reserved, not written yet: Plinth has no role change yet.",
@@ -104,7 +104,7 @@ const ACTIONS = {
     what: "A tenant secret was stored.",
     target: "`tenant_secret` (name)",
     details: "`name` (never the value)",
-    writtenBy: "`storeTenantSecret`",
+    writtenBy: "`putTenantSecret`",
   },
   "tenant_secret.deleted": {
     what: "A tenant secret was deleted.",
@@ -122,13 +122,13 @@ const ACTIONS = {
     what: "A tenant's external provider was disabled.",
     target: "`provider` (type)",
     details: "`kind`, `status`",
-    writtenBy: "`setTenantProviderStatus`",
+    writtenBy: "`updateTenantProviderStatus`",
   },
   "provider.enabled": {
     what: "A tenant's external provider was enabled again.",
     target: "`provider` (type)",
     details: "`kind`, `status`",
-    writtenBy: "`setTenantProviderStatus`",
+    writtenBy: "`updateTenantProviderStatus`",
   },
   "domain.added": {
     what: "A custom domain was claimed.",

@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import type { Actor, Ctx } from "../context.ts";
 import { type Executor, execute } from "../db/client.ts";
+import { type DatabaseDeps, withTransaction } from "../db/operation.ts";
 import type { Deps } from "../deps.ts";
 import { createRedactor } from "../redact.ts";
 import { AUDIT_ACTIONS, type AuditAction } from "./actions.ts";
@@ -165,7 +166,7 @@ export async function recordAudit(
   return { id: row.id, hash };
 }
 
-export type LimitedAuditDeps = Pick<Deps, "database" | "counters" | "clock" | "logger" | "config">;
+export type LimitedAuditDeps = DatabaseDeps & Pick<Deps, "counters" | "clock" | "logger" | "config">;
 
 /**
  * Records an event nobody's change carries (a failed sign-in, a refused authorization) in its own
@@ -201,7 +202,8 @@ export async function recordAuditLimited(
       1,
     );
     if (!perTenant?.allowed) return false;
-    await deps.database.db.transaction((tx) => recordAudit(tx, ctx, input));
+    // its own transaction even inside another: the refusal's record outlives a rolled-back change
+    await withTransaction(deps, { ...ctx, tx: undefined }, (tx, ctx) => recordAudit(tx, ctx, input));
     return true;
   } catch (error) {
     deps.logger.warn("audit event not recorded", { action: input.action, requestId: ctx.requestId, error });

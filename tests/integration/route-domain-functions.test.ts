@@ -4,7 +4,7 @@ import { systemCtx } from "../../src/context.ts";
 import { addCustomDomain, removeCustomDomain } from "../../src/custom-domains/domains.ts";
 import { sessions, tenantDomains, users } from "../../src/db/schema/index.ts";
 import { declaredRoutes } from "../../src/http/access.ts";
-import { disableTenantUser, removeTenantUser } from "../../src/identity/users.ts";
+import { deleteTenantUser, disableTenantUser } from "../../src/identity/users.ts";
 import { createTenantUpload, deleteTenantObject } from "../../src/storage/tenant-objects.ts";
 import { suspendTenant } from "../../src/tenancy/tenants.ts";
 import { currentUsage, recordUsage } from "../../src/usage/ledger.ts";
@@ -129,7 +129,7 @@ describe("users and tenants end their sessions with the change", () => {
     await loginTokens(app, { email: user.email, tenant: tenant.code });
     const evict = spyOn(app.deps.sessionCache, "evict");
     try {
-      await removeTenantUser(app.deps, systemCtx("test", tenant.id), { userId: user.id });
+      await deleteTenantUser(app.deps, systemCtx("test", tenant.id), { userId: user.id });
       expect(evict).toHaveBeenCalledWith({ userId: user.id });
     } finally {
       evict.mockRestore();

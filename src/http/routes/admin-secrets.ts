@@ -1,6 +1,11 @@
 import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
-import { deleteTenantSecret, listTenantSecrets, storeTenantSecret } from "../../providers/secrets.ts";
+import {
+  deleteTenantSecret,
+  listTenantSecrets,
+  putTenantSecret,
+  type TenantSecretInfo,
+} from "../../providers/secrets.ts";
 import { adminCtxOf, createRouter } from "../context.ts";
 import { apiRoute, json, jsonBody, page, problem } from "../openapi.ts";
 
@@ -57,6 +62,13 @@ const remove = apiRoute("platform", {
   },
 });
 
+const view = (row: TenantSecretInfo) => ({
+  name: row.name,
+  keyId: row.keyId,
+  createdAt: row.createdAt.toISOString(),
+  updatedAt: row.updatedAt.toISOString(),
+});
+
 /** Platform admin: tenant secrets, write-only over HTTP. */
 export function adminSecretRoutes(deps: Deps) {
   if (!deps.tenantSecretKeyring)
@@ -66,26 +78,15 @@ export function adminSecretRoutes(deps: Deps) {
   return createRouter()
     .openapi(put, async (c) => {
       const { tenantId, name } = c.req.valid("param");
-      await storeTenantSecret(deps, adminCtxOf(c, tenantId), {
+      await putTenantSecret(deps, adminCtxOf(c, tenantId), {
         name,
         value: c.req.valid("json").value,
       });
       return c.body(null, 204);
     })
     .openapi(list, async (c) => {
-      const rows = await listTenantSecrets(deps, adminCtxOf(c, c.req.valid("param").tenantId));
-      return c.json(
-        {
-          items: rows.map((row) => ({
-            name: row.name,
-            keyId: row.keyId,
-            createdAt: row.createdAt.toISOString(),
-            updatedAt: row.updatedAt.toISOString(),
-          })),
-          nextCursor: null,
-        },
-        200,
-      );
+      const found = await listTenantSecrets(deps, adminCtxOf(c, c.req.valid("param").tenantId));
+      return c.json({ items: found.items.map(view), nextCursor: found.nextCursor }, 200);
     })
     .openapi(remove, async (c) => {
       const { tenantId, name } = c.req.valid("param");

@@ -161,8 +161,7 @@ export function tenantAuditRoutes(deps: Deps) {
     const { limit, cursor, ...filter } = c.req.valid("query");
     const ctx = tenantCtxOf(c);
     if (wantsNdjson(c)) return ndjson(c, deps, ctx, { ...filter, tenantId: ctx.tenantId });
-    const page = await listTenantAuditEvents(deps, ctx, { ...filter, limit, cursor });
-    return c.json({ items: page.items, nextCursor: page.next }, 200);
+    return c.json(await listTenantAuditEvents(deps, ctx, { ...filter, limit, cursor }), 200);
   });
 }
 
@@ -173,7 +172,6 @@ export function adminAuditRoutes(deps: Deps) {
     const filter = { ...rest, tenantId: tenantId === "platform" ? null : tenantId };
     const ctx = ctxOf(c, null);
     if (wantsNdjson(c)) return ndjson(c, deps, ctx, filter);
-    const page = await listAuditEvents(deps, ctx, { ...filter, limit, cursor });
-    return c.json({ items: page.items, nextCursor: page.next }, 200);
+    return c.json(await listAuditEvents(deps, ctx, { ...filter, limit, cursor }), 200);
   });
 }

@@ -1,18 +1,15 @@
 import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
-import { AppError } from "../../errors.ts";
 import { tenantRoles } from "../../identity/roles.ts";
 import {
-  addTenantUser,
   createTenantUser,
+  deleteTenantUser,
   disableTenantUser,
   listTenantUsers,
   newUserSchema,
-  removeTenantUser,
-  userCursor,
 } from "../../identity/users.ts";
 import { tenantAccess } from "../access.ts";
-import { adminCtxOf, createRouter, tenantCtxOf, tenantIdOf } from "../context.ts";
+import { adminCtxOf, createRouter, tenantCtxOf } from "../context.ts";
 import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
 
 const newUser = z
@@ -57,12 +54,8 @@ const adminCreate = apiRoute("platform", {
 /** Platform admin: a tenant's users. Each declares `platform` access. */
 export function adminUserRoutes(deps: Deps) {
   return createRouter().openapi(adminCreate, async (c) => {
-    const { tenantId } = c.req.valid("param");
-    const ctx = adminCtxOf(c, tenantId);
-    return c.json(
-      await createTenantUser(deps.database.db, tenantId, c.req.valid("json"), deps.clock, ctx),
-      201,
-    );
+    const ctx = adminCtxOf(c, c.req.valid("param").tenantId);
+    return c.json(await createTenantUser(deps, ctx, c.req.valid("json")), 201);
   });
 }
 
@@ -133,25 +126,17 @@ const remove = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "users:write"
  * query is scoped by the caller's tenant.
  */
 export function tenantUserRoutes(deps: Deps) {
-  const db = deps.database.db;
   return createRouter()
-    .openapi(list, async (c) => {
-      const { limit, cursor } = c.req.valid("query");
-      const after = cursor === undefined ? undefined : userCursor.decode(cursor);
-      if (after === null)
-        throw new AppError("validation_failed", "The request is not valid.", {
-          fields: [{ path: "cursor", message: "not a cursor returned by this endpoint" }],
-        });
-      const page = await listTenantUsers(db, tenantIdOf(c), { limit, after });
-      return c.json({ items: page.items, nextCursor: page.next && userCursor.encode(page.next) }, 200);
-    })
-    .openapi(add, async (c) => c.json(await addTenantUser(deps, tenantCtxOf(c), c.req.valid("json")), 201))
+    .openapi(list, async (c) =>
+      c.json(await listTenantUsers(deps, tenantCtxOf(c), c.req.valid("query")), 200),
+    )
+    .openapi(add, async (c) => c.json(await createTenantUser(deps, tenantCtxOf(c), c.req.valid("json")), 201))
     .openapi(disable, async (c) => {
       await disableTenantUser(deps, tenantCtxOf(c), c.req.valid("param"));
       return c.body(null, 204);
     })
     .openapi(remove, async (c) => {
-      await removeTenantUser(deps, tenantCtxOf(c), c.req.valid("param"));
+      await deleteTenantUser(deps, tenantCtxOf(c), c.req.valid("param"));
       return c.body(null, 204);
     });
 }
