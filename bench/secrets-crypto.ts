@@ -1,8 +1,9 @@
 // `bun bench/secrets-crypto.ts`: tenant-secret AES-GCM, data-protection protect/unprotect, and the
 // rotation command's throughput over N secrets in a scratch PostgreSQL database.
 import { randomBytes, randomUUID } from "node:crypto";
-import { ManualClock } from "../src/clock.ts";
-import { putTenantSecret, rotateTenantSecrets } from "../src/providers/secrets.ts";
+import { ManualClock, systemClock } from "../src/clock.ts";
+import { systemCtx } from "../src/context.ts";
+import { rotateTenantSecrets, writeTenantSecret } from "../src/providers/secrets.ts";
 import { createRedactor } from "../src/redact.ts";
 import { loadCertificate } from "../src/security/certificates.ts";
 import { DataProtection } from "../src/security/data-protection.ts";
@@ -62,7 +63,7 @@ try {
   for (let i = 0; i < N; i++) {
     const owner = tenants[i % tenants.length];
     if (owner)
-      await putTenantSecret(t.database.db, old.keyring, owner.id, {
+      await writeTenantSecret(t.database.db, old.keyring, owner.id, {
         name: `s${i}`,
         value: `v${i}`,
         now: new Date(),
@@ -74,11 +75,12 @@ try {
     PreviousKeys: [{ KeyId: "old", MasterKey: old.master }],
   }).keyring;
   if (!next) throw new Error("keyring");
+  const rotation = { database: t.database, clock: systemClock, tenantSecretKeyring: next };
   t0 = performance.now();
-  const result = await rotateTenantSecrets(t.database.db, next, { batchSize: 100, now: () => new Date() });
+  const result = await rotateTenantSecrets(rotation, systemCtx("bench"), { batchSize: 100 });
   const rotateMs = performance.now() - t0;
   t0 = performance.now();
-  await rotateTenantSecrets(t.database.db, next, { batchSize: 100, now: () => new Date() });
+  await rotateTenantSecrets(rotation, systemCtx("bench"), { batchSize: 100 });
   console.log(
     `rotation of ${result.rotated} secrets (batch 100): ${Math.round(rotateMs)} ms = ${rate(result.rotated, rotateMs)}; idempotent rerun ${Math.round(performance.now() - t0)} ms`,
   );

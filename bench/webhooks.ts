@@ -93,7 +93,7 @@ const url = await recreate("bench_webhooks");
 {
   const database = await openDatabase(url, { poolSize: 2 });
   await migrate(database.db);
-  await seedCatalog(database.db);
+  await seedCatalog({ database }, systemCtx("bench"));
   await database.close();
 }
 const config = loadConfig({
@@ -113,7 +113,7 @@ const deps = await createDeps(config, { logWrite: () => {} });
 const db = deps.database.db;
 const tenants: string[] = [];
 for (let i = 0; i < TENANTS; i++) {
-  const tenant = await createTenant(db, { code: `bench-${i}`, name: `Bench ${i}` });
+  const tenant = await createTenant(deps, systemCtx("bench"), { code: `bench-${i}`, name: `Bench ${i}` });
   await createWebhookEndpoint(deps, systemCtx("bench", tenant.id), {
     url: receiverUrl,
     events: ["webhook.test"],

@@ -8,11 +8,12 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
-import { createApp } from "../src/app.ts";
+import { type App, createApp } from "../src/app.ts";
 import { loadConfig } from "../src/config/load.ts";
 import { closeDeps, createDeps } from "../src/deps.ts";
 
-export async function openApiDocument(): Promise<unknown> {
+/** Runs `use` over the app as `createApp` builds it, without a running server or database. */
+export async function withOfflineApp<T>(use: (app: App) => Promise<T> | T): Promise<T> {
   // postgres.js connects on the first query; building the app runs none
   const config = loadConfig({
     env: { PLINTH_ENVIRONMENT: "Development", DATABASE_URL: "postgres://127.0.0.1:1/unused" },
@@ -20,11 +21,14 @@ export async function openApiDocument(): Promise<unknown> {
   });
   const deps = await createDeps(config, { logWrite: () => {}, storage: null });
   try {
-    const response = await createApp(deps).request("http://localhost/api/openapi.json");
-    return await response.json();
+    return await use(createApp(deps));
   } finally {
     await closeDeps(deps);
   }
+}
+
+export function openApiDocument(): Promise<unknown> {
+  return withOfflineApp(async (app) => (await app.request("http://localhost/api/openapi.json")).json());
 }
 
 export const TYPES_FILE = "examples/client/schema.d.ts";

@@ -2,6 +2,7 @@ import { parseArgs } from "node:util";
 import { PLATFORM_CHAIN } from "./audit/chain.ts";
 import { type ChainReport, verifyAuditChains } from "./audit/verify.ts";
 import { loadCliContext, withCliDatabase } from "./cli.ts";
+import { systemCtx } from "./context.ts";
 import type { Database } from "./db/client.ts";
 
 export const EXIT = {
@@ -36,7 +37,7 @@ export async function runAuditVerify(
   input: { tenantId?: string },
   out: { write(line: string): void; error(line: string): void },
 ): Promise<number> {
-  const reports: ChainReport[] = await verifyAuditChains({ database }, input);
+  const reports: ChainReport[] = await verifyAuditChains({ database }, systemCtx("audit:verify"), input);
   let broken = 0;
   for (const report of reports) {
     if (report.broken) {

@@ -1,6 +1,7 @@
 import { parseArgs } from "node:util";
 import { loadCliContext } from "./cli.ts";
 import type { AppConfig } from "./config/load.ts";
+import { systemCtx } from "./context.ts";
 import { type Database, openDatabase } from "./db/client.ts";
 import { describeDatabaseFailure } from "./db/errors.ts";
 import {
@@ -104,7 +105,6 @@ export function reportMigratorFailure(
   return EXIT.failure;
 }
 
-/** Migrates, seeds and bootstraps as the flags and environment say. Returns an exit code. */
 /** `--status` as a table whose columns line up whatever the tags' lengths. */
 export function formatMigrationStatus(
   rows: { tag: string; applied: boolean; appliedAt?: Date | null; hasDown: boolean; changed: boolean }[],
@@ -129,6 +129,7 @@ export function formatMigrationStatus(
     .join("");
 }
 
+/** Migrates, seeds and bootstraps as the flags and environment say. Returns an exit code. */
 export async function runMigrator(
   config: AppConfig,
   database: Database,
@@ -136,6 +137,8 @@ export async function runMigrator(
   logger: Logger,
 ): Promise<number> {
   const { db } = database;
+  const deps = { database };
+  const ctx = systemCtx("migrator");
   if (flags.status) {
     process.stdout.write(formatMigrationStatus(await migrationStatus(db)));
     return EXIT.ok;
@@ -154,7 +157,7 @@ export async function runMigrator(
   const b = config.settings.Bootstrap;
   const input = { email: b.PlatformAdminEmail, password: b.PlatformAdminPassword, name: b.PlatformAdminName };
   if (flags.bootstrap) {
-    if (await platformAdminExists(db)) {
+    if (await platformAdminExists(deps, ctx)) {
       logger.error(
         "bootstrap refused: a platform administrator (platform-role binding) already exists; nothing changed",
       );
@@ -175,7 +178,7 @@ export async function runMigrator(
       }),
   });
   logger.info(applied.length ? "migrations applied" : "database is up to date", { applied });
-  const seeded = await seedCatalog(db);
+  const seeded = await seedCatalog(deps, ctx);
   logger.info("catalog seeded", { seeders: seeded });
 
   const anyInput = Boolean(input.email || input.password || input.name);
@@ -185,7 +188,7 @@ export async function runMigrator(
       logger.warn(
         "bootstrap variables are set but ignored: Production bootstraps only with --bootstrap-platform-admin",
       );
-    } else if (await platformAdminExists(db)) {
+    } else if (await platformAdminExists(deps, ctx)) {
       logger.info("bootstrap skipped: a platform administrator already exists");
     } else {
       const problems = await checkBootstrapInput(input);
@@ -198,7 +201,7 @@ export async function runMigrator(
   }
   if (bootstrap) {
     try {
-      const { userId } = await bootstrapPlatformAdmin(db, {
+      const { userId } = await bootstrapPlatformAdmin(deps, systemCtx("bootstrap"), {
         email: input.email ?? "",
         password: input.password ?? "",
         name: input.name ?? "",

@@ -4,7 +4,7 @@
  * base64url JSON and checked against the list's own schema when it comes back: anything else is a
  * 400 naming `cursor`, never a 500 or an empty page.
  */
-import type { z } from "zod";
+import { z } from "zod";
 import { AppError } from "./errors.ts";
 
 /** A page of a list. */
@@ -72,3 +72,12 @@ export function pageOf<R, T, P>(
     nextCursor: more && last !== undefined ? codec.encode(position(last)) : null,
   };
 }
+
+/**
+ * The keyset position of a list in creation order: the last row's creation time as PostgreSQL's
+ * exact text (`created_at::text`, full precision, compared back as a timestamptz) and its id.
+ */
+export const createdAtPosition = z.object({
+  createdAt: z.string().regex(/^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,6})?[+-]\d{2}(?::\d{2})?$/),
+  id: z.guid(),
+});

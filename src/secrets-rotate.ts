@@ -1,6 +1,7 @@
 import { parseArgs } from "node:util";
 import { loadCliContext, withCliDatabase } from "./cli.ts";
 import { type AppConfig, sourceNote } from "./config/load.ts";
+import { systemCtx } from "./context.ts";
 import type { Database } from "./db/client.ts";
 import { rotateTenantSecrets } from "./providers/secrets.ts";
 import { createDataProtection } from "./security/data-protection.ts";
@@ -92,9 +93,9 @@ export async function runSecretsRotate(
     });
     return EXIT.keyMismatch;
   }
-  const result = await rotateTenantSecrets(database.db, keyring, {
+  const deps = { database, clock: { now }, tenantSecretKeyring: keyring };
+  const result = await rotateTenantSecrets(deps, systemCtx("secrets:rotate"), {
     batchSize: flags.batchSize,
-    now,
     onBatch: (rotated) => logger.info("batch re-encrypted", { rotated }),
   });
   for (const failed of result.failed) logger.error("tenant secret does not decrypt; left unchanged", failed);

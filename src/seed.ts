@@ -1,6 +1,8 @@
 import { sql } from "drizzle-orm";
 import { seedBillingCatalog } from "./billing/catalog.ts";
-import type { Executor, Tx } from "./db/client.ts";
+import type { Ctx } from "./context.ts";
+import type { Tx } from "./db/client.ts";
+import { type DatabaseDeps, withTransaction } from "./db/operation.ts";
 import { platformRoles } from "./db/schema/index.ts";
 import { PLATFORM_ADMIN_ROLE, PLATFORM_VIEWER_ROLE } from "./identity/roles.ts";
 
@@ -39,9 +41,14 @@ const billingCatalog: Seeder = {
 
 export const seeders: Seeder[] = [platformRoleCatalog, billingCatalog];
 
-/** Seeds the built-in catalog in one transaction; running it twice changes nothing. */
-export async function seedCatalog(db: Executor, list: Seeder[] = seeders): Promise<string[]> {
-  return db.transaction(async (tx) => {
+/** Seeds the built-in catalog (every seeder, or `input.seeders`) in one transaction; running it twice changes nothing. */
+export async function seedCatalog(
+  deps: DatabaseDeps,
+  ctx: Ctx,
+  input: { seeders?: Seeder[] } = {},
+): Promise<string[]> {
+  const list = input.seeders ?? seeders;
+  return withTransaction(deps, ctx, async (tx) => {
     for (const seeder of list) await seeder.run(tx);
     return list.map((seeder) => seeder.name);
   });

@@ -5,9 +5,11 @@ import { endSessions } from "../auth/sessions.ts";
 import { assertFeature } from "../billing/entitlements.ts";
 import type { TenantCtx } from "../context.ts";
 import type { Executor } from "../db/client.ts";
+import { withDatabase, withTransaction } from "../db/operation.ts";
 import { apiKeys, tenants } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { AppError, validationFailed } from "../errors.ts";
+import { createdAtPosition, cursorCodec, type Page, pageOf } from "../pagination.ts";
 import { isUuid } from "../tenancy/tenants.ts";
 import { recordUsage } from "../usage/ledger.ts";
 import { apiKeyHash, newApiKey, newPrefix } from "./format.ts";
@@ -123,7 +125,7 @@ export async function createApiKey(
     throw validationFailed([{ path: "expiresAt", message: "must be in the future" }]);
   const { tenantId } = ctx;
   const { limit } = await assertFeature(deps, tenantId, "api_keys", 1);
-  return deps.database.db.transaction(async (tx) => {
+  return withTransaction(deps, ctx, async (tx) => {
     const [tenant] = await tx
       .select({ id: tenants.id })
       .from(tenants)
@@ -173,50 +175,39 @@ export async function createApiKey(
 }
 
 /** Where a page of keys ends: the last key's creation time (PostgreSQL's exact text) and id. */
-export interface ApiKeyPosition {
-  createdAt: string;
-  id: string;
-}
-
-const POSITION = /^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,6})?[+-]\d{2}(?::\d{2})?)\|([0-9a-f-]{36})$/;
-
-/** The opaque cursor of a position (base64url), and back; null for anything else. */
-export const apiKeyCursor = {
-  encode: (position: ApiKeyPosition): string =>
-    Buffer.from(`${position.createdAt}|${position.id}`).toString("base64url"),
-  decode: (cursor: string): ApiKeyPosition | null => {
-    const match = POSITION.exec(Buffer.from(cursor, "base64url").toString());
-    return match?.[1] && match[2] ? { createdAt: match[1], id: match[2] } : null;
-  },
-};
+export const apiKeyCursor = cursorCodec(createdAtPosition);
 
 /** A page of the ctx's tenant's keys (revoked ones too) in creation order; never a key or a hash. */
 export async function listApiKeys(
   deps: ApiKeyDeps,
   ctx: TenantCtx,
-  page: { limit: number; after?: ApiKeyPosition },
-): Promise<{ items: ApiKeyView[]; next: ApiKeyPosition | null }> {
+  input: { limit: number; cursor?: string },
+): Promise<Page<ApiKeyView>> {
   assertUser(ctx);
-  const rows = await deps.database.db
-    .select({ row: apiKeys, position: sql<string>`${apiKeys.createdAt}::text` })
-    .from(apiKeys)
-    .where(
-      and(
-        eq(apiKeys.tenantId, ctx.tenantId),
-        page.after
-          ? sql`(${apiKeys.createdAt}, ${apiKeys.id}) > (${page.after.createdAt}::timestamptz, ${page.after.id}::uuid)`
-          : undefined,
-      ),
-    )
-    .orderBy(asc(apiKeys.createdAt), asc(apiKeys.id))
-    .limit(page.limit + 1);
+  const after = apiKeyCursor.decodeOptional(input.cursor);
+  const rows = await withDatabase(deps, ctx, (db) =>
+    db
+      .select({ row: apiKeys, position: sql<string>`${apiKeys.createdAt}::text` })
+      .from(apiKeys)
+      .where(
+        and(
+          eq(apiKeys.tenantId, ctx.tenantId),
+          after
+            ? sql`(${apiKeys.createdAt}, ${apiKeys.id}) > (${after.createdAt}::timestamptz, ${after.id}::uuid)`
+            : undefined,
+        ),
+      )
+      .orderBy(asc(apiKeys.createdAt), asc(apiKeys.id))
+      .limit(input.limit + 1),
+  );
   const now = deps.clock.now();
-  const more = rows.length > page.limit;
-  const last = more ? rows[page.limit - 1] : undefined;
-  return {
-    items: rows.slice(0, page.limit).map(({ row }) => view(row, now)),
-    next: last ? { createdAt: last.position, id: last.row.id } : null,
-  };
+  return pageOf(
+    rows,
+    input.limit,
+    ({ row }) => view(row, now),
+    ({ row, position }) => ({ createdAt: position, id: row.id }),
+    apiKeyCursor,
+  );
 }
 
 async function lockKey(tx: Executor, ctx: TenantCtx, id: string): Promise<ApiKeyRow> {
@@ -238,14 +229,14 @@ async function lockKey(tx: Executor, ctx: TenantCtx, id: string): Promise<ApiKey
 export async function revokeApiKey(deps: ApiKeyDeps, ctx: TenantCtx, input: { id: string }): Promise<void> {
   assertUser(ctx);
   const now = deps.clock.now();
-  await deps.database.db.transaction(async (tx) => {
+  await withTransaction(deps, ctx, async (tx, ctx) => {
     const row = await lockKey(tx, ctx, input.id);
     if (row.revokedAt) return;
     await tx
       .update(apiKeys)
       .set({ revokedAt: now, previousSecretHash: null, previousExpiresAt: null })
       .where(eq(apiKeys.id, row.id));
-    await endSessions(deps, { apiKeyId: row.id }, tx);
+    await endSessions(deps, ctx, { apiKeyId: row.id });
     await countKey(deps, tx, ctx.tenantId, row.id, -1);
     await recordAudit(tx, ctx, {
       action: "api_key.revoked",
@@ -271,7 +262,7 @@ export async function rollApiKey(
   if (!Number.isInteger(grace) || grace < 0 || grace > MAX_GRACE_SECONDS)
     throw validationFailed([{ path: "gracePeriodSeconds", message: `0 to ${MAX_GRACE_SECONDS}` }]);
   const now = deps.clock.now();
-  return deps.database.db.transaction(async (tx) => {
+  return withTransaction(deps, ctx, async (tx, ctx) => {
     const row = await lockKey(tx, ctx, input.id);
     if (row.revokedAt) throw new AppError("conflict", "The API key is revoked.");
     if (row.expiresAt && row.expiresAt <= now) throw new AppError("conflict", "The API key has expired.");
@@ -287,7 +278,7 @@ export async function rollApiKey(
       .where(eq(apiKeys.id, row.id))
       .returning();
     if (!rolled) throw notFound();
-    await endSessions(deps, { apiKeyId: row.id }, tx);
+    await endSessions(deps, ctx, { apiKeyId: row.id });
     await recordAudit(tx, ctx, {
       action: "api_key.rolled",
       target: { type: "api_key", id: row.id },
@@ -308,7 +299,7 @@ export async function markApiKeyUsed(
   input: { keyId: string },
 ): Promise<{ firstUse: boolean } | null> {
   const now = deps.clock.now();
-  return deps.database.db.transaction(async (tx) => {
+  return withTransaction(deps, ctx, async (tx) => {
     const [row] = await tx
       .select({ lastUsedAt: apiKeys.lastUsedAt })
       .from(apiKeys)

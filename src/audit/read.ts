@@ -1,9 +1,10 @@
 import { and, asc, desc, eq, gte, lt, lte, type SQL, sql } from "drizzle-orm";
-import type { Ctx } from "../context.ts";
-import type { Executor } from "../db/client.ts";
+import type { Ctx, TenantCtx } from "../context.ts";
+import { type DatabaseDeps, withDatabase } from "../db/operation.ts";
 import { auditEvents } from "../db/schema/audit.ts";
 import type { Deps } from "../deps.ts";
-import { AppError } from "../errors.ts";
+import { validationFailed } from "../errors.ts";
+import { type CursorCodec, type Page, pageOf } from "../pagination.ts";
 
 /** An audit event as the API answers it (docs/audit.md). */
 export interface AuditEventView {
@@ -71,58 +72,59 @@ function conditions(filter: AuditFilter): (SQL | undefined)[] {
   ];
 }
 
-/** A page of events, newest first, before `before` (an event id: keyset). */
-async function pageOf(
-  db: Executor,
+/**
+ * A position in an event list: the last event's id (newest first, keyset). The cursor is the id
+ * itself, as docs/audit.md promises, not an opaque encoding.
+ */
+export const auditCursor: CursorCodec<number> = {
+  encode: (id) => String(id),
+  decode: (cursor) => {
+    if (!/^\d{1,18}$/.test(cursor))
+      throw validationFailed([{ path: "cursor", message: "not a cursor returned by this endpoint" }]);
+    return Number(cursor);
+  },
+  decodeOptional: (cursor) => (cursor === undefined ? undefined : auditCursor.decode(cursor)),
+};
+
+/** A page of events, newest first, before the cursor's event. */
+async function eventPage(
+  deps: DatabaseDeps,
+  ctx: Ctx,
   filter: AuditFilter,
-  page: { limit: number; before?: number },
-): Promise<{ items: AuditEventView[]; next: string | null }> {
-  const rows = await db
-    .select()
-    .from(auditEvents)
-    .where(
-      and(...conditions(filter), page.before === undefined ? undefined : lt(auditEvents.id, page.before)),
-    )
-    .orderBy(desc(auditEvents.id))
-    .limit(page.limit + 1);
-  const items = rows.slice(0, page.limit).map(auditEventView);
-  return { items, next: rows.length > page.limit ? (items.at(-1)?.id ?? null) : null };
+  input: { limit: number; cursor?: string },
+): Promise<Page<AuditEventView>> {
+  const before = auditCursor.decodeOptional(input.cursor);
+  const rows = await withDatabase(deps, ctx, (db) =>
+    db
+      .select()
+      .from(auditEvents)
+      .where(and(...conditions(filter), before === undefined ? undefined : lt(auditEvents.id, before)))
+      .orderBy(desc(auditEvents.id))
+      .limit(input.limit + 1),
+  );
+  return pageOf(rows, input.limit, auditEventView, (row) => row.id, auditCursor);
 }
 
 export type AuditListInput = Omit<AuditFilter, "tenantId"> & { limit: number; cursor?: string };
 
-const cursorOf = (cursor: string | undefined): number | undefined => {
-  if (cursor === undefined) return undefined;
-  if (!/^\d{1,18}$/.test(cursor))
-    throw new AppError("validation_failed", "The request is not valid.", {
-      fields: [{ path: "cursor", message: "not a cursor returned by this endpoint" }],
-    });
-  return Number(cursor);
-};
-
 /** The ctx tenant's own events, newest first, a page at a time (owners and admins). */
 export async function listTenantAuditEvents(
-  deps: Pick<Deps, "database">,
-  ctx: Ctx & { tenantId: string },
+  deps: DatabaseDeps,
+  ctx: TenantCtx,
   input: AuditListInput,
-): Promise<{ items: AuditEventView[]; next: string | null }> {
-  return pageOf(
-    deps.database.db,
-    { ...input, tenantId: ctx.tenantId },
-    {
-      limit: input.limit,
-      before: cursorOf(input.cursor),
-    },
-  );
+): Promise<Page<AuditEventView>> {
+  const { limit, cursor, ...filter } = input;
+  return eventPage(deps, ctx, { ...filter, tenantId: ctx.tenantId }, { limit, cursor });
 }
 
 /** Any chain's events (platform admins): `tenantId` a tenant, null the platform chain, absent all. */
 export async function listAuditEvents(
-  deps: Pick<Deps, "database">,
-  _ctx: Ctx,
+  deps: DatabaseDeps,
+  ctx: Ctx,
   input: AuditListInput & { tenantId?: string | null },
-): Promise<{ items: AuditEventView[]; next: string | null }> {
-  return pageOf(deps.database.db, input, { limit: input.limit, before: cursorOf(input.cursor) });
+): Promise<Page<AuditEventView>> {
+  const { limit, cursor, ...filter } = input;
+  return eventPage(deps, ctx, filter, { limit, cursor });
 }
 
 /**
@@ -130,30 +132,34 @@ export async function listAuditEvents(
  * id, up to the newest id when the export began): memory holds one batch whatever the range.
  */
 export async function* exportAuditEvents(
-  deps: Pick<Deps, "database" | "config">,
-  _ctx: Ctx,
+  deps: DatabaseDeps & Pick<Deps, "config">,
+  ctx: Ctx,
   filter: AuditFilter,
 ): AsyncGenerator<AuditEventView[]> {
-  const db = deps.database.db;
   const batchSize = deps.config.settings.Audit.ExportBatchSize;
   // the range of ids to walk: a time range far back in a long log does not scan what precedes it
-  const [range] = await db
-    .select({
-      first: sql<string | null>`min(${auditEvents.id})::text`,
-      last: sql<string | null>`max(${auditEvents.id})::text`,
-    })
-    .from(auditEvents)
-    .where(and(...conditions(filter)));
+  const [range] = await withDatabase(deps, ctx, (db) =>
+    db
+      .select({
+        first: sql<string | null>`min(${auditEvents.id})::text`,
+        last: sql<string | null>`max(${auditEvents.id})::text`,
+      })
+      .from(auditEvents)
+      .where(and(...conditions(filter))),
+  );
   if (!range?.first || !range.last) return;
   const last = Number(range.last);
   let after = Number(range.first) - 1;
   for (;;) {
-    const rows = await db
-      .select()
-      .from(auditEvents)
-      .where(and(...conditions(filter), sql`${auditEvents.id} > ${after}`, lte(auditEvents.id, last)))
-      .orderBy(asc(auditEvents.id))
-      .limit(batchSize);
+    const from = after;
+    const rows = await withDatabase(deps, ctx, (db) =>
+      db
+        .select()
+        .from(auditEvents)
+        .where(and(...conditions(filter), sql`${auditEvents.id} > ${from}`, lte(auditEvents.id, last)))
+        .orderBy(asc(auditEvents.id))
+        .limit(batchSize),
+    );
     if (rows.length === 0) return;
     yield rows.map(auditEventView);
     after = rows.at(-1)?.id ?? last;

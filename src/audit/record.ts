@@ -1,51 +1,14 @@
 import { sql } from "drizzle-orm";
 import type { Actor, Ctx } from "../context.ts";
 import { type Executor, execute } from "../db/client.ts";
+import { type DatabaseDeps, withTransaction } from "../db/operation.ts";
 import type { Deps } from "../deps.ts";
 import { createRedactor } from "../redact.ts";
+import { AUDIT_ACTIONS, type AuditAction } from "./actions.ts";
 import { auditRowHash, chainOf, GENESIS_HASH } from "./chain.ts";
 
-/** Every action the log records (docs/audit.md lists each with its details). */
-export const AUDIT_ACTIONS = [
-  "auth.sign_in",
-  "auth.sign_out",
-  "auth.password_changed",
-  "auth.session_revoked",
-  "user.created",
-  "user.disabled",
-  "user.deleted",
-  "user.role_changed",
-  "api_key.created",
-  "api_key.rolled",
-  "api_key.revoked",
-  "api_key.first_used",
-  "tenant_secret.put",
-  "tenant_secret.deleted",
-  "provider.set",
-  "provider.disabled",
-  "provider.enabled",
-  "domain.added",
-  "domain.activated",
-  "domain.removed",
-  "subscription.event",
-  "feature.override",
-  "webhook_endpoint.created",
-  "webhook_endpoint.updated",
-  "webhook_endpoint.deleted",
-  "job.retried",
-  "job.cancelled",
-  "job.priority_changed",
-  "schedule.updated",
-  "schedule.deleted",
-  "schedule.run",
-  "domain.check_requested",
-  "platform_user.created",
-  "tenant.created",
-  "tenant.suspended",
-  "platform.bootstrapped",
-  "authorization.refused",
-] as const;
-export type AuditAction = (typeof AUDIT_ACTIONS)[number];
+/** Every action the log records: src/audit/actions.ts describes each (docs/audit.md's table). */
+export { AUDIT_ACTIONS, type AuditAction };
 
 export const AUDIT_OUTCOMES = ["success", "failure", "denied"] as const;
 export type AuditOutcome = (typeof AUDIT_OUTCOMES)[number];
@@ -203,7 +166,7 @@ export async function recordAudit(
   return { id: row.id, hash };
 }
 
-export type LimitedAuditDeps = Pick<Deps, "database" | "counters" | "clock" | "logger" | "config">;
+export type LimitedAuditDeps = DatabaseDeps & Pick<Deps, "counters" | "clock" | "logger" | "config">;
 
 /**
  * Records an event nobody's change carries (a failed sign-in, a refused authorization) in its own
@@ -239,7 +202,8 @@ export async function recordAuditLimited(
       1,
     );
     if (!perTenant?.allowed) return false;
-    await deps.database.db.transaction((tx) => recordAudit(tx, ctx, input));
+    // its own transaction even inside another: the refusal's record outlives a rolled-back change
+    await withTransaction(deps, { ...ctx, tx: undefined }, (tx, ctx) => recordAudit(tx, ctx, input));
     return true;
   } catch (error) {
     deps.logger.warn("audit event not recorded", { action: input.action, requestId: ctx.requestId, error });

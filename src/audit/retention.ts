@@ -1,11 +1,12 @@
 import { eq, sql } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
 import { execute } from "../db/client.ts";
+import { type DatabaseDeps, withDatabase, withTransaction } from "../db/operation.ts";
 import { auditChains } from "../db/schema/audit.ts";
 import type { Deps } from "../deps.ts";
 import { PLATFORM_CHAIN } from "./chain.ts";
 
-export type AuditRetentionDeps = Pick<Deps, "database" | "clock" | "config" | "logger">;
+export type AuditRetentionDeps = DatabaseDeps & Pick<Deps, "clock" | "config" | "logger">;
 
 /** Rows one chain loses per transaction; `pruneAuditEvents` goes on until nothing old is left. */
 const PRUNE_BATCH = 10_000;
@@ -17,14 +18,16 @@ const PRUNE_BATCH = 10_000;
  * `pruned_through_id`), in one transaction under the chain's lock. `audit:verify` then starts there.
  * Returns the number of rows removed.
  */
-export async function pruneAuditEvents(deps: AuditRetentionDeps, _ctx: Ctx): Promise<number> {
+export async function pruneAuditEvents(deps: AuditRetentionDeps, ctx: Ctx): Promise<number> {
   const days = deps.config.settings.Audit.RetentionDays;
   const cutoff = new Date(deps.clock.now().getTime() - days * 86_400_000);
-  const chains = await deps.database.db.select({ chain: auditChains.chain }).from(auditChains);
+  const chains = await withDatabase(deps, ctx, (db) =>
+    db.select({ chain: auditChains.chain }).from(auditChains),
+  );
   let total = 0;
   for (const { chain } of chains) {
     for (;;) {
-      const removed = await pruneChainBatch(deps, chain, cutoff);
+      const removed = await pruneChainBatch(deps, ctx, { chain, cutoff });
       total += removed;
       if (removed < PRUNE_BATCH) break;
     }
@@ -34,9 +37,14 @@ export async function pruneAuditEvents(deps: AuditRetentionDeps, _ctx: Ctx): Pro
   return total;
 }
 
-async function pruneChainBatch(deps: AuditRetentionDeps, chain: string, cutoff: Date): Promise<number> {
+async function pruneChainBatch(
+  deps: AuditRetentionDeps,
+  ctx: Ctx,
+  input: { chain: string; cutoff: Date },
+): Promise<number> {
+  const { chain, cutoff } = input;
   const inChain = chain === PLATFORM_CHAIN ? sql`tenant_id is null` : sql`tenant_id = ${chain}::uuid`;
-  return deps.database.db.transaction(async (tx) => {
+  return withTransaction(deps, ctx, async (tx) => {
     // the chain's writers wait on this row lock, so the head cannot move while its start does
     const [locked] = await tx
       .select({ chain: auditChains.chain })

@@ -1,7 +1,8 @@
 import { and, asc, eq, gt, type SQL, sql } from "drizzle-orm";
-import type { Executor } from "../db/client.ts";
+import type { Ctx } from "../context.ts";
+import { type Executor, execute } from "../db/client.ts";
+import { type DatabaseDeps, withTransaction } from "../db/operation.ts";
 import { auditChains, auditEvents } from "../db/schema/audit.ts";
-import type { Deps } from "../deps.ts";
 import { auditRowHash, chainOf, GENESIS_HASH, PLATFORM_CHAIN } from "./chain.ts";
 
 /** The first break of a chain: which row, and how it was tampered with. */
@@ -105,21 +106,21 @@ export async function verifyChain(tx: Executor, chain: string): Promise<ChainRep
  * read-only snapshot so concurrent writers cannot look like tampering.
  */
 export async function verifyAuditChains(
-  deps: Pick<Deps, "database">,
+  deps: DatabaseDeps,
+  ctx: Ctx,
   input: { tenantId?: string } = {},
 ): Promise<ChainReport[]> {
-  return deps.database.db.transaction(
-    async (tx) => {
-      const chains =
-        input.tenantId !== undefined
-          ? [input.tenantId === PLATFORM_CHAIN ? PLATFORM_CHAIN : chainOf(input.tenantId)]
-          : await chainsOf(tx);
-      const reports: ChainReport[] = [];
-      for (const chain of chains) reports.push(await verifyChain(tx, chain));
-      return reports;
-    },
-    { isolationLevel: "repeatable read", accessMode: "read only" },
-  );
+  return withTransaction(deps, ctx, async (tx) => {
+    // the snapshot is taken at the first query: this must come first in the transaction
+    await execute(tx, sql`set transaction isolation level repeatable read, read only`);
+    const chains =
+      input.tenantId !== undefined
+        ? [input.tenantId === PLATFORM_CHAIN ? PLATFORM_CHAIN : chainOf(input.tenantId)]
+        : await chainsOf(tx);
+    const reports: ChainReport[] = [];
+    for (const chain of chains) reports.push(await verifyChain(tx, chain));
+    return reports;
+  });
 }
 
 /** Every chain with a head or with rows (rows without a head row are verified from genesis). */

@@ -1,6 +1,7 @@
 import { eq } from "drizzle-orm";
 import type { AppConfig } from "../config/load.ts";
 import type { Ctx } from "../context.ts";
+import { withTransaction } from "../db/operation.ts";
 import { sessions } from "../db/schema/index.ts";
 import type { AuthDeps } from "./deps.ts";
 import { normaliseOrigin } from "./origins.ts";
@@ -44,7 +45,7 @@ export async function signInBrowser(
   const cookie = opaqueToken();
   const csrfToken = opaqueToken();
   // one transaction: the user row stays share-locked until the session row is committed
-  await deps.database.db.transaction((tx) =>
+  await withTransaction(deps, ctx, (tx) =>
     insertSessionIfUnchanged(tx, signIn, {
       kind: "browser",
       cookieHash: tokenHash(cookie),

@@ -1,6 +1,6 @@
 import { eq, isNull, type SQL, sql } from "drizzle-orm";
 import type { AnyPgColumn } from "drizzle-orm/pg-core";
-import type { Db } from "../db/client.ts";
+import type { Executor } from "../db/client.ts";
 import { tenants, users } from "../db/schema/index.ts";
 
 /** A user as authentication sees them: tenant, status (the tenant's suspension included) and roles. */
@@ -71,7 +71,7 @@ export function identityOf(row: IdentityRow): Identity {
   };
 }
 
-export async function loadIdentity(db: Db, userId: string): Promise<Identity | null> {
+export async function loadIdentity(db: Executor, userId: string): Promise<Identity | null> {
   const [row] = await db
     .select(identityColumns)
     .from(users)

@@ -1,6 +1,7 @@
 import { and, eq, isNull } from "drizzle-orm";
 import { recordAudit, recordAuditLimited } from "../audit/record.ts";
 import type { Ctx } from "../context.ts";
+import { withDatabase, withTransaction } from "../db/operation.ts";
 import { sessions, users } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
 import { hashPassword, passwordProblem, verifyPassword } from "../security/passwords.ts";
@@ -78,15 +79,17 @@ export async function verifyCredentials(
   let userId: string | null = null;
   try {
     return await passwordAttempt(deps, { account, ip: clientIpOf(ctx) }, async () => {
-      const [row] = await deps.database.db
-        .select({ id: users.id, passwordHash: users.passwordHash })
-        .from(users)
-        .where(and(sameTenant(users.tenantId, ctx.tenantId), eq(users.email, email)))
-        .limit(1);
+      const [row] = await withDatabase(deps, ctx, (db) =>
+        db
+          .select({ id: users.id, passwordHash: users.passwordHash })
+          .from(users)
+          .where(and(sameTenant(users.tenantId, ctx.tenantId), eq(users.email, email)))
+          .limit(1),
+      );
       userId = row?.id ?? null;
       const ok = await verifyPassword(input.password, row?.passwordHash ?? (await getDummyHash()));
       if (!row?.passwordHash || !ok) throw invalidCredentials();
-      const identity = await loadIdentity(deps.database.db, row.id);
+      const identity = await withDatabase(deps, ctx, (db) => loadIdentity(db, row.id));
       if (identity?.status !== "Active") throw invalidCredentials();
       return { identity, seenPasswordHash: row.passwordHash, ctx, method: "password" as const };
     });
@@ -132,20 +135,21 @@ export async function changePassword(
   input: { currentPassword: string; newPassword: string },
 ): Promise<TokenPair | null> {
   const caller = callerOf(ctx);
-  const db = deps.database.db;
-  const [user] = await db
-    .select({
-      passwordHash: users.passwordHash,
-      tenantId: users.tenantId,
-      email: users.email,
-      name: users.name,
-      sessionKind: sessions.kind,
-      sessionExpiresAt: sessions.expiresAt,
-    })
-    .from(users)
-    .innerJoin(sessions, and(eq(sessions.id, caller.sessionId), eq(sessions.userId, users.id)))
-    .where(eq(users.id, caller.userId))
-    .limit(1);
+  const [user] = await withDatabase(deps, ctx, (db) =>
+    db
+      .select({
+        passwordHash: users.passwordHash,
+        tenantId: users.tenantId,
+        email: users.email,
+        name: users.name,
+        sessionKind: sessions.kind,
+        sessionExpiresAt: sessions.expiresAt,
+      })
+      .from(users)
+      .innerJoin(sessions, and(eq(sessions.id, caller.sessionId), eq(sessions.userId, users.id)))
+      .where(eq(users.id, caller.userId))
+      .limit(1),
+  );
   if (!user) throw new AppError("unauthorized");
   const account = `${user.tenantId ?? "platform"}:${user.email}`;
   const passwordHash = user.passwordHash;
@@ -167,7 +171,7 @@ export async function changePassword(
   }
   const now = deps.clock.now();
   const newHash = await hashPassword(input.newPassword);
-  const opened = await db.transaction(async (tx) => {
+  const opened = await withTransaction(deps, ctx, async (tx) => {
     // The user row first, then the sessions, in one transaction: a concurrent sign-in that verified
     // the old hash waits on this row (insertSessionIfUnchanged) and then finds it changed. The update
     // is conditional on the hash just verified, so two concurrent changes cannot both win.
@@ -206,9 +210,9 @@ export async function changePassword(
     };
   });
   if (!opened) throw new AppError("unauthorized", "The current password is wrong.");
-  await endSessions(deps, { userId: caller.userId });
+  await endSessions(deps, ctx, { userId: caller.userId });
   if (!opened.sessionId || !opened.refreshToken) return null;
-  const identity = await loadIdentity(db, caller.userId);
+  const identity = await withDatabase(deps, ctx, (db) => loadIdentity(db, caller.userId));
   if (!identity) throw new AppError("unauthorized");
   return tokenPairFor(deps, identity, opened.sessionId, opened.refreshToken);
 }

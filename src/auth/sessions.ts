@@ -2,6 +2,7 @@ import { and, eq, isNull } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import type { Ctx } from "../context.ts";
 import type { Executor } from "../db/client.ts";
+import { type DatabaseDeps, withDatabase, withTransaction } from "../db/operation.ts";
 import { refreshTokens, sessions, users } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
@@ -133,7 +134,7 @@ const signInEvent = (signIn: SignIn, sessionId: string, kind: string | undefined
 export async function startTokenSession(deps: AuthDeps, signIn: SignIn): Promise<TokenPair> {
   const now = deps.clock.now();
   const expiresAt = new Date(now.getTime() + deps.config.settings.Security.Jwt.RefreshTokenDays * 86_400_000);
-  const opened = await deps.database.db.transaction(async (tx) => {
+  const opened = await withTransaction(deps, signIn.ctx, async (tx) => {
     const sessionId = await insertSessionIfUnchanged(tx, signIn, {
       kind: "token",
       createdAt: now,
@@ -156,24 +157,25 @@ export async function refreshSession(
   ctx: Ctx,
   input: { refreshToken: string },
 ): Promise<TokenPair> {
-  const db = deps.database.db;
   const now = deps.clock.now();
-  const [row] = await db
-    .select({
-      id: refreshTokens.id,
-      sessionId: refreshTokens.sessionId,
-      rotatedAt: refreshTokens.rotatedAt,
-      expiresAt: refreshTokens.expiresAt,
-      userId: sessions.userId,
-      tenantId: sessions.tenantId,
-      kind: sessions.kind,
-      revokedAt: sessions.revokedAt,
-      sessionExpiresAt: sessions.expiresAt,
-    })
-    .from(refreshTokens)
-    .innerJoin(sessions, eq(sessions.id, refreshTokens.sessionId))
-    .where(eq(refreshTokens.tokenHash, tokenHash(input.refreshToken)))
-    .limit(1);
+  const [row] = await withDatabase(deps, ctx, (db) =>
+    db
+      .select({
+        id: refreshTokens.id,
+        sessionId: refreshTokens.sessionId,
+        rotatedAt: refreshTokens.rotatedAt,
+        expiresAt: refreshTokens.expiresAt,
+        userId: sessions.userId,
+        tenantId: sessions.tenantId,
+        kind: sessions.kind,
+        revokedAt: sessions.revokedAt,
+        sessionExpiresAt: sessions.expiresAt,
+      })
+      .from(refreshTokens)
+      .innerJoin(sessions, eq(sessions.id, refreshTokens.sessionId))
+      .where(eq(refreshTokens.tokenHash, tokenHash(input.refreshToken)))
+      .limit(1),
+  );
   // only token sessions carry refresh tokens; one on a browser session is refused, never rotated,
   // and so is one of another tenant than the request acts in
   if (row?.kind !== "token" || (ctx.tenantId !== null && row.tenantId !== ctx.tenantId)) {
@@ -182,41 +184,36 @@ export async function refreshSession(
   if (row.revokedAt || row.sessionExpiresAt <= now || row.expiresAt <= now) {
     throw new AppError("unauthorized", "Invalid refresh token.");
   }
-  const spent = await db
-    .update(refreshTokens)
-    .set({ rotatedAt: now })
-    .where(and(eq(refreshTokens.id, row.id), isNull(refreshTokens.rotatedAt)))
-    .returning({ id: refreshTokens.id });
-  if (row.rotatedAt || spent.length === 0) {
+  // the old token is spent and the new one issued in one transaction; a refusal found on the way
+  // commits the spending, and the session is revoked after it (in its own transaction)
+  type Rotation = { refused: string } | { identity: Identity; refreshToken: string };
+  const rotated = await withTransaction(deps, ctx, async (tx): Promise<Rotation> => {
+    const spent = await tx
+      .update(refreshTokens)
+      .set({ rotatedAt: now })
+      .where(and(eq(refreshTokens.id, row.id), isNull(refreshTokens.rotatedAt)))
+      .returning({ id: refreshTokens.id });
+    if (row.rotatedAt || spent.length === 0) return { refused: "refresh token reuse" };
+    const identity = await loadIdentity(tx, row.userId);
+    if (identity?.status !== "Active") return { refused: "user not active" };
+    await tx.update(sessions).set({ lastUsedAt: now }).where(eq(sessions.id, row.sessionId));
+    return { identity, refreshToken: await issueRefreshToken(tx, row.sessionId, row.sessionExpiresAt) };
+  });
+  if ("refused" in rotated) {
     await revokeSession(deps, ctx, {
       sessionId: row.sessionId,
-      reason: "refresh token reuse",
+      reason: rotated.refused,
       now,
       action: "auth.session_revoked",
     });
-    deps.logger.warn("refresh token reused: session revoked", {
-      sessionId: row.sessionId,
-      userId: row.userId,
-    });
+    if (rotated.refused === "refresh token reuse")
+      deps.logger.warn("refresh token reused: session revoked", {
+        sessionId: row.sessionId,
+        userId: row.userId,
+      });
     throw new AppError("unauthorized", "Invalid refresh token.");
   }
-  const identity = await loadIdentity(db, row.userId);
-  if (identity?.status !== "Active") {
-    await revokeSession(deps, ctx, {
-      sessionId: row.sessionId,
-      reason: "user not active",
-      now,
-      action: "auth.session_revoked",
-    });
-    throw new AppError("unauthorized", "Invalid refresh token.");
-  }
-  await db.update(sessions).set({ lastUsedAt: now }).where(eq(sessions.id, row.sessionId));
-  return tokenPairFor(
-    deps,
-    identity,
-    row.sessionId,
-    await issueRefreshToken(db, row.sessionId, row.sessionExpiresAt),
-  );
+  return tokenPairFor(deps, rotated.identity, row.sessionId, rotated.refreshToken);
 }
 
 /**
@@ -224,12 +221,12 @@ export async function refreshSession(
  * `auth.session_revoked`), in one transaction; a session already ended records nothing.
  */
 async function revokeSession(
-  deps: Pick<AuthDeps, "database" | "sessionCache">,
+  deps: DatabaseDeps & Pick<AuthDeps, "sessionCache">,
   ctx: Ctx,
   input: { sessionId: string; reason: string; now: Date; action: "auth.sign_out" | "auth.session_revoked" },
 ): Promise<void> {
   const { sessionId } = input;
-  await deps.database.db.transaction(async (tx) => {
+  await withTransaction(deps, ctx, async (tx, txCtx) => {
     const [revoked] = await tx
       .update(sessions)
       .set({ revokedAt: input.now, revokedReason: input.reason })
@@ -248,7 +245,7 @@ async function revokeSession(
           tenantId: revoked.tenantId,
         },
       );
-    await endSessions(deps, { sessionId }, tx);
+    await endSessions(deps, txCtx, { sessionId });
   });
 }
 
@@ -263,17 +260,17 @@ const sessionActor = (
     : { type: "system", name: "auth" };
 
 /**
- * Evicts ended sessions from this process's cache at once and tells every other process. Given the
- * caller's transaction, the notice goes out when it commits (this process's listener then evicts
+ * Evicts ended sessions from this process's cache at once and tells every other process. In the
+ * ctx's transaction, the notice goes out when it commits (this process's listener then evicts
  * again, in case the old row was read back in the meantime).
  */
 export async function endSessions(
-  deps: Pick<Deps, "database" | "sessionCache">,
+  deps: DatabaseDeps & Pick<Deps, "sessionCache">,
+  ctx: Ctx,
   change: SessionChange,
-  executor: Executor = deps.database.db,
 ): Promise<void> {
   deps.sessionCache.evict(change);
-  await announceSessionChange(executor, change);
+  await withDatabase(deps, ctx, (db) => announceSessionChange(db, change));
 }
 
 /**
@@ -281,12 +278,14 @@ export async function endSessions(
  * so is a session of another tenant than the request acts in (`ctx.tenantId`).
  */
 export async function logout(deps: AuthDeps, ctx: Ctx, input: { refreshToken: string }): Promise<void> {
-  const [row] = await deps.database.db
-    .select({ sessionId: refreshTokens.sessionId, tenantId: sessions.tenantId })
-    .from(refreshTokens)
-    .innerJoin(sessions, eq(sessions.id, refreshTokens.sessionId))
-    .where(eq(refreshTokens.tokenHash, tokenHash(input.refreshToken)))
-    .limit(1);
+  const [row] = await withDatabase(deps, ctx, (db) =>
+    db
+      .select({ sessionId: refreshTokens.sessionId, tenantId: sessions.tenantId })
+      .from(refreshTokens)
+      .innerJoin(sessions, eq(sessions.id, refreshTokens.sessionId))
+      .where(eq(refreshTokens.tokenHash, tokenHash(input.refreshToken)))
+      .limit(1),
+  );
   if (!row || (ctx.tenantId !== null && row.tenantId !== ctx.tenantId)) return;
   await revokeSession(deps, ctx, {
     sessionId: row.sessionId,

@@ -1,6 +1,7 @@
 import { randomInt } from "node:crypto";
 import { and, desc, eq, gt, isNull, sql } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
+import { withDatabase, withTransaction } from "../db/operation.ts";
 import { smsCodes, users } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
 import { assertAllowed } from "../security/windows.ts";
@@ -42,27 +43,29 @@ export async function sendSmsCode(deps: AuthDeps, ctx: Ctx, input: { phone: stri
     }),
   );
   const now = deps.clock.now();
-  deps.pending.run("SMS code send", () => deliverSmsCode(deps, { phone, tenantId: ctx.tenantId, now }));
+  deps.pending.run("SMS code send", () => deliverSmsCode(deps, ctx, { phone, tenantId: ctx.tenantId, now }));
 }
 
 /** The background half of `sendSmsCode`: nothing for an unknown number, else store and send a code. */
 async function deliverSmsCode(
   deps: AuthDeps,
+  ctx: Ctx,
   input: { phone: string; tenantId: string | null; now: Date },
 ): Promise<void> {
   const { phone, now } = input;
-  const db = deps.database.db;
-  const [user] = await db
-    .select({ id: users.id })
-    .from(users)
-    .where(
-      and(sameTenant(users.tenantId, input.tenantId), eq(users.phone, phone), eq(users.status, "Active")),
-    )
-    .limit(1);
+  const [user] = await withDatabase(deps, ctx, (db) =>
+    db
+      .select({ id: users.id })
+      .from(users)
+      .where(
+        and(sameTenant(users.tenantId, input.tenantId), eq(users.phone, phone), eq(users.status, "Active")),
+      )
+      .limit(1),
+  );
   if (!user) return;
   const code = String(randomInt(0, 1_000_000)).padStart(6, "0");
   const lifetime = deps.config.settings.Authentication.Sms.CodeLifetimeSeconds;
-  await db.transaction(async (tx) => {
+  await withTransaction(deps, ctx, async (tx) => {
     // a new code replaces any earlier one still open
     await tx
       .update(smsCodes)
@@ -136,21 +139,22 @@ async function signInWithSmsCode(
   if (!phone || !/^\d{6}$/.test(input.code)) throw invalidCredentials();
   const subject = `${tenantId ?? "platform"}:${phone}`;
   assertAllowed(await deps.windows.consume("smsVerify", { phone: subject, ip: clientIpOf(ctx) }));
-  const db = deps.database.db;
   const now = deps.clock.now();
-  const [open] = await db
-    .select({ id: smsCodes.id, codeHash: smsCodes.codeHash, attempts: smsCodes.attempts })
-    .from(smsCodes)
-    .where(
-      and(
-        sameTenant(smsCodes.tenantId, tenantId),
-        eq(smsCodes.phone, phone),
-        isNull(smsCodes.consumedAt),
-        gt(smsCodes.expiresAt, now),
-      ),
-    )
-    .orderBy(desc(smsCodes.createdAt))
-    .limit(1);
+  const [open] = await withDatabase(deps, ctx, (db) =>
+    db
+      .select({ id: smsCodes.id, codeHash: smsCodes.codeHash, attempts: smsCodes.attempts })
+      .from(smsCodes)
+      .where(
+        and(
+          sameTenant(smsCodes.tenantId, tenantId),
+          eq(smsCodes.phone, phone),
+          isNull(smsCodes.consumedAt),
+          gt(smsCodes.expiresAt, now),
+        ),
+      )
+      .orderBy(desc(smsCodes.createdAt))
+      .limit(1),
+  );
   const matches = safeEqual(open?.codeHash ?? NO_CODE_HASH, smsCodeHash(deps, tenantId, phone, input.code));
   if (!open || !matches) {
     const limit = deps.config.settings.Authentication.Sms.VerifyLimit;
@@ -158,7 +162,7 @@ async function signInWithSmsCode(
     // (1-3 ms measured) would tell an attacker which numbers hold an open code, i.e. are registered,
     // so this commit does not wait for it. A database crash in the next few hundred milliseconds
     // could forget one wrong-guess count; the smsVerify window still bounds the guesses.
-    await db.transaction(async (tx) => {
+    await withTransaction(deps, ctx, async (tx) => {
       await tx.execute(sql`set local synchronous_commit = off`);
       await tx
         .update(smsCodes)
@@ -171,18 +175,20 @@ async function signInWithSmsCode(
     });
     throw invalidCredentials();
   }
-  const used = await db
-    .update(smsCodes)
-    .set({ consumedAt: now })
-    .where(and(eq(smsCodes.id, open.id), isNull(smsCodes.consumedAt)))
-    .returning({ id: smsCodes.id });
-  if (used.length === 0) throw invalidCredentials();
-  const [user] = await db
-    .select({ id: users.id })
-    .from(users)
-    .where(and(sameTenant(users.tenantId, tenantId), eq(users.phone, phone)))
-    .limit(1);
-  const identity = user ? await loadIdentity(db, user.id) : null;
+  const identity = await withDatabase(deps, ctx, async (db) => {
+    const used = await db
+      .update(smsCodes)
+      .set({ consumedAt: now })
+      .where(and(eq(smsCodes.id, open.id), isNull(smsCodes.consumedAt)))
+      .returning({ id: smsCodes.id });
+    if (used.length === 0) throw invalidCredentials();
+    const [user] = await db
+      .select({ id: users.id })
+      .from(users)
+      .where(and(sameTenant(users.tenantId, tenantId), eq(users.phone, phone)))
+      .limit(1);
+    return user ? loadIdentity(db, user.id) : null;
+  });
   if (identity?.status !== "Active") throw invalidCredentials();
   await deps.windows.reset("smsVerify", { phone: subject });
   return startTokenSession(deps, { identity, ctx, method: "sms" });

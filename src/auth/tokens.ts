@@ -84,6 +84,103 @@ function legacyTypAccepted(
   return typeof iat === "number" && iat <= cutOffSeconds && now < iat + lifetime + CLOCK_TOLERANCE_SECONDS;
 }
 
+/** The signing key and the verification set as jose keys, and the set as published (JWKS). */
+async function importKeys(material: SigningMaterial) {
+  const signingKey = await importPKCS8(
+    material.privateKey.export({ type: "pkcs8", format: "pem" }).toString(),
+    ALG,
+  );
+  const verifiers = new Map<string, CryptoKey>();
+  const published: JWK[] = [];
+  for (const [kid, key] of material.verificationKeys) {
+    const imported = await importSPKI(key.export({ type: "spki", format: "pem" }).toString(), ALG, {
+      extractable: true,
+    });
+    verifiers.set(kid, imported);
+    published.push({ ...(await exportJWK(imported)), kid, alg: ALG, use: "sig" });
+  }
+  return { signingKey, verifiers, published };
+}
+
+const strings = (value: unknown) => (Array.isArray(value) ? value.filter((v) => typeof v === "string") : []);
+
+/** What a verified token says, or why it says too little. */
+function claimsOf(payload: JWTPayload): AccessClaims {
+  if (typeof payload.sub !== "string" || typeof payload.sid !== "string")
+    throw new InvalidTokenError("bad claims");
+  return {
+    userId: payload.sub,
+    tenantId: typeof payload.tid === "string" ? payload.tid : null,
+    sessionId: payload.sid,
+    roles: strings(payload.roles),
+    platformRoles: strings(payload.proles),
+    passwordChangeRequired: payload.pwc === true,
+  };
+}
+
+/** Checks a token against the verification set (see `createTokenService`), remembering good ones. */
+function accessTokenVerifier(input: {
+  verifiers: Map<string, CryptoKey>;
+  issuer: string;
+  audience: string;
+  clock: Clock;
+  accessTokenSeconds: number;
+  cutOffSeconds: number;
+}): (token: string) => Promise<AccessClaims> {
+  const { verifiers, issuer, audience, clock, accessTokenSeconds, cutOffSeconds } = input;
+  // A verified token's claims, until it expires: the same token is presented on every request of a
+  // session, and an RS256 check costs ~0.1 ms. Tokens are immutable, so a cached answer stays right.
+  const verified = new Map<string, { claims: AccessClaims; exp: number }>();
+  const VERIFIED_MAX = 20_000;
+  return async (token) => {
+    const nowSeconds = clock.now().getTime() / 1000;
+    const hit = verified.get(token);
+    if (hit) {
+      if (hit.exp + CLOCK_TOLERANCE_SECONDS > nowSeconds) return hit.claims;
+      verified.delete(token);
+    }
+    let payload: JWTPayload;
+    let legacy: boolean;
+    try {
+      const header = decodeProtectedHeader(token);
+      if (header.alg !== ALG || typeof header.kid !== "string" || !verifiers.has(header.kid)) {
+        throw new InvalidTokenError("unknown key or algorithm");
+      }
+      // compared as media types are: case-insensitively, the "application/" prefix optional
+      const typ =
+        typeof header.typ === "string" ? header.typ.toLowerCase().replace(/^application\//, "") : "";
+      legacy = typ === LEGACY_TYP.toLowerCase();
+      if (typ !== ACCESS_TOKEN_TYP && !legacy) throw new InvalidTokenError("not an access token (typ)");
+      const key = verifiers.get(header.kid) as CryptoKey;
+      ({ payload } = await jwtVerify(token, key, {
+        algorithms: [ALG],
+        issuer,
+        audience,
+        clockTolerance: CLOCK_TOLERANCE_SECONDS,
+        currentDate: clock.now(),
+        requiredClaims: ["sub", "exp", "iat", "sid"],
+      }));
+    } catch (error) {
+      // jose's own errors and anything a malformed token throws are all just "invalid"
+      if (error instanceof InvalidTokenError) throw error;
+      throw new InvalidTokenError(error instanceof errors.JOSEError ? error.code : "invalid token");
+    }
+    if (legacy && !legacyTypAccepted(payload, cutOffSeconds, accessTokenSeconds, nowSeconds)) {
+      throw new InvalidTokenError("a JWT-typed token issued after the at+jwt upgrade, or too old");
+    }
+    const claims = claimsOf(payload);
+    // only tokens already valid (nbf passed) are remembered; a future-dated one is checked again
+    const { exp, nbf } = payload;
+    if (typeof exp === "number" && (typeof nbf !== "number" || nbf <= nowSeconds)) {
+      if (verified.size >= VERIFIED_MAX) verified.clear();
+      // a JWT-typed token is remembered no longer than one lifetime from its issue
+      const until = legacy ? Math.min(exp, (payload.iat as number) + accessTokenSeconds) : exp;
+      verified.set(token, { claims, exp: until });
+    }
+    return claims;
+  };
+}
+
 /**
  * RS256 access tokens typed `at+jwt` (RFC 9068): signed with the current key, verified against
  * every key of the verification set (so keys rotate without logging anyone out). Verification pins
@@ -113,25 +210,7 @@ export async function createTokenService(
   const accessTokenSeconds = jwt.AccessTokenMinutes * 60;
   const legacyTypCutOff = clock.now();
   const cutOffSeconds = Math.floor(legacyTypCutOff.getTime() / 1000);
-
-  const signingKey = await importPKCS8(
-    material.privateKey.export({ type: "pkcs8", format: "pem" }).toString(),
-    ALG,
-  );
-  const verifiers = new Map<string, CryptoKey>();
-  const published: JWK[] = [];
-  for (const [kid, key] of material.verificationKeys) {
-    const imported = await importSPKI(key.export({ type: "spki", format: "pem" }).toString(), ALG, {
-      extractable: true,
-    });
-    verifiers.set(kid, imported);
-    published.push({ ...(await exportJWK(imported)), kid, alg: ALG, use: "sig" });
-  }
-
-  // A verified token's claims, until it expires: the same token is presented on every request of a
-  // session, and an RS256 check costs ~0.1 ms. Tokens are immutable, so a cached answer stays right.
-  const verified = new Map<string, { claims: AccessClaims; exp: number }>();
-  const VERIFIED_MAX = 20_000;
+  const { signingKey, verifiers, published } = await importKeys(material);
 
   return {
     currentKeyId: material.currentKeyId,
@@ -156,64 +235,14 @@ export async function createTokenService(
         .setJti(crypto.randomUUID())
         .sign(signingKey);
     },
-    verifyAccessToken: async (token) => {
-      const nowSeconds = clock.now().getTime() / 1000;
-      const hit = verified.get(token);
-      if (hit) {
-        if (hit.exp + CLOCK_TOLERANCE_SECONDS > nowSeconds) return hit.claims;
-        verified.delete(token);
-      }
-      let payload: JWTPayload;
-      let legacy: boolean;
-      try {
-        const header = decodeProtectedHeader(token);
-        if (header.alg !== ALG || typeof header.kid !== "string" || !verifiers.has(header.kid)) {
-          throw new InvalidTokenError("unknown key or algorithm");
-        }
-        // compared as media types are: case-insensitively, the "application/" prefix optional
-        const typ =
-          typeof header.typ === "string" ? header.typ.toLowerCase().replace(/^application\//, "") : "";
-        legacy = typ === LEGACY_TYP.toLowerCase();
-        if (typ !== ACCESS_TOKEN_TYP && !legacy) throw new InvalidTokenError("not an access token (typ)");
-        const key = verifiers.get(header.kid) as CryptoKey;
-        ({ payload } = await jwtVerify(token, key, {
-          algorithms: [ALG],
-          issuer,
-          audience,
-          clockTolerance: CLOCK_TOLERANCE_SECONDS,
-          currentDate: clock.now(),
-          requiredClaims: ["sub", "exp", "iat", "sid"],
-        }));
-      } catch (error) {
-        // jose's own errors and anything a malformed token throws are all just "invalid"
-        if (error instanceof InvalidTokenError) throw error;
-        throw new InvalidTokenError(error instanceof errors.JOSEError ? error.code : "invalid token");
-      }
-      if (legacy && !legacyTypAccepted(payload, cutOffSeconds, accessTokenSeconds, nowSeconds)) {
-        throw new InvalidTokenError("a JWT-typed token issued after the at+jwt upgrade, or too old");
-      }
-      const strings = (value: unknown) =>
-        Array.isArray(value) ? value.filter((v) => typeof v === "string") : [];
-      if (typeof payload.sub !== "string" || typeof payload.sid !== "string")
-        throw new InvalidTokenError("bad claims");
-      const claims: AccessClaims = {
-        userId: payload.sub,
-        tenantId: typeof payload.tid === "string" ? payload.tid : null,
-        sessionId: payload.sid,
-        roles: strings(payload.roles),
-        platformRoles: strings(payload.proles),
-        passwordChangeRequired: payload.pwc === true,
-      };
-      // only tokens already valid (nbf passed) are remembered; a future-dated one is checked again
-      const { exp, nbf } = payload;
-      if (typeof exp === "number" && (typeof nbf !== "number" || nbf <= nowSeconds)) {
-        if (verified.size >= VERIFIED_MAX) verified.clear();
-        // a JWT-typed token is remembered no longer than one lifetime from its issue
-        const until = legacy ? Math.min(exp, (payload.iat as number) + accessTokenSeconds) : exp;
-        verified.set(token, { claims, exp: until });
-      }
-      return claims;
-    },
+    verifyAccessToken: accessTokenVerifier({
+      verifiers,
+      issuer,
+      audience,
+      clock,
+      accessTokenSeconds,
+      cutOffSeconds,
+    }),
     jwks: () => ({ keys: published }),
   };
 }

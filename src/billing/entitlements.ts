@@ -120,7 +120,7 @@ export async function getEffectiveFeatures(deps: BillingDeps, ctx: TenantCtx): P
   // a tenant user's own tenant exists (their session was opened through it); a tenant an admin
   // names may not (404), so only then is it looked up
   const ownTenant = ctx.actor.type === "user" && ctx.actor.platformRoles.length === 0;
-  if (!ownTenant) await getTenant(deps.database.db, ctx.tenantId);
+  if (!ownTenant) await getTenant(deps, ctx, { tenantId: ctx.tenantId });
   return getTenantFeatures(deps, ctx.tenantId);
 }
 
@@ -138,7 +138,7 @@ export async function setFeatureOverride(
 ): Promise<void> {
   const db = deps.database.db;
   const { tenantId } = ctx;
-  await getTenant(db, tenantId);
+  await getTenant(deps, ctx, { tenantId });
   const [feature] = await db.select({ key: features.key }).from(features).where(eq(features.key, featureKey));
   if (!feature) throw new AppError("not_found", "No such feature.");
   const now = deps.clock.now();

@@ -73,7 +73,7 @@ export async function getSubscription(db: Executor, tenantId: string): Promise<S
 
 /** The tenant's subscription (null: none yet, the default plan applies); 404 for an unknown tenant. */
 export async function getTenantSubscription(deps: BillingDeps, ctx: TenantCtx): Promise<Subscription | null> {
-  await getTenant(deps.database.db, ctx.tenantId);
+  await getTenant(deps, ctx, { tenantId: ctx.tenantId });
   return getSubscription(deps.database.db, ctx.tenantId);
 }
 
@@ -84,7 +84,7 @@ export async function listSubscriptionHistory(
   input: { limit: number; before?: number },
 ) {
   const db = deps.database.db;
-  await getTenant(db, ctx.tenantId);
+  await getTenant(deps, ctx, { tenantId: ctx.tenantId });
   return db
     .select()
     .from(subscriptionHistory)
@@ -260,7 +260,7 @@ export async function applySubscriptionEvent(
   const db = deps.database.db;
   const { tenantId } = ctx;
   const event = { ...input, actorId: actorUserId(ctx) };
-  await getTenant(db, tenantId);
+  await getTenant(deps, ctx, { tenantId });
   let result: TransitionResult;
   try {
     const attempt = () =>

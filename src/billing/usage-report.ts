@@ -29,7 +29,7 @@ export interface UsageReport {
 
 /** Current-period usage per metered feature (ledger and cached counter, with the limit) and recent corrections. */
 export async function getUsageReport(deps: BillingDeps, ctx: TenantCtx): Promise<UsageReport> {
-  await getTenant(deps.database.db, ctx.tenantId);
+  await getTenant(deps, ctx, { tenantId: ctx.tenantId });
   const [usage, entitlements, corrections] = await Promise.all([
     getTenantUsage(deps, ctx.tenantId),
     getTenantFeatures(deps, ctx.tenantId),

@@ -130,7 +130,7 @@ export async function addCustomDomain(
     allowedHosts: settings.AllowedHosts,
     deniedSuffixes: settings.TenantDomains.DeniedSuffixes,
   });
-  await getTenant(deps.database.db, tenantId);
+  await getTenant(deps, ctx, { tenantId });
   const now = deps.clock.now();
   const row = await deps.database.db.transaction(async (tx) => {
     if (limit !== null) {
@@ -175,7 +175,7 @@ export async function addCustomDomain(
 
 export async function listDomains(deps: DomainDeps, ctx: TenantCtx): Promise<DomainView[]> {
   const { tenantId } = ctx;
-  await getTenant(deps.database.db, tenantId);
+  await getTenant(deps, ctx, { tenantId });
   const rows = await deps.database.db
     .select()
     .from(tenantDomains)

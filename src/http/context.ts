@@ -25,7 +25,7 @@ export interface UserPrincipal {
   sessionId: string;
 }
 
-/** A tenant API key: no user, no roles; its scopes decide (src/auth/api-key-scopes.ts). */
+/** A tenant API key: no user, no roles; its scopes decide (against the scope each route declares). */
 export interface ApiKeyPrincipal {
   kind: "apiKey";
   keyId: string;

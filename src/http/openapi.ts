@@ -1,5 +1,7 @@
 import type { OpenAPIHono, RouteConfig } from "@hono/zod-openapi";
 import { createRoute, z } from "@hono/zod-openapi";
+import { type Access, needsCaller, takesApiKey } from "./access.ts";
+import { guardOf } from "./middleware/guards.ts";
 
 /** The application/problem+json body every error has (see errors.ts): the one `Problem` schema. */
 export const problemSchema = z
@@ -143,26 +145,18 @@ export function registerComponents(app: Pick<OpenAPIHono, "openAPIRegistry">): v
     registry.registerComponent("parameters", name, parameter);
 }
 
-/** Who may call an operation: anyone, any signed-in user (tenant routes add their role), a platform admin. */
-export type Access = "public" | "user" | "admin";
-/** Health probes answer before the host check, CORS, the rate limits and the body limit. */
-type Kind = Access | "probe";
-
 const SAFE = new Set(["get", "head", "options"]);
 
-/** Tenant routes a key may call (with the scope src/api-keys/scopes.ts names); the key routes are not. */
-const takesApiKey = (path: string) =>
-  path.startsWith("/api/tenant/") && !path.startsWith("/api/tenant/api-keys");
-
-function securityOf(kind: Kind, method: string, path: string) {
-  if (kind === "public" || kind === "probe") return [];
+/** The operation's `security`: what the declared access accepts as a credential. */
+function securityOf(access: Access, method: string) {
+  if (!needsCaller(access)) return [];
   const cookie = SAFE.has(method) ? { sessionCookie: [] } : { sessionCookie: [], csrfToken: [] };
-  return takesApiKey(path) ? [{ bearer: [] }, { apiKey: [] }, cookie] : [{ bearer: [] }, cookie];
+  return takesApiKey(access) ? [{ bearer: [] }, { apiKey: [] }, cookie] : [{ bearer: [] }, cookie];
 }
 
-/** The error answers every operation of a kind can give, whatever its handler does. */
-export function commonErrors(kind: Kind, options: { body: boolean }) {
-  if (kind === "probe") return {};
+/** The error answers every operation of an access can give, whatever its handler does. */
+export function commonErrors(access: Access, options: { body: boolean }) {
+  if (access === "probe") return {};
   const errors: Record<number, ReturnType<typeof problem>> = {
     400: problem("`validation_failed` (the `errors` name the fields), `host_not_allowed` or `bad_request`."),
     413: problem("`payload_too_large`: the body is over `Server:MaxBodyBytes`."),
@@ -171,12 +165,12 @@ export function commonErrors(kind: Kind, options: { body: boolean }) {
     503: problem("`unavailable`: a dependency (database, cache) is unavailable; try again later."),
   };
   if (options.body) errors[415] = problem("`unsupported_media_type`: the body is not `application/json`.");
-  if (kind !== "public") {
+  if (access !== "public") {
     errors[401] = problem(
       "`unauthorized`: no, a malformed, an expired or a revoked token, session or API key (an API key on an admin route).",
     );
     errors[403] = problem(
-      kind === "admin"
+      access === "platform"
         ? "`forbidden`: not a platform administrator (or a refused origin or CSRF token); `password_change_required`."
         : "`forbidden`: the caller's role (an API key: its scopes) may not do this (or a refused origin or CSRF token); `password_change_required`: change the password first.",
     );
@@ -187,20 +181,20 @@ export function commonErrors(kind: Kind, options: { body: boolean }) {
   return errors;
 }
 
-function headersFor(kind: Kind, status: number, cookies: boolean) {
+function headersFor(access: Access, status: number, cookies: boolean) {
   const names: HeaderName[] = ["X-Request-Id"];
-  if (kind !== "probe") names.push("RateLimit", "RateLimit-Policy");
+  if (access !== "probe") names.push("RateLimit", "RateLimit-Policy");
   if (status === 401) names.push("WWW-Authenticate");
   if (status === 429 || status === 503) names.push("Retry-After");
   if (cookies) names.push("Set-Cookie");
   return Object.fromEntries(names.map((name) => [name, ref("headers", name)]));
 }
 
-function withHeaders(kind: Kind, responses: Record<string, object>, cookies = false) {
+function withHeaders(access: Access, responses: Record<string, object>, cookies = false) {
   return Object.fromEntries(
     Object.entries(responses).map(([status, response]) => [
       status,
-      { ...response, headers: headersFor(kind, Number(status), cookies) },
+      { ...response, headers: headersFor(access, Number(status), cookies) },
     ]),
   );
 }
@@ -208,33 +202,49 @@ function withHeaders(kind: Kind, responses: Record<string, object>, cookies = fa
 type ApiRouteConfig = RouteConfig & { operationId: string; tags: string[]; summary: string };
 
 /**
- * A route of the document with everything every operation must say: its security for `kind`,
- * the common error answers (`commonErrors`), the response headers (`X-Request-Id`, the rate-limit
- * headers, `WWW-Authenticate` on 401, `Retry-After` on 429 and 503, `Set-Cookie` where `cookies`)
- * and the request headers read (`X-Request-Id`; `X-Tenant` under /api/auth/). The route's own
- * responses override the common ones of the same status. The handler's type is the config's own.
+ * A route of the document with everything every operation must say, and who may call it: `access`
+ * (src/http/access.ts) becomes the route's guard (its first middleware: after `authenticate`, before
+ * validation), its `security`, and its row in docs/roles.md. Also the common error answers
+ * (`commonErrors`), the response headers (`X-Request-Id`, the rate-limit headers, `WWW-Authenticate`
+ * on 401, `Retry-After` on 429 and 503, `Set-Cookie` where `cookies`) and the request headers read
+ * (`X-Request-Id`; `X-Tenant` under /api/auth/). The route's own responses override the common ones
+ * of the same status. The handler's type is the config's own.
  */
 export function apiRoute<const R extends ApiRouteConfig>(
-  kind: Kind,
+  access: Access,
   config: R,
   options: { cookies?: boolean } = {},
 ): R {
   const { method, path } = config;
   const body = config.request?.body !== undefined;
   const responses = withHeaders(
-    kind,
-    { ...commonErrors(kind, { body }), ...config.responses },
+    access,
+    { ...commonErrors(access, { body }), ...config.responses },
     options.cookies,
   );
   const parameters = [ref("parameters", "RequestId")];
   if (path.startsWith("/api/auth/")) parameters.push(ref("parameters", "TenantCode"));
-  return createRoute({
+  const middleware = config.middleware === undefined ? [] : [config.middleware].flat();
+  const route = createRoute({
     ...config,
-    security: securityOf(kind, method, path),
+    middleware: [guardOf(access), ...middleware],
+    security: securityOf(access, method),
     parameters: [...parameters, ...((config.parameters as object[] | undefined) ?? [])],
     responses,
-  }) as unknown as R;
+  });
+  accessOfRoute.set(route, access);
+  return route as unknown as R;
 }
+
+const accessOfRoute = new WeakMap<object, Access>();
+
+/** The access a route of `apiRoute` declares. */
+export function accessOf(route: ApiRouteConfig): Access | undefined {
+  return accessOfRoute.get(route);
+}
+
+/** A route's path as the router matches it: `{id}` becomes `:id`. */
+export const routerPath = (route: ApiRouteConfig): string => route.path.replaceAll(/\{(\w+)\}/g, ":$1");
 
 /** The tags operations use, described once. */
 export const DOCUMENT_TAGS = [

@@ -1,8 +1,9 @@
 import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { recordAudit } from "../audit/record.ts";
-import { systemCtx } from "../context.ts";
-import { type Db, type Executor, execute } from "../db/client.ts";
+import type { Ctx } from "../context.ts";
+import { execute } from "../db/client.ts";
+import { type DatabaseDeps, withDatabase, withTransaction } from "../db/operation.ts";
 import { platformRoleBindings, users } from "../db/schema/index.ts";
 import { hashPassword, MIN_PASSWORD_LENGTH, passwordProblem } from "../security/passwords.ts";
 import { PLATFORM_ADMIN_ROLE } from "./roles.ts";
@@ -41,14 +42,16 @@ export class BootstrapRefusedError extends Error {
 }
 
 /** True when any user holds a platform role (also false when the tables do not exist yet). */
-export async function platformAdminExists(db: Executor): Promise<boolean> {
-  const [table] = await execute<{ exists: boolean }>(
-    db,
-    sql`select to_regclass('public.platform_role_bindings') is not null as exists`,
-  );
-  if (!table?.exists) return false;
-  const rows = await execute(db, sql`select 1 from platform_role_bindings limit 1`);
-  return rows.length > 0;
+export async function platformAdminExists(deps: DatabaseDeps, ctx: Ctx): Promise<boolean> {
+  return withDatabase(deps, ctx, async (db) => {
+    const [table] = await execute<{ exists: boolean }>(
+      db,
+      sql`select to_regclass('public.platform_role_bindings') is not null as exists`,
+    );
+    if (!table?.exists) return false;
+    const rows = await execute(db, sql`select 1 from platform_role_bindings limit 1`);
+    return rows.length > 0;
+  });
 }
 
 /**
@@ -56,14 +59,18 @@ export async function platformAdminExists(db: Executor): Promise<boolean> {
  * binding, the password hashed with argon2id and flagged must-change-password. Refuses when any
  * platform-role binding exists, checked under a lock so two bootstraps cannot both succeed.
  */
-export async function bootstrapPlatformAdmin(db: Db, input: BootstrapInput): Promise<{ userId: string }> {
+export async function bootstrapPlatformAdmin(
+  deps: DatabaseDeps,
+  ctx: Ctx,
+  input: BootstrapInput,
+): Promise<{ userId: string }> {
   const parsed = bootstrapInputSchema.parse(input);
   const problems = await checkBootstrapInput(input);
   if (problems.length > 0) throw new Error(`bootstrap input refused: ${problems.join("; ")}`);
   const passwordHash = await hashPassword(parsed.password);
-  return db.transaction(async (tx) => {
+  return withTransaction(deps, ctx, async (tx, ctx) => {
     await execute(tx, sql`lock table platform_role_bindings in exclusive mode`);
-    if (await platformAdminExists(tx)) {
+    if (await platformAdminExists(deps, ctx)) {
       throw new BootstrapRefusedError("a platform administrator already exists");
     }
     const [user] = await tx
@@ -88,7 +95,7 @@ export async function bootstrapPlatformAdmin(db: Db, input: BootstrapInput): Pro
       .returning({ id: users.id });
     if (!user) throw new Error("bootstrap: user insert returned nothing");
     await tx.insert(platformRoleBindings).values({ userId: user.id, role: PLATFORM_ADMIN_ROLE });
-    await recordAudit(tx, systemCtx("bootstrap"), {
+    await recordAudit(tx, ctx, {
       action: "platform.bootstrapped",
       target: { type: "user", id: user.id },
       details: { email: parsed.email, role: PLATFORM_ADMIN_ROLE },

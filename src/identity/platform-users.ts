@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { recordAudit } from "../audit/record.ts";
 import type { Ctx } from "../context.ts";
+import { type DatabaseDeps, withTransaction } from "../db/operation.ts";
 import { platformRoleBindings, users } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
@@ -21,7 +22,7 @@ export type NewPlatformUser = z.input<typeof newPlatformUserSchema>;
  * first sign-in, like the bootstrap administrator's. 409 when the e-mail is taken among staff.
  */
 export async function createPlatformUser(
-  deps: Pick<Deps, "database" | "logger">,
+  deps: DatabaseDeps & Pick<Deps, "logger">,
   ctx: Ctx,
   input: NewPlatformUser,
 ): Promise<{ id: string }> {
@@ -32,7 +33,7 @@ export async function createPlatformUser(
       fields: [{ path: "password", message: weakness }],
     });
   const passwordHash = await hashPassword(user.password);
-  const created = await deps.database.db.transaction(async (tx) => {
+  const created = await withTransaction(deps, ctx, async (tx, ctx) => {
     const [row] = await tx
       .insert(users)
       .values({

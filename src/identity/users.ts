@@ -2,9 +2,9 @@ import { and, asc, eq, isNull, ne, sql } from "drizzle-orm";
 import { z } from "zod";
 import { recordAudit } from "../audit/record.ts";
 import { endSessions } from "../auth/sessions.ts";
-import { type Clock, systemClock } from "../clock.ts";
-import { type Ctx, systemCtx, type TenantCtx } from "../context.ts";
-import type { Db, Executor } from "../db/client.ts";
+import type { TenantCtx } from "../context.ts";
+import type { Executor } from "../db/client.ts";
+import { type DatabaseDeps, withDatabase, withTransaction } from "../db/operation.ts";
 import {
   sessions,
   type TenantRole,
@@ -16,7 +16,10 @@ import {
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { emitEvent } from "../events/outbox.ts";
+import { createdAtPosition, cursorCodec, type Page, pageOf } from "../pagination.ts";
 import { hashPassword, MIN_PASSWORD_LENGTH, passwordProblem } from "../security/passwords.ts";
+import { getTenant } from "../tenancy/tenants.ts";
+import { mayChangePlatform } from "./roles.ts";
 
 export const newUserSchema = z.object({
   email: z.email().max(320),
@@ -44,46 +47,40 @@ export interface TenantUser {
 const notFound = () => new AppError("not_found", "No such user.");
 
 /**
- * Whether the ctx's actor may manage owners: an owner (or Plinth itself) may; a tenant admin manages
- * users but not owners — it cannot create, disable or remove one (docs/roles.md); nor can an API key.
+ * Whether the ctx's actor may manage owners: an owner, a platform administrator (who creates a
+ * tenant's first owner) or Plinth itself may; a tenant admin manages users but not owners — it
+ * cannot create, disable or remove one (docs/roles.md); nor can an API key.
  */
 function managesOwners(ctx: TenantCtx): boolean {
-  if (ctx.actor.type === "user") return ctx.actor.roles.includes("owner");
+  if (ctx.actor.type === "user")
+    return ctx.actor.roles.includes("owner") || mayChangePlatform(ctx.actor.platformRoles);
   return ctx.actor.type !== "apiKey";
 }
 const notForAdmins = () => new AppError("forbidden", "Only an owner manages owners.");
 
-/** A tenant owner or admin adds a user to the ctx's tenant; only an owner adds an owner (403). */
-export async function addTenantUser(
-  deps: Pick<Deps, "database" | "clock">,
+export type TenantUserDeps = DatabaseDeps & Pick<Deps, "clock" | "sessionCache">;
+
+/**
+ * Adds a user to the ctx's tenant (a tenant owner or admin, or a platform administrator creating
+ * the first owner) with a password someone else chose: the user must change it at first sign-in
+ * (`mustChangePassword`), like the bootstrap admin. Only an owner adds an owner (403).
+ */
+export async function createTenantUser(
+  deps: DatabaseDeps & Pick<Deps, "clock">,
   ctx: TenantCtx,
   input: NewUser,
 ): Promise<{ id: string }> {
   if (input.role === "owner" && !managesOwners(ctx)) throw notForAdmins();
-  return createTenantUser(deps.database.db, ctx.tenantId, input, deps.clock, ctx);
-}
-
-/**
- * Adds a user to a tenant with a password someone else chose (a platform admin or the tenant's
- * owner): the user must change it at first sign-in (`mustChangePassword`), like the bootstrap admin.
- */
-export async function createTenantUser(
-  db: Db,
-  tenantId: string,
-  input: NewUser,
-  clock: Clock = systemClock,
-  ctx: Ctx = systemCtx("identity"),
-): Promise<{ id: string }> {
   const user = newUserSchema.parse(input);
   const weakness = await passwordProblem(user.password, { email: user.email, name: user.name });
   if (weakness)
     throw new AppError("validation_failed", "The request is not valid.", {
       fields: [{ path: "password", message: weakness }],
     });
-  const [tenant] = await db.select({ id: tenants.id }).from(tenants).where(eq(tenants.id, tenantId)).limit(1);
-  if (!tenant) throw new AppError("not_found", "No such tenant.");
+  const { tenantId } = ctx;
+  await getTenant(deps, ctx, { tenantId });
   const passwordHash = await hashPassword(user.password);
-  return db.transaction(async (tx) => {
+  return withTransaction(deps, ctx, async (tx) => {
     const inserted = await tx
       .insert(users)
       .values({
@@ -99,86 +96,70 @@ export async function createTenantUser(
     const created = inserted[0];
     if (!created) throw new AppError("conflict", "A user with this e-mail or phone exists in this tenant.");
     await tx.insert(tenantMemberships).values({ tenantId, userId: created.id, role: user.role });
-    await recordAudit(
-      tx,
-      { ...ctx, tenantId },
-      { action: "user.created", target: { type: "user", id: created.id }, details: { role: user.role } },
-    );
-    await emitEvent(
-      tx,
-      { clock },
-      {
-        tenantId,
-        type: "user.created",
-        data: { userId: created.id, email: user.email.toLowerCase(), role: user.role },
-      },
-    );
+    await recordAudit(tx, ctx, {
+      action: "user.created",
+      target: { type: "user", id: created.id },
+      details: { role: user.role },
+    });
+    await emitEvent(tx, deps, {
+      tenantId,
+      type: "user.created",
+      data: { userId: created.id, email: user.email.toLowerCase(), role: user.role },
+    });
     return created;
   });
 }
 
 /** Where a page of users ends: the last user's creation time (PostgreSQL's exact text) and id. */
-export interface UserPosition {
-  createdAt: string;
-  id: string;
-}
-
-const POSITION = /^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,6})?[+-]\d{2}(?::\d{2})?)\|([0-9a-f-]{36})$/;
-
-/** The opaque cursor for a position (base64url), and back; null for anything else. */
-export const userCursor = {
-  encode: (position: UserPosition): string =>
-    Buffer.from(`${position.createdAt}|${position.id}`).toString("base64url"),
-  decode: (cursor: string): UserPosition | null => {
-    const match = POSITION.exec(Buffer.from(cursor, "base64url").toString());
-    return match?.[1] && match[2] ? { createdAt: match[1], id: match[2] } : null;
-  },
-};
+export const userCursor = cursorCodec(createdAtPosition);
 
 /**
- * A page of a tenant's users in creation order, after `after` (keyset: creation time, then id,
- * compared in the database at full precision). `next` is where the following page starts, null
- * on the last page.
+ * A page of the ctx tenant's users in creation order, after `cursor` (keyset: creation time, then
+ * id, compared in the database at full precision).
  */
 export async function listTenantUsers(
-  db: Db,
-  tenantId: string,
-  page: { limit: number; after?: UserPosition },
-): Promise<{ items: TenantUser[]; next: UserPosition | null }> {
-  const rows = await db
-    .select({
-      id: users.id,
-      email: users.email,
-      name: users.name,
-      phone: users.phone,
-      status: users.status,
-      role: tenantMemberships.role,
-      mustChangePassword: users.mustChangePassword,
-      createdAt: users.createdAt,
-      position: sql<string>`${users.createdAt}::text`,
-    })
-    .from(users)
-    .leftJoin(
-      tenantMemberships,
-      and(eq(tenantMemberships.userId, users.id), eq(tenantMemberships.tenantId, tenantId)),
-    )
-    .where(
-      and(
-        eq(users.tenantId, tenantId),
-        page.after
-          ? sql`(${users.createdAt}, ${users.id}) > (${page.after.createdAt}::timestamptz, ${page.after.id}::uuid)`
-          : undefined,
-      ),
-    )
-    .orderBy(asc(users.createdAt), asc(users.id))
-    .limit(page.limit + 1);
-  const more = rows.length > page.limit;
-  const items = rows.slice(0, page.limit).map(({ position: _position, ...row }) => ({
-    ...row,
-    createdAt: row.createdAt.toISOString(),
-  }));
-  const last = more ? rows[page.limit - 1] : undefined;
-  return { items, next: last ? { createdAt: last.position, id: last.id } : null };
+  deps: DatabaseDeps,
+  ctx: TenantCtx,
+  input: { limit: number; cursor?: string },
+): Promise<Page<TenantUser>> {
+  const { tenantId } = ctx;
+  const after = userCursor.decodeOptional(input.cursor);
+  const rows = await withDatabase(deps, ctx, (db) =>
+    db
+      .select({
+        id: users.id,
+        email: users.email,
+        name: users.name,
+        phone: users.phone,
+        status: users.status,
+        role: tenantMemberships.role,
+        mustChangePassword: users.mustChangePassword,
+        createdAt: users.createdAt,
+        position: sql<string>`${users.createdAt}::text`,
+      })
+      .from(users)
+      .leftJoin(
+        tenantMemberships,
+        and(eq(tenantMemberships.userId, users.id), eq(tenantMemberships.tenantId, tenantId)),
+      )
+      .where(
+        and(
+          eq(users.tenantId, tenantId),
+          after
+            ? sql`(${users.createdAt}, ${users.id}) > (${after.createdAt}::timestamptz, ${after.id}::uuid)`
+            : undefined,
+        ),
+      )
+      .orderBy(asc(users.createdAt), asc(users.id))
+      .limit(input.limit + 1),
+  );
+  return pageOf(
+    rows,
+    input.limit,
+    ({ position: _position, ...row }) => ({ ...row, createdAt: row.createdAt.toISOString() }),
+    (row) => ({ createdAt: row.position, id: row.id }),
+    userCursor,
+  );
 }
 
 async function assertNotLastOwner(tx: Executor, tenantId: string, userId: string): Promise<void> {
@@ -233,8 +214,6 @@ async function lockChangeableUser(tx: Executor, ctx: TenantCtx, userId: string):
   await assertNotLastOwner(tx, tenantId, userId);
 }
 
-export type TenantUserDeps = Pick<Deps, "database" | "clock" | "sessionCache">;
-
 /**
  * Disables a user of the ctx's tenant and revokes their sessions in one transaction (a tenant keeps
  * one active owner: 409); the session caches of every process hear of it as it commits.
@@ -246,30 +225,30 @@ export async function disableTenantUser(
 ): Promise<void> {
   const { userId } = input;
   const now = deps.clock.now();
-  await deps.database.db.transaction(async (tx) => {
+  await withTransaction(deps, ctx, async (tx, ctx) => {
     await lockChangeableUser(tx, ctx, userId);
     await tx.update(users).set({ status: "Disabled", updatedAt: now }).where(eq(users.id, userId));
     await tx
       .update(sessions)
       .set({ revokedAt: now, revokedReason: "user disabled" })
       .where(and(eq(sessions.userId, userId), isNull(sessions.revokedAt)));
-    await endSessions(deps, { userId }, tx);
+    await endSessions(deps, ctx, { userId });
     await recordAudit(tx, ctx, { action: "user.disabled", target: { type: "user", id: userId } });
     await emitEvent(tx, deps, { tenantId: ctx.tenantId, type: "user.disabled", data: { userId } });
   });
 }
 
-/** Removes a user of the ctx's tenant; their sessions go with the row and leave every cache as it commits. */
-export async function removeTenantUser(
+/** Deletes a user of the ctx's tenant; their sessions go with the row and leave every cache as it commits. */
+export async function deleteTenantUser(
   deps: TenantUserDeps,
   ctx: TenantCtx,
   input: { userId: string },
 ): Promise<void> {
   const { userId } = input;
-  await deps.database.db.transaction(async (tx) => {
+  await withTransaction(deps, ctx, async (tx, ctx) => {
     await lockChangeableUser(tx, ctx, userId);
     await tx.delete(users).where(and(eq(users.id, userId), eq(users.tenantId, ctx.tenantId)));
-    await endSessions(deps, { userId }, tx);
+    await endSessions(deps, ctx, { userId });
     await recordAudit(tx, ctx, { action: "user.deleted", target: { type: "user", id: userId } });
     await emitEvent(tx, deps, { tenantId: ctx.tenantId, type: "user.deleted", data: { userId } });
   });

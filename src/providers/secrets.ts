@@ -1,10 +1,12 @@
 import { and, asc, eq, gt, ne, sql } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import type { Clock } from "../clock.ts";
-import type { TenantCtx } from "../context.ts";
-import { type Database, type Db, type Executor, execute } from "../db/client.ts";
+import type { Ctx, TenantCtx } from "../context.ts";
+import { type Executor, execute } from "../db/client.ts";
+import { type DatabaseDeps, withDatabase, withTransaction } from "../db/operation.ts";
 import { tenantSecrets } from "../db/schema/secrets.ts";
 import { AppError } from "../errors.ts";
+import type { Page } from "../pagination.ts";
 import {
   openSecret,
   sealSecret,
@@ -36,19 +38,17 @@ function checkName(name: string): void {
     });
 }
 
-/** Stores (or replaces) a secret, encrypted under the current key. The value is never returned. */
-export async function putTenantSecret(
+/**
+ * Writes (or replaces) a secret sealed under `keyring`'s current key, in the caller's transaction:
+ * for domain code that keeps its own secrets of a tenant it has checked (a webhook endpoint's
+ * signing secret). The value is never returned.
+ */
+export async function writeTenantSecret(
   db: Executor,
   keyring: TenantSecretKeyring,
   tenantId: string,
   input: { name: string; value: string; now: Date },
 ): Promise<void> {
-  checkName(input.name);
-  if (Buffer.byteLength(input.value, "utf8") > MAX_SECRET_BYTES)
-    throw new AppError("validation_failed", "The secret value is too long.", {
-      fields: [{ path: "value", message: `at most ${MAX_SECRET_BYTES} bytes` }],
-    });
-  await getTenant(db, tenantId);
   const sealed = sealSecret(keyring, tenantId, input.name, input.value);
   await db
     .insert(tenantSecrets)
@@ -59,15 +59,17 @@ export async function putTenantSecret(
     });
 }
 
-export interface SecretDeps {
-  database: Database;
+export interface SecretDeps extends DatabaseDeps {
   clock: Clock;
   /** null: `Security:TenantSecrets` is not configured, nothing can be stored. */
   tenantSecretKeyring: TenantSecretKeyring | null;
 }
 
-/** Stores (or replaces) a secret of the ctx tenant with the configured keys; 503 when there are none. */
-export async function storeTenantSecret(
+/**
+ * Stores (or replaces) a secret of the ctx tenant, encrypted under the current key, and records it;
+ * 503 when no keys are configured. The value is never returned.
+ */
+export async function putTenantSecret(
   deps: SecretDeps,
   ctx: TenantCtx,
   input: { name: string; value: string },
@@ -75,8 +77,14 @@ export async function storeTenantSecret(
   if (!deps.tenantSecretKeyring)
     throw new AppError("unavailable", "Tenant secrets are not configured (Security:TenantSecrets).");
   const keyring = deps.tenantSecretKeyring;
-  await deps.database.db.transaction(async (tx) => {
-    await putTenantSecret(tx, keyring, ctx.tenantId, { ...input, now: deps.clock.now() });
+  checkName(input.name);
+  if (Buffer.byteLength(input.value, "utf8") > MAX_SECRET_BYTES)
+    throw new AppError("validation_failed", "The secret value is too long.", {
+      fields: [{ path: "value", message: `at most ${MAX_SECRET_BYTES} bytes` }],
+    });
+  await withTransaction(deps, ctx, async (tx, ctx) => {
+    await getTenant(deps, ctx, { tenantId: ctx.tenantId });
+    await writeTenantSecret(tx, keyring, ctx.tenantId, { ...input, now: deps.clock.now() });
     await recordAudit(tx, ctx, {
       action: "tenant_secret.put",
       target: { type: "tenant_secret", id: input.name },
@@ -85,36 +93,33 @@ export async function storeTenantSecret(
   });
 }
 
-/** Names, key ids and timestamps: never values. */
-export async function listTenantSecrets(
-  deps: Pick<SecretDeps, "database">,
-  ctx: TenantCtx,
-): Promise<TenantSecretInfo[]> {
-  const db = deps.database.db;
-  const { tenantId } = ctx;
-  await getTenant(db, tenantId);
-  return db
-    .select({
-      name: tenantSecrets.name,
-      keyId: tenantSecrets.keyId,
-      createdAt: tenantSecrets.createdAt,
-      updatedAt: tenantSecrets.updatedAt,
-    })
-    .from(tenantSecrets)
-    .where(eq(tenantSecrets.tenantId, tenantId))
-    .orderBy(asc(tenantSecrets.name));
+/** Names, key ids and timestamps: never values. One page (a tenant has few). */
+export async function listTenantSecrets(deps: DatabaseDeps, ctx: TenantCtx): Promise<Page<TenantSecretInfo>> {
+  await getTenant(deps, ctx, { tenantId: ctx.tenantId });
+  const items = await withDatabase(deps, ctx, (db) =>
+    db
+      .select({
+        name: tenantSecrets.name,
+        keyId: tenantSecrets.keyId,
+        createdAt: tenantSecrets.createdAt,
+        updatedAt: tenantSecrets.updatedAt,
+      })
+      .from(tenantSecrets)
+      .where(eq(tenantSecrets.tenantId, ctx.tenantId))
+      .orderBy(asc(tenantSecrets.name)),
+  );
+  return { items, nextCursor: null };
 }
 
 export async function deleteTenantSecret(
-  deps: Pick<SecretDeps, "database">,
+  deps: DatabaseDeps,
   ctx: TenantCtx,
   input: { name: string },
 ): Promise<void> {
-  const db = deps.database.db;
   const { tenantId } = ctx;
   const { name } = input;
-  await getTenant(db, tenantId);
-  await db.transaction(async (tx) => {
+  await withTransaction(deps, ctx, async (tx, ctx) => {
+    await getTenant(deps, ctx, { tenantId: ctx.tenantId });
     const deleted = await tx
       .delete(tenantSecrets)
       .where(and(eq(tenantSecrets.tenantId, tenantId), eq(tenantSecrets.name, name)))
@@ -154,87 +159,105 @@ export interface RotationResult {
   remaining: number;
 }
 
+/** One batch of a rotation: rows after `after` not under the current key, locked, re-sealed, written back. */
+async function rotateBatch(
+  tx: Executor,
+  keyring: TenantSecretKeyring,
+  input: { after: string | null; batchSize: number; now: Date; failed: RotationResult["failed"] },
+): Promise<{ rows: number; rotated: number; last: string | null }> {
+  const rows = await tx
+    .select({
+      id: tenantSecrets.id,
+      tenantId: tenantSecrets.tenantId,
+      name: tenantSecrets.name,
+      keyId: tenantSecrets.keyId,
+      nonce: tenantSecrets.nonce,
+      ciphertext: tenantSecrets.ciphertext,
+    })
+    .from(tenantSecrets)
+    .where(
+      and(
+        ne(tenantSecrets.keyId, keyring.current.keyId),
+        input.after ? gt(tenantSecrets.id, input.after) : undefined,
+      ),
+    )
+    .orderBy(asc(tenantSecrets.id))
+    .limit(input.batchSize)
+    .for("update", { skipLocked: true });
+  const updates: { id: string; old_key_id: string; key_id: string; nonce: string; ciphertext: string }[] = [];
+  for (const row of rows) {
+    let value: string;
+    try {
+      value = openSecret(keyring, row.tenantId, row.name, row);
+    } catch (error) {
+      if (!(error instanceof TenantSecretError)) throw error;
+      input.failed.push({ tenantId: row.tenantId, name: row.name, keyId: row.keyId, reason: error.reason });
+      continue;
+    }
+    const sealed = sealSecret(keyring, row.tenantId, row.name, value);
+    updates.push({
+      id: row.id,
+      old_key_id: row.keyId,
+      key_id: sealed.keyId,
+      nonce: sealed.nonce,
+      ciphertext: sealed.ciphertext,
+    });
+  }
+  // one statement per batch; only ciphertext goes to the database, never a value
+  const rotated =
+    updates.length === 0
+      ? 0
+      : (
+          await execute(
+            tx,
+            sql`update tenant_secrets as t
+                set key_id = v.key_id, nonce = v.nonce, ciphertext = v.ciphertext, updated_at = ${input.now.toISOString()}::timestamptz
+                from jsonb_to_recordset(${JSON.stringify(updates)}::jsonb)
+                  as v(id uuid, old_key_id text, key_id text, nonce text, ciphertext text)
+                where t.id = v.id and t.key_id = v.old_key_id
+                returning t.id`,
+          )
+        ).length;
+  return { rows: rows.length, rotated, last: rows.at(-1)?.id ?? null };
+}
+
 /**
  * Re-encrypts every secret not under the current key, in batches of `batchSize` rows, one
  * transaction per batch (rows locked, `skip locked` so parallel runs share the work). Idempotent:
  * rows already under the current key are not touched; a second run rotates nothing.
  */
 export async function rotateTenantSecrets(
-  db: Db,
-  keyring: TenantSecretKeyring,
-  options: { batchSize: number; now: () => Date; onBatch?: (rotated: number) => void },
+  deps: DatabaseDeps & { clock: Clock; tenantSecretKeyring: TenantSecretKeyring },
+  ctx: Ctx,
+  input: { batchSize: number; onBatch?: (rotated: number) => void },
 ): Promise<RotationResult> {
-  const current = keyring.current.keyId;
+  const keyring = deps.tenantSecretKeyring;
   const result: RotationResult = { rotated: 0, failed: [], remaining: 0 };
-  let cursor: string | null = null;
+  let after: string | null = null;
   for (;;) {
-    const after: string | null = cursor;
-    const batch: { rows: number; rotated: number; last: string | null } = await db.transaction(async (tx) => {
-      const rows = await tx
-        .select({
-          id: tenantSecrets.id,
-          tenantId: tenantSecrets.tenantId,
-          name: tenantSecrets.name,
-          keyId: tenantSecrets.keyId,
-          nonce: tenantSecrets.nonce,
-          ciphertext: tenantSecrets.ciphertext,
-        })
-        .from(tenantSecrets)
-        .where(and(ne(tenantSecrets.keyId, current), after ? gt(tenantSecrets.id, after) : undefined))
-        .orderBy(asc(tenantSecrets.id))
-        .limit(options.batchSize)
-        .for("update", { skipLocked: true });
-      const updates: { id: string; old_key_id: string; key_id: string; nonce: string; ciphertext: string }[] =
-        [];
-      for (const row of rows) {
-        let value: string;
-        try {
-          value = openSecret(keyring, row.tenantId, row.name, row);
-        } catch (error) {
-          if (!(error instanceof TenantSecretError)) throw error;
-          result.failed.push({
-            tenantId: row.tenantId,
-            name: row.name,
-            keyId: row.keyId,
-            reason: error.reason,
-          });
-          continue;
-        }
-        const sealed = sealSecret(keyring, row.tenantId, row.name, value);
-        updates.push({
-          id: row.id,
-          old_key_id: row.keyId,
-          key_id: sealed.keyId,
-          nonce: sealed.nonce,
-          ciphertext: sealed.ciphertext,
-        });
-      }
-      // one statement per batch; only ciphertext goes to the database, never a value
-      const rotated =
-        updates.length === 0
-          ? 0
-          : (
-              await execute(
-                tx,
-                sql`update tenant_secrets as t
-                    set key_id = v.key_id, nonce = v.nonce, ciphertext = v.ciphertext, updated_at = ${options.now().toISOString()}::timestamptz
-                    from jsonb_to_recordset(${JSON.stringify(updates)}::jsonb)
-                      as v(id uuid, old_key_id text, key_id text, nonce text, ciphertext text)
-                    where t.id = v.id and t.key_id = v.old_key_id
-                    returning t.id`,
-              )
-            ).length;
-      return { rows: rows.length, rotated, last: rows.at(-1)?.id ?? null };
-    });
+    const from: string | null = after;
+    const batch: { rows: number; rotated: number; last: string | null } = await withTransaction(
+      deps,
+      ctx,
+      (tx) =>
+        rotateBatch(tx, keyring, {
+          after: from,
+          batchSize: input.batchSize,
+          now: deps.clock.now(),
+          failed: result.failed,
+        }),
+    );
     result.rotated += batch.rotated;
-    options.onBatch?.(batch.rotated);
-    if (batch.rows < options.batchSize || !batch.last) break;
-    cursor = batch.last;
+    input.onBatch?.(batch.rotated);
+    if (batch.rows < input.batchSize || !batch.last) break;
+    after = batch.last;
   }
-  const [left] = await db
-    .select({ count: sql<number>`count(*)::int` })
-    .from(tenantSecrets)
-    .where(ne(tenantSecrets.keyId, current));
+  const [left] = await withDatabase(deps, ctx, (db) =>
+    db
+      .select({ count: sql<number>`count(*)::int` })
+      .from(tenantSecrets)
+      .where(ne(tenantSecrets.keyId, keyring.current.keyId)),
+  );
   result.remaining = left?.count ?? 0;
   return result;
 }

@@ -2,7 +2,8 @@ import { and, asc, eq } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import type { Clock } from "../clock.ts";
 import type { TenantCtx } from "../context.ts";
-import type { Database, Executor } from "../db/client.ts";
+import type { Executor } from "../db/client.ts";
+import { type DatabaseDeps, withDatabase, withTransaction } from "../db/operation.ts";
 import {
   type ProviderStatus,
   type ProviderType,
@@ -11,6 +12,7 @@ import {
   tenantExternalProviders,
 } from "../db/schema/providers.ts";
 import { AppError } from "../errors.ts";
+import type { Page } from "../pagination.ts";
 import type { TenantSecretKeyring } from "../security/tenant-secrets.ts";
 import { getTenant } from "../tenancy/tenants.ts";
 import { readTenantSecret, SECRET_NAME } from "./secrets.ts";
@@ -95,8 +97,7 @@ function checkInput(input: { settings: Record<string, unknown>; secretRefs: Reco
     throw new AppError("validation_failed", "The provider settings are not valid.", { fields: errors });
 }
 
-export interface ProviderDeps {
-  database: Database;
+export interface ProviderDeps extends DatabaseDeps {
   clock: Clock;
 }
 
@@ -115,9 +116,7 @@ export async function putTenantProvider(
   input: PutTenantProviderInput,
 ): Promise<TenantProvider> {
   checkInput(input);
-  const db = deps.database.db;
   const { tenantId } = ctx;
-  await getTenant(db, tenantId);
   const now = deps.clock.now();
   const values = {
     provider: input.provider,
@@ -126,7 +125,8 @@ export async function putTenantProvider(
     secretRefs: input.secretRefs,
     updatedAt: now,
   };
-  return db.transaction(async (tx) => {
+  return withTransaction(deps, ctx, async (tx, ctx) => {
+    await getTenant(deps, ctx, { tenantId });
     const [row] = await tx
       .insert(tenantExternalProviders)
       .values({ tenantId, type: input.type, ...values, createdAt: now })
@@ -145,29 +145,29 @@ export async function putTenantProvider(
   });
 }
 
-export async function listTenantProviders(
-  deps: Pick<ProviderDeps, "database">,
-  ctx: TenantCtx,
-): Promise<TenantProvider[]> {
-  const db = deps.database.db;
-  await getTenant(db, ctx.tenantId);
-  return db
-    .select(columns)
-    .from(tenantExternalProviders)
-    .where(eq(tenantExternalProviders.tenantId, ctx.tenantId))
-    .orderBy(asc(tenantExternalProviders.type));
+/** The ctx tenant's providers, one page (one per type at most). */
+export async function listTenantProviders(deps: DatabaseDeps, ctx: TenantCtx): Promise<Page<TenantProvider>> {
+  await getTenant(deps, ctx, { tenantId: ctx.tenantId });
+  const items = await withDatabase(deps, ctx, (db) =>
+    db
+      .select(columns)
+      .from(tenantExternalProviders)
+      .where(eq(tenantExternalProviders.tenantId, ctx.tenantId))
+      .orderBy(asc(tenantExternalProviders.type)),
+  );
+  return { items, nextCursor: null };
 }
 
-export async function setTenantProviderStatus(
+/** Enables or disables the ctx tenant's provider of one type (404 when it has none). */
+export async function updateTenantProviderStatus(
   deps: ProviderDeps,
   ctx: TenantCtx,
   input: { type: ProviderType; status: ProviderStatus },
 ): Promise<TenantProvider> {
-  const db = deps.database.db;
   const { tenantId } = ctx;
   const { type, status } = input;
-  await getTenant(db, tenantId);
-  return db.transaction(async (tx) => {
+  return withTransaction(deps, ctx, async (tx, ctx) => {
+    await getTenant(deps, ctx, { tenantId });
     const [row] = await tx
       .update(tenantExternalProviders)
       .set({ status, updatedAt: deps.clock.now() })

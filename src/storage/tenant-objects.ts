@@ -2,9 +2,11 @@ import { createHash, randomUUID } from "node:crypto";
 import { and, eq, inArray, isNotNull, isNull, lte, or, sql } from "drizzle-orm";
 import { assertFeature } from "../billing/entitlements.ts";
 import { actorUserId, type TenantCtx } from "../context.ts";
+import { withDatabase, withTransaction } from "../db/operation.ts";
 import { storageGrants } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
+import type { Page } from "../pagination.ts";
 import { currentUsage, recordUsage } from "../usage/ledger.ts";
 import type { ObjectStorage, PresignedDownload, PresignedUpload, StoredObject } from "./object-storage.ts";
 
@@ -40,41 +42,51 @@ function managesAll(ctx: TenantCtx): boolean {
  *   was, the grant is confirmed and its charge stands until a delete.
  * Runs before the tenant's storage calls; resolves how many bytes were refunded.
  */
-export async function settleStorageRefunds(deps: TenantObjectDeps, tenantId: string): Promise<number> {
+export async function settleStorageRefunds(deps: TenantObjectDeps, ctx: TenantCtx): Promise<number> {
+  const { tenantId } = ctx;
   const now = deps.clock.now();
   // the store judges expiry by its own clock: settle only a margin after ours says expired
   const expiredBefore = new Date(now.getTime() - CLOCK_SKEW_MS);
-  const due = await deps.database.db
-    .select({ id: storageGrants.id, objectKey: storageGrants.objectKey, deletedAt: storageGrants.deletedAt })
-    .from(storageGrants)
-    .where(
-      and(
-        eq(storageGrants.tenantId, tenantId),
-        isNull(storageGrants.refundedAt),
-        or(isNotNull(storageGrants.deletedAt), isNull(storageGrants.confirmedAt)),
-        lte(storageGrants.expiresAt, expiredBefore),
-      ),
-    )
-    .limit(100);
+  const due = await withDatabase(deps, ctx, (db) =>
+    db
+      .select({
+        id: storageGrants.id,
+        objectKey: storageGrants.objectKey,
+        deletedAt: storageGrants.deletedAt,
+      })
+      .from(storageGrants)
+      .where(
+        and(
+          eq(storageGrants.tenantId, tenantId),
+          isNull(storageGrants.refundedAt),
+          or(isNotNull(storageGrants.deletedAt), isNull(storageGrants.confirmedAt)),
+          lte(storageGrants.expiresAt, expiredBefore),
+        ),
+      )
+      .limit(100),
+  );
   let refunded = 0;
   for (const grant of due) {
     if (grant.deletedAt) await storageOf(deps).deleteStored(grant.objectKey);
     else if (await storageOf(deps).isStored(grant.objectKey)) {
-      await deps.database.db
-        .update(storageGrants)
-        .set({ confirmedAt: now })
-        .where(and(eq(storageGrants.id, grant.id), isNull(storageGrants.deletedAt)));
+      await withDatabase(deps, ctx, (db) =>
+        db
+          .update(storageGrants)
+          .set({ confirmedAt: now })
+          .where(and(eq(storageGrants.id, grant.id), isNull(storageGrants.deletedAt))),
+      );
       continue;
     }
-    refunded += await refundGrant(deps, tenantId, grant.id);
+    refunded += await refundGrant(deps, ctx, grant.id);
   }
   return refunded;
 }
 
 /** Marks the grant refunded and records its charged size back, in one transaction; 0 if already done. */
-async function refundGrant(deps: TenantObjectDeps, tenantId: string, grantId: string): Promise<number> {
+async function refundGrant(deps: TenantObjectDeps, ctx: TenantCtx, grantId: string): Promise<number> {
+  const { tenantId } = ctx;
   const now = deps.clock.now();
-  return deps.database.db.transaction(async (tx) => {
+  return withTransaction(deps, ctx, async (tx) => {
     const [row] = await tx
       .update(storageGrants)
       .set({
@@ -119,9 +131,9 @@ export async function createTenantUpload(
   const { tenantId } = ctx;
   const grantId = randomUUID();
   const { objectKey, ...upload } = await storageOf(deps).createUpload(tenantId, { ...input, grantId });
-  await settleStorageRefunds(deps, tenantId);
+  await settleStorageRefunds(deps, ctx);
   const { limit } = await assertFeature(deps, tenantId, "storage_bytes", Math.max(input.size, 1));
-  await deps.database.db.transaction(async (tx) => {
+  await withTransaction(deps, ctx, async (tx) => {
     await tx.insert(storageGrants).values({
       id: grantId,
       tenantId,
@@ -148,12 +160,16 @@ export async function createTenantUpload(
   return upload;
 }
 
+/**
+ * One page of the tenant's objects, keys relative to its prefix; the cursor is the store's own
+ * marker (the last stored key of the page, docs/secrets-and-storage.md).
+ */
 export async function listTenantObjects(
   deps: TenantObjectDeps,
   ctx: TenantCtx,
   input: { prefix?: string; cursor?: string; limit: number },
-): Promise<{ items: StoredObject[]; nextCursor: string | null }> {
-  await settleStorageRefunds(deps, ctx.tenantId);
+): Promise<Page<StoredObject>> {
+  await settleStorageRefunds(deps, ctx);
   return storageOf(deps).listObjects(ctx.tenantId, input);
 }
 
@@ -185,33 +201,40 @@ export async function deleteTenantObject(
     const mine =
       grantIds.length === versions.length &&
       (
-        await deps.database.db
-          .select({ id: storageGrants.id })
-          .from(storageGrants)
-          .where(
-            and(
-              eq(storageGrants.tenantId, tenantId),
-              inArray(storageGrants.id, grantIds),
-              eq(storageGrants.uploadedBy, actorUserId(ctx) ?? ""),
+        await withDatabase(deps, ctx, (db) =>
+          db
+            .select({ id: storageGrants.id })
+            .from(storageGrants)
+            .where(
+              and(
+                eq(storageGrants.tenantId, tenantId),
+                inArray(storageGrants.id, grantIds),
+                eq(storageGrants.uploadedBy, actorUserId(ctx) ?? ""),
+              ),
             ),
-          )
+        )
       ).length === grantIds.length;
     if (!mine) throw new AppError("forbidden", "Members delete only the objects they uploaded.");
   }
   const deleted = await storage.deleteObject(tenantId, input.key);
   const now = deps.clock.now();
+  // one write per version deleted from the store, each idempotent; not one transaction: a plain
+  // object's refund reads the usage counter, whose rebuild waits for the counter locks it would hold
   for (const version of deleted) {
-    if (version.grantId) {
-      await deps.database.db
-        .update(storageGrants)
-        .set({ deletedAt: now })
-        .where(
-          and(
-            eq(storageGrants.id, version.grantId),
-            eq(storageGrants.tenantId, tenantId),
-            isNull(storageGrants.deletedAt),
+    const { grantId } = version;
+    if (grantId) {
+      await withDatabase(deps, ctx, (db) =>
+        db
+          .update(storageGrants)
+          .set({ deletedAt: now })
+          .where(
+            and(
+              eq(storageGrants.id, grantId),
+              eq(storageGrants.tenantId, tenantId),
+              isNull(storageGrants.deletedAt),
+            ),
           ),
-        );
+      );
     } else if (version.size > 0) {
       const used = await currentUsage(deps, tenantId, "storage_bytes", "never");
       const quantity = Math.min(version.size, Math.max(used, 0));
@@ -224,5 +247,5 @@ export async function deleteTenantObject(
         });
     }
   }
-  await settleStorageRefunds(deps, tenantId);
+  await settleStorageRefunds(deps, ctx);
 }

@@ -1,11 +1,13 @@
 import { and, asc, eq, gt, ilike, inArray, or } from "drizzle-orm";
+import { z } from "zod";
 import { recordAudit } from "../audit/record.ts";
 import { endSessions } from "../auth/sessions.ts";
-import { type Ctx, systemCtx } from "../context.ts";
-import type { Executor } from "../db/client.ts";
+import type { Ctx } from "../context.ts";
+import { type DatabaseDeps, withDatabase, withTransaction } from "../db/operation.ts";
 import { tenants } from "../db/schema/tenants.ts";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
+import { cursorCodec, type Page, pageOf } from "../pagination.ts";
 
 export interface Tenant {
   id: string;
@@ -22,19 +24,20 @@ export function isUuid(value: string): boolean {
 }
 
 const columns = { id: tenants.id, code: tenants.code, name: tenants.name, status: tenants.status };
+const noSuchTenant = () => new AppError("not_found", "No such tenant.");
 
 /** Creates a tenant and records `tenant.created` in its own chain, in one transaction. */
 export async function createTenant(
-  db: Executor,
+  deps: DatabaseDeps,
+  ctx: Ctx,
   input: { code: string; name: string },
-  ctx: Ctx = systemCtx("tenancy"),
 ): Promise<Tenant> {
   const code = input.code.toLowerCase();
   if (!TENANT_CODE.test(code))
     throw new AppError("validation_failed", "The tenant code is not valid.", {
       fields: [{ path: "code", message: "lower-case letters, digits and inner hyphens, at most 63" }],
     });
-  return db.transaction(async (tx) => {
+  return withTransaction(deps, ctx, async (tx, ctx) => {
     const [row] = await tx
       .insert(tenants)
       .values({ code, name: input.name })
@@ -51,49 +54,54 @@ export async function createTenant(
   });
 }
 
-/** The opaque cursor of a position in the tenant list (the last code seen, base64url), and back. */
-export const tenantCursor = {
-  encode: (code: string): string => Buffer.from(code).toString("base64url"),
-  decode: (cursor: string): string | null => {
-    const code = Buffer.from(cursor, "base64url").toString();
-    return code.length > 0 && code.length <= 63 ? code : null;
-  },
-};
+/** A position in the tenant list: the last code seen (keyset). */
+export const tenantCursor = cursorCodec(z.string().regex(TENANT_CODE));
 
 /**
- * A page of tenants by code: after `after` (a code; keyset), or skipping `offset` rows (the older
- * paging, still accepted). `next` is the last code of a full page, null on the last page.
+ * A page of tenants by code: after `cursor` (keyset), or skipping `offset` rows (the older paging,
+ * still accepted; ignored with a cursor). `search`: a code prefix or a part of the name,
+ * case-insensitive, matched literally.
  */
 export async function listTenants(
-  db: Executor,
-  input: { limit: number; offset?: number; after?: string; search?: string },
-): Promise<{ items: Tenant[]; next: string | null }> {
+  deps: DatabaseDeps,
+  ctx: Ctx,
+  input: { limit: number; cursor?: string; offset?: number; search?: string },
+): Promise<Page<Tenant>> {
+  const after = tenantCursor.decodeOptional(input.cursor);
   const search = input.search?.trim();
-  // `search`: a code prefix or a part of the name, case-insensitive, matched literally
   const pattern = search ? search.replace(/[\\%_]/g, "\\$&") : undefined;
-  const rows = await db
-    .select(columns)
-    .from(tenants)
-    .where(
-      and(
-        input.after === undefined ? undefined : gt(tenants.code, input.after),
-        pattern === undefined
-          ? undefined
-          : or(ilike(tenants.code, `${pattern}%`), ilike(tenants.name, `%${pattern}%`)),
-      ),
-    )
-    .orderBy(asc(tenants.code))
-    .limit(input.limit + 1)
-    .offset(input.after === undefined ? (input.offset ?? 0) : 0);
-  const items = rows.slice(0, input.limit);
-  return { items, next: rows.length > input.limit ? (items.at(-1)?.code ?? null) : null };
+  const rows = await withDatabase(deps, ctx, (db) =>
+    db
+      .select(columns)
+      .from(tenants)
+      .where(
+        and(
+          after === undefined ? undefined : gt(tenants.code, after),
+          pattern === undefined
+            ? undefined
+            : or(ilike(tenants.code, `${pattern}%`), ilike(tenants.name, `%${pattern}%`)),
+        ),
+      )
+      .orderBy(asc(tenants.code))
+      .limit(input.limit + 1)
+      .offset(after === undefined ? (input.offset ?? 0) : 0),
+  );
+  return pageOf(
+    rows,
+    input.limit,
+    (row) => row,
+    (row) => row.code,
+    tenantCursor,
+  );
 }
 
 /** The tenant, or a 404 problem: unknown and malformed ids look the same. */
-export async function getTenant(db: Executor, tenantId: string): Promise<Tenant> {
-  if (!isUuid(tenantId)) throw new AppError("not_found", "No such tenant.");
-  const [row] = await db.select(columns).from(tenants).where(eq(tenants.id, tenantId));
-  if (!row) throw new AppError("not_found", "No such tenant.");
+export async function getTenant(deps: DatabaseDeps, ctx: Ctx, input: { tenantId: string }): Promise<Tenant> {
+  if (!isUuid(input.tenantId)) throw noSuchTenant();
+  const [row] = await withDatabase(deps, ctx, (db) =>
+    db.select(columns).from(tenants).where(eq(tenants.id, input.tenantId)),
+  );
+  if (!row) throw noSuchTenant();
   return row;
 }
 
@@ -102,21 +110,20 @@ export async function getTenant(db: Executor, tenantId: string): Promise<Tenant>
  * cache is cleared and every process's session cache hears of it).
  */
 export async function suspendTenant(
-  deps: Pick<Deps, "database" | "clock" | "tenants" | "sessionCache">,
+  deps: DatabaseDeps & Pick<Deps, "clock" | "tenants" | "sessionCache">,
   ctx: Ctx,
   input: { tenantId: string },
 ): Promise<Tenant> {
-  const db = deps.database.db;
-  await getTenant(db, input.tenantId);
-  const row = await db.transaction(async (tx) => {
+  const row = await withTransaction(deps, ctx, async (tx, ctx) => {
+    await getTenant(deps, ctx, input);
     const [suspended] = await tx
       .update(tenants)
       .set({ status: "Suspended", updatedAt: deps.clock.now() })
       .where(eq(tenants.id, input.tenantId))
       .returning(columns);
-    if (!suspended) throw new AppError("not_found", "No such tenant.");
+    if (!suspended) throw noSuchTenant();
     // the sessions end with the suspension: every process hears of it as it commits
-    await endSessions(deps, { tenantId: input.tenantId }, tx);
+    await endSessions(deps, ctx, { tenantId: input.tenantId });
     await recordAudit(tx, ctx, {
       action: "tenant.suspended",
       target: { type: "tenant", id: input.tenantId },
@@ -129,12 +136,15 @@ export async function suspendTenant(
 }
 
 /** The codes of the given tenant ids (ids that are not a tenant are left out). */
-export async function tenantCodes(db: Executor, ids: readonly string[]): Promise<Map<string, string>> {
-  const valid = [...new Set(ids.filter(isUuid))];
+export async function getTenantCodes(
+  deps: DatabaseDeps,
+  ctx: Ctx,
+  input: { ids: readonly string[] },
+): Promise<Map<string, string>> {
+  const valid = [...new Set(input.ids.filter(isUuid))];
   if (valid.length === 0) return new Map();
-  const rows = await db
-    .select({ id: tenants.id, code: tenants.code })
-    .from(tenants)
-    .where(inArray(tenants.id, valid));
+  const rows = await withDatabase(deps, ctx, (db) =>
+    db.select({ id: tenants.id, code: tenants.code }).from(tenants).where(inArray(tenants.id, valid)),
+  );
   return new Map(rows.map((r) => [r.id, r.code]));
 }

@@ -8,7 +8,7 @@ import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { emitEvent, webhookEventTypes } from "../events/outbox.ts";
 import { enqueueContext } from "../jobs/enqueue.ts";
-import { putTenantSecret, readTenantSecret } from "../providers/secrets.ts";
+import { readTenantSecret, writeTenantSecret } from "../providers/secrets.ts";
 import { openSecret, type TenantSecretKeyring } from "../security/tenant-secrets.ts";
 import { getTenant, isUuid } from "../tenancy/tenants.ts";
 import { recordUsage } from "../usage/ledger.ts";
@@ -153,7 +153,7 @@ export async function createWebhookEndpoint(
   const events = checkEvents(input.events);
   const url = await checkUrl(deps, input.url);
   const { limit } = await assertFeature(deps, tenantId, "webhook_endpoints", 1);
-  await getTenant(deps.database.db, tenantId);
+  await getTenant(deps, ctx, { tenantId });
   const secret = newSigningSecret();
   const now = deps.clock.now();
   const row = await deps.database.db.transaction(async (tx) => {
@@ -174,7 +174,7 @@ export async function createWebhookEndpoint(
       .values({ tenantId, url, events, description: input.description ?? "", createdAt: now, updatedAt: now })
       .returning();
     if (!inserted) throw new Error("endpoint insert returned no row");
-    await putTenantSecret(tx, ring, tenantId, {
+    await writeTenantSecret(tx, ring, tenantId, {
       name: secretName(inserted.id, "current"),
       value: secret,
       now,
@@ -207,7 +207,7 @@ export async function listWebhookEndpoints(
   deps: Pick<WebhookDeps, "database">,
   ctx: TenantCtx,
 ): Promise<WebhookEndpointView[]> {
-  await getTenant(deps.database.db, ctx.tenantId);
+  await getTenant(deps, ctx, { tenantId: ctx.tenantId });
   const rows = await deps.database.db
     .select()
     .from(webhookEndpoints)
@@ -307,12 +307,12 @@ export async function rotateWebhookSecret(
     const ring = keyring(deps);
     const old = await readTenantSecret(tx, ring, ctx.tenantId, secretName(current.id, "current"));
     if (old)
-      await putTenantSecret(tx, ring, ctx.tenantId, {
+      await writeTenantSecret(tx, ring, ctx.tenantId, {
         name: secretName(current.id, "previous"),
         value: old,
         now,
       });
-    await putTenantSecret(tx, ring, ctx.tenantId, {
+    await writeTenantSecret(tx, ring, ctx.tenantId, {
       name: secretName(current.id, "current"),
       value: secret,
       now,

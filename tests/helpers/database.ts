@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import postgres from "postgres";
+import { systemCtx } from "../../src/context.ts";
 import { type Database, type OpenDatabaseOptions, openDatabase } from "../../src/db/client.ts";
 import { MIGRATIONS_DIR, migrate } from "../../src/db/migrator.ts";
 import { seedCatalog } from "../../src/seed.ts";
@@ -63,7 +64,7 @@ async function ensureTemplate(): Promise<string> {
         const database = await openDatabase(databaseUrl(`${name}_build`), { poolSize: 1 });
         try {
           await migrate(database.db);
-          await seedCatalog(database.db);
+          await seedCatalog({ database }, systemCtx("migrator"));
         } finally {
           await database.close();
         }

@@ -1,5 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { eq } from "drizzle-orm";
+import { systemClock } from "../../src/clock.ts";
+import { systemCtx } from "../../src/context.ts";
 import type { Db } from "../../src/db/client.ts";
 import { tenantDomains, tenants, users } from "../../src/db/schema/index.ts";
 import { bootstrapPlatformAdmin } from "../../src/identity/bootstrap.ts";
@@ -29,13 +31,17 @@ export async function createUser(
   input: { email?: string; role?: "owner" | "admin" | "member"; phone?: string; password?: string } = {},
 ) {
   const email = input.email ?? `u${crypto.randomUUID().slice(0, 8)}@example.com`;
-  const { id } = await createTenantUser(db, tenantId, {
-    email,
-    name: "Test User",
-    password: input.password ?? PASSWORD,
-    role: input.role ?? "member",
-    phone: input.phone,
-  });
+  const { id } = await createTenantUser(
+    { database: { db }, clock: systemClock },
+    systemCtx("identity", tenantId),
+    {
+      email,
+      name: "Test User",
+      password: input.password ?? PASSWORD,
+      role: input.role ?? "member",
+      phone: input.phone,
+    },
+  );
   // a factory user has already replaced the password it was given (createTenantUser flags it)
   await db.update(users).set({ mustChangePassword: false }).where(eq(users.id, id));
   return { id, email };
@@ -45,7 +51,11 @@ export async function createPlatformAdmin(
   db: Db,
   email = `admin${crypto.randomUUID().slice(0, 6)}@example.com`,
 ) {
-  const { userId } = await bootstrapPlatformAdmin(db, { email, password: PASSWORD, name: "Admin" });
+  const { userId } = await bootstrapPlatformAdmin({ database: { db } }, systemCtx("bootstrap"), {
+    email,
+    password: PASSWORD,
+    name: "Admin",
+  });
   return { id: userId, email };
 }
 

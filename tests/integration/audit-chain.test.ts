@@ -28,7 +28,10 @@ const rowsOf = (tenantId: string) =>
 
 /** A tenant (its own chain: `tenant.created`) and `n` more events in it. */
 async function tenantWith(n: number) {
-  const tenant = await createTenant(db(), { code: `c${crypto.randomUUID().slice(0, 8)}`, name: "Chain" });
+  const tenant = await createTenant({ database: t.database }, systemCtx("tenancy"), {
+    code: `c${crypto.randomUUID().slice(0, 8)}`,
+    name: "Chain",
+  });
   for (let i = 0; i < n; i++)
     await db().transaction((tx) =>
       recordAudit(tx, systemCtx("test", tenant.id), {
@@ -92,9 +95,11 @@ describe("the chain", () => {
     // one successor per hash: no two rows share a predecessor
     expect(new Set(rows.map((r) => r.prev_hash)).size).toBe(rows.length);
     for (let i = 1; i < rows.length; i++) expect(rows[i]?.prev_hash).toBe(rows[i - 1]?.hash as string);
-    const reports = await verifyAuditChains({ database: t.database }, { tenantId });
+    const reports = await verifyAuditChains({ database: t.database }, systemCtx("test"), { tenantId });
     expect(reports).toEqual([{ chain: tenantId, rows: 31, broken: null }]);
-    expect((await verifyAuditChains({ database: t.database }, { tenantId: other }))[0]?.rows).toBe(11);
+    expect(
+      (await verifyAuditChains({ database: t.database }, systemCtx("test"), { tenantId: other }))[0]?.rows,
+    ).toBe(11);
   });
 
   test("verifying while writers append: one snapshot, never a false break", async () => {
@@ -115,13 +120,13 @@ describe("the chain", () => {
     });
     const seen: number[] = [];
     while (!done) {
-      const [report] = await verifyAuditChains({ database: t.database }, { tenantId });
+      const [report] = await verifyAuditChains({ database: t.database }, systemCtx("test"), { tenantId });
       expect(report?.broken).toBeNull();
       seen.push(report?.rows ?? 0);
     }
     await writers;
     expect(seen.length).toBeGreaterThan(1);
-    expect((await verifyAuditChains({ database: t.database }, { tenantId }))[0]).toEqual({
+    expect((await verifyAuditChains({ database: t.database }, systemCtx("test"), { tenantId }))[0]).toEqual({
       chain: tenantId,
       rows: 121,
       broken: null,
@@ -138,7 +143,9 @@ describe("the chain", () => {
     );
     const rows = await rowsOf(tenantId);
     expect(rows.map((r) => r.action)).toEqual(["tenant.created", "feature.override"]);
-    expect((await verifyAuditChains({ database: t.database }, { tenantId }))[0]?.broken).toBeNull();
+    expect(
+      (await verifyAuditChains({ database: t.database }, systemCtx("test"), { tenantId }))[0]?.broken,
+    ).toBeNull();
   });
 
   test("a rolled-back change leaves no row and the head where it was", async () => {
@@ -148,9 +155,9 @@ describe("the chain", () => {
       .transaction(async (tx) => {
         // the change and its record, then a failure: both go
         await createTenant(
-          tx,
+          { database: t.database },
+          { ...systemCtx("test"), tx },
           { code: `r${crypto.randomUUID().slice(0, 8)}`, name: "Rolled back" },
-          systemCtx("test"),
         );
         await recordAudit(tx, systemCtx("test", tenantId), { action: "user.deleted" });
         throw new Error("rolled back");
@@ -163,7 +170,9 @@ describe("the chain", () => {
       sql`select count(*)::int as n from audit_events e where e.action = 'tenant.created' and not exists (select 1 from tenants where id = e.tenant_id)`,
     );
     expect(rolled?.n).toBe(0);
-    expect((await verifyAuditChains({ database: t.database }, { tenantId }))[0]?.broken).toBeNull();
+    expect(
+      (await verifyAuditChains({ database: t.database }, systemCtx("test"), { tenantId }))[0]?.broken,
+    ).toBeNull();
   });
 });
 
@@ -274,7 +283,10 @@ describe("retention", () => {
       database: t.database,
       clock,
     });
-    const tenant = await createTenant(db(), { code: `p${crypto.randomUUID().slice(0, 8)}`, name: "Prune" });
+    const tenant = await createTenant({ database: t.database }, systemCtx("tenancy"), {
+      code: `p${crypto.randomUUID().slice(0, 8)}`,
+      name: "Prune",
+    });
     const day = 86_400_000;
     // ages in days, in chain order: the 40-day row written after a 20-day one (a clock step back)
     // is still pruned with everything before it; nothing after the last old row goes
@@ -322,7 +334,9 @@ describe("retention", () => {
     );
     expect(chain?.pruned_through_id).toBe(String(ids[3]));
     expect(chain?.start_hash).toBe(left[0]?.prev_hash as string);
-    const report = await verifyAuditChains({ database: t.database }, { tenantId: tenant.id });
+    const report = await verifyAuditChains({ database: t.database }, systemCtx("test"), {
+      tenantId: tenant.id,
+    });
     expect(report[0]?.broken).toBeNull();
     expect(verifyCli(["--tenant", tenant.id]).code).toBe(0);
     // a second pass finds nothing more; a month later the rest goes and the chain still verifies
@@ -331,13 +345,16 @@ describe("retention", () => {
     await pruneAuditEvents(deps, systemCtx("test"));
     expect(await rowsOf(tenant.id)).toEqual([]);
     expect(
-      (await verifyAuditChains({ database: t.database }, { tenantId: tenant.id }))[0]?.broken,
+      (await verifyAuditChains({ database: t.database }, systemCtx("test"), { tenantId: tenant.id }))[0]
+        ?.broken,
     ).toBeNull();
     // and the next event links to where the pruned chain ended
     await db().transaction((tx) =>
       recordAudit(tx, systemCtx("test", tenant.id), { action: "tenant.suspended" }),
     );
-    expect((await verifyAuditChains({ database: t.database }, { tenantId: tenant.id }))[0]).toMatchObject({
+    expect(
+      (await verifyAuditChains({ database: t.database }, systemCtx("test"), { tenantId: tenant.id }))[0],
+    ).toMatchObject({
       rows: 1,
       broken: null,
     });

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
 import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
-import { putTenantSecret } from "../../src/providers/secrets.ts";
+import { writeTenantSecret } from "../../src/providers/secrets.ts";
 import { putTenantProvider } from "../../src/providers/tenant-providers.ts";
 import { parseTenantSecretKeys } from "../../src/security/tenant-secrets.ts";
 import { type SmsGateway, startSmsGateway } from "../fixtures/sms-gateway.ts";
@@ -400,7 +400,7 @@ describe("SMS codes", () => {
       if (!keyring) throw new Error("keyring");
       const withOwn = await phoneUser();
       const now = clock.now();
-      await putTenantSecret(t.database.db, keyring, withOwn.tenant.id, {
+      await writeTenantSecret(t.database.db, keyring, withOwn.tenant.id, {
         name: "sms-api-key",
         value: own.token,
         now,

@@ -113,7 +113,7 @@ describe("endSessions in the caller's transaction", () => {
       const { user, pair } = await signedInUser();
       expect("refused" in (await openTokenSession(app.deps, pair.accessToken))).toBe(false);
       await t.database.db.transaction(async (tx) => {
-        await endSessions(app.deps, { userId: user.id }, tx);
+        await endSessions(app.deps, { ...systemCtx("test"), tx }, { userId: user.id });
         await Bun.sleep(100);
         // not yet committed: nobody heard of it
         expect(heard.filter((p) => p.includes(user.id))).toEqual([]);
@@ -124,7 +124,7 @@ describe("endSessions in the caller's transaction", () => {
       const other = await signedInUser();
       await t.database.db
         .transaction(async (tx) => {
-          await endSessions(app.deps, { userId: other.user.id }, tx);
+          await endSessions(app.deps, { ...systemCtx("test"), tx }, { userId: other.user.id });
           tx.rollback();
         })
         .catch(() => undefined);
@@ -140,7 +140,7 @@ describe("endSessions in the caller's transaction", () => {
     const open = await openTokenSession(app.deps, pair.accessToken);
     if ("refused" in open) throw new Error(open.refused);
     expect(app.deps.sessionCache.get(`s:${open.sessionId}`)).toBeDefined();
-    await endSessions(app.deps, { userId: user.id });
+    await endSessions(app.deps, systemCtx("test"), { userId: user.id });
     expect(app.deps.sessionCache.get(`s:${open.sessionId}`)).toBeUndefined();
   });
 });

@@ -10,7 +10,7 @@ import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
 import { planFeatures, subscriptionHistory, users } from "../../src/db/schema/index.ts";
 import type { Deps } from "../../src/deps.ts";
-import { putTenantSecret } from "../../src/providers/secrets.ts";
+import { writeTenantSecret } from "../../src/providers/secrets.ts";
 import { putTenantProvider } from "../../src/providers/tenant-providers.ts";
 import { parseTenantSecretKeys } from "../../src/security/tenant-secrets.ts";
 import { seedCatalog } from "../../src/seed.ts";
@@ -99,7 +99,7 @@ async function withPaymentProvider(tenantId: string): Promise<string> {
   if (!keyring) throw new Error("no keyring");
   const secret = `whsec_${randomBytes(16).toString("hex")}`;
   secrets.set(tenantId, secret);
-  await putTenantSecret(db(), keyring, tenantId, {
+  await writeTenantSecret(db(), keyring, tenantId, {
     name: "payment-webhook",
     value: secret,
     now: clock.now(),
@@ -420,8 +420,8 @@ describe("catalog", () => {
   test("seeding is idempotent and restores a changed built-in limit", async () => {
     const before = await db().select().from(planFeatures);
     await db().update(planFeatures).set({ limit: 1 }).where(eq(planFeatures.planCode, "free"));
-    await seedCatalog(db());
-    await seedCatalog(db());
+    await seedCatalog({ database: { db: db() } }, systemCtx("test"));
+    await seedCatalog({ database: { db: db() } }, systemCtx("test"));
     const after = await db().select().from(planFeatures);
     const view = (rows: typeof before) =>
       rows.map((r) => `${r.planCode}:${r.featureKey}:${r.enabled}:${r.limit}`).sort();

@@ -3,6 +3,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sql } from "drizzle-orm";
+import { systemCtx } from "../../src/context.ts";
 import { execute } from "../../src/db/client.ts";
 import {
   MigrationStatementError,
@@ -58,8 +59,8 @@ describe("migrator on an empty database", () => {
   });
 
   test("seeding twice leaves one copy of the catalog", async () => {
-    await seedCatalog(t.database.db);
-    await seedCatalog(t.database.db);
+    await seedCatalog(t, systemCtx("test"));
+    await seedCatalog(t, systemCtx("test"));
     const roles = await execute<{ code: string }>(
       t.database.db,
       sql`select code from platform_roles order by code`,

@@ -2,14 +2,14 @@ import { describe, expect, test } from "bun:test";
 import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
 import type { ProviderStatus } from "../../src/db/schema/providers.ts";
-import { putTenantSecret } from "../../src/providers/secrets.ts";
+import { writeTenantSecret } from "../../src/providers/secrets.ts";
 import {
   type GlobalProviderDefault,
   listTenantProviders,
   putTenantProvider,
   readProviderSecrets,
   resolveProvider,
-  setTenantProviderStatus,
+  updateTenantProviderStatus,
 } from "../../src/providers/tenant-providers.ts";
 import { parseTenantSecretKeys } from "../../src/security/tenant-secrets.ts";
 import { useTestDatabase } from "../helpers/app.ts";
@@ -72,18 +72,18 @@ describe("resolveProvider: tenant row × global default", () => {
       secretRefs: {},
     });
     expect((await resolveProvider(t.database.db, tenant.id, "ai", globalSms))?.source).toBe("tenant");
-    await setTenantProviderStatus(providerDeps(), systemCtx("test", tenant.id), {
+    await updateTenantProviderStatus(providerDeps(), systemCtx("test", tenant.id), {
       type: "ai",
       status: "Disabled",
     });
     expect(await resolveProvider(t.database.db, tenant.id, "ai", globalSms)).toBeNull();
-    await setTenantProviderStatus(providerDeps(), systemCtx("test", tenant.id), {
+    await updateTenantProviderStatus(providerDeps(), systemCtx("test", tenant.id), {
       type: "ai",
       status: "Active",
     });
     expect((await resolveProvider(t.database.db, tenant.id, "ai", globalSms))?.source).toBe("tenant");
     await expect(
-      setTenantProviderStatus(providerDeps(), systemCtx("test", tenant.id), {
+      updateTenantProviderStatus(providerDeps(), systemCtx("test", tenant.id), {
         type: "identity",
         status: "Disabled",
       }),
@@ -103,7 +103,7 @@ describe("resolveProvider: tenant row × global default", () => {
       secretRefs: {},
     });
     expect(await resolveProvider(t.database.db, b.id, "sms", null)).toBeNull();
-    expect(await listTenantProviders(providerDeps(), systemCtx("test", b.id))).toEqual([]);
+    expect((await listTenantProviders(providerDeps(), systemCtx("test", b.id))).items).toEqual([]);
   });
 
   test("settings that look secret are refused; secrets are referenced by name and read server-side", async () => {
@@ -119,7 +119,7 @@ describe("resolveProvider: tenant row × global default", () => {
     ).rejects.toMatchObject({ code: "validation_failed" });
     const { keyring } = parseTenantSecretKeys({ KeyId: "k", MasterKey: newMasterKey(), PreviousKeys: [] });
     if (!keyring) throw new Error("keyring");
-    await putTenantSecret(t.database.db, keyring, tenant.id, { name: "twilio-auth", value: "tw-123", now });
+    await writeTenantSecret(t.database.db, keyring, tenant.id, { name: "twilio-auth", value: "tw-123", now });
     const row = await putTenantProvider(providerDeps(), systemCtx("test", tenant.id), {
       type: "sms",
       provider: "twilio",

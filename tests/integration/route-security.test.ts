@@ -1,8 +1,12 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
 import { eq, sql } from "drizzle-orm";
 import { ManualClock } from "../../src/clock.ts";
 import { execute } from "../../src/db/client.ts";
 import { tenantDomains, users } from "../../src/db/schema/index.ts";
+import { declaredRoutes, undeclaredRoutes } from "../../src/http/access.ts";
+import { renderRolesReference } from "../../src/http/roles-reference.ts";
 import { s3Settings, startTestS3, type TestS3 } from "../fixtures/s3-server.ts";
 import { useTestApp } from "../helpers/app.ts";
 import { uniqueHost } from "../helpers/domains.ts";
@@ -179,45 +183,20 @@ function call(route: Route, target: string, token?: string): Promise<Response> {
 
 type TenantRoleName = "owner" | "admin" | "member";
 const EVERYONE: readonly TenantRoleName[] = ["owner", "admin", "member"];
-const MANAGERS: readonly TenantRoleName[] = ["owner", "admin"];
 
 /**
- * The role matrix of docs/roles.md, route by route: which tenant roles the guards let through.
+ * The role matrix of docs/roles.md, route by route: which tenant roles the guards let through, as
+ * each tenant route declares them (`apiRoute(tenantAccess(roles, { apiKey }), …)`, src/http/access.ts).
  * Finer rules live in the domain functions and are tested below (members delete only their own
- * objects; admins never create, disable or remove an owner). A new tenant route fails the test
- * until it has a row here and in docs/roles.md.
+ * objects; admins never create, disable or remove an owner).
  */
-const ROLE_MATRIX: Record<string, readonly TenantRoleName[]> = {
-  "GET /api/tenant/features": EVERYONE,
-  "POST /api/tenant/storage/uploads": EVERYONE,
-  "GET /api/tenant/storage/objects": EVERYONE,
-  "GET /api/tenant/storage/objects/download": EVERYONE,
-  "DELETE /api/tenant/storage/objects": EVERYONE, // members: only objects they uploaded
-  "GET /api/tenant/users": MANAGERS,
-  "POST /api/tenant/users": MANAGERS, // admins: not an owner
-  "POST /api/tenant/users/:userId/disable": MANAGERS, // admins: not an owner
-  "DELETE /api/tenant/users/:userId": MANAGERS, // admins: not an owner
-  "GET /api/tenant/domains": MANAGERS,
-  "POST /api/tenant/domains": MANAGERS,
-  "GET /api/tenant/domains/:id": MANAGERS,
-  "POST /api/tenant/domains/:id/check": MANAGERS,
-  "DELETE /api/tenant/domains/:id": MANAGERS,
-  "GET /api/tenant/api-keys": MANAGERS,
-  "POST /api/tenant/api-keys": MANAGERS,
-  "DELETE /api/tenant/api-keys/:id": MANAGERS,
-  "POST /api/tenant/api-keys/:id/roll": MANAGERS,
-  "GET /api/tenant/webhooks": MANAGERS,
-  "POST /api/tenant/webhooks": MANAGERS,
-  "GET /api/tenant/webhooks/:id": MANAGERS,
-  "PATCH /api/tenant/webhooks/:id": MANAGERS,
-  "DELETE /api/tenant/webhooks/:id": MANAGERS,
-  "POST /api/tenant/webhooks/:id/rotate-secret": MANAGERS,
-  "POST /api/tenant/webhooks/:id/test": MANAGERS,
-  "GET /api/tenant/webhooks/:id/deliveries": MANAGERS,
-  "POST /api/tenant/webhooks/:id/deliveries/:deliveryId/retry": MANAGERS,
-  "POST /api/tenant/webhooks/:id/replay": MANAGERS,
-  "GET /api/tenant/audit-events": MANAGERS,
-};
+function roleMatrix(): Record<string, readonly TenantRoleName[]> {
+  const matrix: Record<string, readonly TenantRoleName[]> = {};
+  for (const { method, path, access } of declaredRoutes(app.app.routes))
+    if (typeof access === "object")
+      matrix[`${method} ${path}`] = access.tenant === "everyone" ? EVERYONE : access.tenant;
+  return matrix;
+}
 
 /** Runs `check` for each route and collects every answer that differs from the expected status. */
 async function mismatches(
@@ -242,7 +221,7 @@ test("the route table has admin and tenant routes to check", async () => {
   const list = await routes();
   expect(list.filter((r) => r.path.startsWith("/api/admin")).length).toBeGreaterThan(10);
   expect(list.filter((r) => r.path.startsWith("/api/tenant")).length).toBeGreaterThan(5);
-  // admin routes need no ROLE_MATRIX row (platform admins only): the walk below covers each one
+  // admin routes declare `platform` (platform staff only): the walks below cover each one
   const keys = list.map((r) => `${r.method} ${r.path}`);
   for (const key of [
     "POST /api/admin/jobs/:id/cancel",
@@ -350,11 +329,18 @@ test("platform_viewer cannot grant itself or anyone a platform role; a tenant ow
   expect(created).toEqual({ mustChangePassword: true, tenantId: null });
 });
 
-test("every tenant route has a row in the role matrix, and no row is left for a route that is gone", async () => {
+test("every tenant route declares its tenant roles, and every route under /api/ declares its access", async () => {
   const tenantRoutes = (await routes()).filter((r) => r.path.startsWith("/api/tenant"));
   const keys = tenantRoutes.map((r) => `${r.method} ${r.path}`);
-  expect(keys.filter((key) => !(key in ROLE_MATRIX))).toEqual([]);
-  expect(Object.keys(ROLE_MATRIX).filter((key) => !keys.includes(key))).toEqual([]);
+  const matrix = roleMatrix();
+  expect(keys.filter((key) => !(key in matrix))).toEqual([]);
+  expect(Object.keys(matrix).filter((key) => !keys.includes(key))).toEqual([]);
+  expect(undeclaredRoutes(declaredRoutes(app.app.routes))).toEqual([]);
+});
+
+test("docs/roles.md matches the declared access (run `bun run docs:roles` after changing a route's)", () => {
+  const committed = readFileSync(resolve(import.meta.dir, "../../docs/roles.md"), "utf8");
+  expect(committed).toBe(renderRolesReference(declaredRoutes(app.app.routes)));
 });
 
 test("the role matrix holds route by route: a role outside a route's row gets 403, one inside is let through", async () => {
@@ -364,9 +350,10 @@ test("the role matrix holds route by route: a role outside a route's row gets 40
     admin: tenantA.admin,
     member: tenantA.member,
   };
+  const matrix = roleMatrix();
   const found: string[] = [];
   for (const route of tenantRoutes) {
-    const allowed = ROLE_MATRIX[`${route.method} ${route.path}`] ?? [];
+    const allowed = matrix[`${route.method} ${route.path}`] ?? [];
     for (const role of EVERYONE) {
       // DELETE of a user: a random id, so an allowed role gets 404, never removes anyone
       const response = await call(route, url(route, sampleParams(route)), tokens[role]);
@@ -592,9 +579,10 @@ async function revokeWalkKeys(): Promise<void> {
 }
 
 /**
- * What a key of each scope may reach (docs/api-keys.md), written out here rather than read from
- * src/api-keys/scopes.ts: a route area a scope does not name, or a new tenant route (audit, key
- * management), must be 403 to every key.
+ * What a key of each scope may reach (docs/api-keys.md), written out here rather than read from the
+ * routes' declared access, so that a declaration that widens a scope fails here: a route area a
+ * scope does not name, or a tenant route no key may call (audit, key management), must be 403 to
+ * every key.
  */
 const KEY_REACH: Record<string, (method: string, path: string) => boolean> = {
   "users:read": (m, p) => m === "GET" && p.startsWith("/api/tenant/users"),

@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { sql } from "drizzle-orm";
 import { execute } from "../../src/db/client.ts";
-import { putTenantSecret, readTenantSecret } from "../../src/providers/secrets.ts";
+import { readTenantSecret, writeTenantSecret } from "../../src/providers/secrets.ts";
 import { parseTenantSecretKeys, type TenantSecretKeyring } from "../../src/security/tenant-secrets.ts";
 import { useTestDatabase } from "../helpers/app.ts";
 import { makeTestCertificates } from "../helpers/certificates.ts";
@@ -67,7 +67,7 @@ describe("bun run secrets:rotate", () => {
     const tenant = await createTenant(db);
     const values = Array.from({ length: 7 }, (_, i) => `cli-secret-${i}-${randomBytes(6).toString("hex")}`);
     for (const [i, value] of values.entries())
-      await putTenantSecret(db, ring("old", oldKey), tenant.id, { name: `s${i}`, value, now: new Date() });
+      await writeTenantSecret(db, ring("old", oldKey), tenant.id, { name: `s${i}`, value, now: new Date() });
 
     const first = rotate(["--batch-size", "3"], rotatedEnv);
     expect(first.code).toBe(0);
@@ -77,7 +77,7 @@ describe("bun run secrets:rotate", () => {
     for (const [i, value] of values.entries())
       expect(await readTenantSecret(db, ring("new", newKey), tenant.id, `s${i}`)).toBe(value);
 
-    await putTenantSecret(db, ring("lost", randomBytes(32).toString("base64")), tenant.id, {
+    await writeTenantSecret(db, ring("lost", randomBytes(32).toString("base64")), tenant.id, {
       name: "orphan",
       value: "orphan-value",
       now: new Date(),
@@ -100,7 +100,7 @@ describe("bun run secrets:rotate", () => {
     await execute(db, sql`delete from tenant_secrets where key_id <> 'new'`);
     const tenant = await createTenant(db);
     for (const name of ["free", "held"])
-      await putTenantSecret(db, ring("old", oldKey), tenant.id, {
+      await writeTenantSecret(db, ring("old", oldKey), tenant.id, {
         name,
         value: `v-${name}`,
         now: new Date(),

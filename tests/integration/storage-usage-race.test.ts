@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { ManualClock } from "../../src/clock.ts";
+import { systemCtx } from "../../src/context.ts";
 import { settleStorageRefunds } from "../../src/storage/tenant-objects.ts";
 import { currentUsage } from "../../src/usage/ledger.ts";
 import { S3_CREDENTIALS, startTestS3, type TestS3 } from "../fixtures/s3-server.ts";
@@ -92,6 +93,8 @@ test("deletes of one object racing each other give its bytes back once", async (
   // the URL still works until it expires: the bytes stay charged until then, and are refunded once
   expect(await usage()).toBe(1000);
   clock.advance(961_000);
-  await Promise.all(Array.from({ length: HEADS }, () => settleStorageRefunds(app.deps, tenant.id)));
+  await Promise.all(
+    Array.from({ length: HEADS }, () => settleStorageRefunds(app.deps, systemCtx("test", tenant.id))),
+  );
   expect(await usage()).toBe(0);
 });

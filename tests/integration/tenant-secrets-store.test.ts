@@ -9,6 +9,7 @@ import {
   putTenantSecret,
   readTenantSecret,
   rotateTenantSecrets,
+  writeTenantSecret,
 } from "../../src/providers/secrets.ts";
 import {
   parseTenantSecretKeys,
@@ -33,7 +34,7 @@ describe("tenant secrets in PostgreSQL", () => {
   test("put, list (no values), read server-side, replace, delete", async () => {
     const keys = ring({ KeyId: "k1", MasterKey: newMasterKey(), PreviousKeys: [] });
     const tenant = await createTenant(t.database.db);
-    await putTenantSecret(t.database.db, keys, tenant.id, {
+    await writeTenantSecret(t.database.db, keys, tenant.id, {
       name: "sms.token",
       value: "tok-AAA",
       now: now(),
@@ -46,11 +47,11 @@ describe("tenant secrets in PostgreSQL", () => {
     expect(Buffer.from(row?.ciphertext ?? "", "base64").toString("utf8")).not.toContain("tok-AAA");
 
     const listed = await listTenantSecrets(t, systemCtx("test", tenant.id));
-    expect(listed).toEqual([{ name: "sms.token", keyId: "k1", createdAt: now(), updatedAt: now() }]);
+    expect(listed.items).toEqual([{ name: "sms.token", keyId: "k1", createdAt: now(), updatedAt: now() }]);
     expect(JSON.stringify(listed)).not.toContain("tok-AAA");
     expect(await readTenantSecret(t.database.db, keys, tenant.id, "sms.token")).toBe("tok-AAA");
 
-    await putTenantSecret(t.database.db, keys, tenant.id, {
+    await writeTenantSecret(t.database.db, keys, tenant.id, {
       name: "sms.token",
       value: "tok-BBB",
       now: now(),
@@ -69,7 +70,7 @@ describe("tenant secrets in PostgreSQL", () => {
     const keys = ring({ KeyId: "k1", MasterKey: newMasterKey(), PreviousKeys: [] });
     const a = await createTenant(t.database.db);
     const b = await createTenant(t.database.db);
-    await putTenantSecret(t.database.db, keys, a.id, { name: "api", value: "value-of-a", now: now() });
+    await writeTenantSecret(t.database.db, keys, a.id, { name: "api", value: "value-of-a", now: now() });
     await execute(
       t.database.db,
       sql`insert into tenant_secrets (tenant_id, name, key_id, nonce, ciphertext)
@@ -84,7 +85,11 @@ describe("tenant secrets in PostgreSQL", () => {
     const keys = ring({ KeyId: "k1", MasterKey: newMasterKey(), PreviousKeys: [] });
     for (const id of ["00000000-0000-4000-8000-000000000000", "not-a-uuid"]) {
       await expect(
-        putTenantSecret(t.database.db, keys, id, { name: "x", value: "y", now: now() }),
+        putTenantSecret(
+          { database: t.database, clock: { now }, tenantSecretKeyring: keys },
+          systemCtx("test", id),
+          { name: "x", value: "y" },
+        ),
       ).rejects.toMatchObject({
         code: "not_found",
       });
@@ -105,11 +110,11 @@ describe("tenant secrets in PostgreSQL", () => {
         for (let n = 0; n < 4; n++) {
           const value = `value-${i}-${n}`;
           values.set(`${tenant.id}/s${n}`, value);
-          await putTenantSecret(db, before, tenant.id, { name: `s${n}`, value, now: now() });
+          await writeTenantSecret(db, before, tenant.id, { name: `s${n}`, value, now: now() });
         }
       // one row under a key id nobody has any more
       const lost = ring({ KeyId: "lost", MasterKey: newMasterKey(), PreviousKeys: [] });
-      await putTenantSecret(db, lost, tenants[0]?.id ?? "", { name: "orphan", value: "gone", now: now() });
+      await writeTenantSecret(db, lost, tenants[0]?.id ?? "", { name: "orphan", value: "gone", now: now() });
 
       const after = ring({
         KeyId: "new",
@@ -117,9 +122,9 @@ describe("tenant secrets in PostgreSQL", () => {
         PreviousKeys: [{ KeyId: "old", MasterKey: oldKey }],
       });
       const batches: number[] = [];
-      const first = await rotateTenantSecrets(db, after, {
+      const rotation = { database: own.database, clock: { now }, tenantSecretKeyring: after };
+      const first = await rotateTenantSecrets(rotation, systemCtx("test"), {
         batchSize: 5,
-        now,
         onBatch: (n) => batches.push(n),
       });
       expect(first.rotated).toBe(12);
@@ -143,7 +148,7 @@ describe("tenant secrets in PostgreSQL", () => {
         const [tenantId = "", name = ""] = where.split("/");
         expect(await readTenantSecret(db, after, tenantId, name)).toBe(value);
       }
-      const second = await rotateTenantSecrets(db, after, { batchSize: 5, now });
+      const second = await rotateTenantSecrets(rotation, systemCtx("test"), { batchSize: 5 });
       expect(second.rotated).toBe(0);
       expect(second.failed).toHaveLength(1);
     } finally {

@@ -7,7 +7,7 @@ import { createDomainTicker } from "../../src/custom-domains/checks.ts";
 import { addCustomDomain } from "../../src/custom-domains/domains.ts";
 import { execute } from "../../src/db/client.ts";
 import { tenantDomains } from "../../src/db/schema/index.ts";
-import { disableTenantUser, removeTenantUser } from "../../src/identity/users.ts";
+import { deleteTenantUser, disableTenantUser } from "../../src/identity/users.ts";
 import { createJobRegistry } from "../../src/jobs/registry.ts";
 import { type Background, startBackground } from "../../src/loops/background.ts";
 import { currentUsage, recordUsage } from "../../src/usage/ledger.ts";
@@ -91,7 +91,7 @@ test("user.disabled and user.deleted come with the change", async () => {
   const user = await createUser(h.db, t.tenantId, { role: "member" });
   const ctx = systemCtx("test", t.tenantId);
   await disableTenantUser(h.deps, ctx, { userId: user.id });
-  await removeTenantUser(h.deps, ctx, { userId: user.id });
+  await deleteTenantUser(h.deps, ctx, { userId: user.id });
   const got = await t.verified(4);
   expect(got.map((e) => e.type).sort()).toEqual([
     "user.created",
@@ -234,7 +234,7 @@ test("an endpoint subscribed to some types gets only those; disabled endpoints g
   await execute(h.db, sql`update webhook_endpoints set enabled = false where id = ${off.endpoint.id}`);
   await createUser(h.db, tenant.id, { role: "owner" });
   const user = await createUser(h.db, tenant.id);
-  await removeTenantUser(h.deps, ctx, { userId: user.id });
+  await deleteTenantUser(h.deps, ctx, { userId: user.id });
   const [request] = await receiver.waitFor(`/only-deleted-${tenant.code}`, 1);
   expect(JSON.parse(request?.body ?? "{}").type).toBe("user.deleted");
   const rows = await execute<{ type: string; enabled: boolean }>(

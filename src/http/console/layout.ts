@@ -1,5 +1,6 @@
 import { html } from "hono/html";
 import type { HtmlEscapedString } from "hono/utils/html";
+import type { PlatformRole } from "../../identity/roles.ts";
 import { consoleAssets } from "./assets.ts";
 
 export type Html = HtmlEscapedString | Promise<HtmlEscapedString>;
@@ -35,22 +36,24 @@ const HTMX_CONFIG = JSON.stringify({
   historyCacheSize: 0,
 });
 
+/** A section of the console's navigation: a page of the list in routes.ts (`CONSOLE_PAGES`). */
+export interface ConsoleSection {
+  /** The page's path; a page names it as its `section` to be marked current. */
+  path: string;
+  title: string;
+  /** The platform roles that see it in the navigation. */
+  seenBy: readonly PlatformRole[];
+}
+
 export interface Viewer {
   email: string;
   /** `platform_admin`: may change things; `platform_viewer` only reads. */
   canChange: boolean;
-  role: string;
+  role: PlatformRole;
   csrfToken: string;
+  /** The sections this viewer's role sees, in order. */
+  sections: readonly ConsoleSection[];
 }
-
-export const SECTIONS = [
-  { path: "/console", label: "Overview" },
-  { path: "/console/jobs", label: "Jobs" },
-  { path: "/console/schedules", label: "Schedules" },
-  { path: "/console/tenants", label: "Tenants" },
-  { path: "/console/domains", label: "Domains" },
-  { path: "/console/audit", label: "Audit" },
-] as const;
 
 /** A whole console page: skip link, navigation, the signed-in user, the CSRF token for htmx. */
 export function layout(input: { title: string; section?: string; viewer?: Viewer; body: Html }): Html {
@@ -74,9 +77,9 @@ export function layout(input: { title: string; section?: string; viewer?: Viewer
 <a class="brand" href="/console">Plinth console</a>
 ${
   viewer
-    ? html`<nav aria-label="Sections"><ul>${SECTIONS.map(
+    ? html`<nav aria-label="Sections"><ul>${viewer.sections.map(
         (s) =>
-          html`<li><a href="${s.path}"${s.path === input.section ? html` aria-current="page"` : ""}>${s.label}</a></li>`,
+          html`<li><a href="${s.path}"${s.path === input.section ? html` aria-current="page"` : ""}>${s.title}</a></li>`,
       )}</ul></nav>
 <div class="who"><span>${viewer.email} · <span class="badge muted">${viewer.role}</span></span>
 <form method="post" action="/console/sign-out">${csrfField(viewer)}<button class="secondary" type="submit">Sign out</button></form></div>`

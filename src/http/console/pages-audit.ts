@@ -1,13 +1,15 @@
 import { Hono } from "hono";
 import { html } from "hono/html";
-import { type AuditEventView, listAuditEvents } from "../../audit/read.ts";
+import { type AuditEventView, auditCursor, listAuditEvents } from "../../audit/read.ts";
 import { AUDIT_ACTIONS } from "../../audit/record.ts";
+import type { Ctx } from "../../context.ts";
 import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
-import { isUuid, tenantCodes } from "../../tenancy/tenants.ts";
+import type { Page } from "../../pagination.ts";
+import { getTenantCodes, isUuid } from "../../tenancy/tenants.ts";
 import { ctxOf } from "../context.ts";
 import { type Html, layout, notice, when } from "./layout.ts";
-import { pageResponse } from "./respond.ts";
+import { consoleCursor, pageResponse } from "./respond.ts";
 import { type ConsoleEnv, viewerOf } from "./session.ts";
 
 const NAMES = ["chain", "action", "actor", "targetType", "targetId", "from", "to"] as const;
@@ -43,55 +45,61 @@ function eventRow(e: AuditEventView, codes: Map<string, string>): Html {
 </tr>`;
 }
 
-/** The audit log (docs/audit.md) with its filters, every chain, newest first. */
-export function auditPages(deps: Deps) {
-  const router = new Hono<ConsoleEnv>();
-  router.get("/console/audit", async (c) => {
-    const viewer = viewerOf(c);
-    const q = c.req.query();
-    const fields: Fields = {};
-    for (const name of NAMES) {
-      const value = q[name]?.trim();
-      if (value) fields[name] = value.slice(0, 200);
+/** What the audit page shows: the filters as typed, the matching events and their tenants' codes. */
+interface AuditPage {
+  fields: Fields;
+  unknownTenant: boolean;
+  events: Page<AuditEventView>;
+  codes: Map<string, string>;
+}
+
+/** The events the page's filters select (every chain, newest first), 50 at a time. */
+async function loadAuditPage(deps: Deps, ctx: Ctx, query: Record<string, string>): Promise<AuditPage> {
+  const fields: Fields = {};
+  for (const name of NAMES) {
+    const value = query[name]?.trim();
+    if (value) fields[name] = value.slice(0, 200);
+  }
+  // `chain` (not `tenant`, the API's tenant selector): a tenant by code or id, `platform` for
+  // platform events, every chain when empty
+  let tenantId: string | null | undefined;
+  let unknownTenant = false;
+  if (fields.chain === "platform") tenantId = null;
+  else if (fields.chain) {
+    if (isUuid(fields.chain)) tenantId = fields.chain.toLowerCase();
+    else {
+      const found = await deps.tenants.byCode(fields.chain.toLowerCase());
+      unknownTenant = !found;
+      tenantId = found?.id ?? "00000000-0000-0000-0000-000000000000";
     }
-    // `chain` (not `tenant`, the API's tenant selector): a tenant by code or id, `platform` for
-    // platform events, every chain when empty
-    let tenantId: string | null | undefined;
-    let unknownTenant = false;
-    if (fields.chain === "platform") tenantId = null;
-    else if (fields.chain) {
-      if (isUuid(fields.chain)) tenantId = fields.chain.toLowerCase();
-      else {
-        const found = await deps.tenants.byCode(fields.chain.toLowerCase());
-        unknownTenant = !found;
-        tenantId = found?.id ?? "00000000-0000-0000-0000-000000000000";
-      }
-    }
-    const cursor = q.cursor && /^\d{1,18}$/.test(q.cursor) ? q.cursor : undefined;
-    const page = await listAuditEvents(deps, ctxOf(c, null), {
-      tenantId,
-      action: fields.action,
-      actor: fields.actor,
-      targetType: fields.targetType,
-      targetId: fields.targetId,
-      from: at(fields.from, "from"),
-      to: at(fields.to, "to"),
-      limit: 50,
-      cursor,
-    });
-    const codes = await tenantCodes(
-      deps.database.db,
-      page.items.flatMap((e) => (e.tenantId ? [e.tenantId] : [])),
-    );
-    const more = page.next
-      ? `/console/audit?${new URLSearchParams({ ...(fields as Record<string, string>), cursor: page.next })}`
-      : null;
-    const body = html`${notice(unknownTenant ? "No Active tenant has this code." : undefined, "bad")}
+  }
+  const events = await listAuditEvents(deps, ctx, {
+    tenantId,
+    action: fields.action,
+    actor: fields.actor,
+    targetType: fields.targetType,
+    targetId: fields.targetId,
+    from: at(fields.from, "from"),
+    to: at(fields.to, "to"),
+    limit: 50,
+    cursor: consoleCursor(auditCursor, query.cursor),
+  });
+  const codes = await getTenantCodes(deps, ctx, {
+    ids: events.items.flatMap((e) => (e.tenantId ? [e.tenantId] : [])),
+  });
+  return { fields, unknownTenant, events, codes };
+}
+
+function auditPageHtml({ fields, unknownTenant, events, codes }: AuditPage): Html {
+  const more = events.nextCursor
+    ? `/console/audit?${new URLSearchParams({ ...(fields as Record<string, string>), cursor: events.nextCursor })}`
+    : null;
+  return html`${notice(unknownTenant ? "No Active tenant has this code." : undefined, "bad")}
 <form class="filters" method="get" action="/console/audit" role="search" aria-label="Filter the audit log">
 <label for="a-chain">Tenant (code or id) or "platform"<input id="a-chain" name="chain" value="${fields.chain ?? ""}"></label>
 <label for="a-action">Action<select id="a-action" name="action"><option value="">any</option>${AUDIT_ACTIONS.map(
-      (a) => html`<option value="${a}"${a === fields.action ? html` selected` : ""}>${a}</option>`,
-    )}</select></label>
+    (a) => html`<option value="${a}"${a === fields.action ? html` selected` : ""}>${a}</option>`,
+  )}</select></label>
 <label for="a-actor">Actor id<input id="a-actor" name="actor" value="${fields.actor ?? ""}"></label>
 <label for="a-ttype">Target type<input id="a-ttype" name="targetType" value="${fields.targetType ?? ""}"></label>
 <label for="a-tid">Target id<input id="a-tid" name="targetId" value="${fields.targetId ?? ""}"></label>
@@ -101,12 +109,22 @@ export function auditPages(deps: Deps) {
 <a class="button secondary" href="/console/audit">Clear</a>
 </form>
 <div class="table-wrap"><table class="stack">
-<caption class="muted">${page.items.length} event(s), newest first; each tenant's events form a hash chain (<code>bun run audit:verify</code>)</caption>
+<caption class="muted">${events.items.length} event(s), newest first; each tenant's events form a hash chain (<code>bun run audit:verify</code>)</caption>
 <thead><tr><th scope="col">Time</th><th scope="col">Chain</th><th scope="col">Action</th><th scope="col">Actor</th><th scope="col">Target</th><th scope="col">Outcome</th><th scope="col">From</th><th scope="col">Details</th></tr></thead>
-<tbody>${page.items.length ? page.items.map((e) => eventRow(e, codes)) : html`<tr><td colspan="8" class="muted">No event matches.</td></tr>`}</tbody>
+<tbody>${events.items.length ? events.items.map((e) => eventRow(e, codes)) : html`<tr><td colspan="8" class="muted">No event matches.</td></tr>`}</tbody>
 </table></div>
 <nav class="pager" aria-label="Pages">${more ? html`<a href="${more}">Older events</a>` : html`<span class="muted">No older events.</span>`}</nav>`;
-    return pageResponse(c, layout({ title: "Audit log", section: "/console/audit", viewer, body }));
+}
+
+/** The audit log (docs/audit.md) with its filters, every chain, newest first. */
+export function auditPages(deps: Deps) {
+  const router = new Hono<ConsoleEnv>();
+  router.get("/console/audit", async (c) => {
+    const body = auditPageHtml(await loadAuditPage(deps, ctxOf(c, null), c.req.query()));
+    return pageResponse(
+      c,
+      layout({ title: "Audit log", section: "/console/audit", viewer: viewerOf(c), body }),
+    );
   });
   return router;
 }

@@ -15,7 +15,7 @@ import { retryDeadJob } from "../../jobs/admin/retry-job.ts";
 import { retryJobs } from "../../jobs/admin/retry-jobs.ts";
 import { MAX_JOB_PRIORITY, setJobPriority } from "../../jobs/admin/set-job-priority.ts";
 import { listSchedules, putSchedule, runScheduleNow } from "../../jobs/schedules.ts";
-import { isUuid, tenantCodes } from "../../tenancy/tenants.ts";
+import { getTenantCodes, isUuid } from "../../tenancy/tenants.ts";
 import { ctxOf } from "../context.ts";
 import { actionButton, badge, csrfField, type Html, layout, notice, pretty, when } from "./layout.ts";
 import { consoleActed, formOf, pageResponse } from "./respond.ts";
@@ -145,10 +145,9 @@ export function jobPages(deps: Deps) {
     const { filter, unknownTenant } = await filterOf(deps, fields);
     const cursor = q.cursor && /^\d{1,18}$/.test(q.cursor) ? q.cursor : undefined;
     const page = await listJobs(deps, ctxOf(c, null), { ...filter, cursor, limit: 50 });
-    const codes = await tenantCodes(
-      deps.database.db,
-      page.items.flatMap((j) => (j.groupKey ? [j.groupKey] : [])),
-    );
+    const codes = await getTenantCodes(deps, ctxOf(c, null), {
+      ids: page.items.flatMap((j) => (j.groupKey ? [j.groupKey] : [])),
+    });
     const filtered = Object.keys(fields).length > 0;
     const done = q.done && DONE[q.done] ? `${q.changed ?? 0} job(s) ${DONE[q.done]}.` : undefined;
     const body = html`${notice(done, "ok")}${notice(unknownTenant ? "No Active tenant has this code: it is matched as a group key as typed." : undefined)}
@@ -232,7 +231,7 @@ ${
     if (!JOB_ID.test(id)) throw new AppError("not_found", "No job with this id.");
     const job = await getJob(deps, ctxOf(c, null), { id: Number(id) });
     if (!job) throw new AppError("not_found", "No job with this id.");
-    const codes = await tenantCodes(deps.database.db, job.groupKey ? [job.groupKey] : []);
+    const codes = await getTenantCodes(deps, ctxOf(c, null), { ids: job.groupKey ? [job.groupKey] : [] });
     const tenant = job.groupKey ? codes.get(job.groupKey) : undefined;
     const done = c.req.query("done");
     const messages: Record<string, string> = {

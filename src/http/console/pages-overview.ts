@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import { html } from "hono/html";
 import { listPastDueTenants } from "../../billing/subscriptions.ts";
+import type { Ctx } from "../../context.ts";
 import { listPlatformDomains } from "../../custom-domains/domains.ts";
 import type { Deps } from "../../deps.ts";
 import { jobActivity } from "../../jobs/admin/job-activity.ts";
@@ -9,7 +10,7 @@ import { summarizeJobs } from "../../jobs/admin/summarize-jobs.ts";
 import { loopEnabled, loopNames } from "../../loops/background.ts";
 import { ctxOf } from "../context.ts";
 import { activityChart } from "./chart.ts";
-import { badge, layout, when } from "./layout.ts";
+import { badge, type Html, layout, when } from "./layout.ts";
 import { pageResponse } from "./respond.ts";
 import { type ConsoleEnv, viewerOf } from "./session.ts";
 
@@ -17,8 +18,14 @@ const OPEN_STATES = ["pending", "processing", "failed", "dead"] as const;
 
 /** The overview: jobs by state and kind, the last hour's activity, loops, and what needs attention. */
 export async function overviewPage(deps: Deps, c: Context<ConsoleEnv>) {
-  const viewer = viewerOf(c);
-  const ctx = ctxOf(c, null);
+  const body = overviewHtml(deps, await loadOverview(deps, ctxOf(c, null)));
+  return pageResponse(c, layout({ title: "Overview", section: "/console", viewer: viewerOf(c), body }));
+}
+
+type Overview = Awaited<ReturnType<typeof loadOverview>>;
+
+/** What the overview shows, read at once. */
+async function loadOverview(deps: Deps, ctx: Ctx) {
   const [summary, activity, dead, domains, pastDue] = await Promise.all([
     summarizeJobs(deps, ctx),
     jobActivity(deps, ctx, { minutes: 60 }),
@@ -26,11 +33,16 @@ export async function overviewPage(deps: Deps, c: Context<ConsoleEnv>) {
     listPlatformDomains(deps, ctx, { notActive: true, limit: 20 }),
     listPastDueTenants(deps, ctx, { limit: 20 }),
   ]);
+  return { summary, activity, dead, domains, pastDue };
+}
+
+function overviewHtml(deps: Pick<Deps, "clock" | "config" | "loopStatus">, data: Overview): Html {
+  const { summary, activity, dead, domains, pastDue } = data;
   const loops = new Map(deps.loopStatus.snapshot().map((l) => [l.name, l]));
   const settings = deps.config.settings;
   // htmx refreshes the figures every 30 s in place (the same page, its #live part); without script
   // the page is simply as loaded
-  const body = html`<div id="live" hx-get="/console" hx-trigger="every 30s" hx-select="#live" hx-swap="outerHTML">
+  return html`<div id="live" hx-get="/console" hx-trigger="every 30s" hx-select="#live" hx-swap="outerHTML">
 <p class="muted">As of ${when(deps.clock.now())}; refreshed every 30 seconds.</p>
 <div class="grid">
 <section class="card" aria-labelledby="h-states"><h2 id="h-states">Open jobs</h2>
@@ -92,5 +104,4 @@ export async function overviewPage(deps: Deps, c: Context<ConsoleEnv>) {
   }</section>
 </div>
 </div>`;
-  return pageResponse(c, layout({ title: "Overview", section: "/console", viewer, body }));
 }

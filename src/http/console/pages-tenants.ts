@@ -1,8 +1,9 @@
 import { Hono } from "hono";
 import { html } from "hono/html";
 import { DAY_MS, transitionTable } from "../../billing/subscription-states.ts";
-import { applySubscriptionEvent, getSubscription, graceEndsAt } from "../../billing/subscriptions.ts";
+import { applySubscriptionEvent, getTenantSubscription, graceEndsAt } from "../../billing/subscriptions.ts";
 import { getUsageReport } from "../../billing/usage-report.ts";
+import type { Ctx } from "../../context.ts";
 import {
   type DomainView,
   getDomain,
@@ -17,8 +18,8 @@ import { listTenantUsers } from "../../identity/users.ts";
 import { getTenant, isUuid, listTenants, tenantCursor } from "../../tenancy/tenants.ts";
 import { listWebhookEndpoints, type WebhookEndpointView } from "../../webhooks/endpoints.ts";
 import { adminCtxOf, ctxOf } from "../context.ts";
-import { actionButton, badge, type Html, layout, notice, when } from "./layout.ts";
-import { consoleActed, pageResponse } from "./respond.ts";
+import { actionButton, badge, type Html, layout, notice, type Viewer, when } from "./layout.ts";
+import { consoleActed, consoleCursor, pageResponse } from "./respond.ts";
 import { type ConsoleEnv, seeOther, viewerOf } from "./session.ts";
 
 /**
@@ -70,56 +71,56 @@ ${withTenant ? html`<td data-label="Tenant"><a href="/console/tenants/${d.tenant
 const DOMAIN_HEAD = (withTenant: boolean) =>
   html`<thead><tr><th scope="col">Hostname</th>${withTenant ? html`<th scope="col">Tenant</th>` : ""}<th scope="col">State</th><th scope="col">TLS</th><th scope="col">Last failure</th><th scope="col">Last check</th></tr></thead>`;
 
-/** Tenants: search, one tenant's plan, subscription, usage, users and domains; suspend and reactivate. */
-export function tenantPages(deps: Deps) {
-  const router = new Hono<ConsoleEnv>();
-  const db = deps.database.db;
+/** The tenant list: a page of tenants whose code or name matches the search. */
+async function loadTenantList(deps: Deps, ctx: Ctx, query: Record<string, string>) {
+  const search = query.q?.trim().slice(0, 100) || undefined;
+  const cursor = consoleCursor(tenantCursor, query.cursor);
+  return { search, tenants: await listTenants(deps, ctx, { limit: 50, cursor, search }) };
+}
 
-  router.get("/console/tenants", async (c) => {
-    const viewer = viewerOf(c);
-    const q = c.req.query();
-    const search = q.q?.trim().slice(0, 100) || undefined;
-    const after = q.cursor ? (tenantCursor.decode(q.cursor) ?? undefined) : undefined;
-    const page = await listTenants(db, { limit: 50, after, search });
-    const next = page.next
-      ? `/console/tenants?${new URLSearchParams({ ...(search ? { q: search } : {}), cursor: tenantCursor.encode(page.next) })}`
-      : null;
-    const body = html`<form class="filters" method="get" action="/console/tenants" role="search" aria-label="Search tenants">
+function tenantListHtml({ search, tenants }: Awaited<ReturnType<typeof loadTenantList>>): Html {
+  const next = tenants.nextCursor
+    ? `/console/tenants?${new URLSearchParams({ ...(search ? { q: search } : {}), cursor: tenants.nextCursor })}`
+    : null;
+  return html`<form class="filters" method="get" action="/console/tenants" role="search" aria-label="Search tenants">
 <label for="q">Code or name<input id="q" name="q" value="${search ?? ""}" type="search"></label>
 <button type="submit">Search</button>
 </form>
 <div class="table-wrap"><table>
 <thead><tr><th scope="col">Code</th><th scope="col">Name</th><th scope="col">State</th></tr></thead>
 <tbody>${
-      page.items.length
-        ? page.items.map(
-            (t) =>
-              html`<tr><th scope="row"><a href="/console/tenants/${t.id}">${t.code}</a></th><td>${t.name}</td><td>${badge(t.status)}</td></tr>`,
-          )
-        : html`<tr><td colspan="3" class="muted">No tenant matches.</td></tr>`
-    }</tbody></table></div>
+    tenants.items.length
+      ? tenants.items.map(
+          (t) =>
+            html`<tr><th scope="row"><a href="/console/tenants/${t.id}">${t.code}</a></th><td>${t.name}</td><td>${badge(t.status)}</td></tr>`,
+        )
+      : html`<tr><td colspan="3" class="muted">No tenant matches.</td></tr>`
+  }</tbody></table></div>
 <nav class="pager" aria-label="Pages">${next ? html`<a href="${next}">More tenants</a>` : ""}</nav>`;
-    return pageResponse(c, layout({ title: "Tenants", section: "/console/tenants", viewer, body }));
-  });
+}
 
-  router.get("/console/tenants/:tenantId", async (c) => {
-    const viewer = viewerOf(c);
-    const tenantId = c.req.param("tenantId");
-    const tenant = await getTenant(db, tenantId);
-    const ctx = adminCtxOf(c, tenant.id);
-    const [subscription, usage, users, domains, endpoints] = await Promise.all([
-      getSubscription(db, tenant.id),
-      getUsageReport(deps, ctx),
-      listTenantUsers(db, tenant.id, { limit: 100 }),
-      listDomains(deps, ctx),
-      listWebhookEndpoints(deps, ctx),
-    ]);
-    const state = subscription?.status ?? "none";
-    const graceMs = deps.config.settings.SaasSubscriptions.PastDueGraceDays * DAY_MS;
-    const can = transitionTable[state];
-    const done = c.req.query("done");
-    const body = html`${notice(done ? `Subscription ${done}.` : undefined, "ok")}
-<div class="grid">
+type TenantDetail = Awaited<ReturnType<typeof loadTenantDetail>>;
+
+/** One tenant as its page shows it: account, subscription, usage, the first 100 users, domains, endpoints. */
+async function loadTenantDetail(deps: Deps, ctx: Ctx, input: { tenantId: string }) {
+  const tenant = await getTenant(deps, ctx, input);
+  const tenantCtx = { ...ctx, tenantId: tenant.id };
+  const [subscription, usage, users, domains, endpoints] = await Promise.all([
+    getTenantSubscription(deps, tenantCtx),
+    getUsageReport(deps, tenantCtx),
+    listTenantUsers(deps, tenantCtx, { limit: 100 }),
+    listDomains(deps, tenantCtx),
+    listWebhookEndpoints(deps, tenantCtx),
+  ]);
+  return { tenant, subscription, usage, users, domains, endpoints };
+}
+
+function tenantSummaryHtml(deps: Pick<Deps, "config">, viewer: Viewer, data: TenantDetail): Html {
+  const { tenant, subscription } = data;
+  const state = subscription?.status ?? "none";
+  const graceMs = deps.config.settings.SaasSubscriptions.PastDueGraceDays * DAY_MS;
+  const can = transitionTable[state];
+  return html`<div class="grid">
 <section class="card" aria-labelledby="h-tenant"><h2 id="h-tenant">Tenant</h2><dl class="facts">
 <dt>Code</dt><dd>${tenant.code}</dd><dt>Name</dt><dd>${tenant.name}</dd><dt>Account</dt><dd>${badge(tenant.status)}</dd>
 <dt>Id</dt><dd><code>${tenant.id}</code></dd>
@@ -137,50 +138,74 @@ ${
 ${state === "suspended" ? html`<dt>Suspended</dt><dd>${when(subscription?.suspendedAt)}</dd>` : ""}
 </dl>
 <div class="actions">${can.suspend ? actionButton(viewer, { action: `/console/tenants/${tenant.id}/suspend`, label: "Suspend", danger: true }) : ""}${
-      can.reactivate
-        ? actionButton(viewer, { action: `/console/tenants/${tenant.id}/reactivate`, label: "Reactivate" })
-        : ""
-    }</div></section>
-</div>
-<h2 id="h-usage">Usage this period</h2>
+    can.reactivate
+      ? actionButton(viewer, { action: `/console/tenants/${tenant.id}/reactivate`, label: "Reactivate" })
+      : ""
+  }</div></section>
+</div>`;
+}
+
+function tenantTablesHtml({ usage, users, domains, endpoints }: TenantDetail): Html {
+  return html`<h2 id="h-usage">Usage this period</h2>
 <div class="table-wrap"><table class="stack" aria-labelledby="h-usage">
 <thead><tr><th scope="col">Feature</th><th scope="col">Period</th><th class="num" scope="col">Used</th><th class="num" scope="col">Limit</th><th scope="col">Against the limit</th></tr></thead>
 <tbody>${
-      usage.items.length
-        ? usage.items.map(
-            (u) =>
-              html`<tr><th scope="row">${u.feature}${u.enabled ? "" : html` <span class="badge muted">off</span>`}</th><td data-label="Period">${u.period}</td><td class="num" data-label="Used">${count(u.used)}</td><td class="num" data-label="Limit">${u.limit === null ? "—" : count(u.limit)}</td><td data-label="Against the limit">${usageMeter(u.used, u.limit)}</td></tr>`,
-          )
-        : html`<tr><td colspan="5" class="muted">No metered usage.</td></tr>`
-    }</tbody></table></div>
+    usage.items.length
+      ? usage.items.map(
+          (u) =>
+            html`<tr><th scope="row">${u.feature}${u.enabled ? "" : html` <span class="badge muted">off</span>`}</th><td data-label="Period">${u.period}</td><td class="num" data-label="Used">${count(u.used)}</td><td class="num" data-label="Limit">${u.limit === null ? "—" : count(u.limit)}</td><td data-label="Against the limit">${usageMeter(u.used, u.limit)}</td></tr>`,
+        )
+      : html`<tr><td colspan="5" class="muted">No metered usage.</td></tr>`
+  }</tbody></table></div>
 <h2 id="h-users">Users</h2>
 <div class="table-wrap"><table class="stack" aria-labelledby="h-users">
 <thead><tr><th scope="col">E-mail</th><th scope="col">Name</th><th scope="col">Role</th><th scope="col">State</th><th scope="col">Created</th></tr></thead>
 <tbody>${
-      users.items.length
-        ? users.items.map(
-            (u) =>
-              html`<tr><th scope="row">${u.email}</th><td data-label="Name">${u.name}</td><td data-label="Role">${u.role ?? "—"}</td><td data-label="State">${badge(u.status)}</td><td data-label="Created">${when(u.createdAt)}</td></tr>`,
-          )
-        : html`<tr><td colspan="5" class="muted">No users.</td></tr>`
-    }</tbody></table></div>
-${users.next ? html`<p class="muted">The first 100 users are shown.</p>` : ""}
+    users.items.length
+      ? users.items.map(
+          (u) =>
+            html`<tr><th scope="row">${u.email}</th><td data-label="Name">${u.name}</td><td data-label="Role">${u.role ?? "—"}</td><td data-label="State">${badge(u.status)}</td><td data-label="Created">${when(u.createdAt)}</td></tr>`,
+        )
+      : html`<tr><td colspan="5" class="muted">No users.</td></tr>`
+  }</tbody></table></div>
+${users.nextCursor ? html`<p class="muted">The first 100 users are shown.</p>` : ""}
 <h2 id="h-domains">Custom domains</h2>
 <div class="table-wrap"><table class="stack" aria-labelledby="h-domains">${DOMAIN_HEAD(false)}<tbody>${domainRows(domains, false)}</tbody></table></div>
 <h2 id="h-webhooks">Webhook endpoints</h2>
 <div class="table-wrap"><table class="stack" aria-labelledby="h-webhooks">
 <thead><tr><th scope="col">Destination</th><th scope="col">Events</th><th scope="col">Health</th><th scope="col">Created</th></tr></thead>
 <tbody>${
-      endpoints.length
-        ? endpoints.map(
-            (e) =>
-              html`<tr><th scope="row"><code>${destination(e.url)}</code>${e.description ? html`<br><span class="muted">${e.description}</span>` : ""}</th><td data-label="Events">${e.events.join(", ")}</td><td data-label="Health">${endpointHealth(e)}</td><td data-label="Created">${when(e.createdAt)}</td></tr>`,
-          )
-        : html`<tr><td colspan="4" class="muted">No webhook endpoints.</td></tr>`
-    }</tbody></table></div>`;
+    endpoints.length
+      ? endpoints.map(
+          (e) =>
+            html`<tr><th scope="row"><code>${destination(e.url)}</code>${e.description ? html`<br><span class="muted">${e.description}</span>` : ""}</th><td data-label="Events">${e.events.join(", ")}</td><td data-label="Health">${endpointHealth(e)}</td><td data-label="Created">${when(e.createdAt)}</td></tr>`,
+        )
+      : html`<tr><td colspan="4" class="muted">No webhook endpoints.</td></tr>`
+  }</tbody></table></div>`;
+}
+
+/** Tenants: search, one tenant's plan, subscription, usage, users and domains; suspend and reactivate. */
+export function tenantPages(deps: Deps) {
+  const router = new Hono<ConsoleEnv>();
+
+  router.get("/console/tenants", async (c) => {
+    const body = tenantListHtml(await loadTenantList(deps, ctxOf(c, null), c.req.query()));
     return pageResponse(
       c,
-      layout({ title: `Tenant ${tenant.code}`, section: "/console/tenants", viewer, body }),
+      layout({ title: "Tenants", section: "/console/tenants", viewer: viewerOf(c), body }),
+    );
+  });
+
+  router.get("/console/tenants/:tenantId", async (c) => {
+    const viewer = viewerOf(c);
+    const data = await loadTenantDetail(deps, ctxOf(c, null), { tenantId: c.req.param("tenantId") });
+    const done = c.req.query("done");
+    const body = html`${notice(done ? `Subscription ${done}.` : undefined, "ok")}
+${tenantSummaryHtml(deps, viewer, data)}
+${tenantTablesHtml(data)}`;
+    return pageResponse(
+      c,
+      layout({ title: `Tenant ${data.tenant.code}`, section: "/console/tenants", viewer, body }),
     );
   });
 
@@ -288,7 +313,7 @@ ${domains.length === 200 ? html`<p class="muted">The newest 200 are shown; filte
   router.get("/console/tenants/:tenantId/domains/:id", async (c) => {
     const viewer = viewerOf(c);
     const { tenantId, id } = c.req.param();
-    const tenant = await getTenant(deps.database.db, tenantId);
+    const tenant = await getTenant(deps, ctxOf(c, null), { tenantId });
     const d = await getDomain(deps, adminCtxOf(c, tenant.id), { id });
     const done = c.req.query("done");
     const body = html`${notice(done ? "A check is due now: the domain loop runs it at its next tick." : undefined, "ok")}

@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import type { Deps } from "../../deps.ts";
+import type { CursorCodec } from "../../pagination.ts";
 import { CONSOLE_POLICY, type Html } from "./layout.ts";
 import type { ConsoleEnv } from "./session.ts";
 
@@ -37,4 +38,14 @@ export function consoleActed(
     requestId: c.get("requestId"),
     ...details,
   });
+}
+
+/** A cursor from a page's address, or none when it is not one of the list's (an edited link shows the first page). */
+export function consoleCursor<P>(codec: CursorCodec<P>, cursor: string | undefined): string | undefined {
+  try {
+    codec.decodeOptional(cursor);
+    return cursor;
+  } catch {
+    return undefined;
+  }
 }

@@ -6,11 +6,12 @@ import { changePassword } from "../../auth/password-sign-in.ts";
 import { revokeCallerSession } from "../../auth/sessions.ts";
 import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
+import { PLATFORM_ADMIN_ROLE, PLATFORM_VIEWER_ROLE } from "../../identity/roles.ts";
 import { anonymousCtxOf, ctxOf } from "../context.ts";
 import { statusOf, toAppError } from "../errors.ts";
 import { setSessionCookie } from "../session-cookie.ts";
 import { consoleAssetRoutes } from "./assets.ts";
-import { CONSOLE_POLICY, type Html, layout, notice } from "./layout.ts";
+import { CONSOLE_POLICY, type ConsoleSection, type Html, layout, notice } from "./layout.ts";
 import { auditPages } from "./pages-audit.ts";
 import { jobPages, schedulePages } from "./pages-jobs.ts";
 import { overviewPage } from "./pages-overview.ts";
@@ -27,6 +28,32 @@ import {
 
 /** Console paths that take a password: the auth rate limit applies as on /api/auth/* (src/app.ts). */
 export const CONSOLE_CREDENTIAL_PATHS = ["/console/sign-in", "/console/password"] as const;
+
+interface ConsolePage extends ConsoleSection {
+  /** The page's routes: the page itself, its parts and its form posts. */
+  routes: (deps: Deps) => Hono<ConsoleEnv>;
+}
+
+const STAFF = [PLATFORM_ADMIN_ROLE, PLATFORM_VIEWER_ROLE] as const;
+
+/**
+ * The console's pages, each once: its section of the navigation (path, title, the roles that see
+ * it there) and its routes, mounted in this order. Every route is behind `consoleSession` (platform
+ * staff only; viewers read, nothing more).
+ */
+const CONSOLE_PAGES: readonly ConsolePage[] = [
+  {
+    path: "/console",
+    title: "Overview",
+    seenBy: STAFF,
+    routes: (deps) => new Hono<ConsoleEnv>().get("/console", (c) => overviewPage(deps, c)),
+  },
+  { path: "/console/jobs", title: "Jobs", seenBy: STAFF, routes: jobPages },
+  { path: "/console/schedules", title: "Schedules", seenBy: STAFF, routes: schedulePages },
+  { path: "/console/tenants", title: "Tenants", seenBy: STAFF, routes: tenantPages },
+  { path: "/console/domains", title: "Domains", seenBy: STAFF, routes: domainPages },
+  { path: "/console/audit", title: "Audit", seenBy: STAFF, routes: auditPages },
+];
 
 const ERROR_TITLES: Partial<Record<string, string>> = {
   forbidden: "Not allowed",
@@ -130,7 +157,7 @@ export function consoleRoutes(deps: Deps) {
     }
   });
 
-  const session = consoleSession(deps);
+  const session = consoleSession(deps, CONSOLE_PAGES);
   // `/console/*` also matches `/console` itself
   router.use("/console/*", async (c, next) => {
     // the sign-in page and the assets are open; everything else is behind the session
@@ -184,11 +211,6 @@ ${notice(message, "bad")}
     return seeOther(c, "/console/sign-in?signed-out");
   });
 
-  router.get("/console", (c) => overviewPage(deps, c));
-  router.route("/", jobPages(deps));
-  router.route("/", schedulePages(deps));
-  router.route("/", tenantPages(deps));
-  router.route("/", domainPages(deps));
-  router.route("/", auditPages(deps));
+  for (const page of CONSOLE_PAGES) router.route("/", page.routes(deps));
   return router;
 }

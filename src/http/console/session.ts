@@ -11,7 +11,7 @@ import {
 } from "../../identity/roles.ts";
 import type { AppEnv } from "../context.ts";
 import { readSessionCookie } from "../session-cookie.ts";
-import type { Viewer } from "./layout.ts";
+import type { ConsoleSection, Viewer } from "./layout.ts";
 
 /**
  * The console's CSRF token, kept so server-rendered pages can put it in their forms and in htmx's
@@ -54,9 +54,12 @@ export function safeNext(next: string | undefined): string {
  * (`BrowserAuth:AllowedOrigins`) on every state-changing request, with the CSRF token (header or
  * form field) checked against the session; the forced password change first; platform staff
  * only. Viewers (`platform_viewer`) read; the console refuses them every change, as the admin API
- * does (the same `mayChangePlatform`).
+ * does (the same `mayChangePlatform`). The viewer it sets carries the `sections` its role sees.
  */
-export function consoleSession(deps: AuthDeps): MiddlewareHandler<ConsoleEnv> {
+export function consoleSession(
+  deps: AuthDeps,
+  sections: readonly ConsoleSection[],
+): MiddlewareHandler<ConsoleEnv> {
   const originAllowed = browserOriginCheck(deps.config);
   return async (c, next) => {
     // the console answers on the platform's hosts only, never on a tenant's custom domain
@@ -99,11 +102,13 @@ export function consoleSession(deps: AuthDeps): MiddlewareHandler<ConsoleEnv> {
     });
     c.set("identity", identity);
     const canChange = mayChangePlatform(identity.platformRoles);
+    const role = canChange ? PLATFORM_ADMIN_ROLE : PLATFORM_VIEWER_ROLE;
     c.set("viewer", {
       email: identity.email,
       canChange,
-      role: canChange ? PLATFORM_ADMIN_ROLE : PLATFORM_VIEWER_ROLE,
+      role,
       csrfToken,
+      sections: sections.filter((section) => section.seenBy.includes(role)),
     });
     if (identity.mustChangePassword && !BEFORE_CHANGE.has(c.req.path)) {
       if (unsafe) throw new AppError("password_change_required", "Change your password first.");

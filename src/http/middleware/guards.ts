@@ -1,54 +1,71 @@
 import type { MiddlewareHandler } from "hono";
-import { scopesAllow } from "../../api-keys/scopes.ts";
+import { scopesGrant } from "../../api-keys/scopes.ts";
 import { AppError } from "../../errors.ts";
-import { mayChangePlatform, mayReadPlatform, type TenantRole } from "../../identity/roles.ts";
+import { mayChangePlatform, mayReadPlatform } from "../../identity/roles.ts";
+import { type Access, declareGuard, type TenantAccess } from "../access.ts";
 import { type AppEnv, principalOf } from "../context.ts";
 
 /**
- * The role guards, each mounted once in app.ts where `/api/admin/*` and `/api/tenant/*` are
- * mounted (after `authenticate`); route modules add none of their own.
+ * The guard of one route, made from the access its declaration names (`apiRoute(access, …)`): the
+ * route's own middleware, so it runs after `authenticate` (mounted once per area in app.ts) and
+ * before the request is validated. Route modules add no guards of their own.
  */
+export function guardOf(access: Access): MiddlewareHandler<AppEnv> {
+  return declareGuard(checkOf(access), access);
+}
 
 const READS = new Set(["GET", "HEAD", "OPTIONS"]);
+
+function checkOf(access: Access): MiddlewareHandler<AppEnv> {
+  switch (access) {
+    case "public":
+    case "probe":
+      return (_, next) => next();
+    case "signedIn":
+      return async (c, next) => {
+        principalOf(c);
+        await next();
+      };
+    case "platform":
+      return platformStaff;
+    default:
+      return tenantCaller(access);
+  }
+}
 
 /**
  * Platform staff only. They act across tenants only through these routes: administrators with
  * every method, viewers (`platform_viewer`) only reading (GET, HEAD); anything else is 403.
  */
-export function requirePlatformAdmin(): MiddlewareHandler<AppEnv> {
-  return async (c, next) => {
-    const { platformRoles } = principalOf(c);
-    if (!mayChangePlatform(platformRoles)) {
-      if (!mayReadPlatform(platformRoles)) throw new AppError("forbidden", "Platform administrators only.");
-      if (!READS.has(c.req.method))
-        throw new AppError("forbidden", "The platform_viewer role reads; it changes nothing.");
-    }
-    await next();
-  };
-}
+const platformStaff: MiddlewareHandler<AppEnv> = async (c, next) => {
+  const { platformRoles } = principalOf(c);
+  if (!mayChangePlatform(platformRoles)) {
+    if (!mayReadPlatform(platformRoles)) throw new AppError("forbidden", "Platform administrators only.");
+    if (!READS.has(c.req.method))
+      throw new AppError("forbidden", "The platform_viewer role reads; it changes nothing.");
+  }
+  await next();
+};
 
 /**
- * A tenant's own users, optionally with one of `roles`; or a tenant API key whose scopes allow the
- * request (src/api-keys/scopes.ts: a key has no role, its scopes stand for the role matrix).
+ * A tenant's own users holding one of the declared roles; or a tenant API key whose scopes grant the
+ * declared one (a key has no role: its scopes stand for it, docs/api-keys.md).
  */
-export function requireTenantUser(roles?: readonly TenantRole[]): MiddlewareHandler<AppEnv> {
+function tenantCaller({ tenant: roles, apiKey }: TenantAccess): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const principal = principalOf(c);
     if (principal.kind === "apiKey") {
-      const verdict = scopesAllow(principal.scopes, c.req.method, c.req.path);
-      if (!verdict.allowed)
+      if (apiKey === "none") throw new AppError("forbidden", "API keys cannot make this request.");
+      if (apiKey !== "any" && !scopesGrant(principal.scopes, apiKey))
         throw new AppError(
           "forbidden",
-          verdict.needs
-            ? `This API key's scopes do not allow this request (it needs "${verdict.needs}").`
-            : "API keys cannot make this request.",
+          `This API key's scopes do not allow this request (it needs "${apiKey}").`,
         );
       return next();
     }
     if (!principal.tenantId) throw new AppError("forbidden", "Tenant users only.");
-    if (roles && !principal.roles.some((role) => (roles as readonly string[]).includes(role))) {
+    if (roles !== "everyone" && !principal.roles.some((role) => (roles as readonly string[]).includes(role)))
       throw new AppError("forbidden", `Requires one of: ${roles.join(", ")}.`);
-    }
     await next();
   };
 }

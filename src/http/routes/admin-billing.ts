@@ -56,7 +56,7 @@ const featureKeyParam = tenantIdParam.extend({
   featureKey: z.string().openapi({ param: { name: "featureKey", in: "path" } }),
 });
 
-const getSub = apiRoute("admin", {
+const getSub = apiRoute("platform", {
   method: "get",
   path: "/api/admin/tenants/{tenantId}/subscription",
   operationId: "adminGetSubscription",
@@ -72,7 +72,7 @@ const getSub = apiRoute("admin", {
   },
 });
 
-const changeSub = apiRoute("admin", {
+const changeSub = apiRoute("platform", {
   method: "post",
   path: "/api/admin/tenants/{tenantId}/subscription/events",
   operationId: "adminApplySubscriptionEvent",
@@ -127,7 +127,7 @@ const historySchema = z
   })
   .openapi("SubscriptionHistory");
 
-const history = apiRoute("admin", {
+const history = apiRoute("platform", {
   method: "get",
   path: "/api/admin/tenants/{tenantId}/subscription/history",
   operationId: "adminGetSubscriptionHistory",
@@ -156,7 +156,7 @@ const history = apiRoute("admin", {
   },
 });
 
-const adminFeatures = apiRoute("admin", {
+const adminFeatures = apiRoute("platform", {
   method: "get",
   path: "/api/admin/tenants/{tenantId}/features",
   operationId: "adminGetFeatures",
@@ -169,7 +169,7 @@ const adminFeatures = apiRoute("admin", {
   },
 });
 
-const putOverride = apiRoute("admin", {
+const putOverride = apiRoute("platform", {
   method: "put",
   path: "/api/admin/tenants/{tenantId}/features/{featureKey}/override",
   operationId: "adminPutFeatureOverride",
@@ -193,7 +193,7 @@ const putOverride = apiRoute("admin", {
   },
 });
 
-const deleteOverride = apiRoute("admin", {
+const deleteOverride = apiRoute("platform", {
   method: "delete",
   path: "/api/admin/tenants/{tenantId}/features/{featureKey}/override",
   operationId: "adminDeleteFeatureOverride",
@@ -231,7 +231,7 @@ const usageSchema = z
   })
   .openapi("UsageReport");
 
-const usageRoute = apiRoute("admin", {
+const usageRoute = apiRoute("platform", {
   method: "get",
   path: "/api/admin/tenants/{tenantId}/usage",
   operationId: "adminGetUsage",

@@ -85,7 +85,7 @@ function toFilter(input: {
   };
 }
 
-const list = apiRoute("admin", {
+const list = apiRoute("platform", {
   method: "get",
   path: "/api/admin/jobs",
   operationId: "adminListJobs",
@@ -110,7 +110,7 @@ const list = apiRoute("admin", {
   },
 });
 
-const show = apiRoute("admin", {
+const show = apiRoute("platform", {
   method: "get",
   path: "/api/admin/jobs/{id}",
   operationId: "adminGetJob",
@@ -123,7 +123,7 @@ const show = apiRoute("admin", {
   },
 });
 
-const retry = apiRoute("admin", {
+const retry = apiRoute("platform", {
   method: "post",
   path: "/api/admin/jobs/{id}/retry",
   operationId: "adminRetryJob",
@@ -137,7 +137,7 @@ const retry = apiRoute("admin", {
   },
 });
 
-const cancel = apiRoute("admin", {
+const cancel = apiRoute("platform", {
   method: "post",
   path: "/api/admin/jobs/{id}/cancel",
   operationId: "adminCancelJob",
@@ -158,7 +158,7 @@ const bulkResult = z
   .object({ changed: z.number().int().openapi({ description: "Jobs changed." }) })
   .openapi("BackgroundJobBulkResult");
 
-const bulkRetry = apiRoute("admin", {
+const bulkRetry = apiRoute("platform", {
   method: "post",
   path: "/api/admin/jobs/retry",
   operationId: "adminRetryJobs",
@@ -171,7 +171,7 @@ const bulkRetry = apiRoute("admin", {
   },
 });
 
-const bulkCancel = apiRoute("admin", {
+const bulkCancel = apiRoute("platform", {
   method: "post",
   path: "/api/admin/jobs/cancel",
   operationId: "adminCancelJobs",
@@ -184,7 +184,7 @@ const bulkCancel = apiRoute("admin", {
   },
 });
 
-const reprioritise = apiRoute("admin", {
+const reprioritise = apiRoute("platform", {
   method: "patch",
   path: "/api/admin/jobs/{id}",
   operationId: "adminUpdateJob",
@@ -206,7 +206,7 @@ const reprioritise = apiRoute("admin", {
   },
 });
 
-/** Platform-admin job endpoints. Mounted behind the platform-admin guard by src/app.ts. */
+/** Platform-admin job endpoints. Each declares `platform` access. */
 export function adminJobRoutes(deps: Deps) {
   return createRouter()
     .openapi(list, async (c) => {

@@ -5,7 +5,7 @@ import { platformRoleNames } from "../../identity/roles.ts";
 import { createRouter, ctxOf } from "../context.ts";
 import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
 
-const create = apiRoute("admin", {
+const create = apiRoute("platform", {
   method: "post",
   path: "/api/admin/platform-users",
   operationId: "adminCreatePlatformUser",
@@ -31,7 +31,7 @@ const create = apiRoute("admin", {
   },
 });
 
-/** Platform admin: platform staff and their roles. Mounted behind `/api/admin/*`'s guards. */
+/** Platform admin: platform staff and their roles. Each declares `platform` access. */
 export function adminPlatformUserRoutes(deps: Deps) {
   return createRouter().openapi(create, async (c) =>
     c.json(await createPlatformUser(deps, ctxOf(c, null), c.req.valid("json")), 201),

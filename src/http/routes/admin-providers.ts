@@ -5,8 +5,8 @@ import {
   providerStatuses,
   providerTypes,
   putTenantProvider,
-  setTenantProviderStatus,
   type TenantProvider,
+  updateTenantProviderStatus,
 } from "../../providers/tenant-providers.ts";
 import { adminCtxOf, createRouter } from "../context.ts";
 import { apiRoute, json, jsonBody, page, problem } from "../openapi.ts";
@@ -28,7 +28,7 @@ const params = z.object({
   type: z.enum(providerTypes).openapi({ param: { name: "type", in: "path" } }),
 });
 
-const put = apiRoute("admin", {
+const put = apiRoute("platform", {
   method: "put",
   path: "/api/admin/tenants/{tenantId}/providers/{type}",
   operationId: "adminPutProvider",
@@ -55,7 +55,7 @@ const put = apiRoute("admin", {
   },
 });
 
-const list = apiRoute("admin", {
+const list = apiRoute("platform", {
   method: "get",
   path: "/api/admin/tenants/{tenantId}/providers",
   operationId: "adminListProviders",
@@ -71,7 +71,7 @@ const list = apiRoute("admin", {
   },
 });
 
-const disable = apiRoute("admin", {
+const disable = apiRoute("platform", {
   method: "post",
   path: "/api/admin/tenants/{tenantId}/providers/{type}/disable",
   operationId: "adminDisableProvider",
@@ -109,12 +109,12 @@ export function adminProviderRoutes(deps: Deps) {
       return c.json(view(row), 200);
     })
     .openapi(list, async (c) => {
-      const rows = await listTenantProviders(deps, adminCtxOf(c, c.req.valid("param").tenantId));
-      return c.json({ items: rows.map(view), nextCursor: null }, 200);
+      const found = await listTenantProviders(deps, adminCtxOf(c, c.req.valid("param").tenantId));
+      return c.json({ items: found.items.map(view), nextCursor: found.nextCursor }, 200);
     })
     .openapi(disable, async (c) => {
       const { tenantId, type } = c.req.valid("param");
-      const row = await setTenantProviderStatus(deps, adminCtxOf(c, tenantId), {
+      const row = await updateTenantProviderStatus(deps, adminCtxOf(c, tenantId), {
         type,
         status: "Disabled",
       });

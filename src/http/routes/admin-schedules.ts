@@ -40,7 +40,7 @@ const nameParam = z.object({
     .openapi({ param: { name: "name", in: "path" }, example: "nightly-report" }),
 });
 
-const list = apiRoute("admin", {
+const list = apiRoute("platform", {
   method: "get",
   path: "/api/admin/schedules",
   operationId: "adminListSchedules",
@@ -51,7 +51,7 @@ const list = apiRoute("admin", {
   },
 });
 
-const put = apiRoute("admin", {
+const put = apiRoute("platform", {
   method: "put",
   path: "/api/admin/schedules/{name}",
   operationId: "adminPutSchedule",
@@ -79,7 +79,7 @@ const put = apiRoute("admin", {
   },
 });
 
-const remove = apiRoute("admin", {
+const remove = apiRoute("platform", {
   method: "delete",
   path: "/api/admin/schedules/{name}",
   operationId: "adminDeleteSchedule",
@@ -92,7 +92,7 @@ const remove = apiRoute("admin", {
   },
 });
 
-const run = apiRoute("admin", {
+const run = apiRoute("platform", {
   method: "post",
   path: "/api/admin/schedules/{name}/run",
   operationId: "adminRunSchedule",
@@ -105,7 +105,7 @@ const run = apiRoute("admin", {
   },
 });
 
-/** Platform-admin schedule endpoints. Mounted behind the platform-admin guard by src/app.ts. */
+/** Platform-admin schedule endpoints. Each declares `platform` access. */
 export function adminScheduleRoutes(deps: Deps) {
   return createRouter()
     .openapi(list, async (c) => {

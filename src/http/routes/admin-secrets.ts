@@ -1,6 +1,11 @@
 import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
-import { deleteTenantSecret, listTenantSecrets, storeTenantSecret } from "../../providers/secrets.ts";
+import {
+  deleteTenantSecret,
+  listTenantSecrets,
+  putTenantSecret,
+  type TenantSecretInfo,
+} from "../../providers/secrets.ts";
 import { adminCtxOf, createRouter } from "../context.ts";
 import { apiRoute, json, jsonBody, page, problem } from "../openapi.ts";
 
@@ -13,7 +18,7 @@ const secretInfo = z
   .object({ name: z.string(), keyId: z.string(), createdAt: z.string(), updatedAt: z.string() })
   .openapi("TenantSecretInfo");
 
-const put = apiRoute("admin", {
+const put = apiRoute("platform", {
   method: "put",
   path: "/api/admin/tenants/{tenantId}/secrets/{name}",
   operationId: "adminPutSecret",
@@ -31,7 +36,7 @@ const put = apiRoute("admin", {
   },
 });
 
-const list = apiRoute("admin", {
+const list = apiRoute("platform", {
   method: "get",
   path: "/api/admin/tenants/{tenantId}/secrets",
   operationId: "adminListSecrets",
@@ -44,7 +49,7 @@ const list = apiRoute("admin", {
   },
 });
 
-const remove = apiRoute("admin", {
+const remove = apiRoute("platform", {
   method: "delete",
   path: "/api/admin/tenants/{tenantId}/secrets/{name}",
   operationId: "adminDeleteSecret",
@@ -57,6 +62,13 @@ const remove = apiRoute("admin", {
   },
 });
 
+const view = (row: TenantSecretInfo) => ({
+  name: row.name,
+  keyId: row.keyId,
+  createdAt: row.createdAt.toISOString(),
+  updatedAt: row.updatedAt.toISOString(),
+});
+
 /** Platform admin: tenant secrets, write-only over HTTP. */
 export function adminSecretRoutes(deps: Deps) {
   if (!deps.tenantSecretKeyring)
@@ -66,26 +78,15 @@ export function adminSecretRoutes(deps: Deps) {
   return createRouter()
     .openapi(put, async (c) => {
       const { tenantId, name } = c.req.valid("param");
-      await storeTenantSecret(deps, adminCtxOf(c, tenantId), {
+      await putTenantSecret(deps, adminCtxOf(c, tenantId), {
         name,
         value: c.req.valid("json").value,
       });
       return c.body(null, 204);
     })
     .openapi(list, async (c) => {
-      const rows = await listTenantSecrets(deps, adminCtxOf(c, c.req.valid("param").tenantId));
-      return c.json(
-        {
-          items: rows.map((row) => ({
-            name: row.name,
-            keyId: row.keyId,
-            createdAt: row.createdAt.toISOString(),
-            updatedAt: row.updatedAt.toISOString(),
-          })),
-          nextCursor: null,
-        },
-        200,
-      );
+      const found = await listTenantSecrets(deps, adminCtxOf(c, c.req.valid("param").tenantId));
+      return c.json({ items: found.items.map(view), nextCursor: found.nextCursor }, 200);
     })
     .openapi(remove, async (c) => {
       const { tenantId, name } = c.req.valid("param");

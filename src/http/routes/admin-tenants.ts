@@ -1,7 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
-import { AppError } from "../../errors.ts";
-import { createTenant, getTenant, listTenants, suspendTenant, tenantCursor } from "../../tenancy/tenants.ts";
+import { createTenant, getTenant, listTenants, suspendTenant } from "../../tenancy/tenants.ts";
 import { createRouter, ctxOf } from "../context.ts";
 import { apiRoute, json, jsonBody, page, problem, tenantIdParam } from "../openapi.ts";
 
@@ -13,7 +12,7 @@ const tenantSchema = z
     status: z.enum(["Active", "Suspended"]),
   })
   .openapi("Tenant");
-const create = apiRoute("admin", {
+const create = apiRoute("platform", {
   method: "post",
   path: "/api/admin/tenants",
   operationId: "adminCreateTenant",
@@ -33,7 +32,7 @@ const create = apiRoute("admin", {
   },
 });
 
-const list = apiRoute("admin", {
+const list = apiRoute("platform", {
   method: "get",
   path: "/api/admin/tenants",
   operationId: "adminListTenants",
@@ -56,7 +55,7 @@ const list = apiRoute("admin", {
   },
 });
 
-const show = apiRoute("admin", {
+const show = apiRoute("platform", {
   method: "get",
   path: "/api/admin/tenants/{tenantId}",
   operationId: "adminGetTenant",
@@ -69,7 +68,7 @@ const show = apiRoute("admin", {
   },
 });
 
-const suspend = apiRoute("admin", {
+const suspend = apiRoute("platform", {
   method: "post",
   path: "/api/admin/tenants/{tenantId}/suspend",
   operationId: "adminSuspendTenant",
@@ -82,21 +81,11 @@ const suspend = apiRoute("admin", {
   },
 });
 
-/** Platform admin: tenants. Mounted behind `/api/admin/*`'s guards. */
+/** Platform admin: tenants. Each declares `platform` access. */
 export function adminTenantRoutes(deps: Deps) {
-  const db = deps.database.db;
   return createRouter()
-    .openapi(create, async (c) => c.json(await createTenant(db, c.req.valid("json"), ctxOf(c)), 201))
-    .openapi(list, async (c) => {
-      const { limit, offset, cursor } = c.req.valid("query");
-      const after = cursor === undefined ? undefined : tenantCursor.decode(cursor);
-      if (after === null)
-        throw new AppError("validation_failed", "The request is not valid.", {
-          fields: [{ path: "cursor", message: "not a cursor returned by this endpoint" }],
-        });
-      const found = await listTenants(db, { limit, offset, after });
-      return c.json({ items: found.items, nextCursor: found.next && tenantCursor.encode(found.next) }, 200);
-    })
-    .openapi(show, async (c) => c.json(await getTenant(db, c.req.valid("param").tenantId), 200))
+    .openapi(create, async (c) => c.json(await createTenant(deps, ctxOf(c), c.req.valid("json")), 201))
+    .openapi(list, async (c) => c.json(await listTenants(deps, ctxOf(c), c.req.valid("query")), 200))
+    .openapi(show, async (c) => c.json(await getTenant(deps, ctxOf(c), c.req.valid("param")), 200))
     .openapi(suspend, async (c) => c.json(await suspendTenant(deps, ctxOf(c), c.req.valid("param")), 200));
 }

@@ -1,6 +1,5 @@
 import { z } from "@hono/zod-openapi";
 import {
-  apiKeyCursor,
   createApiKey,
   DEFAULT_GRACE_SECONDS,
   listApiKeys,
@@ -10,7 +9,7 @@ import {
 } from "../../api-keys/keys.ts";
 import { apiKeyScopes } from "../../api-keys/scopes.ts";
 import type { Deps } from "../../deps.ts";
-import { validationFailed } from "../../errors.ts";
+import { tenantAccess } from "../access.ts";
 import { createRouter, tenantCtxOf } from "../context.ts";
 import { apiRoute, json, jsonBody, page, pageQuery, problem } from "../openapi.ts";
 
@@ -71,7 +70,7 @@ const rollInput = z
   .openapi("RollApiKey");
 const idParam = z.object({ id: z.string().openapi({ param: { name: "id", in: "path" } }) });
 
-const create = apiRoute("user", {
+const create = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "none" }), {
   method: "post",
   path: "/api/tenant/api-keys",
   operationId: "createApiKey",
@@ -86,7 +85,7 @@ const create = apiRoute("user", {
     ),
   },
 });
-const list = apiRoute("user", {
+const list = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "none" }), {
   method: "get",
   path: "/api/tenant/api-keys",
   operationId: "listApiKeys",
@@ -98,7 +97,7 @@ const list = apiRoute("user", {
     400: problem("The limit or the cursor is not valid."),
   },
 });
-const revoke = apiRoute("user", {
+const revoke = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "none" }), {
   method: "delete",
   path: "/api/tenant/api-keys/{id}",
   operationId: "revokeApiKey",
@@ -110,7 +109,7 @@ const revoke = apiRoute("user", {
     404: problem("No such key in this tenant."),
   },
 });
-const roll = apiRoute("user", {
+const roll = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "none" }), {
   method: "post",
   path: "/api/tenant/api-keys/{id}/roll",
   operationId: "rollApiKey",
@@ -131,14 +130,7 @@ const roll = apiRoute("user", {
 export function tenantApiKeyRoutes(deps: Deps) {
   return createRouter()
     .openapi(create, async (c) => c.json(await createApiKey(deps, tenantCtxOf(c), c.req.valid("json")), 201))
-    .openapi(list, async (c) => {
-      const { limit, cursor } = c.req.valid("query");
-      const after = cursor === undefined ? undefined : apiKeyCursor.decode(cursor);
-      if (after === null)
-        throw validationFailed([{ path: "cursor", message: "not a cursor returned by this endpoint" }]);
-      const found = await listApiKeys(deps, tenantCtxOf(c), { limit, after });
-      return c.json({ items: found.items, nextCursor: found.next && apiKeyCursor.encode(found.next) }, 200);
-    })
+    .openapi(list, async (c) => c.json(await listApiKeys(deps, tenantCtxOf(c), c.req.valid("query")), 200))
     .openapi(revoke, async (c) => {
       await revokeApiKey(deps, tenantCtxOf(c), c.req.valid("param"));
       return c.body(null, 204);

@@ -10,6 +10,7 @@ import {
 import type { Ctx } from "../../context.ts";
 import type { Deps } from "../../deps.ts";
 import { describeError } from "../../redact.ts";
+import { tenantAccess } from "../access.ts";
 import { type AppEnv, createRouter, ctxOf, tenantCtxOf } from "../context.ts";
 import { apiRoute, pageQuery, problem } from "../openapi.ts";
 
@@ -79,7 +80,7 @@ const answers = {
   400: problem("A filter, the limit or the cursor is not valid."),
 };
 
-const tenantList = apiRoute("user", {
+const tenantList = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "none" }), {
   method: "get",
   path: "/api/tenant/audit-events",
   operationId: "listTenantAuditEvents",
@@ -89,7 +90,7 @@ const tenantList = apiRoute("user", {
   responses: answers,
 });
 
-const adminList = apiRoute("admin", {
+const adminList = apiRoute("platform", {
   method: "get",
   path: "/api/admin/audit-events",
   operationId: "adminListAuditEvents",
@@ -160,19 +161,17 @@ export function tenantAuditRoutes(deps: Deps) {
     const { limit, cursor, ...filter } = c.req.valid("query");
     const ctx = tenantCtxOf(c);
     if (wantsNdjson(c)) return ndjson(c, deps, ctx, { ...filter, tenantId: ctx.tenantId });
-    const page = await listTenantAuditEvents(deps, ctx, { ...filter, limit, cursor });
-    return c.json({ items: page.items, nextCursor: page.next }, 200);
+    return c.json(await listTenantAuditEvents(deps, ctx, { ...filter, limit, cursor }), 200);
   });
 }
 
-/** `GET /api/admin/audit-events`, behind `/api/admin/*`'s guards. */
+/** `GET /api/admin/audit-events`, for platform staff. */
 export function adminAuditRoutes(deps: Deps) {
   return createRouter().openapi(adminList, async (c) => {
     const { limit, cursor, tenantId, ...rest } = c.req.valid("query");
     const filter = { ...rest, tenantId: tenantId === "platform" ? null : tenantId };
     const ctx = ctxOf(c, null);
     if (wantsNdjson(c)) return ndjson(c, deps, ctx, filter);
-    const page = await listAuditEvents(deps, ctx, { ...filter, limit, cursor });
-    return c.json({ items: page.items, nextCursor: page.next }, 200);
+    return c.json(await listAuditEvents(deps, ctx, { ...filter, limit, cursor }), 200);
   });
 }

@@ -11,7 +11,7 @@ import type { TenantLookup } from "../../tenancy/lookup.ts";
 import { type AppEnv, anonymousCtxOf, createRouter, ctxOf } from "../context.ts";
 import { PASSWORD_CHANGE_PATH } from "../middleware/auth.ts";
 import { tenantCodeAllowed, UNKNOWN_TENANT_ID } from "../middleware/tenancy.ts";
-import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
+import { accessOf, apiRoute, json, jsonBody, problem, routerPath } from "../openapi.ts";
 import { clearSessionCookie, setSessionCookie } from "../session-cookie.ts";
 
 /**
@@ -94,7 +94,7 @@ const routes = {
     responses: { 204: { description: "Signed out." } },
   }),
   password: apiRoute(
-    "user",
+    "signedIn",
     {
       method: "post",
       path: PASSWORD_CHANGE_PATH,
@@ -161,7 +161,7 @@ const routes = {
     },
     responses: { 200: json("Signed in.", tokenPair), 401: problem("Wrong, expired or used code.") },
   }),
-  me: apiRoute("user", {
+  me: apiRoute("signedIn", {
     method: "get",
     path: "/api/auth/me",
     operationId: "getMe",
@@ -207,7 +207,7 @@ const routes = {
     { cookies: true },
   ),
   browserLogout: apiRoute(
-    "user",
+    "signedIn",
     {
       method: "post",
       path: "/api/auth/browser/logout",
@@ -248,15 +248,15 @@ async function signInTenant(
 }
 
 /**
- * Public sign-in routes. `authenticated` guards /me, /password and /browser/logout (the caller
- * mounts it, so the same middleware serves every protected route).
+ * Public sign-in routes. `authenticated` runs on the routes declared for signed-in callers (/me,
+ * /password, /browser/logout), on their path whatever the method (the caller passes it, so the same
+ * middleware serves every protected route).
  */
 export function authRoutes(deps: AuthRouteDeps, authenticated: MiddlewareHandler<AppEnv>) {
   const browserOriginAllowed = browserOriginCheck(deps.config);
   const router = createRouter();
-  router.use("/api/auth/me", authenticated);
-  router.use(PASSWORD_CHANGE_PATH, authenticated);
-  router.use("/api/auth/browser/logout", authenticated);
+  for (const route of Object.values(routes))
+    if (accessOf(route) === "signedIn") router.use(routerPath(route), authenticated);
 
   return router
     .openapi(routes.login, async (c) => {

@@ -8,6 +8,7 @@ import {
 } from "../../custom-domains/domains.ts";
 import { tlsPermission } from "../../custom-domains/permission.ts";
 import type { Deps } from "../../deps.ts";
+import { type Access, tenantAccess } from "../access.ts";
 import { adminCtxOf, createRouter, tenantCtxOf } from "../context.ts";
 import { apiRoute, json, jsonBody, problem, tenantIdParam } from "../openapi.ts";
 
@@ -58,11 +59,16 @@ const newDomain = z
   .openapi("NewTenantDomain");
 const idParam = z.object({ id: z.string().openapi({ param: { name: "id", in: "path" } }) });
 
-/** The five domain routes under `base`, as admins and tenant owners get them. */
-function routes<P extends z.ZodRawShape>(base: string, tag: string, params: z.ZodObject<P>) {
+/** The five domain routes under `base`, for admins or tenant owners; `access` says who reads, who changes. */
+function routes<P extends z.ZodRawShape>(
+  base: string,
+  tag: string,
+  params: z.ZodObject<P>,
+  access: { read: Access; write: Access },
+) {
   const withId = params.extend(idParam.shape);
   return {
-    create: apiRoute(tag === "admin" ? "admin" : "user", {
+    create: apiRoute(access.write, {
       method: "post",
       path: base,
       operationId: `${tag === "admin" ? "admin" : "tenant"}CreateDomain`,
@@ -84,7 +90,7 @@ function routes<P extends z.ZodRawShape>(base: string, tag: string, params: z.Zo
           : {}),
       },
     }),
-    list: apiRoute(tag === "admin" ? "admin" : "user", {
+    list: apiRoute(access.read, {
       method: "get",
       path: base,
       operationId: `${tag === "admin" ? "admin" : "tenant"}ListDomains`,
@@ -93,7 +99,7 @@ function routes<P extends z.ZodRawShape>(base: string, tag: string, params: z.Zo
       request: { params },
       responses: { 200: json("The domains.", domainList), 404: problem("No such tenant.") },
     }),
-    show: apiRoute(tag === "admin" ? "admin" : "user", {
+    show: apiRoute(access.read, {
       method: "get",
       path: `${base}/{id}`,
       operationId: `${tag === "admin" ? "admin" : "tenant"}GetDomain`,
@@ -102,7 +108,7 @@ function routes<P extends z.ZodRawShape>(base: string, tag: string, params: z.Zo
       request: { params: withId },
       responses: { 200: json("The domain.", domainSchema), 404: problem("No such domain.") },
     }),
-    check: apiRoute(tag === "admin" ? "admin" : "user", {
+    check: apiRoute(access.write, {
       method: "post",
       path: `${base}/{id}/check`,
       operationId: `${tag === "admin" ? "admin" : "tenant"}CheckDomain`,
@@ -111,7 +117,7 @@ function routes<P extends z.ZodRawShape>(base: string, tag: string, params: z.Zo
       request: { params: withId },
       responses: { 202: json("Due at the next tick.", domainSchema), 404: problem("No such domain.") },
     }),
-    remove: apiRoute(tag === "admin" ? "admin" : "user", {
+    remove: apiRoute(access.write, {
       method: "delete",
       path: `${base}/{id}`,
       operationId: `${tag === "admin" ? "admin" : "tenant"}RemoveDomain`,
@@ -127,10 +133,16 @@ function routes<P extends z.ZodRawShape>(base: string, tag: string, params: z.Zo
   };
 }
 
-const admin = routes("/api/admin/tenants/{tenantId}/domains", "admin", tenantIdParam);
-const tenant = routes("/api/tenant/domains", "tenant", z.object({}));
+const admin = routes("/api/admin/tenants/{tenantId}/domains", "admin", tenantIdParam, {
+  read: "platform",
+  write: "platform",
+});
+const tenant = routes("/api/tenant/domains", "tenant", z.object({}), {
+  read: tenantAccess(["owner", "admin"], { apiKey: "domains:read" }),
+  write: tenantAccess(["owner", "admin"], { apiKey: "domains:write" }),
+});
 
-/** Platform admin: any tenant's domains. Mounted behind `/api/admin/*`'s guards. */
+/** Platform admin: any tenant's domains. Each declares `platform` access. */
 export function adminDomainRoutes(deps: Deps) {
   return (
     createRouter()
@@ -161,7 +173,7 @@ export function adminDomainRoutes(deps: Deps) {
 
 /**
  * Tenant owners and admins: their own tenant's domains (every query scoped by the principal's tenant, so
- * another tenant's domain id is a 404). Mounted behind `/api/tenant/*` and the owner role.
+ * another tenant's domain id is a 404).
  */
 export function tenantDomainRoutes(deps: Deps) {
   return createRouter()

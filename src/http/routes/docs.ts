@@ -5,6 +5,7 @@ import { gzipSync } from "node:zlib";
 import { Hono } from "hono";
 import { AppError } from "../../errors.ts";
 import type { AppEnv } from "../context.ts";
+import { guardOf } from "../middleware/guards.ts";
 
 /**
  * `/api/docs`: the API reference viewer (Scalar) over `/api/openapi.json`, served entirely by the
@@ -85,19 +86,21 @@ function page(bundlePath: string): string {
 /** The reference page and its assets, all from this origin. Not API operations: not in the document. */
 export function docsRoutes() {
   const router = new Hono<AppEnv>();
-  router.get(DOCS_PATH, (c) => {
+  // public, declared like every route's access (src/http/access.ts)
+  const open = guardOf("public");
+  router.get(DOCS_PATH, open, (c) => {
     return c.html(page(`${ASSETS}/standalone-${viewerBundle().version}.js`), 200, {
       "content-security-policy": PAGE_POLICY,
       "cache-control": "public, max-age=300",
     });
   });
-  router.get(`${ASSETS}/init.js`, (c) =>
+  router.get(`${ASSETS}/init.js`, open, (c) =>
     c.body(INIT_SCRIPT, 200, {
       "content-type": "text/javascript; charset=utf-8",
       "cache-control": "public, max-age=3600",
     }),
   );
-  router.get(`${ASSETS}/:file{standalone-[0-9A-Za-z.+-]+\\.js}`, (c) => {
+  router.get(`${ASSETS}/:file{standalone-[0-9A-Za-z.+-]+\\.js}`, open, (c) => {
     const viewer = viewerBundle();
     // the name carries the version: a new package version is a new URL, so this one never changes
     if (c.req.param("file") !== `standalone-${viewer.version}.js`)

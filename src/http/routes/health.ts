@@ -1,9 +1,7 @@
 import { z } from "@hono/zod-openapi";
-import { describeDatabaseFailure, failureSummary } from "../../db/errors.ts";
-import { MigrationsPendingError } from "../../db/schema-gate.ts";
 import type { Deps } from "../../deps.ts";
-import { createReadinessCheck, type Probe } from "../../health/readiness.ts";
-import { withTimeout } from "../../runtime/with-timeout.ts";
+import { readinessProbes } from "../../health/probes.ts";
+import { createReadinessCheck } from "../../health/readiness.ts";
 import { trustedProxies } from "../client-ip.ts";
 import { createRouter } from "../context.ts";
 import { elapsedMs, HSTS_HEADER, overHttps, requestIdFor, SECURITY_HEADERS } from "../middleware/request.ts";
@@ -61,38 +59,10 @@ const readiness = apiRoute("probe", {
 });
 
 export function healthRoutes(deps: Deps) {
-  const explainDatabase = (error: unknown) => failureSummary(describeDatabaseFailure(error));
-  const probes: Probe[] = [
-    {
-      name: "database:responseTime",
-      componentType: "datastore",
-      run: (ms) => deps.database.ping(ms),
-      explain: explainDatabase,
-    },
-    {
-      // the schema gate: fails while a migration this code ships is not applied (src/db/schema-gate.ts)
-      name: "database:migrations",
-      componentType: "datastore",
-      run: async (ms) => {
-        const state = await withTimeout(deps.schema.check(), ms, "migrations check");
-        if (state.pending.length > 0) throw new MigrationsPendingError(state.pending);
-      },
-      explain: (error) => (error instanceof MigrationsPendingError ? error.message : explainDatabase(error)),
-    },
-  ];
-  const pingDirect = deps.database.pingDirect;
-  if (pingDirect)
-    probes.push({
-      // the direct (session) connection beside a transaction pooler: LISTEN and the serving lock
-      name: "database-direct:responseTime",
-      componentType: "datastore",
-      run: (ms) => pingDirect(ms),
-      explain: explainDatabase,
-    });
-  const cache = deps.cache;
-  if (cache)
-    probes.push({ name: "cache:responseTime", componentType: "datastore", run: (ms) => cache.ping(ms) });
-  const check = createReadinessCheck(probes, { timeoutMs: PROBE_TIMEOUT_MS, clock: deps.clock });
+  const check = createReadinessCheck(readinessProbes(deps), {
+    timeoutMs: PROBE_TIMEOUT_MS,
+    clock: deps.clock,
+  });
 
   return createRouter()
     .openapi(liveness, (c) => c.json(LIVENESS_BODY, 200, PROBE_HEADERS))

@@ -1,6 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import { getEffectiveFeatures, type TenantFeatures } from "../../billing/entitlements.ts";
 import type { Deps } from "../../deps.ts";
+import { tenantAccess } from "../access.ts";
 import { createRouter, tenantCtxOf } from "../context.ts";
 import { apiRoute, json } from "../openapi.ts";
 
@@ -30,7 +31,7 @@ export function featuresView(features: TenantFeatures) {
   return { ...features, features: Object.values(features.features) };
 }
 
-const tenantFeatures = apiRoute("user", {
+const tenantFeatures = apiRoute(tenantAccess("everyone", { apiKey: "any" }), {
   method: "get",
   path: "/api/tenant/features",
   operationId: "getTenantFeatures",

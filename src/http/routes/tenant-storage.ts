@@ -6,6 +6,7 @@ import {
   deleteTenantObject,
   listTenantObjects,
 } from "../../storage/tenant-objects.ts";
+import { tenantAccess } from "../access.ts";
 import { createRouter, tenantCtxOf } from "../context.ts";
 import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
 
@@ -17,7 +18,7 @@ const keyQuery = z.object({
     .openapi({ param: { name: "key", in: "query" } }),
 });
 
-const createUpload = apiRoute("user", {
+const createUpload = apiRoute(tenantAccess("everyone", { apiKey: "storage:*" }), {
   method: "post",
   path: "/api/tenant/storage/uploads",
   operationId: "createUpload",
@@ -59,7 +60,7 @@ const createUpload = apiRoute("user", {
   },
 });
 
-const list = apiRoute("user", {
+const list = apiRoute(tenantAccess("everyone", { apiKey: "storage:*" }), {
   method: "get",
   path: "/api/tenant/storage/objects",
   operationId: "listObjects",
@@ -87,7 +88,7 @@ const list = apiRoute("user", {
   },
 });
 
-const download = apiRoute("user", {
+const download = apiRoute(tenantAccess("everyone", { apiKey: "storage:*" }), {
   method: "get",
   path: "/api/tenant/storage/objects/download",
   operationId: "getObjectDownload",
@@ -103,7 +104,7 @@ const download = apiRoute("user", {
   },
 });
 
-const remove = apiRoute("user", {
+const remove = apiRoute(tenantAccess("everyone", { apiKey: "storage:*" }), {
   method: "delete",
   path: "/api/tenant/storage/objects",
   operationId: "deleteObject",
@@ -115,7 +116,7 @@ const remove = apiRoute("user", {
 
 /**
  * Tenant users' object storage, always within their own tenant's prefix (from the principal,
- * never from the request). Mounted behind `/api/tenant/*`'s guards.
+ * never from the request).
  */
 export function tenantStorageRoutes(deps: Deps) {
   return createRouter()

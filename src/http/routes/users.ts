@@ -1,17 +1,15 @@
 import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
-import { AppError } from "../../errors.ts";
 import { tenantRoles } from "../../identity/roles.ts";
 import {
-  addTenantUser,
   createTenantUser,
+  deleteTenantUser,
   disableTenantUser,
   listTenantUsers,
   newUserSchema,
-  removeTenantUser,
-  userCursor,
 } from "../../identity/users.ts";
-import { adminCtxOf, createRouter, tenantCtxOf, tenantIdOf } from "../context.ts";
+import { tenantAccess } from "../access.ts";
+import { adminCtxOf, createRouter, tenantCtxOf } from "../context.ts";
 import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
 
 const newUser = z
@@ -39,7 +37,7 @@ const tenantUser = z
   .openapi("TenantUser");
 const userIdParam = z.object({ userId: z.uuid() });
 
-const adminCreate = apiRoute("admin", {
+const adminCreate = apiRoute("platform", {
   method: "post",
   path: "/api/admin/tenants/{tenantId}/users",
   operationId: "adminCreateTenantUser",
@@ -53,19 +51,15 @@ const adminCreate = apiRoute("admin", {
   },
 });
 
-/** Platform admin: a tenant's users. Mounted behind `/api/admin/*`'s guards. */
+/** Platform admin: a tenant's users. Each declares `platform` access. */
 export function adminUserRoutes(deps: Deps) {
   return createRouter().openapi(adminCreate, async (c) => {
-    const { tenantId } = c.req.valid("param");
-    const ctx = adminCtxOf(c, tenantId);
-    return c.json(
-      await createTenantUser(deps.database.db, tenantId, c.req.valid("json"), deps.clock, ctx),
-      201,
-    );
+    const ctx = adminCtxOf(c, c.req.valid("param").tenantId);
+    return c.json(await createTenantUser(deps, ctx, c.req.valid("json")), 201);
   });
 }
 
-const list = apiRoute("user", {
+const list = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "users:read" }), {
   method: "get",
   path: "/api/tenant/users",
   operationId: "listTenantUsers",
@@ -85,7 +79,7 @@ const list = apiRoute("user", {
     400: problem("The limit or the cursor is not valid."),
   },
 });
-const add = apiRoute("user", {
+const add = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "users:write" }), {
   method: "post",
   path: "/api/tenant/users",
   operationId: "createTenantUser",
@@ -98,7 +92,7 @@ const add = apiRoute("user", {
     409: problem("E-mail or phone already used."),
   },
 });
-const disable = apiRoute("user", {
+const disable = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "users:write" }), {
   method: "post",
   path: "/api/tenant/users/{userId}/disable",
   operationId: "disableTenantUser",
@@ -112,7 +106,7 @@ const disable = apiRoute("user", {
     409: problem("The tenant's last owner cannot be disabled."),
   },
 });
-const remove = apiRoute("user", {
+const remove = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "users:write" }), {
   method: "delete",
   path: "/api/tenant/users/{userId}",
   operationId: "removeTenantUser",
@@ -129,28 +123,20 @@ const remove = apiRoute("user", {
 
 /**
  * Tenant owners and admins manage their own tenant's users (admins not owners: docs/roles.md); every
- * query is scoped by the caller's tenant. Mounted behind `/api/tenant/*` and the owner/admin guard.
+ * query is scoped by the caller's tenant.
  */
 export function tenantUserRoutes(deps: Deps) {
-  const db = deps.database.db;
   return createRouter()
-    .openapi(list, async (c) => {
-      const { limit, cursor } = c.req.valid("query");
-      const after = cursor === undefined ? undefined : userCursor.decode(cursor);
-      if (after === null)
-        throw new AppError("validation_failed", "The request is not valid.", {
-          fields: [{ path: "cursor", message: "not a cursor returned by this endpoint" }],
-        });
-      const page = await listTenantUsers(db, tenantIdOf(c), { limit, after });
-      return c.json({ items: page.items, nextCursor: page.next && userCursor.encode(page.next) }, 200);
-    })
-    .openapi(add, async (c) => c.json(await addTenantUser(deps, tenantCtxOf(c), c.req.valid("json")), 201))
+    .openapi(list, async (c) =>
+      c.json(await listTenantUsers(deps, tenantCtxOf(c), c.req.valid("query")), 200),
+    )
+    .openapi(add, async (c) => c.json(await createTenantUser(deps, tenantCtxOf(c), c.req.valid("json")), 201))
     .openapi(disable, async (c) => {
       await disableTenantUser(deps, tenantCtxOf(c), c.req.valid("param"));
       return c.body(null, 204);
     })
     .openapi(remove, async (c) => {
-      await removeTenantUser(deps, tenantCtxOf(c), c.req.valid("param"));
+      await deleteTenantUser(deps, tenantCtxOf(c), c.req.valid("param"));
       return c.body(null, 204);
     });
 }

@@ -12,6 +12,7 @@ import {
   sendTestEvent,
   updateWebhookEndpoint,
 } from "../../webhooks/endpoints.ts";
+import { tenantAccess } from "../access.ts";
 import { adminCtxOf, createRouter, tenantCtxOf } from "../context.ts";
 import { apiRoute, json, jsonBody, page, pageQuery, problem, tenantIdParam } from "../openapi.ts";
 
@@ -120,7 +121,7 @@ const limited = {
   ),
 };
 
-const create = apiRoute("user", {
+const create = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "webhooks:*" }), {
   method: "post",
   path: BASE,
   operationId: "tenantCreateWebhookEndpoint",
@@ -135,7 +136,7 @@ const create = apiRoute("user", {
     ...limited,
   },
 });
-const list = apiRoute("user", {
+const list = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "webhooks:*" }), {
   method: "get",
   path: BASE,
   operationId: "tenantListWebhookEndpoints",
@@ -143,7 +144,7 @@ const list = apiRoute("user", {
   summary: "List the tenant's webhook endpoints.",
   responses: { 200: json("The endpoints.", endpointList) },
 });
-const show = apiRoute("user", {
+const show = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "webhooks:*" }), {
   method: "get",
   path: `${BASE}/{id}`,
   operationId: "tenantGetWebhookEndpoint",
@@ -152,7 +153,7 @@ const show = apiRoute("user", {
   request: { params: idParam },
   responses: { 200: json("The endpoint.", endpointSchema), 404: notFound },
 });
-const update = apiRoute("user", {
+const update = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "webhooks:*" }), {
   method: "patch",
   path: `${BASE}/{id}`,
   operationId: "tenantUpdateWebhookEndpoint",
@@ -167,7 +168,7 @@ const update = apiRoute("user", {
     404: notFound,
   },
 });
-const remove = apiRoute("user", {
+const remove = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "webhooks:*" }), {
   method: "delete",
   path: `${BASE}/{id}`,
   operationId: "tenantDeleteWebhookEndpoint",
@@ -176,7 +177,7 @@ const remove = apiRoute("user", {
   request: { params: idParam },
   responses: { 204: { description: "Removed." }, 404: notFound },
 });
-const rotate = apiRoute("user", {
+const rotate = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "webhooks:*" }), {
   method: "post",
   path: `${BASE}/{id}/rotate-secret`,
   operationId: "tenantRotateWebhookSecret",
@@ -185,7 +186,7 @@ const rotate = apiRoute("user", {
   request: { params: idParam },
   responses: { 200: json("The new secret, shown once.", endpointWithSecret), 404: notFound },
 });
-const sendTest = apiRoute("user", {
+const sendTest = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "webhooks:*" }), {
   method: "post",
   path: `${BASE}/{id}/test`,
   operationId: "tenantTestWebhookEndpoint",
@@ -194,7 +195,7 @@ const sendTest = apiRoute("user", {
   request: { params: idParam },
   responses: { 202: json("Queued for delivery.", testSent), 404: notFound },
 });
-const deliveries = apiRoute("user", {
+const deliveries = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "webhooks:*" }), {
   method: "get",
   path: `${BASE}/{id}/deliveries`,
   operationId: "tenantListWebhookDeliveries",
@@ -203,7 +204,7 @@ const deliveries = apiRoute("user", {
   request: { params: idParam, query: z.object(pageQuery) },
   responses: { 200: json("A page of deliveries.", deliveryPage), 404: notFound },
 });
-const retry = apiRoute("user", {
+const retry = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "webhooks:*" }), {
   method: "post",
   path: `${BASE}/{id}/deliveries/{deliveryId}/retry`,
   operationId: "tenantRetryWebhookDelivery",
@@ -216,7 +217,7 @@ const retry = apiRoute("user", {
     409: problem("The delivery is still pending."),
   },
 });
-const replay = apiRoute("user", {
+const replay = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "webhooks:*" }), {
   method: "post",
   path: `${BASE}/{id}/replay`,
   operationId: "tenantReplayWebhookDeliveries",
@@ -225,7 +226,7 @@ const replay = apiRoute("user", {
   request: { params: idParam, body: jsonBody(replayInput) },
   responses: { 202: json("How many were queued.", replayed), 404: notFound },
 });
-const adminList = apiRoute("admin", {
+const adminList = apiRoute("platform", {
   method: "get",
   path: "/api/admin/tenants/{tenantId}/webhooks",
   operationId: "adminListWebhookEndpoints",
@@ -281,7 +282,7 @@ export function tenantWebhookRoutes(deps: Deps) {
     });
 }
 
-/** Platform admin: a tenant's endpoints. Mounted behind `/api/admin/*`'s guards. */
+/** Platform admin: a tenant's endpoints. Each declares `platform` access. */
 export function adminWebhookRoutes(deps: Deps) {
   return createRouter().openapi(adminList, async (c) => {
     const { tenantId } = c.req.valid("param");

@@ -1,0 +1,284 @@
+import { markdownTable } from "../markdown-table.ts";
+import type { AuditOutcome } from "./record.ts";
+
+/** One kind of row an action writes: docs/audit.md's action table has a line for each. */
+interface ActionRow {
+  /** What happened. */
+  what: string;
+  /** Set when the action writes rows of this outcome only (`auth.sign_in` has one row per outcome). */
+  outcome?: AuditOutcome;
+  target: string;
+  details: string;
+  writtenBy: string;
+}
+
+/**
+ * Every action the audit log records, each described once: `AUDIT_ACTIONS` (what `recordAudit`
+ * accepts, the console's filter) and the action table of docs/audit.md (`bun run docs:audit`) both
+ * come from here. Add an action here, with its row.
+ */
+const ACTIONS = {
+  "auth.sign_in": [
+    {
+      what: "A user signed in.",
+      outcome: "success",
+      target: "`session`",
+      details: "`method` (`password`, `sms`), `kind` (`token`, `browser`)",
+      writtenBy: "`insertSessionIfUnchanged` (auth/sessions.ts): token and browser sessions",
+    },
+    {
+      what: "A sign-in was refused (wrong password or code, unknown account).",
+      outcome: "failure",
+      target: "`user` (id or null)",
+      details: "`method`, `email` (password) or `phone` (masked, SMS)",
+      writtenBy: "`verifyCredentials`, `verifySmsCode` (rate limited)",
+    },
+  ],
+  "auth.sign_out": {
+    what: "A user signed out.",
+    target: "`session`",
+    details: "`reason: logout`",
+    writtenBy: "`logout`, `revokeCallerSession`",
+  },
+  "auth.password_changed": {
+    what: "A user changed their password (every session of theirs ends).",
+    target: "`user`",
+    details: "—",
+    writtenBy: "`changePassword`",
+  },
+  "auth.session_revoked": {
+    what: "A session was ended by the system.",
+    target: "`session`",
+    details: "`reason` (`refresh token reuse`, `user not active`)",
+    writtenBy: "`refreshSession` (actor: system `auth`)",
+  },
+  "user.created": {
+    what: "A tenant user was added.",
+    target: "`user`",
+    details: "`role`",
+    writtenBy: "`createTenantUser` (tenant owners/admins, platform admins)",
+  },
+  "user.disabled": {
+    what: "A tenant user was disabled.",
+    target: "`user`",
+    details: "—",
+    writtenBy: "`disableTenantUser`",
+  },
+  "user.deleted": {
+    what: "A tenant user was removed.",
+    target: "`user`",
+    details: "—",
+    writtenBy: "`deleteTenantUser`",
+  },
+  "user.role_changed": {
+    what: "Reserved, not written yet: Plinth has no role change yet.",
+    target: "`user`",
+    details: "—",
+    writtenBy: "—",
+  },
+  "api_key.created": {
+    what: "An API key was created.",
+    target: "`api_key`",
+    details: "`name`, `scopes`, `prefix` (the public id part), `expiresAt`",
+    writtenBy: "`createApiKey`",
+  },
+  "api_key.rolled": {
+    what: "An API key got a new secret part.",
+    target: "`api_key`",
+    details: "`name`, `prefix`, `graceSeconds`",
+    writtenBy: "`rollApiKey`",
+  },
+  "api_key.revoked": {
+    what: "An API key was revoked.",
+    target: "`api_key`",
+    details: "`name`, `prefix`",
+    writtenBy: "`revokeApiKey`",
+  },
+  "api_key.first_used": {
+    what: "An API key was used for the first time.",
+    target: "`api_key`",
+    details: "—",
+    writtenBy: "`markApiKeyUsed` (actor: the key, `apiKey`)",
+  },
+  "tenant_secret.put": {
+    what: "A tenant secret was stored.",
+    target: "`tenant_secret` (name)",
+    details: "`name` (never the value)",
+    writtenBy: "`putTenantSecret`",
+  },
+  "tenant_secret.deleted": {
+    what: "A tenant secret was deleted.",
+    target: "`tenant_secret` (name)",
+    details: "`name`",
+    writtenBy: "`deleteTenantSecret`",
+  },
+  "provider.set": {
+    what: "A tenant's external provider was configured.",
+    target: "`provider` (type)",
+    details: "`kind` (the type), `provider`, `status`",
+    writtenBy: "`putTenantProvider`",
+  },
+  "provider.disabled": {
+    what: "A tenant's external provider was disabled.",
+    target: "`provider` (type)",
+    details: "`kind`, `status`",
+    writtenBy: "`updateTenantProviderStatus`",
+  },
+  "provider.enabled": {
+    what: "A tenant's external provider was enabled again.",
+    target: "`provider` (type)",
+    details: "`kind`, `status`",
+    writtenBy: "`updateTenantProviderStatus`",
+  },
+  "domain.added": {
+    what: "A custom domain was claimed.",
+    target: "`domain`",
+    details: "`hostname`",
+    writtenBy: "`addCustomDomain`",
+  },
+  "domain.activated": {
+    what: "A custom domain's records were verified: it is Active.",
+    target: "`domain`",
+    details: "`hostname`",
+    writtenBy: "the tenant-domains loop (actor: system `tenant-domains`)",
+  },
+  "domain.removed": {
+    what: "A custom domain was removed.",
+    target: "`domain`",
+    details: "`hostname`; `reason: claim expired` when the loop removes an expired claim",
+    writtenBy: "`removeCustomDomain`; `expireDomainClaims` (actor: system `tenant-domains`)",
+  },
+  "subscription.event": {
+    what: "A tenant's subscription changed.",
+    target: "`subscription` (tenant id)",
+    details: "`event`, `from`, `to`, `plan`, `reason` (the source: `admin`, `webhook`, `loop`)",
+    writtenBy: "`applySubscriptionEvent`, the subscriptions loop (only when it changed something)",
+  },
+  "feature.override": {
+    what: "A tenant's feature override was set or removed.",
+    target: "`feature` (key)",
+    details: "`feature`, `value` (enabled), `count` (limit), `reason`; or `status: removed`",
+    writtenBy: "`setFeatureOverride`",
+  },
+  "webhook_endpoint.created": {
+    what: "A webhook endpoint was added.",
+    target: "`webhook_endpoint`",
+    details: "`url` (scheme, host and port only: a path may hold a token), `events`",
+    writtenBy: "`createWebhookEndpoint`",
+  },
+  "webhook_endpoint.updated": {
+    what: "A webhook endpoint was changed, its secret rotated, or it was disabled for failing.",
+    target: "`webhook_endpoint`",
+    details:
+      "what changed: `url`, `events`, `status` (`enabled`, `disabled`); `reason: signing secret rotated`; `status: disabled` with the `reason` when the delivery job disables a failing endpoint",
+    writtenBy: "`updateWebhookEndpoint`, `rotateWebhookSecret`, the delivery job (actor: system `webhooks`)",
+  },
+  "webhook_endpoint.deleted": {
+    what: "A webhook endpoint was deleted.",
+    target: "`webhook_endpoint`",
+    details: "`url` (origin)",
+    writtenBy: "`deleteWebhookEndpoint`",
+  },
+  "job.retried": {
+    what: "A dead job, or a selection of jobs, was queued again.",
+    target: "`job` (id); none for a bulk retry",
+    details: "`count`, `jobKind`; a bulk retry: `reason: bulk retry`, `status`, `kind` (its filter)",
+    writtenBy: "`retryDeadJob`, `retryJobs` (through `jobAdminActed`, src/jobs/admin.ts; platform chain)",
+  },
+  "job.cancelled": {
+    what: "A job, or a selection of jobs, was cancelled.",
+    target: "`job` (id); none for a bulk cancel",
+    details: "`count`, `jobKind`; a bulk cancel: `reason: bulk cancel`, `status`, `kind`",
+    writtenBy: "`cancelJob`, `cancelJobs` (through `jobAdminActed`)",
+  },
+  "job.priority_changed": {
+    what: "A job's priority was changed.",
+    target: "`job` (id)",
+    details: "`count`, `jobKind`, `value` (the new priority)",
+    writtenBy: "`setJobPriority` (`PATCH /api/admin/jobs/{id}`, through `jobAdminActed`)",
+  },
+  "schedule.updated": {
+    what: "A schedule was created, changed, paused or resumed.",
+    target: "`schedule` (name)",
+    details: "`kind`, `status` (`enabled` / `disabled`), `value` (the cron)",
+    writtenBy: "`putSchedule` (PUT /api/admin/schedules/{name}, the console's Pause / Resume)",
+  },
+  "schedule.deleted": {
+    what: "A schedule was deleted.",
+    target: "`schedule` (name)",
+    details: "—",
+    writtenBy: "`deleteSchedule`",
+  },
+  "schedule.run": {
+    what: "A schedule's job was enqueued now, out of its cadence.",
+    target: "`schedule` (name)",
+    details: "`kind`, `value` (the job id)",
+    writtenBy: "`runScheduleNow` (POST …/run, the console's Run now)",
+  },
+  "domain.check_requested": {
+    what: "A custom domain's check was asked for now, whatever its backoff.",
+    target: "`domain`",
+    details: "`hostname`",
+    writtenBy: "`requestDomainCheck` (tenant and admin API, the console's Check now)",
+  },
+  "platform_user.created": {
+    what: "Platform staff were added.",
+    target: "`user`",
+    details: "`email`, `role` (`platform_admin` / `platform_viewer`)",
+    writtenBy: "`createPlatformUser` (POST /api/admin/platform-users; platform chain)",
+  },
+  "tenant.created": {
+    what: "A tenant was created.",
+    target: "`tenant`",
+    details: "`code`",
+    writtenBy: "`createTenant` (in the new tenant's chain)",
+  },
+  "tenant.suspended": {
+    what: "A tenant was suspended.",
+    target: "`tenant`",
+    details: "—",
+    writtenBy: "`suspendTenant`",
+  },
+  "platform.bootstrapped": {
+    what: "The first platform administrator was created.",
+    target: "`user`",
+    details: "`email`, `role`",
+    writtenBy: "`bootstrapPlatformAdmin` (`migrate --bootstrap-platform-admin`; actor: system `bootstrap`)",
+  },
+  "authorization.refused": {
+    what: "A signed-in caller (a user or an API key) was refused: 403 `forbidden`.",
+    outcome: "denied",
+    target: "—",
+    details: "`httpMethod`, `path`, `reason`",
+    writtenBy: "`app.onError` for every 403 `forbidden` to a signed-in caller (rate limited)",
+  },
+} as const satisfies Record<string, ActionRow | readonly ActionRow[]>;
+
+export type AuditAction = keyof typeof ACTIONS;
+
+/** Every action the log records, in the order docs/audit.md lists them. */
+export const AUDIT_ACTIONS = Object.keys(ACTIONS) as readonly AuditAction[];
+
+/** The action table of docs/audit.md (`bun run docs:audit` writes it there; a test keeps them equal). */
+export function renderAuditActions(): string {
+  const rows: string[][] = [];
+  for (const [action, described] of Object.entries(ACTIONS)) {
+    for (const row of [described].flat() as readonly ActionRow[]) {
+      const name = row.outcome ? `\`${action}\` (${row.outcome})` : `\`${action}\``;
+      rows.push([name, row.what, row.target, row.details, row.writtenBy]);
+    }
+  }
+  return `${markdownTable(["action", "what", "target", "details", "written by"], rows).join("\n")}\n`;
+}
+
+const TABLE_BEGINS =
+  "<!-- The action table is generated from src/audit/actions.ts by `bun run docs:audit`; do not edit it by hand. -->";
+const TABLE_ENDS = "<!-- End of the generated action table. -->";
+
+/** docs/audit.md with its action table (between the two markers) rendered afresh. */
+export function withAuditActionTable(markdown: string): string {
+  const begins = markdown.indexOf(TABLE_BEGINS);
+  const ends = markdown.indexOf(TABLE_ENDS);
+  if (begins < 0 || ends < begins) throw new Error("docs/audit.md lost the markers of its action table");
+  return `${markdown.slice(0, begins + TABLE_BEGINS.length)}\n\n${renderAuditActions()}\n${markdown.slice(ends)}`;
+}
