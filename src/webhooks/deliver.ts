@@ -68,21 +68,7 @@ export async function deliverAttempt(
 ): Promise<"succeeded" | "failed" | "skipped"> {
   const db = deps.database.db;
   const nowText = deps.clock.now().toISOString();
-  // one round trip: the delivery, its endpoint and event, and the sealed secrets that sign it
-  const [row] = await execute<DeliveryRow>(
-    db,
-    sql`select d.id, d.tenant_id, d.status, d.attempts, e.id as endpoint_id, e.url, e.enabled,
-               ev.type as event_type, ev.data as event_data, ev.occurred_at,
-               cur.key_id as cur_key_id, cur.nonce as cur_nonce, cur.ciphertext as cur_ciphertext,
-               prev.key_id as prev_key_id, prev.nonce as prev_nonce, prev.ciphertext as prev_ciphertext
-        from webhook_deliveries d
-        join webhook_endpoints e on e.id = d.endpoint_id
-        join webhook_events ev on ev.id = d.event_id
-        left join tenant_secrets cur on cur.tenant_id = d.tenant_id and cur.name = 'webhooks.' || e.id || '.current'
-        left join tenant_secrets prev on prev.tenant_id = d.tenant_id and prev.name = 'webhooks.' || e.id || '.previous'
-          and e.previous_secret_expires_at > ${nowText}::timestamptz
-        where d.id = ${payload.deliveryId}`,
-  );
+  const row = await deliveryToSend(db, payload.deliveryId, nowText);
   // gone with its endpoint, finished, or this attempt already recorded by an earlier run
   if (row?.status !== "pending" || row.attempts >= payload.attempt) return "skipped";
   const settings = deps.config.settings.Webhooks;
@@ -126,55 +112,88 @@ export async function deliverAttempt(
     "plinth.webhook.error_class": result.errorClass ?? "none",
   });
   m.webhookAttemptDuration.record(result.durationMs / 1000, { outcome: ok ? "succeeded" : "failed" });
-  if (ok) {
-    // a success is one statement (atomic on its own): the attempt, the delivery, the streak's end;
-    // an attempt another run recorded first (a conflict) changes nothing
-    const doneText = deps.clock.now().toISOString();
-    await execute(
-      db,
-      sql`with attempt as (
-            insert into webhook_delivery_attempts (delivery_id, attempt, status_code, duration_ms, error_class, attempted_at)
-            values (${row.id}, ${payload.attempt}, ${result.statusCode}, ${result.durationMs}, null, ${doneText}::timestamptz)
-            on conflict (delivery_id, attempt) do nothing
-            returning delivery_id
-          ),
-          delivery as (
-            update webhook_deliveries
-            set status = 'succeeded', attempts = ${payload.attempt}, last_status_code = ${result.statusCode},
-                last_error_class = null, next_attempt_at = null, updated_at = ${doneText}::timestamptz
-            where id in (select delivery_id from attempt)
-            returning endpoint_id
-          )
-          update webhook_endpoints set failing_since = null
-          where id in (select endpoint_id from delivery) and failing_since is not null`,
-    );
-    return "succeeded";
-  }
-  await db.transaction(async (tx) => {
+  if (ok) await recordSucceeded(deps, row, payload.attempt, result);
+  else await recordFailed(deps, row, payload.attempt, result);
+  return ok ? "succeeded" : "failed";
+}
+
+/** One round trip: the delivery, its endpoint and event, and the sealed secrets that sign it. */
+async function deliveryToSend(
+  db: Executor,
+  deliveryId: string,
+  nowText: string,
+): Promise<DeliveryRow | undefined> {
+  const [row] = await execute<DeliveryRow>(
+    db,
+    sql`select d.id, d.tenant_id, d.status, d.attempts, e.id as endpoint_id, e.url, e.enabled,
+               ev.type as event_type, ev.data as event_data, ev.occurred_at,
+               cur.key_id as cur_key_id, cur.nonce as cur_nonce, cur.ciphertext as cur_ciphertext,
+               prev.key_id as prev_key_id, prev.nonce as prev_nonce, prev.ciphertext as prev_ciphertext
+        from webhook_deliveries d
+        join webhook_endpoints e on e.id = d.endpoint_id
+        join webhook_events ev on ev.id = d.event_id
+        left join tenant_secrets cur on cur.tenant_id = d.tenant_id and cur.name = 'webhooks.' || e.id || '.current'
+        left join tenant_secrets prev on prev.tenant_id = d.tenant_id and prev.name = 'webhooks.' || e.id || '.previous'
+          and e.previous_secret_expires_at > ${nowText}::timestamptz
+        where d.id = ${deliveryId}`,
+  );
+  return row;
+}
+
+type SendResult = Awaited<ReturnType<typeof sendDelivery>>;
+
+/**
+ * A success is one statement (atomic on its own): the attempt, the delivery, the streak's end;
+ * an attempt another run recorded first (a conflict) changes nothing.
+ */
+async function recordSucceeded(deps: DeliveryDeps, row: DeliveryRow, attempt: number, result: SendResult) {
+  const doneText = deps.clock.now().toISOString();
+  await execute(
+    deps.database.db,
+    sql`with attempt as (
+          insert into webhook_delivery_attempts (delivery_id, attempt, status_code, duration_ms, error_class, attempted_at)
+          values (${row.id}, ${attempt}, ${result.statusCode}, ${result.durationMs}, null, ${doneText}::timestamptz)
+          on conflict (delivery_id, attempt) do nothing
+          returning delivery_id
+        ),
+        delivery as (
+          update webhook_deliveries
+          set status = 'succeeded', attempts = ${attempt}, last_status_code = ${result.statusCode},
+              last_error_class = null, next_attempt_at = null, updated_at = ${doneText}::timestamptz
+          where id in (select delivery_id from attempt)
+          returning endpoint_id
+        )
+        update webhook_endpoints set failing_since = null
+        where id in (select endpoint_id from delivery) and failing_since is not null`,
+  );
+}
+
+/** A failed attempt, the next one enqueued (or the delivery given up) and the endpoint's streak, together. */
+async function recordFailed(deps: DeliveryDeps, row: DeliveryRow, attempt: number, result: SendResult) {
+  await deps.database.db.transaction(async (tx) => {
     const now = deps.clock.now();
     const nowText = now.toISOString();
     const inserted = await execute(
       tx,
       sql`insert into webhook_delivery_attempts (delivery_id, attempt, status_code, duration_ms, error_class, attempted_at)
-          values (${row.id}, ${payload.attempt}, ${result.statusCode}, ${result.durationMs}, ${result.errorClass}, ${nowText}::timestamptz)
+          values (${row.id}, ${attempt}, ${result.statusCode}, ${result.durationMs}, ${result.errorClass}, ${nowText}::timestamptz)
           on conflict (delivery_id, attempt) do nothing
           returning id`,
     );
     if (inserted.length === 0) return; // another run of this attempt recorded it first
-    const delay = settings.RetrySeconds[payload.attempt - 1];
+    const delay = deps.config.settings.Webhooks.RetrySeconds[attempt - 1];
     const next = delay === undefined ? null : new Date(now.getTime() + delay * 1000);
     await execute(
       tx,
       sql`update webhook_deliveries
-          set status = ${next ? "pending" : "failed"}, attempts = ${payload.attempt},
+          set status = ${next ? "pending" : "failed"}, attempts = ${attempt},
               last_status_code = ${result.statusCode}, last_error_class = ${result.errorClass},
               next_attempt_at = ${next ? next.toISOString() : null}::timestamptz, updated_at = ${nowText}::timestamptz
           where id = ${row.id}`,
     );
-    if (next) await enqueueAttempt(deps, tx, row.tenant_id, row.id, payload.attempt + 1, next);
+    if (next) await enqueueAttempt(deps, tx, row.tenant_id, row.id, attempt + 1, next);
     await noteFailure(deps, tx, row, now);
   });
-  return "failed";
 }
 
 /** Enqueues attempt `attempt` of a delivery (its dedup key makes a second enqueue a no-op). */
