@@ -25,9 +25,10 @@
  *   released (attempt not counted, due at once), and every outcome is written.
  * - stopped: done; start() does nothing.
  *
- * A job holds its place from its claim until its outcome is recorded or it is released: a loop
- * whose writes fail holds its jobs (their leases renewed by the heartbeat) and claims again as the
- * database answers, never more than its places. A claim whose answer was lost may have committed:
+ * A job holds its place from its claim until its outcome is recorded or it is released (with a
+ * local queue, up to twice its size of outcomes on their way do not count): a loop whose writes
+ * fail holds its jobs (their leases renewed by the heartbeat) and claims again as the database
+ * answers, never more than its places. A claim whose answer was lost may have committed:
  * before the next claim the loop reads what it holds and runs the jobs it did not know of.
  *
  * The local queue (`localQueue`, src/jobs/local-queue.ts) holds jobs claimed ahead of free slots; with
@@ -272,7 +273,10 @@ export class JobLoop {
     if (carrying && mode === "waiting") void this.#completer.flush();
     if (this.#cycle) return this.#cycle;
     const target = this.#queue.target();
-    const free = this.#options.parallelism + target - this.#runs.held - this.#reserved;
+    // with a local queue outcomes are written beside the claims: up to twice its size of them may be
+    // on their way without holding claims back; without one, each holds its place until recorded
+    const held = this.#runs.held(2 * this.#queue.size);
+    const free = this.#options.parallelism + target - held - this.#reserved;
     const carriable = carrying ? this.#completer.carriable : 0;
     const n = mode === "claiming" ? Math.min(Math.max(this.#options.batchSize, target), free + carriable) : 0;
     if (n < 1 && !this.#claimUncertain) return undefined;

@@ -55,9 +55,13 @@ export class JobRuns {
     this.#options = options;
   }
 
-  /** Places held: runs whose outcome is not recorded yet, and queued jobs. */
-  get held(): number {
-    return this.#runs.size + this.#options.queue.length;
+  /**
+   * Places held: running handlers, queued jobs, and finished runs whose outcome is not recorded
+   * yet, beyond the first `allowance` of those.
+   */
+  held(allowance: number): number {
+    const unrecorded = this.#runs.size - this.#busy;
+    return this.#busy + this.#options.queue.length + Math.max(0, unrecorded - allowance);
   }
 
   /** Handlers running now. */
