@@ -105,6 +105,8 @@ export class Completer {
   #inFlight = 0;
   #retryTimer: ReturnType<typeof setTimeout> | undefined;
   #eager: boolean;
+  /** Closed (its loop stopped): nothing more is written. */
+  #closed = false;
   /** Runs given back: an outcome that arrives for one of them is dropped. */
   readonly #released = new Set<string>();
 
@@ -187,7 +189,7 @@ export class Completer {
 
   /** Writes what waits in a statement of its own (one at a time); false when the write failed. */
   flush(): Promise<boolean> | undefined {
-    if (this.#writing) return this.#writing;
+    if (this.#writing || this.#closed) return this.#writing;
     const alone = this.#waiting.find((e) => e.alone);
     const batch = alone ? [alone] : this.#waiting;
     if (batch.length === 0) return undefined;
@@ -209,16 +211,19 @@ export class Completer {
    * once their lease ends.
    */
   async drain(deadline: number): Promise<void> {
-    clearTimeout(this.#retryTimer);
-    this.#retryTimer = undefined;
-    for (let tried = false; ; tried = true) {
-      await this.#writing;
-      if (this.#waiting.length === 0) break;
-      if (tried && Date.now() >= deadline) break;
+    for (let tries = 0; ; ) {
+      clearTimeout(this.#retryTimer);
+      this.#retryTimer = undefined;
+      // a write under way may start the next one when it ends: wait for them all
+      if (this.#writing) {
+        await this.#writing;
+        continue;
+      }
+      if (this.#waiting.length === 0 || (tries > 0 && Date.now() >= deadline)) break;
+      tries++;
       if ((await this.flush()) === false) {
         const wait = Math.min(this.#options.retryMs ?? 1_000, deadline - Date.now());
-        if (wait <= 0) break;
-        await new Promise((resolve) => setTimeout(resolve, wait));
+        if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
       }
     }
     const left = this.#waiting.splice(0);
@@ -229,13 +234,18 @@ export class Completer {
     for (const e of left) e.resolve("unrecorded");
   }
 
-  /** Stops the retry timer (a completer no one drains, e.g. one job run alone). */
+  /**
+   * Nothing more is written (the loop stopped, or one job run alone is done): the retry timer
+   * stops, and an outcome that still arrives is given up.
+   */
   close(): void {
+    this.#closed = true;
     clearTimeout(this.#retryTimer);
     this.#retryTimer = undefined;
   }
 
   #add(job: ClaimedJob, outcome: Entry["outcome"], result: JobResult): Promise<Recorded> {
+    if (this.#closed) return Promise.resolve("unrecorded");
     return new Promise<Recorded>((resolve) => {
       this.#waiting.push({ job, outcome, result, resolve, uncertain: false, alone: false });
       if (this.#eager) void this.flush();
@@ -284,6 +294,7 @@ export class Completer {
       e.alone ||= !connection;
     }
     this.#waiting = [...entries, ...this.#waiting];
+    if (this.#closed) return;
     this.#retryTimer ??= setTimeout(() => {
       this.#retryTimer = undefined;
       void this.flush();
