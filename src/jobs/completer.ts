@@ -102,7 +102,6 @@ export class Completer {
   /** Not written yet, oldest first (a failed write's entries go back to the front). */
   #waiting: Entry[] = [];
   #writing: Promise<boolean> | undefined;
-  #inFlight = 0;
   #retryTimer: ReturnType<typeof setTimeout> | undefined;
   #eager: boolean;
   /** Closed (its loop stopped): nothing more is written. */
@@ -114,11 +113,6 @@ export class Completer {
     this.#deps = deps;
     this.#options = options;
     this.#eager = options.eager ?? true;
-  }
-
-  /** Outcomes not recorded yet (waiting or being written). */
-  get size(): number {
-    return this.#waiting.length + this.#inFlight;
   }
 
   /** Outcomes a claim could carry now. */
@@ -165,19 +159,16 @@ export class Completer {
     const entries = this.#waiting.filter(carriable);
     if (entries.length === 0) return undefined;
     this.#waiting = this.#waiting.filter((e) => !carriable(e));
-    this.#inFlight += entries.length;
     return { entries, results: entries.map((e) => e.result) };
   }
 
   /** The carrying statement succeeded and recorded `recorded`. */
   settle(carried: Carried, recorded: number[]): void {
-    this.#inFlight -= carried.entries.length;
     this.#report(carried.entries, new Set(recorded), new Set());
   }
 
   /** The carrying statement failed: its outcomes wait for the next write. */
   putBack(carried: Carried, error: unknown): void {
-    this.#inFlight -= carried.entries.length;
     this.#failed(carried.entries, error);
   }
 
@@ -194,7 +185,6 @@ export class Completer {
     const batch = alone ? [alone] : this.#waiting;
     if (batch.length === 0) return undefined;
     this.#waiting = alone ? this.#waiting.filter((e) => e !== alone) : [];
-    this.#inFlight += batch.length;
     const writing = this.#write(batch).finally(() => {
       this.#writing = undefined;
       // what no claim may carry is written here, whoever asked while this write was under way
@@ -265,12 +255,10 @@ export class Completer {
         "recording job outcomes",
       );
       this.#options.outage?.succeeded();
-      this.#inFlight -= entries.length;
       this.#report(entries, new Set(recorded), new Set(earlier));
       return true;
     } catch (error) {
       this.#options.outage?.failed(error);
-      this.#inFlight -= entries.length;
       this.#failed(entries, error);
       return false;
     }
