@@ -103,6 +103,7 @@ export class Completer {
   #waiting: Entry[] = [];
   #writing: Promise<boolean> | undefined;
   #retryTimer: ReturnType<typeof setTimeout> | undefined;
+  #kicked: ReturnType<typeof setImmediate> | undefined;
   #eager: boolean;
   /** Closed (its loop stopped): nothing more is written. */
   #closed = false;
@@ -123,7 +124,7 @@ export class Completer {
   /** Takes a run's outcome; resolves once it is recorded, dropped or given up. */
   record(outcome: Outcome): Promise<Recorded> {
     const { job } = outcome;
-    if (this.#released.has(key(job))) return Promise.resolve("released");
+    if (this.#released.size > 0 && this.#released.has(key(job))) return Promise.resolve("released");
     if (outcome.type === "cancelled") {
       const fields = { jobId: job.id, kind: job.kind, attempt: job.attempts };
       this.#deps.logger.info("job cancelled while running; its handler was signalled", fields);
@@ -189,7 +190,7 @@ export class Completer {
       this.#writing = undefined;
       // what no claim may carry is written here, whoever asked while this write was under way
       const next = this.#eager ? this.#waiting.length > 0 : this.#waiting.some((e) => !carriable(e));
-      if (next && !this.#retryTimer) void this.flush();
+      if (next && !this.#retryTimer) this.#kick();
     });
     this.#writing = writing;
     return writing;
@@ -232,13 +233,22 @@ export class Completer {
     this.#closed = true;
     clearTimeout(this.#retryTimer);
     this.#retryTimer = undefined;
+    clearImmediate(this.#kicked);
+  }
+
+  /** A write once every outcome that arrives in this turn of the event loop is in: one batch, not one each. */
+  #kick(): void {
+    this.#kicked ??= setImmediate(() => {
+      this.#kicked = undefined;
+      void this.flush();
+    });
   }
 
   #add(job: ClaimedJob, outcome: Entry["outcome"], result: JobResult): Promise<Recorded> {
     if (this.#closed) return Promise.resolve("unrecorded");
     return new Promise<Recorded>((resolve) => {
       this.#waiting.push({ job, outcome, result, resolve, uncertain: false, alone: false });
-      if (this.#eager) void this.flush();
+      if (this.#eager) this.#kick();
     });
   }
 
@@ -292,8 +302,13 @@ export class Completer {
   #report(entries: Entry[], recorded: Set<number>, earlier: Set<number>): void {
     const now = performance.now();
     for (const { job, outcome, resolve } of entries) {
-      const fields = { jobId: job.id, kind: job.kind, attempt: job.attempts };
       const base = { id: job.id, kind: job.kind, attempt: job.attempts };
+      if (outcome.type === "succeeded" && recorded.has(job.id)) {
+        this.#emit({ type: "succeeded", ...base, durationMs: now - outcome.startedAt });
+        resolve("succeeded");
+        continue;
+      }
+      const fields = { jobId: job.id, kind: job.kind, attempt: job.attempts };
       if (!recorded.has(job.id) && !earlier.has(job.id)) {
         if (outcome.type !== "released") {
           this.#deps.logger.warn("job lease was taken over; result not recorded", {

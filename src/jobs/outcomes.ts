@@ -13,13 +13,19 @@ export type JobResult =
   | (JobLease & { status: "dead"; error: string })
   | (JobLease & { status: "released" });
 
-const rowOf = (r: JobResult) => ({
-  id: Math.trunc(r.id),
-  attempts: r.attempts,
-  status: r.status ?? "succeeded",
-  run_after: r.status === "failed" ? r.runAfter.toISOString() : null,
-  error: r.status === "failed" || r.status === "dead" ? r.error.slice(0, MAX_ERROR_LENGTH) : null,
-});
+/** A result as a row of the `lease` recordset; a success is its lease alone (most rows are). */
+function rowOf(r: JobResult): Record<string, unknown> {
+  const lease = { id: Math.trunc(r.id), attempts: r.attempts };
+  if (r.status === "failed")
+    return {
+      ...lease,
+      status: r.status,
+      run_after: r.runAfter.toISOString(),
+      error: r.error.slice(0, MAX_ERROR_LENGTH),
+    };
+  if (r.status === "dead") return { ...lease, status: r.status, error: r.error.slice(0, MAX_ERROR_LENGTH) };
+  return r.status === "released" ? { ...lease, status: r.status } : lease;
+}
 
 /**
  * The CTEs that record `results` for `workerId` (the start of a `with` list): `lease`, the results
@@ -30,7 +36,8 @@ const rowOf = (r: JobResult) => ({
 export function recordingCtes(input: { workerId: string; results: JobResult[]; now: Date }): SQL {
   const now = ts(input.now);
   return sql`lease as materialized (
-          select * from jsonb_to_recordset(${JSON.stringify(input.results.map(rowOf))}::jsonb)
+          select l.id, l.attempts, coalesce(l.status, 'succeeded') as status, l.run_after, l.error
+          from jsonb_to_recordset(${JSON.stringify(input.results.map(rowOf))}::jsonb)
             as l(id bigint, attempts int, status text, run_after timestamptz, error text)
         ),
         done as (
@@ -69,11 +76,17 @@ export async function recordResults(
             and j.locked_by is null
         )`
     : sql``;
+  if (!input.verify) {
+    const rows = await executePrepared<{ id: string | number }>(
+      db,
+      sql`with ${recordingCtes(input)} select id from done`,
+    );
+    return { recorded: rows.map((r) => Number(r.id)), earlier: [] };
+  }
   const rows = await executePrepared<{ part: "done" | "earlier"; id: string | number }>(
     db,
     sql`with ${recordingCtes(input)}${earlier}
-        select 'done' as part, id from done
-        ${input.verify ? sql`union all select 'earlier', id from earlier` : sql``}`,
+        select 'done' as part, id from done union all select 'earlier', id from earlier`,
   );
   const out = { recorded: [] as number[], earlier: [] as number[] };
   for (const r of rows) (r.part === "done" ? out.recorded : out.earlier).push(Number(r.id));
