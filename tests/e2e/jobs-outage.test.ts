@@ -62,10 +62,19 @@ test("two API processes drain 10,000 jobs across a cut of every database connect
   expect(ids).toHaveLength(JOBS);
   const enqueuedAt = Date.now();
   for (let i = 0; i < 2; i++) children.push(spawnBun(["src/server.ts"], env));
-  await waitFor(async () => ((await statuses()).succeeded ?? 0) >= 2_000, {
-    timeoutMs: 60_000,
-    what: "2,000 jobs to succeed",
-  });
+  // the cut comes once both processes are draining: 2,000 done, and jobs held by two workers
+  await waitFor(
+    async () => {
+      const [row] = await execute<{ succeeded: number; workers: number }>(
+        t.database.db,
+        sql`select count(*) filter (where status = 'succeeded')::int as succeeded,
+                   count(distinct locked_by) filter (where status = 'processing')::int as workers
+            from background_jobs`,
+      );
+      return (row?.succeeded ?? 0) >= 2_000 && row?.workers === 2;
+    },
+    { timeoutMs: 60_000, what: "both processes to be draining, 2,000 jobs done" },
+  );
 
   proxy.down();
   const cutAt = Date.now();
