@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { html } from "hono/html";
-import { listPastDueTenants } from "../../billing/subscriptions.ts";
-import { listPlatformDomains } from "../../custom-domains/domains.ts";
+import { listPastDueTenants } from "../../billing/list-past-due-tenants.ts";
+import { listPlatformCustomDomains } from "../../custom-domains/list-platform-custom-domains.ts";
 import type { Deps } from "../../deps.ts";
 import { jobActivity, listJobs, summarizeJobs } from "../../jobs/admin.ts";
 import { loopEnabled, loopNames } from "../../loops/background.ts";
@@ -21,8 +21,8 @@ export async function overviewPage(deps: Deps, c: Context<ConsoleEnv>) {
     summarizeJobs(deps, ctx),
     jobActivity(deps, ctx, { minutes: 60 }),
     listJobs(deps, ctx, { status: "dead", limit: 10 }),
-    listPlatformDomains(deps, ctx, { notActive: true, limit: 20 }),
-    listPastDueTenants(deps, ctx, { limit: 20 }),
+    listPlatformCustomDomains(deps, ctx, { notActive: true, limit: 20 }).then((page) => page.items),
+    listPastDueTenants(deps, ctx, { limit: 20 }).then((page) => page.items),
   ]);
   const loops = new Map(deps.loopStatus.snapshot().map((l) => [l.name, l]));
   const settings = deps.config.settings;
