@@ -48,13 +48,13 @@ try {
   for (let i = 0; i < tenantCount; i++) tenants.push((await createTenant(t.database.db)).id);
   const hot = tenants[0] as string;
   for (const id of tenants)
-    await getCurrentUsage(deps, systemCtx("test", id), { feature: "api_calls", period: "month" });
+    await getCurrentUsage(deps, systemCtx("bench", id), { feature: "api_calls", period: "month" });
 
   const rows: [string, Awaited<ReturnType<typeof drive>>][] = [];
   rows.push([
     "recordUsage, one tenant × feature",
     await drive(events, concurrency, (i) =>
-      recordUsage(deps, systemCtx("test", hot), {
+      recordUsage(deps, systemCtx("bench", hot), {
         feature: "api_calls",
         quantity: 1,
         idempotencyKey: `hot-${i}`,
@@ -64,7 +64,7 @@ try {
   rows.push([
     `recordUsage, ${tenantCount} tenants`,
     await drive(events, concurrency, (i) =>
-      recordUsage(deps, systemCtx("test", tenants[i % tenantCount] as string), {
+      recordUsage(deps, systemCtx("bench", tenants[i % tenantCount] as string), {
         feature: "api_calls",
         quantity: 1,
         idempotencyKey: `spread-${i}`,
@@ -74,7 +74,7 @@ try {
   rows.push([
     "recordUsage, duplicate key",
     await drive(events, concurrency, () =>
-      recordUsage(deps, systemCtx("test", hot), {
+      recordUsage(deps, systemCtx("bench", hot), {
         feature: "api_calls",
         quantity: 1,
         idempotencyKey: "hot-0",
@@ -84,7 +84,7 @@ try {
   rows.push([
     "assertFeature (cached)",
     await drive(events, concurrency, (i) =>
-      assertFeature(deps, systemCtx("test", tenants[i % tenantCount] as string), { feature: "api_calls" }),
+      assertFeature(deps, systemCtx("bench", tenants[i % tenantCount] as string), { feature: "api_calls" }),
     ),
   ]);
 
@@ -92,7 +92,7 @@ try {
     await raw.client.get(`${prefix}usage:${hot}:api_calls:${new Date().toISOString().slice(0, 7)}`),
   );
   const started = performance.now();
-  const pass = await reconcileUsage(deps, systemCtx("test"), { batchSize: 100, intervalMs: 60 * 60_000 });
+  const pass = await reconcileUsage(deps, systemCtx("bench"), { batchSize: 100, intervalMs: 60 * 60_000 });
   const passMs = performance.now() - started;
 
   console.log(`events per row: ${events}, concurrency: ${concurrency}, tenants: ${tenantCount}`);
