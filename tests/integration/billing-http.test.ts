@@ -299,6 +299,13 @@ describe("admin endpoints", () => {
     };
     expect(historyA.items.map((h) => h.event)).toEqual(["activate"]);
     expect(historyA.items[0]?.actorId).toBeString();
+    for (const cursor of ["12", "not-a-cursor", "eyJpZCI6MH0"]) {
+      const refused = await request(`/api/admin/tenants/${a.id}/subscription/history?cursor=${cursor}`, {
+        headers: admin,
+      });
+      expect(refused.status).toBe(400);
+      expect(((await refused.json()) as { errors: { path: string }[] }).errors[0]?.path).toBe("cursor");
+    }
 
     const usage = async (id: string) =>
       (
