@@ -5,8 +5,9 @@ import type { TenantCtx } from "../context.ts";
 import { withDatabase, withTransaction } from "../db/operation.ts";
 import { tenantFeatureOverrides } from "../db/schema/billing.ts";
 import { AppError } from "../errors.ts";
+import { getTenant } from "../tenancy/tenants.ts";
 import type { BillingDeps } from "./billing-deps.ts";
-import { assertOverrideTarget } from "./entitlements.ts";
+import { assertFeatureExists } from "./entitlements.ts";
 
 /**
  * Removes the ctx's tenant's override of one feature (the plan's entry applies again), with its
@@ -19,7 +20,8 @@ export async function deleteFeatureOverride(
 ): Promise<void> {
   const { tenantId } = ctx;
   const { featureKey } = input;
-  await withDatabase(deps, ctx, (db) => assertOverrideTarget(db, tenantId, featureKey));
+  await withDatabase(deps, ctx, (db) => getTenant(db, tenantId));
+  await withDatabase(deps, ctx, (db) => assertFeatureExists(db, featureKey));
   await withTransaction(deps, ctx, async (tx, txCtx) => {
     const deleted = await tx
       .delete(tenantFeatureOverrides)

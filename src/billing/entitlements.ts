@@ -12,7 +12,6 @@ import {
   type UsagePeriod,
 } from "../db/schema/billing.ts";
 import { AppError } from "../errors.ts";
-import { getTenant } from "../tenancy/tenants.ts";
 import { getCurrentUsage } from "../usage/current-usage.ts";
 import type { BillingDeps } from "./billing-deps.ts";
 import { DEFAULT_PLAN, SUSPENDED_PLAN } from "./catalog.ts";
@@ -105,13 +104,8 @@ export async function loadTenantFeatures(db: Executor, tenantId: string): Promis
   return { tenantId, plan, status, features: out };
 }
 
-/** 404 unless both the tenant and the feature exist: what an override of it needs. */
-export async function assertOverrideTarget(
-  db: Executor,
-  tenantId: string,
-  featureKey: string,
-): Promise<void> {
-  await getTenant(db, tenantId);
+/** 404 unless the feature is in the catalog. */
+export async function assertFeatureExists(db: Executor, featureKey: string): Promise<void> {
   const [feature] = await db.select({ key: features.key }).from(features).where(eq(features.key, featureKey));
   if (!feature) throw new AppError("not_found", "No such feature.");
 }

@@ -9,8 +9,6 @@ export async function getSubscription(
   deps: Pick<BillingDeps, "database">,
   ctx: TenantCtx,
 ): Promise<Subscription | null> {
-  return withDatabase(deps, ctx, async (db) => {
-    await getTenant(db, ctx.tenantId);
-    return findSubscription(db, ctx.tenantId);
-  });
+  await withDatabase(deps, ctx, (db) => getTenant(db, ctx.tenantId));
+  return withDatabase(deps, ctx, (db) => findSubscription(db, ctx.tenantId));
 }

@@ -21,9 +21,9 @@ export async function listSubscriptionHistory(
   input: PageRequest & { before?: number },
 ): Promise<Page<SubscriptionHistoryEntry>> {
   const before = historyCursor.decodeOptional(input.cursor)?.id ?? input.before;
-  const rows = await withDatabase(deps, ctx, async (db) => {
-    await getTenant(db, ctx.tenantId);
-    return db
+  await withDatabase(deps, ctx, (db) => getTenant(db, ctx.tenantId));
+  const rows = await withDatabase(deps, ctx, (db) =>
+    db
       .select()
       .from(subscriptionHistory)
       .where(
@@ -33,8 +33,8 @@ export async function listSubscriptionHistory(
         ),
       )
       .orderBy(desc(subscriptionHistory.id))
-      .limit(input.limit + 1);
-  });
+      .limit(input.limit + 1),
+  );
   return pageOf(
     rows,
     input.limit,

@@ -3,8 +3,9 @@ import { invalidate, tenantFeaturesKey } from "../cache/read-through.ts";
 import type { TenantCtx } from "../context.ts";
 import { withDatabase, withTransaction } from "../db/operation.ts";
 import { tenantFeatureOverrides } from "../db/schema/billing.ts";
+import { getTenant } from "../tenancy/tenants.ts";
 import type { BillingDeps } from "./billing-deps.ts";
-import { assertOverrideTarget } from "./entitlements.ts";
+import { assertFeatureExists } from "./entitlements.ts";
 
 export interface FeatureOverrideInput {
   featureKey: string;
@@ -25,7 +26,8 @@ export async function updateFeatureOverride(
 ): Promise<void> {
   const { tenantId } = ctx;
   const { featureKey, ...override } = input;
-  await withDatabase(deps, ctx, (db) => assertOverrideTarget(db, tenantId, featureKey));
+  await withDatabase(deps, ctx, (db) => getTenant(db, tenantId));
+  await withDatabase(deps, ctx, (db) => assertFeatureExists(db, featureKey));
   const now = deps.clock.now();
   await withTransaction(deps, ctx, async (tx, txCtx) => {
     await tx

@@ -10,9 +10,7 @@ export async function getPlatformCustomDomain(
   ctx: TenantCtx,
   input: { id: string },
 ): Promise<PlatformDomainView> {
-  return withDatabase(deps, ctx, async (db) => {
-    const tenant = await getTenant(db, ctx.tenantId);
-    const row = await findDomainRow(db, tenant.id, input.id);
-    return { ...domainView(deps, row), tenantCode: tenant.code };
-  });
+  const tenant = await withDatabase(deps, ctx, (db) => getTenant(db, ctx.tenantId));
+  const row = await withDatabase(deps, ctx, (db) => findDomainRow(db, tenant.id, input.id));
+  return { ...domainView(deps, row), tenantCode: tenant.code };
 }

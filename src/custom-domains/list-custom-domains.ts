@@ -21,8 +21,8 @@ export async function listCustomDomains(
 ): Promise<Page<DomainView>> {
   const { tenantId } = ctx;
   const after = domainCursor.decodeOptional(input.cursor);
-  const rows = await withDatabase(deps, ctx, async (db) => {
-    await getTenant(db, tenantId);
+  await withDatabase(deps, ctx, (db) => getTenant(db, tenantId));
+  const rows = await withDatabase(deps, ctx, (db) => {
     const query = db
       .select()
       .from(tenantDomains)

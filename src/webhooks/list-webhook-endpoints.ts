@@ -19,8 +19,8 @@ export async function listWebhookEndpoints(
   input: { limit?: number; cursor?: string } = {},
 ): Promise<Page<WebhookEndpointView>> {
   const after = endpointCursor.decodeOptional(input.cursor);
-  const rows = await withDatabase(deps, ctx, async (db) => {
-    await getTenant(db, ctx.tenantId);
+  await withDatabase(deps, ctx, (db) => getTenant(db, ctx.tenantId));
+  const rows = await withDatabase(deps, ctx, (db) => {
     const query = db
       .select()
       .from(webhookEndpoints)

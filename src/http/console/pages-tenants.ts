@@ -2,20 +2,18 @@ import { Hono } from "hono";
 import { html } from "hono/html";
 import { applySubscriptionEvent } from "../../billing/apply-subscription-event.ts";
 import { getSubscription } from "../../billing/get-subscription.ts";
-import type { Subscription } from "../../billing/subscription-row.ts";
 import { graceEndsAt, transitionTable } from "../../billing/subscription-states.ts";
-import { getUsageReport, type UsageReport } from "../../billing/usage-report.ts";
-import type { DomainView } from "../../custom-domains/domain-view.ts";
+import { getUsageReport } from "../../billing/usage-report.ts";
 import { listCustomDomains } from "../../custom-domains/list-custom-domains.ts";
 import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
 import { listTenantUsers } from "../../identity/users.ts";
-import { getTenant, isUuid, listTenants, type Tenant, tenantCursor } from "../../tenancy/tenants.ts";
+import { getTenant, isUuid, listTenants, tenantCursor } from "../../tenancy/tenants.ts";
 import type { WebhookEndpointView } from "../../webhooks/endpoints.ts";
 import { listWebhookEndpoints } from "../../webhooks/list-webhook-endpoints.ts";
 import { adminCtxOf } from "../context.ts";
 import { domainTable } from "./domains-html.ts";
-import { actionButton, badge, type Html, layout, notice, type Viewer, when } from "./layout.ts";
+import { actionButton, badge, type Html, layout, notice, when } from "./layout.ts";
 import { consoleActed, pageResponse } from "./respond.ts";
 import { type ConsoleEnv, seeOther, viewerOf } from "./session.ts";
 
@@ -46,108 +44,6 @@ const count = (n: number) => n.toLocaleString("en-US");
 function usageMeter(used: number, limit: number | null): Html {
   if (limit === null) return html`<span class="muted">no limit</span>`;
   return html`<meter min="0" max="${Math.max(limit, 1)}" value="${Math.min(used, Math.max(limit, 1))}" high="${Math.max(limit, 1) * 0.8}" optimum="0" class="meter" aria-label="${used} of ${limit}"></meter>`;
-}
-
-/** The tenant's facts, and its plan and subscription with the moves the console offers. */
-function tenantCards(input: {
-  viewer: Viewer;
-  tenant: Tenant;
-  subscription: Subscription | null;
-  graceDays: number;
-}): Html {
-  const { viewer, tenant, subscription } = input;
-  const state = subscription?.status ?? "none";
-  const can = transitionTable[state];
-  const pastDueSince = subscription?.pastDueSince ?? null;
-  return html`<div class="grid">
-<section class="card" aria-labelledby="h-tenant"><h2 id="h-tenant">Tenant</h2><dl class="facts">
-<dt>Code</dt><dd>${tenant.code}</dd><dt>Name</dt><dd>${tenant.name}</dd><dt>Account</dt><dd>${badge(tenant.status)}</dd>
-<dt>Id</dt><dd><code>${tenant.id}</code></dd>
-</dl>
-<p><a href="/console/audit?chain=${tenant.id}">Audit log of this tenant</a></p></section>
-<section class="card" aria-labelledby="h-sub"><h2 id="h-sub">Plan and subscription</h2><dl class="facts">
-<dt>Plan</dt><dd>${subscription?.planCode ?? html`<span class="muted">default plan (no subscription yet)</span>`}</dd>
-<dt>State</dt><dd>${badge(state)}</dd>
-<dt>Period</dt><dd>${subscription ? html`${when(subscription.currentPeriodStart)} → ${when(subscription.currentPeriodEnd)}` : "—"}</dd>
-${
-  state === "past_due"
-    ? html`<dt>Past due since</dt><dd>${when(pastDueSince)}</dd><dt>Grace ends</dt><dd><strong>${when(pastDueSince ? graceEndsAt(pastDueSince, input.graceDays) : null)}</strong> (then suspended)</dd>`
-    : ""
-}
-${state === "suspended" ? html`<dt>Suspended</dt><dd>${when(subscription?.suspendedAt)}</dd>` : ""}
-</dl>
-<div class="actions">${can.suspend ? actionButton(viewer, { action: `/console/tenants/${tenant.id}/suspend`, label: "Suspend", danger: true }) : ""}${
-    can.reactivate
-      ? actionButton(viewer, { action: `/console/tenants/${tenant.id}/reactivate`, label: "Reactivate" })
-      : ""
-  }</div></section>
-</div>`;
-}
-
-function usageTable(usage: UsageReport): Html {
-  return html`<h2 id="h-usage">Usage this period</h2>
-<div class="table-wrap"><table class="stack" aria-labelledby="h-usage">
-<thead><tr><th scope="col">Feature</th><th scope="col">Period</th><th class="num" scope="col">Used</th><th class="num" scope="col">Limit</th><th scope="col">Against the limit</th></tr></thead>
-<tbody>${
-    usage.items.length
-      ? usage.items.map(
-          (u) =>
-            html`<tr><th scope="row">${u.feature}${u.enabled ? "" : html` <span class="badge muted">off</span>`}</th><td data-label="Period">${u.period}</td><td class="num" data-label="Used">${count(u.used)}</td><td class="num" data-label="Limit">${u.limit === null ? "—" : count(u.limit)}</td><td data-label="Against the limit">${usageMeter(u.used, u.limit)}</td></tr>`,
-        )
-      : html`<tr><td colspan="5" class="muted">No metered usage.</td></tr>`
-  }</tbody></table></div>`;
-}
-
-type UserPage = Awaited<ReturnType<typeof listTenantUsers>>;
-
-function usersTable(users: UserPage): Html {
-  return html`<h2 id="h-users">Users</h2>
-<div class="table-wrap"><table class="stack" aria-labelledby="h-users">
-<thead><tr><th scope="col">E-mail</th><th scope="col">Name</th><th scope="col">Role</th><th scope="col">State</th><th scope="col">Created</th></tr></thead>
-<tbody>${
-    users.items.length
-      ? users.items.map(
-          (u) =>
-            html`<tr><th scope="row">${u.email}</th><td data-label="Name">${u.name}</td><td data-label="Role">${u.role ?? "—"}</td><td data-label="State">${badge(u.status)}</td><td data-label="Created">${when(u.createdAt)}</td></tr>`,
-        )
-      : html`<tr><td colspan="5" class="muted">No users.</td></tr>`
-  }</tbody></table></div>
-${users.next ? html`<p class="muted">The first 100 users are shown.</p>` : ""}`;
-}
-
-function endpointsTable(endpoints: WebhookEndpointView[]): Html {
-  return html`<h2 id="h-webhooks">Webhook endpoints</h2>
-<div class="table-wrap"><table class="stack" aria-labelledby="h-webhooks">
-<thead><tr><th scope="col">Destination</th><th scope="col">Events</th><th scope="col">Health</th><th scope="col">Created</th></tr></thead>
-<tbody>${
-    endpoints.length
-      ? endpoints.map(
-          (e) =>
-            html`<tr><th scope="row"><code>${destination(e.url)}</code>${e.description ? html`<br><span class="muted">${e.description}</span>` : ""}</th><td data-label="Events">${e.events.join(", ")}</td><td data-label="Health">${endpointHealth(e)}</td><td data-label="Created">${when(e.createdAt)}</td></tr>`,
-        )
-      : html`<tr><td colspan="4" class="muted">No webhook endpoints.</td></tr>`
-  }</tbody></table></div>`;
-}
-
-/** One tenant's page: its facts and subscription, usage, users, domains and webhook endpoints. */
-function tenantDetailBody(input: {
-  viewer: Viewer;
-  tenant: Tenant;
-  subscription: Subscription | null;
-  graceDays: number;
-  usage: UsageReport;
-  users: UserPage;
-  domains: DomainView[];
-  endpoints: WebhookEndpointView[];
-  done: string | undefined;
-}): Html {
-  return html`${notice(input.done ? `Subscription ${input.done}.` : undefined, "ok")}
-${tenantCards(input)}
-${usageTable(input.usage)}
-${usersTable(input.users)}
-<h2 id="h-domains">Custom domains</h2>
-<div class="table-wrap"><table class="stack" aria-labelledby="h-domains">${domainTable(input.domains, false)}</table></div>
-${endpointsTable(input.endpoints)}`;
 }
 
 /** Tenants: search, one tenant's plan, subscription, usage, users and domains; suspend and reactivate. */
@@ -191,20 +87,74 @@ export function tenantPages(deps: Deps) {
       getSubscription(deps, ctx),
       getUsageReport(deps, ctx),
       listTenantUsers(db, tenant.id, { limit: 100 }),
-      listCustomDomains(deps, ctx),
-      listWebhookEndpoints(deps, ctx),
+      listCustomDomains(deps, ctx).then((page) => page.items),
+      listWebhookEndpoints(deps, ctx).then((page) => page.items),
     ]);
-    const body = tenantDetailBody({
-      viewer,
-      tenant,
-      subscription,
-      graceDays: deps.config.settings.SaasSubscriptions.PastDueGraceDays,
-      usage,
-      users,
-      domains: domains.items,
-      endpoints: endpoints.items,
-      done: c.req.query("done"),
-    });
+    const state = subscription?.status ?? "none";
+    const graceDays = deps.config.settings.SaasSubscriptions.PastDueGraceDays;
+    const pastDueSince = subscription?.pastDueSince ?? null;
+    const can = transitionTable[state];
+    const done = c.req.query("done");
+    const body = html`${notice(done ? `Subscription ${done}.` : undefined, "ok")}
+<div class="grid">
+<section class="card" aria-labelledby="h-tenant"><h2 id="h-tenant">Tenant</h2><dl class="facts">
+<dt>Code</dt><dd>${tenant.code}</dd><dt>Name</dt><dd>${tenant.name}</dd><dt>Account</dt><dd>${badge(tenant.status)}</dd>
+<dt>Id</dt><dd><code>${tenant.id}</code></dd>
+</dl>
+<p><a href="/console/audit?chain=${tenant.id}">Audit log of this tenant</a></p></section>
+<section class="card" aria-labelledby="h-sub"><h2 id="h-sub">Plan and subscription</h2><dl class="facts">
+<dt>Plan</dt><dd>${subscription?.planCode ?? html`<span class="muted">default plan (no subscription yet)</span>`}</dd>
+<dt>State</dt><dd>${badge(state)}</dd>
+<dt>Period</dt><dd>${subscription ? html`${when(subscription.currentPeriodStart)} → ${when(subscription.currentPeriodEnd)}` : "—"}</dd>
+${
+  state === "past_due"
+    ? html`<dt>Past due since</dt><dd>${when(pastDueSince)}</dd><dt>Grace ends</dt><dd><strong>${when(pastDueSince ? graceEndsAt(pastDueSince, graceDays) : null)}</strong> (then suspended)</dd>`
+    : ""
+}
+${state === "suspended" ? html`<dt>Suspended</dt><dd>${when(subscription?.suspendedAt)}</dd>` : ""}
+</dl>
+<div class="actions">${can.suspend ? actionButton(viewer, { action: `/console/tenants/${tenant.id}/suspend`, label: "Suspend", danger: true }) : ""}${
+      can.reactivate
+        ? actionButton(viewer, { action: `/console/tenants/${tenant.id}/reactivate`, label: "Reactivate" })
+        : ""
+    }</div></section>
+</div>
+<h2 id="h-usage">Usage this period</h2>
+<div class="table-wrap"><table class="stack" aria-labelledby="h-usage">
+<thead><tr><th scope="col">Feature</th><th scope="col">Period</th><th class="num" scope="col">Used</th><th class="num" scope="col">Limit</th><th scope="col">Against the limit</th></tr></thead>
+<tbody>${
+      usage.items.length
+        ? usage.items.map(
+            (u) =>
+              html`<tr><th scope="row">${u.feature}${u.enabled ? "" : html` <span class="badge muted">off</span>`}</th><td data-label="Period">${u.period}</td><td class="num" data-label="Used">${count(u.used)}</td><td class="num" data-label="Limit">${u.limit === null ? "—" : count(u.limit)}</td><td data-label="Against the limit">${usageMeter(u.used, u.limit)}</td></tr>`,
+          )
+        : html`<tr><td colspan="5" class="muted">No metered usage.</td></tr>`
+    }</tbody></table></div>
+<h2 id="h-users">Users</h2>
+<div class="table-wrap"><table class="stack" aria-labelledby="h-users">
+<thead><tr><th scope="col">E-mail</th><th scope="col">Name</th><th scope="col">Role</th><th scope="col">State</th><th scope="col">Created</th></tr></thead>
+<tbody>${
+      users.items.length
+        ? users.items.map(
+            (u) =>
+              html`<tr><th scope="row">${u.email}</th><td data-label="Name">${u.name}</td><td data-label="Role">${u.role ?? "—"}</td><td data-label="State">${badge(u.status)}</td><td data-label="Created">${when(u.createdAt)}</td></tr>`,
+          )
+        : html`<tr><td colspan="5" class="muted">No users.</td></tr>`
+    }</tbody></table></div>
+${users.next ? html`<p class="muted">The first 100 users are shown.</p>` : ""}
+<h2 id="h-domains">Custom domains</h2>
+<div class="table-wrap"><table class="stack" aria-labelledby="h-domains">${domainTable(domains, false)}</table></div>
+<h2 id="h-webhooks">Webhook endpoints</h2>
+<div class="table-wrap"><table class="stack" aria-labelledby="h-webhooks">
+<thead><tr><th scope="col">Destination</th><th scope="col">Events</th><th scope="col">Health</th><th scope="col">Created</th></tr></thead>
+<tbody>${
+      endpoints.length
+        ? endpoints.map(
+            (e) =>
+              html`<tr><th scope="row"><code>${destination(e.url)}</code>${e.description ? html`<br><span class="muted">${e.description}</span>` : ""}</th><td data-label="Events">${e.events.join(", ")}</td><td data-label="Health">${endpointHealth(e)}</td><td data-label="Created">${when(e.createdAt)}</td></tr>`,
+          )
+        : html`<tr><td colspan="4" class="muted">No webhook endpoints.</td></tr>`
+    }</tbody></table></div>`;
     return pageResponse(
       c,
       layout({ title: `Tenant ${tenant.code}`, section: "/console/tenants", viewer, body }),
