@@ -25,8 +25,8 @@ import { createJobRegistry, defineJob } from "../src/jobs/registry.ts";
 import { startBackground } from "../src/loops/background.ts";
 import { seedCatalog } from "../src/seed.ts";
 import { createTenant } from "../src/tenancy/tenants.ts";
+import { createWebhookEndpoint } from "../src/webhooks/create-webhook-endpoint.ts";
 import { deliveryBody, webhookJobs } from "../src/webhooks/deliveries.ts";
-import { createWebhookEndpoint } from "../src/webhooks/endpoints.ts";
 import { newSigningSecret, signedHeaders } from "../src/webhooks/signing.ts";
 import { percentile } from "./stats.ts";
 
