@@ -3,7 +3,7 @@
 import { createApp } from "../src/app.ts";
 import { systemCtx } from "../src/context.ts";
 import { createDomainTicker } from "../src/custom-domains/checks.ts";
-import { addCustomDomain } from "../src/custom-domains/domains.ts";
+import { createCustomDomain } from "../src/custom-domains/create-custom-domain.ts";
 import { createDeps } from "../src/deps.ts";
 import { memoryCounterStore } from "../src/security/counter-store.ts";
 import { startDohServer } from "../tests/fixtures/doh-server.ts";
@@ -34,7 +34,7 @@ try {
 
   const domains = [];
   for (let i = 0; i < 500; i++) {
-    const d = await addCustomDomain(deps, systemCtx("bench", tenant.id), {
+    const d = await createCustomDomain(deps, systemCtx("bench", tenant.id), {
       hostname: uniqueHost("bench"),
       forPlatform: true,
     });

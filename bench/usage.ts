@@ -9,11 +9,14 @@
  * Needs PostgreSQL on 127.0.0.1:5432 and Redis on 127.0.0.1:6379 (a scratch database and a unique
  * key prefix, both removed at the end). Prints one table; copy it into docs/performance.md.
  */
+
 import { parseArgs } from "node:util";
 import { assertFeature } from "../src/billing/entitlements.ts";
 import { systemClock } from "../src/clock.ts";
-import { currentUsage, recordUsage } from "../src/usage/ledger.ts";
+import { systemCtx } from "../src/context.ts";
+import { getCurrentUsage } from "../src/usage/current-usage.ts";
 import { reconcileUsage } from "../src/usage/reconcile.ts";
+import { recordUsage } from "../src/usage/record-usage.ts";
 import { testConfig, testDeps } from "../tests/helpers/app.ts";
 import { REDIS_URL, rawRedis, uniquePrefix } from "../tests/helpers/cache.ts";
 import { createTestDatabase } from "../tests/helpers/database.ts";
@@ -44,20 +47,24 @@ try {
   const tenants: string[] = [];
   for (let i = 0; i < tenantCount; i++) tenants.push((await createTenant(t.database.db)).id);
   const hot = tenants[0] as string;
-  for (const id of tenants) await currentUsage(deps, id, "api_calls", "month");
+  for (const id of tenants)
+    await getCurrentUsage(deps, systemCtx("bench", id), { feature: "api_calls", period: "month" });
 
   const rows: [string, Awaited<ReturnType<typeof drive>>][] = [];
   rows.push([
     "recordUsage, one tenant × feature",
     await drive(events, concurrency, (i) =>
-      recordUsage(deps, { tenantId: hot, feature: "api_calls", quantity: 1, idempotencyKey: `hot-${i}` }),
+      recordUsage(deps, systemCtx("bench", hot), {
+        feature: "api_calls",
+        quantity: 1,
+        idempotencyKey: `hot-${i}`,
+      }),
     ),
   ]);
   rows.push([
     `recordUsage, ${tenantCount} tenants`,
     await drive(events, concurrency, (i) =>
-      recordUsage(deps, {
-        tenantId: tenants[i % tenantCount] as string,
+      recordUsage(deps, systemCtx("bench", tenants[i % tenantCount] as string), {
         feature: "api_calls",
         quantity: 1,
         idempotencyKey: `spread-${i}`,
@@ -67,13 +74,17 @@ try {
   rows.push([
     "recordUsage, duplicate key",
     await drive(events, concurrency, () =>
-      recordUsage(deps, { tenantId: hot, feature: "api_calls", quantity: 1, idempotencyKey: "hot-0" }),
+      recordUsage(deps, systemCtx("bench", hot), {
+        feature: "api_calls",
+        quantity: 1,
+        idempotencyKey: "hot-0",
+      }),
     ),
   ]);
   rows.push([
     "assertFeature (cached)",
     await drive(events, concurrency, (i) =>
-      assertFeature(deps, tenants[i % tenantCount] as string, "api_calls"),
+      assertFeature(deps, systemCtx("bench", tenants[i % tenantCount] as string), { feature: "api_calls" }),
     ),
   ]);
 
@@ -81,7 +92,7 @@ try {
     await raw.client.get(`${prefix}usage:${hot}:api_calls:${new Date().toISOString().slice(0, 7)}`),
   );
   const started = performance.now();
-  const pass = await reconcileUsage(deps, { batchSize: 100, intervalMs: 60 * 60_000 });
+  const pass = await reconcileUsage(deps, systemCtx("bench"), { batchSize: 100, intervalMs: 60 * 60_000 });
   const passMs = performance.now() - started;
 
   console.log(`events per row: ${events}, concurrency: ${concurrency}, tenants: ${tenantCount}`);

@@ -25,9 +25,9 @@ import { createJobRegistry, defineJob } from "../src/jobs/registry.ts";
 import { startBackground } from "../src/loops/background.ts";
 import { seedCatalog } from "../src/seed.ts";
 import { createTenant } from "../src/tenancy/tenants.ts";
+import { createWebhookEndpoint } from "../src/webhooks/create-webhook-endpoint.ts";
 import { deliveryBody } from "../src/webhooks/deliver.ts";
 import { webhookJobs } from "../src/webhooks/delivery-prune.ts";
-import { createWebhookEndpoint } from "../src/webhooks/endpoints.ts";
 import { newSigningSecret, signedHeaders } from "../src/webhooks/signing.ts";
 import { percentile } from "./stats.ts";
 

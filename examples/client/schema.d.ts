@@ -10261,7 +10261,7 @@ export interface operations {
                 limit?: number;
                 /** @description The previous page's `nextCursor`. */
                 cursor?: string;
-                /** @description Entries older than this id; `cursor` is the same. */
+                /** @description Entries older than this history id: the older form of `cursor`. */
                 before?: number;
             };
             header?: {

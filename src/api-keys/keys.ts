@@ -4,14 +4,14 @@ import { recordAudit } from "../audit/record.ts";
 import { endSessions } from "../auth/sessions.ts";
 import { assertFeature } from "../billing/entitlements.ts";
 import type { TenantCtx } from "../context.ts";
-import type { Executor } from "../db/client.ts";
+import type { Executor, Tx } from "../db/client.ts";
 import { withDatabase, withTransaction } from "../db/operation.ts";
 import { apiKeys, tenants } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { AppError, validationFailed } from "../errors.ts";
 import { createdAtPosition, cursorCodec, type Page, pageOf } from "../pagination.ts";
 import { isUuid } from "../tenancy/tenants.ts";
-import { recordUsage } from "../usage/ledger.ts";
+import { recordUsage } from "../usage/record-usage.ts";
 import { apiKeyHash, newApiKey, newPrefix } from "./format.ts";
 import { apiKeyScopes } from "./scopes.ts";
 
@@ -93,17 +93,12 @@ const notFound = () => new AppError("not_found", "No such API key.");
  * `api_keys` usage (all-time): +1 per key created, −1 per key revoked, keyed by the key's id so a
  * retried call never counts twice; recorded last in the transaction of the change.
  */
-async function countKey(deps: ApiKeyDeps, tx: Executor, tenantId: string, keyId: string, quantity: 1 | -1) {
-  await recordUsage(
-    deps,
-    {
-      tenantId,
-      feature: "api_keys",
-      quantity,
-      idempotencyKey: `api_keys:${quantity > 0 ? "created" : "revoked"}:${keyId}`,
-    },
-    tx,
-  );
+async function countKey(deps: ApiKeyDeps, ctx: TenantCtx & { tx: Tx }, keyId: string, quantity: 1 | -1) {
+  await recordUsage(deps, ctx, {
+    feature: "api_keys",
+    quantity,
+    idempotencyKey: `api_keys:${quantity > 0 ? "created" : "revoked"}:${keyId}`,
+  });
 }
 
 /**
@@ -124,8 +119,8 @@ export async function createApiKey(
   if (expiresAt && expiresAt <= now)
     throw validationFailed([{ path: "expiresAt", message: "must be in the future" }]);
   const { tenantId } = ctx;
-  const { limit } = await assertFeature(deps, tenantId, "api_keys", 1);
-  return withTransaction(deps, ctx, async (tx) => {
+  const { limit } = await assertFeature(deps, ctx, { feature: "api_keys" });
+  return withTransaction(deps, ctx, async (tx, ctx) => {
     const [tenant] = await tx
       .select({ id: tenants.id })
       .from(tenants)
@@ -162,7 +157,7 @@ export async function createApiKey(
         .onConflictDoNothing({ target: apiKeys.prefix })
         .returning();
       if (!row) continue;
-      await countKey(deps, tx, tenantId, row.id, 1);
+      await countKey(deps, { ...ctx, tx }, row.id, 1);
       await recordAudit(tx, ctx, {
         action: "api_key.created",
         target: { type: "api_key", id: row.id },
@@ -237,7 +232,7 @@ export async function revokeApiKey(deps: ApiKeyDeps, ctx: TenantCtx, input: { id
       .set({ revokedAt: now, previousSecretHash: null, previousExpiresAt: null })
       .where(eq(apiKeys.id, row.id));
     await endSessions(deps, ctx, { apiKeyId: row.id });
-    await countKey(deps, tx, ctx.tenantId, row.id, -1);
+    await countKey(deps, ctx, row.id, -1);
     await recordAudit(tx, ctx, {
       action: "api_key.revoked",
       target: { type: "api_key", id: row.id },

@@ -134,7 +134,7 @@ const ACTIONS = {
     what: "A custom domain was claimed.",
     target: "`domain`",
     details: "`hostname`",
-    writtenBy: "`addCustomDomain`",
+    writtenBy: "`createCustomDomain`",
   },
   "domain.activated": {
     what: "A custom domain's records were verified: it is Active.",
@@ -146,7 +146,7 @@ const ACTIONS = {
     what: "A custom domain was removed.",
     target: "`domain`",
     details: "`hostname`; `reason: claim expired` when the loop removes an expired claim",
-    writtenBy: "`removeCustomDomain`; `expireDomainClaims` (actor: system `tenant-domains`)",
+    writtenBy: "`deleteCustomDomain`; `expireDomainClaims` (actor: system `tenant-domains`)",
   },
   "subscription.event": {
     what: "A tenant's subscription changed.",
@@ -158,7 +158,7 @@ const ACTIONS = {
     what: "A tenant's feature override was set or removed.",
     target: "`feature` (key)",
     details: "`feature`, `value` (enabled), `count` (limit), `reason`; or `status: removed`",
-    writtenBy: "`setFeatureOverride`",
+    writtenBy: "`updateFeatureOverride`, `deleteFeatureOverride`",
   },
   "webhook_endpoint.created": {
     what: "A webhook endpoint was added.",
@@ -220,7 +220,7 @@ const ACTIONS = {
     what: "A custom domain's check was asked for now, whatever its backoff.",
     target: "`domain`",
     details: "`hostname`",
-    writtenBy: "`requestDomainCheck` (tenant and admin API, the console's Check now)",
+    writtenBy: "`checkCustomDomain` (tenant and admin API, the console's Check now)",
   },
   "platform_user.created": {
     what: "Platform staff were added.",

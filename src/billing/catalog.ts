@@ -1,6 +1,5 @@
-import { and, asc, eq, inArray, notInArray, sql } from "drizzle-orm";
-import type { Ctx } from "../context.ts";
-import type { Database, Tx } from "../db/client.ts";
+import { and, eq, notInArray, sql } from "drizzle-orm";
+import type { Tx } from "../db/client.ts";
 import { type FeatureKind, features, planFeatures, plans, type UsagePeriod } from "../db/schema/billing.ts";
 
 export interface FeatureDefinition {
@@ -241,64 +240,4 @@ export async function seedBillingCatalog(
         ),
       );
   }
-}
-
-export interface PlanView {
-  code: string;
-  name: string;
-  description: string;
-  priceCents: number;
-  currency: string;
-  features: {
-    key: string;
-    name: string;
-    kind: FeatureKind;
-    unit: string;
-    period: UsagePeriod;
-    enabled: boolean;
-    limit: number | null;
-  }[];
-}
-
-/** Plans with their features, in catalog order (public ones unless `codes` names others). */
-export async function listPlans(
-  deps: { database: Database },
-  _ctx: Ctx,
-  options: { codes?: string[] } = {},
-): Promise<PlanView[]> {
-  const db = deps.database.db;
-  const rows = await db
-    .select()
-    .from(plans)
-    .where(options.codes ? inArray(plans.code, options.codes) : eq(plans.public, true))
-    .orderBy(asc(plans.sortOrder), asc(plans.code));
-  if (rows.length === 0) return [];
-  const entries = await db
-    .select({
-      planCode: planFeatures.planCode,
-      key: features.key,
-      name: features.name,
-      kind: features.kind,
-      unit: features.unit,
-      period: features.period,
-      enabled: planFeatures.enabled,
-      limit: planFeatures.limit,
-    })
-    .from(planFeatures)
-    .innerJoin(features, eq(features.key, planFeatures.featureKey))
-    .where(
-      inArray(
-        planFeatures.planCode,
-        rows.map((r) => r.code),
-      ),
-    )
-    .orderBy(asc(features.key));
-  return rows.map((plan) => ({
-    code: plan.code,
-    name: plan.name,
-    description: plan.description,
-    priceCents: plan.priceCents,
-    currency: plan.currency,
-    features: entries.filter((e) => e.planCode === plan.code).map(({ planCode: _, ...e }) => e),
-  }));
 }

@@ -1,8 +1,8 @@
 import { and, asc, eq } from "drizzle-orm";
-import { recordAudit } from "../audit/record.ts";
-import { cached, invalidate, tenantFeaturesKey } from "../cache/read-through.ts";
+import { cached, tenantFeaturesKey } from "../cache/read-through.ts";
 import type { TenantCtx } from "../context.ts";
 import type { Executor } from "../db/client.ts";
+import { withDatabase } from "../db/operation.ts";
 import {
   type FeatureKind,
   features,
@@ -12,11 +12,11 @@ import {
   type UsagePeriod,
 } from "../db/schema/billing.ts";
 import { AppError } from "../errors.ts";
-import { getTenant } from "../tenancy/tenants.ts";
-import { currentUsage } from "../usage/ledger.ts";
+import { getCurrentUsage } from "../usage/current-usage.ts";
+import type { BillingDeps } from "./billing-deps.ts";
 import { DEFAULT_PLAN, SUSPENDED_PLAN } from "./catalog.ts";
+import { findSubscription } from "./subscription-row.ts";
 import type { SubscriptionState } from "./subscription-states.ts";
-import { type BillingDeps, getSubscription } from "./subscriptions.ts";
 
 export interface FeatureEntitlement {
   key: string;
@@ -54,7 +54,7 @@ async function defaultPlan(db: Executor): Promise<string> {
  * overrides do not apply. Every catalog feature is listed (off when the plan does not include it).
  */
 export async function loadTenantFeatures(db: Executor, tenantId: string): Promise<TenantFeatures> {
-  const subscription = await getSubscription(db, tenantId);
+  const subscription = await findSubscription(db, tenantId);
   const status: SubscriptionState = subscription?.status ?? "none";
   const suspended = status === "suspended";
   const plan = suspended
@@ -104,80 +104,28 @@ export async function loadTenantFeatures(db: Executor, tenantId: string): Promis
   return { tenantId, plan, status, features: out };
 }
 
-/** The tenant's effective features, read through the cache for `Cache:TenantFeaturesSeconds`. */
-export async function getTenantFeatures(deps: BillingDeps, tenantId: string): Promise<TenantFeatures> {
+/** 404 unless the feature is in the catalog. */
+export async function assertFeatureExists(db: Executor, featureKey: string): Promise<void> {
+  const [feature] = await db.select({ key: features.key }).from(features).where(eq(features.key, featureKey));
+  if (!feature) throw new AppError("not_found", "No such feature.");
+}
+
+/**
+ * The tenant's effective features, read through the cache for `Cache:TenantFeaturesSeconds` (for
+ * the checks other operations make; `getTenantFeatures` is the operation that answers them).
+ */
+export async function cachedTenantFeatures(deps: BillingDeps, ctx: TenantCtx): Promise<TenantFeatures> {
   return cached(
     deps.cache,
-    tenantFeaturesKey(tenantId),
+    tenantFeaturesKey(ctx.tenantId),
     deps.config.settings.Cache.TenantFeaturesSeconds,
-    () => loadTenantFeatures(deps.database.db, tenantId),
+    () => withDatabase(deps, ctx, (db) => loadTenantFeatures(db, ctx.tenantId)),
     { logger: deps.logger },
   );
 }
 
-/** The tenant's effective features, for its users or a platform admin; 404 for an unknown tenant. */
-export async function getEffectiveFeatures(deps: BillingDeps, ctx: TenantCtx): Promise<TenantFeatures> {
-  // a tenant user's own tenant exists (their session was opened through it); a tenant an admin
-  // names may not (404), so only then is it looked up
-  const ownTenant = ctx.actor.type === "user" && ctx.actor.platformRoles.length === 0;
-  if (!ownTenant) await getTenant(deps, ctx, { tenantId: ctx.tenantId });
-  return getTenantFeatures(deps, ctx.tenantId);
-}
-
-export interface FeatureOverrideInput {
-  featureKey: string;
-  /** null removes the override (404 when there is none). */
-  override: { enabled: boolean; limit: number | null; reason: string } | null;
-}
-
-/** Sets (or with `null`, removes) a tenant's override of one feature; drops the cached features. */
-export async function setFeatureOverride(
-  deps: BillingDeps,
-  ctx: TenantCtx,
-  { featureKey, override: input }: FeatureOverrideInput,
-): Promise<void> {
-  const db = deps.database.db;
-  const { tenantId } = ctx;
-  await getTenant(deps, ctx, { tenantId });
-  const [feature] = await db.select({ key: features.key }).from(features).where(eq(features.key, featureKey));
-  if (!feature) throw new AppError("not_found", "No such feature.");
-  const now = deps.clock.now();
-  await db.transaction(async (tx) => {
-    if (input === null) {
-      const deleted = await tx
-        .delete(tenantFeatureOverrides)
-        .where(
-          and(
-            eq(tenantFeatureOverrides.tenantId, tenantId),
-            eq(tenantFeatureOverrides.featureKey, featureKey),
-          ),
-        )
-        .returning({ key: tenantFeatureOverrides.featureKey });
-      if (deleted.length === 0)
-        throw new AppError("not_found", "The tenant has no override of this feature.");
-    } else {
-      await tx
-        .insert(tenantFeatureOverrides)
-        .values({ tenantId, featureKey, ...input, createdAt: now, updatedAt: now })
-        .onConflictDoUpdate({
-          target: [tenantFeatureOverrides.tenantId, tenantFeatureOverrides.featureKey],
-          set: { ...input, updatedAt: now },
-        });
-    }
-    await recordAudit(tx, ctx, {
-      action: "feature.override",
-      target: { type: "feature", id: featureKey },
-      details:
-        input === null
-          ? { feature: featureKey, status: "removed" }
-          : { feature: featureKey, value: input.enabled, count: input.limit, reason: input.reason },
-    });
-  });
-  await invalidate(deps.cache, [tenantFeaturesKey(tenantId)], { logger: deps.logger });
-}
-
 /**
- * Throws unless the tenant may use `quantity` more of a feature now:
+ * Throws unless the ctx's tenant may use `quantity` (default 1) more of a feature now:
  * - 402 `payment_required`: the feature is off for the tenant (not in its plan, or suspended);
  * - 403 `usage_limit_reached`: a metered feature whose period usage plus `quantity` exceeds the limit.
  * Limits are checked against the fast cached counter (rebuilt from the ledger when missing); the
@@ -186,16 +134,16 @@ export async function setFeatureOverride(
  */
 export async function assertFeature(
   deps: BillingDeps,
-  tenantId: string,
-  featureKey: string,
-  quantity = 1,
+  ctx: TenantCtx,
+  input: { feature: string; quantity?: number },
 ): Promise<FeatureEntitlement> {
-  const { features: entitlements } = await getTenantFeatures(deps, tenantId);
+  const { feature: featureKey, quantity = 1 } = input;
+  const { features: entitlements } = await cachedTenantFeatures(deps, ctx);
   const feature = entitlements[featureKey];
   if (!feature?.enabled)
     throw new AppError("payment_required", `The tenant's plan does not include "${featureKey}".`);
   if (feature.kind === "metered" && feature.limit !== null) {
-    const used = await currentUsage(deps, tenantId, featureKey, feature.period);
+    const used = await getCurrentUsage(deps, ctx, { feature: featureKey, period: feature.period });
     if (used + quantity > feature.limit)
       throw new AppError(
         "usage_limit_reached",

@@ -1,12 +1,14 @@
 import { z } from "zod";
 import type { TenantCtx } from "../context.ts";
+import { withDatabase } from "../db/operation.ts";
 import { AppError, fieldErrors } from "../errors.ts";
 import { readTenantSecret } from "../providers/secrets.ts";
 import { resolveProvider } from "../providers/tenant-providers.ts";
 import type { TenantSecretKeyring } from "../security/tenant-secrets.ts";
 import { isUuid } from "../tenancy/tenants.ts";
+import { applySubscriptionEvent } from "./apply-subscription-event.ts";
+import type { BillingDeps } from "./billing-deps.ts";
 import { eventSources, type SubscriptionEvent } from "./subscription-states.ts";
-import { applySubscriptionEvent, type BillingDeps } from "./subscriptions.ts";
 import { verifySignature } from "./webhook-signature.ts";
 
 /** The secretRefs entry of a tenant's payment provider that names its webhook-signing secret. */
@@ -58,11 +60,12 @@ export async function receivePaymentWebhook(
   const keyring = deps.tenantSecretKeyring;
   if (!isUuid(tenantId)) throw refuse("not a tenant id");
   if (!keyring) throw refuse("tenant secrets are not configured");
-  const db = deps.database.db;
-  const resolved = await resolveProvider(db, tenantId, "payment", null);
-  if (resolved?.source !== "tenant") throw refuse("no active payment provider");
-  const secretName = resolved.provider.secretRefs[WEBHOOK_SECRET_REF];
-  const secret = secretName ? await readTenantSecret(db, keyring, tenantId, secretName) : null;
+  const secret = await withDatabase(deps, ctx, async (db) => {
+    const resolved = await resolveProvider(db, tenantId, "payment", null);
+    if (resolved?.source !== "tenant") throw refuse("no active payment provider");
+    const secretName = resolved.provider.secretRefs[WEBHOOK_SECRET_REF];
+    return secretName ? readTenantSecret(db, keyring, tenantId, secretName) : null;
+  });
   if (!secret) throw refuse(`payment provider has no ${WEBHOOK_SECRET_REF} secret`);
   const check = verifySignature(
     input.signature,

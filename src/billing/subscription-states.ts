@@ -2,9 +2,10 @@ import type { SubscriptionStatus } from "../db/schema/billing.ts";
 
 /**
  * Subscription states and transitions (pure data; docs/billing.md shows the same table). A move is
- * decided by `planTransition` (transition-plan.ts) and written by `applySubscriptionEvent`
- * (subscriptions.ts), the ONE place a subscription changes: admin endpoints, the payment webhook
- * and the subscription loop all go through it.
+ * decided by `planTransition` (transition-plan.ts) and written by `transitionSubscription`
+ * (transition-subscription.ts), the ONE place a subscription changes: admin endpoints, the payment
+ * webhook (`applySubscriptionEvent`) and the subscription loop (`runSubscriptionBatch`) all go
+ * through it.
  */
 export const subscriptionEvents = [
   "start_trial",

@@ -14,8 +14,8 @@ import {
 
 /**
  * The pure half of a subscription event: from the current row, the event and the clock, what the
- * row must become (or why not). No I/O: subscriptions.ts reads the row and the plan, then writes
- * what this returns.
+ * row must become (or why not). No I/O: transition-subscription.ts reads the row and the plan,
+ * write-transition.ts writes what this returns.
  */
 
 /** The columns a transition reads and writes. */

@@ -1,9 +1,9 @@
 import type { TenantCtx } from "../context.ts";
 import { getTenant } from "../tenancy/tenants.ts";
-import { getTenantUsage } from "../usage/ledger.ts";
-import { listUsageCorrections } from "../usage/reconcile.ts";
-import { getTenantFeatures } from "./entitlements.ts";
-import type { BillingDeps } from "./subscriptions.ts";
+import { listUsageCorrections } from "../usage/list-usage-corrections.ts";
+import { getUsageSummary } from "../usage/usage-summary.ts";
+import type { BillingDeps } from "./billing-deps.ts";
+import { cachedTenantFeatures } from "./entitlements.ts";
 
 /** How many of the latest counter corrections the report shows. */
 const CORRECTIONS_SHOWN = 50;
@@ -27,12 +27,12 @@ export interface UsageReport {
   }[];
 }
 
-/** Current-period usage per metered feature (ledger and cached counter, with the limit) and recent corrections. */
+/** The ctx's tenant's current-period usage per metered feature (ledger and cached counter, with the limit) and recent corrections. */
 export async function getUsageReport(deps: BillingDeps, ctx: TenantCtx): Promise<UsageReport> {
   await getTenant(deps, ctx, { tenantId: ctx.tenantId });
   const [usage, entitlements, corrections] = await Promise.all([
-    getTenantUsage(deps, ctx.tenantId),
-    getTenantFeatures(deps, ctx.tenantId),
+    getUsageSummary(deps, ctx),
+    cachedTenantFeatures(deps, ctx),
     listUsageCorrections(deps, ctx, { limit: CORRECTIONS_SHOWN }),
   ]);
   return {
@@ -44,7 +44,7 @@ export async function getUsageReport(deps: BillingDeps, ctx: TenantCtx): Promise
       limit: entitlements.features[u.feature]?.limit ?? null,
       enabled: entitlements.features[u.feature]?.enabled ?? false,
     })),
-    corrections: corrections.map((r) => ({
+    corrections: corrections.items.map((r) => ({
       feature: r.featureKey,
       periodStart: r.periodStart,
       ledgerTotal: r.ledgerTotal,

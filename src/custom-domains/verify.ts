@@ -41,7 +41,7 @@ function dnsFailure(answer: Exclude<DnsAnswer, { kind: "ok" }>, name: string, ty
  * an allowed target, then the hostname is registered with the gateway (looked up first, so a
  * retried check never double-creates). The first failing step is the reason.
  */
-export async function checkDomain(
+export async function verifyDomainRecords(
   services: { resolver: DnsResolver; gateway: GatewayClient },
   input: CheckInput,
 ): Promise<CheckOutcome> {

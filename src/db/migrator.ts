@@ -55,12 +55,13 @@ async function runStatement(tx: Executor, tag: string, statement: string): Promi
   }
 }
 
-/** How many processes hold the serving lock (shared), from pg_locks. */
+/** How many processes hold this database's serving lock (shared), from pg_locks: advisory locks are per database, and other databases on the server have their own APIs. */
 export async function servingLockHolders(db: Executor): Promise<number> {
   const [row] = await execute<{ n: number }>(
     db,
     sql`select count(distinct pid)::int as n from pg_locks
         where locktype = 'advisory' and granted and objsubid = 1
+          and database = (select oid from pg_database where datname = current_database())
           and (classid::bigint << 32) + objid::bigint = ${SERVING_LOCK.toString()}::bigint`,
   );
   return row?.n ?? 0;

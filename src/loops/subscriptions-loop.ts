@@ -1,4 +1,5 @@
-import { runSubscriptionBatch } from "../billing/subscriptions.ts";
+import { runSubscriptionBatch } from "../billing/run-subscription-batch.ts";
+import { systemCtx } from "../context.ts";
 import type { LoopFactory } from "./background.ts";
 import { startIntervalLoop } from "./interval-loop.ts";
 
@@ -9,9 +10,10 @@ import { startIntervalLoop } from "./interval-loop.ts";
 export function subscriptionsLoop(options: { intervalMs?: number } = {}): LoopFactory {
   return (deps) => {
     const settings = deps.config.settings.SaasSubscriptions;
+    const ctx = systemCtx("subscriptions");
     return startIntervalLoop(deps, "subscriptions", {
       intervalMs: options.intervalMs ?? settings.PollSeconds * 1000,
-      step: async () => (await runSubscriptionBatch(deps, { batchSize: settings.BatchSize })).more,
+      step: async () => (await runSubscriptionBatch(deps, ctx, { batchSize: settings.BatchSize })).more,
     });
   };
 }

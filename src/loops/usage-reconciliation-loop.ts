@@ -1,3 +1,4 @@
+import { systemCtx } from "../context.ts";
 import { workerId } from "../runtime/worker-id.ts";
 import { reconcileUsageBatch } from "../usage/reconcile.ts";
 import type { LoopFactory } from "./background.ts";
@@ -12,11 +13,17 @@ export function usageReconciliationLoop(options: { intervalMs?: number } = {}): 
     const settings = deps.config.settings.FeatureUsageReconciliation;
     const intervalMs = settings.IntervalMinutes * 60_000;
     const owner = workerId();
+    const ctx = systemCtx("usage-reconciliation");
     return startIntervalLoop(deps, "usageReconciliation", {
       intervalMs: options.intervalMs ?? intervalMs,
       step: async () =>
-        (await reconcileUsageBatch(deps, { batchSize: settings.BatchSize, intervalMs, workerId: owner }))
-          .more,
+        (
+          await reconcileUsageBatch(deps, ctx, {
+            batchSize: settings.BatchSize,
+            intervalMs,
+            workerId: owner,
+          })
+        ).more,
     });
   };
 }

@@ -1,13 +1,14 @@
 import { createHash, randomUUID } from "node:crypto";
 import { and, eq, inArray, isNotNull, isNull, lte, or, sql } from "drizzle-orm";
 import { assertFeature } from "../billing/entitlements.ts";
-import { actorUserId, type TenantCtx } from "../context.ts";
+import { actorUserId, systemCtx, type TenantCtx } from "../context.ts";
 import { withDatabase, withTransaction } from "../db/operation.ts";
 import { storageGrants } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import type { Page } from "../pagination.ts";
-import { currentUsage, recordUsage } from "../usage/ledger.ts";
+import { getCurrentUsage } from "../usage/current-usage.ts";
+import { recordUsage } from "../usage/record-usage.ts";
 import type { ObjectStorage, PresignedDownload, PresignedUpload, StoredObject } from "./object-storage.ts";
 
 /**
@@ -102,15 +103,11 @@ async function refundGrant(deps: TenantObjectDeps, ctx: TenantCtx, grantId: stri
       )
       .returning({ size: storageGrants.size });
     if (!row || row.size === 0) return 0;
+    // a refund is Plinth's own correction, whoever's request settled it
     await recordUsage(
       deps,
-      {
-        tenantId,
-        feature: "storage_bytes",
-        quantity: -row.size,
-        idempotencyKey: `storage_bytes:refund:${grantId}`,
-      },
-      tx,
+      { ...systemCtx("storage", tenantId), tx },
+      { feature: "storage_bytes", quantity: -row.size, idempotencyKey: `storage_bytes:refund:${grantId}` },
     );
     return row.size;
   });
@@ -132,7 +129,10 @@ export async function createTenantUpload(
   const grantId = randomUUID();
   const { objectKey, ...upload } = await storageOf(deps).createUpload(tenantId, { ...input, grantId });
   await settleStorageRefunds(deps, ctx);
-  const { limit } = await assertFeature(deps, tenantId, "storage_bytes", Math.max(input.size, 1));
+  const { limit } = await assertFeature(deps, ctx, {
+    feature: "storage_bytes",
+    quantity: Math.max(input.size, 1),
+  });
   await withTransaction(deps, ctx, async (tx) => {
     await tx.insert(storageGrants).values({
       id: grantId,
@@ -147,14 +147,13 @@ export async function createTenantUpload(
     if (input.size > 0)
       await recordUsage(
         deps,
+        { ...ctx, tx },
         {
-          tenantId,
           feature: "storage_bytes",
           quantity: input.size,
           idempotencyKey: `storage_bytes:upload:${grantId}`,
           limit,
         },
-        tx,
       );
   });
   return upload;
@@ -236,11 +235,10 @@ export async function deleteTenantObject(
           ),
       );
     } else if (version.size > 0) {
-      const used = await currentUsage(deps, tenantId, "storage_bytes", "never");
+      const used = await getCurrentUsage(deps, ctx, { feature: "storage_bytes", period: "never" });
       const quantity = Math.min(version.size, Math.max(used, 0));
       if (quantity > 0)
-        await recordUsage(deps, {
-          tenantId,
+        await recordUsage(deps, ctx, {
           feature: "storage_bytes",
           quantity: -quantity,
           idempotencyKey: `storage_bytes:delete:${createHash("sha256").update(`${tenantId}\u0000${input.key}\u0000${version.version}`).digest("hex")}`,

@@ -1,7 +1,18 @@
 import { sql } from "drizzle-orm";
+import type { Cache } from "../cache/port.ts";
 import { defineScript } from "../cache/scripts.ts";
-import { type Executor, execute } from "../db/client.ts";
+import type { Clock } from "../clock.ts";
+import { type Database, type Executor, execute } from "../db/client.ts";
 import type { UsagePeriod } from "../db/schema/billing.ts";
+import type { Logger } from "../telemetry/logger.ts";
+
+/** What the usage operations need: the ledger, the cached counters, the clock. */
+export interface UsageDeps {
+  database: Database;
+  cache: Cache | null;
+  clock: Clock;
+  logger: Logger;
+}
 
 /** A usage period of one metered feature: a calendar month (UTC), or all time for features that never reset. */
 export interface UsagePeriodWindow {

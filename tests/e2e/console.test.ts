@@ -13,7 +13,7 @@ import {
   webhookEndpoints,
 } from "../../src/db/schema/index.ts";
 import { createPlatformUser } from "../../src/identity/platform-users.ts";
-import { recordUsage } from "../../src/usage/ledger.ts";
+import { recordUsage } from "../../src/usage/record-usage.ts";
 import { useTestApp } from "../helpers/app.ts";
 import { createPlatformAdmin, createTenant, PASSWORD } from "../helpers/identity.ts";
 
@@ -176,8 +176,7 @@ beforeAll(async () => {
       disabledAt: new Date("2026-11-21T08:00:00Z"),
     },
   ]);
-  await recordUsage(app.deps, {
-    tenantId: tenant.id,
+  await recordUsage(app.deps, systemCtx("test", tenant.id), {
     feature: "api_calls",
     quantity: 8_500,
     idempotencyKey: "e2e-1",

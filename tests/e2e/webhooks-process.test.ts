@@ -6,7 +6,7 @@ import { execute } from "../../src/db/client.ts";
 import type { Deps } from "../../src/deps.ts";
 import { emitEvent } from "../../src/events/outbox.ts";
 import { enqueueContext } from "../../src/jobs/enqueue.ts";
-import { createWebhookEndpoint } from "../../src/webhooks/endpoints.ts";
+import { createWebhookEndpoint } from "../../src/webhooks/create-webhook-endpoint.ts";
 import { testConfig, testDeps, useTestDatabase } from "../helpers/app.ts";
 import { createTenant, newMasterKey } from "../helpers/identity.ts";
 import { waitFor } from "../helpers/jobs.ts";

@@ -3,7 +3,7 @@ import { sql } from "drizzle-orm";
 import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
 import { createDomainTicker } from "../../src/custom-domains/checks.ts";
-import { addCustomDomain } from "../../src/custom-domains/domains.ts";
+import { createCustomDomain } from "../../src/custom-domains/create-custom-domain.ts";
 import { execute } from "../../src/db/client.ts";
 import { createDeps, type Deps } from "../../src/deps.ts";
 import { type DohServer, startDohServer } from "../fixtures/doh-server.ts";
@@ -33,7 +33,7 @@ afterAll(async () => {
 
 test("the domain loop's activation records domain.activated once, by the system, in the tenant's chain", async () => {
   const tenantId = (await createTenant(t.database.db)).id;
-  const domain = await addCustomDomain(deps, systemCtx("test", tenantId), {
+  const domain = await createCustomDomain(deps, systemCtx("test", tenantId), {
     hostname: uniqueHost(),
     forPlatform: true,
   });

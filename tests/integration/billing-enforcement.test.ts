@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import type { App } from "../../src/app.ts";
-import { applySubscriptionEvent } from "../../src/billing/subscriptions.ts";
+import { applySubscriptionEvent } from "../../src/billing/apply-subscription-event.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
 import { tenantDomains, users } from "../../src/db/schema/index.ts";
 import type { Deps } from "../../src/deps.ts";
-import { currentUsage } from "../../src/usage/ledger.ts";
+import { getCurrentUsage } from "../../src/usage/current-usage.ts";
 import { s3Settings, startTestS3, type TestS3 } from "../fixtures/s3-server.ts";
 import { useTestApp } from "../helpers/app.ts";
 import { uniqueHost } from "../helpers/domains.ts";
@@ -87,7 +87,9 @@ describe("custom domains (POST /api/tenant/domains)", () => {
     const refused = await post(free.headers, "/api/tenant/domains", { hostname: uniqueHost() });
     expect(await problemOf(refused)).toEqual({ status: 402, code: "payment_required" });
     expect(await domainCount(free.id)).toBe(0);
-    expect(await currentUsage(deps, free.id, "custom_domains", "never")).toBe(0);
+    expect(
+      await getCurrentUsage(deps, systemCtx("test", free.id), { feature: "custom_domains", period: "never" }),
+    ).toBe(0);
   });
 
   test("a pro tenant may add domains; each is counted, and a removal gives it back", async () => {
@@ -95,11 +97,15 @@ describe("custom domains (POST /api/tenant/domains)", () => {
     const added = await post(pro.headers, "/api/tenant/domains", { hostname: uniqueHost() });
     expect(added.status).toBe(201);
     const { id } = (await added.json()) as { id: string };
-    expect(await currentUsage(deps, pro.id, "custom_domains", "never")).toBe(1);
+    expect(
+      await getCurrentUsage(deps, systemCtx("test", pro.id), { feature: "custom_domains", period: "never" }),
+    ).toBe(1);
     expect(
       (await request(`/api/tenant/domains/${id}`, { method: "DELETE", headers: pro.headers })).status,
     ).toBe(204);
-    expect(await currentUsage(deps, pro.id, "custom_domains", "never")).toBe(0);
+    expect(
+      await getCurrentUsage(deps, systemCtx("test", pro.id), { feature: "custom_domains", period: "never" }),
+    ).toBe(0);
   });
 
   test("the plan's limit reached: 403 usage_limit_reached (pro: 5 domains)", async () => {
@@ -121,7 +127,9 @@ describe("custom domains (POST /api/tenant/domains)", () => {
     for (const refused of answers.filter((r) => r.status === 403))
       expect(((await refused.json()) as { code: string }).code).toBe("usage_limit_reached");
     expect(await domainCount(pro.id)).toBe(5);
-    expect(await currentUsage(deps, pro.id, "custom_domains", "never")).toBe(5);
+    expect(
+      await getCurrentUsage(deps, systemCtx("test", pro.id), { feature: "custom_domains", period: "never" }),
+    ).toBe(5);
   });
 
   test("a suspended tenant is refused (402): custom domains are off while suspended", async () => {
@@ -135,7 +143,9 @@ describe("custom domains (POST /api/tenant/domains)", () => {
     const free = await tenantOn("free");
     const added = await post(admin, `/api/admin/tenants/${free.id}/domains`, { hostname: uniqueHost() });
     expect(added.status).toBe(201);
-    expect(await currentUsage(deps, free.id, "custom_domains", "never")).toBe(1);
+    expect(
+      await getCurrentUsage(deps, systemCtx("test", free.id), { feature: "custom_domains", period: "never" }),
+    ).toBe(1);
   });
 });
 
@@ -152,14 +162,18 @@ describe("storage uploads (POST /api/tenant/storage/uploads)", () => {
     expect((await fetch(presigned.url, { method: "PUT", body, headers: presigned.headers })).status).toBe(
       200,
     );
-    expect(await currentUsage(deps, free.id, "storage_bytes", "never")).toBe(Buffer.byteLength(body));
+    expect(
+      await getCurrentUsage(deps, systemCtx("test", free.id), { feature: "storage_bytes", period: "never" }),
+    ).toBe(Buffer.byteLength(body));
     const removed = await request("/api/tenant/storage/objects?key=notes/a.txt", {
       method: "DELETE",
       headers: free.headers,
     });
     expect(removed.status).toBe(204);
     // refunded once the URL has expired (storage-quota.test.ts): until then it could write again
-    expect(await currentUsage(deps, free.id, "storage_bytes", "never")).toBe(Buffer.byteLength(body));
+    expect(
+      await getCurrentUsage(deps, systemCtx("test", free.id), { feature: "storage_bytes", period: "never" }),
+    ).toBe(Buffer.byteLength(body));
   });
 
   test("a suspended tenant (storage limit 0) gets no upload URL, not even for an empty object", async () => {
@@ -169,7 +183,12 @@ describe("storage uploads (POST /api/tenant/storage/uploads)", () => {
         status: 403,
         code: "usage_limit_reached",
       });
-    expect(await currentUsage(deps, suspended.id, "storage_bytes", "never")).toBe(0);
+    expect(
+      await getCurrentUsage(deps, systemCtx("test", suspended.id), {
+        feature: "storage_bytes",
+        period: "never",
+      }),
+    ).toBe(0);
     // a bad request is told what is wrong with it before the plan is consulted
     const wrongType = await post(suspended.headers, "/api/tenant/storage/uploads", {
       key: "x.exe",
@@ -193,6 +212,8 @@ describe("storage uploads (POST /api/tenant/storage/uploads)", () => {
       code: "usage_limit_reached",
     });
     expect((await upload(pro.headers, "three.txt", 40)).status).toBe(201);
-    expect(await currentUsage(deps, pro.id, "storage_bytes", "never")).toBe(100);
+    expect(
+      await getCurrentUsage(deps, systemCtx("test", pro.id), { feature: "storage_bytes", period: "never" }),
+    ).toBe(100);
   });
 });

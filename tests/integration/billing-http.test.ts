@@ -3,8 +3,8 @@ import { randomBytes } from "node:crypto";
 import { eq } from "drizzle-orm";
 import { type App, createApp } from "../../src/app.ts";
 import { assertFeature } from "../../src/billing/entitlements.ts";
+import { runSubscriptionBatch } from "../../src/billing/run-subscription-batch.ts";
 import { DAY_MS } from "../../src/billing/subscription-states.ts";
-import { runSubscriptionBatch } from "../../src/billing/subscriptions.ts";
 import { SIGNATURE_HEADER, signatureHeader } from "../../src/billing/webhook-signature.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
@@ -14,7 +14,7 @@ import { writeTenantSecret } from "../../src/providers/secrets.ts";
 import { putTenantProvider } from "../../src/providers/tenant-providers.ts";
 import { parseTenantSecretKeys } from "../../src/security/tenant-secrets.ts";
 import { seedCatalog } from "../../src/seed.ts";
-import { recordUsage } from "../../src/usage/ledger.ts";
+import { recordUsage } from "../../src/usage/record-usage.ts";
 import { useTestApp } from "../helpers/app.ts";
 import { createPlatformAdmin, createTenant, createUser, signInHeaders } from "../helpers/identity.ts";
 
@@ -59,9 +59,8 @@ beforeAll(async () => {
   // a tenant route metered by api_calls, as a business endpoint would be
   app.get("/api/tenant/probe-metered", async (c) => {
     const tenantId = c.get("principal")?.tenantId ?? "";
-    await assertFeature(deps, tenantId, "api_calls");
-    await recordUsage(deps, {
-      tenantId,
+    await assertFeature(deps, systemCtx("test", tenantId), { feature: "api_calls" });
+    await recordUsage(deps, systemCtx("test", tenantId), {
       feature: "api_calls",
       quantity: 1,
       idempotencyKey: c.get("requestId"),
@@ -270,7 +269,11 @@ describe("admin endpoints", () => {
       `/api/admin/tenants/${b.id}/subscription/events`,
       adminJson("POST", { event: "start_trial", plan: "pro" }),
     );
-    await recordUsage(deps, { tenantId: a.id, feature: "api_calls", quantity: 42, idempotencyKey: "a-1" });
+    await recordUsage(deps, systemCtx("test", a.id), {
+      feature: "api_calls",
+      quantity: 42,
+      idempotencyKey: "a-1",
+    });
     await request(
       `/api/admin/tenants/${b.id}/features/sso/override`,
       adminJson("PUT", { enabled: true, reason: "deal" }),
@@ -296,6 +299,13 @@ describe("admin endpoints", () => {
     };
     expect(historyA.items.map((h) => h.event)).toEqual(["activate"]);
     expect(historyA.items[0]?.actorId).toBeString();
+    for (const cursor of ["12", "not-a-cursor", "eyJpZCI6MH0"]) {
+      const refused = await request(`/api/admin/tenants/${a.id}/subscription/history?cursor=${cursor}`, {
+        headers: admin,
+      });
+      expect(refused.status).toBe(400);
+      expect(((await refused.json()) as { errors: { path: string }[] }).errors[0]?.path).toBe("cursor");
+    }
 
     const usage = async (id: string) =>
       (
@@ -358,10 +368,10 @@ describe("entitlements on requests", () => {
     );
     expect((await request("/api/tenant/probe-metered", { headers })).status).toBe(200); // features now cached
     clock.advance(1000);
-    await runSubscriptionBatch(deps, { batchSize: 100 }); // → past_due: still allowed during grace
+    await runSubscriptionBatch(deps, systemCtx("test"), { batchSize: 100 }); // → past_due: still allowed during grace
     expect((await request("/api/tenant/probe-metered", { headers })).status).toBe(200);
     clock.advance(7 * DAY_MS);
-    await runSubscriptionBatch(deps, { batchSize: 100 }); // → suspended
+    await runSubscriptionBatch(deps, systemCtx("test"), { batchSize: 100 }); // → suspended
     headers = await signIn({ email: user.email, tenant: tenant.code });
     admin = await signIn({ email: adminEmail });
     const blocked = await request("/api/tenant/probe-metered", { headers });

@@ -1,7 +1,8 @@
 import { beforeAll, expect, test } from "bun:test";
 import { eq, sql } from "drizzle-orm";
-import { runSubscriptionBatch } from "../../src/billing/subscriptions.ts";
+import { runSubscriptionBatch } from "../../src/billing/run-subscription-batch.ts";
 import { ManualClock } from "../../src/clock.ts";
+import { systemCtx } from "../../src/context.ts";
 import { execute } from "../../src/db/client.ts";
 import { subscriptions } from "../../src/db/schema/index.ts";
 import type { Deps } from "../../src/deps.ts";
@@ -56,9 +57,9 @@ test("subscriptions that fail every time go to the back of the queue instead of 
       "create trigger refuse_history before insert on subscription_history for each row execute function refuse_history()",
     ),
   );
-  const first = await runSubscriptionBatch(deps, { batchSize: 2 });
+  const first = await runSubscriptionBatch(deps, systemCtx("test"), { batchSize: 2 });
   expect(first.changed).toHaveLength(0); // the two old ones, both failed
-  const second = await runSubscriptionBatch(deps, { batchSize: 2 });
+  const second = await runSubscriptionBatch(deps, systemCtx("test"), { batchSize: 2 });
   expect(second.changed.map((r) => r.subscription.tenantId)).toEqual([healthy]);
   expect(await statusOf(healthy)).toBe("past_due");
   for (const id of failing) expect(await statusOf(id)).toBe("active");

@@ -1,8 +1,8 @@
 import { afterAll, expect, test } from "bun:test";
 import { eq, sql } from "drizzle-orm";
+import { applySubscriptionEvent } from "../../src/billing/apply-subscription-event.ts";
 import { billingJobs } from "../../src/billing/notifications.ts";
 import { DAY_MS } from "../../src/billing/subscription-states.ts";
-import { applySubscriptionEvent } from "../../src/billing/subscriptions.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
 import { backgroundJobs, subscriptions } from "../../src/db/schema/index.ts";
@@ -12,7 +12,8 @@ import { subscriptionsLoop } from "../../src/loops/subscriptions-loop.ts";
 import { usageReconciliationLoop } from "../../src/loops/usage-reconciliation-loop.ts";
 import { createLogger } from "../../src/telemetry/logger.ts";
 import { periodAt, usageCounterKey } from "../../src/usage/counters.ts";
-import { currentUsage, recordUsage } from "../../src/usage/ledger.ts";
+import { getCurrentUsage } from "../../src/usage/current-usage.ts";
+import { recordUsage } from "../../src/usage/record-usage.ts";
 import { testConfig, testDeps, useTestDatabase } from "../helpers/app.ts";
 import { REDIS_URL, rawRedis, uniquePrefix } from "../helpers/cache.ts";
 import { createTenant } from "../helpers/identity.ts";
@@ -46,8 +47,12 @@ test("startBackground runs both loops on the shared runner: a due subscription m
     periodStart: new Date(clock.now().getTime() - 30 * DAY_MS),
     periodEnd: new Date(clock.now().getTime() - 1),
   });
-  await currentUsage(deps, tenant.id, "api_calls", "month");
-  await recordUsage(deps, { tenantId: tenant.id, feature: "api_calls", quantity: 9, idempotencyKey: "k" });
+  await getCurrentUsage(deps, systemCtx("test", tenant.id), { feature: "api_calls", period: "month" });
+  await recordUsage(deps, systemCtx("test", tenant.id), {
+    feature: "api_calls",
+    quantity: 9,
+    idempotencyKey: "k",
+  });
   const key = `${prefix}${usageCounterKey(tenant.id, "api_calls", periodAt("month", clock.now()))}`;
   await raw.client.set(key, "1");
 

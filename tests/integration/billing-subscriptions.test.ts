@@ -1,6 +1,8 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import { and, eq, sql } from "drizzle-orm";
-import { getTenantFeatures } from "../../src/billing/entitlements.ts";
+import { applySubscriptionEvent } from "../../src/billing/apply-subscription-event.ts";
+import { getTenantFeatures } from "../../src/billing/get-tenant-features.ts";
+import { runSubscriptionBatch } from "../../src/billing/run-subscription-batch.ts";
 import {
   DAY_MS,
   eventSources,
@@ -10,7 +12,6 @@ import {
   subscriptionEvents,
   subscriptionStates,
 } from "../../src/billing/subscription-states.ts";
-import { applySubscriptionEvent, runSubscriptionBatch } from "../../src/billing/subscriptions.ts";
 import type { Cache } from "../../src/cache/port.ts";
 import { tenantFeaturesKey } from "../../src/cache/read-through.ts";
 import { invalidateScript } from "../../src/cache/scripts.ts";
@@ -192,11 +193,11 @@ describe("transition effects", () => {
 
   test("every change drops the tenant's cached features", async () => {
     const tenantId = await tenantIn("active");
-    expect((await getTenantFeatures(deps, tenantId)).plan).toBe("pro");
+    expect((await getTenantFeatures(deps, systemCtx("test", tenantId))).plan).toBe("pro");
     expect(await raw.client.exists(`${prefix}${tenantFeaturesKey(tenantId)}`)).toBe(1);
     await applySubscriptionEvent(deps, systemCtx("test", tenantId), { event: "suspend", source: "admin" });
     expect(await raw.client.exists(`${prefix}${tenantFeaturesKey(tenantId)}`)).toBe(0);
-    const features = await getTenantFeatures(deps, tenantId);
+    const features = await getTenantFeatures(deps, systemCtx("test", tenantId));
     expect(features.plan).toBe("suspended");
     expect(features.features.api_calls?.enabled).toBe(false);
   });
@@ -230,12 +231,12 @@ describe("transition effects", () => {
         return cache.run(script, keys, args);
       },
     };
-    const reader = getTenantFeatures({ ...deps, cache: held }, tenantId); // misses, loads "pro"
+    const reader = getTenantFeatures({ ...deps, cache: held }, systemCtx("test", tenantId)); // misses, loads "pro"
     await aboutToWrite;
     await applySubscriptionEvent(deps, systemCtx("test", tenantId), { event: "suspend", source: "admin" });
     release();
     expect((await reader).plan).toBe("pro"); // what it loaded, before the suspension committed
-    const after = await getTenantFeatures(deps, tenantId);
+    const after = await getTenantFeatures(deps, systemCtx("test", tenantId));
     expect(after.plan).toBe("suspended");
     expect(after.features.storage_bytes).toMatchObject({ enabled: true, limit: 0 });
   });
@@ -262,7 +263,7 @@ describe("subscription loop", () => {
   async function drain() {
     const moved = [];
     for (;;) {
-      const batch = await runSubscriptionBatch(deps, { batchSize: 3 });
+      const batch = await runSubscriptionBatch(deps, systemCtx("test"), { batchSize: 3 });
       moved.push(...batch.changed);
       if (!batch.more) return moved;
     }
@@ -286,7 +287,9 @@ describe("subscription loop", () => {
     clock.set(graceEnd - 1);
     await drain();
     expect((await statusOf(tenantId))?.status).toBe("past_due");
-    expect((await getTenantFeatures(deps, tenantId)).features.api_calls?.enabled).toBe(true);
+    expect((await getTenantFeatures(deps, systemCtx("test", tenantId))).features.api_calls?.enabled).toBe(
+      true,
+    );
 
     clock.set(graceEnd);
     await drain();
@@ -294,7 +297,9 @@ describe("subscription loop", () => {
     expect(suspended?.status).toBe("suspended");
     expect(suspended?.suspendedAt?.getTime()).toBe(graceEnd);
     // the cached features were dropped: the next read sees the suspended set
-    expect((await getTenantFeatures(deps, tenantId)).features.api_calls?.enabled).toBe(false);
+    expect((await getTenantFeatures(deps, systemCtx("test", tenantId))).features.api_calls?.enabled).toBe(
+      false,
+    );
     const events = (
       await db().select().from(subscriptionHistory).where(eq(subscriptionHistory.tenantId, tenantId))
     ).map((h) => `${h.source}:${h.event}:${h.toStatus}`);
@@ -329,7 +334,7 @@ describe("subscription loop", () => {
     const run = async () => {
       const moved: string[] = [];
       for (;;) {
-        const batch = await runSubscriptionBatch(deps, { batchSize: 3 });
+        const batch = await runSubscriptionBatch(deps, systemCtx("test"), { batchSize: 3 });
         moved.push(...batch.changed.map((r) => r.subscription.tenantId));
         if (!batch.more) return moved;
       }
@@ -396,10 +401,10 @@ describe("downgrade while past due", () => {
     expect(history).toMatchObject({ fromStatus: "past_due", toStatus: "active", toPlan: "free" });
     // well past the grace (and any paid period end): the loop leaves it alone
     clock.advance(60 * DAY_MS);
-    for (;;) if (!(await runSubscriptionBatch(deps, { batchSize: 3 })).more) break;
+    for (;;) if (!(await runSubscriptionBatch(deps, systemCtx("test"), { batchSize: 3 })).more) break;
     const [row] = await db().select().from(subscriptions).where(eq(subscriptions.tenantId, tenant.id));
     expect(row).toMatchObject({ status: "active", planCode: "free", pastDueSince: null });
-    expect((await getTenantFeatures(deps, tenant.id)).plan).toBe("free");
+    expect((await getTenantFeatures(deps, systemCtx("test", tenant.id))).plan).toBe("free");
   });
 
   test("change_plan to another paid plan from past_due keeps the grace running", async () => {

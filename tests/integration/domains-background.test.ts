@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { systemCtx } from "../../src/context.ts";
-import { addCustomDomain } from "../../src/custom-domains/domains.ts";
+import { createCustomDomain } from "../../src/custom-domains/create-custom-domain.ts";
 import { createDeps } from "../../src/deps.ts";
 import { startBackground } from "../../src/loops/background.ts";
 import { tenantDomainsLoop } from "../../src/loops/tenant-domains-loop.ts";
@@ -38,7 +38,7 @@ test("the server's loop factory runs the domain loop: a published domain goes Ac
   try {
     expect(background.loops.map((l) => l.name)).toContain("tenantDomains");
     const tenant = await createTenant(t.database.db);
-    const domain = await addCustomDomain(deps, systemCtx("test", tenant.id), {
+    const domain = await createCustomDomain(deps, systemCtx("test", tenant.id), {
       hostname: uniqueHost("bg"),
       forPlatform: true,
     });

@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { and, eq } from "drizzle-orm";
 import { ManualClock } from "../../src/clock.ts";
+import { systemCtx } from "../../src/context.ts";
 import { createDomainTicker } from "../../src/custom-domains/checks.ts";
 import { auditEvents, subscriptions, tenantDomains } from "../../src/db/schema/index.ts";
-import { currentUsage } from "../../src/usage/ledger.ts";
+import { getCurrentUsage } from "../../src/usage/current-usage.ts";
 import { type DohServer, startDohServer } from "../fixtures/doh-server.ts";
 import { type GatewayServer, startGatewayServer } from "../fixtures/gateway-server.ts";
 import { useTestApp } from "../helpers/app.ts";
@@ -144,7 +145,12 @@ describe("several tenants claim one name", () => {
     const a = await tenantWithOwner();
     const pending = (await (await a.add(uniqueHost("exp"))).json()) as DomainBody;
     expect(pending.expiresAt).toBe(new Date(clock.now().getTime() + 3 * 86_400_000).toISOString());
-    expect(await currentUsage(app.deps, a.id, "custom_domains", "never")).toBe(1);
+    expect(
+      await getCurrentUsage(app.deps, systemCtx("test", a.id), {
+        feature: "custom_domains",
+        period: "never",
+      }),
+    ).toBe(1);
     clock.advance(3 * 86_400_000 - 1000);
     await drain();
     expect((await domainRow(t.database.db, pending.id)).status).toBe("Failed"); // no DNS records: kept until it expires
@@ -152,7 +158,12 @@ describe("several tenants claim one name", () => {
     await drain();
     const rows = await t.database.db.select().from(tenantDomains).where(eq(tenantDomains.id, pending.id));
     expect(rows).toEqual([]);
-    expect(await currentUsage(app.deps, a.id, "custom_domains", "never")).toBe(0);
+    expect(
+      await getCurrentUsage(app.deps, systemCtx("test", a.id), {
+        feature: "custom_domains",
+        period: "never",
+      }),
+    ).toBe(0);
     // recorded in the tenant's audit log, by the loop
     const removed = await t.database.db
       .select({ actorId: auditEvents.actorId, details: auditEvents.details })

@@ -2,8 +2,11 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
-import { claimDueDomains, createDomainTicker, type DomainTicker } from "../../src/custom-domains/checks.ts";
-import { addCustomDomain, removeCustomDomain, requestDomainCheck } from "../../src/custom-domains/domains.ts";
+import { checkCustomDomain } from "../../src/custom-domains/check-custom-domain.ts";
+import { createDomainTicker, type DomainTicker } from "../../src/custom-domains/checks.ts";
+import { claimDueDomains } from "../../src/custom-domains/claim-due-domains.ts";
+import { createCustomDomain } from "../../src/custom-domains/create-custom-domain.ts";
+import { deleteCustomDomain } from "../../src/custom-domains/delete-custom-domain.ts";
 import type { GatewayClient } from "../../src/custom-domains/gateway.ts";
 import { gatewayClient } from "../../src/custom-domains/settings.ts";
 import { openDatabase } from "../../src/db/client.ts";
@@ -47,7 +50,7 @@ async function onlyDue(id: string) {
 }
 
 async function addDomain(hostname = uniqueHost()) {
-  const domain = await addCustomDomain(deps, systemCtx("test", tenantId), { hostname, forPlatform: true });
+  const domain = await createCustomDomain(deps, systemCtx("test", tenantId), { hostname, forPlatform: true });
   await onlyDue(domain.id);
   return domain;
 }
@@ -280,7 +283,7 @@ describe("backoff", () => {
     // Failed and backing off: POST …/check makes it due at the next tick
     await ticker(capped).tick();
     expect(await ticker(capped).tick()).toBe(0);
-    await requestDomainCheck(capped, systemCtx("test", tenantId), { id: domain.id });
+    await checkCustomDomain(capped, systemCtx("test", tenantId), { id: domain.id });
     expect(await ticker(capped).tick()).toBe(1);
   });
 });
@@ -293,7 +296,7 @@ describe("check requests", () => {
     try {
       await waitFor(() => doh.queries.some((q) => q.name === domain.hostname), { what: "check started" });
       clock.advance(5);
-      await requestDomainCheck(deps, systemCtx("test", tenantId), { id: domain.id });
+      await checkCustomDomain(deps, systemCtx("test", tenantId), { id: domain.id });
     } finally {
       doh.delayMs = 0;
     }
@@ -385,7 +388,7 @@ describe("gateway registration", () => {
     publishRecords(doh, domain);
     await ticker().tick();
     expect(gateway.byHostname(domain.hostname)).toBeDefined();
-    await removeCustomDomain(deps, systemCtx("test", tenantId), { id: domain.id });
+    await deleteCustomDomain(deps, systemCtx("test", tenantId), { id: domain.id });
     expect(gateway.byHostname(domain.hostname)).toBeUndefined();
     expect(await deps.tenants.byDomain(domain.hostname)).toBeNull();
   });
@@ -398,7 +401,7 @@ describe("gateway registration", () => {
     const tick = ticker().tick();
     try {
       await waitFor(() => doh.queries.some((q) => q.name === domain.hostname), { what: "check started" });
-      await removeCustomDomain(deps, systemCtx("test", tenantId), { id: domain.id }); // nothing at the gateway yet
+      await deleteCustomDomain(deps, systemCtx("test", tenantId), { id: domain.id }); // nothing at the gateway yet
     } finally {
       doh.delayMs = 0;
     }
@@ -418,7 +421,7 @@ describe("gateway registration", () => {
     const racing: GatewayClient = {
       ...real,
       get: async (id) => {
-        await removeCustomDomain(deps, systemCtx("test", tenantId), { id: domain.id });
+        await deleteCustomDomain(deps, systemCtx("test", tenantId), { id: domain.id });
         return real.get(id);
       },
     };
@@ -439,13 +442,13 @@ describe("gateway registration", () => {
     gateway.failAll = true;
     try {
       await expect(
-        removeCustomDomain(deps, systemCtx("test", tenantId), { id: domain.id }),
+        deleteCustomDomain(deps, systemCtx("test", tenantId), { id: domain.id }),
       ).rejects.toMatchObject({ code: "unavailable" });
     } finally {
       gateway.failAll = false;
     }
     expect((await domainRow(t.database.db, domain.id)).status).toBe("Active");
-    await removeCustomDomain(deps, systemCtx("test", tenantId), { id: domain.id });
+    await deleteCustomDomain(deps, systemCtx("test", tenantId), { id: domain.id });
     expect(gateway.byHostname(domain.hostname)).toBeUndefined();
   });
 });
@@ -460,7 +463,7 @@ describe("leases", () => {
       const b = await makeDeps(settings, second);
       const domains = [];
       for (let i = 0; i < 12; i++) {
-        const d = await addCustomDomain(deps, systemCtx("test", tenantId), {
+        const d = await createCustomDomain(deps, systemCtx("test", tenantId), {
           hostname: uniqueHost("pair"),
           forPlatform: true,
         });

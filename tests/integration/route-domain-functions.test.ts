@@ -1,13 +1,15 @@
 import { afterAll, beforeAll, describe, expect, spyOn, test } from "bun:test";
 import { and, eq, isNull } from "drizzle-orm";
 import { systemCtx } from "../../src/context.ts";
-import { addCustomDomain, removeCustomDomain } from "../../src/custom-domains/domains.ts";
+import { createCustomDomain } from "../../src/custom-domains/create-custom-domain.ts";
+import { deleteCustomDomain } from "../../src/custom-domains/delete-custom-domain.ts";
 import { sessions, tenantDomains, users } from "../../src/db/schema/index.ts";
 import { declaredRoutes } from "../../src/http/access.ts";
 import { deleteTenantUser, disableTenantUser } from "../../src/identity/users.ts";
 import { createTenantUpload, deleteTenantObject } from "../../src/storage/tenant-objects.ts";
 import { suspendTenant } from "../../src/tenancy/tenants.ts";
-import { currentUsage, recordUsage } from "../../src/usage/ledger.ts";
+import { getCurrentUsage } from "../../src/usage/current-usage.ts";
+import { recordUsage } from "../../src/usage/record-usage.ts";
 import { createTestApp, type TestApp } from "../helpers/app.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 import { uniqueHost } from "../helpers/domains.ts";
@@ -25,7 +27,8 @@ afterAll(async () => {
   await t.drop();
 });
 
-const domainUsage = (tenantId: string) => currentUsage(app.deps, tenantId, "custom_domains", "never");
+const domainUsage = (tenantId: string) =>
+  getCurrentUsage(app.deps, systemCtx("test", tenantId), { feature: "custom_domains", period: "never" });
 const domainCount = async (tenantId: string) =>
   (await t.database.db.select().from(tenantDomains).where(eq(tenantDomains.tenantId, tenantId))).length;
 
@@ -33,9 +36,9 @@ describe("custom domains and their custom_domains usage", () => {
   test("an operator's addition is not held to the plan and counts; its removal counts −1", async () => {
     const tenant = await createTenant(t.database.db); // the default plan has no custom domains
     const ctx = systemCtx("test", tenant.id);
-    const domain = await addCustomDomain(app.deps, ctx, { hostname: uniqueHost(), forPlatform: true });
+    const domain = await createCustomDomain(app.deps, ctx, { hostname: uniqueHost(), forPlatform: true });
     expect(await domainUsage(tenant.id)).toBe(1);
-    await removeCustomDomain(app.deps, ctx, { id: domain.id });
+    await deleteCustomDomain(app.deps, ctx, { id: domain.id });
     expect(await domainUsage(tenant.id)).toBe(0);
     expect(await domainCount(tenant.id)).toBe(0);
   });
@@ -43,7 +46,7 @@ describe("custom domains and their custom_domains usage", () => {
   test("a tenant's own addition is held to its plan: nothing is added or counted", async () => {
     const tenant = await createTenant(t.database.db);
     await expect(
-      addCustomDomain(app.deps, systemCtx("test", tenant.id), { hostname: uniqueHost() }),
+      createCustomDomain(app.deps, systemCtx("test", tenant.id), { hostname: uniqueHost() }),
     ).rejects.toMatchObject({ code: "payment_required" });
     expect(await domainCount(tenant.id)).toBe(0);
     expect(await domainUsage(tenant.id)).toBe(0);
@@ -52,10 +55,10 @@ describe("custom domains and their custom_domains usage", () => {
   test("a hostname the tenant already added is a conflict that counts nothing; another tenant may claim it", async () => {
     const [a, b] = [await createTenant(t.database.db), await createTenant(t.database.db)];
     const hostname = uniqueHost();
-    await addCustomDomain(app.deps, systemCtx("test", a.id), { hostname, forPlatform: true });
-    await addCustomDomain(app.deps, systemCtx("test", b.id), { hostname, forPlatform: true });
+    await createCustomDomain(app.deps, systemCtx("test", a.id), { hostname, forPlatform: true });
+    await createCustomDomain(app.deps, systemCtx("test", b.id), { hostname, forPlatform: true });
     await expect(
-      addCustomDomain(app.deps, systemCtx("test", b.id), { hostname, forPlatform: true }),
+      createCustomDomain(app.deps, systemCtx("test", b.id), { hostname, forPlatform: true }),
     ).rejects.toMatchObject({ code: "conflict" });
     expect(await domainUsage(b.id)).toBe(1);
   });
@@ -63,21 +66,21 @@ describe("custom domains and their custom_domains usage", () => {
 
 test("recordUsage inside a caller's transaction is undone with it", async () => {
   const tenant = await createTenant(t.database.db);
+  const ctx = systemCtx("test", tenant.id);
   const input = {
-    tenantId: tenant.id,
     feature: "custom_domains",
     quantity: 1,
     idempotencyKey: "tx-rollback",
   };
   await expect(
     t.database.db.transaction(async (tx) => {
-      expect((await recordUsage(app.deps, input, tx)).recorded).toBe(true);
+      expect((await recordUsage(app.deps, { ...ctx, tx }, input)).recorded).toBe(true);
       throw new Error("roll back");
     }),
   ).rejects.toThrow("roll back");
   expect(await domainUsage(tenant.id)).toBe(0);
   // the key was not spent: the same event counts once when it commits
-  expect((await recordUsage(app.deps, input)).recorded).toBe(true);
+  expect((await recordUsage(app.deps, ctx, input)).recorded).toBe(true);
   expect(await domainUsage(tenant.id)).toBe(1);
 });
 
@@ -91,7 +94,12 @@ test("without a configured bucket there is no object storage: 503, nothing count
   await expect(deleteTenantObject(app.deps, ctx, { key: "a.txt" })).rejects.toMatchObject({
     code: "unavailable",
   });
-  expect(await currentUsage(app.deps, tenant.id, "storage_bytes", "never")).toBe(0);
+  expect(
+    await getCurrentUsage(app.deps, systemCtx("test", tenant.id), {
+      feature: "storage_bytes",
+      period: "never",
+    }),
+  ).toBe(0);
 });
 
 describe("users and tenants end their sessions with the change", () => {

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
-import { applySubscriptionEvent } from "../../src/billing/subscriptions.ts";
+import { applySubscriptionEvent } from "../../src/billing/apply-subscription-event.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
 import { users } from "../../src/db/schema/index.ts";
-import { currentUsage } from "../../src/usage/ledger.ts";
+import { getCurrentUsage } from "../../src/usage/current-usage.ts";
 import { s3Settings, startTestS3, type TestS3 } from "../fixtures/s3-server.ts";
 import { useTestApp } from "../helpers/app.ts";
 import { createPlatformAdmin, createTenant, createUser, signInHeaders } from "../helpers/identity.ts";
@@ -73,7 +73,8 @@ test("upload, delete, PUT the same URL again: never more bytes stored than charg
   const tenant = await proTenant(124);
   const owner = await createUser(t.database.db, tenant.id, { role: "owner" });
   let headers = await signIn({ email: owner.email, tenant: tenant.code });
-  const usage = () => currentUsage(h.deps, tenant.id, "storage_bytes", "never");
+  const usage = () =>
+    getCurrentUsage(h.deps, systemCtx("test", tenant.id), { feature: "storage_bytes", period: "never" });
 
   const granted = await grant(headers, "a.txt", 100);
   expect(granted.status).toBe(201);
@@ -116,7 +117,8 @@ test("a delete after the URL expired refunds at once, exactly the granted size",
   const tenant = await proTenant(1000);
   const owner = await createUser(t.database.db, tenant.id, { role: "owner" });
   const headers = await signIn({ email: owner.email, tenant: tenant.code });
-  const usage = () => currentUsage(h.deps, tenant.id, "storage_bytes", "never");
+  const usage = () =>
+    getCurrentUsage(h.deps, systemCtx("test", tenant.id), { feature: "storage_bytes", period: "never" });
   const upload = (await (await grant(headers, "d.txt", 10)).json()) as { url: string };
   expect(
     (
@@ -167,7 +169,8 @@ test("an upload URL never used is refunded once it has expired; a used one stays
   const tenant = await proTenant(1000);
   const owner = await createUser(t.database.db, tenant.id, { role: "owner" });
   const headers = await signIn({ email: owner.email, tenant: tenant.code });
-  const usage = () => currentUsage(h.deps, tenant.id, "storage_bytes", "never");
+  const usage = () =>
+    getCurrentUsage(h.deps, systemCtx("test", tenant.id), { feature: "storage_bytes", period: "never" });
   expect((await grant(headers, "never.txt", 40)).status).toBe(201);
   const used = (await (await grant(headers, "used.txt", 3)).json()) as { url: string };
   expect(

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
 import { settleStorageRefunds } from "../../src/storage/tenant-objects.ts";
-import { currentUsage } from "../../src/usage/ledger.ts";
+import { getCurrentUsage } from "../../src/usage/current-usage.ts";
 import { S3_CREDENTIALS, startTestS3, type TestS3 } from "../fixtures/s3-server.ts";
 import { useTestApp } from "../helpers/app.ts";
 import { bearer, createTenant, createUser, json, loginTokens } from "../helpers/identity.ts";
@@ -72,7 +72,8 @@ test("deletes of one object racing each other give its bytes back once", async (
   const user = await createUser(t.database.db, tenant.id);
   const { accessToken } = await loginTokens(app, { email: user.email, tenant: tenant.code });
   const auth = { authorization: `Bearer ${accessToken}` };
-  const usage = () => currentUsage(app.deps, tenant.id, "storage_bytes", "never");
+  const usage = () =>
+    getCurrentUsage(app.deps, systemCtx("test", tenant.id), { feature: "storage_bytes", period: "never" });
 
   const granted = await app.request(
     "/api/tenant/storage/uploads",

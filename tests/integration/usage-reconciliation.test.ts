@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
+import { applySubscriptionEvent } from "../../src/billing/apply-subscription-event.ts";
 import { assertFeature } from "../../src/billing/entitlements.ts";
-import { applySubscriptionEvent } from "../../src/billing/subscriptions.ts";
 import { tenantFeaturesKey } from "../../src/cache/read-through.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
@@ -9,8 +9,9 @@ import { usageCounters, usageEvents, usageReconciliations } from "../../src/db/s
 import type { Deps } from "../../src/deps.ts";
 import type { AppError } from "../../src/errors.ts";
 import { lockCounter, periodAt, usageCounterKey } from "../../src/usage/counters.ts";
-import { currentUsage, recordUsage } from "../../src/usage/ledger.ts";
+import { getCurrentUsage } from "../../src/usage/current-usage.ts";
 import { reconcileUsage, reconcileUsageBatch } from "../../src/usage/reconcile.ts";
+import { recordUsage } from "../../src/usage/record-usage.ts";
 import { testConfig, testDeps, useTestApp } from "../helpers/app.ts";
 import { createTenant } from "../helpers/identity.ts";
 import { waitFor } from "../helpers/jobs.ts";
@@ -49,12 +50,11 @@ async function flushTenant(tenantId: string) {
 describe("recording", () => {
   test("concurrent recording keeps the ledger and the counter exact; duplicate keys count once", async () => {
     const tenant = await createTenant(db());
-    await currentUsage(deps, tenant.id, "api_calls", "month"); // builds the (empty) counter
+    await getCurrentUsage(deps, systemCtx("test", tenant.id), { feature: "api_calls", period: "month" }); // builds the (empty) counter
     // every fourth call repeats the previous one's key and quantity: a retried request
     const keyOf = (i: number) => (i % 4 === 3 ? i - 1 : i);
     const calls = Array.from({ length: 200 }, (_, i) =>
-      recordUsage(deps, {
-        tenantId: tenant.id,
+      recordUsage(deps, systemCtx("test", tenant.id), {
         feature: "api_calls",
         quantity: (keyOf(i) % 3) + 1,
         idempotencyKey: `req-${keyOf(i)}`,
@@ -68,10 +68,11 @@ describe("recording", () => {
       .reduce((sum, i) => sum + (i % 3) + 1, 0);
     expect(await ledger(tenant.id)).toBe(expected);
     expect(Number(await raw.client.get(monthKey(tenant.id)))).toBe(expected);
-    expect(await currentUsage(deps, tenant.id, "api_calls", "month")).toBe(expected);
+    expect(
+      await getCurrentUsage(deps, systemCtx("test", tenant.id), { feature: "api_calls", period: "month" }),
+    ).toBe(expected);
 
-    const again = await recordUsage(deps, {
-      tenantId: tenant.id,
+    const again = await recordUsage(deps, systemCtx("test", tenant.id), {
       feature: "api_calls",
       quantity: 50,
       idempotencyKey: "req-0",
@@ -83,18 +84,16 @@ describe("recording", () => {
   test("a missing counter is rebuilt from the ledger, not started at zero, even while events arrive", async () => {
     const tenant = await createTenant(db());
     for (let i = 0; i < 10; i++)
-      await recordUsage(deps, {
-        tenantId: tenant.id,
+      await recordUsage(deps, systemCtx("test", tenant.id), {
         feature: "api_calls",
         quantity: 2,
         idempotencyKey: `a${i}`,
       });
     expect(await raw.client.exists(monthKey(tenant.id))).toBe(0);
     const [usage] = await Promise.all([
-      currentUsage(deps, tenant.id, "api_calls", "month"),
+      getCurrentUsage(deps, systemCtx("test", tenant.id), { feature: "api_calls", period: "month" }),
       ...Array.from({ length: 20 }, (_, i) =>
-        recordUsage(deps, {
-          tenantId: tenant.id,
+        recordUsage(deps, systemCtx("test", tenant.id), {
           feature: "api_calls",
           quantity: 1,
           idempotencyKey: `b${i}`,
@@ -115,42 +114,46 @@ describe("recording", () => {
       { feature: "api_calls", quantity: -1 },
       { feature: "api_calls", quantity: 1.5 },
     ]) {
-      const error = await recordUsage(deps, { tenantId: tenant.id, idempotencyKey: "x", ...input }).catch(
-        (e: unknown) => e,
-      );
+      const error = await recordUsage(deps, systemCtx("test", tenant.id), {
+        idempotencyKey: "x",
+        ...input,
+      }).catch((e: unknown) => e);
       expect((error as AppError).code).toBe("validation_failed");
     }
     // storage never resets and takes deltas both ways
-    await recordUsage(deps, {
-      tenantId: tenant.id,
+    await recordUsage(deps, systemCtx("test", tenant.id), {
       feature: "storage_bytes",
       quantity: 500,
       idempotencyKey: "up",
     });
-    await recordUsage(deps, {
-      tenantId: tenant.id,
+    await recordUsage(deps, systemCtx("test", tenant.id), {
       feature: "storage_bytes",
       quantity: -200,
       idempotencyKey: "rm",
     });
-    expect(await currentUsage(deps, tenant.id, "storage_bytes", "never")).toBe(300);
+    expect(
+      await getCurrentUsage(deps, systemCtx("test", tenant.id), {
+        feature: "storage_bytes",
+        period: "never",
+      }),
+    ).toBe(300);
   });
 
   test("without a cache (Development) limits read the ledger", async () => {
     const tenant = await createTenant(db());
-    await recordUsage(devDeps, {
-      tenantId: tenant.id,
+    await recordUsage(devDeps, systemCtx("test", tenant.id), {
       feature: "api_calls",
       quantity: 7,
       idempotencyKey: "d1",
     });
-    await recordUsage(devDeps, {
-      tenantId: tenant.id,
+    await recordUsage(devDeps, systemCtx("test", tenant.id), {
       feature: "api_calls",
       quantity: 7,
       idempotencyKey: "d1",
     });
-    expect(await currentUsage(devDeps, tenant.id, "api_calls", "month")).toBe(7);
+    expect(
+      await getCurrentUsage(devDeps, systemCtx("test", tenant.id), { feature: "api_calls", period: "month" }),
+    ).toBe(7);
   });
 });
 
@@ -164,18 +167,19 @@ describe("cache outage", () => {
     });
     try {
       const tenant = await createTenant(db());
-      await currentUsage(deps, tenant.id, "api_calls", "month"); // counter built (0) while the cache was up
-      const result = await recordUsage(down, {
-        tenantId: tenant.id,
+      await getCurrentUsage(deps, systemCtx("test", tenant.id), { feature: "api_calls", period: "month" }); // counter built (0) while the cache was up
+      const result = await recordUsage(down, systemCtx("test", tenant.id), {
         feature: "api_calls",
         quantity: 4,
         idempotencyKey: "outage",
       });
       expect(result).toMatchObject({ recorded: true, counter: null });
-      expect(await currentUsage(down, tenant.id, "api_calls", "month")).toBe(4);
+      expect(
+        await getCurrentUsage(down, systemCtx("test", tenant.id), { feature: "api_calls", period: "month" }),
+      ).toBe(4);
       expect(Number(await raw.client.get(monthKey(tenant.id)))).toBe(0); // the increment was lost
       clock.advance(INTERVAL_MS);
-      const pass = await reconcileUsage(deps, { batchSize: 100, intervalMs: INTERVAL_MS });
+      const pass = await reconcileUsage(deps, systemCtx("test"), { batchSize: 100, intervalMs: INTERVAL_MS });
       expect(pass.corrections.find((c) => c.tenantId === tenant.id)).toMatchObject({
         cachedBefore: 0,
         ledgerTotal: 4,
@@ -189,20 +193,24 @@ describe("cache outage", () => {
 describe("reconciliation", () => {
   async function tenantWithUsage(quantity: number) {
     const tenant = await createTenant(db());
-    await currentUsage(deps, tenant.id, "api_calls", "month");
-    await recordUsage(deps, { tenantId: tenant.id, feature: "api_calls", quantity, idempotencyKey: "seed" });
+    await getCurrentUsage(deps, systemCtx("test", tenant.id), { feature: "api_calls", period: "month" });
+    await recordUsage(deps, systemCtx("test", tenant.id), {
+      feature: "api_calls",
+      quantity,
+      idempotencyKey: "seed",
+    });
     return tenant.id;
   }
 
   test("one pass corrects drift injected into the cache (lost and double-counted increments) and records it", async () => {
-    await reconcileUsage(deps, { batchSize: 50, intervalMs: INTERVAL_MS }); // earlier tests' counters
+    await reconcileUsage(deps, systemCtx("test"), { batchSize: 50, intervalMs: INTERVAL_MS }); // earlier tests' counters
     const lost = await tenantWithUsage(100);
     const doubled = await tenantWithUsage(100);
     const exact = await tenantWithUsage(100);
     await raw.client.set(monthKey(lost), "60"); // increments lost (a crash between ledger and cache)
     await raw.client.incrby(monthKey(doubled), 100); // an increment applied twice
 
-    const pass = await reconcileUsage(deps, { batchSize: 2, intervalMs: INTERVAL_MS });
+    const pass = await reconcileUsage(deps, systemCtx("test"), { batchSize: 2, intervalMs: INTERVAL_MS });
     const mine = pass.corrections.filter((c) => [lost, doubled, exact].includes(c.tenantId));
     expect(mine.map((c) => [c.tenantId, c.cachedBefore, c.ledgerTotal, c.reason]).sort()).toEqual(
       [
@@ -219,9 +227,11 @@ describe("reconciliation", () => {
     expect(records[0]).toMatchObject({ ledgerTotal: 100, cachedBefore: 200, drift: 100, reason: "drift" });
 
     // nothing is due again before half the interval; a second pass then finds nothing to correct
-    expect((await reconcileUsage(deps, { batchSize: 50, intervalMs: INTERVAL_MS })).claimed).toBe(0);
+    expect(
+      (await reconcileUsage(deps, systemCtx("test"), { batchSize: 50, intervalMs: INTERVAL_MS })).claimed,
+    ).toBe(0);
     clock.advance(INTERVAL_MS);
-    const second = await reconcileUsage(deps, { batchSize: 50, intervalMs: INTERVAL_MS });
+    const second = await reconcileUsage(deps, systemCtx("test"), { batchSize: 50, intervalMs: INTERVAL_MS });
     expect(second.claimed).toBeGreaterThanOrEqual(3);
     expect(second.corrections).toHaveLength(0);
     const [row] = await db().select().from(usageCounters).where(eq(usageCounters.tenantId, lost));
@@ -235,29 +245,34 @@ describe("reconciliation", () => {
       source: "admin",
       plan: "free",
     });
-    await recordUsage(deps, {
-      tenantId: tenant.id,
+    await recordUsage(deps, systemCtx("test", tenant.id), {
       feature: "api_calls",
       quantity: 10_000,
       idempotencyKey: "all",
     });
-    const blocked = await assertFeature(deps, tenant.id, "api_calls").catch((e: unknown) => e);
+    const blocked = await assertFeature(deps, systemCtx("test", tenant.id), { feature: "api_calls" }).catch(
+      (e: unknown) => e,
+    );
     expect((blocked as AppError).code).toBe("usage_limit_reached");
 
     await flushTenant(tenant.id);
     clock.advance(INTERVAL_MS);
-    const pass = await reconcileUsage(deps, { batchSize: 50, intervalMs: INTERVAL_MS });
+    const pass = await reconcileUsage(deps, systemCtx("test"), { batchSize: 50, intervalMs: INTERVAL_MS });
     expect(pass.corrections.find((c) => c.tenantId === tenant.id)).toMatchObject({
       cachedBefore: null,
       ledgerTotal: 10_000,
       reason: "missing",
     });
     expect(Number(await raw.client.get(monthKey(tenant.id)))).toBe(10_000);
-    const still = await assertFeature(deps, tenant.id, "api_calls").catch((e: unknown) => e);
+    const still = await assertFeature(deps, systemCtx("test", tenant.id), { feature: "api_calls" }).catch(
+      (e: unknown) => e,
+    );
     expect((still as AppError).code).toBe("usage_limit_reached");
 
     await flushTenant(tenant.id); // flushed again: the read path rebuilds before any reconciliation
-    const rebuilt = await assertFeature(deps, tenant.id, "api_calls").catch((e: unknown) => e);
+    const rebuilt = await assertFeature(deps, systemCtx("test", tenant.id), { feature: "api_calls" }).catch(
+      (e: unknown) => e,
+    );
     expect((rebuilt as AppError).code).toBe("usage_limit_reached");
   });
 
@@ -266,7 +281,7 @@ describe("reconciliation", () => {
     for (const id of ids) await raw.client.set(monthKey(id), "0");
     clock.advance(INTERVAL_MS);
     const run = (workerId: string) =>
-      reconcileUsage(deps, { batchSize: 2, intervalMs: INTERVAL_MS, workerId });
+      reconcileUsage(deps, systemCtx("test"), { batchSize: 2, intervalMs: INTERVAL_MS, workerId });
     const [a, b] = await Promise.all([run("a"), run("b")]);
     const fixed = [...a.corrections, ...b.corrections].filter((c) => ids.includes(c.tenantId));
     expect(fixed).toHaveLength(9);
@@ -296,7 +311,11 @@ describe("reconciliation", () => {
       await tx.update(usageCounters).set({ lockedBy: "thief" }).where(eq(usageCounters.tenantId, tenant));
     });
     await held;
-    const pass = reconcileUsageBatch(deps, { batchSize: 100, intervalMs: INTERVAL_MS, workerId: "slow" });
+    const pass = reconcileUsageBatch(deps, systemCtx("test"), {
+      batchSize: 100,
+      intervalMs: INTERVAL_MS,
+      workerId: "slow",
+    });
     await waitFor(async () => {
       const [row] = await db().select().from(usageCounters).where(eq(usageCounters.tenantId, tenant));
       return row?.lockedBy === "slow";
@@ -324,10 +343,13 @@ describe("reconciliation", () => {
       .set({ lockedBy: "dead", lockedUntil: new Date(clock.now().getTime() + 60_000) })
       .where(eq(usageCounters.tenantId, tenant));
     await raw.client.set(monthKey(tenant), "1");
-    const during = await reconcileUsageBatch(deps, { batchSize: 100, intervalMs: INTERVAL_MS });
+    const during = await reconcileUsageBatch(deps, systemCtx("test"), {
+      batchSize: 100,
+      intervalMs: INTERVAL_MS,
+    });
     expect(during.corrections.find((c) => c.tenantId === tenant)).toBeUndefined();
     clock.advance(60_001);
-    const after = await reconcileUsage(deps, { batchSize: 100, intervalMs: INTERVAL_MS });
+    const after = await reconcileUsage(deps, systemCtx("test"), { batchSize: 100, intervalMs: INTERVAL_MS });
     expect(after.corrections.find((c) => c.tenantId === tenant)).toMatchObject({
       cachedBefore: 1,
       ledgerTotal: 5,

@@ -1,10 +1,12 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { createCache } from "../../src/cache/index.ts";
 import { ManualClock } from "../../src/clock.ts";
+import { systemCtx } from "../../src/context.ts";
 import type { Deps } from "../../src/deps.ts";
 import { periodAt, usageCounterKey } from "../../src/usage/counters.ts";
-import { currentUsage, recordUsage } from "../../src/usage/ledger.ts";
+import { getCurrentUsage } from "../../src/usage/current-usage.ts";
 import { reconcileUsage } from "../../src/usage/reconcile.ts";
+import { recordUsage } from "../../src/usage/record-usage.ts";
 import { startUpstashBridge, type UpstashBridge } from "../fixtures/upstash-bridge.ts";
 import { useTestApp } from "../helpers/app.ts";
 import { silentLogger } from "../helpers/cache.ts";
@@ -40,24 +42,24 @@ beforeAll(async () => {
 test("counters work the same over Upstash REST: increment only an existing counter, rebuild, reconcile", async () => {
   const tenant = await createTenant(t.database.db);
   const key = `${prefix}${usageCounterKey(tenant.id, "api_calls", periodAt("month", clock.now()))}`;
-  const first = await recordUsage(deps, {
-    tenantId: tenant.id,
+  const first = await recordUsage(deps, systemCtx("test", tenant.id), {
     feature: "api_calls",
     quantity: 3,
     idempotencyKey: "1",
   });
   expect(first).toMatchObject({ recorded: true, counter: null }); // no counter yet: not started at zero
   expect(await raw.client.exists(key)).toBe(0);
-  expect(await currentUsage(deps, tenant.id, "api_calls", "month")).toBe(3); // rebuilt from the ledger
-  const second = await recordUsage(deps, {
-    tenantId: tenant.id,
+  expect(
+    await getCurrentUsage(deps, systemCtx("test", tenant.id), { feature: "api_calls", period: "month" }),
+  ).toBe(3); // rebuilt from the ledger
+  const second = await recordUsage(deps, systemCtx("test", tenant.id), {
     feature: "api_calls",
     quantity: 2,
     idempotencyKey: "2",
   });
   expect(second.counter).toBe(5);
   await raw.client.set(key, "50");
-  const pass = await reconcileUsage(deps, { batchSize: 10, intervalMs: 3_600_000 });
+  const pass = await reconcileUsage(deps, systemCtx("test"), { batchSize: 10, intervalMs: 3_600_000 });
   expect(pass.corrections).toEqual([
     expect.objectContaining({ tenantId: tenant.id, cachedBefore: 50, ledgerTotal: 5 }),
   ]);

@@ -1,18 +1,19 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq, sql } from "drizzle-orm";
 import { Webhook } from "standardwebhooks";
-import { applySubscriptionEvent } from "../../src/billing/subscriptions.ts";
+import { applySubscriptionEvent } from "../../src/billing/apply-subscription-event.ts";
 import { systemCtx } from "../../src/context.ts";
 import { createDomainTicker } from "../../src/custom-domains/checks.ts";
-import { addCustomDomain } from "../../src/custom-domains/domains.ts";
+import { createCustomDomain } from "../../src/custom-domains/create-custom-domain.ts";
 import { execute } from "../../src/db/client.ts";
 import { tenantDomains } from "../../src/db/schema/index.ts";
 import { deleteTenantUser, disableTenantUser } from "../../src/identity/users.ts";
 import { createJobRegistry } from "../../src/jobs/registry.ts";
 import { type Background, startBackground } from "../../src/loops/background.ts";
-import { currentUsage, recordUsage } from "../../src/usage/ledger.ts";
+import { getCurrentUsage } from "../../src/usage/current-usage.ts";
+import { recordUsage } from "../../src/usage/record-usage.ts";
+import { createWebhookEndpoint } from "../../src/webhooks/create-webhook-endpoint.ts";
 import { webhookJobs } from "../../src/webhooks/delivery-prune.ts";
-import { createWebhookEndpoint } from "../../src/webhooks/endpoints.ts";
 import { type DohServer, startDohServer } from "../fixtures/doh-server.ts";
 import { type GatewayServer, startGatewayServer } from "../fixtures/gateway-server.ts";
 import { startWebhookReceiver, type WebhookReceiver } from "../fixtures/webhook-receiver.ts";
@@ -108,8 +109,8 @@ describe("custom domains", () => {
   test("domain.activated when a claim verifies; domain.failed once as it turns Failed, not at every re-check", async () => {
     const t = await subscribedTenant();
     const ctx = systemCtx("test", t.tenantId);
-    const good = await addCustomDomain(h.deps, ctx, { hostname: uniqueHost("ok"), forPlatform: true });
-    const bad = await addCustomDomain(h.deps, ctx, { hostname: uniqueHost("bad"), forPlatform: true });
+    const good = await createCustomDomain(h.deps, ctx, { hostname: uniqueHost("ok"), forPlatform: true });
+    const bad = await createCustomDomain(h.deps, ctx, { hostname: uniqueHost("bad"), forPlatform: true });
     await h.db.update(tenantDomains).set({ nextCheckAt: new Date("2100-01-01T00:00:00Z") });
     await h.db
       .update(tenantDomains)
@@ -137,11 +138,11 @@ describe("custom domains", () => {
     const first = await subscribedTenant();
     const second = await subscribedTenant();
     const hostname = uniqueHost("moved");
-    const a = await addCustomDomain(h.deps, systemCtx("test", first.tenantId), {
+    const a = await createCustomDomain(h.deps, systemCtx("test", first.tenantId), {
       hostname,
       forPlatform: true,
     });
-    const b = await addCustomDomain(h.deps, systemCtx("test", second.tenantId), {
+    const b = await createCustomDomain(h.deps, systemCtx("test", second.tenantId), {
       hostname,
       forPlatform: true,
     });
@@ -193,15 +194,19 @@ test("usage.threshold_reached at 80 % and 100 % of a limit, once each per period
   const t = await subscribedTenant();
   const GiB = 1024 ** 3; // the free plan's storage_bytes limit
   const record = (quantity: number) =>
-    recordUsage(h.deps, {
-      tenantId: t.tenantId,
+    recordUsage(h.deps, systemCtx("test", t.tenantId), {
       feature: "storage_bytes",
       quantity,
       idempotencyKey: crypto.randomUUID(),
       limit: GiB, // as an upload passes what assertFeature said: under 80 % no statement is spent
     });
   // the cached counter exists (built from the ledger), so each event's total comes from its increment
-  expect(await currentUsage(h.deps, t.tenantId, "storage_bytes", "never")).toBe(0);
+  expect(
+    await getCurrentUsage(h.deps, systemCtx("test", t.tenantId), {
+      feature: "storage_bytes",
+      period: "never",
+    }),
+  ).toBe(0);
   expect((await record(Math.floor(0.5 * GiB))).counter).toBe(Math.floor(0.5 * GiB));
   expect((await eventsOf(t.tenantId)).filter((e) => e.type === "usage.threshold_reached")).toHaveLength(0);
   await record(Math.floor(0.35 * GiB)); // 85 %

@@ -3,8 +3,9 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { type PlinthEvent, webhookReceiver } from "../../examples/webhook-receiver/receiver.ts";
 import { systemCtx } from "../../src/context.ts";
+import { createWebhookEndpoint } from "../../src/webhooks/create-webhook-endpoint.ts";
 import { deliverAttempt } from "../../src/webhooks/deliver.ts";
-import { createWebhookEndpoint, sendTestEvent } from "../../src/webhooks/endpoints.ts";
+import { testWebhookEndpoint } from "../../src/webhooks/test-webhook-endpoint.ts";
 import { useTestApp } from "../helpers/app.ts";
 import { createTenant, newMasterKey } from "../helpers/identity.ts";
 import { ROOT } from "../helpers/process.ts";
@@ -45,7 +46,7 @@ test("the documented receiver verifies Plinth's deliveries and refuses forged on
     events: ["*"],
   });
   secret = created.secret;
-  const { deliveryId } = await sendTestEvent(h.deps, ctx, { id: created.endpoint.id });
+  const { deliveryId } = await testWebhookEndpoint(h.deps, ctx, { id: created.endpoint.id });
   expect(await deliverAttempt(h.deps, { deliveryId, attempt: 1 })).toBe("succeeded");
   expect(events.map((e) => e.type)).toEqual(["webhook.test"]);
   expect(answered).toEqual([204]);

@@ -1,8 +1,8 @@
 import type { Context } from "hono";
 import { html } from "hono/html";
-import { listPastDueTenants } from "../../billing/subscriptions.ts";
+import { listPastDueTenants } from "../../billing/list-past-due-tenants.ts";
 import type { Ctx } from "../../context.ts";
-import { listPlatformDomains } from "../../custom-domains/domains.ts";
+import { listPlatformCustomDomains } from "../../custom-domains/list-platform-custom-domains.ts";
 import type { Deps } from "../../deps.ts";
 import { jobActivity } from "../../jobs/admin/job-activity.ts";
 import { listJobs } from "../../jobs/admin/list-jobs.ts";
@@ -30,8 +30,8 @@ async function loadOverview(deps: Deps, ctx: Ctx) {
     summarizeJobs(deps, ctx),
     jobActivity(deps, ctx, { minutes: 60 }),
     listJobs(deps, ctx, { status: "dead", limit: 10 }),
-    listPlatformDomains(deps, ctx, { notActive: true, limit: 20 }),
-    listPastDueTenants(deps, ctx, { limit: 20 }),
+    listPlatformCustomDomains(deps, ctx, { notActive: true, limit: 20 }).then((page) => page.items),
+    listPastDueTenants(deps, ctx, { limit: 20 }).then((page) => page.items),
   ]);
   return { summary, activity, dead, domains, pastDue };
 }

@@ -13,9 +13,10 @@ import { setSessionCookie } from "../session-cookie.ts";
 import { consoleAssetRoutes } from "./assets.ts";
 import { CONSOLE_POLICY, type ConsoleSection, type Html, layout, notice } from "./layout.ts";
 import { auditPages } from "./pages-audit.ts";
+import { domainPages } from "./pages-domains.ts";
 import { jobPages, schedulePages } from "./pages-jobs.ts";
 import { overviewPage } from "./pages-overview.ts";
-import { domainPages, tenantPages } from "./pages-tenants.ts";
+import { tenantPages } from "./pages-tenants.ts";
 import { formOf, pageResponse } from "./respond.ts";
 import {
   type ConsoleEnv,

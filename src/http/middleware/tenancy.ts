@@ -8,8 +8,9 @@ import { forwardedByProxy, trustedProxies } from "../client-ip.ts";
 import type { AppEnv, ResolvedTenant } from "../context.ts";
 
 /**
- * Paths every host may reach: a TLS edge asks for permission (domains/permission.ts) by IP before
- * any certificate exists. (The health probes are mounted in front of this middleware: app.ts.)
+ * Paths every host may reach: a TLS edge asks for permission
+ * (custom-domains/get-tls-permission.ts) by IP before any certificate exists. (The health probes
+ * are mounted in front of this middleware: app.ts.)
  */
 const HOST_EXEMPT = new Set(["/api/tls/permission"]);
 export const TENANT_CODE_HEADER = "x-tenant";

@@ -1,12 +1,12 @@
 import { z } from "@hono/zod-openapi";
-import { getEffectiveFeatures, setFeatureOverride } from "../../billing/entitlements.ts";
+import { applySubscriptionEvent } from "../../billing/apply-subscription-event.ts";
+import { deleteFeatureOverride } from "../../billing/delete-feature-override.ts";
+import { getSubscription } from "../../billing/get-subscription.ts";
+import { getTenantFeatures } from "../../billing/get-tenant-features.ts";
+import { listSubscriptionHistory } from "../../billing/list-subscription-history.ts";
+import type { Subscription } from "../../billing/subscription-row.ts";
 import { eventSources, graceEndsAt, type SubscriptionEvent } from "../../billing/subscription-states.ts";
-import {
-  applySubscriptionEvent,
-  getTenantSubscription,
-  listSubscriptionHistory,
-  type Subscription,
-} from "../../billing/subscriptions.ts";
+import { updateFeatureOverride } from "../../billing/update-feature-override.ts";
 import { getUsageReport } from "../../billing/usage-report.ts";
 import type { Deps } from "../../deps.ts";
 import { adminCtxOf, createRouter } from "../context.ts";
@@ -137,17 +137,11 @@ const history = apiRoute("platform", {
     params: tenantIdParam,
     query: z.object({
       limit: z.coerce.number().int().min(1).max(200).default(50),
-      cursor: z
-        .string()
-        .regex(/^[1-9]\d{0,15}$/)
-        .optional()
-        .openapi({ description: "The previous page's `nextCursor`." }),
-      before: z.coerce
-        .number()
-        .int()
-        .min(1)
-        .optional()
-        .openapi({ deprecated: true, description: "Entries older than this id; `cursor` is the same." }),
+      cursor: z.string().optional().openapi({ description: "The previous page's `nextCursor`." }),
+      before: z.coerce.number().int().min(1).optional().openapi({
+        deprecated: true,
+        description: "Entries older than this history id: the older form of `cursor`.",
+      }),
     }),
   },
   responses: {
@@ -249,7 +243,7 @@ export function adminBillingRoutes(deps: Deps) {
   return createRouter()
     .openapi(getSub, async (c) => {
       const ctx = adminCtxOf(c, c.req.valid("param").tenantId);
-      const subscription = await getTenantSubscription(deps, ctx);
+      const subscription = await getSubscription(deps, ctx);
       return c.json({ subscription: subscription ? subscriptionView(deps, subscription) : null }, 200);
     })
     .openapi(changeSub, async (c) => {
@@ -267,15 +261,10 @@ export function adminBillingRoutes(deps: Deps) {
     })
     .openapi(history, async (c) => {
       const ctx = adminCtxOf(c, c.req.valid("param").tenantId);
-      const { limit, cursor, before } = c.req.valid("query");
-      const rows = await listSubscriptionHistory(deps, ctx, {
-        limit,
-        before: cursor === undefined ? before : Number(cursor),
-      });
-      const last = rows.length === limit ? rows.at(-1) : undefined;
+      const page = await listSubscriptionHistory(deps, ctx, c.req.valid("query"));
       return c.json(
         {
-          items: rows.map((r) => ({
+          items: page.items.map((r) => ({
             id: r.id,
             event: r.event,
             fromStatus: r.fromStatus,
@@ -288,26 +277,23 @@ export function adminBillingRoutes(deps: Deps) {
             reason: r.reason,
             occurredAt: r.occurredAt.toISOString(),
           })),
-          nextCursor: last ? String(last.id) : null,
+          nextCursor: page.nextCursor,
         },
         200,
       );
     })
     .openapi(adminFeatures, async (c) => {
       const ctx = adminCtxOf(c, c.req.valid("param").tenantId);
-      return c.json(featuresView(await getEffectiveFeatures(deps, ctx)), 200);
+      return c.json(featuresView(await getTenantFeatures(deps, ctx)), 200);
     })
     .openapi(putOverride, async (c) => {
       const { tenantId, featureKey } = c.req.valid("param");
-      await setFeatureOverride(deps, adminCtxOf(c, tenantId), {
-        featureKey,
-        override: c.req.valid("json"),
-      });
+      await updateFeatureOverride(deps, adminCtxOf(c, tenantId), { featureKey, ...c.req.valid("json") });
       return c.body(null, 204);
     })
     .openapi(deleteOverride, async (c) => {
       const { tenantId, featureKey } = c.req.valid("param");
-      await setFeatureOverride(deps, adminCtxOf(c, tenantId), { featureKey, override: null });
+      await deleteFeatureOverride(deps, adminCtxOf(c, tenantId), { featureKey });
       return c.body(null, 204);
     })
     .openapi(usageRoute, async (c) => {

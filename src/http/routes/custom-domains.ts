@@ -1,15 +1,13 @@
 import { z } from "@hono/zod-openapi";
-import {
-  addCustomDomain,
-  getDomain,
-  listDomains,
-  removeCustomDomain,
-  requestDomainCheck,
-} from "../../custom-domains/domains.ts";
-import { tlsPermission } from "../../custom-domains/permission.ts";
+import { checkCustomDomain } from "../../custom-domains/check-custom-domain.ts";
+import { createCustomDomain } from "../../custom-domains/create-custom-domain.ts";
+import { deleteCustomDomain } from "../../custom-domains/delete-custom-domain.ts";
+import { getCustomDomain } from "../../custom-domains/get-custom-domain.ts";
+import { getTlsPermission } from "../../custom-domains/get-tls-permission.ts";
+import { listCustomDomains } from "../../custom-domains/list-custom-domains.ts";
 import type { Deps } from "../../deps.ts";
 import { type Access, tenantAccess } from "../access.ts";
-import { adminCtxOf, createRouter, tenantCtxOf } from "../context.ts";
+import { adminCtxOf, anonymousCtxOf, createRouter, tenantCtxOf } from "../context.ts";
 import { apiRoute, json, jsonBody, problem, tenantIdParam } from "../openapi.ts";
 
 const domainSchema = z
@@ -150,22 +148,23 @@ export function adminDomainRoutes(deps: Deps) {
       .openapi(admin.create, async (c) => {
         const { tenantId } = c.req.valid("param");
         const input = { hostname: c.req.valid("json").hostname, forPlatform: true };
-        return c.json(await addCustomDomain(deps, adminCtxOf(c, tenantId), input), 201);
+        return c.json(await createCustomDomain(deps, adminCtxOf(c, tenantId), input), 201);
       })
-      .openapi(admin.list, async (c) =>
-        c.json({ items: await listDomains(deps, adminCtxOf(c, c.req.valid("param").tenantId)) }, 200),
-      )
+      .openapi(admin.list, async (c) => {
+        const { items } = await listCustomDomains(deps, adminCtxOf(c, c.req.valid("param").tenantId));
+        return c.json({ items }, 200);
+      })
       .openapi(admin.show, async (c) => {
         const { tenantId, id } = c.req.valid("param");
-        return c.json(await getDomain(deps, adminCtxOf(c, tenantId), { id }), 200);
+        return c.json(await getCustomDomain(deps, adminCtxOf(c, tenantId), { id }), 200);
       })
       .openapi(admin.check, async (c) => {
         const { tenantId, id } = c.req.valid("param");
-        return c.json(await requestDomainCheck(deps, adminCtxOf(c, tenantId), { id }), 202);
+        return c.json(await checkCustomDomain(deps, adminCtxOf(c, tenantId), { id }), 202);
       })
       .openapi(admin.remove, async (c) => {
         const { tenantId, id } = c.req.valid("param");
-        await removeCustomDomain(deps, adminCtxOf(c, tenantId), { id });
+        await deleteCustomDomain(deps, adminCtxOf(c, tenantId), { id });
         return c.body(null, 204);
       })
   );
@@ -180,17 +179,20 @@ export function tenantDomainRoutes(deps: Deps) {
     .openapi(tenant.create, async (c) => {
       // the plan binds a tenant's own additions: never `forPlatform` from here
       const { hostname } = c.req.valid("json");
-      return c.json(await addCustomDomain(deps, tenantCtxOf(c), { hostname }), 201);
+      return c.json(await createCustomDomain(deps, tenantCtxOf(c), { hostname }), 201);
     })
-    .openapi(tenant.list, async (c) => c.json({ items: await listDomains(deps, tenantCtxOf(c)) }, 200))
+    .openapi(tenant.list, async (c) => {
+      const { items } = await listCustomDomains(deps, tenantCtxOf(c));
+      return c.json({ items }, 200);
+    })
     .openapi(tenant.show, async (c) =>
-      c.json(await getDomain(deps, tenantCtxOf(c), { id: c.req.valid("param").id }), 200),
+      c.json(await getCustomDomain(deps, tenantCtxOf(c), { id: c.req.valid("param").id }), 200),
     )
     .openapi(tenant.check, async (c) =>
-      c.json(await requestDomainCheck(deps, tenantCtxOf(c), { id: c.req.valid("param").id }), 202),
+      c.json(await checkCustomDomain(deps, tenantCtxOf(c), { id: c.req.valid("param").id }), 202),
     )
     .openapi(tenant.remove, async (c) => {
-      await removeCustomDomain(deps, tenantCtxOf(c), { id: c.req.valid("param").id });
+      await deleteCustomDomain(deps, tenantCtxOf(c), { id: c.req.valid("param").id });
       return c.body(null, 204);
     });
 }
@@ -214,9 +216,10 @@ const permission = apiRoute("public", {
 
 /** Public, and exempt from the host allowlist (the edge calls by IP). Answers from an in-process cache. */
 export function tlsPermissionRoutes(deps: Deps) {
-  const allowed = tlsPermission(deps);
-  return createRouter().openapi(permission, async (c) => {
-    const domain = await allowed(c.req.valid("query").domain);
-    return c.json({ domain, allowed: true as const }, 200);
-  });
+  return createRouter().openapi(permission, async (c) =>
+    c.json(
+      await getTlsPermission(deps, anonymousCtxOf(c, null), { domain: c.req.valid("query").domain }),
+      200,
+    ),
+  );
 }

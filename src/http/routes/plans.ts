@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { listPlans } from "../../billing/catalog.ts";
+import { listPlans } from "../../billing/list-plans.ts";
 import type { Deps } from "../../deps.ts";
 import { anonymousCtxOf, createRouter } from "../context.ts";
 import { outputCacheFor } from "../middleware/output-cache.ts";
@@ -43,6 +43,6 @@ export function planRoutes(deps: Deps) {
   router.use("/api/plans", outputCacheFor(deps));
   return router.openapi(plansRoute, async (c) => {
     c.header("cache-control", "public, max-age=60");
-    return c.json({ items: await listPlans(deps, anonymousCtxOf(c)), nextCursor: null }, 200);
+    return c.json(await listPlans(deps, anonymousCtxOf(c)), 200);
   });
 }

@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi";
-import { getEffectiveFeatures, type TenantFeatures } from "../../billing/entitlements.ts";
+import type { TenantFeatures } from "../../billing/entitlements.ts";
+import { getTenantFeatures } from "../../billing/get-tenant-features.ts";
 import type { Deps } from "../../deps.ts";
 import { tenantAccess } from "../access.ts";
 import { createRouter, tenantCtxOf } from "../context.ts";
@@ -43,6 +44,6 @@ const tenantFeatures = apiRoute(tenantAccess("everyone", { apiKey: "any" }), {
 /** Tenant users: their tenant's features (never another tenant's: the id comes from the principal). */
 export function tenantFeatureRoutes(deps: Deps) {
   return createRouter().openapi(tenantFeatures, async (c) => {
-    return c.json(featuresView(await getEffectiveFeatures(deps, tenantCtxOf(c))), 200);
+    return c.json(featuresView(await getTenantFeatures(deps, tenantCtxOf(c))), 200);
   });
 }

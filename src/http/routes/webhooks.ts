@@ -2,16 +2,14 @@ import type { OpenAPIHono } from "@hono/zod-openapi";
 import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { webhookEventTypes } from "../../events/outbox.ts";
+import { createWebhookEndpoint } from "../../webhooks/create-webhook-endpoint.ts";
+import { deleteWebhookEndpoint } from "../../webhooks/delete-webhook-endpoint.ts";
 import { listDeliveries, replayFailedDeliveries, retryDelivery } from "../../webhooks/deliveries.ts";
-import {
-  createWebhookEndpoint,
-  deleteWebhookEndpoint,
-  getWebhookEndpoint,
-  listWebhookEndpoints,
-  rotateWebhookSecret,
-  sendTestEvent,
-  updateWebhookEndpoint,
-} from "../../webhooks/endpoints.ts";
+import { getWebhookEndpoint } from "../../webhooks/get-webhook-endpoint.ts";
+import { listWebhookEndpoints } from "../../webhooks/list-webhook-endpoints.ts";
+import { rotateWebhookSecret } from "../../webhooks/rotate-webhook-secret.ts";
+import { testWebhookEndpoint } from "../../webhooks/test-webhook-endpoint.ts";
+import { updateWebhookEndpoint } from "../../webhooks/update-webhook-endpoint.ts";
 import { tenantAccess } from "../access.ts";
 import { adminCtxOf, createRouter, tenantCtxOf } from "../context.ts";
 import { apiRoute, json, jsonBody, page, pageQuery, problem, tenantIdParam } from "../openapi.ts";
@@ -242,7 +240,10 @@ export function tenantWebhookRoutes(deps: Deps) {
     .openapi(create, async (c) =>
       c.json(await createWebhookEndpoint(deps, tenantCtxOf(c), c.req.valid("json")), 201),
     )
-    .openapi(list, async (c) => c.json({ items: await listWebhookEndpoints(deps, tenantCtxOf(c)) }, 200))
+    .openapi(list, async (c) => {
+      const { items } = await listWebhookEndpoints(deps, tenantCtxOf(c));
+      return c.json({ items }, 200);
+    })
     .openapi(show, async (c) =>
       c.json(await getWebhookEndpoint(deps, tenantCtxOf(c), { id: c.req.valid("param").id }), 200),
     )
@@ -263,7 +264,7 @@ export function tenantWebhookRoutes(deps: Deps) {
       c.json(await rotateWebhookSecret(deps, tenantCtxOf(c), { id: c.req.valid("param").id }), 200),
     )
     .openapi(sendTest, async (c) =>
-      c.json(await sendTestEvent(deps, tenantCtxOf(c), { id: c.req.valid("param").id }), 202),
+      c.json(await testWebhookEndpoint(deps, tenantCtxOf(c), { id: c.req.valid("param").id }), 202),
     )
     .openapi(deliveries, async (c) => {
       const { limit, cursor } = c.req.valid("query");
@@ -286,7 +287,8 @@ export function tenantWebhookRoutes(deps: Deps) {
 export function adminWebhookRoutes(deps: Deps) {
   return createRouter().openapi(adminList, async (c) => {
     const { tenantId } = c.req.valid("param");
-    return c.json({ items: await listWebhookEndpoints(deps, adminCtxOf(c, tenantId)) }, 200);
+    const { items } = await listWebhookEndpoints(deps, adminCtxOf(c, tenantId));
+    return c.json({ items }, 200);
   });
 }
 

@@ -1,0 +1,45 @@
+import { and, desc, eq, lt } from "drizzle-orm";
+import { z } from "zod";
+import type { TenantCtx } from "../context.ts";
+import { withDatabase } from "../db/operation.ts";
+import { subscriptionHistory } from "../db/schema/billing.ts";
+import { cursorCodec, type Page, type PageRequest, pageOf } from "../pagination.ts";
+import { getTenant } from "../tenancy/tenants.ts";
+import type { BillingDeps } from "./billing-deps.ts";
+
+export type SubscriptionHistoryEntry = typeof subscriptionHistory.$inferSelect;
+
+const historyCursor = cursorCodec(z.object({ id: z.number().int().positive() }));
+
+/**
+ * Every change of the ctx's tenant's subscription, newest first, keyset-paginated on the history
+ * id; `before` (an id) is the older form of a cursor. 404 for an unknown tenant.
+ */
+export async function listSubscriptionHistory(
+  deps: Pick<BillingDeps, "database">,
+  ctx: TenantCtx,
+  input: PageRequest & { before?: number },
+): Promise<Page<SubscriptionHistoryEntry>> {
+  const before = historyCursor.decodeOptional(input.cursor)?.id ?? input.before;
+  await getTenant(deps, ctx, { tenantId: ctx.tenantId });
+  const rows = await withDatabase(deps, ctx, (db) =>
+    db
+      .select()
+      .from(subscriptionHistory)
+      .where(
+        and(
+          eq(subscriptionHistory.tenantId, ctx.tenantId),
+          before ? lt(subscriptionHistory.id, before) : undefined,
+        ),
+      )
+      .orderBy(desc(subscriptionHistory.id))
+      .limit(input.limit + 1),
+  );
+  return pageOf(
+    rows,
+    input.limit,
+    (row) => row,
+    (row) => ({ id: row.id }),
+    historyCursor,
+  );
+}
