@@ -26,7 +26,8 @@ import { startBackground } from "../src/loops/background.ts";
 import { seedCatalog } from "../src/seed.ts";
 import { createTenant } from "../src/tenancy/tenants.ts";
 import { createWebhookEndpoint } from "../src/webhooks/create-webhook-endpoint.ts";
-import { deliveryBody, webhookJobs } from "../src/webhooks/deliveries.ts";
+import { deliveryBody } from "../src/webhooks/deliver.ts";
+import { webhookJobs } from "../src/webhooks/delivery-prune.ts";
 import { newSigningSecret, signedHeaders } from "../src/webhooks/signing.ts";
 import { percentile } from "./stats.ts";
 
@@ -146,7 +147,7 @@ async function plinthThroughput(run: number): Promise<number> {
   const target = arrived + DELIVERIES;
   const done = until(() => arrived >= target);
   const start = performance.now();
-  const background = await startBackground(deps, { registry: createJobRegistry(webhookJobs(deps)) });
+  const background = await startBackground(deps, { registry: createJobRegistry().add(deps, webhookJobs) });
   await done;
   const seconds = (performance.now() - start) / 1000;
   await background.stop(5_000);
@@ -207,7 +208,7 @@ async function latencies(): Promise<{ outbox: number[]; job: number[] }> {
   let started: (at: number) => void = () => {};
   const probe = defineJob("bench.probe", z.object({}).passthrough(), () => started(performance.now()));
   const background = await startBackground(deps, {
-    registry: createJobRegistry([...webhookJobs(deps), probe]),
+    registry: createJobRegistry([probe]).add(deps, webhookJobs),
   });
   const outbox: number[] = [];
   const job: number[] = [];

@@ -10,10 +10,11 @@ import { type AppConfig, type LoadOptions, loadConfig } from "./config/load.ts";
 import type { HeldLock } from "./db/client.ts";
 import { describeDatabaseFailure } from "./db/errors.ts";
 import { SERVING_LOCK } from "./db/migrator.ts";
+import { createOutageLog } from "./db/outage-log.ts";
 import { pendingSentence } from "./db/schema-gate.ts";
 import { closeDeps, createDeps, type Deps } from "./deps.ts";
 import { startApiBackground } from "./loops/api-background.ts";
-import { createOutageLog } from "./loops/outage-log.ts";
+import type { Background } from "./loops/background.ts";
 import type { Logger } from "./telemetry/logger.ts";
 
 /** How often a process waiting for migrations (or for its database) checks the schema again. */
@@ -132,20 +133,41 @@ export async function runApi(runtime: RuntimeAdapter, options: LifecycleOptions 
   // While this process serves it holds the serving lock (shared), so `migrate --down` can tell.
   const servingLock = holdServingLock(deps);
 
-  // after the server listens, and once the schema has every migration this code ships; LISTEN
-  // failing only costs wake-ups, the loops keep polling
-  const background = deps.schema
-    .whenCurrent()
-    .then((current) => {
-      if (!current) return null;
-      return startApiBackground(deps);
-    })
-    .catch((error: unknown) => {
-      logger.error("background loops failed to start", { error });
-      return null;
-    });
+  const background = startBackgroundWhenCurrent(deps);
 
   const signal = await signalled;
+  await shutDown({ config, deps, server, background, servingLock, signal });
+  return 0;
+}
+
+/**
+ * The background loops, after the server listens and once the schema has every migration this code
+ * ships; LISTEN failing only costs wake-ups, the loops keep polling.
+ */
+function startBackgroundWhenCurrent(deps: Deps): Promise<Background | null> {
+  return deps.schema
+    .whenCurrent()
+    .then((current) => (current ? startApiBackground(deps) : null))
+    .catch((error: unknown) => {
+      deps.logger.error("background loops failed to start", { error });
+      return null;
+    });
+}
+
+/**
+ * The drain on SIGTERM/SIGINT: requests, background loops and started sends against one deadline,
+ * then the serving lock and the dependencies; every step bounded.
+ */
+async function shutDown(input: {
+  config: AppConfig;
+  deps: Deps;
+  server: ServedHttp;
+  background: Promise<Background | null>;
+  servingLock: { release(): Promise<void> };
+  signal: StopSignal;
+}): Promise<void> {
+  const { config, deps, server, background, servingLock, signal } = input;
+  const { logger } = deps;
   const timeoutMs = config.settings.Server.ShutdownTimeoutSeconds * 1000;
   // one deadline for the whole drain: requests, background loops and started sends together
   const deadline = Date.now() + timeoutMs;
@@ -173,7 +195,6 @@ export async function runApi(runtime: RuntimeAdapter, options: LifecycleOptions 
   await closeDeps(deps);
   logger.info("stopped");
   logger.flush();
-  return 0;
 }
 
 /** After the shutdown deadline, how long a step still gets before it is left behind. */

@@ -183,7 +183,8 @@ const ACTIONS = {
     what: "A dead job, or a selection of jobs, was queued again.",
     target: "`job` (id); none for a bulk retry",
     details: "`count`, `jobKind`; a bulk retry: `reason: bulk retry`, `status`, `kind` (its filter)",
-    writtenBy: "`retryDeadJob`, `retryJobs` (through `jobAdminActed`, src/jobs/admin.ts; platform chain)",
+    writtenBy:
+      "`retryDeadJob`, `retryJobs` (through `jobAdminActed`, src/jobs/admin/job-admin-acted.ts; platform chain)",
   },
   "job.cancelled": {
     what: "A job, or a selection of jobs, was cancelled.",

@@ -1,6 +1,6 @@
 import { z } from "zod";
-import { defineJob, type JobDefinition } from "../jobs/registry.ts";
-import type { Logger } from "../telemetry/logger.ts";
+import type { Deps } from "../deps.ts";
+import { jobKind, jobWorker } from "../jobs/registry.ts";
 
 export const SUBSCRIPTION_CHANGED = "billing.subscription_changed";
 
@@ -18,20 +18,19 @@ export const subscriptionChangedPayload = z.object({
 });
 export type SubscriptionChangedPayload = z.infer<typeof subscriptionChangedPayload>;
 
-/** What enqueue needs (kind and schema); the handler lives in `subscriptionChangedJob`. */
-export const subscriptionChanged = defineJob(SUBSCRIPTION_CHANGED, subscriptionChangedPayload, () => {});
+/** The job kind a subscription change enqueues (src/billing/subscriptions.ts). */
+export const subscriptionChanged = jobKind(SUBSCRIPTION_CHANGED, subscriptionChangedPayload);
 
 /**
- * The notification handler: for now it logs the change (a notification provider would e-mail the
- * tenant's owners here). Register it in the job registry of every process that runs the job loop.
+ * Its handler: for now it logs the change (a notification provider would e-mail the tenant's
+ * owners here). Registered by every process that runs the job loop (`billingJobs`).
  */
-export function subscriptionChangedJob(logger: Logger): JobDefinition {
-  return defineJob(SUBSCRIPTION_CHANGED, subscriptionChangedPayload, (payload) => {
-    logger.info("subscription changed", payload);
-  });
-}
+export const subscriptionChangedWorker = jobWorker(
+  subscriptionChanged,
+  (deps: Pick<Deps, "logger">, payload) => {
+    deps.logger.info("subscription changed", payload);
+  },
+);
 
-/** Billing's job kinds, for `createJobRegistry`. */
-export function billingJobs(logger: Logger): JobDefinition[] {
-  return [subscriptionChangedJob(logger)];
-}
+/** Billing's job workers, for `JobRegistry.add`. */
+export const billingJobs = [subscriptionChangedWorker];

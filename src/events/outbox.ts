@@ -2,7 +2,7 @@ import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { type Executor, execute } from "../db/client.ts";
 import { type EnqueueContext, enqueueMany } from "../jobs/enqueue.ts";
-import { defineJob } from "../jobs/registry.ts";
+import { jobKind } from "../jobs/registry.ts";
 
 /** Every event type a tenant can subscribe to (`*` subscribes to all of them). */
 export const webhookEventTypes = [
@@ -47,17 +47,16 @@ export interface WebhookEventData {
   "webhook.endpoint_disabled": { endpointId: string; url: string; failingSince: string; reason: string };
 }
 
-/** The job of one delivery attempt; its handler is `deliveryJob` (src/webhooks/deliveries.ts). */
 export const DELIVER_KIND = "webhooks.deliver";
 export const deliverPayload = z.object({
   deliveryId: z.uuid(),
   /** 1 for the first attempt. */
   attempt: z.number().int().positive(),
 });
-/** What enqueue needs (kind and schema). */
-export const deliverJob = defineJob(DELIVER_KIND, deliverPayload, () => {});
 /** A delivery attempt's job runs again only if its process died (lease takeover), not on an HTTP failure. */
 export const DELIVER_JOB_ATTEMPTS = 5;
+/** The job kind of one delivery attempt; its handler is `deliverWorker` (src/webhooks/deliver.ts). */
+export const deliverJob = jobKind(DELIVER_KIND, deliverPayload, { maxAttempts: DELIVER_JOB_ATTEMPTS });
 
 export const deliveryDedupKey = (deliveryId: string, attempt: number) => `webhook:${deliveryId}:${attempt}`;
 

@@ -2,7 +2,7 @@ import { sql } from "drizzle-orm";
 import type { z } from "zod";
 import type { Clock } from "../clock.ts";
 import { type Executor, execute, executePrepared } from "../db/client.ts";
-import type { JobDefinition } from "./registry.ts";
+import type { JobKind } from "./registry.ts";
 
 /** The NOTIFY channel an enqueue signals so idle job loops wake at once. */
 export const JOBS_CHANNEL = "plinth_jobs";
@@ -43,7 +43,7 @@ export interface EnqueueOptions {
 }
 
 export interface EnqueueItem<S extends z.ZodType = z.ZodType> {
-  job: JobDefinition<S>;
+  job: JobKind<S>;
   payload: z.input<S>;
   options?: EnqueueOptions;
 }
@@ -135,7 +135,7 @@ async function insertRows(db: Executor, now: Date, rows: Row[]): Promise<number[
 export async function enqueue<S extends z.ZodType>(
   db: Executor,
   context: EnqueueContext,
-  job: JobDefinition<S>,
+  job: JobKind<S>,
   payload: z.input<S>,
   options: EnqueueOptions = {},
 ): Promise<{ id: number; created: boolean }> {

@@ -45,11 +45,7 @@ export class JobTimeoutError extends Error {
 
 export type JobHandler<P> = (payload: P, context: JobContext) => Promise<void> | void;
 
-/** A job kind: its name, the zod schema of its payload and the code that runs it. */
-export interface JobDefinition<S extends z.ZodType = z.ZodType> {
-  kind: string;
-  schema: S;
-  handler: JobHandler<z.output<S>>;
+export interface JobKindOptions {
   /** Overrides `BackgroundProcessing:JobMaxAttempts` for this kind. */
   maxAttempts?: number;
   /** A run longer than this is aborted (`JobTimeoutError`) and counts as a failed attempt. */
@@ -58,21 +54,71 @@ export interface JobDefinition<S extends z.ZodType = z.ZodType> {
   groupConcurrency?: number;
 }
 
+/** A job kind: its name and the zod schema of its payload. What enqueueing it takes. */
+export interface JobKind<S extends z.ZodType = z.ZodType> extends JobKindOptions {
+  kind: string;
+  schema: S;
+}
+
+/** A kind with the code that runs it: what a registry holds. */
+export interface JobDefinition<S extends z.ZodType = z.ZodType> extends JobKind<S> {
+  handler: JobHandler<z.output<S>>;
+}
+
+/**
+ * The handler of a kind that needs the process's dependencies, declared once beside the code it
+ * calls; a process binds its deps when it registers it (`JobRegistry.add`, like River's
+ * `AddWorker`). Modules that only enqueue the kind import the kind, never the worker.
+ */
+export interface JobWorker<D, S extends z.ZodType = z.ZodType> {
+  kind: JobKind<S>;
+  // a method, so a worker needing part of Deps fits a list of workers registered with all of it
+  handle(deps: D, payload: z.output<S>, context: JobContext): Promise<void> | void;
+}
+
 const KIND = /^[a-z][a-z0-9_-]*(\.[a-z0-9_-]+)*$/;
 
-export function defineJob<S extends z.ZodType>(
-  kind: string,
-  schema: S,
-  handler: JobHandler<z.output<S>>,
-  options: { maxAttempts?: number; timeoutMs?: number; groupConcurrency?: number } = {},
-): JobDefinition<S> {
+function checkKind(kind: string, options: JobKindOptions): void {
   if (!KIND.test(kind)) throw new Error(`job kind "${kind}" must be dotted lower-case words`);
   const { timeoutMs, groupConcurrency } = options;
   if (timeoutMs !== undefined && !(Number.isInteger(timeoutMs) && timeoutMs > 0 && timeoutMs <= 2 ** 31 - 1))
     throw new Error(`timeoutMs of job kind "${kind}" must be a positive integer of milliseconds`);
   if (groupConcurrency !== undefined && (!Number.isInteger(groupConcurrency) || groupConcurrency < 1))
     throw new Error(`groupConcurrency of job kind "${kind}" must be a positive integer`);
-  return { kind, schema, handler, maxAttempts: options.maxAttempts, timeoutMs, groupConcurrency };
+}
+
+/** Declares a job kind (name, payload schema, options); an invalid name or option throws here. */
+export function jobKind<S extends z.ZodType>(
+  kind: string,
+  schema: S,
+  options: JobKindOptions = {},
+): JobKind<S> {
+  checkKind(kind, options);
+  const { maxAttempts, timeoutMs, groupConcurrency } = options;
+  return { kind, schema, maxAttempts, timeoutMs, groupConcurrency };
+}
+
+/** The handler of `kind`, taking the deps the process registers it with. */
+export function jobWorker<S extends z.ZodType, D>(
+  kind: JobKind<S>,
+  handle: (deps: D, payload: z.output<S>, context: JobContext) => Promise<void> | void,
+): JobWorker<D, S> {
+  return { kind, handle };
+}
+
+/** A kind and a handler that needs nothing from the process, in one declaration (tests, `system.noop`). */
+export function defineJob<S extends z.ZodType>(
+  kind: string,
+  schema: S,
+  handler: JobHandler<z.output<S>>,
+  options: JobKindOptions = {},
+): JobDefinition<S> {
+  return { ...jobKind(kind, schema, options), handler };
+}
+
+/** A worker bound to `deps`: the definition a registry runs. */
+export function bindJob<D, S extends z.ZodType>(deps: D, worker: JobWorker<D, S>): JobDefinition<S> {
+  return { ...worker.kind, handler: (payload, context) => worker.handle(deps, payload, context) };
 }
 
 /** The kinds one process can run. It claims only these, so a rolling deploy that adds a kind is safe. */
@@ -84,9 +130,16 @@ export class JobRegistry {
   }
 
   register(definition: JobDefinition): this {
+    checkKind(definition.kind, definition);
     if (this.#definitions.has(definition.kind))
       throw new Error(`job kind "${definition.kind}" is registered twice`);
     this.#definitions.set(definition.kind, definition);
+    return this;
+  }
+
+  /** Registers each worker with the deps its handler gets. */
+  add<D>(deps: D, workers: readonly JobWorker<D>[]): this {
+    for (const worker of workers) this.register(bindJob(deps, worker));
     return this;
   }
 

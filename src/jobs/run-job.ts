@@ -1,43 +1,39 @@
 import type { Clock } from "../clock.ts";
 import type { Executor } from "../db/client.ts";
 import type { Redactor } from "../redact.ts";
+import { withTimeout } from "../runtime/with-timeout.ts";
 import type { Logger } from "../telemetry/logger.ts";
+import {
+  type Completer,
+  createCompleter,
+  type JobEventSink,
+  type Outcome,
+  type Recorded,
+} from "./completer.ts";
 import { describeIssues } from "./enqueue.ts";
 import {
   type ClaimedJob,
-  completeJobs,
   DEFAULT_RETRY_POLICY,
   describeJobError,
-  failJob,
-  type JobLease,
   LEASE_MS,
   type RetryPolicy,
   recordProgress,
   retryDelayMs,
+  STATEMENT_TIMEOUT_MS,
 } from "./queue.ts";
 import { JobCancelledError, type JobRegistry, JobTimeoutError, MAX_PROGRESS_BYTES } from "./registry.ts";
 
-/** What running one job reports (the job loop turns these into metrics). */
-export type RunEvent =
-  | { type: "succeeded"; id: number; kind: string; attempt: number; durationMs: number }
-  | { type: "failed"; id: number; kind: string; attempt: number; retryAt: Date; durationMs: number }
-  | { type: "dead"; id: number; kind: string; attempt: number; reason: string }
-  /** A run whose lease another worker took over: its result was not recorded. */
-  | { type: "lost"; id: number; kind: string; attempt: number }
-  /** A run an admin cancelled: its handler's signal fired, nothing more is recorded. */
-  | { type: "cancelled"; id: number; kind: string; attempt: number };
-
 export interface RunJobDeps {
+  /** Where the handler's progress is written. */
   db: Executor;
   clock: Clock;
   /** Carries the loop's fields (`loop`, `workerId`) on the lines written here. */
   logger: Logger;
   redactor: Redactor;
-  emit?: (event: RunEvent) => void;
 }
 
 export interface RunJobInput {
-  /** A run claimed by `workerId`: every write below is fenced on its lease. */
+  /** A run claimed by `workerId`: every write of it is fenced on its lease. */
   job: ClaimedJob;
   workerId: string;
   registry: JobRegistry;
@@ -51,125 +47,50 @@ export interface RunJobInput {
    * heartbeat); by default a timer aborts the handler `abortMargin` before the claimed lease ends.
    */
   leaseTimer?: boolean;
-  /** True once the run was given back at shutdown: its result is then not recorded. */
-  released?: () => boolean;
-  /**
-   * Takes a success over: the job loop records it together with its next claim. Without it the
-   * success is recorded here, alone.
-   */
-  complete?: (lease: JobLease, startedAt: number) => void;
-  /**
-   * Called once the handler is done (the loop frees the slot): before its result is written, or,
-   * after a timeout or a cancel (recorded at once), when the handler finally returns.
-   */
-  onHandled?: () => void;
 }
 
-/** `handed-off`: a success given to `complete`; `unrecorded`: the write failed, the lease runs out. */
-export type RunOutcome =
-  | "succeeded"
-  | "handed-off"
-  | "failed"
-  | "dead"
-  | "lost"
-  | "released"
-  | "unrecorded"
-  | "cancelled";
-
-/** `settled`: the handler's own end (later than the result after a timeout or a cancel). */
-type Handled = { settled: Promise<unknown> } & (
-  | { ok: true; startedAt: number }
-  | { ok: false; error: unknown; durationMs: number }
-  | { ok: false; dead: string }
-  | { ok: false; cancelled: true }
-);
+/** A run under way: what it came to, and when its handler is done. */
+export interface RunningJob {
+  /**
+   * The outcome, decided but not written (the completer writes it): when the handler returned or
+   * threw, or at once on a cancel or a timeout, however long the handler goes on.
+   */
+  outcome: Promise<Outcome>;
+  /** The handler's own end: its slot is busy until then. Never rejects. */
+  handled: Promise<void>;
+}
 
 /** Before the lease ends the handler's signal fires, leaving this much for it to stop and report. */
 export function abortMargin(leaseMs: number): number {
   return Math.min(30_000, Math.floor(leaseMs / 10));
 }
 
+const settledNow: Promise<void> = Promise.resolve();
+
 /**
  * Runs one claimed job: checks its kind, attempt and payload, calls the handler with a signal that
- * fires before the lease ends, then records the result fenced on the lease: succeeded, failed with
- * a retry time (backoff), or dead (attempts used up, invalid payload). Never rejects.
+ * fires before the lease ends (or at the kind's `timeoutMs`, or when the caller aborts), and
+ * decides the outcome: succeeded, failed with a retry time (backoff), dead (attempts used up,
+ * invalid payload) or cancelled. Writes nothing but the handler's progress.
  */
-export async function runJob(deps: RunJobDeps, input: RunJobInput): Promise<RunOutcome> {
-  const handled = await handle(deps, input);
-  // the slot stays taken until the handler returns, even when its result was settled earlier
-  void handled.settled.then(() => input.onHandled?.());
-  if (input.released?.()) return "released";
-  const { job } = input;
-  if ("cancelled" in handled) {
-    deps.logger.info("job cancelled while running; its handler was signalled", {
-      jobId: job.id,
-      kind: job.kind,
-      attempt: job.attempts,
-    });
-    emit(deps, { type: "cancelled", id: job.id, kind: job.kind, attempt: job.attempts });
-    return "cancelled";
-  }
-  if (handled.ok) {
-    const lease: JobLease = { id: job.id, attempts: job.attempts };
-    if (input.complete) {
-      input.complete(lease, handled.startedAt);
-      return "handed-off";
-    }
-    try {
-      const done = await completeJobs(deps.db, {
-        workerId: input.workerId,
-        jobs: [lease],
-        now: deps.clock.now(),
-      });
-      if (!done.includes(job.id)) return reportLost(deps, job);
-      emit(deps, {
-        type: "succeeded",
-        id: job.id,
-        kind: job.kind,
-        attempt: job.attempts,
-        durationMs: performance.now() - handled.startedAt,
-      });
-      return "succeeded";
-    } catch (error) {
-      deps.logger.error("recording a finished job failed", { jobId: job.id, error });
-      return "unrecorded";
-    }
-  }
-  if ("dead" in handled) return recordDead(deps, input, handled.dead);
-  return recordFailure(deps, input, handled.error, handled.durationMs);
-}
-
-const settledNow: Promise<unknown> = Promise.resolve();
-
-async function handle(deps: RunJobDeps, input: RunJobInput): Promise<Handled> {
+export function startJob(deps: RunJobDeps, input: RunJobInput): RunningJob {
   const { job } = input;
   const definition = input.registry.get(job.kind);
-  if (!definition) {
-    // claimed only for registered kinds, so this is a registry changed at run time
-    return {
-      ok: false,
-      error: new Error(`no handler for job kind "${job.kind}" in this process`),
-      durationMs: 0,
-      settled: settledNow,
-    };
-  }
-  if (job.attempts > job.maxAttempts) {
-    return {
-      ok: false,
-      dead: `the lease of attempt ${job.maxAttempts} of ${job.maxAttempts} expired: the process running it stopped`,
-      settled: settledNow,
-    };
-  }
+  // claimed only for registered kinds, so this is a registry changed at run time
+  if (!definition)
+    return failedAtOnce(deps, input, new Error(`no handler for job kind "${job.kind}" in this process`));
+  if (job.attempts > job.maxAttempts)
+    return deadAtOnce(
+      deps,
+      job,
+      `the lease of attempt ${job.maxAttempts} of ${job.maxAttempts} expired: the process running it stopped`,
+    );
   const parsed = definition.schema.safeParse(job.payload);
   if (!parsed.success) {
     const issues = describeIssues(parsed.error)
       .map((i) => `${i.path}: ${i.message}`)
       .join("; ");
-    return {
-      ok: false,
-      dead: `payload does not match the schema of job kind "${job.kind}": ${issues}`,
-      settled: settledNow,
-    };
+    return deadAtOnce(deps, job, `payload does not match the schema of job kind "${job.kind}": ${issues}`);
   }
   const controller = input.controller ?? new AbortController();
   const { signal } = controller;
@@ -210,19 +131,41 @@ async function handle(deps: RunJobDeps, input: RunJobInput): Promise<Handled> {
     () => ({ ok: true as const }),
     (error: unknown) => ({ ok: false as const, error }),
   );
-  const settled = running.finally(() => {
+  const handled = running.then(() => {
     for (const timer of timers) clearTimeout(timer);
     stopWaiting();
   });
-  const first = await Promise.race([running, interrupted]);
-  const durationMs = performance.now() - startedAt;
-  // the reason decides, also when the handler returned in the same turn as the abort
-  if (signal.reason instanceof JobCancelledError) return { ok: false, cancelled: true, settled };
-  if (signal.reason instanceof JobTimeoutError)
-    return { ok: false, error: signal.reason, durationMs, settled };
-  if (first === "interrupted") return { ok: false, error: signal.reason, durationMs, settled }; // not reached
-  if (first.ok) return { ok: true, startedAt, settled };
-  return { ok: false, error: first.error, durationMs, settled };
+  const outcome = Promise.race([running, interrupted]).then((first): Outcome => {
+    const durationMs = performance.now() - startedAt;
+    // the reason decides, also when the handler returned in the same turn as the abort
+    if (signal.reason instanceof JobCancelledError) return { type: "cancelled", job };
+    if (signal.reason instanceof JobTimeoutError) return failure(deps, input, signal.reason, durationMs);
+    if (first === "interrupted") return failure(deps, input, signal.reason, durationMs); // not reached
+    if (first.ok) return { type: "succeeded", job, startedAt };
+    return failure(deps, input, first.error, durationMs);
+  });
+  return { outcome, handled };
+}
+
+/** A thrown error: failed with a retry time while attempts are left, else dead. */
+function failure(deps: RunJobDeps, input: RunJobInput, error: unknown, durationMs: number): Outcome {
+  const { job } = input;
+  const message = describeJobError(error, deps.redactor);
+  if (job.attempts >= job.maxAttempts) return { type: "dead", job, reason: message };
+  const delay = retryDelayMs(job.attempts, input.retry ?? DEFAULT_RETRY_POLICY, input.random ?? Math.random);
+  const retryAt = new Date(deps.clock.now().getTime() + delay);
+  return { type: "failed", job, error: message, retryAt, durationMs };
+}
+
+function failedAtOnce(deps: RunJobDeps, input: RunJobInput, error: Error): RunningJob {
+  return { outcome: Promise.resolve(failure(deps, input, error, 0)), handled: settledNow };
+}
+
+function deadAtOnce(deps: RunJobDeps, job: ClaimedJob, reason: string): RunningJob {
+  return {
+    outcome: Promise.resolve({ type: "dead", job, reason: deps.redactor.text(reason) }),
+    handled: settledNow,
+  };
 }
 
 /**
@@ -239,7 +182,8 @@ function progressReporter(deps: RunJobDeps, input: RunJobInput): (value: unknown
       const progress = next;
       next = undefined;
       try {
-        await recordProgress(deps.db, { workerId: input.workerId, job: lease, progress });
+        const write = recordProgress(deps.db, { workerId: input.workerId, job: lease, progress });
+        await withTimeout(write, STATEMENT_TIMEOUT_MS, "recording a job's progress");
       } catch (error) {
         deps.logger.warn("recording a job's progress failed", { jobId: lease.id, error });
       }
@@ -266,100 +210,19 @@ function progressReporter(deps: RunJobDeps, input: RunJobInput): (value: unknown
   };
 }
 
-function emit(deps: RunJobDeps, event: RunEvent): void {
-  try {
-    deps.emit?.(event);
-  } catch (error) {
-    deps.logger.warn("job event hook failed", { error });
-  }
-}
-
-/** Says that a run's result was not recorded because another worker holds its lease now. */
-export function reportLost(deps: RunJobDeps, job: ClaimedJob): "lost" {
-  deps.logger.warn("job lease was taken over; result not recorded", { jobId: job.id, kind: job.kind });
-  emit(deps, { type: "lost", id: job.id, kind: job.kind, attempt: job.attempts });
-  return "lost";
-}
-
-/** Reports the successes a batched statement recorded; the others' leases were taken over. */
-export function reportCompletions(
-  deps: RunJobDeps,
-  finished: { job: ClaimedJob; startedAt: number }[],
-  completed: number[],
-): void {
-  if (finished.length === 0) return;
-  const done = new Set(completed);
-  const now = performance.now();
-  for (const { job, startedAt } of finished) {
-    if (!done.has(job.id)) reportLost(deps, job);
-    else
-      emit(deps, {
-        type: "succeeded",
-        id: job.id,
-        kind: job.kind,
-        attempt: job.attempts,
-        durationMs: now - startedAt,
-      });
-  }
-}
-
-async function recordFailure(
-  deps: RunJobDeps,
+/**
+ * One job without the loop: runs it (`startJob`) and records its outcome through `completer`, or
+ * a completer of its own (written at once, again every second while the database is away).
+ * Resolves what was recorded; the handler may still be running after a timeout or a cancel.
+ */
+export async function runJob(
+  deps: RunJobDeps & { completer?: Completer; emit?: JobEventSink },
   input: RunJobInput,
-  error: unknown,
-  durationMs: number,
-): Promise<RunOutcome> {
-  const { job } = input;
-  if (job.attempts >= job.maxAttempts) return recordDead(deps, input, describeJobError(error, deps.redactor));
-  const now = deps.clock.now();
-  const delay = retryDelayMs(job.attempts, input.retry ?? DEFAULT_RETRY_POLICY, input.random ?? Math.random);
-  const retryAt = new Date(now.getTime() + delay);
-  const message = describeJobError(error, deps.redactor);
+): Promise<Recorded> {
+  const completer = deps.completer ?? createCompleter(deps, { workerId: input.workerId });
   try {
-    const ok = await failJob(deps.db, {
-      workerId: input.workerId,
-      job: { id: job.id, attempts: job.attempts },
-      now,
-      error: message,
-      retryAt,
-    });
-    if (!ok) return reportLost(deps, job);
-    deps.logger.warn("job failed; will retry", {
-      jobId: job.id,
-      kind: job.kind,
-      attempt: job.attempts,
-      retryAt,
-    });
-    emit(deps, { type: "failed", id: job.id, kind: job.kind, attempt: job.attempts, retryAt, durationMs });
-    return "failed";
-  } catch (e) {
-    deps.logger.error("recording a failed job failed", { jobId: job.id, error: e });
-    return "unrecorded";
-  }
-}
-
-async function recordDead(deps: RunJobDeps, input: RunJobInput, reason: string): Promise<RunOutcome> {
-  const { job } = input;
-  const message = deps.redactor.text(reason);
-  try {
-    const ok = await failJob(deps.db, {
-      workerId: input.workerId,
-      job: { id: job.id, attempts: job.attempts },
-      now: deps.clock.now(),
-      error: message,
-      retryAt: null,
-    });
-    if (!ok) return reportLost(deps, job);
-    deps.logger.error("job is dead", {
-      jobId: job.id,
-      kind: job.kind,
-      attempt: job.attempts,
-      reason: message,
-    });
-    emit(deps, { type: "dead", id: job.id, kind: job.kind, attempt: job.attempts, reason: message });
-    return "dead";
-  } catch (e) {
-    deps.logger.error("recording a dead job failed", { jobId: job.id, error: e });
-    return "unrecorded";
+    return await completer.record(await startJob(deps, input).outcome);
+  } finally {
+    if (!deps.completer) completer.close();
   }
 }

@@ -4,11 +4,12 @@ import { recordAudit } from "../audit/record.ts";
 import type { Clock } from "../clock.ts";
 import type { Ctx } from "../context.ts";
 import { type Database, type Executor, execute } from "../db/client.ts";
+import { withDatabase, withTransaction } from "../db/operation.ts";
 import { type CatchUpPolicy, catchUpPolicies } from "../db/schema/jobs.ts";
 import { AppError } from "../errors.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import { enqueue, enqueueMany } from "./enqueue.ts";
-import type { JobDefinition } from "./registry.ts";
+import type { JobKind } from "./registry.ts";
 import { nextSlots, parseCron, planDueSlots } from "./schedule-slots.ts";
 
 export type { CatchUpPolicy };
@@ -77,9 +78,9 @@ export function defineSchedule(name: string, spec: ScheduleSpec): ScheduleDefini
   return normalise(name, spec);
 }
 
-/** The job a slot enqueues: the kind by name; its handler validates the payload when it runs. */
-function slotJob(kind: string): JobDefinition {
-  return { kind, schema: z.unknown(), handler: () => {} };
+/** The kind a slot enqueues, by name: the process that runs it validates the payload with its schema. */
+function slotJob(kind: string): JobKind {
+  return { kind, schema: z.unknown() };
 }
 
 const slotKey = (name: string, slot: Date) => `schedule:${name}:${slot.toISOString()}`;
@@ -90,20 +91,22 @@ const slotKey = (name: string, slot: Date) => `schedule:${name}:${slot.toISOStri
  */
 export async function seedSchedules(
   deps: Pick<ScheduleDeps, "database" | "clock">,
-  _ctx: Ctx,
+  ctx: Ctx,
   input: { schedules: ScheduleDefinition[] },
 ): Promise<number> {
   if (input.schedules.length === 0) return 0;
   const now = deps.clock.now().toISOString();
-  const rows = await execute<{ name: string }>(
-    deps.database.db,
-    sql`insert into job_schedules (name, cron, time_zone, kind, payload, enabled, catch_up, last_slot, created_at, updated_at)
+  const rows = await withDatabase(deps, ctx, (db) =>
+    execute<{ name: string }>(
+      db,
+      sql`insert into job_schedules (name, cron, time_zone, kind, payload, enabled, catch_up, last_slot, created_at, updated_at)
         select s.name, s.cron, s."timeZone", s.kind, s.payload, s.enabled, s."catchUp",
                ${now}::timestamptz, ${now}::timestamptz, ${now}::timestamptz
         from jsonb_to_recordset(${JSON.stringify(input.schedules)}::jsonb)
           as s(name text, cron text, "timeZone" text, kind text, payload jsonb, enabled boolean, "catchUp" text)
         on conflict (name) do nothing
         returning name`,
+    ),
   );
   return rows.length;
 }
@@ -168,11 +171,12 @@ async function enqueueOne(deps: ScheduleDeps, tx: Executor, row: ScheduleRow, no
  */
 export async function enqueueDueSlots(
   deps: ScheduleDeps,
-  _ctx: Ctx,
+  ctx: Ctx,
   input: { now: Date },
 ): Promise<{ enqueued: number }> {
-  const db = deps.database.db;
-  const candidates = await execute<ScheduleRow>(db, sql`select * from job_schedules where enabled`);
+  const candidates = await withDatabase(deps, ctx, (db) =>
+    execute<ScheduleRow>(db, sql`select * from job_schedules where enabled`),
+  );
   let enqueued = 0;
   for (const candidate of candidates) {
     try {
@@ -184,7 +188,8 @@ export async function enqueueDueSlots(
         maxRuns: 1,
       });
       if (!plan.lastSlot) continue;
-      enqueued += await db.transaction(async (tx) => {
+      // one transaction per schedule: a broken one rolls back alone
+      enqueued += await withTransaction(deps, ctx, async (tx) => {
         const [row] = await execute<ScheduleRow>(
           tx,
           sql`select * from job_schedules where name = ${candidate.name} and enabled for update skip locked`,
@@ -231,9 +236,11 @@ function toView(row: ScheduleRow, now: Date): ScheduleView {
 /** Every schedule by name, each with its next run times. */
 export async function listSchedules(
   deps: Pick<ScheduleDeps, "database" | "clock">,
-  _ctx: Ctx,
+  ctx: Ctx,
 ): Promise<ScheduleView[]> {
-  const rows = await execute<ScheduleRow>(deps.database.db, sql`select * from job_schedules order by name`);
+  const rows = await withDatabase(deps, ctx, (db) =>
+    execute<ScheduleRow>(db, sql`select * from job_schedules order by name`),
+  );
   const now = deps.clock.now();
   return rows.map((row) => toView(row, now));
 }
@@ -251,7 +258,7 @@ export async function putSchedule(
   const s = normalise(name, spec);
   const now = deps.clock.now();
   const at = sql`${now.toISOString()}::timestamptz`;
-  const row = await deps.database.db.transaction(async (tx) => {
+  const row = await withTransaction(deps, ctx, async (tx, ctx) => {
     const [upserted] = await execute<ScheduleRow & { created: boolean }>(
       tx,
       sql`insert into job_schedules as j (name, cron, time_zone, kind, payload, enabled, catch_up, last_slot, created_at, updated_at)
@@ -283,7 +290,7 @@ export async function deleteSchedule(
   ctx: Ctx,
   input: { name: string },
 ): Promise<void> {
-  await deps.database.db.transaction(async (tx) => {
+  await withTransaction(deps, ctx, async (tx, ctx) => {
     const rows = await execute<{ name: string }>(
       tx,
       sql`delete from job_schedules where name = ${input.name} returning name`,
@@ -299,13 +306,10 @@ export async function runScheduleNow(
   ctx: Ctx,
   input: { name: string },
 ): Promise<{ jobId: number }> {
-  const [row] = await execute<ScheduleRow>(
-    deps.database.db,
-    sql`select * from job_schedules where name = ${input.name}`,
-  );
-  if (!row) throw new AppError("not_found", "No schedule with this name.");
   const now = deps.clock.now();
-  const id = await deps.database.db.transaction(async (tx) => {
+  const id = await withTransaction(deps, ctx, async (tx, ctx) => {
+    const [row] = await execute<ScheduleRow>(tx, sql`select * from job_schedules where name = ${input.name}`);
+    if (!row) throw new AppError("not_found", "No schedule with this name.");
     const job = await enqueue(
       tx,
       { clock: deps.clock, defaultMaxAttempts: deps.config.settings.BackgroundProcessing.JobMaxAttempts },

@@ -1,7 +1,7 @@
 import { SpanKind } from "@opentelemetry/api";
-import type { JobEvent } from "../loops/job-loop.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import type { Telemetry } from "../telemetry/otel.ts";
+import type { JobEvent } from "./job-loop.ts";
 import { type JobDefinition, JobRegistry } from "./registry.ts";
 
 /**

@@ -1,7 +1,7 @@
 import type { Clock } from "../clock.ts";
 import type { Executor } from "../db/client.ts";
 import type { Logger } from "../telemetry/logger.ts";
-import { type JobLease, orphanedJobKinds, pruneJobs, releaseJobs } from "./queue.ts";
+import { orphanedJobKinds, pruneJobs } from "./queue.ts";
 
 /**
  * One round of retention: deletes succeeded and dead jobs older than their retention, and warns
@@ -29,22 +29,4 @@ export async function pruneFinishedJobs(
       hint: "a release dropped these kinds, or the process that handles them is down (docs/runbooks/switch-over.md)",
     });
   return count;
-}
-
-/**
- * Gives back runs still going at shutdown (their handlers were aborted): attempt not counted, due
- * at once. Returns the ids released, or null when the database failed (the leases run out instead).
- */
-export async function releaseUnfinishedJobs(
-  deps: { db: Executor; clock: Clock; logger: Logger },
-  input: { workerId: string; jobs: JobLease[] },
-): Promise<number[] | null> {
-  try {
-    const ids = await releaseJobs(deps.db, { ...input, now: deps.clock.now() });
-    deps.logger.info("released unfinished jobs", { ids });
-    return ids;
-  } catch (error) {
-    deps.logger.error("releasing jobs failed; they run again once their lease expires", { error });
-    return null;
-  }
 }

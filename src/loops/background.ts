@@ -2,10 +2,10 @@ import { systemClock } from "../clock.ts";
 import type { Settings } from "../config/schema.ts";
 import { databaseClock } from "../db/clock.ts";
 import type { Deps } from "../deps.ts";
+import type { IntervalRunner } from "../jobs/interval-runner.ts";
+import { createJobLoop, type JobLoop, type JobLoopOptions } from "../jobs/job-loop.ts";
 import { createJobRegistry, type JobRegistry } from "../jobs/registry.ts";
 import { jobMetrics, observeJobs } from "../jobs/telemetry.ts";
-import type { IntervalRunner } from "./interval-runner.ts";
-import { createJobLoop, type JobLoop, type JobLoopOptions } from "./job-loop.ts";
 
 /** The background loops of the API process (spec 3.4, and the recurring schedules). */
 export const loopNames = [

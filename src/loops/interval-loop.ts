@@ -1,7 +1,7 @@
+import { createIntervalRunner } from "../jobs/interval-runner.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import type { Telemetry } from "../telemetry/otel.ts";
 import { type BackgroundLoop, intervalLoop, type LoopName } from "./background.ts";
-import { createIntervalRunner } from "./interval-runner.ts";
 import type { LoopStatusBoard } from "./loop-status.ts";
 
 /** Wraps a loop's tick with the loop-round metrics (`plinth.loop.ticks`, `plinth.loop.tick.duration`). */

@@ -2,14 +2,16 @@ import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { sql } from "drizzle-orm";
 import { auditRowHash, GENESIS_HASH } from "../../src/audit/chain.ts";
+import { auditPruneWorker } from "../../src/audit/prune-job.ts";
 import { recordAudit } from "../../src/audit/record.ts";
 import { pruneAuditEvents } from "../../src/audit/retention.ts";
 import { verifyAuditChains } from "../../src/audit/verify.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
 import { execute } from "../../src/db/client.ts";
+import { bindJob } from "../../src/jobs/registry.ts";
 import { seedSchedules } from "../../src/jobs/schedules.ts";
-import { AUDIT_PRUNE_SCHEDULE, auditPruneJob } from "../../src/loops/api-background.ts";
+import { AUDIT_PRUNE_SCHEDULE } from "../../src/loops/api-background.ts";
 import { createTenant } from "../../src/tenancy/tenants.ts";
 import { testConfig, testDeps, useTestDatabase } from "../helpers/app.ts";
 
@@ -302,7 +304,7 @@ describe("retention", () => {
         ).id,
       );
     // the first pass as the seeded daily schedule runs it: the `audit.prune` job
-    const job = auditPruneJob(deps);
+    const job = bindJob(deps, auditPruneWorker);
     expect(job.kind).toBe(AUDIT_PRUNE_SCHEDULE.kind);
     const before = await execute<{ n: number }>(db(), sql`select count(*)::int as n from audit_events`);
     await job.handler(

@@ -105,7 +105,9 @@ test("the job loop runs billing.subscription_changed with the registry the serve
     source: "admin",
     plan: "pro",
   });
-  const background = await startBackground(deps, { registry: createJobRegistry(billingJobs(logger)) });
+  const background = await startBackground(deps, {
+    registry: createJobRegistry().add({ logger }, billingJobs),
+  });
   try {
     await waitFor(
       async () => {

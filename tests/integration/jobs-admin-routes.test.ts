@@ -8,8 +8,8 @@ import { createRouter } from "../../src/http/context.ts";
 import { problemJson, toAppError } from "../../src/http/errors.ts";
 import { requestIdLogHeaders } from "../../src/http/middleware/request.ts";
 import { adminJobRoutes } from "../../src/http/routes/admin-jobs.ts";
+import { claimJobs } from "../../src/jobs/claim.ts";
 import { enqueue } from "../../src/jobs/enqueue.ts";
-import { claimJobs } from "../../src/jobs/queue.ts";
 import { defineJob } from "../../src/jobs/registry.ts";
 import { testConfig, testDeps, useTestDatabase } from "../helpers/app.ts";
 

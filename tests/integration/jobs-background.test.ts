@@ -2,11 +2,11 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { z } from "zod";
 import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
-import { getJob } from "../../src/jobs/admin.ts";
+import { getJob } from "../../src/jobs/admin/get-job.ts";
 import { enqueue, enqueueContext } from "../../src/jobs/enqueue.ts";
+import { createIntervalRunner } from "../../src/jobs/interval-runner.ts";
 import { createJobRegistry, defineJob } from "../../src/jobs/registry.ts";
 import { type Background, intervalLoop, type LoopName, startBackground } from "../../src/loops/background.ts";
-import { createIntervalRunner } from "../../src/loops/interval-runner.ts";
 import { testConfig, testDeps, useTestDatabase } from "../helpers/app.ts";
 import { jobRow, waitFor } from "../helpers/jobs.ts";
 

@@ -8,8 +8,9 @@ import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { ManualClock } from "../../src/clock.ts";
 import { execute } from "../../src/db/client.ts";
+import { completeAndClaimJobs } from "../../src/jobs/claim.ts";
 import { enqueueMany } from "../../src/jobs/enqueue.ts";
-import { completeAndClaimJobs, type JobLease } from "../../src/jobs/queue.ts";
+import type { JobLease } from "../../src/jobs/queue.ts";
 import { defineJob } from "../../src/jobs/registry.ts";
 import { useTestDatabase } from "../helpers/app.ts";
 
@@ -38,7 +39,7 @@ test("after thousands of claims from bulk-enqueued groups, the walk's probe read
     sql`select count(*)::int as n from background_jobs where status <> 'pending'`,
   );
   expect(claimed?.n).toBe(3_200); // 32 of each group's 50
-  // the walk's probe (src/jobs/queue.ts `groupAfter`): the first due job of the group after 't-1'
+  // the walk's probe (src/jobs/claim.ts `groupAfter`): the first due job of the group after 't-1'
   const probe = async () => {
     const [row] = await execute<{
       "QUERY PLAN": [{ Plan: { "Shared Hit Blocks": number; "Shared Read Blocks": number } }];

@@ -2,7 +2,7 @@ import { beforeAll, expect, test } from "bun:test";
 import { type SQL, sql } from "drizzle-orm";
 import { PgDialect } from "drizzle-orm/pg-core";
 import { execute } from "../../src/db/client.ts";
-import { completeAndClaimStatement } from "../../src/jobs/queue.ts";
+import { completeAndClaimStatement } from "../../src/jobs/claim.ts";
 import { useTestDatabase } from "../helpers/app.ts";
 
 const t = useTestDatabase();

@@ -3,17 +3,12 @@ import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { ManualClock, systemClock } from "../../src/clock.ts";
 import { type Database, execute, openDatabase } from "../../src/db/client.ts";
+import { claimJobs, completeAndClaimJobs } from "../../src/jobs/claim.ts";
 import { enqueue, enqueueMany } from "../../src/jobs/enqueue.ts";
-import {
-  claimJobs,
-  completeAndClaimJobs,
-  completeJobs,
-  failJob,
-  LEASE_MS,
-  releaseJobs,
-} from "../../src/jobs/queue.ts";
+import { createJobLoop } from "../../src/jobs/job-loop.ts";
+import { completeJobs, failJob, releaseJobs } from "../../src/jobs/outcomes.ts";
+import { LEASE_MS } from "../../src/jobs/queue.ts";
 import { createJobRegistry, defineJob } from "../../src/jobs/registry.ts";
-import { createJobLoop } from "../../src/loops/job-loop.ts";
 import { createRedactor } from "../../src/redact.ts";
 import { createLogger } from "../../src/telemetry/logger.ts";
 import { useTestDatabase } from "../helpers/app.ts";

@@ -6,10 +6,10 @@ import { z } from "zod";
 import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
 import { type Database, execute } from "../../src/db/client.ts";
-import { cancelJob } from "../../src/jobs/admin.ts";
+import { cancelJob } from "../../src/jobs/admin/cancel-job.ts";
 import { enqueueMany } from "../../src/jobs/enqueue.ts";
+import { createJobLoop, type JobEvent, type JobLoop, type JobLoopOptions } from "../../src/jobs/job-loop.ts";
 import { createJobRegistry, defineJob, type JobDefinition } from "../../src/jobs/registry.ts";
-import { createJobLoop, type JobEvent, type JobLoop, type JobLoopOptions } from "../../src/loops/job-loop.ts";
 import { createRedactor } from "../../src/redact.ts";
 import { createLogger } from "../../src/telemetry/logger.ts";
 import { useTestDatabase } from "../helpers/app.ts";
@@ -275,7 +275,7 @@ describe("a large claim over groups", () => {
   });
 
   test("offers each group its fair share, and says more when it came back short", async () => {
-    const { claimJobs, completeAndClaimJobs } = await import("../../src/jobs/queue.ts");
+    const { claimJobs, completeAndClaimJobs } = await import("../../src/jobs/claim.ts");
     const job = defineJob("lq.groups", z.object({ n: z.number() }), () => {});
     const clock = new ManualClock();
     // one big group and nine groups of one job: a claim of 100 offers each group 10

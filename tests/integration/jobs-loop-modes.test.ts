@@ -3,14 +3,14 @@ import { z } from "zod";
 import { ManualClock } from "../../src/clock.ts";
 import { type Database, openDatabase } from "../../src/db/client.ts";
 import { enqueue } from "../../src/jobs/enqueue.ts";
+import { createJobLoop } from "../../src/jobs/job-loop.ts";
 import { createJobRegistry, defineJob } from "../../src/jobs/registry.ts";
-import { createJobLoop } from "../../src/loops/job-loop.ts";
 import { createRedactor } from "../../src/redact.ts";
 import { createLogger } from "../../src/telemetry/logger.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 import { waitFor } from "../helpers/jobs.ts";
 
-/** The job loop's modes as documented at the top of src/loops/job-loop.ts. */
+/** The job loop's modes as documented at the top of src/jobs/job-loop.ts. */
 let t: TestDatabase;
 beforeAll(async () => {
   t = await createTestDatabase();

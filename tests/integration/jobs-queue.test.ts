@@ -5,17 +5,17 @@ import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
 import { execute } from "../../src/db/client.ts";
 import { AppError } from "../../src/errors.ts";
-import { getJob, listJobs, retryDeadJob } from "../../src/jobs/admin.ts";
+import { getJob } from "../../src/jobs/admin/get-job.ts";
+import { listJobs } from "../../src/jobs/admin/list-jobs.ts";
+import { retryDeadJob } from "../../src/jobs/admin/retry-job.ts";
+import { claimJobs } from "../../src/jobs/claim.ts";
 import { enqueue, enqueueMany, InvalidJobPayloadError } from "../../src/jobs/enqueue.ts";
+import { completeJobs, failJob, releaseJobs } from "../../src/jobs/outcomes.ts";
 import {
-  claimJobs,
-  completeJobs,
   DEFAULT_RETRY_POLICY,
-  failJob,
   LEASE_MS,
   orphanedJobKinds,
   pruneJobs,
-  releaseJobs,
   renewLeases,
   retryDelayMs,
 } from "../../src/jobs/queue.ts";

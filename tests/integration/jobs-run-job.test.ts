@@ -3,8 +3,10 @@ import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { ManualClock } from "../../src/clock.ts";
 import { execute } from "../../src/db/client.ts";
+import { claimJobs } from "../../src/jobs/claim.ts";
+import { createCompleter, type RunEvent } from "../../src/jobs/completer.ts";
 import { enqueue } from "../../src/jobs/enqueue.ts";
-import { type ClaimedJob, claimJobs } from "../../src/jobs/queue.ts";
+import type { ClaimedJob } from "../../src/jobs/queue.ts";
 import {
   createJobRegistry,
   defineJob,
@@ -12,7 +14,7 @@ import {
   type JobDefinition,
   JobTimeoutError,
 } from "../../src/jobs/registry.ts";
-import { type RunEvent, type RunJobDeps, type RunJobInput, runJob } from "../../src/jobs/run-job.ts";
+import { type RunJobInput, runJob, startJob } from "../../src/jobs/run-job.ts";
 import { createRedactor } from "../../src/redact.ts";
 import { createLogger } from "../../src/telemetry/logger.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
@@ -30,10 +32,10 @@ beforeAll(async () => {
 afterAll(() => t.drop());
 
 function harness() {
-  const events: RunEvent[] = [];
+  const events: (RunEvent | { type: "released"; ids: number[] })[] = [];
   const logs: Record<string, unknown>[] = [];
   const redactor = createRedactor([SECRET]);
-  const deps: RunJobDeps = {
+  const deps: Parameters<typeof runJob>[0] = {
     db: t.database.db,
     clock,
     logger: createLogger({ level: "debug", redactor, write: (l) => logs.push(JSON.parse(l)) }),
@@ -87,7 +89,9 @@ describe("runJob", () => {
     });
     const job = await claim(ok);
     let handled = false;
-    const outcome = await runJob(deps, input(job, [ok], { onHandled: () => (handled = true) }));
+    const running = startJob(deps, input(job, [ok]));
+    void running.handled.then(() => (handled = true));
+    const outcome = await createCompleter(deps, { workerId: WORKER }).record(await running.outcome);
     expect(outcome).toBe("succeeded");
     expect(handled).toBe(true);
     expect(seen).toEqual([{ payload: {}, attempt: 1, aborted: false }]);
@@ -97,14 +101,13 @@ describe("runJob", () => {
     expect(events).toMatchObject([{ type: "succeeded", id: job.id, kind: ok.kind, attempt: 1 }]);
   });
 
-  test("with `complete` the success is handed over and nothing is written here", async () => {
+  test("the run decides its outcome and writes nothing: the success is handed to the completer", async () => {
     const { deps } = harness();
     const ok = defineJob(kind("handoff"), z.object({}), () => {});
     const job = await claim(ok);
-    const handed: unknown[] = [];
-    const outcome = await runJob(deps, input(job, [ok], { complete: (lease) => handed.push(lease) }));
-    expect(outcome).toBe("handed-off");
-    expect(handed).toEqual([{ id: job.id, attempts: 1 }]);
+    const outcome = await startJob(deps, input(job, [ok])).outcome;
+    expect(outcome.type).toBe("succeeded");
+    expect({ id: outcome.job.id, attempts: outcome.job.attempts }).toEqual({ id: job.id, attempts: 1 });
     expect((await jobRow(t.database, job.id)).status).toBe("processing");
   });
 
@@ -186,15 +189,23 @@ describe("runJob", () => {
     expect(logs.some((l) => l.msg === "job lease was taken over; result not recorded")).toBe(true);
   });
 
-  test("a run released at shutdown records nothing", async () => {
+  test("a run released at shutdown records nothing of its own: the release is written instead", async () => {
     const { deps, events } = harness();
     const failing = defineJob(kind("released"), z.object({}), () => {
       throw new Error("aborted");
     });
     const job = await claim(failing);
-    expect(await runJob(deps, input(job, [failing], { released: () => true }))).toBe("released");
-    expect((await jobRow(t.database, job.id)).status).toBe("processing");
-    expect(events).toEqual([]);
+    const completer = createCompleter(deps, { workerId: WORKER });
+    const running = startJob(deps, input(job, [failing]));
+    const released = completer.release([job]);
+    expect(await completer.record(await running.outcome)).toBe("released");
+    expect(await released).toEqual([job.id]);
+    expect(await jobRow(t.database, job.id)).toMatchObject({
+      status: "pending",
+      attempts: 0,
+      last_error: null,
+    });
+    expect(events).toEqual([{ type: "released", ids: [job.id] }]);
   });
 
   test("the handler's signal fires before the lease ends", async () => {
@@ -225,7 +236,9 @@ describe("runJob", () => {
     const job = await claim(slow);
     let handled = false;
     const began = performance.now();
-    const outcome = await runJob(deps, input(job, [slow], { onHandled: () => (handled = true) }));
+    const running = startJob(deps, input(job, [slow]));
+    void running.handled.then(() => (handled = true));
+    const outcome = await createCompleter(deps, { workerId: WORKER }).record(await running.outcome);
     const tookMs = performance.now() - began;
     expect(outcome).toBe("failed");
     expect(tookMs).toBeGreaterThanOrEqual(190);

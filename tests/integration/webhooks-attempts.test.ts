@@ -8,7 +8,7 @@ import { emitEvent } from "../../src/events/outbox.ts";
 import { enqueueContext } from "../../src/jobs/enqueue.ts";
 import { createTelemetry } from "../../src/telemetry/sdk.ts";
 import { createWebhookEndpoint } from "../../src/webhooks/create-webhook-endpoint.ts";
-import { deliverAttempt } from "../../src/webhooks/deliveries.ts";
+import { deliverAttempt } from "../../src/webhooks/deliver.ts";
 import { startWebhookReceiver, type WebhookReceiver } from "../fixtures/webhook-receiver.ts";
 import { testConfig, useTestDatabase } from "../helpers/app.ts";
 import { createTenant, newMasterKey } from "../helpers/identity.ts";

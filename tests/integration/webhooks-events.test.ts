@@ -13,7 +13,7 @@ import { type Background, startBackground } from "../../src/loops/background.ts"
 import { getCurrentUsage } from "../../src/usage/current-usage.ts";
 import { recordUsage } from "../../src/usage/record-usage.ts";
 import { createWebhookEndpoint } from "../../src/webhooks/create-webhook-endpoint.ts";
-import { webhookJobs } from "../../src/webhooks/deliveries.ts";
+import { webhookJobs } from "../../src/webhooks/delivery-prune.ts";
 import { type DohServer, startDohServer } from "../fixtures/doh-server.ts";
 import { type GatewayServer, startGatewayServer } from "../fixtures/gateway-server.ts";
 import { startWebhookReceiver, type WebhookReceiver } from "../fixtures/webhook-receiver.ts";
@@ -48,7 +48,7 @@ const h = useTestApp({
     }),
 });
 beforeAll(async () => {
-  background = await startBackground(h.deps, { registry: createJobRegistry(webhookJobs(h.deps)) });
+  background = await startBackground(h.deps, { registry: createJobRegistry().add(h.deps, webhookJobs) });
 });
 
 interface Delivered {

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { type PlinthEvent, webhookReceiver } from "../../examples/webhook-receiver/receiver.ts";
 import { systemCtx } from "../../src/context.ts";
 import { createWebhookEndpoint } from "../../src/webhooks/create-webhook-endpoint.ts";
-import { deliverAttempt } from "../../src/webhooks/deliveries.ts";
+import { deliverAttempt } from "../../src/webhooks/deliver.ts";
 import { testWebhookEndpoint } from "../../src/webhooks/test-webhook-endpoint.ts";
 import { useTestApp } from "../helpers/app.ts";
 import { createTenant, newMasterKey } from "../helpers/identity.ts";

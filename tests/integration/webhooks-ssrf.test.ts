@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { execute } from "../../src/db/client.ts";
-import { deliverAttempt } from "../../src/webhooks/deliveries.ts";
+import { deliverAttempt } from "../../src/webhooks/deliver.ts";
 import type { ResolvedAddress } from "../../src/webhooks/destinations.ts";
 import { startWebhookReceiver, type WebhookReceiver } from "../fixtures/webhook-receiver.ts";
 import { useTestApp } from "../helpers/app.ts";

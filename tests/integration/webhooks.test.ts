@@ -7,7 +7,8 @@ import { emitEvent } from "../../src/events/outbox.ts";
 import { enqueueContext } from "../../src/jobs/enqueue.ts";
 import { createJobRegistry } from "../../src/jobs/registry.ts";
 import { type Background, startBackground } from "../../src/loops/background.ts";
-import { deliverAttempt, pruneDeliveryLog, webhookJobs } from "../../src/webhooks/deliveries.ts";
+import { deliverAttempt } from "../../src/webhooks/deliver.ts";
+import { pruneDeliveryLog, webhookJobs } from "../../src/webhooks/delivery-prune.ts";
 import { startWebhookReceiver, type WebhookReceiver } from "../fixtures/webhook-receiver.ts";
 import { useTestApp } from "../helpers/app.ts";
 import { createTenant, createUser, json, loginTokens, newMasterKey } from "../helpers/identity.ts";
@@ -36,7 +37,7 @@ const h = useTestApp({
 });
 
 beforeAll(async () => {
-  background = await startBackground(h.deps, { registry: createJobRegistry(webhookJobs(h.deps)) });
+  background = await startBackground(h.deps, { registry: createJobRegistry().add(h.deps, webhookJobs) });
 });
 
 interface Owner {

@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { createIntervalRunner } from "../../src/loops/interval-runner.ts";
+import { createIntervalRunner } from "../../src/jobs/interval-runner.ts";
 import { waitFor } from "../helpers/jobs.ts";
 
 test("ticks at start, never overlaps, and a wake during a tick runs one more right after", async () => {

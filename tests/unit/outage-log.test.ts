@@ -1,7 +1,7 @@
 import { expect, test } from "bun:test";
 import { ManualClock } from "../../src/clock.ts";
-import { createIntervalRunner } from "../../src/loops/interval-runner.ts";
-import { createOutageLog } from "../../src/loops/outage-log.ts";
+import { createOutageLog } from "../../src/db/outage-log.ts";
+import { createIntervalRunner } from "../../src/jobs/interval-runner.ts";
 import type { Logger } from "../../src/telemetry/logger.ts";
 import { waitFor } from "../helpers/jobs.ts";
 

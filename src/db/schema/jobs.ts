@@ -50,7 +50,7 @@ export const backgroundJobs = pgTable(
     // the claim: due pending/failed jobs in run_after order, and expired leases
     index("background_jobs_due_idx").on(t.runAfter).where(sql`${t.status} in ('pending', 'failed')`),
     // the fair claim: the top priority, then a walk over due groups (a null group is the key ''),
-    // each group's jobs in run_after order (src/jobs/queue.ts). No deduplication: jobs enqueued
+    // each group's jobs in run_after order (src/jobs/claim.ts). No deduplication: jobs enqueued
     // together share a key, and a posting list of a group's jobs can be marked dead only when all
     // of them are claimed; until then every claim re-reads the claimed ones' dead heap tuples
     // (docs/decisions.md)

@@ -1,5 +1,5 @@
 import { html } from "hono/html";
-import type { JobActivityMinute } from "../../jobs/admin.ts";
+import type { JobActivityMinute } from "../../jobs/admin/job-activity.ts";
 import type { Html } from "./layout.ts";
 
 const WIDTH = 600;

@@ -1,44 +1,34 @@
-import type { Context } from "hono";
 import { Hono } from "hono";
-import { html } from "hono/html";
 import type { JobStatus } from "../../db/schema/jobs.ts";
 import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
-import {
-  CANCELLABLE_STATUSES,
-  cancelJob,
-  cancelJobs,
-  countBulkTargets,
-  getJob,
-  type JobFilter,
-  type JobView,
-  jobStatuses,
-  listJobs,
-  MAX_JOB_PRIORITY,
-  RETRYABLE_STATUSES,
-  retryDeadJob,
-  retryJobs,
-  setJobPriority,
-} from "../../jobs/admin.ts";
+import { cancelJob } from "../../jobs/admin/cancel-job.ts";
+import { cancelJobs } from "../../jobs/admin/cancel-jobs.ts";
+import { countBulkTargets } from "../../jobs/admin/count-bulk-targets.ts";
+import { getJob } from "../../jobs/admin/get-job.ts";
+import type { JobFilter } from "../../jobs/admin/job-filter.ts";
+import { jobStatuses } from "../../jobs/admin/job-view.ts";
+import { listJobs } from "../../jobs/admin/list-jobs.ts";
+import { retryDeadJob } from "../../jobs/admin/retry-job.ts";
+import { retryJobs } from "../../jobs/admin/retry-jobs.ts";
+import { setJobPriority } from "../../jobs/admin/set-job-priority.ts";
 import { listSchedules, putSchedule, runScheduleNow } from "../../jobs/schedules.ts";
 import { getTenantCodes, isUuid } from "../../tenancy/tenants.ts";
 import { ctxOf } from "../context.ts";
-import { actionButton, badge, csrfField, type Html, layout, notice, pretty, when } from "./layout.ts";
+import {
+  bulkConfirmView,
+  type FilterFields,
+  jobDetailView,
+  jobsListView,
+  query,
+  schedulesView,
+} from "./jobs-views.ts";
+import { layout } from "./layout.ts";
 import { consoleActed, formOf, pageResponse } from "./respond.ts";
 import { type ConsoleEnv, seeOther, viewerOf } from "./session.ts";
 
 const JOB_ID = /^\d{1,15}$/;
 
-/** The jobs filter as the console's forms and links carry it (all strings, as typed). */
-interface FilterFields {
-  status?: string;
-  kind?: string;
-  /** A tenant code or id, or another group key (`?tenant=` is the API's tenant selector: not this). */
-  group?: string;
-  /** `datetime-local` values, read as UTC. */
-  createdFrom?: string;
-  createdTo?: string;
-}
 const FILTER_NAMES = ["status", "kind", "group", "createdFrom", "createdTo"] as const;
 
 function fieldsOf(source: Record<string, string | undefined>): FilterFields {
@@ -90,55 +80,17 @@ async function filterOf(
   return { filter, unknownTenant };
 }
 
-function query(fields: FilterFields, extra: Record<string, string> = {}): string {
-  const q = new URLSearchParams();
-  for (const [k, v] of Object.entries({ ...fields, ...extra })) if (v) q.set(k, v);
-  const s = q.toString();
-  return s ? `?${s}` : "";
-}
-
-function jobRow(job: JobView, codes: Map<string, string>): Html {
-  const tenant = job.groupKey ? codes.get(job.groupKey) : undefined;
-  return html`<tr>
-<td class="num"><a href="/console/jobs/${job.id}">${job.id}</a></td>
-<td data-label="Kind">${job.kind}</td>
-<td data-label="Status">${badge(job.status)}</td>
-<td data-label="Tenant">${
-    tenant
-      ? html`<a href="/console/tenants/${job.groupKey}">${tenant}</a>`
-      : job.groupKey
-        ? html`<code>${job.groupKey}</code>`
-        : html`<span class="muted">—</span>`
-  }</td>
-<td class="num" data-label="Attempts">${job.attempts}/${job.maxAttempts}</td>
-<td data-label="Created">${when(job.createdAt)}</td>
-<td class="hide-narrow">${job.lastError ? job.lastError.slice(0, 120) : ""}</td>
-</tr>`;
-}
-
-function filterForm(fields: FilterFields): Html {
-  return html`<form class="filters" method="get" action="/console/jobs" role="search" aria-label="Filter jobs">
-<label for="f-status">Status<select id="f-status" name="status"><option value="">any</option>${jobStatuses.map(
-    (s) => html`<option value="${s}"${s === fields.status ? html` selected` : ""}>${s}</option>`,
-  )}</select></label>
-<label for="f-kind">Kind<input id="f-kind" name="kind" value="${fields.kind ?? ""}" placeholder="e.g. billing.report"></label>
-<label for="f-group">Tenant (code or id)<input id="f-group" name="group" value="${fields.group ?? ""}"></label>
-<label for="f-from">Created from (UTC)<input id="f-from" name="createdFrom" type="datetime-local" step="1" value="${fields.createdFrom ?? ""}"></label>
-<label for="f-to">Created before (UTC)<input id="f-to" name="createdTo" type="datetime-local" step="1" value="${fields.createdTo ?? ""}"></label>
-<button type="submit">Filter</button>
-<a class="button secondary" href="/console/jobs">Clear</a>
-</form>`;
-}
-
-const FIELD_LABELS: Record<string, string> = {
-  status: "status",
-  kind: "kind",
-  group: "tenant",
-  createdFrom: "created from",
-  createdTo: "created before",
-};
-
 const DONE: Record<string, string> = { cancel: "cancelled", retry: "retried" };
+const JOB_DONE: Record<string, string> = {
+  priority: "Priority changed: the next claims honour it.",
+  retried: "The job is pending again, due now.",
+  cancelled: "The job is cancelled; if it was running, its handler was signalled to stop.",
+};
+const SCHEDULE_DONE: Record<string, string> = {
+  enabled: "Schedule resumed: it runs from its next slot (missed slots are not caught up).",
+  disabled: "Schedule paused.",
+  run: "One run enqueued now.",
+};
 
 /** Jobs: the filtered list, bulk actions with their count first, one job with its actions. */
 export function jobPages(deps: Deps) {
@@ -154,28 +106,8 @@ export function jobPages(deps: Deps) {
     const codes = await getTenantCodes(deps, ctxOf(c, null), {
       ids: page.items.flatMap((j) => (j.groupKey ? [j.groupKey] : [])),
     });
-    const filtered = Object.keys(fields).length > 0;
     const done = q.done && DONE[q.done] ? `${q.changed ?? 0} job(s) ${DONE[q.done]}.` : undefined;
-    const body = html`${notice(done, "ok")}${notice(unknownTenant ? "No Active tenant has this code: it is matched as a group key as typed." : undefined)}
-${filterForm(fields)}
-${
-  viewer.canChange && filtered
-    ? html`<div id="bulk" class="actions">
-<a class="button secondary" href="/console/jobs/bulk${query(fields, { action: "cancel" })}" hx-get="/console/jobs/bulk${query(fields, { action: "cancel" })}" hx-target="#bulk" hx-select="#bulk" hx-swap="outerHTML">Cancel the matching jobs…</a>
-<a class="button secondary" href="/console/jobs/bulk${query(fields, { action: "retry" })}" hx-get="/console/jobs/bulk${query(fields, { action: "retry" })}" hx-target="#bulk" hx-select="#bulk" hx-swap="outerHTML">Retry the matching jobs…</a>
-</div>`
-    : ""
-}
-<div class="table-wrap"><table class="stack">
-<caption class="muted">${page.items.length} job(s) on this page, newest first</caption>
-<thead><tr><th class="num" scope="col">Id</th><th scope="col">Kind</th><th scope="col">Status</th><th scope="col">Tenant</th><th class="num" scope="col">Attempts</th><th scope="col">Created</th><th class="hide-narrow" scope="col">Last error</th></tr></thead>
-<tbody>${page.items.length ? page.items.map((j) => jobRow(j, codes)) : html`<tr><td colspan="7" class="muted">No job matches.</td></tr>`}</tbody>
-</table></div>
-<nav class="pager" aria-label="Pages">${
-      page.nextCursor
-        ? html`<a href="/console/jobs${query(fields, { cursor: page.nextCursor })}">Older jobs</a>`
-        : html`<span class="muted">No older jobs.</span>`
-    }</nav>`;
+    const body = jobsListView({ viewer, fields, page, codes, done, unknownTenant });
     return pageResponse(c, layout({ title: "Jobs", section: "/console/jobs", viewer, body }));
   });
 
@@ -195,24 +127,7 @@ ${
       fields.createdTo = now.toISOString().replace(/Z$/, "");
     }
     const count = await countBulkTargets(deps, ctxOf(c, null), { action, filter });
-    const verb = action === "cancel" ? "cancelled" : "retried";
-    const body = html`<div id="bulk" class="confirm" role="region" aria-labelledby="bulk-title">
-<h2 id="bulk-title">${action === "cancel" ? "Cancel" : "Retry"} ${count} job(s)?</h2>
-<p><strong>${count}</strong> job(s) match this filter now and would be ${verb}${
-      action === "retry" ? html` (fewer if another unfinished job holds a job's dedup key)` : ""
-    }: ${Object.entries(fields)
-      .map(([k, v]) => `${FIELD_LABELS[k] ?? k} ${k.startsWith("created") ? `${v} UTC` : v}`)
-      .join(", ")}${action === "cancel" ? html`; running ones are signalled to stop` : ""}.</p>
-${
-  count > 0
-    ? html`<form method="post" action="/console/jobs/bulk">${csrfField(viewer)}<input type="hidden" name="action" value="${action}">${Object.entries(
-        fields,
-      ).map(([k, v]) => html`<input type="hidden" name="${k}" value="${v}">`)}
-<div class="actions"><button type="submit"${action === "cancel" ? html` class="danger"` : ""}>${action === "cancel" ? "Cancel" : "Retry"} ${count} job(s)</button>
-<a href="/console/jobs${query(fieldsOf(q))}">Back</a></div></form>`
-    : html`<p><a href="/console/jobs${query(fieldsOf(q))}">Back</a></p>`
-}
-</div>`;
+    const body = bulkConfirmView({ viewer, action, count, fields, back: fieldsOf(q) });
     return pageResponse(c, layout({ title: "Bulk action", section: "/console/jobs", viewer, body }));
   });
 
@@ -231,6 +146,12 @@ ${
     return seeOther(c, `/console/jobs${query(back, { done: action, changed: String(changed) })}`);
   });
 
+  singleJobRoutes(router, deps);
+  return router;
+}
+
+/** One job: its page, and retry, priority and cancel. */
+function singleJobRoutes(router: Hono<ConsoleEnv>, deps: Deps): void {
   router.get("/console/jobs/:id", async (c) => {
     const viewer = viewerOf(c);
     const id = c.req.param("id");
@@ -240,56 +161,13 @@ ${
     const codes = await getTenantCodes(deps, ctxOf(c, null), { ids: job.groupKey ? [job.groupKey] : [] });
     const tenant = job.groupKey ? codes.get(job.groupKey) : undefined;
     const done = c.req.query("done");
-    const messages: Record<string, string> = {
-      priority: "Priority changed: the next claims honour it.",
-      retried: "The job is pending again, due now.",
-      cancelled: "The job is cancelled; if it was running, its handler was signalled to stop.",
-    };
-    const body = html`${notice(done ? messages[done] : undefined, "ok")}
-<div class="actions">${
-      (RETRYABLE_STATUSES as readonly string[]).includes(job.status)
-        ? actionButton(viewer, { action: `/console/jobs/${job.id}/retry`, label: "Retry" })
-        : ""
-    }${
-      (CANCELLABLE_STATUSES as readonly string[]).includes(job.status)
-        ? actionButton(viewer, { action: `/console/jobs/${job.id}/cancel`, label: "Cancel", danger: true })
-        : ""
-    }
-<a href="/console/jobs?kind=${encodeURIComponent(job.kind)}">Jobs of this kind</a>${
-      job.groupKey
-        ? html` <a href="/console/jobs?group=${encodeURIComponent(job.groupKey)}">Jobs of this ${tenant ? "tenant" : "group"}</a>`
-        : ""
-    }</div>
-${
-  viewer.canChange && (job.status === "pending" || job.status === "failed")
-    ? html`<form class="filters" method="post" action="/console/jobs/${job.id}/priority" aria-label="Change the priority">${csrfField(viewer)}
-<label for="priority">Priority (−${MAX_JOB_PRIORITY} to ${MAX_JOB_PRIORITY})<input id="priority" name="priority" type="number" min="-${MAX_JOB_PRIORITY}" max="${MAX_JOB_PRIORITY}" step="1" required value="${job.priority}"></label>
-<button type="submit">Set priority</button></form>`
-    : ""
-}
-<div class="grid">
-<section class="card" aria-labelledby="h-state"><h2 id="h-state">State</h2><dl class="facts">
-<dt>Kind</dt><dd>${job.kind}</dd>
-<dt>Status</dt><dd>${badge(job.status)}</dd>
-<dt>Tenant</dt><dd>${tenant ? html`<a href="/console/tenants/${job.groupKey}">${tenant}</a>` : (job.groupKey ?? "—")}</dd>
-<dt>Attempts</dt><dd>${job.attempts} of ${job.maxAttempts}</dd>
-<dt>Due</dt><dd>${when(job.runAfter)}</dd>
-<dt>Locked by</dt><dd>${job.lockedBy ?? "—"} ${job.lockedUntil ? html`until ${when(job.lockedUntil)}` : ""}</dd>
-<dt>Priority</dt><dd>${job.priority} <span class="muted">(higher runs first)</span></dd>
-<dt>Dedup key</dt><dd>${job.dedupKey ?? "—"}</dd>
-</dl></section>
-<section class="card" aria-labelledby="h-history"><h2 id="h-history">History</h2><dl class="facts">
-<dt>Created</dt><dd>${when(job.createdAt)}</dd>
-<dt>Last change</dt><dd>${when(job.updatedAt)}</dd>
-<dt>Finished</dt><dd>${when(job.finishedAt)}</dd>
-</dl></section>
-</div>
-<h2>Progress</h2>
-${job.progress === null ? html`<p class="muted">Not reported.</p>` : html`<pre>${pretty(deps.redactor.value(job.progress))}</pre>`}
-<h2>Last error</h2>
-${job.lastError ? html`<pre>${job.lastError}</pre>` : html`<p class="muted">None.</p>`}
-<h2>Payload</h2>
-<pre>${pretty(deps.redactor.value(job.payload))}</pre>`;
+    const body = jobDetailView({
+      viewer,
+      job,
+      tenant,
+      done: done ? JOB_DONE[done] : undefined,
+      redactor: deps.redactor,
+    });
     return pageResponse(c, layout({ title: `Job ${job.id}`, section: "/console/jobs", viewer, body }));
   });
 
@@ -319,30 +197,6 @@ ${job.lastError ? html`<pre>${job.lastError}</pre>` : html`<p class="muted">None
     consoleActed(deps, c, "job.cancelled", { type: "job", id });
     return seeOther(c, `/console/jobs/${id}?done=cancelled`);
   });
-
-  return router;
-}
-
-function scheduleRows(c: Context<ConsoleEnv>, deps: Deps) {
-  return async () => {
-    const viewer = viewerOf(c);
-    const schedules = await listSchedules(deps, ctxOf(c, null));
-    return schedules.map(
-      (s) => html`<tr>
-<th scope="row"><code>${s.name}</code></th>
-<td data-label="Cron"><code>${s.cron}</code> <span class="muted">${s.timeZone}</span></td>
-<td data-label="Kind">${s.kind}</td>
-<td data-label="State">${badge(s.enabled ? "enabled" : "disabled")}</td>
-<td data-label="Catch-up">${s.catchUp}</td>
-<td data-label="Next runs">${s.nextRuns.length ? s.nextRuns.map((r) => html`${when(r)}<br>`) : html`<span class="muted">—</span>`}</td>
-<td data-label="Last slot">${when(s.lastSlot)}</td>
-${viewer.canChange ? html`<td><div class="actions">` : ""}${actionButton(viewer, {
-  action: `/console/schedules/${encodeURIComponent(s.name)}/${s.enabled ? "disable" : "enable"}`,
-  label: s.enabled ? "Pause" : "Resume",
-})}${actionButton(viewer, { action: `/console/schedules/${encodeURIComponent(s.name)}/run`, label: "Run now" })}${viewer.canChange ? html`</div></td>` : ""}
-</tr>`,
-    );
-  };
 }
 
 /** Recurring schedules: next runs, pause and resume, run now. */
@@ -351,17 +205,8 @@ export function schedulePages(deps: Deps) {
   router.get("/console/schedules", async (c) => {
     const viewer = viewerOf(c);
     const done = c.req.query("done");
-    const messages: Record<string, string> = {
-      enabled: "Schedule resumed: it runs from its next slot (missed slots are not caught up).",
-      disabled: "Schedule paused.",
-      run: "One run enqueued now.",
-    };
-    const rows = await scheduleRows(c, deps)();
-    const body = html`${notice(done ? messages[done] : undefined, "ok")}
-<div class="table-wrap"><table class="stack">
-<thead><tr><th scope="col">Name</th><th scope="col">Cron</th><th scope="col">Kind</th><th scope="col">State</th><th scope="col">Catch-up</th><th scope="col">Next runs (UTC)</th><th scope="col">Last slot</th>${viewer.canChange ? html`<th scope="col">Actions</th>` : ""}</tr></thead>
-<tbody>${rows.length ? rows : html`<tr><td colspan="8" class="muted">No schedules.</td></tr>`}</tbody>
-</table></div>`;
+    const schedules = await listSchedules(deps, ctxOf(c, null));
+    const body = schedulesView({ viewer, schedules, done: done ? SCHEDULE_DONE[done] : undefined });
     return pageResponse(c, layout({ title: "Schedules", section: "/console/schedules", viewer, body }));
   });
 

@@ -1,19 +1,16 @@
 import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
-import {
-  BULK_BATCH_SIZE,
-  cancelJob,
-  cancelJobs,
-  getJob,
-  type JobFilter,
-  jobStatuses,
-  listJobs,
-  MAX_JOB_PRIORITY,
-  retryDeadJob,
-  retryJobs,
-  setJobPriority,
-} from "../../jobs/admin.ts";
+import { BULK_BATCH_SIZE } from "../../jobs/admin/bulk-batches.ts";
+import { cancelJob } from "../../jobs/admin/cancel-job.ts";
+import { cancelJobs } from "../../jobs/admin/cancel-jobs.ts";
+import { getJob } from "../../jobs/admin/get-job.ts";
+import type { JobFilter } from "../../jobs/admin/job-filter.ts";
+import { jobStatuses } from "../../jobs/admin/job-view.ts";
+import { listJobs } from "../../jobs/admin/list-jobs.ts";
+import { retryDeadJob } from "../../jobs/admin/retry-job.ts";
+import { retryJobs } from "../../jobs/admin/retry-jobs.ts";
+import { MAX_JOB_PRIORITY, setJobPriority } from "../../jobs/admin/set-job-priority.ts";
 import { MAX_PROGRESS_BYTES } from "../../jobs/registry.ts";
 import { createRouter, ctxOf } from "../context.ts";
 import { apiRoute, json, jsonBody, problem } from "../openapi.ts";

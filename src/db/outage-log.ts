@@ -1,5 +1,5 @@
-import { describeDatabaseFailure, isConnectionFailure } from "../db/errors.ts";
 import type { Logger } from "../telemetry/logger.ts";
+import { describeDatabaseFailure, isConnectionFailure } from "./errors.ts";
 
 /** Repeated failures are logged once a minute, with a count. */
 export const OUTAGE_REPEAT_MS = 60_000;

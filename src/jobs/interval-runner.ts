@@ -1,5 +1,5 @@
+import { createOutageLog } from "../db/outage-log.ts";
 import type { Logger } from "../telemetry/logger.ts";
-import { createOutageLog } from "./outage-log.ts";
 
 export interface IntervalRunnerOptions {
   name: string;

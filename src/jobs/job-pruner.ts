@@ -1,8 +1,8 @@
 import type { Clock } from "../clock.ts";
 import type { Executor } from "../db/client.ts";
-import { pruneFinishedJobs } from "../jobs/upkeep.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import { createIntervalRunner, type IntervalRunner } from "./interval-runner.ts";
+import { pruneFinishedJobs } from "./upkeep.ts";
 
 /** The job loop's retention round (`jobs-prune`), every `intervalMs` (default ten minutes). */
 export function createJobPruner(

@@ -1,0 +1,55 @@
+import { sql } from "drizzle-orm";
+import type { Ctx } from "../../context.ts";
+import { execute } from "../../db/client.ts";
+import { withTransaction } from "../../db/operation.ts";
+import type { JobStatus } from "../../db/schema/jobs.ts";
+import { AppError } from "../../errors.ts";
+import { JOB_CANCEL_CHANNEL } from "../enqueue.ts";
+import { ts } from "../queue.ts";
+import { jobAdminActed } from "./job-admin-acted.ts";
+import { CANCELLABLE_STATUSES, inList } from "./job-filter.ts";
+import { type JobAdminDeps, type JobRow, type JobView, toJobView } from "./job-view.ts";
+
+/**
+ * Cancels a job that has not finished: a pending or failed one never runs, a processing one ends
+ * `cancelled` at once and its handler's signal fires on whichever process runs it (NOTIFY on
+ * `plinth_job_cancel`; the next heartbeat otherwise). Its late result is not recorded: every
+ * write of a run is fenced on `status = 'processing'`. 404 unknown id, 409 a finished job.
+ */
+export async function cancelJob(deps: JobAdminDeps, ctx: Ctx, input: { id: number }): Promise<JobView> {
+  const now = ts(deps.clock.now());
+  const row = await withTransaction(deps, ctx, async (tx, ctx) => {
+    const [target] = await execute<JobRow & { was: JobStatus }>(
+      tx,
+      sql`with target as materialized (
+          select id, status, attempts from background_jobs where id = ${input.id} for update
+        ),
+        changed as (
+          update background_jobs j
+          set status = 'cancelled', finished_at = ${now}, updated_at = ${now}, locked_by = null, locked_until = null
+          from target
+          where j.id = target.id and target.status in (${inList(CANCELLABLE_STATUSES)})
+          returning j.*
+        ),
+        signalled as (
+          select pg_notify(${JOB_CANCEL_CHANNEL}, target.id || ':' || target.attempts)
+          from target join changed on changed.id = target.id
+          where target.status = 'processing'
+        )
+        select changed.*, target.status as was, (select count(*) from signalled) as signalled
+        from target left join changed on changed.id = target.id`,
+    );
+    if (target && target.id !== null)
+      await jobAdminActed(deps, ctx, {
+        action: "cancel",
+        jobId: input.id,
+        count: 1,
+        detail: { jobKind: target.kind },
+      });
+    return target;
+  });
+  if (!row) throw new AppError("not_found", "No job with this id.");
+  if (row.id === null)
+    throw new AppError("conflict", `Only unfinished jobs can be cancelled; this one is ${row.was}.`);
+  return toJobView(row);
+}

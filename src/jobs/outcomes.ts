@@ -1,0 +1,139 @@
+import { type SQL, sql } from "drizzle-orm";
+import { type Executor, executePrepared } from "../db/client.ts";
+import { type JobLease, leaseIds, MAX_ERROR_LENGTH, ts } from "./queue.ts";
+
+/**
+ * A run's result as the queue records it: succeeded (the default), failed with the time it is due
+ * again, dead, or released (given back at shutdown: the attempt not counted, due now). Every
+ * result is written fenced on its lease.
+ */
+export type JobResult =
+  | (JobLease & { status?: "succeeded" })
+  | (JobLease & { status: "failed"; runAfter: Date; error: string })
+  | (JobLease & { status: "dead"; error: string })
+  | (JobLease & { status: "released" });
+
+/** A result as a row of the `lease` recordset; a success is its lease alone (most rows are). */
+function rowOf(r: JobResult): Record<string, unknown> {
+  const lease = { id: Math.trunc(r.id), attempts: r.attempts };
+  if (r.status === "failed")
+    return {
+      ...lease,
+      status: r.status,
+      run_after: r.runAfter.toISOString(),
+      error: r.error.slice(0, MAX_ERROR_LENGTH),
+    };
+  if (r.status === "dead") return { ...lease, status: r.status, error: r.error.slice(0, MAX_ERROR_LENGTH) };
+  return r.status === "released" ? { ...lease, status: r.status } : lease;
+}
+
+/**
+ * The CTEs that record `results` for `workerId` (the start of a `with` list): `lease`, the results
+ * as rows, and `done`, one update of all of them returning the ids it changed. Only a row still
+ * `processing` under this worker and attempt changes: a run taken over by another worker, or
+ * cancelled by an admin, records nothing.
+ */
+export function recordingCtes(input: { workerId: string; results: JobResult[]; now: Date }): SQL {
+  const now = ts(input.now);
+  return sql`lease as materialized (
+          select l.id, l.attempts, coalesce(l.status, 'succeeded') as status, l.run_after, l.error
+          from jsonb_to_recordset(${JSON.stringify(input.results.map(rowOf))}::jsonb)
+            as l(id bigint, attempts int, status text, run_after timestamptz, error text)
+        ),
+        done as (
+          update background_jobs j
+          set status = case when lease.status <> 'released' then lease.status
+                            when j.attempts > 1 then 'failed' else 'pending' end,
+              attempts = case when lease.status = 'released' then j.attempts - 1 else j.attempts end,
+              run_after = case lease.status when 'released' then ${now} when 'failed' then lease.run_after
+                               else j.run_after end,
+              last_error = case when lease.status in ('failed', 'dead') then lease.error else j.last_error end,
+              finished_at = case when lease.status in ('succeeded', 'dead') then ${now}
+                                 when lease.status = 'failed' then null else j.finished_at end,
+              locked_by = null, locked_until = null, updated_at = ${now}
+          from lease
+          where j.id = lease.id and j.attempts = lease.attempts and ${leaseIds(input.results)}
+            and j.locked_by = ${input.workerId} and j.status = 'processing'
+          returning j.id
+        )`;
+}
+
+/**
+ * Records `results` in one statement. Returns the ids recorded now and, with `verify` (results
+ * whose earlier write may have committed although its answer was lost), the ids already in the
+ * state the result asked for by this attempt: recorded by that earlier write.
+ */
+export async function recordResults(
+  db: Executor,
+  input: { workerId: string; results: JobResult[]; now: Date; verify?: boolean },
+): Promise<{ recorded: number[]; earlier: number[] }> {
+  if (input.results.length === 0) return { recorded: [], earlier: [] };
+  // every CTE reads the statement's snapshot: a row `done` changes now is still processing there
+  const earlier = input.verify
+    ? sql`, earlier as (
+          select j.id from background_jobs j join lease on j.id = lease.id and j.attempts = lease.attempts
+          where ${leaseIds(input.results)} and lease.status <> 'released' and j.status = lease.status
+            and j.locked_by is null
+        )`
+    : sql``;
+  if (!input.verify) {
+    const rows = await executePrepared<{ id: string | number }>(
+      db,
+      sql`with ${recordingCtes(input)} select id from done`,
+    );
+    return { recorded: rows.map((r) => Number(r.id)), earlier: [] };
+  }
+  const rows = await executePrepared<{ part: "done" | "earlier"; id: string | number }>(
+    db,
+    sql`with ${recordingCtes(input)}${earlier}
+        select 'done' as part, id from done union all select 'earlier', id from earlier`,
+  );
+  const out = { recorded: [] as number[], earlier: [] as number[] };
+  for (const r of rows) (r.part === "done" ? out.recorded : out.earlier).push(Number(r.id));
+  return out;
+}
+
+/** Marks runs succeeded; returns the ids actually updated (a run whose lease was taken over is not). */
+export async function completeJobs(
+  db: Executor,
+  input: { workerId: string; jobs: JobLease[]; now: Date },
+): Promise<number[]> {
+  const results = input.jobs.map((j) => ({ id: j.id, attempts: j.attempts }));
+  return (await recordResults(db, { workerId: input.workerId, results, now: input.now })).recorded;
+}
+
+export interface FailInput {
+  workerId: string;
+  job: JobLease;
+  now: Date;
+  /** Already redacted and bounded (see `describeJobError`). */
+  error: string;
+  /** null: no retry, the job is dead. */
+  retryAt: Date | null;
+}
+
+/** Records a failed run: `failed` with a retry time, or `dead`. False when the lease was lost. */
+export async function failJob(db: Executor, input: FailInput): Promise<boolean> {
+  const { id, attempts } = input.job;
+  const result: JobResult = input.retryAt
+    ? { id, attempts, status: "failed", runAfter: input.retryAt, error: input.error }
+    : { id, attempts, status: "dead", error: input.error };
+  const { recorded } = await recordResults(db, {
+    workerId: input.workerId,
+    results: [result],
+    now: input.now,
+  });
+  return recorded.length > 0;
+}
+
+/**
+ * Gives runs back without counting them (shutdown): due at once, lock cleared, attempts as before
+ * the claim, so another process takes them immediately.
+ */
+export async function releaseJobs(
+  db: Executor,
+  input: { workerId: string; jobs: JobLease[]; now: Date },
+): Promise<number[]> {
+  const results = input.jobs.map((j): JobResult => ({ id: j.id, attempts: j.attempts, status: "released" }));
+  return (await recordResults(db, { workerId: input.workerId, results, now: input.now })).recorded;
+}
