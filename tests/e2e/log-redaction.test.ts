@@ -5,6 +5,7 @@ import { execute } from "../../src/db/client.ts";
 import { type OtlpCollector, startOtlpCollector } from "../fixtures/otlp-collector.ts";
 import { type SmsGateway, startSmsGateway } from "../fixtures/sms-gateway.ts";
 import { useTestDatabase } from "../helpers/app.ts";
+import { tracked } from "../helpers/children.ts";
 import { createPlatformAdmin, createUser, PASSWORD } from "../helpers/identity.ts";
 import { cleanEnv, ROOT } from "../helpers/process.ts";
 import { validProductionEnv } from "../helpers/production-env.ts";
@@ -51,12 +52,14 @@ test("an API process run logs no secret, password, token, key or parameter value
   const admin = await createPlatformAdmin(t.database.db);
   await execute(t.database.db, sql`update users set must_change_password = false where id = ${admin.id}`);
 
-  const proc = Bun.spawn(["bun", "src/server.ts"], {
-    cwd: ROOT,
-    env: cleanEnv(env),
-    stdout: "pipe",
-    stderr: "pipe",
-  });
+  const proc = tracked(
+    Bun.spawn(["bun", "src/server.ts"], {
+      cwd: ROOT,
+      env: cleanEnv(env),
+      stdout: "pipe",
+      stderr: "pipe",
+    }),
+  );
   const stdoutLines: string[] = [];
   const stderrText = new Response(proc.stderr).text();
   let resolvePort: (port: number) => void = () => {};
