@@ -6,7 +6,7 @@ import { type OtlpCollector, startOtlpCollector } from "../fixtures/otlp-collect
 import { type SmsGateway, startSmsGateway } from "../fixtures/sms-gateway.ts";
 import { useTestDatabase } from "../helpers/app.ts";
 import { tracked } from "../helpers/children.ts";
-import { createPlatformAdmin, createUser, PASSWORD } from "../helpers/identity.ts";
+import { createUser, PASSWORD, readyPlatformUser } from "../helpers/identity.ts";
 import { cleanEnv, ROOT } from "../helpers/process.ts";
 import { validProductionEnv } from "../helpers/production-env.ts";
 
@@ -49,8 +49,7 @@ test("an API process run logs no secret, password, token, key or parameter value
     OpenTelemetry__OtlpEndpoint: collector.url,
     BackgroundProcessing__JobPollSeconds: "1",
   });
-  const admin = await createPlatformAdmin(t.database.db);
-  await execute(t.database.db, sql`update users set must_change_password = false where id = ${admin.id}`);
+  const admin = await readyPlatformUser(t.database.db);
 
   const proc = tracked(
     Bun.spawn(["bun", "src/server.ts"], {

@@ -215,7 +215,7 @@ export async function signedInTenant(
  */
 export async function readyPlatformUser(
   db: Db,
-  options: { role?: PlatformRole; email?: string } = {},
+  options: { role?: PlatformRole; email?: string; name?: string } = {},
 ): Promise<{ id: string; email: string }> {
   const role = options.role ?? "platform_admin";
   const email =
@@ -224,7 +224,8 @@ export async function readyPlatformUser(
   const deps = { database: { db }, logger: silentLogger };
   const ctx = systemCtx("test");
   const addStaff = async () =>
-    (await createPlatformUser(deps, ctx, { email, name: "Staff", password: PASSWORD, role })).id;
+    (await createPlatformUser(deps, ctx, { email, name: options.name ?? "Staff", password: PASSWORD, role }))
+      .id;
   let id: string;
   if (role !== "platform_admin" || (await platformAdminExists(deps, ctx))) id = await addStaff();
   else
