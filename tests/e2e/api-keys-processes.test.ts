@@ -3,7 +3,7 @@ import { createApiKey, revokeApiKey } from "../../src/api-keys/keys.ts";
 import { systemCtx } from "../../src/context.ts";
 import type { Deps } from "../../src/deps.ts";
 import { type ApiProcess, startApi } from "../helpers/api-process.ts";
-import { testConfig, testDeps, useTestDatabase } from "../helpers/app.ts";
+import { relaxedLimits, settingsEnv, testConfig, testDeps, useTestDatabase } from "../helpers/app.ts";
 import { createTenant, createUser } from "../helpers/identity.ts";
 
 /**
@@ -23,7 +23,7 @@ beforeAll(async () => {
       startApi({
         DATABASE_URL: t.url,
         BackgroundProcessing__Enabled: "false",
-        RateLimiting__Global__PermitLimit: "100000",
+        ...settingsEnv(relaxedLimits),
       }),
     );
   ports = await Promise.all(servers.map((server) => server.listening(30_000)));

@@ -9,13 +9,11 @@ import {
   subscriptions,
   tenantDomains,
   tenants,
-  users,
   webhookEndpoints,
 } from "../../src/db/schema/index.ts";
-import { createPlatformUser } from "../../src/identity/platform-users.ts";
 import { recordUsage } from "../../src/usage/record-usage.ts";
-import { useTestApp } from "../helpers/app.ts";
-import { createPlatformAdmin, createTenant, PASSWORD } from "../helpers/identity.ts";
+import { relaxedLimits, useTestApp } from "../helpers/app.ts";
+import { createPlatformAdmin, createTenant, PASSWORD, readyPlatformUser } from "../helpers/identity.ts";
 
 // The operator console in Debian's Chromium (playwright-core), against the real app on a real
 // socket: sign in with the forced password change, find a dead job and retry it, pause a schedule,
@@ -41,12 +39,8 @@ beforeAll(() => {
   origin = `http://127.0.0.1:${server.port}`;
 });
 const app = useTestApp({
-  env: () => ({
-    BrowserAuth__AllowedOrigins__0: origin,
-    RateLimiting__Auth__PermitLimit: "1000",
-    RateLimiting__Global__PermitLimit: "100000",
-    SaasSubscriptions__PastDueGraceDays: "3",
-  }),
+  settings: relaxedLimits,
+  env: () => ({ BrowserAuth__AllowedOrigins__0: origin, SaasSubscriptions__PastDueGraceDays: "3" }),
 });
 
 const NEW_PASSWORD = "an operator's own long passphrase 9";
@@ -73,20 +67,8 @@ beforeAll(async () => {
   // the bootstrap administrator: a password someone else chose, to be changed at first sign-in
   fixture.forcedEmail = (await createPlatformAdmin(app.db)).email;
   // the administrator the other tests sign in as, added by the first one, password already changed
-  const operator = await createPlatformUser(app.deps, systemCtx("test"), {
-    email: fixture.adminEmail,
-    name: "Operator",
-    password: PASSWORD,
-    role: "platform_admin",
-  });
-  await app.db.update(users).set({ mustChangePassword: false }).where(eq(users.id, operator.id));
-  const viewer = await createPlatformUser(app.deps, systemCtx("test"), {
-    email: fixture.viewerEmail,
-    name: "Read Only",
-    password: PASSWORD,
-    role: "platform_viewer",
-  });
-  await app.db.update(users).set({ mustChangePassword: false }).where(eq(users.id, viewer.id));
+  await readyPlatformUser(app.db, { email: fixture.adminEmail, name: "Operator" });
+  await readyPlatformUser(app.db, { email: fixture.viewerEmail, name: "Read Only", role: "platform_viewer" });
   const tenant = await createTenant(app.db, `acme${crypto.randomUUID().slice(0, 4)}`);
   const other = await createTenant(app.db);
   // the other tenant is past due since yesterday: its grace ends PastDueGraceDays (3) after that

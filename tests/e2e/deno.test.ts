@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { type OtlpCollector, startOtlpCollector } from "../fixtures/otlp-collector.ts";
 import { useTestDatabase } from "../helpers/app.ts";
+import { tracked } from "../helpers/children.ts";
 import { denoBinary } from "../helpers/deno.ts";
 import { createPlatformAdmin, PASSWORD } from "../helpers/identity.ts";
 import { waitFor } from "../helpers/jobs.ts";
@@ -17,18 +18,20 @@ beforeAll(async () => {
 }, 60_000);
 
 test("src/deno.ts serves the API and runs the background loops under Deno", async () => {
-  const proc = Bun.spawn([denoBinary(), "run", "-A", "src/deno.ts"], {
-    cwd: ROOT,
-    env: cleanEnv({
-      PLINTH_ENVIRONMENT: "Development",
-      DATABASE_URL: t.url,
-      PORT: "0",
-      OpenTelemetry__OtlpEndpoint: collector.url,
-      DENO_NO_UPDATE_CHECK: "1",
+  const proc = tracked(
+    Bun.spawn([denoBinary(), "run", "-A", "src/deno.ts"], {
+      cwd: ROOT,
+      env: cleanEnv({
+        PLINTH_ENVIRONMENT: "Development",
+        DATABASE_URL: t.url,
+        PORT: "0",
+        OpenTelemetry__OtlpEndpoint: collector.url,
+        DENO_NO_UPDATE_CHECK: "1",
+      }),
+      stdout: "pipe",
+      stderr: "pipe",
     }),
-    stdout: "pipe",
-    stderr: "pipe",
-  });
+  );
   const lines: string[] = [];
   const stderr = new Response(proc.stderr).text();
   try {

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
+import { stopChildrenAfterAll } from "../helpers/children.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 import { ROOT } from "../helpers/process.ts";
 import { type Child, spawnBun } from "../helpers/processes.ts";
@@ -47,6 +48,8 @@ async function raw(port: number, head: string, body?: Uint8Array): Promise<Raw> 
   }
   return { status: Number(statusLine.split(" ")[1]), headers, body: text.slice(end + 4) };
 }
+
+stopChildrenAfterAll();
 
 describe("the edge of a real server (NODE_ENV=development)", () => {
   let t: TestDatabase;

@@ -4,6 +4,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { useTestDatabase } from "../helpers/app.ts";
+import { tracked } from "../helpers/children.ts";
 import { cleanEnv, ROOT } from "../helpers/process.ts";
 import { type OwnRedis, ownRedisServer } from "../helpers/redis-server.ts";
 
@@ -19,7 +20,6 @@ const t = useTestDatabase({ empty: true });
 let redis: OwnRedis;
 beforeAll(async () => {
   redis = await ownRedisServer();
-  await redis.start();
 }, 30_000);
 afterAll(async () => {
   await redis.stop();
@@ -96,12 +96,14 @@ describe("bun run keys:generate", () => {
     expect(migrate.code).toBe(0);
     expect(migrate.out).toContain("platform administrator created");
 
-    const server = Bun.spawn(["sh", "-c", loaded("bun run start")], {
-      cwd: ROOT,
-      env: cleanEnv({ ...connections, PORT: "0" }),
-      stdout: "pipe",
-      stderr: "pipe",
-    });
+    const server = tracked(
+      Bun.spawn(["sh", "-c", loaded("bun run start")], {
+        cwd: ROOT,
+        env: cleanEnv({ ...connections, PORT: "0" }),
+        stdout: "pipe",
+        stderr: "pipe",
+      }),
+    );
     try {
       const port = await listeningPort(server.stdout);
       const call = (path: string, init: RequestInit = {}) =>

@@ -5,7 +5,8 @@ import { execute } from "../../src/db/client.ts";
 import { type OtlpCollector, startOtlpCollector } from "../fixtures/otlp-collector.ts";
 import { type SmsGateway, startSmsGateway } from "../fixtures/sms-gateway.ts";
 import { useTestDatabase } from "../helpers/app.ts";
-import { createPlatformAdmin, createUser, PASSWORD } from "../helpers/identity.ts";
+import { tracked } from "../helpers/children.ts";
+import { createUser, PASSWORD, readyPlatformUser } from "../helpers/identity.ts";
 import { cleanEnv, ROOT } from "../helpers/process.ts";
 import { validProductionEnv } from "../helpers/production-env.ts";
 
@@ -48,15 +49,16 @@ test("an API process run logs no secret, password, token, key or parameter value
     OpenTelemetry__OtlpEndpoint: collector.url,
     BackgroundProcessing__JobPollSeconds: "1",
   });
-  const admin = await createPlatformAdmin(t.database.db);
-  await execute(t.database.db, sql`update users set must_change_password = false where id = ${admin.id}`);
+  const admin = await readyPlatformUser(t.database.db);
 
-  const proc = Bun.spawn(["bun", "src/server.ts"], {
-    cwd: ROOT,
-    env: cleanEnv(env),
-    stdout: "pipe",
-    stderr: "pipe",
-  });
+  const proc = tracked(
+    Bun.spawn(["bun", "src/server.ts"], {
+      cwd: ROOT,
+      env: cleanEnv(env),
+      stdout: "pipe",
+      stderr: "pipe",
+    }),
+  );
   const stdoutLines: string[] = [];
   const stderrText = new Response(proc.stderr).text();
   let resolvePort: (port: number) => void = () => {};

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { execute } from "../../src/db/client.ts";
 import { migrate, migrationStatus, readMigrations } from "../../src/db/migrator.ts";
+import { stopChildrenAfterAll, tracked } from "../helpers/children.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 import { runEntry } from "../helpers/process.ts";
 
@@ -16,17 +17,20 @@ beforeAll(async () => {
   expect(run.exitCode).toBe(0);
   script = run.stdout;
 });
+stopChildrenAfterAll();
 afterAll(async () => {
   for (const t of databases) await t.drop();
 });
 
 /** Applies the script as a DBA would: psql, stopping at the first error. */
 async function psql(url: string): Promise<void> {
-  const proc = Bun.spawn(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-f", "-"], {
-    stdin: new TextEncoder().encode(script),
-    stdout: "pipe",
-    stderr: "pipe",
-  });
+  const proc = tracked(
+    Bun.spawn(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-f", "-"], {
+      stdin: new TextEncoder().encode(script),
+      stdout: "pipe",
+      stderr: "pipe",
+    }),
+  );
   const [stderr, code] = await Promise.all([new Response(proc.stderr).text(), proc.exited]);
   if (code !== 0) throw new Error(`psql failed (${code}): ${stderr}`);
 }

@@ -3,6 +3,7 @@ import { sql } from "drizzle-orm";
 import { execute } from "../../src/db/client.ts";
 import { readMigrations } from "../../src/db/migrator.ts";
 import { verifyPassword } from "../../src/security/passwords.ts";
+import { stopChildrenAfterAll } from "../helpers/children.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 import { runEntry } from "../helpers/process.ts";
 
@@ -20,6 +21,8 @@ async function counts(t: TestDatabase) {
   );
   return row;
 }
+
+stopChildrenAfterAll();
 
 describe("Production first install: bun run migrate --bootstrap-platform-admin", () => {
   let t: TestDatabase;

@@ -3,6 +3,7 @@ import { sql } from "drizzle-orm";
 import { execute } from "../../src/db/client.ts";
 import { readMigrations, servingLockHolders } from "../../src/db/migrator.ts";
 import { records, startApi } from "../helpers/api-process.ts";
+import { stopChildrenAfterAll } from "../helpers/children.ts";
 import { createTestDatabase, databaseUrl, type TestDatabase } from "../helpers/database.ts";
 import { waitFor } from "../helpers/jobs.ts";
 import { runEntry } from "../helpers/process.ts";
@@ -15,6 +16,7 @@ import { TcpProxy } from "../helpers/tcp-proxy.ts";
  */
 const shipped = readMigrations().map((m) => m.tag);
 const dbs: TestDatabase[] = [];
+stopChildrenAfterAll();
 afterAll(async () => {
   for (const t of dbs) await t.drop();
 });

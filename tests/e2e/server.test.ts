@@ -1,7 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { stopChildrenAfterAll, tracked } from "../helpers/children.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 import { cleanEnv, ROOT, runEntry } from "../helpers/process.ts";
 import { fakePem, validProductionEnv } from "../helpers/production-env.ts";
+
+stopChildrenAfterAll();
 
 interface Served {
   proc: Bun.Subprocess<"ignore", "pipe", "pipe">;
@@ -11,13 +14,15 @@ interface Served {
 
 /** Starts `bun src/server.ts` and waits for its "listening" line. */
 async function serve(env: Record<string, string | undefined>, args: string[] = []): Promise<Served> {
-  const proc = Bun.spawn(["bun", "src/server.ts", ...args], {
-    cwd: ROOT,
-    env: cleanEnv({ PORT: "0", ...env }),
-    stdin: "ignore",
-    stdout: "pipe",
-    stderr: "pipe",
-  });
+  const proc = tracked(
+    Bun.spawn(["bun", "src/server.ts", ...args], {
+      cwd: ROOT,
+      env: cleanEnv({ PORT: "0", ...env }),
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+    }),
+  );
   const lines: string[] = [];
   const reader = proc.stdout.getReader();
   const decoder = new TextDecoder();

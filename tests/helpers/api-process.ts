@@ -1,3 +1,4 @@
+import { tracked } from "./children.ts";
 import { cleanEnv, collectOutput, ROOT } from "./process.ts";
 
 /** `bun src/server.ts` as its own process, its stdout JSON lines collected as they come. */
@@ -14,13 +15,15 @@ export interface ApiProcess {
 }
 
 export function startApi(env: Record<string, string | undefined>, args: string[] = []): ApiProcess {
-  const proc = Bun.spawn(["bun", "src/server.ts", ...args], {
-    cwd: ROOT,
-    env: cleanEnv({ PORT: "0", ...env }),
-    stdin: "ignore",
-    stdout: "pipe",
-    stderr: "pipe",
-  });
+  const proc = tracked(
+    Bun.spawn(["bun", "src/server.ts", ...args], {
+      cwd: ROOT,
+      env: cleanEnv({ PORT: "0", ...env }),
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+    }),
+  );
   const waiters = new Set<() => void>();
   let ended = false;
   const notify = () => {

@@ -11,6 +11,7 @@ import type { CounterStore } from "../../src/security/counter-store.ts";
 import { assertAllowed } from "../../src/security/windows.ts";
 import type { HostResolver } from "../../src/webhooks/destinations.ts";
 import { REDIS_URL, rawRedis, uniquePrefix } from "./cache.ts";
+import { stopChildren } from "./children.ts";
 import { createTestDatabase, type TestDatabase } from "./database.ts";
 import { type OpenApiDocument, responseValidator } from "./openapi-validator.ts";
 import { rsaKeys, validProductionEnv } from "./production-env.ts";
@@ -51,6 +52,25 @@ export function testConfig(
   }
   const config = loadConfig({ env, configDir: "/nonexistent", overrides });
   return { ...config, environment: options.environment ?? config.environment };
+}
+
+/**
+ * The rate limits raised out of the way, for a file that signs in or calls routes more often than
+ * one client would: `useTestApp({ settings: { ...relaxedLimits, ... } })`. A test of the limits
+ * themselves sets its own.
+ */
+export const relaxedLimits: Readonly<Record<string, string>> = {
+  "RateLimiting:Global:PermitLimit": "100000",
+  "RateLimiting:Global:WindowSeconds": "60",
+  "RateLimiting:Auth:PermitLimit": "100000",
+  "RateLimiting:Auth:WindowSeconds": "60",
+};
+
+/** `Section:Key` settings as the environment variables a process reads (`Section__Key`). */
+export function settingsEnv(settings: Readonly<Record<string, string>>): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(settings).map(([key, value]) => [key.replaceAll(":", "__"), value]),
+  );
 }
 
 /** Loads configuration from `env` alone (no appsettings files) for a test. */
@@ -212,8 +232,9 @@ function lazyDatabase(current: () => TestDatabase): TestDatabase {
 }
 
 /**
- * A fresh database for this test file: created in `beforeAll`, dropped in `afterAll`. The object is
- * usable at once; its fields resolve when read (inside tests and later hooks).
+ * A fresh database for this test file: created in `beforeAll`, dropped in `afterAll` once every
+ * child process the file started has stopped (tests/helpers/children.ts). The object is usable at
+ * once; its fields resolve when read (inside tests and later hooks).
  */
 export function useTestDatabase(
   options: { poolSize?: number; empty?: boolean; timeoutMs?: number } = {},
@@ -223,6 +244,7 @@ export function useTestDatabase(
     t = await createTestDatabase({ poolSize: options.poolSize, empty: options.empty });
   }, options.timeoutMs ?? 60_000);
   afterAll(async () => {
+    await stopChildren();
     await t?.drop();
   }, 30_000);
   return lazyDatabase(() => {
@@ -262,7 +284,8 @@ export interface TestHarness extends TestApp {
 
 /**
  * The set-up every integration file repeats: a test database, the real app over it (Development,
- * log lines captured), optional Redis under a prefix of its own, torn down after the file. Hooks
+ * log lines captured), optional Redis under a prefix of its own, torn down after the file with
+ * every child process the file started (tests/helpers/children.ts). Hooks
  * registered before this call run before the app is built (start fixtures there) and their
  * `afterAll` runs before the teardown; hooks registered after it see the app.
  */
@@ -303,6 +326,8 @@ export function useTestApp(options: UseTestAppOptions = {}): TestHarness {
 
   afterAll(async () => {
     await built?.close();
+    // after the app's own cache client is closed: a Redis the file started may be among them
+    await stopChildren();
     if (options.cache) redis ??= rawRedis();
     if (redis) {
       await redis.cleanup(cachePrefix);

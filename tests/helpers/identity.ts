@@ -1,12 +1,22 @@
 import { randomBytes } from "node:crypto";
 import { eq } from "drizzle-orm";
+import { applySubscriptionEvent } from "../../src/billing/apply-subscription-event.ts";
 import { systemClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
 import type { Db } from "../../src/db/client.ts";
 import { tenantDomains, tenants, users } from "../../src/db/schema/index.ts";
-import { bootstrapPlatformAdmin } from "../../src/identity/bootstrap.ts";
+import type { Deps } from "../../src/deps.ts";
+import {
+  BootstrapRefusedError,
+  bootstrapPlatformAdmin,
+  platformAdminExists,
+} from "../../src/identity/bootstrap.ts";
+import { createPlatformUser } from "../../src/identity/platform-users.ts";
+import type { PlatformRole } from "../../src/identity/roles.ts";
 import { createTenantUser } from "../../src/identity/users.ts";
+import { createTenant as createTenantOperation } from "../../src/tenancy/tenants.ts";
 import type { TestApp } from "./app.ts";
+import { silentLogger } from "./cache.ts";
 
 export const PASSWORD = "a-long-test-password-1";
 
@@ -47,6 +57,11 @@ export async function createUser(
   return { id, email };
 }
 
+/**
+ * The bootstrapped platform administrator, as the migrator leaves it: the password must be changed
+ * at first sign-in. The first of the database only (bootstrap refuses a second); a test that only
+ * needs an administrator uses `readyPlatformUser` or `signedInPlatformAdmin`.
+ */
 export async function createPlatformAdmin(
   db: Db,
   email = `admin${crypto.randomUUID().slice(0, 6)}@example.com`,
@@ -75,7 +90,7 @@ export interface Tokens {
 }
 
 export async function login(
-  t: TestApp,
+  t: Pick<TestApp, "request">,
   body: { email: string; password?: string; tenant?: string },
   init: { host?: string; peer?: string } = {},
 ): Promise<Response> {
@@ -89,7 +104,7 @@ export async function login(
 }
 
 export async function loginTokens(
-  t: TestApp,
+  t: Pick<TestApp, "request">,
   body: { email: string; password?: string; tenant?: string },
 ): Promise<Tokens> {
   const response = await login(t, body);
@@ -124,3 +139,109 @@ export const json = (body: unknown, headers: Record<string, string> = {}): Reque
   headers: { "content-type": "application/json", ...headers },
   body: JSON.stringify(body),
 });
+
+/** A user signed in through the real login route: its tokens and the headers that carry them. */
+export interface SignedInUser {
+  id: string;
+  email: string;
+  accessToken: string;
+  refreshToken: string;
+  /** `{ authorization: "Bearer <accessToken>" }` */
+  headers: Record<string, string>;
+}
+
+/** Signs `user` in through `t`'s login route (`tenant`: its tenant's code; none for platform staff). */
+export async function signIn(
+  t: Pick<TestApp, "request">,
+  user: { id: string; email: string },
+  tenant?: string,
+): Promise<SignedInUser> {
+  const { accessToken, refreshToken } = await loginTokens(t, { email: user.email, tenant });
+  return { ...user, accessToken, refreshToken, headers: { authorization: `Bearer ${accessToken}` } };
+}
+
+export interface SignedInTenant {
+  id: string;
+  code: string;
+  name: string;
+  owner: SignedInUser;
+  admin: SignedInUser;
+  member: SignedInUser;
+}
+
+/** What `signedInTenant` works through: the harness, or an app a test built over its own deps. */
+export interface SignInTarget {
+  deps: Deps;
+  request: TestApp["request"];
+}
+
+/**
+ * A fresh tenant (`createTenant`, as a platform administrator's request makes one) with an owner,
+ * an admin and a member (`createUser`), created in that order and each signed in through the
+ * login route. `plan`: the tenant's subscription activated on that plan first (none: the free
+ * plan's defaults, no subscription row).
+ */
+export async function signedInTenant(
+  t: SignInTarget,
+  options: { plan?: string } = {},
+): Promise<SignedInTenant> {
+  const code = `t${crypto.randomUUID().slice(0, 8)}`;
+  const tenant = await createTenantOperation(t.deps, systemCtx("test"), { code, name: `Tenant ${code}` });
+  if (options.plan)
+    await applySubscriptionEvent(t.deps, systemCtx("test", tenant.id), {
+      event: "activate",
+      source: "admin",
+      plan: options.plan,
+    });
+  const db = t.deps.database.db;
+  const owner = await createUser(db, tenant.id, { role: "owner" });
+  const admin = await createUser(db, tenant.id, { role: "admin" });
+  const member = await createUser(db, tenant.id, { role: "member" });
+  return {
+    id: tenant.id,
+    code: tenant.code,
+    name: tenant.name,
+    owner: await signIn(t, owner, tenant.code),
+    admin: await signIn(t, admin, tenant.code),
+    member: await signIn(t, member, tenant.code),
+  };
+}
+
+/**
+ * Platform staff ready to sign in with `PASSWORD`: the database's first platform administrator is
+ * bootstrapped as the migrator does, every other staff user is added as an administrator adds one
+ * (`createPlatformUser`); either way the password someone else chose has already been replaced
+ * (`mustChangePassword` cleared here, once for every test).
+ */
+export async function readyPlatformUser(
+  db: Db,
+  options: { role?: PlatformRole; email?: string; name?: string } = {},
+): Promise<{ id: string; email: string }> {
+  const role = options.role ?? "platform_admin";
+  const email =
+    options.email ??
+    `${role === "platform_admin" ? "admin" : "staff"}${crypto.randomUUID().slice(0, 6)}@example.com`;
+  const deps = { database: { db }, logger: silentLogger };
+  const ctx = systemCtx("test");
+  const addStaff = async () =>
+    (await createPlatformUser(deps, ctx, { email, name: options.name ?? "Staff", password: PASSWORD, role }))
+      .id;
+  let id: string;
+  if (role !== "platform_admin" || (await platformAdminExists(deps, ctx))) id = await addStaff();
+  else
+    id = await createPlatformAdmin(db, email).then(
+      (admin) => admin.id,
+      // another bootstrap won the race
+      (error: unknown) => {
+        if (error instanceof BootstrapRefusedError) return addStaff();
+        throw error;
+      },
+    );
+  await db.update(users).set({ mustChangePassword: false }).where(eq(users.id, id));
+  return { id, email };
+}
+
+/** A platform administrator (`readyPlatformUser`) signed in through `t`'s login route. */
+export async function signedInPlatformAdmin(t: SignInTarget): Promise<SignedInUser> {
+  return signIn(t, await readyPlatformUser(t.deps.database.db));
+}

@@ -1,4 +1,5 @@
 import { resolve } from "node:path";
+import { tracked } from "./children.ts";
 
 export const ROOT = resolve(import.meta.dir, "../..");
 
@@ -15,12 +16,14 @@ export async function runEntry(
   env: Record<string, string | undefined>,
   timeoutMs = 20_000,
 ): Promise<RunResult> {
-  const proc = Bun.spawn(["bun", entry, ...args], {
-    cwd: ROOT,
-    env: cleanEnv(env),
-    stdout: "pipe",
-    stderr: "pipe",
-  });
+  const proc = tracked(
+    Bun.spawn(["bun", entry, ...args], {
+      cwd: ROOT,
+      env: cleanEnv(env),
+      stdout: "pipe",
+      stderr: "pipe",
+    }),
+  );
   const timer = setTimeout(() => proc.kill("SIGKILL"), timeoutMs);
   const [stdout, stderr, exitCode] = await Promise.all([
     new Response(proc.stdout).text(),

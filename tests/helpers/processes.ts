@@ -1,4 +1,5 @@
 import type { Subprocess } from "bun";
+import { tracked } from "./children.ts";
 import { collectOutput } from "./process.ts";
 
 /** A child `bun` process whose stdout lines can be awaited. */
@@ -10,12 +11,14 @@ export interface Child {
 }
 
 export function spawnBun(args: string[], env: Record<string, string>): Child {
-  const proc = Bun.spawn(["bun", ...args], {
-    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", ...env },
-    stdin: "ignore",
-    stdout: "pipe",
-    stderr: "pipe",
-  });
+  const proc = tracked(
+    Bun.spawn(["bun", ...args], {
+      env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", ...env },
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+    }),
+  );
   const waiters = new Set<() => void>();
   const output = collectOutput(proc, () => {
     for (const w of waiters) w();

@@ -3,6 +3,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
+import { tracked } from "./children.ts";
 
 /**
  * A Redis Cluster of its own (three masters, one replica each) on six consecutive ports, for a test that kills a master: the shared cluster of scripts/scaled-services.sh is
@@ -24,10 +25,12 @@ export interface OwnRedisCluster {
 }
 
 async function cli(port: number, ...args: string[]): Promise<string> {
-  const proc = Bun.spawn(["redis-cli", "-h", "127.0.0.1", "-p", String(port), ...args], {
-    stdout: "pipe",
-    stderr: "pipe",
-  });
+  const proc = tracked(
+    Bun.spawn(["redis-cli", "-h", "127.0.0.1", "-p", String(port), ...args], {
+      stdout: "pipe",
+      stderr: "pipe",
+    }),
+  );
   const out = await new Response(proc.stdout).text();
   await proc.exited;
   return out;
@@ -61,27 +64,29 @@ export async function ownRedisCluster(basePort?: number): Promise<OwnRedisCluste
   const start = async (port: number) => {
     nodes.set(
       port,
-      Bun.spawn(
-        [
-          "redis-server",
-          "--port",
-          String(port),
-          "--bind",
-          "127.0.0.1",
-          "--dir",
-          dir,
-          "--cluster-enabled",
-          "yes",
-          "--cluster-config-file",
-          `nodes-${port}.conf`,
-          "--cluster-node-timeout",
-          "2000",
-          "--save",
-          "",
-          "--appendonly",
-          "no",
-        ],
-        { stdout: "ignore", stderr: "ignore" },
+      tracked(
+        Bun.spawn(
+          [
+            "redis-server",
+            "--port",
+            String(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            dir,
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            `nodes-${port}.conf`,
+            "--cluster-node-timeout",
+            "2000",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+          ],
+          { stdout: "ignore", stderr: "ignore" },
+        ),
       ),
     );
     for (let i = 0; i < 100; i++) {
@@ -129,17 +134,19 @@ export async function ownRedisCluster(basePort?: number): Promise<OwnRedisCluste
   };
   try {
     await Promise.all(ports.map(start));
-    const create = Bun.spawn(
-      [
-        "redis-cli",
-        "--cluster",
-        "create",
-        ...ports.map((p) => `127.0.0.1:${p}`),
-        "--cluster-replicas",
-        "1",
-        "--cluster-yes",
-      ],
-      { stdout: "ignore", stderr: "pipe" },
+    const create = tracked(
+      Bun.spawn(
+        [
+          "redis-cli",
+          "--cluster",
+          "create",
+          ...ports.map((p) => `127.0.0.1:${p}`),
+          "--cluster-replicas",
+          "1",
+          "--cluster-yes",
+        ],
+        { stdout: "ignore", stderr: "pipe" },
+      ),
     );
     if ((await create.exited) !== 0)
       throw new Error(`redis-cli --cluster create failed: ${await new Response(create.stderr).text()}`);

@@ -1,10 +1,15 @@
 import { createServer } from "node:net";
 import { Redis } from "ioredis";
+import { tracked } from "./children.ts";
 
-/** Its own redis-server on a random port, so a test can stop and restart it (an outage). */
+/**
+ * Its own redis-server on a random port, so a test can stop and restart it (an outage). The test
+ * harness stops it when the file ends, whether or not the file calls `stop()`.
+ */
 export interface OwnRedis {
   port: number;
   url: string;
+  /** Starts it again after `stop()`; while it runs, does nothing. */
   start(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -29,9 +34,13 @@ export async function ownRedisServer(): Promise<OwnRedis> {
     port,
     url,
     start: async () => {
-      child = Bun.spawn(
-        ["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        { stdout: "ignore", stderr: "ignore" },
+      // a second server on the same port would fail to bind, and the first would be lost to stop()
+      if (child && child.exitCode === null && child.signalCode === null) return;
+      child = tracked(
+        Bun.spawn(
+          ["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+          { stdout: "ignore", stderr: "ignore" },
+        ),
       );
       const probe = new Redis(url, { lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
       for (let i = 0; i < 100; i++) {

@@ -1,18 +1,13 @@
 import { expect, test } from "bun:test";
-import { eq } from "drizzle-orm";
-import { users } from "../../src/db/schema/index.ts";
 import { useTestApp } from "../helpers/app.ts";
-import { createPlatformAdmin, createTenant, loginTokens } from "../helpers/identity.ts";
+import { createTenant, signedInPlatformAdmin } from "../helpers/identity.ts";
 
 const app = useTestApp();
 
 let headers: Record<string, string> | undefined;
-/** One platform administrator per database: signed in once, its headers reused. */
+/** One platform administrator per file: signed in once, its headers reused. */
 async function adminHeaders() {
-  if (headers) return headers;
-  const admin = await createPlatformAdmin(app.db);
-  await app.db.update(users).set({ mustChangePassword: false }).where(eq(users.id, admin.id));
-  headers = { authorization: `Bearer ${(await loginTokens(app, { email: admin.email })).accessToken}` };
+  headers ??= (await signedInPlatformAdmin(app)).headers;
   return headers;
 }
 

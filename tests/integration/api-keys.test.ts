@@ -6,16 +6,15 @@ import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
 import { apiKeys } from "../../src/db/schema/index.ts";
 import { suspendTenant } from "../../src/tenancy/tenants.ts";
-import { useTestApp } from "../helpers/app.ts";
-import { activeDomain, createTenant, createUser, json, loginTokens } from "../helpers/identity.ts";
+import { relaxedLimits, useTestApp } from "../helpers/app.ts";
+import { activeDomain, json, signedInTenant } from "../helpers/identity.ts";
 
 const clock = new ManualClock(Date.now());
 const app = useTestApp({
   clock,
   cache: "apikeys",
+  settings: relaxedLimits,
   env: {
-    RateLimiting__Global__PermitLimit: "100000",
-    RateLimiting__Auth__PermitLimit: "100000",
     RateLimiting__ApiKey__PermitLimit: "20",
     RateLimiting__ApiKey__WindowSeconds: "60",
   },
@@ -43,23 +42,6 @@ interface Listed {
   revokedAt: string | null;
 }
 
-/** A fresh tenant with a signed-in owner, admin and member. */
-async function tenant() {
-  const row = await createTenant(app.db);
-  const sign = async (role: "owner" | "admin" | "member") => {
-    const user = await createUser(app.db, row.id, { role });
-    const tokens = await loginTokens(app, { email: user.email, tenant: row.code });
-    return { id: user.id, auth: { authorization: `Bearer ${tokens.accessToken}` } };
-  };
-  return {
-    id: row.id,
-    code: row.code,
-    owner: await sign("owner"),
-    admin: await sign("admin"),
-    member: await sign("member"),
-  };
-}
-
 const withKey = (key: string, extra: Record<string, string> = {}) => ({
   authorization: `Bearer ${key}`,
   ...extra,
@@ -84,10 +66,10 @@ async function listed(auth: Record<string, string>): Promise<Listed[]> {
 }
 
 test("an owner creates a key: shown once (no-store), stored only as its SHA-256, listed without it", async () => {
-  const t = await tenant();
+  const t = await signedInTenant(app);
   const created = await app.request(
     "/api/tenant/api-keys",
-    json({ name: "ci", scopes: ["users:read"] }, t.owner.auth),
+    json({ name: "ci", scopes: ["users:read"] }, t.owner.headers),
   );
   expect(created.status).toBe(201);
   expect(created.headers.get("cache-control")).toBe("no-store");
@@ -99,7 +81,7 @@ test("an owner creates a key: shown once (no-store), stored only as its SHA-256,
   const [row] = await app.db.select().from(apiKeys).where(eq(apiKeys.id, issued.id));
   expect(row?.secretHash).toBe(apiKeyHash(issued.key));
   expect(JSON.stringify(row)).not.toContain(issued.key.slice(issued.prefix.length + 1));
-  const response = await get("/api/tenant/api-keys", t.owner.auth);
+  const response = await get("/api/tenant/api-keys", t.owner.headers);
   const text = await response.text();
   expect(text).not.toContain(issued.key);
   expect(text).not.toContain(issued.key.slice(issued.prefix.length + 1));
@@ -109,14 +91,14 @@ test("an owner creates a key: shown once (no-store), stored only as its SHA-256,
 });
 
 test("owners and admins manage keys; members get 403; bad input 400", async () => {
-  const t = await tenant();
-  expect((await createKey(t.admin.auth, { scopes: ["domains:*"] })).status).toBe("active");
+  const t = await signedInTenant(app);
+  expect((await createKey(t.admin.headers, { scopes: ["domains:*"] })).status).toBe("active");
   const byMember = await app.request(
     "/api/tenant/api-keys",
-    json({ name: "m", scopes: ["users:read"] }, t.member.auth),
+    json({ name: "m", scopes: ["users:read"] }, t.member.headers),
   );
   expect(byMember.status).toBe(403);
-  expect((await get("/api/tenant/api-keys", t.member.auth)).status).toBe(403);
+  expect((await get("/api/tenant/api-keys", t.member.headers)).status).toBe(403);
   for (const body of [
     { name: "x", scopes: [] },
     { name: "x", scopes: ["admin:*"] },
@@ -124,14 +106,14 @@ test("owners and admins manage keys; members get 403; bad input 400", async () =
     { name: "", scopes: ["users:read"] },
     { name: "x", scopes: ["users:read"], expiresAt: new Date(clock.now().getTime() - 1000).toISOString() },
   ]) {
-    const response = await app.request("/api/tenant/api-keys", json(body, t.owner.auth));
+    const response = await app.request("/api/tenant/api-keys", json(body, t.owner.headers));
     expect(response.status).toBe(400);
   }
 });
 
 test("a key works on the routes its scopes allow, 403 on the others, 401 on admin routes, 403 on key and password routes", async () => {
-  const t = await tenant();
-  const reader = (await createKey(t.owner.auth, { scopes: ["users:read"] })).key;
+  const t = await signedInTenant(app);
+  const reader = (await createKey(t.owner.headers, { scopes: ["users:read"] })).key;
   expect((await get("/api/tenant/users", withKey(reader))).status).toBe(200);
   expect((await get("/api/tenant/features", withKey(reader))).status).toBe(200);
   for (const [method, path] of [
@@ -165,7 +147,7 @@ test("a key works on the routes its scopes allow, 403 on the others, 401 on admi
   }
 
   // users:write adds users (never an owner: a key acts as an admin would); domains:* reads domains
-  const writer = (await createKey(t.owner.auth, { scopes: ["users:write", "domains:*"] })).key;
+  const writer = (await createKey(t.owner.headers, { scopes: ["users:write", "domains:*"] })).key;
   const newUser = (role: string) => ({
     email: `k${crypto.randomUUID().slice(0, 8)}@example.com`,
     name: "By Key",
@@ -177,27 +159,28 @@ test("a key works on the routes its scopes allow, 403 on the others, 401 on admi
   expect((await get("/api/tenant/users", withKey(writer))).status).toBe(403);
   expect((await get("/api/tenant/domains", withKey(writer))).status).toBe(200);
   // even a key holding every scope manages no keys (the free plan holds two keys: one goes first)
-  const readerId = (await listed(t.owner.auth))[0]?.id;
-  await app.request(`/api/tenant/api-keys/${readerId}`, { method: "DELETE", headers: t.owner.auth });
-  const all = (await createKey(t.admin.auth, { scopes: ["users:*", "domains:*", "storage:*", "webhooks:*"] }))
-    .key;
+  const readerId = (await listed(t.owner.headers))[0]?.id;
+  await app.request(`/api/tenant/api-keys/${readerId}`, { method: "DELETE", headers: t.owner.headers });
+  const all = (
+    await createKey(t.admin.headers, { scopes: ["users:*", "domains:*", "storage:*", "webhooks:*"] })
+  ).key;
   expect((await get("/api/tenant/api-keys", withKey(all))).status).toBe(403);
 });
 
 test('revoked, expired, wrong or malformed keys get 401 with error="invalid_token"', async () => {
-  const t = await tenant();
-  const revoked = await createKey(t.owner.auth, { scopes: ["users:read"] });
+  const t = await signedInTenant(app);
+  const revoked = await createKey(t.owner.headers, { scopes: ["users:read"] });
   expect((await get("/api/tenant/users", withKey(revoked.key))).status).toBe(200);
   expect(
-    (await app.request(`/api/tenant/api-keys/${revoked.id}`, { method: "DELETE", headers: t.owner.auth }))
+    (await app.request(`/api/tenant/api-keys/${revoked.id}`, { method: "DELETE", headers: t.owner.headers }))
       .status,
   ).toBe(204);
   // revoking twice is a no-op
   expect(
-    (await app.request(`/api/tenant/api-keys/${revoked.id}`, { method: "DELETE", headers: t.owner.auth }))
+    (await app.request(`/api/tenant/api-keys/${revoked.id}`, { method: "DELETE", headers: t.owner.headers }))
       .status,
   ).toBe(204);
-  const expiring = await createKey(t.owner.auth, {
+  const expiring = await createKey(t.owner.headers, {
     scopes: ["users:read"],
     expiresAt: new Date(clock.now().getTime() + 60_000).toISOString(),
   });
@@ -216,15 +199,15 @@ test('revoked, expired, wrong or malformed keys get 401 with error="invalid_toke
     expect(response.headers.get("www-authenticate")).toContain('error="invalid_token"');
     expect(((await response.json()) as { detail: string }).detail).toBe(detail);
   }
-  const states = Object.fromEntries((await listed(t.owner.auth)).map((k) => [k.id, k.status]));
+  const states = Object.fromEntries((await listed(t.owner.headers)).map((k) => [k.id, k.status]));
   expect(states).toEqual({ [revoked.id]: "revoked", [expiring.id]: "expired" });
 });
 
 test("roll: the new secret works at once, the old one for the grace period; 0 ends it at once", async () => {
-  const t = await tenant();
-  const issued = await createKey(t.owner.auth, { scopes: ["users:read"] });
+  const t = await signedInTenant(app);
+  const issued = await createKey(t.owner.headers, { scopes: ["users:read"] });
   const rollOf = (id: string, body: object) =>
-    app.request(`/api/tenant/api-keys/${id}/roll`, json(body, t.owner.auth));
+    app.request(`/api/tenant/api-keys/${id}/roll`, json(body, t.owner.headers));
   const rolledResponse = await rollOf(issued.id, { gracePeriodSeconds: 30 });
   expect(rolledResponse.status).toBe(200);
   const rolled = (await rolledResponse.json()) as Issued;
@@ -249,14 +232,14 @@ test("roll: the new secret works at once, the old one for the grace period; 0 en
   expect((await get("/api/tenant/users", withKey(final.key))).status).toBe(200);
 
   expect((await rollOf(issued.id, { gracePeriodSeconds: -1 })).status).toBe(400);
-  await app.request(`/api/tenant/api-keys/${issued.id}`, { method: "DELETE", headers: t.owner.auth });
+  await app.request(`/api/tenant/api-keys/${issued.id}`, { method: "DELETE", headers: t.owner.headers });
   expect((await rollOf(issued.id, {})).status).toBe(409);
   expect((await rollOf(crypto.randomUUID(), {})).status).toBe(404);
 });
 
 test("a revocation whose notice is lost still takes effect once the one-second cache entry ends", async () => {
-  const t = await tenant();
-  const issued = await createKey(t.owner.auth, { scopes: ["users:read"] });
+  const t = await signedInTenant(app);
+  const issued = await createKey(t.owner.headers, { scopes: ["users:read"] });
   expect((await get("/api/tenant/users", withKey(issued.key))).status).toBe(200);
   // behind the app's back: no notice
   await app.db.update(apiKeys).set({ revokedAt: clock.now() }).where(eq(apiKeys.id, issued.id));
@@ -266,17 +249,17 @@ test("a revocation whose notice is lost still takes effect once the one-second c
 });
 
 test("tenant isolation: another tenant neither sees, revokes nor rolls a key, and a key reads only its tenant", async () => {
-  const a = await tenant();
-  const b = await tenant();
-  const issued = await createKey(a.owner.auth, { scopes: ["users:read"] });
-  expect(await listed(b.owner.auth)).toEqual([]);
+  const a = await signedInTenant(app);
+  const b = await signedInTenant(app);
+  const issued = await createKey(a.owner.headers, { scopes: ["users:read"] });
+  expect(await listed(b.owner.headers)).toEqual([]);
   expect(
-    (await app.request(`/api/tenant/api-keys/${issued.id}`, { method: "DELETE", headers: b.owner.auth }))
+    (await app.request(`/api/tenant/api-keys/${issued.id}`, { method: "DELETE", headers: b.owner.headers }))
       .status,
   ).toBe(404);
-  expect((await app.request(`/api/tenant/api-keys/${issued.id}/roll`, json({}, b.owner.auth))).status).toBe(
-    404,
-  );
+  expect(
+    (await app.request(`/api/tenant/api-keys/${issued.id}/roll`, json({}, b.owner.headers))).status,
+  ).toBe(404);
   expect((await get("/api/tenant/users", withKey(issued.key))).status).toBe(200);
   const users = (await (await get("/api/tenant/users", withKey(issued.key))).json()) as {
     items: { id: string }[];
@@ -290,11 +273,11 @@ test("tenant isolation: another tenant neither sees, revokes nor rolls a key, an
 });
 
 test("last use: recorded with the address, at most once a minute per key, shown in the list", async () => {
-  const t = await tenant();
-  const issued = await createKey(t.owner.auth, { scopes: ["users:read"] });
+  const t = await signedInTenant(app);
+  const issued = await createKey(t.owner.headers, { scopes: ["users:read"] });
   const lastUse = async () => {
     await app.deps.pending.settled(5_000);
-    return (await listed(t.owner.auth)).find((k) => k.id === issued.id);
+    return (await listed(t.owner.headers)).find((k) => k.id === issued.id);
   };
   expect((await lastUse())?.lastUsedAt).toBeNull();
   const first = clock.now().toISOString();
@@ -310,9 +293,9 @@ test("last use: recorded with the address, at most once a minute per key, shown 
 });
 
 test("per-key rate limit: 429 with the RateLimit fields, whatever the address; other keys unaffected", async () => {
-  const t = await tenant();
-  const busy = (await createKey(t.owner.auth, { scopes: ["users:read"] })).key;
-  const other = (await createKey(t.owner.auth, { scopes: ["users:read"] })).key;
+  const t = await signedInTenant(app);
+  const busy = (await createKey(t.owner.headers, { scopes: ["users:read"] })).key;
+  const other = (await createKey(t.owner.headers, { scopes: ["users:read"] })).key;
   for (let i = 0; i < 20; i++) {
     const response = await get("/api/tenant/users", withKey(busy), `198.51.100.${i + 1}`);
     expect(response.status).toBe(200);
@@ -328,7 +311,7 @@ test("per-key rate limit: 429 with the RateLimit fields, whatever the address; o
   }
   expect((await get("/api/tenant/users", withKey(other))).status).toBe(200);
   // a user's bearer token is not counted against any key
-  const user = await get("/api/tenant/users", t.owner.auth);
+  const user = await get("/api/tenant/users", t.owner.headers);
   expect(user.status).toBe(200);
   expect(user.headers.get("ratelimit-policy")).not.toContain("apikey");
   clock.advance(3_000);
@@ -336,22 +319,22 @@ test("per-key rate limit: 429 with the RateLimit fields, whatever the address; o
 });
 
 test("the plan limits the number of keys not revoked (free: 2); revoking one makes room", async () => {
-  const t = await tenant();
-  const first = await createKey(t.owner.auth, { scopes: ["users:read"] });
-  await createKey(t.owner.auth, { scopes: ["users:read"] });
+  const t = await signedInTenant(app);
+  const first = await createKey(t.owner.headers, { scopes: ["users:read"] });
+  await createKey(t.owner.headers, { scopes: ["users:read"] });
   const third = await app.request(
     "/api/tenant/api-keys",
-    json({ name: "3", scopes: ["users:read"] }, t.owner.auth),
+    json({ name: "3", scopes: ["users:read"] }, t.owner.headers),
   );
   expect(third.status).toBe(403);
   expect(((await third.json()) as { code: string }).code).toBe("usage_limit_reached");
-  await app.request(`/api/tenant/api-keys/${first.id}`, { method: "DELETE", headers: t.owner.auth });
-  expect((await createKey(t.owner.auth, { scopes: ["users:read"] })).status).toBe("active");
+  await app.request(`/api/tenant/api-keys/${first.id}`, { method: "DELETE", headers: t.owner.headers });
+  expect((await createKey(t.owner.headers, { scopes: ["users:read"] })).status).toBe("active");
 });
 
 test("a key in a URL or an error never reaches a log line or a problem body", async () => {
-  const t = await tenant();
-  const issued = await createKey(t.owner.auth, { scopes: ["users:read"] });
+  const t = await signedInTenant(app);
+  const issued = await createKey(t.owner.headers, { scopes: ["users:read"] });
   const secret = issued.key.slice(issued.prefix.length + 1);
   const before = app.logs.length;
   const response = await get(`/api/tenant/users?cursor=${issued.key}`, withKey(issued.key));
@@ -368,11 +351,11 @@ test("a key in a URL or an error never reaches a log line or a problem body", as
 });
 
 test("pg_dump of the database holds no key in clear", async () => {
-  const t = await tenant();
-  const issued = await createKey(t.owner.auth, { scopes: ["users:read"] });
+  const t = await signedInTenant(app);
+  const issued = await createKey(t.owner.headers, { scopes: ["users:read"] });
   await get("/api/tenant/users", withKey(issued.key));
   const rolled = (await (
-    await app.request(`/api/tenant/api-keys/${issued.id}/roll`, json({}, t.owner.auth))
+    await app.request(`/api/tenant/api-keys/${issued.id}/roll`, json({}, t.owner.headers))
   ).json()) as Issued;
   await app.deps.pending.settled(5_000);
   const dump = Bun.spawnSync(["pg_dump", "-h", "127.0.0.1", "-U", "postgres", app.testDatabase.name], {
@@ -391,8 +374,8 @@ test("pg_dump of the database holds no key in clear", async () => {
 });
 
 test("a suspended tenant's keys are refused at once (401), as its users' sessions are", async () => {
-  const t = await tenant();
-  const issued = await createKey(t.owner.auth, { scopes: ["users:read"] });
+  const t = await signedInTenant(app);
+  const issued = await createKey(t.owner.headers, { scopes: ["users:read"] });
   expect((await get("/api/tenant/users", withKey(issued.key))).status).toBe(200);
   await suspendTenant(app.deps, systemCtx("test"), { tenantId: t.id });
   const refused = await get("/api/tenant/users", withKey(issued.key));
@@ -401,22 +384,22 @@ test("a suspended tenant's keys are refused at once (401), as its users' session
 });
 
 test("a key belongs to the tenant: it outlives the user who created it", async () => {
-  const t = await tenant();
-  const issued = await createKey(t.admin.auth, { scopes: ["users:read"] });
+  const t = await signedInTenant(app);
+  const issued = await createKey(t.admin.headers, { scopes: ["users:read"] });
   expect(issued.createdBy).toBe(t.admin.id);
   expect(
-    (await app.request(`/api/tenant/users/${t.admin.id}`, { method: "DELETE", headers: t.owner.auth }))
+    (await app.request(`/api/tenant/users/${t.admin.id}`, { method: "DELETE", headers: t.owner.headers }))
       .status,
   ).toBe(204);
   expect((await get("/api/tenant/users", withKey(issued.key))).status).toBe(200);
-  const [row] = (await listed(t.owner.auth)).filter((k) => k.id === issued.id);
+  const [row] = (await listed(t.owner.headers)).filter((k) => k.id === issued.id);
   expect(row?.status).toBe("active");
   expect(row?.createdBy).toBeNull();
 });
 
 test("markApiKeyUsed writes at most once a minute whichever process asks, and tells the first use", async () => {
-  const t = await tenant();
-  const issued = await createKey(t.owner.auth, { scopes: ["users:read"] });
+  const t = await signedInTenant(app);
+  const issued = await createKey(t.owner.headers, { scopes: ["users:read"] });
   const ctx = { ...systemCtx("test", t.id), clientIp: "192.0.2.10" };
   // another process's recorder does not share this one's memory: the row decides
   expect(await markApiKeyUsed(app.deps, ctx, { keyId: issued.id })).toEqual({ firstUse: true });
@@ -426,9 +409,9 @@ test("markApiKeyUsed writes at most once a minute whichever process asks, and te
   expect(await markApiKeyUsed(app.deps, { ...ctx, clientIp: "192.0.2.12" }, { keyId: issued.id })).toEqual({
     firstUse: false,
   });
-  expect((await listed(t.owner.auth)).find((k) => k.id === issued.id)?.lastUsedIp).toBe("192.0.2.12");
+  expect((await listed(t.owner.headers)).find((k) => k.id === issued.id)?.lastUsedIp).toBe("192.0.2.12");
   // another tenant's ctx finds no such key
-  const other = await tenant();
+  const other = await signedInTenant(app);
   clock.advance(61_000);
   expect(await markApiKeyUsed(app.deps, systemCtx("test", other.id), { keyId: issued.id })).toBeNull();
 });

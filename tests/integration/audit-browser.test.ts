@@ -1,13 +1,13 @@
 import { expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { execute } from "../../src/db/client.ts";
-import { useTestApp } from "../helpers/app.ts";
+import { relaxedLimits, useTestApp } from "../helpers/app.ts";
 import { createTenant, createUser, PASSWORD } from "../helpers/identity.ts";
 
 const origin = "https://app.customer.test";
 const app = useTestApp({
+  settings: relaxedLimits,
   env: {
-    RateLimiting__Auth__PermitLimit: "100000",
     AllowedHosts__0: "api.plinth.test",
     AllowedHosts__1: "localhost",
     Tenancy__Resolution__PlatformHost: "api.plinth.test",

@@ -7,16 +7,16 @@ import { execute } from "../../src/db/client.ts";
 import { enqueue } from "../../src/jobs/enqueue.ts";
 import { defineJob } from "../../src/jobs/registry.ts";
 import { type SmsGateway, startSmsGateway } from "../fixtures/sms-gateway.ts";
-import { useTestApp } from "../helpers/app.ts";
+import { relaxedLimits, useTestApp } from "../helpers/app.ts";
 import {
   bearer,
-  createPlatformAdmin,
   createTenant,
   createUser,
   json,
   login,
   loginTokens,
   PASSWORD,
+  signedInPlatformAdmin,
   type Tokens,
 } from "../helpers/identity.ts";
 
@@ -28,9 +28,8 @@ beforeAll(() => {
 afterAll(() => sms.stop());
 const app = useTestApp({
   clock,
+  settings: relaxedLimits,
   env: () => ({
-    RateLimiting__Global__PermitLimit: "100000",
-    RateLimiting__Auth__PermitLimit: "100000",
     Authentication__Sms__Provider: "http",
     Authentication__Sms__HttpUrl: sms.url,
     Authentication__Sms__HttpApiKey: sms.token,
@@ -82,16 +81,7 @@ async function tenantWithOwner() {
 
 let admin: string;
 beforeAll(async () => {
-  const created = await createPlatformAdmin(db());
-  const response = await login(app, { email: created.email });
-  const tokens = (await response.json()) as Tokens;
-  // the bootstrapped admin changes the temporary password first
-  const changed = await app.request("/api/auth/password", {
-    ...json({ currentPassword: PASSWORD, newPassword: "another-long-password-42" }),
-    headers: { "content-type": "application/json", authorization: `Bearer ${tokens.accessToken}` },
-  });
-  expect(changed.status).toBe(200);
-  admin = ((await changed.json()) as Tokens).accessToken;
+  admin = (await signedInPlatformAdmin(app)).accessToken;
 });
 
 const adminCall = (path: string, method: string, body?: unknown) =>

@@ -1,13 +1,12 @@
 import { expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { execute } from "../../src/db/client.ts";
-import { useTestApp } from "../helpers/app.ts";
-import { createTenant, createUser, json, loginTokens, newMasterKey } from "../helpers/identity.ts";
+import { relaxedLimits, useTestApp } from "../helpers/app.ts";
+import { json, newMasterKey, signedInTenant } from "../helpers/identity.ts";
 
 const app = useTestApp({
   settings: {
-    "RateLimiting:Global:PermitLimit": "100000",
-    "RateLimiting:Auth:PermitLimit": "100000",
+    ...relaxedLimits,
     "Security:TenantSecrets:KeyId": "audit-wh",
     "Security:TenantSecrets:MasterKey": newMasterKey(),
     "Webhooks:AllowPrivateDestinations": "true",
@@ -28,18 +27,11 @@ const eventsOf = (tenantId: string, prefix: string) =>
         where tenant_id = ${tenantId} and action like ${`${prefix}%`} order by audit_events.id`,
   );
 
-async function owner() {
-  const tenant = await createTenant(app.db);
-  const user = await createUser(app.db, tenant.id, { role: "owner" });
-  const { accessToken } = await loginTokens(app, { email: user.email, tenant: tenant.code });
-  return { tenantId: tenant.id, userId: user.id, auth: { authorization: `Bearer ${accessToken}` } };
-}
-
 test("API keys: created, used for the first time (by the key), rolled, revoked; never the key itself", async () => {
-  const o = await owner();
+  const o = await signedInTenant(app);
   const created = await app.request(
     "/api/tenant/api-keys",
-    json({ name: "ci", scopes: ["users:read"] }, o.auth),
+    json({ name: "ci", scopes: ["users:read"] }, o.owner.headers),
   );
   expect(created.status).toBe(201);
   const issued = (await created.json()) as { id: string; key: string; prefix: string };
@@ -54,64 +46,69 @@ test("API keys: created, used for the first time (by the key), rolled, revoked; 
   ).toBe(403);
   const rolled = await app.request(
     `/api/tenant/api-keys/${issued.id}/roll`,
-    json({ gracePeriodSeconds: 60 }, o.auth),
+    json({ gracePeriodSeconds: 60 }, o.owner.headers),
   );
   expect(rolled.status).toBe(200);
   const next = ((await rolled.json()) as { key: string }).key;
   expect(
-    (await app.request(`/api/tenant/api-keys/${issued.id}`, { method: "DELETE", headers: o.auth })).status,
+    (await app.request(`/api/tenant/api-keys/${issued.id}`, { method: "DELETE", headers: o.owner.headers }))
+      .status,
   ).toBe(204);
   // revoking again changes nothing and records nothing
-  await app.request(`/api/tenant/api-keys/${issued.id}`, { method: "DELETE", headers: o.auth });
-  const events = await eventsOf(o.tenantId, "api_key.");
+  await app.request(`/api/tenant/api-keys/${issued.id}`, { method: "DELETE", headers: o.owner.headers });
+  const events = await eventsOf(o.id, "api_key.");
   expect(events.map((e) => [e.action, e.actor_type, e.actor_id, e.target_id])).toEqual([
-    ["api_key.created", "user", o.userId, issued.id],
+    ["api_key.created", "user", o.owner.id, issued.id],
     ["api_key.first_used", "apiKey", issued.id, issued.id],
-    ["api_key.rolled", "user", o.userId, issued.id],
-    ["api_key.revoked", "user", o.userId, issued.id],
+    ["api_key.rolled", "user", o.owner.id, issued.id],
+    ["api_key.revoked", "user", o.owner.id, issued.id],
   ]);
   expect(events[0]?.details).toMatchObject({ name: "ci", scopes: ["users:read"] });
   expect(events[2]?.details).toMatchObject({ graceSeconds: 60 });
-  const [refused] = await eventsOf(o.tenantId, "authorization.refused");
+  const [refused] = await eventsOf(o.id, "authorization.refused");
   expect(refused).toMatchObject({ actor_type: "apiKey", actor_id: issued.id });
   const all = JSON.stringify(await execute(app.db, sql`select * from audit_events`));
   for (const key of [issued.key, next]) expect(all).not.toContain(key.slice(-20));
 });
 
 test("webhook endpoints: created, updated, secret rotated, deleted; the URL's path and the secret stay out", async () => {
-  const o = await owner();
+  const o = await signedInTenant(app);
   const created = await app.request(
     "/api/tenant/webhooks",
-    json({ url: "http://127.0.0.1:9/hooks/T000/B000/secretpathtoken", events: ["user.created"] }, o.auth),
+    json(
+      { url: "http://127.0.0.1:9/hooks/T000/B000/secretpathtoken", events: ["user.created"] },
+      o.owner.headers,
+    ),
   );
   expect(created.status).toBe(201);
   const { endpoint, secret } = (await created.json()) as { endpoint: { id: string }; secret: string };
   const patched = await app.request(`/api/tenant/webhooks/${endpoint.id}`, {
     method: "PATCH",
-    headers: { ...o.auth, "content-type": "application/json" },
+    headers: { ...o.owner.headers, "content-type": "application/json" },
     body: JSON.stringify({ enabled: false }),
   });
   expect(patched.status).toBe(200);
   const rotated = await app.request(`/api/tenant/webhooks/${endpoint.id}/rotate-secret`, {
     method: "POST",
-    headers: o.auth,
+    headers: o.owner.headers,
   });
   expect(rotated.status).toBe(200);
   const newSecret = ((await rotated.json()) as { secret: string }).secret;
   expect(
-    (await app.request(`/api/tenant/webhooks/${endpoint.id}`, { method: "DELETE", headers: o.auth })).status,
+    (await app.request(`/api/tenant/webhooks/${endpoint.id}`, { method: "DELETE", headers: o.owner.headers }))
+      .status,
   ).toBe(204);
-  const events = await eventsOf(o.tenantId, "webhook_endpoint.");
+  const events = await eventsOf(o.id, "webhook_endpoint.");
   expect(events.map((e) => [e.action, e.actor_id, e.target_id, e.details])).toEqual([
     [
       "webhook_endpoint.created",
-      o.userId,
+      o.owner.id,
       endpoint.id,
       { url: "http://127.0.0.1:9", events: ["user.created"] },
     ],
-    ["webhook_endpoint.updated", o.userId, endpoint.id, { status: "disabled" }],
-    ["webhook_endpoint.updated", o.userId, endpoint.id, { reason: "signing secret rotated" }],
-    ["webhook_endpoint.deleted", o.userId, endpoint.id, { url: "http://127.0.0.1:9" }],
+    ["webhook_endpoint.updated", o.owner.id, endpoint.id, { status: "disabled" }],
+    ["webhook_endpoint.updated", o.owner.id, endpoint.id, { reason: "signing secret rotated" }],
+    ["webhook_endpoint.deleted", o.owner.id, endpoint.id, { url: "http://127.0.0.1:9" }],
   ]);
   const all = JSON.stringify(await execute(app.db, sql`select * from audit_events`));
   for (const value of ["secretpathtoken", secret, newSecret]) expect(all).not.toContain(value);

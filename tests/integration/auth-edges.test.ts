@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { createTestApp, useTestApp } from "../helpers/app.ts";
+import { createTestApp, relaxedLimits, settingsEnv, useTestApp } from "../helpers/app.ts";
 import {
   activeDomain,
   bearer,
@@ -19,8 +19,8 @@ const peer = () => `198.51.100.${++n}`;
 const on = (host: string, path: string) => `http://${host}${path}`;
 
 const app = useTestApp({
+  settings: relaxedLimits,
   env: {
-    RateLimiting__Auth__PermitLimit: "100000",
     AllowedHosts__0: "api.plinth.test",
     AllowedHosts__1: "localhost",
     Tenancy__Resolution__PlatformHost: "api.plinth.test",
@@ -90,7 +90,7 @@ describe("TenantCodePaths", () => {
   test("a tenant code in the body obeys it like X-Tenant does", async () => {
     const narrow = await createTestApp({
       database: t.database,
-      env: { RateLimiting__Auth__PermitLimit: "100000", Tenancy__Resolution__TenantCodePaths__0: "/t/" },
+      env: { ...settingsEnv(relaxedLimits), Tenancy__Resolution__TenantCodePaths__0: "/t/" },
     });
     const tenant = await createTenant(t.database.db);
     const user = await createUser(t.database.db, tenant.id);

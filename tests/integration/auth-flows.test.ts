@@ -6,7 +6,7 @@ import { writeTenantSecret } from "../../src/providers/secrets.ts";
 import { putTenantProvider } from "../../src/providers/tenant-providers.ts";
 import { parseTenantSecretKeys } from "../../src/security/tenant-secrets.ts";
 import { type SmsGateway, startSmsGateway } from "../fixtures/sms-gateway.ts";
-import { createTestApp, useTestApp } from "../helpers/app.ts";
+import { createTestApp, relaxedLimits, settingsEnv, useTestApp } from "../helpers/app.ts";
 import { createTestDatabase } from "../helpers/database.ts";
 import {
   bearer,
@@ -17,6 +17,7 @@ import {
   login,
   loginTokens,
   PASSWORD,
+  signedInTenant,
   type Tokens,
 } from "../helpers/identity.ts";
 
@@ -30,8 +31,8 @@ beforeAll(() => {
 afterAll(() => sms.stop());
 const app = useTestApp({
   clock,
+  settings: relaxedLimits,
   env: () => ({
-    RateLimiting__Auth__PermitLimit: "100000",
     Authentication__Sms__Provider: "http",
     Authentication__Sms__HttpUrl: sms.url,
     Authentication__Sms__HttpApiKey: sms.token,
@@ -158,7 +159,7 @@ describe("password sign-in", () => {
     const strict = await createTestApp({
       database: t.database,
       clock,
-      env: { RateLimiting__Auth__PermitLimit: "100000", Authentication__Password__IpAttemptLimit: "3" },
+      env: { ...settingsEnv(relaxedLimits), Authentication__Password__IpAttemptLimit: "3" },
     });
     const tenant = await createTenant(t.database.db);
     const office = peer();
@@ -190,15 +191,10 @@ describe("password sign-in", () => {
 });
 
 describe("refresh tokens", () => {
-  async function session(): Promise<Tokens> {
-    const tenant = await createTenant(t.database.db);
-    const user = await createUser(t.database.db, tenant.id);
-    return loginTokens(app, { email: user.email, tenant: tenant.code });
-  }
   const refresh = (token: string) => app.request("/api/auth/refresh", json({ refreshToken: token }));
 
   test("rotate: each refresh token works once and returns a new pair", async () => {
-    const first = await session();
+    const first = (await signedInTenant(app)).member;
     const second = await refresh(first.refreshToken);
     expect(second.status).toBe(200);
     const pair = (await second.json()) as Tokens;
@@ -207,7 +203,7 @@ describe("refresh tokens", () => {
   });
 
   test("reusing a rotated token revokes the whole session", async () => {
-    const first = await session();
+    const first = (await signedInTenant(app)).member;
     const second = (await (await refresh(first.refreshToken)).json()) as Tokens;
     expect((await refresh(first.refreshToken)).status).toBe(401); // replay of the spent token
     expect((await refresh(second.refreshToken)).status).toBe(401); // the thief's and the owner's both die
@@ -215,7 +211,7 @@ describe("refresh tokens", () => {
   });
 
   test("logout ends the session at once; logout is idempotent", async () => {
-    const tokens = await session();
+    const tokens = (await signedInTenant(app)).member;
     expect((await app.request("/api/auth/logout", json({ refreshToken: tokens.refreshToken }))).status).toBe(
       204,
     );
@@ -228,7 +224,7 @@ describe("refresh tokens", () => {
   });
 
   test("an expired refresh token is refused", async () => {
-    const tokens = await session();
+    const tokens = (await signedInTenant(app)).member;
     clock.advance(31 * 86_400_000);
     expect((await refresh(tokens.refreshToken)).status).toBe(401);
   });
@@ -241,7 +237,7 @@ describe("the bootstrapped administrator must change the password first", () => 
       const local = await createTestApp({
         database: db.database,
         clock,
-        env: { RateLimiting__Auth__PermitLimit: "100000" },
+        env: settingsEnv(relaxedLimits),
       });
       const admin = await createPlatformAdmin(db.database.db);
       const first = await loginTokens(local, { email: admin.email });

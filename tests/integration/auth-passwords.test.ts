@@ -1,17 +1,14 @@
 import { describe, expect, test } from "bun:test";
-import { eq } from "drizzle-orm";
-import { users } from "../../src/db/schema/index.ts";
-import { hashPassword } from "../../src/security/passwords.ts";
-import { useTestApp } from "../helpers/app.ts";
+import { relaxedLimits, useTestApp } from "../helpers/app.ts";
 import {
   bearer,
-  createPlatformAdmin,
   createTenant,
   createUser,
   json,
   login,
   loginTokens,
   PASSWORD,
+  readyPlatformUser,
   type Tokens,
 } from "../helpers/identity.ts";
 
@@ -22,8 +19,8 @@ const on = (host: string, path: string) => `http://${host}${path}`;
 const NEW_PASSWORD = "quiet-orchard-lantern-42";
 
 const app = useTestApp({
+  settings: relaxedLimits,
   env: {
-    RateLimiting__Auth__PermitLimit: "100000",
     AllowedHosts__0: "api.plinth.test",
     AllowedHosts__1: "localhost",
     Tenancy__Resolution__PlatformHost: "api.plinth.test",
@@ -31,19 +28,6 @@ const app = useTestApp({
   },
 });
 const t = app.testDatabase;
-
-/** The one platform administrator of the database (bootstrap refuses a second), flag cleared. */
-let admin: Promise<{ id: string; email: string }> | undefined;
-/** The administrator, with `PASSWORD` again whatever an earlier test changed it to. */
-const platformAdmin = async () => {
-  admin ??= createPlatformAdmin(t.database.db);
-  const created = await admin;
-  await t.database.db
-    .update(users)
-    .set({ mustChangePassword: false, passwordHash: await hashPassword(PASSWORD) })
-    .where(eq(users.id, created.id));
-  return created;
-};
 
 const change = (accessToken: string, body: { currentPassword: string; newPassword: string }) =>
   app.request("/api/auth/password", json(body, { authorization: `Bearer ${accessToken}` }), peer());
@@ -70,7 +54,7 @@ describe("a password change ends every session", () => {
   });
 
   test("a browser session: 204, the cookie is cleared and the session ends; the page signs in again", async () => {
-    const admin = await platformAdmin();
+    const admin = await readyPlatformUser(t.database.db);
     const origin = "https://app.customer.test";
     const browserLogin = (password: string) =>
       app.request(on("api.plinth.test", "/api/auth/browser/login"), {
@@ -100,7 +84,7 @@ describe("a password change ends every session", () => {
 describe("a password someone else set must be changed at first sign-in", () => {
   test("a user created by a platform admin and one added by an owner", async () => {
     const tenant = await createTenant(t.database.db);
-    const admin = await platformAdmin();
+    const admin = await readyPlatformUser(t.database.db);
     const adminTokens = await loginTokens(app, { email: admin.email, password: PASSWORD });
     const owner = await createUser(t.database.db, tenant.id, { role: "owner" });
     const ownerTokens = await loginTokens(app, { email: owner.email, tenant: tenant.code });

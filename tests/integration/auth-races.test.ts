@@ -2,14 +2,14 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import postgres from "postgres";
 import { ManualClock } from "../../src/clock.ts";
 import { hashPassword } from "../../src/security/passwords.ts";
-import { createTestApp, useTestApp } from "../helpers/app.ts";
+import { createTestApp, relaxedLimits, settingsEnv, useTestApp } from "../helpers/app.ts";
 import { bearer, createTenant, createUser, login, loginTokens } from "../helpers/identity.ts";
 
 let other: postgres.Sql;
 const clock = new ManualClock();
 
 afterAll(() => other.end());
-const app = useTestApp({ clock, env: { RateLimiting__Auth__PermitLimit: "100000" } });
+const app = useTestApp({ clock, settings: relaxedLimits });
 const t = app.testDatabase;
 beforeAll(() => {
   other = postgres(t.url, { max: 2, onnotice: () => {} });
@@ -111,7 +111,7 @@ describe("the per-IP password window under parallel guesses", () => {
     const strict = await createTestApp({
       database: t.database,
       clock,
-      env: { RateLimiting__Auth__PermitLimit: "100000", Authentication__Password__IpAttemptLimit: "3" },
+      env: { ...settingsEnv(relaxedLimits), Authentication__Password__IpAttemptLimit: "3" },
     });
     const tenant = await createTenant(t.database.db);
     const office = peer();

@@ -1,34 +1,23 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import {
   browserOriginCheck,
   csrfTokenMatches,
   openBrowserSession,
   signInBrowser,
 } from "../../src/auth/browser-sessions.ts";
-import { signInWithPassword } from "../../src/auth/password-sign-in.ts";
 import { SESSION_CHANNEL } from "../../src/auth/session-cache.ts";
 import { openTokenSession } from "../../src/auth/session-lookup.ts";
 import { callerOf, endSessions, logout } from "../../src/auth/sessions.ts";
 import { systemCtx } from "../../src/context.ts";
 import { AppError } from "../../src/errors.ts";
-import { createTestApp, type TestApp } from "../helpers/app.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
-import { createTenant, createUser, PASSWORD } from "../helpers/identity.ts";
+import { relaxedLimits, useTestApp } from "../helpers/app.ts";
+import { createTenant, createUser, PASSWORD, signedInTenant } from "../helpers/identity.ts";
 
-let t: TestDatabase;
-let app: TestApp;
-
-beforeAll(async () => {
-  t = await createTestDatabase();
-  app = await createTestApp({
-    database: t.database,
-    env: { BrowserAuth__AllowedOrigins__0: "https://app.customer.test" },
-  });
+const app = useTestApp({
+  settings: relaxedLimits,
+  env: { BrowserAuth__AllowedOrigins__0: "https://app.customer.test" },
 });
-afterAll(async () => {
-  await app.close();
-  await t.drop();
-});
+const t = app.testDatabase;
 
 const anonymous = (tenantId: string | null) => ({
   tenantId,
@@ -36,25 +25,16 @@ const anonymous = (tenantId: string | null) => ({
   clientIp: "10.9.0.1",
 });
 
-async function signedInUser() {
-  const tenant = await createTenant(t.database.db);
-  const user = await createUser(t.database.db, tenant.id);
-  const pair = await signInWithPassword(app.deps, anonymous(tenant.id), {
-    email: user.email,
-    password: PASSWORD,
-  });
-  return { tenant, user, pair };
-}
-
 describe("session lookup", () => {
   test("an access token opens its token session until the session ends", async () => {
-    const { tenant, user, pair } = await signedInUser();
-    const open = await openTokenSession(app.deps, pair.accessToken);
+    const tenant = await signedInTenant(app);
+    const user = tenant.member;
+    const open = await openTokenSession(app.deps, user.accessToken);
     if ("refused" in open) throw new Error(open.refused);
     expect(open.kind).toBe("token");
     expect(open.identity.userId).toBe(user.id);
-    await logout(app.deps, anonymous(tenant.id), { refreshToken: pair.refreshToken });
-    expect(await openTokenSession(app.deps, pair.accessToken)).toEqual({ refused: "The session has ended." });
+    await logout(app.deps, anonymous(tenant.id), { refreshToken: user.refreshToken });
+    expect(await openTokenSession(app.deps, user.accessToken)).toEqual({ refused: "The session has ended." });
   });
 
   test("a malformed access token is refused as invalid", async () => {
@@ -110,8 +90,8 @@ describe("endSessions in the caller's transaction", () => {
       for (let i = 0; i < 100 && heard.length < count; i++) await Bun.sleep(20);
     };
     try {
-      const { user, pair } = await signedInUser();
-      expect("refused" in (await openTokenSession(app.deps, pair.accessToken))).toBe(false);
+      const user = (await signedInTenant(app)).member;
+      expect("refused" in (await openTokenSession(app.deps, user.accessToken))).toBe(false);
       await t.database.db.transaction(async (tx) => {
         await endSessions(app.deps, { ...systemCtx("test"), tx }, { userId: user.id });
         await Bun.sleep(100);
@@ -121,23 +101,23 @@ describe("endSessions in the caller's transaction", () => {
       await waitFor(1);
       expect(heard.filter((p) => p.includes(user.id))).toEqual([JSON.stringify({ userId: user.id })]);
 
-      const other = await signedInUser();
+      const other = (await signedInTenant(app)).member;
       await t.database.db
         .transaction(async (tx) => {
-          await endSessions(app.deps, { ...systemCtx("test"), tx }, { userId: other.user.id });
+          await endSessions(app.deps, { ...systemCtx("test"), tx }, { userId: other.id });
           tx.rollback();
         })
         .catch(() => undefined);
       await Bun.sleep(200);
-      expect(heard.filter((p) => p.includes(other.user.id))).toEqual([]);
+      expect(heard.filter((p) => p.includes(other.id))).toEqual([]);
     } finally {
       await stop();
     }
   });
 
   test("without a transaction it evicts the process's cached sessions at once", async () => {
-    const { user, pair } = await signedInUser();
-    const open = await openTokenSession(app.deps, pair.accessToken);
+    const user = (await signedInTenant(app)).member;
+    const open = await openTokenSession(app.deps, user.accessToken);
     if ("refused" in open) throw new Error(open.refused);
     expect(app.deps.sessionCache.get(`s:${open.sessionId}`)).toBeDefined();
     await endSessions(app.deps, systemCtx("test"), { userId: user.id });

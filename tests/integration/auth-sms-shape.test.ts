@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { ManualClock } from "../../src/clock.ts";
 import { smsCodes } from "../../src/db/schema/index.ts";
-import { useTestApp } from "../helpers/app.ts";
+import { relaxedLimits, useTestApp } from "../helpers/app.ts";
 import { createTenant, createUser, json } from "../helpers/identity.ts";
 
 /**
@@ -14,9 +14,8 @@ const clock = new ManualClock("2026-11-23T10:00:00Z");
 const app = useTestApp({
   clock,
   cache: "sms-shape",
+  settings: relaxedLimits,
   env: {
-    RateLimiting__Global__PermitLimit: "1000000",
-    RateLimiting__Auth__PermitLimit: "1000000",
     Authentication__Sms__VerifyLimit: "100000",
     Authentication__Sms__IpVerifyLimit: "100000",
   },

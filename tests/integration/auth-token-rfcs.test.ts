@@ -1,12 +1,10 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import { createPublicKey, type webcrypto } from "node:crypto";
-import { eq } from "drizzle-orm";
 import { createVerifier } from "fast-jwt";
 import { importPKCS8, SignJWT } from "jose";
 import { ManualClock } from "../../src/clock.ts";
-import { users } from "../../src/db/schema/index.ts";
-import { useTestApp } from "../helpers/app.ts";
-import { bearer, createPlatformAdmin, loginTokens } from "../helpers/identity.ts";
+import { relaxedLimits, useTestApp } from "../helpers/app.ts";
+import { bearer, signedInPlatformAdmin } from "../helpers/identity.ts";
 import { rsaKeys } from "../helpers/production-env.ts";
 
 // RFC 9068 access tokens and RFC 6750 challenges, checked as a resource server from another
@@ -27,18 +25,15 @@ const app = useTestApp({
     Security__Jwt__CurrentKeyId: "k1",
     Security__Jwt__PrivateKey: key.privateKeyPem,
     Security__Jwt__AccessTokenMinutes: String(LIFETIME / 60),
-    RateLimiting__Auth__PermitLimit: "10000",
   },
+  settings: relaxedLimits,
   clock,
 });
-const t = app.testDatabase;
 
 let token: string;
 let claims: Record<string, unknown>;
 beforeAll(async () => {
-  const admin = await createPlatformAdmin(t.database.db);
-  await t.database.db.update(users).set({ mustChangePassword: false }).where(eq(users.id, admin.id));
-  token = (await loginTokens(app, { email: admin.email })).accessToken;
+  token = (await signedInPlatformAdmin(app)).accessToken;
   claims = JSON.parse(Buffer.from(token.split(".")[1] ?? "", "base64url").toString());
 });
 

@@ -1,11 +1,9 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import { createHmac, createPrivateKey, generateKeyPairSync } from "node:crypto";
-import { eq } from "drizzle-orm";
 import { exportJWK, importPKCS8, SignJWT } from "jose";
 import { ManualClock } from "../../src/clock.ts";
-import { users } from "../../src/db/schema/index.ts";
-import { createTestApp, type TestApp, useTestApp } from "../helpers/app.ts";
-import { bearer, createPlatformAdmin, loginTokens } from "../helpers/identity.ts";
+import { createTestApp, relaxedLimits, settingsEnv, type TestApp, useTestApp } from "../helpers/app.ts";
+import { bearer, loginTokens, readyPlatformUser, signedInPlatformAdmin } from "../helpers/identity.ts";
 import { rsaKeys } from "../helpers/production-env.ts";
 
 const k1 = rsaKeys();
@@ -21,7 +19,7 @@ const jwtEnv = (current: "k1" | "k2", verification: ("k1" | "k2")[]) => {
     Security__Jwt__Audience: AUD,
     Security__Jwt__CurrentKeyId: current,
     Security__Jwt__PrivateKey: keys[current].privateKeyPem,
-    RateLimiting__Auth__PermitLimit: "10000",
+    ...settingsEnv(relaxedLimits),
   };
   verification.forEach((kid, i) => {
     env[`Security__Jwt__VerificationKeys__${i}__KeyId`] = kid;
@@ -39,9 +37,7 @@ let claims: Record<string, unknown>;
 const app = useTestApp({ env: jwtEnv("k1", ["k1"]), clock });
 const t = app.testDatabase;
 beforeAll(async () => {
-  const admin = await createPlatformAdmin(t.database.db);
-  await t.database.db.update(users).set({ mustChangePassword: false }).where(eq(users.id, admin.id));
-  valid = (await loginTokens(app, { email: admin.email })).accessToken;
+  valid = (await signedInPlatformAdmin(app)).accessToken;
   claims = JSON.parse(Buffer.from(valid.split(".")[1] ?? "", "base64url").toString());
 });
 
@@ -135,7 +131,8 @@ describe("the JWT attack suite: every forged or stale token is 401", () => {
   });
 
   test("expiry honours only a small clock tolerance", async () => {
-    const token = (await loginTokens(app, { email: (await freshAdmin()).email })).accessToken;
+    const token = (await loginTokens(app, { email: (await readyPlatformUser(t.database.db)).email }))
+      .accessToken;
     clock.advance(15 * 60_000 + 20_000); // past exp, within the 30 s tolerance
     expect((await me(token)).status).toBe(200);
     clock.advance(20_000); // past the tolerance
@@ -143,29 +140,9 @@ describe("the JWT attack suite: every forged or stale token is 401", () => {
   });
 });
 
-async function freshAdmin() {
-  const admin = await createPlatformAdmin(
-    t.database.db,
-    `rot${crypto.randomUUID().slice(0, 6)}@example.com`,
-  ).catch(async () => {
-    // one platform admin exists already: add another staff user by hand
-    const { hashPassword } = await import("../../src/security/passwords.ts");
-    const { platformRoleBindings } = await import("../../src/db/schema/index.ts");
-    const email = `rot${crypto.randomUUID().slice(0, 6)}@example.com`;
-    const [user] = await t.database.db
-      .insert(users)
-      .values({ email, name: "Staff", passwordHash: await hashPassword("a-long-test-password-1") })
-      .returning({ id: users.id });
-    if (!user) throw new Error("no user");
-    await t.database.db.insert(platformRoleBindings).values({ userId: user.id, role: "platform_admin" });
-    return { id: user.id, email };
-  });
-  return admin;
-}
-
 describe("key rotation", () => {
   test("old tokens verify while the old key is in the set; new tokens carry the new kid; a removed key is refused", async () => {
-    const staff = await freshAdmin();
+    const staff = await readyPlatformUser(t.database.db);
     const old = (await loginTokens(app, { email: staff.email })).accessToken;
     // step 1 done everywhere: k2 published; step 2: k2 signs, k1 still verifies
     const rotated = await createTestApp({ database: t.database, env: jwtEnv("k2", ["k1", "k2"]), clock });
@@ -194,7 +171,7 @@ describe("key rotation", () => {
   test("Development without keys signs with an ephemeral key and says so", async () => {
     const dev = await createTestApp({
       database: t.database,
-      env: { RateLimiting__Auth__PermitLimit: "10000" },
+      env: settingsEnv(relaxedLimits),
       clock,
     });
     expect(dev.logs.some((l) => l.includes("EPHEMERAL"))).toBe(true);

@@ -4,13 +4,13 @@ import type { App } from "../../src/app.ts";
 import { applySubscriptionEvent } from "../../src/billing/apply-subscription-event.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
-import { tenantDomains, users } from "../../src/db/schema/index.ts";
+import { tenantDomains } from "../../src/db/schema/index.ts";
 import type { Deps } from "../../src/deps.ts";
 import { getCurrentUsage } from "../../src/usage/current-usage.ts";
 import { s3Settings, startTestS3, type TestS3 } from "../fixtures/s3-server.ts";
-import { useTestApp } from "../helpers/app.ts";
+import { relaxedLimits, useTestApp } from "../helpers/app.ts";
 import { uniqueHost } from "../helpers/domains.ts";
-import { createPlatformAdmin, createTenant, createUser, signInHeaders } from "../helpers/identity.ts";
+import { signedInPlatformAdmin, signedInTenant } from "../helpers/identity.ts";
 
 /** Plan limits on the tenant routes that create things: custom domains and storage uploads. */
 
@@ -27,16 +27,14 @@ afterAll(() => s3.close(), 30_000);
 const h = useTestApp({
   cache: "billing-enforce",
   clock,
-  settings: () => s3Settings(s3),
+  settings: () => ({ ...relaxedLimits, ...s3Settings(s3) }),
 });
 const t = h.testDatabase;
 
 beforeAll(async () => {
   deps = h.deps;
   app = h.app;
-  const platformAdmin = await createPlatformAdmin(t.database.db);
-  await t.database.db.update(users).set({ mustChangePassword: false }).where(eq(users.id, platformAdmin.id));
-  admin = await signIn({ email: platformAdmin.email });
+  admin = (await signedInPlatformAdmin(h)).headers;
 }, 30_000);
 
 const db = () => t.database.db;
@@ -44,9 +42,6 @@ const db = () => t.database.db;
 async function request(path: string, init: RequestInit = {}): Promise<Response> {
   return app.request(path, init, { peerAddress: "127.0.0.1" });
 }
-
-/** Real sign-in through the app: the routes sit behind the real authentication. */
-const signIn = (body: { email: string; tenant?: string }) => signInHeaders(request, body);
 
 function post(headers: Record<string, string>, path: string, body: unknown) {
   return request(path, {
@@ -58,19 +53,10 @@ function post(headers: Record<string, string>, path: string, body: unknown) {
 
 /** A tenant with an owner signed in, on `plan` (free: no subscription at all, the default plan). */
 async function tenantOn(plan: "free" | "pro" | "suspended") {
-  const tenant = await createTenant(db());
-  const owner = await createUser(db(), tenant.id, { role: "owner" });
-  const headers = await signIn({ email: owner.email, tenant: tenant.code });
-  if (plan !== "free") {
-    await applySubscriptionEvent(deps, systemCtx("test", tenant.id), {
-      event: "activate",
-      source: "admin",
-      plan: "pro",
-    });
-    if (plan === "suspended")
-      await applySubscriptionEvent(deps, systemCtx("test", tenant.id), { event: "suspend", source: "admin" });
-  }
-  return { id: tenant.id, headers };
+  const tenant = await signedInTenant(h, { plan: plan === "free" ? undefined : "pro" });
+  if (plan === "suspended")
+    await applySubscriptionEvent(deps, systemCtx("test", tenant.id), { event: "suspend", source: "admin" });
+  return { id: tenant.id, headers: tenant.owner.headers };
 }
 
 async function problemOf(response: Response) {

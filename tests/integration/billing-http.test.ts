@@ -8,15 +8,15 @@ import { DAY_MS } from "../../src/billing/subscription-states.ts";
 import { SIGNATURE_HEADER, signatureHeader } from "../../src/billing/webhook-signature.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
-import { planFeatures, subscriptionHistory, users } from "../../src/db/schema/index.ts";
+import { planFeatures, subscriptionHistory } from "../../src/db/schema/index.ts";
 import type { Deps } from "../../src/deps.ts";
 import { writeTenantSecret } from "../../src/providers/secrets.ts";
 import { putTenantProvider } from "../../src/providers/tenant-providers.ts";
 import { parseTenantSecretKeys } from "../../src/security/tenant-secrets.ts";
 import { seedCatalog } from "../../src/seed.ts";
 import { recordUsage } from "../../src/usage/record-usage.ts";
-import { useTestApp } from "../helpers/app.ts";
-import { createPlatformAdmin, createTenant, createUser, signInHeaders } from "../helpers/identity.ts";
+import { relaxedLimits, useTestApp } from "../helpers/app.ts";
+import { createTenant, readyPlatformUser, signedInTenant, signInHeaders } from "../helpers/identity.ts";
 
 const clock = new ManualClock("2026-11-10T12:00:00Z");
 const logLines: string[] = [];
@@ -31,6 +31,7 @@ const h = useTestApp({
   cache: "billing-http",
   clock,
   settings: {
+    ...relaxedLimits,
     "Security:TenantSecrets:KeyId": "ts-test",
     "Security:TenantSecrets:MasterKey": randomBytes(32).toString("base64"),
     "Cache:OutputCacheEnabled": "true",
@@ -67,9 +68,7 @@ beforeAll(async () => {
     });
     return c.json({ ok: true });
   });
-  const platformAdmin = await createPlatformAdmin(t.database.db);
-  await t.database.db.update(users).set({ mustChangePassword: false }).where(eq(users.id, platformAdmin.id));
-  adminEmail = platformAdmin.email;
+  adminEmail = (await readyPlatformUser(t.database.db)).email;
 }, 30_000);
 
 // tests move the clock by days: sign in again so tokens are fresh
@@ -85,12 +84,6 @@ async function request(path: string, init: RequestInit = {}): Promise<Response> 
 
 /** Real sign-in through the app: the routes sit behind the real authentication. */
 const signIn = (body: { email: string; tenant?: string }) => signInHeaders(request, body);
-
-async function tenantWithUser() {
-  const tenant = await createTenant(db());
-  const user = await createUser(db(), tenant.id, { role: "owner" });
-  return { tenant, user, headers: await signIn({ email: user.email, tenant: tenant.code }) };
-}
 
 /** The tenant's payment provider with a webhook-signing secret (stored encrypted as a tenant secret). */
 async function withPaymentProvider(tenantId: string): Promise<string> {
@@ -240,7 +233,8 @@ describe("payment webhook", () => {
 
 describe("admin endpoints", () => {
   test("platform admins only: 401 anonymous, 403 for a tenant user (even for the user's own tenant)", async () => {
-    const { tenant, headers } = await tenantWithUser();
+    const tenant = await signedInTenant({ deps, request });
+    const { headers } = tenant.owner;
     for (const path of ["subscription", "subscription/history", "features", "usage"]) {
       expect((await request(`/api/admin/tenants/${tenant.id}/${path}`)).status).toBe(401);
       expect((await request(`/api/admin/tenants/${tenant.id}/${path}`, { headers })).status).toBe(403);
@@ -337,7 +331,8 @@ describe("admin endpoints", () => {
   });
 
   test("tenant users see their own features only", async () => {
-    const { tenant, headers } = await tenantWithUser();
+    const tenant = await signedInTenant({ deps, request });
+    const { headers } = tenant.owner;
     await request(
       `/api/admin/tenants/${tenant.id}/subscription/events`,
       adminJson("POST", { event: "activate", plan: "pro" }),
@@ -354,7 +349,8 @@ describe("admin endpoints", () => {
 
 describe("entitlements on requests", () => {
   test("suspension by the loop turns a metered feature off on the very next request (402)", async () => {
-    const { tenant, user } = await tenantWithUser();
+    const tenant = await signedInTenant({ deps, request });
+    const user = tenant.owner;
     let headers = await signIn({ email: user.email, tenant: tenant.code });
     const now = clock.now().getTime();
     await request(
@@ -386,7 +382,8 @@ describe("entitlements on requests", () => {
   });
 
   test("a metered limit reached answers 403 usage_limit_reached; a feature outside the plan 402", async () => {
-    const { tenant, headers } = await tenantWithUser();
+    const tenant = await signedInTenant({ deps, request });
+    const { headers } = tenant.owner;
     await request(
       `/api/admin/tenants/${tenant.id}/features/api_calls/override`,
       adminJson("PUT", { enabled: true, limit: 3 }),

@@ -3,16 +3,13 @@ import { type App, createApp } from "../../src/app.ts";
 import type { Deps } from "../../src/deps.ts";
 import { clientIp } from "../../src/http/client-ip.ts";
 import { assertAllowed } from "../../src/security/windows.ts";
-import { addProbeRoutes, testConfig, testDeps, useTestApp } from "../helpers/app.ts";
+import { addProbeRoutes, relaxedLimits, testConfig, testDeps, useTestApp } from "../helpers/app.ts";
 import { createTenant, createUser, PASSWORD } from "../helpers/identity.ts";
 import { type OwnRedis, ownRedisServer } from "../helpers/redis-server.ts";
 
 /** Production mode against a Redis this file owns, so it can be stopped and started again. */
 const settings = {
-  "RateLimiting:Global:PermitLimit": "1000",
-  "RateLimiting:Global:WindowSeconds": "60",
-  "RateLimiting:Auth:PermitLimit": "1000",
-  "RateLimiting:Auth:WindowSeconds": "60",
+  ...relaxedLimits,
   "Authentication:Password:AttemptLimit": "3",
   "Cache:CommandTimeoutMs": "300",
 };

@@ -2,27 +2,15 @@ import { expect, test } from "bun:test";
 import { eq, sql } from "drizzle-orm";
 import { auditEvents, backgroundJobs, jobSchedules, users } from "../../src/db/schema/index.ts";
 import { startIntervalLoop } from "../../src/loops/interval-loop.ts";
-import { useTestApp } from "../helpers/app.ts";
-import {
-  activeDomain,
-  createPlatformAdmin,
-  createTenant,
-  createUser,
-  PASSWORD,
-} from "../helpers/identity.ts";
+import { relaxedLimits, useTestApp } from "../helpers/app.ts";
+import { activeDomain, createTenant, createUser, PASSWORD, readyPlatformUser } from "../helpers/identity.ts";
 
 // The console over HTTP, without a browser: its door (session cookie, origin, CSRF token, forced
 // password change, platform staff only, viewers read only), its policy headers and its assets.
 // tests/e2e/console.test.ts drives the same pages in Chromium.
 
 const ORIGIN = "https://ops.plinth.test";
-const app = useTestApp({
-  env: {
-    BrowserAuth__AllowedOrigins__0: ORIGIN,
-    RateLimiting__Auth__PermitLimit: "1000",
-    RateLimiting__Global__PermitLimit: "100000",
-  },
-});
+const app = useTestApp({ settings: relaxedLimits, env: { BrowserAuth__AllowedOrigins__0: ORIGIN } });
 
 /** A browser's cookie jar, reduced to what the console sets. */
 class Jar {
@@ -82,33 +70,6 @@ async function signedIn(email: string): Promise<Jar> {
   return jar;
 }
 
-async function staff(role: "platform_admin" | "platform_viewer") {
-  let id: string;
-  let email: string;
-  if (role === "platform_admin") {
-    const admin = await app.db
-      .select({ id: users.id, email: users.email })
-      .from(users)
-      .innerJoin(sql`platform_role_bindings b`, sql`b.user_id = ${users.id} and b.role = 'platform_admin'`)
-      .limit(1);
-    if (admin[0]) ({ id, email } = admin[0]);
-    else ({ id, email } = await createPlatformAdmin(app.db));
-  } else {
-    email = `viewer${crypto.randomUUID().slice(0, 6)}@example.com`;
-    const [user] = await app.db
-      .insert(users)
-      .values({ tenantId: null, email, name: "Viewer", passwordHash: await Bun.password.hash(PASSWORD) })
-      .returning({ id: users.id });
-    if (!user) throw new Error("no user");
-    id = user.id;
-    await app.db.execute(
-      sql`insert into platform_role_bindings (user_id, role) values (${id}, 'platform_viewer')`,
-    );
-  }
-  await app.db.update(users).set({ mustChangePassword: false }).where(eq(users.id, id));
-  return { id, email };
-}
-
 async function seedSchedule(name: string) {
   await app.db
     .insert(jobSchedules)
@@ -131,7 +92,7 @@ test("without a session every console page sends the browser to the sign-in page
 });
 
 test("sign-in needs an allowed origin; a wrong password is a 401 page; a right one sets HttpOnly __Host- cookies", async () => {
-  const admin = await staff("platform_admin");
+  const admin = await readyPlatformUser(app.db);
   const jar = new Jar();
   const foreign = await post(
     jar,
@@ -176,7 +137,7 @@ test("sign-in needs an allowed origin; a wrong password is a 401 page; a right o
 });
 
 test("a change needs the CSRF token (form field or X-CSRF-Token) and an allowed Origin", async () => {
-  const admin = await staff("platform_admin");
+  const admin = await readyPlatformUser(app.db);
   await seedSchedule("console-csrf");
   const jar = await signedIn(admin.email);
   const token = await csrfOf(jar);
@@ -222,7 +183,7 @@ test("a change needs the CSRF token (form field or X-CSRF-Token) and an allowed 
 
 test("platform_viewer sees the pages without a single change button, and every change is refused", async () => {
   await seedSchedule("console-viewer");
-  const viewer = await staff("platform_viewer");
+  const viewer = await readyPlatformUser(app.db, { role: "platform_viewer" });
   const jar = await signedIn(viewer.email);
   const page = await get(jar, "/console/schedules");
   expect(page.status).toBe(200);
@@ -249,7 +210,7 @@ test("platform_viewer sees the pages without a single change button, and every c
 
 test("a forced password change comes first; afterwards the session is over and the new password signs in", async () => {
   const email = `forced${crypto.randomUUID().slice(0, 6)}@example.com`;
-  const admin = await staff("platform_admin");
+  const admin = await readyPlatformUser(app.db);
   const adminJar = await signedIn(admin.email);
   void adminJar;
   const [user] = await app.db
@@ -303,7 +264,7 @@ test("a tenant user cannot use the console, and the console is not served on a t
   expect(response.status).toBe(401);
   // on a tenant's custom domain the console does not exist, signed in or not
   const host = await activeDomain(app.db, tenant.id, `ops${crypto.randomUUID().slice(0, 6)}.customer.test`);
-  const admin = await staff("platform_admin");
+  const admin = await readyPlatformUser(app.db);
   const jar = await signedIn(admin.email);
   for (const path of ["/console", "/console/sign-in"]) {
     const onTenantHost = await app.request(`http://${host}${path}`, { headers: { cookie: jar.header() } });
@@ -329,7 +290,7 @@ test("assets: hashed names, a year of caching, ETag, gzip; an unknown name is 40
 });
 
 test("the overview shows each loop's last tick and last error in this process, redacted", async () => {
-  const admin = await staff("platform_admin");
+  const admin = await readyPlatformUser(app.db);
   const jar = await signedIn(admin.email);
   let ticks = 0;
   const { promise: thirdTick, resolve } = Promise.withResolvers<void>();
@@ -361,7 +322,7 @@ test("the overview shows each loop's last tick and last error in this process, r
 });
 
 test("jobs filtered by tenant code or id; ?tenant= stays the API's tenant selector", async () => {
-  const admin = await staff("platform_admin");
+  const admin = await readyPlatformUser(app.db);
   const jar = await signedIn(admin.email);
   const tenant = await createTenant(app.db);
   const [mine] = await app.db
@@ -385,7 +346,7 @@ test("jobs filtered by tenant code or id; ?tenant= stays the API's tenant select
 });
 
 test("every change through the console is an audit row naming the actor, and the audit page shows it", async () => {
-  const admin = await staff("platform_admin");
+  const admin = await readyPlatformUser(app.db);
   await seedSchedule("console-audited");
   const jar = await signedIn(admin.email);
   const token = await csrfOf(jar);
@@ -409,7 +370,7 @@ test("every change through the console is an audit row naming the actor, and the
   expect(page).toContain("console-audited");
   expect(page).not.toContain("schedule.updated</th>");
   // a viewer reads the log too
-  const viewer = await staff("platform_viewer");
+  const viewer = await readyPlatformUser(app.db, { role: "platform_viewer" });
   const viewerJar = await signedIn(viewer.email);
   const read = await get(viewerJar, "/console/audit?targetType=schedule");
   expect(read.status).toBe(200);

@@ -1,6 +1,7 @@
 import { expect, test } from "bun:test";
 import { join } from "node:path";
 import { useTestDatabase } from "../helpers/app.ts";
+import { tracked } from "../helpers/children.ts";
 
 /** Development without a cache: two OS processes on one database share the security windows. */
 const t = useTestDatabase();
@@ -8,10 +9,12 @@ const t = useTestDatabase();
 const worker = join(import.meta.dir, "../fixtures/window-worker.ts");
 
 async function run(account: string, count: number, at: number): Promise<number> {
-  const child = Bun.spawn(["bun", worker, t.url, account, String(count), String(at)], {
-    stdout: "pipe",
-    stderr: "pipe",
-  });
+  const child = tracked(
+    Bun.spawn(["bun", worker, t.url, account, String(count), String(at)], {
+      stdout: "pipe",
+      stderr: "pipe",
+    }),
+  );
   const [out, err, code] = await Promise.all([
     new Response(child.stdout).text(),
     new Response(child.stderr).text(),

@@ -3,13 +3,13 @@ import { and, eq } from "drizzle-orm";
 import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
 import { createDomainTicker } from "../../src/custom-domains/checks.ts";
-import { auditEvents, subscriptions, tenantDomains } from "../../src/db/schema/index.ts";
+import { auditEvents, tenantDomains } from "../../src/db/schema/index.ts";
 import { getCurrentUsage } from "../../src/usage/current-usage.ts";
 import { type DohServer, startDohServer } from "../fixtures/doh-server.ts";
 import { type GatewayServer, startGatewayServer } from "../fixtures/gateway-server.ts";
-import { useTestApp } from "../helpers/app.ts";
+import { relaxedLimits, useTestApp } from "../helpers/app.ts";
 import { domainRow, domainSettings, EDGE_TARGET, uniqueHost } from "../helpers/domains.ts";
-import { createTenant, createUser, json, loginTokens } from "../helpers/identity.ts";
+import { json, signedInTenant } from "../helpers/identity.ts";
 
 /**
  * Verified ownership decides, not first come: several tenants may claim one name, each with its own
@@ -28,9 +28,11 @@ afterAll(async () => {
   await gateway.stop();
 }, 60_000);
 const app = useTestApp({
-  settings: () => domainSettings(doh, gateway, { "TenantDomains:ClaimExpiryDays": "3" }),
+  settings: () => ({
+    ...relaxedLimits,
+    ...domainSettings(doh, gateway, { "TenantDomains:ClaimExpiryDays": "3" }),
+  }),
   clock,
-  env: () => ({ RateLimiting__Auth__PermitLimit: "100000" }),
 });
 const t = app.testDatabase;
 
@@ -44,20 +46,18 @@ interface DomainBody {
   deactivatedAt: string | null;
 }
 
+/** A tenant on a plan with custom domains, and its owner's calls to the domain routes. */
 async function tenantWithOwner() {
-  const db = t.database.db;
-  const tenant = await createTenant(db);
-  await db.insert(subscriptions).values({ tenantId: tenant.id, planCode: "enterprise", status: "active" });
-  const owner = await createUser(db, tenant.id, { role: "owner" });
-  const token = (await loginTokens(app, { email: owner.email, tenant: tenant.code })).accessToken;
+  const tenant = await signedInTenant(app, { plan: "enterprise" });
+  const { headers } = tenant.owner;
   const auth = (init: RequestInit = {}): RequestInit => ({
     ...init,
-    headers: { ...(init.headers as Record<string, string>), authorization: `Bearer ${token}` },
+    headers: { ...(init.headers as Record<string, string>), ...headers },
   });
   return {
     id: tenant.id,
     async add(hostname: string) {
-      return app.request("/api/tenant/domains", json({ hostname }, { authorization: `Bearer ${token}` }));
+      return app.request("/api/tenant/domains", json({ hostname }, headers));
     },
     async get(id: string) {
       return (await (await app.request(`/api/tenant/domains/${id}`, auth())).json()) as DomainBody;

@@ -1,8 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { eq } from "drizzle-orm";
 import { ManualClock } from "../../src/clock.ts";
 import { createDomainTicker } from "../../src/custom-domains/checks.ts";
-import { subscriptions, users } from "../../src/db/schema/index.ts";
 import { type DohServer, startDohServer } from "../fixtures/doh-server.ts";
 import { type GatewayServer, startGatewayServer } from "../fixtures/gateway-server.ts";
 import { useTestApp } from "../helpers/app.ts";
@@ -15,20 +13,19 @@ import {
 } from "../helpers/domains.ts";
 import {
   bearer,
-  createPlatformAdmin,
-  createTenant,
-  createUser,
   json,
   login,
-  loginTokens,
+  type SignedInTenant,
+  signedInPlatformAdmin,
+  signedInTenant,
 } from "../helpers/identity.ts";
 
 let doh: DohServer;
 let gateway: GatewayServer;
 const clock = new ManualClock(Date.now());
 let admin: string;
-const a = { id: "", code: "", owner: "", member: "", ownerEmail: "" };
-const b = { id: "", code: "", owner: "" };
+let a: SignedInTenant;
+let b: SignedInTenant;
 
 interface DomainBody {
   id: string;
@@ -51,29 +48,11 @@ afterAll(async () => {
   await gateway.stop();
 }, 60_000);
 const app = useTestApp({ settings: () => domainSettings(doh, gateway), clock });
-const t = app.testDatabase;
 beforeAll(async () => {
-  const db = t.database.db;
-  const platformAdmin = await createPlatformAdmin(db);
-  await db.update(users).set({ mustChangePassword: false }).where(eq(users.id, platformAdmin.id));
-  admin = (await loginTokens(app, { email: platformAdmin.email })).accessToken;
-  for (const [tenant, withMember] of [
-    [a, true],
-    [b, false],
-  ] as const) {
-    const row = await createTenant(db);
-    tenant.id = row.id;
-    tenant.code = row.code;
-    // custom domains need a paid plan (the free plan has none): both tenants are on enterprise (admin tests add several to tenant A, and they count)
-    await db.insert(subscriptions).values({ tenantId: row.id, planCode: "enterprise", status: "active" });
-    const owner = await createUser(db, row.id, { role: "owner" });
-    tenant.owner = (await loginTokens(app, { email: owner.email, tenant: row.code })).accessToken;
-    if (withMember) {
-      a.ownerEmail = owner.email;
-      const member = await createUser(db, row.id, { role: "member" });
-      a.member = (await loginTokens(app, { email: member.email, tenant: row.code })).accessToken;
-    }
-  }
+  admin = (await signedInPlatformAdmin(app)).accessToken;
+  // custom domains need a paid plan (the free plan has none): both tenants are on enterprise (admin tests add several to tenant A, and they count)
+  a = await signedInTenant(app, { plan: "enterprise" });
+  b = await signedInTenant(app, { plan: "enterprise" });
 }, 60_000);
 
 const adminBase = (tenantId: string) => `/api/admin/tenants/${tenantId}/domains`;
@@ -169,7 +148,7 @@ describe("admin endpoints", () => {
     // variants are not names: refused as malformed, never compared with other tenants' claims
     const variant = await app.request(
       "/api/tenant/domains",
-      post(b.owner, { hostname: `${hostname.toUpperCase()}.` }),
+      post(b.owner.accessToken, { hostname: `${hostname.toUpperCase()}.` }),
     );
     expect(variant.status).toBe(400);
   });
@@ -191,23 +170,26 @@ describe("admin endpoints", () => {
   });
 
   test("tenant users and anonymous callers cannot use the admin routes", async () => {
-    expect((await app.request(adminBase(a.id), auth(a.owner))).status).toBe(403);
+    expect((await app.request(adminBase(a.id), auth(a.owner.accessToken))).status).toBe(403);
     expect((await app.request(adminBase(a.id))).status).toBe(401);
   });
 });
 
 describe("tenant owner endpoints", () => {
   test("an owner adds and sees its own domains only", async () => {
-    const res = await app.request("/api/tenant/domains", post(a.owner, { hostname: uniqueHost("own") }));
+    const res = await app.request(
+      "/api/tenant/domains",
+      post(a.owner.accessToken, { hostname: uniqueHost("own") }),
+    );
     expect(res.status).toBe(201);
     const mine = (await res.json()) as DomainBody;
     expect(mine.tenantId).toBe(a.id);
-    const listA = (await (await app.request("/api/tenant/domains", auth(a.owner))).json()) as {
+    const listA = (await (await app.request("/api/tenant/domains", auth(a.owner.accessToken))).json()) as {
       items: DomainBody[];
     };
     expect(listA.items.every((d) => d.tenantId === a.id)).toBe(true);
     expect(listA.items.map((d) => d.id)).toContain(mine.id);
-    const listB = (await (await app.request("/api/tenant/domains", auth(b.owner))).json()) as {
+    const listB = (await (await app.request("/api/tenant/domains", auth(b.owner.accessToken))).json()) as {
       items: DomainBody[];
     };
     expect(listB.items.map((d) => d.id)).not.toContain(mine.id);
@@ -216,16 +198,19 @@ describe("tenant owner endpoints", () => {
   test("tenant B's owner gets 404 for tenant A's domain (show, check, delete), and it stays", async () => {
     const created = (await (await adminAdd(a.id, uniqueHost("cross"))).json()) as DomainBody;
     const path = `/api/tenant/domains/${created.id}`;
-    expect((await app.request(path, auth(b.owner))).status).toBe(404);
-    expect((await app.request(`${path}/check`, auth(b.owner, { method: "POST" }))).status).toBe(404);
-    expect((await app.request(path, auth(b.owner, { method: "DELETE" }))).status).toBe(404);
-    expect((await app.request(path, auth(a.owner))).status).toBe(200);
+    expect((await app.request(path, auth(b.owner.accessToken))).status).toBe(404);
+    expect((await app.request(`${path}/check`, auth(b.owner.accessToken, { method: "POST" }))).status).toBe(
+      404,
+    );
+    expect((await app.request(path, auth(b.owner.accessToken, { method: "DELETE" }))).status).toBe(404);
+    expect((await app.request(path, auth(a.owner.accessToken))).status).toBe(200);
   });
 
   test("members and platform staff are refused (403), anonymous callers 401", async () => {
-    expect((await app.request("/api/tenant/domains", auth(a.member))).status).toBe(403);
+    expect((await app.request("/api/tenant/domains", auth(a.member.accessToken))).status).toBe(403);
     expect(
-      (await app.request("/api/tenant/domains", post(a.member, { hostname: uniqueHost() }))).status,
+      (await app.request("/api/tenant/domains", post(a.member.accessToken, { hostname: uniqueHost() })))
+        .status,
     ).toBe(403);
     expect((await app.request("/api/tenant/domains", auth(admin))).status).toBe(403);
     expect((await app.request("/api/tenant/domains")).status).toBe(401);
@@ -236,7 +221,7 @@ describe("end to end: a domain goes Active through the loop", () => {
   test("before: host not allowed, no certificate; after: the host reaches the tenant and the edge may issue", async () => {
     const hostname = uniqueHost("live");
     const added = (await (
-      await app.request("/api/tenant/domains", post(a.owner, { hostname }))
+      await app.request("/api/tenant/domains", post(a.owner.accessToken, { hostname }))
     ).json()) as DomainBody;
     const onHost = (path: string, init?: RequestInit, peer?: string) =>
       app.request(`http://${hostname}${path}`, init, peer);
@@ -247,7 +232,7 @@ describe("end to end: a domain goes Active through the loop", () => {
         "10.20.30.40",
       );
 
-    const before = await onHost("/api/tenant/domains", auth(a.owner));
+    const before = await onHost("/api/tenant/domains", auth(a.owner.accessToken));
     expect(before.status).toBe(400);
     expect(((await before.json()) as { code: string }).code).toBe("host_not_allowed");
     expect((await permission(hostname)).status).toBe(404);
@@ -259,7 +244,7 @@ describe("end to end: a domain goes Active through the loop", () => {
     let rounds = 0;
     while ((await ticker.tick()) > 0 && rounds++ < 10) {} // other domains of this file are due too
 
-    const after = await onHost("/api/tenant/domains", auth(a.owner));
+    const after = await onHost("/api/tenant/domains", auth(a.owner.accessToken));
     expect(after.status).toBe(200);
     const items = ((await after.json()) as { items: DomainBody[] }).items;
     const live = items.find((d) => d.id === added.id);
@@ -269,10 +254,10 @@ describe("end to end: a domain goes Active through the loop", () => {
     expect(live?.tls.gatewayHostnameId).toBe(gateway.byHostname(hostname)?.id ?? "");
 
     // sign-in on the custom host needs no tenant code: the host is the tenant
-    const signedIn = await login(app, { email: a.ownerEmail }, { host: hostname });
+    const signedIn = await login(app, { email: a.owner.email }, { host: hostname });
     expect(signedIn.status).toBe(200);
     // tenant B's token on tenant A's host finds nothing
-    expect((await onHost("/api/tenant/domains", auth(b.owner))).status).toBe(404);
+    expect((await onHost("/api/tenant/domains", auth(b.owner.accessToken))).status).toBe(404);
 
     const allowed = await permission(hostname);
     expect(allowed.status).toBe(200);
@@ -295,11 +280,14 @@ describe("end to end: a domain goes Active through the loop", () => {
       expect({ variant, status: (await permission(variant)).status }).toEqual({ variant, status: 404 });
 
     // removed: gone from the gateway, the host and the edge's permission at once in this process
-    const removed = await app.request(`/api/tenant/domains/${added.id}`, auth(a.owner, { method: "DELETE" }));
+    const removed = await app.request(
+      `/api/tenant/domains/${added.id}`,
+      auth(a.owner.accessToken, { method: "DELETE" }),
+    );
     expect(removed.status).toBe(204);
     expect(gateway.byHostname(hostname)).toBeUndefined();
     expect((await permission(hostname)).status).toBe(404);
-    expect((await onHost("/api/tenant/domains", auth(a.owner))).status).toBe(400);
+    expect((await onHost("/api/tenant/domains", auth(a.owner.accessToken))).status).toBe(400);
   });
 
   test("the routes are in the OpenAPI document", async () => {

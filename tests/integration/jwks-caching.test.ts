@@ -1,8 +1,7 @@
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { afterAll, expect, test } from "bun:test";
 import { createApp } from "../../src/app.ts";
-import { testConfig, testDeps } from "../helpers/app.ts";
+import { testConfig, testDeps, useTestDatabase } from "../helpers/app.ts";
 import { REDIS_URL, rawRedis, uniquePrefix } from "../helpers/cache.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 import { rsaKeys } from "../helpers/production-env.ts";
 
 /**
@@ -13,15 +12,11 @@ import { rsaKeys } from "../helpers/production-env.ts";
 const k1 = rsaKeys();
 const k2 = rsaKeys();
 const prefix = uniquePrefix("jwks");
-let t: TestDatabase;
-beforeAll(async () => {
-  t = await createTestDatabase();
-});
+const t = useTestDatabase();
 afterAll(async () => {
   const redis = rawRedis();
   await redis.cleanup(prefix);
   redis.close();
-  await t.drop();
 });
 
 async function processWith(kids: ("k1" | "k2")[]) {

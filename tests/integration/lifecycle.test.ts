@@ -1,15 +1,10 @@
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { createSafeMessage, type RuntimeAdapter, runApi, type StopSignal } from "../../src/lifecycle.ts";
-import { testConfig } from "../helpers/app.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { testConfig, useTestDatabase } from "../helpers/app.ts";
 import { waitFor } from "../helpers/jobs.ts";
 
 /** The shared start-up and drain sequence (src/lifecycle.ts) with a fake runtime adapter. */
-let t: TestDatabase;
-beforeAll(async () => {
-  t = await createTestDatabase();
-}, 60_000);
-afterAll(() => t.drop());
+const t = useTestDatabase();
 
 function fakeRuntime() {
   const calls: string[] = [];

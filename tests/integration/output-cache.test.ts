@@ -3,7 +3,7 @@ import { type App, createApp } from "../../src/app.ts";
 import type { AppConfig } from "../../src/config/load.ts";
 import type { Deps } from "../../src/deps.ts";
 import { MAX_VARIANTS, outputCacheFor } from "../../src/http/middleware/output-cache.ts";
-import { testConfig, testDeps, useTestDatabase } from "../helpers/app.ts";
+import { relaxedLimits, testConfig, testDeps, useTestDatabase } from "../helpers/app.ts";
 import { REDIS_URL, rawRedis, uniquePrefix } from "../helpers/cache.ts";
 
 const raw = rawRedis();
@@ -60,14 +60,13 @@ const production = () =>
   testConfig({
     cacheUrl: REDIS_URL,
     environment: "Production",
-    settings: { "RateLimiting:Global:PermitLimit": "10000", "RateLimiting:Global:WindowSeconds": "60" },
+    settings: relaxedLimits,
   });
 
 describe("output cache in Production", () => {
   let ctx: Awaited<ReturnType<typeof build>>;
   beforeAll(async () => {
     const config = production();
-    config.settings.RateLimiting.Auth = { PermitLimit: 100, WindowSeconds: 60 };
     ctx = await build(config);
   });
 
@@ -154,7 +153,6 @@ describe("a bounded output cache", () => {
   let ctx: Awaited<ReturnType<typeof build>>;
   beforeAll(async () => {
     const config = production();
-    config.settings.RateLimiting.Auth = { PermitLimit: 100, WindowSeconds: 60 };
     ctx = await build(config);
   });
 
@@ -204,7 +202,6 @@ describe("output cache elsewhere", () => {
 
   test("an unreachable cache serves the route itself", async () => {
     const config = production();
-    config.settings.RateLimiting.Auth = { PermitLimit: 100, WindowSeconds: 60 };
     const { app, calls } = await build(
       { ...config, cache: { url: "redis://127.0.0.1:1", source: "CACHE_URL" } },
       false,

@@ -1,10 +1,8 @@
 import { beforeAll, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
-import { eq } from "drizzle-orm";
-import { users } from "../../src/db/schema/index.ts";
 import { carriesCredential } from "../../src/providers/setting-values.ts";
 import { useTestApp } from "../helpers/app.ts";
-import { createPlatformAdmin, createTenant, signInHeaders } from "../helpers/identity.ts";
+import { createTenant, signedInPlatformAdmin } from "../helpers/identity.ts";
 
 const app = useTestApp({
   settings: {
@@ -14,9 +12,7 @@ const app = useTestApp({
 });
 let admin: Record<string, string> = {};
 beforeAll(async () => {
-  const platformAdmin = await createPlatformAdmin(app.db);
-  await app.db.update(users).set({ mustChangePassword: false }).where(eq(users.id, platformAdmin.id));
-  admin = await signInHeaders((path, init) => app.request(path, init), { email: platformAdmin.email });
+  admin = (await signedInPlatformAdmin(app)).headers;
 });
 
 const put = (tenantId: string, body: unknown | string) =>

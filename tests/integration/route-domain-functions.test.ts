@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, spyOn, test } from "bun:test";
+import { describe, expect, spyOn, test } from "bun:test";
 import { and, eq, isNull } from "drizzle-orm";
 import { systemCtx } from "../../src/context.ts";
 import { createCustomDomain } from "../../src/custom-domains/create-custom-domain.ts";
@@ -10,22 +10,13 @@ import { createTenantUpload, deleteTenantObject } from "../../src/storage/tenant
 import { suspendTenant } from "../../src/tenancy/tenants.ts";
 import { getCurrentUsage } from "../../src/usage/current-usage.ts";
 import { recordUsage } from "../../src/usage/record-usage.ts";
-import { createTestApp, type TestApp } from "../helpers/app.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { relaxedLimits, useTestApp } from "../helpers/app.ts";
 import { uniqueHost } from "../helpers/domains.ts";
 import { createTenant, createUser, loginTokens } from "../helpers/identity.ts";
 
 /** The domain functions the tenant and admin routes call, each doing its work in one step. */
-let t: TestDatabase;
-let app: TestApp;
-beforeAll(async () => {
-  t = await createTestDatabase();
-  app = await createTestApp({ database: t.database, env: { RateLimiting__Auth__PermitLimit: "100000" } });
-}, 60_000);
-afterAll(async () => {
-  await app.close();
-  await t.drop();
-});
+const app = useTestApp({ settings: relaxedLimits });
+const t = app.testDatabase;
 
 const domainUsage = (tenantId: string) =>
   getCurrentUsage(app.deps, systemCtx("test", tenantId), { feature: "custom_domains", period: "never" });

@@ -8,15 +8,16 @@ import { tenantDomains, users } from "../../src/db/schema/index.ts";
 import { declaredRoutes, undeclaredRoutes } from "../../src/http/access.ts";
 import { renderRolesReference } from "../../src/http/roles-reference.ts";
 import { s3Settings, startTestS3, type TestS3 } from "../fixtures/s3-server.ts";
-import { useTestApp } from "../helpers/app.ts";
+import { relaxedLimits, useTestApp } from "../helpers/app.ts";
 import { uniqueHost } from "../helpers/domains.ts";
 import {
-  createPlatformAdmin,
-  createTenant,
   createUser,
   json,
   loginTokens,
   PASSWORD,
+  type SignedInTenant,
+  signedInPlatformAdmin,
+  signedInTenant,
 } from "../helpers/identity.ts";
 
 /**
@@ -31,46 +32,17 @@ beforeAll(async () => {
   s3 = await startTestS3(clock);
 }, 30_000);
 afterAll(() => s3.close(), 30_000);
-const app = useTestApp({
-  clock,
-  env: { RateLimiting__Global__PermitLimit: "100000", RateLimiting__Auth__PermitLimit: "100000" },
-  settings: () => s3Settings(s3),
-});
+const app = useTestApp({ clock, settings: () => ({ ...relaxedLimits, ...s3Settings(s3) }) });
 
-interface Tenant {
-  id: string;
-  code: string;
-  owner: string;
-  admin: string;
-  member: string;
-  ownerId: string;
-}
-let tenantA: Tenant;
-let tenantB: Tenant;
+let tenantA: SignedInTenant;
+let tenantB: SignedInTenant;
 let admin: string;
 let viewer: string;
 
-async function signedInTenant(): Promise<Tenant> {
-  const tenant = await createTenant(app.db);
-  const owner = await createUser(app.db, tenant.id, { role: "owner" });
-  const member = await createUser(app.db, tenant.id, { role: "member" });
-  const tenantAdmin = await createUser(app.db, tenant.id, { role: "admin" });
-  return {
-    id: tenant.id,
-    code: tenant.code,
-    ownerId: owner.id,
-    owner: (await loginTokens(app, { email: owner.email, tenant: tenant.code })).accessToken,
-    admin: (await loginTokens(app, { email: tenantAdmin.email, tenant: tenant.code })).accessToken,
-    member: (await loginTokens(app, { email: member.email, tenant: tenant.code })).accessToken,
-  };
-}
-
 beforeAll(async () => {
-  tenantA = await signedInTenant();
-  tenantB = await signedInTenant();
-  const platformAdmin = await createPlatformAdmin(app.db);
-  await app.db.update(users).set({ mustChangePassword: false }).where(eq(users.id, platformAdmin.id));
-  admin = (await loginTokens(app, { email: platformAdmin.email })).accessToken;
+  tenantA = await signedInTenant(app);
+  tenantB = await signedInTenant(app);
+  admin = (await signedInPlatformAdmin(app)).accessToken;
   // the read-only role, granted the documented way: an administrator adds platform staff with it
   const email = `viewer${crypto.randomUUID().slice(0, 6)}@example.com`;
   const granted = await app.request(
@@ -81,6 +53,7 @@ beforeAll(async () => {
     ),
   );
   expect(granted.status).toBe(201);
+  // granted through the route (the one test that does): its temporary password counts as replaced
   await app.db.update(users).set({ mustChangePassword: false }).where(eq(users.email, email));
   viewer = (await loginTokens(app, { email })).accessToken;
 }, 60_000);
@@ -244,7 +217,7 @@ test("every admin route answers 403 to a tenant owner", async () => {
   const admins = (await routes()).filter((r) => r.path.startsWith("/api/admin"));
   const found = await mismatches(admins, async (route) => ({
     expected: 403,
-    response: await call(route, url(route, sampleParams(route)), tenantA.owner),
+    response: await call(route, url(route, sampleParams(route)), tenantA.owner.accessToken),
     who: "tenant owner",
   }));
   expect(found).toEqual([]);
@@ -302,7 +275,7 @@ test("platform_viewer: every tenant route answers 403 (platform staff belong to 
 
 test("platform_viewer cannot grant itself or anyone a platform role; a tenant owner cannot either", async () => {
   const body = { email: "x@example.com", name: "X", password: PASSWORD, role: "platform_admin" };
-  for (const token of [viewer, tenantA.owner]) {
+  for (const token of [viewer, tenantA.owner.accessToken]) {
     const response = await app.request(
       "/api/admin/platform-users",
       json(body, { authorization: `Bearer ${token}` }),
@@ -346,9 +319,9 @@ test("docs/roles.md matches the declared access (run `bun run docs:roles` after 
 test("the role matrix holds route by route: a role outside a route's row gets 403, one inside is let through", async () => {
   const tenantRoutes = (await routes()).filter((r) => r.path.startsWith("/api/tenant"));
   const tokens: Record<TenantRoleName, string> = {
-    owner: tenantA.owner,
-    admin: tenantA.admin,
-    member: tenantA.member,
+    owner: tenantA.owner.accessToken,
+    admin: tenantA.admin.accessToken,
+    member: tenantA.member.accessToken,
   };
   const matrix = roleMatrix();
   const found: string[] = [];
@@ -368,7 +341,7 @@ test("the role matrix holds route by route: a role outside a route's row gets 40
 });
 
 test("admins manage users but not owners: no creating, disabling or removing an owner", async () => {
-  const asAdmin = { authorization: `Bearer ${tenantA.admin}` };
+  const asAdmin = tenantA.admin.headers;
   const newUser = (role: string) => ({
     email: `u${crypto.randomUUID().slice(0, 8)}@example.com`,
     name: "New User",
@@ -378,7 +351,10 @@ test("admins manage users but not owners: no creating, disabling or removing an 
   const owner = await app.request("/api/tenant/users", json(newUser("owner"), asAdmin));
   expect(owner.status).toBe(403);
   expect(((await owner.json()) as { code: string }).code).toBe("forbidden");
-  for (const path of [`/api/tenant/users/${tenantA.ownerId}/disable`, `/api/tenant/users/${tenantA.ownerId}`])
+  for (const path of [
+    `/api/tenant/users/${tenantA.owner.id}/disable`,
+    `/api/tenant/users/${tenantA.owner.id}`,
+  ])
     expect(
       (await app.request(path, { method: path.endsWith("disable") ? "POST" : "DELETE", headers: asAdmin }))
         .status,
@@ -386,7 +362,7 @@ test("admins manage users but not owners: no creating, disabling or removing an 
   const [still] = await app.db
     .select({ status: users.status })
     .from(users)
-    .where(eq(users.id, tenantA.ownerId));
+    .where(eq(users.id, tenantA.owner.id));
   expect(still?.status).toBe("Active");
   // a member they may add, disable and remove; an owner may add an owner
   const member = await app.request("/api/tenant/users", json(newUser("member"), asAdmin));
@@ -398,10 +374,7 @@ test("admins manage users but not owners: no creating, disabling or removing an 
   expect((await app.request(`/api/tenant/users/${id}`, { method: "DELETE", headers: asAdmin })).status).toBe(
     204,
   );
-  const byOwner = await app.request(
-    "/api/tenant/users",
-    json(newUser("owner"), { authorization: `Bearer ${tenantA.owner}` }),
-  );
+  const byOwner = await app.request("/api/tenant/users", json(newUser("owner"), tenantA.owner.headers));
   expect(byOwner.status).toBe(201);
 });
 
@@ -437,7 +410,7 @@ const domainCase = async (): Promise<Resource> => {
 /** An object tenant B uploaded through the API; its key is relative to tenant B. */
 const objectCase = async (): Promise<Resource> => {
   const key = `cross-${crypto.randomUUID()}.txt`;
-  const auth = { authorization: `Bearer ${tenantB.owner}` };
+  const auth = tenantB.owner.headers;
   const granted = await app.request(
     "/api/tenant/storage/uploads",
     json({ key, contentType: "text/plain", size: 5 }, auth),
@@ -495,7 +468,7 @@ const webhookCase = async (): Promise<Resource> => {
 const apiKeyCase = async (): Promise<Resource> => {
   const created = await app.request(
     "/api/tenant/api-keys",
-    json({ name: "cross", scopes: ["users:read"] }, { authorization: `Bearer ${tenantB.owner}` }),
+    json({ name: "cross", scopes: ["users:read"] }, tenantB.owner.headers),
   );
   if (created.status !== 201) throw new Error(`key refused: ${created.status} ${await created.text()}`);
   const { id, key } = (await created.json()) as { id: string; key: string };
@@ -552,7 +525,7 @@ test("a tenant owner asking for another tenant's resource gets 404, and the reso
     const create = otherTenantsResource[`${route.method} ${route.path}`];
     if (!create) return null;
     const resource = await create();
-    const response = await call(route, url(route, resource.params), tenantA.owner);
+    const response = await call(route, url(route, resource.params), tenantA.owner.accessToken);
     if (!(await resource.intact())) touched.push(`${route.method} ${route.path}`);
     return { expected: 404, response, who: "owner of another tenant" };
   });
@@ -562,7 +535,7 @@ test("a tenant owner asking for another tenant's resource gets 404, and the reso
 
 /** Tenant A's key with `scopes`, made by its owner (each replaces the last: the free plan holds two). */
 async function keyOf(scopes: string[]): Promise<string> {
-  const auth = { authorization: `Bearer ${tenantA.owner}` };
+  const auth = tenantA.owner.headers;
   const created = await app.request("/api/tenant/api-keys", json({ name: "walk", scopes }, auth));
   if (created.status !== 201) throw new Error(`key refused: ${created.status} ${await created.text()}`);
   const { id, key } = (await created.json()) as { id: string; key: string };
@@ -574,7 +547,7 @@ async function revokeWalkKeys(): Promise<void> {
   for (const id of keysToRevoke.splice(0))
     await app.request(`/api/tenant/api-keys/${id}`, {
       method: "DELETE",
-      headers: { authorization: `Bearer ${tenantA.owner}` },
+      headers: tenantA.owner.headers,
     });
 }
 

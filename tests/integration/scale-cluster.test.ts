@@ -3,7 +3,7 @@ import type { Cache } from "../../src/cache/index.ts";
 import type { Database } from "../../src/db/client.ts";
 import { cacheCounterStore } from "../../src/security/counter-store.ts";
 import { windowKey } from "../../src/security/windows.ts";
-import { createTestApp, type TestApp, testConfig, useTestDatabase } from "../helpers/app.ts";
+import { createTestApp, relaxedLimits, type TestApp, testConfig, useTestDatabase } from "../helpers/app.ts";
 import { openRedisCache, REDIS_CLUSTER_URL, rawRedis, uniquePrefix } from "../helpers/cache.ts";
 import { createTenant, createUser, json, login, loginTokens } from "../helpers/identity.ts";
 import { type OwnRedisCluster, ownRedisCluster } from "../helpers/redis-cluster.ts";
@@ -18,12 +18,8 @@ async function clusterApp(database: Database, cacheUrl: string, prefix: string, 
   const config = testConfig({
     cacheUrl,
     environment: production ? "Production" : undefined,
-    settings: {
-      "RateLimiting:Auth:PermitLimit": String(AUTH_LIMIT),
-      "RateLimiting:Auth:WindowSeconds": "60",
-      "RateLimiting:Global:PermitLimit": "100000",
-      "RateLimiting:Global:WindowSeconds": "60",
-    },
+    // the auth limit is what these tests count against
+    settings: { ...relaxedLimits, "RateLimiting:Auth:PermitLimit": String(AUTH_LIMIT) },
   });
   const app = await createTestApp({ database, config, cachePrefix: prefix });
   if (!(await app.deps.cache?.waitReady(5_000))) throw new Error("the cluster is not ready");

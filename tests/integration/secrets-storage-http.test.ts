@@ -1,11 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
-import { eq, sql } from "drizzle-orm";
+import { sql } from "drizzle-orm";
 import { createApp } from "../../src/app.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { type AppConfig, loadConfig } from "../../src/config/load.ts";
 import { execute } from "../../src/db/client.ts";
-import { users } from "../../src/db/schema/index.ts";
 import { closeDeps, createDeps, type Deps } from "../../src/deps.ts";
 import { readTenantSecret } from "../../src/providers/secrets.ts";
 import { runSecretsRotate } from "../../src/secrets-rotate.ts";
@@ -14,7 +13,7 @@ import { parseTenantSecretKeys } from "../../src/security/tenant-secrets.ts";
 import { S3_CREDENTIALS, startTestS3, type TestS3 } from "../fixtures/s3-server.ts";
 import { useTestDatabase } from "../helpers/app.ts";
 import { makeTestCertificates, type TestCertificates } from "../helpers/certificates.ts";
-import { createPlatformAdmin, createTenant, createUser, signInHeaders } from "../helpers/identity.ts";
+import { type SignInTarget, signedInPlatformAdmin, signedInTenant } from "../helpers/identity.ts";
 
 /** Every log line any part of Plinth wrote during this file: checked for secrets at the end. */
 const logLines: string[] = [];
@@ -67,23 +66,14 @@ beforeAll(async () => {
   config = testConfig();
   deps = await createDeps(config, { database: t.database, clock, logWrite });
   app = createApp(deps);
-  const platformAdmin = await createPlatformAdmin(t.database.db);
-  await t.database.db.update(users).set({ mustChangePassword: false }).where(eq(users.id, platformAdmin.id));
-  admin = await signIn({ email: platformAdmin.email });
+  admin = (await signedInPlatformAdmin(signInTarget())).headers;
 });
 
-/** Real sign-in through the app: the routes sit behind the real authentication. */
-const signIn = (body: { email: string; tenant?: string }) =>
-  signInHeaders((path, init) => app.request(path, init, { peerAddress: "127.0.0.1" }), body);
-
-/** A real tenant with a signed-in user of the given role. */
-async function tenantUserHeaders(
-  role: "owner" | "member",
-): Promise<{ tenantId: string; headers: Record<string, string> }> {
-  const tenant = await createTenant(t.database.db);
-  const user = await createUser(t.database.db, tenant.id, { role });
-  return { tenantId: tenant.id, headers: await signIn({ email: user.email, tenant: tenant.code }) };
-}
+/** This file's app, to sign in through: the routes sit behind the real authentication. */
+const signInTarget = (): SignInTarget => ({
+  deps,
+  request: async (path, init) => app.request(path, init, { peerAddress: "127.0.0.1" }),
+});
 
 let admin: Record<string, string> = {};
 
@@ -160,7 +150,7 @@ describe("admin: tenants", () => {
   });
 
   test("without a principal 401, without the platform_admin role 403", async () => {
-    const { headers: tenantUser } = await tenantUserHeaders("owner");
+    const { headers: tenantUser } = (await signedInTenant(signInTarget())).owner;
     expect((await call("GET", "/api/admin/tenants")).status).toBe(401);
     expect((await call("GET", "/api/admin/tenants", { headers: tenantUser })).status).toBe(403);
     const id = await newTenant();
@@ -361,8 +351,14 @@ describe("tenant storage over HTTP", () => {
   let userA: Record<string, string> = {};
   let userB: Record<string, string> = {};
   beforeAll(async () => {
-    ({ tenantId: tenantA, headers: userA } = await tenantUserHeaders("member"));
-    ({ tenantId: tenantB, headers: userB } = await tenantUserHeaders("member"));
+    ({
+      id: tenantA,
+      member: { headers: userA },
+    } = await signedInTenant(signInTarget()));
+    ({
+      id: tenantB,
+      member: { headers: userB },
+    } = await signedInTenant(signInTarget()));
   });
 
   async function upload(

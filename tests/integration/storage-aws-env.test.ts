@@ -2,6 +2,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { join } from "node:path";
 import { ManualClock } from "../../src/clock.ts";
 import { S3_CREDENTIALS, startTestS3, type TestS3 } from "../fixtures/s3-server.ts";
+import { stopChildrenAfterAll, tracked } from "../helpers/children.ts";
 
 const root = join(import.meta.dir, "../..");
 let s3: TestS3;
@@ -9,6 +10,7 @@ beforeAll(async () => {
   s3 = await startTestS3(new ManualClock());
 });
 afterAll(() => s3.close());
+stopChildrenAfterAll();
 
 // In a child process: the AWS SDK reads AWS_* from its own environment, which a test must not change in-process.
 const script = `
@@ -24,12 +26,14 @@ console.log(JSON.stringify({ text: new TextDecoder().decode(got.body), secrets: 
 
 async function run(env: Record<string, string>) {
   // asynchronous: the S3 server runs in this process and must keep answering
-  const proc = Bun.spawn(["bun", "-e", script], {
-    cwd: root,
-    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: "/nonexistent-home", ...env },
-    stdout: "pipe",
-    stderr: "pipe",
-  });
+  const proc = tracked(
+    Bun.spawn(["bun", "-e", script], {
+      cwd: root,
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: "/nonexistent-home", ...env },
+      stdout: "pipe",
+      stderr: "pipe",
+    }),
+  );
   const [stdout, stderr, exitCode] = await Promise.all([
     new Response(proc.stdout).text(),
     new Response(proc.stderr).text(),

@@ -1,13 +1,10 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { eq } from "drizzle-orm";
-import { applySubscriptionEvent } from "../../src/billing/apply-subscription-event.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
-import { users } from "../../src/db/schema/index.ts";
 import { getCurrentUsage } from "../../src/usage/current-usage.ts";
 import { s3Settings, startTestS3, type TestS3 } from "../fixtures/s3-server.ts";
-import { useTestApp } from "../helpers/app.ts";
-import { createPlatformAdmin, createTenant, createUser, signInHeaders } from "../helpers/identity.ts";
+import { relaxedLimits, useTestApp } from "../helpers/app.ts";
+import { readyPlatformUser, signedInTenant, signInHeaders } from "../helpers/identity.ts";
 
 /**
  * The quota holds against a real S3-compatible server (s3rver behind the front that verifies
@@ -23,7 +20,7 @@ afterAll(() => s3.close(), 30_000);
 const h = useTestApp({
   cache: "storage-quota",
   clock,
-  settings: () => ({ ...s3Settings(s3), "RateLimiting:Auth:PermitLimit": "100000" }),
+  settings: () => ({ ...relaxedLimits, ...s3Settings(s3) }),
 });
 const t = h.testDatabase;
 const request = (path: string, init: RequestInit = {}) =>
@@ -31,21 +28,11 @@ const request = (path: string, init: RequestInit = {}) =>
 const signIn = (body: { email: string; tenant?: string }) => signInHeaders(request, body);
 
 let platformAdminEmail: string | null = null;
+/** A tenant on the pro plan whose storage limit a platform administrator overrides to `limit`. */
 async function proTenant(limit: number) {
-  const tenant = await createTenant(t.database.db);
-  await applySubscriptionEvent(h.deps, systemCtx("test", tenant.id), {
-    event: "activate",
-    source: "admin",
-    plan: "pro",
-  });
-  if (!platformAdminEmail) {
-    const platformAdmin = await createPlatformAdmin(t.database.db);
-    await t.database.db
-      .update(users)
-      .set({ mustChangePassword: false })
-      .where(eq(users.id, platformAdmin.id));
-    platformAdminEmail = platformAdmin.email;
-  }
+  const tenant = await signedInTenant(h, { plan: "pro" });
+  platformAdminEmail ??= (await readyPlatformUser(t.database.db)).email;
+  // signed in each time: tests move the clock past a token's lifetime
   const admin = await signIn({ email: platformAdminEmail });
   const override = await request(`/api/admin/tenants/${tenant.id}/features/storage_bytes/override`, {
     method: "PUT",
@@ -71,8 +58,8 @@ const keys = async (headers: Record<string, string>) =>
 
 test("upload, delete, PUT the same URL again: never more bytes stored than charged, refunded once", async () => {
   const tenant = await proTenant(124);
-  const owner = await createUser(t.database.db, tenant.id, { role: "owner" });
-  let headers = await signIn({ email: owner.email, tenant: tenant.code });
+  const { owner } = tenant;
+  let { headers } = owner;
   const usage = () =>
     getCurrentUsage(h.deps, systemCtx("test", tenant.id), { feature: "storage_bytes", period: "never" });
 
@@ -115,8 +102,8 @@ test("upload, delete, PUT the same URL again: never more bytes stored than charg
 
 test("a delete after the URL expired refunds at once, exactly the granted size", async () => {
   const tenant = await proTenant(1000);
-  const owner = await createUser(t.database.db, tenant.id, { role: "owner" });
-  const headers = await signIn({ email: owner.email, tenant: tenant.code });
+  const { owner } = tenant;
+  const { headers } = owner;
   const usage = () =>
     getCurrentUsage(h.deps, systemCtx("test", tenant.id), { feature: "storage_bytes", period: "never" });
   const upload = (await (await grant(headers, "d.txt", 10)).json()) as { url: string };
@@ -137,12 +124,7 @@ test("a delete after the URL expired refunds at once, exactly the granted size",
 
 test("members delete only the objects they uploaded; owners and admins any", async () => {
   const tenant = await proTenant(10_000);
-  const owner = await createUser(t.database.db, tenant.id, { role: "owner" });
-  const member = await createUser(t.database.db, tenant.id, { role: "member" });
-  const admin = await createUser(t.database.db, tenant.id, { role: "admin" });
-  const asOwner = await signIn({ email: owner.email, tenant: tenant.code });
-  const asMember = await signIn({ email: member.email, tenant: tenant.code });
-  const asAdmin = await signIn({ email: admin.email, tenant: tenant.code });
+  const [asOwner, asMember, asAdmin] = [tenant.owner.headers, tenant.member.headers, tenant.admin.headers];
   for (const [headers, key] of [
     [asOwner, "owner.txt"],
     [asMember, "member.txt"],
@@ -167,8 +149,8 @@ test("members delete only the objects they uploaded; owners and admins any", asy
 
 test("an upload URL never used is refunded once it has expired; a used one stays charged", async () => {
   const tenant = await proTenant(1000);
-  const owner = await createUser(t.database.db, tenant.id, { role: "owner" });
-  const headers = await signIn({ email: owner.email, tenant: tenant.code });
+  const { owner } = tenant;
+  const { headers } = owner;
   const usage = () =>
     getCurrentUsage(h.deps, systemCtx("test", tenant.id), { feature: "storage_bytes", period: "never" });
   expect((await grant(headers, "never.txt", 40)).status).toBe(201);

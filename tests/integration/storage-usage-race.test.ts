@@ -4,7 +4,7 @@ import { systemCtx } from "../../src/context.ts";
 import { settleStorageRefunds } from "../../src/storage/tenant-objects.ts";
 import { getCurrentUsage } from "../../src/usage/current-usage.ts";
 import { S3_CREDENTIALS, startTestS3, type TestS3 } from "../fixtures/s3-server.ts";
-import { useTestApp } from "../helpers/app.ts";
+import { relaxedLimits, useTestApp } from "../helpers/app.ts";
 import { bearer, createTenant, createUser, json, loginTokens } from "../helpers/identity.ts";
 
 /**
@@ -54,8 +54,8 @@ afterAll(async () => {
 });
 const app = useTestApp({
   clock,
+  settings: relaxedLimits,
   env: () => ({
-    RateLimiting__Auth__PermitLimit: "100000",
     STORAGE_BUCKET: s3.bucket,
     STORAGE_ENDPOINT: `http://127.0.0.1:${proxy.port}`,
     STORAGE_REGION: "us-east-1",

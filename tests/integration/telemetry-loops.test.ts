@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { MetricReader } from "@opentelemetry/sdk-metrics";
 import { ManualClock } from "../../src/clock.ts";
 import { createDeps } from "../../src/deps.ts";
@@ -9,8 +9,7 @@ import { subscriptionsLoop } from "../../src/loops/subscriptions-loop.ts";
 import { tenantDomainsLoop } from "../../src/loops/tenant-domains-loop.ts";
 import { usageReconciliationLoop } from "../../src/loops/usage-reconciliation-loop.ts";
 import { createTelemetry } from "../../src/telemetry/sdk.ts";
-import { testConfig } from "../helpers/app.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { testConfig, useTestDatabase } from "../helpers/app.ts";
 import { waitFor } from "../helpers/jobs.ts";
 
 /** A reader the test collects from on demand. */
@@ -19,11 +18,7 @@ class TestReader extends MetricReader {
   protected async onShutdown(): Promise<void> {}
 }
 
-let t: TestDatabase;
-beforeAll(async () => {
-  t = await createTestDatabase();
-}, 60_000);
-afterAll(() => t.drop());
+const t = useTestDatabase();
 
 /** `plinth.loop.ticks` by attributes, as the reader sees them now. */
 async function loopTicks(

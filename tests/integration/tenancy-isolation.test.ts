@@ -2,21 +2,23 @@ import { beforeAll, describe, expect, test } from "bun:test";
 import { and, eq } from "drizzle-orm";
 import { opaqueToken, tokenHash } from "../../src/auth/secrets.ts";
 import { refreshTokens, sessions, users } from "../../src/db/schema/index.ts";
-import { createTestApp, useTestApp } from "../helpers/app.ts";
+import { createTestApp, relaxedLimits, settingsEnv, useTestApp } from "../helpers/app.ts";
 import {
   activeDomain,
   bearer,
-  createPlatformAdmin,
   createTenant,
   createUser,
   json,
   login,
   loginTokens,
+  type SignedInTenant,
   setDomainStatus,
+  signedInPlatformAdmin,
+  signedInTenant,
 } from "../helpers/identity.ts";
 
-let tenantA: { id: string; code: string };
-let tenantB: { id: string; code: string };
+let tenantA: SignedInTenant;
+let tenantB: SignedInTenant;
 let ownerA: string;
 let ownerB: string;
 let memberB: { id: string; email: string };
@@ -24,8 +26,8 @@ let admin: string;
 let adminEmail: string;
 
 const app = useTestApp({
+  settings: relaxedLimits,
   env: {
-    RateLimiting__Auth__PermitLimit: "100000",
     AllowedHosts__0: "api.plinth.test",
     AllowedHosts__1: "localhost",
     Tenancy__Resolution__PlatformHost: "api.plinth.test",
@@ -41,19 +43,16 @@ const app = useTestApp({
 });
 const t = app.testDatabase;
 beforeAll(async () => {
-  tenantA = await createTenant(t.database.db);
-  tenantB = await createTenant(t.database.db);
-  const a = await createUser(t.database.db, tenantA.id, { role: "owner" });
-  const b = await createUser(t.database.db, tenantB.id, { role: "owner" });
-  memberB = await createUser(t.database.db, tenantB.id, { role: "member" });
-  ownerA = (await loginTokens(app, { email: a.email, tenant: tenantA.code })).accessToken;
-  ownerB = (await loginTokens(app, { email: b.email, tenant: tenantB.code })).accessToken;
+  tenantA = await signedInTenant(app);
+  tenantB = await signedInTenant(app);
+  ownerA = tenantA.owner.accessToken;
+  ownerB = tenantB.owner.accessToken;
+  memberB = tenantB.member;
   await activeDomain(t.database.db, tenantA.id, "app.tenant-a.test");
   await activeDomain(t.database.db, tenantB.id, "app.tenant-b.test");
-  const platformAdmin = await createPlatformAdmin(t.database.db);
-  await t.database.db.update(users).set({ mustChangePassword: false }).where(eq(users.id, platformAdmin.id));
+  const platformAdmin = await signedInPlatformAdmin(app);
   adminEmail = platformAdmin.email;
-  admin = (await loginTokens(app, { email: platformAdmin.email })).accessToken;
+  admin = platformAdmin.accessToken;
 });
 
 const on = (host: string, path: string) => `http://${host}${path}`;
@@ -193,7 +192,7 @@ describe("platform administrators and tenants", () => {
     // Development with no AllowedHosts: localhost, 127.0.0.1 and [::1] on any port, nothing else
     const local = await createTestApp({
       database: t.database,
-      env: { RateLimiting__Auth__PermitLimit: "100000" },
+      env: settingsEnv(relaxedLimits),
     });
     for (const host of ["localhost:3000", "127.0.0.1:8080", "[::1]:9000"]) {
       const response = await login(local, { email: adminEmail }, { host });
@@ -266,7 +265,7 @@ describe("hosts", () => {
   test("a spoofed X-Forwarded-For from an untrusted peer does not escape the per-IP window", async () => {
     const strict = await createTestApp({
       database: t.database,
-      env: { RateLimiting__Auth__PermitLimit: "100000", Authentication__Password__IpAttemptLimit: "3" },
+      env: { ...settingsEnv(relaxedLimits), Authentication__Password__IpAttemptLimit: "3" },
     });
     const tenant = await createTenant(t.database.db);
     const attempt = (i: number, peer: string) =>

@@ -1,25 +1,26 @@
 import { beforeAll, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { userCursor } from "../../src/identity/users.ts";
-import { useTestApp } from "../helpers/app.ts";
-import { bearer, createTenant, createUser, loginTokens } from "../helpers/identity.ts";
+import { relaxedLimits, useTestApp } from "../helpers/app.ts";
+import { bearer, createTenant, createUser, signedInTenant } from "../helpers/identity.ts";
 
 let tenant: { id: string; code: string };
 let owner: string;
 const created: string[] = [];
 
-const app = useTestApp({ env: { RateLimiting__Global__PermitLimit: "100000" } });
+const app = useTestApp({ settings: relaxedLimits });
 const t = app.testDatabase;
 beforeAll(async () => {
-  tenant = await createTenant(t.database.db);
-  const first = await createUser(t.database.db, tenant.id, { role: "owner" });
-  created.push(first.id);
-  for (let i = 0; i < 6; i++) created.push((await createUser(t.database.db, tenant.id)).id);
+  // its owner, admin and member first, then four more members
+  const signedIn = await signedInTenant(app);
+  tenant = signedIn;
+  created.push(signedIn.owner.id, signedIn.admin.id, signedIn.member.id);
+  for (let i = 0; i < 4; i++) created.push((await createUser(t.database.db, tenant.id)).id);
   // two users created in the same microsecond: the id decides between them, and no page loses one
   await t.database.db.execute(
     sql`update users set created_at = '2026-11-22 06:00:00.123456+00' where id in (${created[3]}, ${created[4]})`,
   );
-  owner = (await loginTokens(app, { email: first.email, tenant: tenant.code })).accessToken;
+  owner = signedIn.owner.accessToken;
   // another tenant's users never show up
   const other = await createTenant(t.database.db);
   await createUser(t.database.db, other.id, { role: "owner" });

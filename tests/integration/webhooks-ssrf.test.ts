@@ -4,8 +4,8 @@ import { execute } from "../../src/db/client.ts";
 import { deliverAttempt } from "../../src/webhooks/deliver.ts";
 import type { ResolvedAddress } from "../../src/webhooks/destinations.ts";
 import { startWebhookReceiver, type WebhookReceiver } from "../fixtures/webhook-receiver.ts";
-import { useTestApp } from "../helpers/app.ts";
-import { createTenant, createUser, json, loginTokens, newMasterKey } from "../helpers/identity.ts";
+import { relaxedLimits, useTestApp } from "../helpers/app.ts";
+import { json, newMasterKey, signedInTenant } from "../helpers/identity.ts";
 
 /** The resolver Plinth uses, made to answer what each test needs (names under .plinth.test). */
 const dns: Record<string, string[]> = {
@@ -34,21 +34,11 @@ const h = useTestApp({
   cache: "webhooks-ssrf",
   hostResolver,
   settings: {
-    "RateLimiting:Global:PermitLimit": "10000",
-    "RateLimiting:Global:WindowSeconds": "60",
-    "RateLimiting:Auth:PermitLimit": "10000",
-    "RateLimiting:Auth:WindowSeconds": "60",
+    ...relaxedLimits,
     "Security:TenantSecrets:KeyId": "wh-ssrf",
     "Security:TenantSecrets:MasterKey": newMasterKey(),
   },
 });
-
-async function ownerHeaders() {
-  const tenant = await createTenant(h.db);
-  const user = await createUser(h.db, tenant.id, { role: "owner" });
-  const tokens = await loginTokens(h, { email: user.email, tenant: tenant.code });
-  return { tenantId: tenant.id, headers: { authorization: `Bearer ${tokens.accessToken}` } };
-}
 
 async function refusal(headers: Record<string, string>, url: string) {
   const response = await h.request("/api/tenant/webhooks", json({ url, events: ["*"] }, headers));
@@ -58,7 +48,7 @@ async function refusal(headers: Record<string, string>, url: string) {
 
 test("Production refuses private destinations at registration with a 400 naming the rule", async () => {
   expect(h.deps.config.settings.Webhooks.AllowPrivateDestinations).toBe(false);
-  const { headers } = await ownerHeaders();
+  const { headers } = (await signedInTenant(h)).owner;
   const port = receiver.port;
   const cases: [string, string][] = [
     [`http://127.0.0.1:${port}/`, "https_required"],
@@ -88,7 +78,8 @@ test("Production refuses private destinations at registration with a 400 naming 
 });
 
 test("a name that resolves somewhere else at delivery is checked on the address connected to: one failed attempt, nothing sent", async () => {
-  const { tenantId, headers } = await ownerHeaders();
+  const tenant = await signedInTenant(h);
+  const { headers } = tenant.owner;
   const created = await h.request(
     "/api/tenant/webhooks",
     json({ url: `https://rebind.plinth.test:${receiver.port}/rebind`, events: ["*"] }, headers),
@@ -121,5 +112,5 @@ test("a name that resolves somewhere else at delivery is checked on the address 
     h.db,
     sql`select tenant_id from webhook_deliveries where id = ${deliveryId}`,
   );
-  expect(row?.tenant_id).toBe(tenantId);
+  expect(row?.tenant_id).toBe(tenant.id);
 });

@@ -10,8 +10,14 @@ import { type Background, startBackground } from "../../src/loops/background.ts"
 import { deliverAttempt } from "../../src/webhooks/deliver.ts";
 import { pruneDeliveryLog, webhookJobs } from "../../src/webhooks/delivery-prune.ts";
 import { startWebhookReceiver, type WebhookReceiver } from "../fixtures/webhook-receiver.ts";
-import { useTestApp } from "../helpers/app.ts";
-import { createTenant, createUser, json, loginTokens, newMasterKey } from "../helpers/identity.ts";
+import { relaxedLimits, useTestApp } from "../helpers/app.ts";
+import {
+  json,
+  newMasterKey,
+  type SignedInTenant,
+  signedInPlatformAdmin,
+  signedInTenant,
+} from "../helpers/identity.ts";
 import { waitFor } from "../helpers/jobs.ts";
 
 let receiver: WebhookReceiver;
@@ -26,6 +32,7 @@ afterAll(async () => {
 
 const h = useTestApp({
   settings: {
+    ...relaxedLimits,
     "Security:TenantSecrets:KeyId": "wh-test",
     "Security:TenantSecrets:MasterKey": newMasterKey(),
     "Webhooks:AllowPrivateDestinations": "true",
@@ -40,34 +47,25 @@ beforeAll(async () => {
   background = await startBackground(h.deps, { registry: createJobRegistry().add(h.deps, webhookJobs) });
 });
 
-interface Owner {
-  tenantId: string;
-  headers: Record<string, string>;
-}
-
-async function owner(role: "owner" | "admin" | "member" = "owner"): Promise<Owner> {
-  const tenant = await createTenant(h.db);
-  const user = await createUser(h.db, tenant.id, { role });
-  const tokens = await loginTokens(h, { email: user.email, tenant: tenant.code });
-  return { tenantId: tenant.id, headers: { authorization: `Bearer ${tokens.accessToken}` } };
-}
-
 async function register(
-  who: Owner,
+  who: SignedInTenant,
   path: string,
   events: string[] = ["*"],
 ): Promise<{ id: string; secret: string }> {
   const response = await h.request(
     "/api/tenant/webhooks",
-    json({ url: `${receiver.url}${path}`, events }, who.headers),
+    json({ url: `${receiver.url}${path}`, events }, who.owner.headers),
   );
   expect(response.status).toBe(201);
   const body = (await response.json()) as { endpoint: { id: string }; secret: string };
   return { id: body.endpoint.id, secret: body.secret };
 }
 
-const post = (path: string, who: Owner, body?: unknown) =>
-  h.request(path, body === undefined ? { method: "POST", headers: who.headers } : json(body, who.headers));
+const post = (path: string, who: SignedInTenant, body?: unknown) =>
+  h.request(
+    path,
+    body === undefined ? { method: "POST", headers: who.owner.headers } : json(body, who.owner.headers),
+  );
 
 interface DeliveryBody {
   status: string;
@@ -76,9 +74,9 @@ interface DeliveryBody {
   attempts: { attempt: number; statusCode: number | null; errorClass: string | null }[];
 }
 
-async function deliveries(who: Owner, endpointId: string, query = "") {
+async function deliveries(who: SignedInTenant, endpointId: string, query = "") {
   const response = await h.request(`/api/tenant/webhooks/${endpointId}/deliveries${query}`, {
-    headers: who.headers,
+    headers: who.owner.headers,
   });
   expect(response.status).toBe(200);
   return (await response.json()) as { items: (DeliveryBody & { id: string })[]; nextCursor: string | null };
@@ -92,15 +90,15 @@ const headersOf = (r: { headers: Record<string, string> }) => ({
 
 describe("endpoints", () => {
   test("registering answers a whsec_ secret once; reads never show it; another tenant gets 404", async () => {
-    const a = await owner();
-    const b = await owner();
+    const a = await signedInTenant(h);
+    const b = await signedInTenant(h);
     const { id, secret } = await register(a, "/a");
     expect(secret).toMatch(/^whsec_[A-Za-z0-9+/]+=*$/);
     expect(Buffer.from(secret.slice(6), "base64").length).toBeGreaterThanOrEqual(24);
-    const shown = await h.request(`/api/tenant/webhooks/${id}`, { headers: a.headers });
+    const shown = await h.request(`/api/tenant/webhooks/${id}`, { headers: a.owner.headers });
     expect(shown.status).toBe(200);
     expect(await shown.text()).not.toContain(secret.slice(6));
-    const listed = await h.request("/api/tenant/webhooks", { headers: a.headers });
+    const listed = await h.request("/api/tenant/webhooks", { headers: a.owner.headers });
     expect(((await listed.json()) as { items: { id: string }[] }).items.map((e) => e.id)).toEqual([id]);
     for (const [method, path] of [
       ["GET", `/api/tenant/webhooks/${id}`],
@@ -112,22 +110,22 @@ describe("endpoints", () => {
     ] as const) {
       const response = await h.request(path, {
         method,
-        headers: { ...b.headers, "content-type": "application/json" },
+        headers: { ...b.owner.headers, "content-type": "application/json" },
         body: method === "PATCH" ? JSON.stringify({ enabled: false }) : undefined,
       });
       expect(`${method} ${path} ${response.status}`).toBe(`${method} ${path} 404`);
     }
-    const bList = await h.request("/api/tenant/webhooks", { headers: b.headers });
+    const bList = await h.request("/api/tenant/webhooks", { headers: b.owner.headers });
     expect(((await bList.json()) as { items: unknown[] }).items).toEqual([]);
     // no log line carries the secret
     expect(h.logs.some((line) => line.includes(secret.slice(6)))).toBe(false);
   });
 
   test("unknown event types are a 400 naming the field; the plan's limit is a 403", async () => {
-    const a = await owner();
+    const a = await signedInTenant(h);
     const bad = await h.request(
       "/api/tenant/webhooks",
-      json({ url: `${receiver.url}/x`, events: ["user.exploded"] }, a.headers),
+      json({ url: `${receiver.url}/x`, events: ["user.exploded"] }, a.owner.headers),
     );
     expect(bad.status).toBe(400);
     const problem = (await bad.json()) as { errors: { path: string; message: string }[] };
@@ -137,7 +135,7 @@ describe("endpoints", () => {
     await register(a, "/two");
     const third = await h.request(
       "/api/tenant/webhooks",
-      json({ url: `${receiver.url}/three`, events: ["*"] }, a.headers),
+      json({ url: `${receiver.url}/three`, events: ["*"] }, a.owner.headers),
     );
     expect(third.status).toBe(403);
     expect(((await third.json()) as { code: string }).code).toBe("usage_limit_reached");
@@ -145,18 +143,18 @@ describe("endpoints", () => {
     const notices = await execute<{ threshold: number }>(
       h.db,
       sql`select (data->>'threshold')::int as threshold from webhook_events
-          where tenant_id = ${a.tenantId} and type = 'usage.threshold_reached' and data->>'feature' = 'webhook_endpoints'
+          where tenant_id = ${a.id} and type = 'usage.threshold_reached' and data->>'feature' = 'webhook_endpoints'
           order by 1`,
     );
     expect(notices.map((n) => n.threshold)).toEqual([80, 100]);
   });
 
   test("PATCH changes events and enabled; DELETE removes the endpoint and frees the plan's slot", async () => {
-    const a = await owner();
+    const a = await signedInTenant(h);
     const { id } = await register(a, "/patch");
     const changed = await h.request(`/api/tenant/webhooks/${id}`, {
       method: "PATCH",
-      headers: { ...a.headers, "content-type": "application/json" },
+      headers: { ...a.owner.headers, "content-type": "application/json" },
       body: JSON.stringify({ events: ["user.created", "user.deleted"], enabled: false }),
     });
     expect(changed.status).toBe(200);
@@ -165,7 +163,10 @@ describe("endpoints", () => {
     expect(body.enabled).toBe(false);
     expect(body.disabledAt).not.toBeNull();
     await register(a, "/second");
-    const removed = await h.request(`/api/tenant/webhooks/${id}`, { method: "DELETE", headers: a.headers });
+    const removed = await h.request(`/api/tenant/webhooks/${id}`, {
+      method: "DELETE",
+      headers: a.owner.headers,
+    });
     expect(removed.status).toBe(204);
     await register(a, "/third"); // the slot came back
     const [secrets] = await execute<{ n: number }>(
@@ -178,7 +179,7 @@ describe("endpoints", () => {
 
 describe("delivery", () => {
   test("a committed change sends exactly one delivery, verified by standardwebhooks", async () => {
-    const a = await owner();
+    const a = await signedInTenant(h);
     const { id, secret } = await register(a, "/users", ["user.created"]);
     const created = await h.request(
       "/api/tenant/users",
@@ -188,7 +189,7 @@ describe("delivery", () => {
           name: "New",
           password: "a long and unusual passphrase 7",
         },
-        a.headers,
+        a.owner.headers,
       ),
     );
     expect(created.status).toBe(201);
@@ -224,14 +225,14 @@ describe("delivery", () => {
   });
 
   test("a rolled-back change sends nothing: no event, no delivery, no job", async () => {
-    const a = await owner();
+    const a = await signedInTenant(h);
     const { id } = await register(a, "/rollback");
     const before = await execute<{ n: number }>(h.db, sql`select count(*)::int as n from background_jobs`);
     const marker = `rolled-back-${crypto.randomUUID()}`;
     await expect(
       h.db.transaction(async (tx) => {
         await emitEvent(tx, enqueueContext(h.deps), {
-          tenantId: a.tenantId,
+          tenantId: a.id,
           type: "webhook.test",
           data: { endpointId: id, message: marker },
         });
@@ -246,7 +247,7 @@ describe("delivery", () => {
     // the same event committed is delivered
     await h.db.transaction((tx) =>
       emitEvent(tx, enqueueContext(h.deps), {
-        tenantId: a.tenantId,
+        tenantId: a.id,
         type: "webhook.test",
         data: { endpointId: id, message: marker },
       }),
@@ -256,7 +257,7 @@ describe("delivery", () => {
   });
 
   test("a receiver failing twice then succeeding gets it on the third attempt, all three signed alike", async () => {
-    const a = await owner();
+    const a = await signedInTenant(h);
     receiver.respond("/flaky", [500, 503]);
     const { id, secret } = await register(a, "/flaky");
     const sent = await post(`/api/tenant/webhooks/${id}/test`, a);
@@ -281,7 +282,7 @@ describe("delivery", () => {
   });
 
   test("after a rotation both secrets verify during the overlap; the old one alone after it", async () => {
-    const a = await owner();
+    const a = await signedInTenant(h);
     const { id, secret: oldSecret } = await register(a, "/rotate");
     const rotated = await post(`/api/tenant/webhooks/${id}/rotate-secret`, a);
     expect(rotated.status).toBe(200);
@@ -314,7 +315,7 @@ describe("delivery", () => {
   });
 
   test("a redirect is a failed attempt, never followed", async () => {
-    const a = await owner();
+    const a = await signedInTenant(h);
     receiver.respond("/moved", [302], 302);
     const { id } = await register(a, "/moved");
     await post(`/api/tenant/webhooks/${id}/test`, a);
@@ -329,7 +330,7 @@ describe("delivery", () => {
 
 describe("delivery log", () => {
   test("a failed delivery is retried by hand, failed ones replayed since a time; pages by cursor", async () => {
-    const a = await owner();
+    const a = await signedInTenant(h);
     receiver.respond("/down", [], 500);
     const { id } = await register(a, "/down");
     await post(`/api/tenant/webhooks/${id}/test`, a);
@@ -365,7 +366,7 @@ describe("delivery log", () => {
       return page.items.every((d) => d.status === "succeeded") ? page : null;
     });
     expect(all.items.map((d) => d.attemptCount).sort()).toEqual([4, 4]);
-    const other = await owner();
+    const other = await signedInTenant(h);
     const foreign = await post(`/api/tenant/webhooks/${id}/deliveries/${target}/retry`, other);
     expect(foreign.status).toBe(404);
     // a delivery still pending is not retried by hand: its next attempt is scheduled
@@ -375,7 +376,7 @@ describe("delivery log", () => {
   });
 
   test("an endpoint failing for Webhooks:DisableAfterDays is disabled and the tenant told by an event", async () => {
-    const a = await owner();
+    const a = await signedInTenant(h);
     receiver.respond("/dead", [], 500);
     const { id } = await register(a, "/dead", ["user.deleted"]);
     const watcher = await register(a, "/watcher", ["webhook.endpoint_disabled"]);
@@ -386,7 +387,7 @@ describe("delivery log", () => {
     );
     const { deliveryIds } = await h.db.transaction((tx) =>
       emitEvent(tx, enqueueContext(h.deps), {
-        tenantId: a.tenantId,
+        tenantId: a.id,
         type: "user.deleted",
         data: { userId: crypto.randomUUID() },
       }),
@@ -400,7 +401,9 @@ describe("delivery log", () => {
     };
     expect(payload.type).toBe("webhook.endpoint_disabled");
     expect(payload.data.endpointId).toBe(id);
-    const shown = (await (await h.request(`/api/tenant/webhooks/${id}`, { headers: a.headers })).json()) as {
+    const shown = (await (
+      await h.request(`/api/tenant/webhooks/${id}`, { headers: a.owner.headers })
+    ).json()) as {
       enabled: boolean;
       disabledReason: string;
     };
@@ -410,7 +413,7 @@ describe("delivery log", () => {
     const audited = await execute<{ actor_id: string; details: { status: string; reason: string } }>(
       h.db,
       sql`select actor_id, details from audit_events
-          where tenant_id = ${a.tenantId} and action = 'webhook_endpoint.updated' and target_id = ${id}`,
+          where tenant_id = ${a.id} and action = 'webhook_endpoint.updated' and target_id = ${id}`,
     );
     expect(audited).toEqual([
       { actor_id: "webhooks", details: { status: "disabled", reason: "every attempt failed for 5 days" } },
@@ -418,18 +421,18 @@ describe("delivery log", () => {
     // enabling again clears the streak
     const enabled = await h.request(`/api/tenant/webhooks/${id}`, {
       method: "PATCH",
-      headers: { ...a.headers, "content-type": "application/json" },
+      headers: { ...a.owner.headers, "content-type": "application/json" },
       body: JSON.stringify({ enabled: true }),
     });
     expect(((await enabled.json()) as { failingSince: string | null }).failingSince).toBeNull();
   });
 
   test("an attempt already recorded is not made again (a taken-over job finds it done)", async () => {
-    const a = await owner();
+    const a = await signedInTenant(h);
     const { id } = await register(a, "/once");
     const { deliveryIds } = await h.db.transaction((tx) =>
       emitEvent(tx, enqueueContext(h.deps), {
-        tenantId: a.tenantId,
+        tenantId: a.id,
         type: "webhook.test",
         data: { endpointId: id, message: "once" },
       }),
@@ -442,7 +445,7 @@ describe("delivery log", () => {
   });
 
   test("the log is pruned after Webhooks:LogRetentionDays", async () => {
-    const a = await owner();
+    const a = await signedInTenant(h);
     const { id } = await register(a, "/prune");
     await post(`/api/tenant/webhooks/${id}/test`, a);
     await waitFor(async () => (await deliveries(a, id)).items[0]?.status === "succeeded");
@@ -455,15 +458,10 @@ describe("delivery log", () => {
 
 describe("admin view", () => {
   test("a platform administrator lists a tenant's endpoints without secrets", async () => {
-    const a = await owner();
+    const a = await signedInTenant(h);
     const { id, secret } = await register(a, "/admin-view");
-    const { createPlatformAdmin } = await import("../helpers/identity.ts");
-    const admin = await createPlatformAdmin(h.db);
-    await execute(h.db, sql`update users set must_change_password = false where id = ${admin.id}`);
-    const tokens = await loginTokens(h, { email: admin.email });
-    const response = await h.request(`/api/admin/tenants/${a.tenantId}/webhooks`, {
-      headers: { authorization: `Bearer ${tokens.accessToken}` },
-    });
+    const admin = await signedInPlatformAdmin(h);
+    const response = await h.request(`/api/admin/tenants/${a.id}/webhooks`, { headers: admin.headers });
     expect(response.status).toBe(200);
     const text = await response.text();
     expect(text).toContain(id);
