@@ -18,8 +18,8 @@ import { Redis } from "ioredis";
 import { createCache } from "../src/cache/index.ts";
 import { systemClock } from "../src/clock.ts";
 import { bunPeer } from "../src/http/client-ip.ts";
-import { createRouter } from "../src/http/context.ts";
 import { rateLimit } from "../src/http/middleware/rate-limit.ts";
+import { createRouter } from "../src/http/request-context.ts";
 import {
   type CounterStore,
   cacheCounterStore,

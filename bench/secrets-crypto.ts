@@ -3,7 +3,7 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { ManualClock, systemClock } from "../src/clock.ts";
 import { systemCtx } from "../src/context.ts";
-import { rotateTenantSecrets, writeTenantSecret } from "../src/providers/secrets.ts";
+import { rotateTenantSecrets, writeTenantSecret } from "../src/providers/tenant-secret-store.ts";
 import { createRedactor } from "../src/redact.ts";
 import { loadCertificate } from "../src/security/certificates.ts";
 import { DataProtection } from "../src/security/data-protection.ts";

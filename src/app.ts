@@ -7,9 +7,7 @@ import { normaliseOrigin } from "./auth/origins.ts";
 import type { Deps } from "./deps.ts";
 import { AppError } from "./errors.ts";
 import { CONSOLE_CREDENTIAL_PATHS, consoleRoutes } from "./http/console/routes.ts";
-import { createRouter, ctxOf } from "./http/context.ts";
-import { HttpError, problemJson, statusOf, toAppError } from "./http/errors.ts";
-import { authenticate } from "./http/middleware/auth.ts";
+import { authenticate } from "./http/middleware/authenticate.ts";
 import { guardOf } from "./http/middleware/guards.ts";
 import {
   advertisePolicies,
@@ -25,9 +23,11 @@ import {
   noStoreWhenAuthenticated,
   requestIdLogHeaders,
 } from "./http/middleware/request.ts";
-import { traceRequests } from "./http/middleware/telemetry.ts";
 import { resolveTenancy } from "./http/middleware/tenancy.ts";
+import { traceRequests } from "./http/middleware/tracing.ts";
 import { DOCUMENT_TAGS, registerComponents, registerDocumentRoutes } from "./http/openapi.ts";
+import { HttpError, problemJson, statusOf, toAppError } from "./http/problem-json.ts";
+import { createRouter, ctxOf } from "./http/request-context.ts";
 import { adminBillingRoutes } from "./http/routes/admin-billing.ts";
 import { adminJobRoutes } from "./http/routes/admin-jobs.ts";
 import { adminPlatformUserRoutes } from "./http/routes/admin-platform-users.ts";

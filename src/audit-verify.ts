@@ -1,6 +1,6 @@
 import { parseArgs } from "node:util";
 import { PLATFORM_CHAIN } from "./audit/chain.ts";
-import { type ChainReport, verifyAuditChains } from "./audit/verify.ts";
+import { type ChainReport, verifyAuditChains } from "./audit/verify-chains.ts";
 import { loadCliContext, withCliDatabase } from "./cli.ts";
 import { systemCtx } from "./context.ts";
 import type { Database } from "./db/client.ts";

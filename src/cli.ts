@@ -1,4 +1,4 @@
-import { ConfigError } from "./config/errors.ts";
+import { ConfigError } from "./config/config-error.ts";
 import { type AppConfig, type LoadOptions, loadConfig } from "./config/load.ts";
 import { type Database, openDatabase } from "./db/client.ts";
 import { createRedactor, type Redactor } from "./redact.ts";

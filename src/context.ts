@@ -1,6 +1,6 @@
 /**
  * The second argument of every domain function, `(deps, ctx, input)`: on whose behalf and in which
- * tenant the call runs. Transports build it (HTTP: `ctxOf(c)` in src/http/context.ts; loops and
+ * tenant the call runs. Transports build it (HTTP: `ctxOf(c)` in src/http/request-context.ts; loops and
  * CLIs: `systemCtx`), domain code reads it and never looks at a request.
  */
 

@@ -1,4 +1,4 @@
-import { opaqueToken } from "./auth/secrets.ts";
+import { opaqueToken } from "./auth/opaque-tokens.ts";
 import { SessionCache } from "./auth/session-cache.ts";
 import { developmentSmsSender, httpSmsSender, type SmsSender, tenantAwareSmsSender } from "./auth/sms.ts";
 import { createTokenService, type TokenService } from "./auth/tokens.ts";
@@ -31,7 +31,7 @@ import { createQueryObserver } from "./telemetry/db.ts";
 import { type Fetch, tracedFetch } from "./telemetry/fetch.ts";
 import { bufferedLines, createLogger, type Logger } from "./telemetry/logger.ts";
 import { disabledTelemetry, type Telemetry } from "./telemetry/otel.ts";
-import { createTenantLookup, type TenantLookup } from "./tenancy/lookup.ts";
+import { createTenantLookup, type TenantLookup } from "./tenancy/tenant-lookup.ts";
 import { type HostResolver, systemResolver } from "./webhooks/destinations.ts";
 
 /** Everything the app, the loops and domain functions need, built once per process. */

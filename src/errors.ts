@@ -2,7 +2,7 @@ import type { ZodError } from "zod";
 
 /**
  * Every error code Plinth answers with; clients may rely on them. Domain code throws `AppError`
- * with one of these; each transport maps it (HTTP: src/http/errors.ts gives the status and the
+ * with one of these; each transport maps it (HTTP: src/http/problem-json.ts gives the status and the
  * `application/problem+json` body).
  */
 export const errorCodes = [

@@ -5,10 +5,10 @@
  * loops and pending sends against one deadline, close the dependencies and return the exit code.
  */
 import { type App, createApp } from "./app.ts";
-import { ConfigError } from "./config/errors.ts";
+import { ConfigError } from "./config/config-error.ts";
 import { type AppConfig, type LoadOptions, loadConfig } from "./config/load.ts";
 import type { HeldLock } from "./db/client.ts";
-import { describeDatabaseFailure } from "./db/errors.ts";
+import { describeDatabaseFailure } from "./db/database-failure.ts";
 import { SERVING_LOCK } from "./db/migrator.ts";
 import { createOutageLog } from "./db/outage-log.ts";
 import { pendingSentence } from "./db/schema-gate.ts";

@@ -3,7 +3,7 @@ import { loadCliContext } from "./cli.ts";
 import type { AppConfig } from "./config/load.ts";
 import { systemCtx } from "./context.ts";
 import { type Database, openDatabase } from "./db/client.ts";
-import { describeDatabaseFailure } from "./db/errors.ts";
+import { describeDatabaseFailure } from "./db/database-failure.ts";
 import {
   MigrationBlockedError,
   MigrationStatementError,

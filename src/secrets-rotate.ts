@@ -3,7 +3,7 @@ import { loadCliContext, withCliDatabase } from "./cli.ts";
 import { type AppConfig, sourceNote } from "./config/load.ts";
 import { systemCtx } from "./context.ts";
 import type { Database } from "./db/client.ts";
-import { rotateTenantSecrets } from "./providers/secrets.ts";
+import { rotateTenantSecrets } from "./providers/tenant-secret-store.ts";
 import { createDataProtection } from "./security/data-protection.ts";
 import {
   checkTenantKeyFingerprints,

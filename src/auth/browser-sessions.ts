@@ -4,9 +4,9 @@ import type { Ctx } from "../context.ts";
 import { withTransaction } from "../db/operation.ts";
 import { sessions } from "../db/schema/index.ts";
 import type { AuthDeps } from "./deps.ts";
+import { opaqueToken, safeEqual, tokenHash } from "./opaque-tokens.ts";
 import { normaliseOrigin } from "./origins.ts";
 import { verifyCredentials } from "./password-sign-in.ts";
-import { opaqueToken, safeEqual, tokenHash } from "./secrets.ts";
 import { cachedSession, type OpenSession, type Refusal } from "./session-lookup.ts";
 import { insertSessionIfUnchanged } from "./sessions.ts";
 

@@ -7,8 +7,7 @@ import { AppError } from "../errors.ts";
 import { hashPassword, passwordProblem, verifyPassword } from "../security/passwords.ts";
 import { assertAllowed } from "../security/windows.ts";
 import type { AuthDeps } from "./deps.ts";
-import { loadIdentity, normaliseEmail, sameTenant } from "./identity.ts";
-import { opaqueToken } from "./secrets.ts";
+import { opaqueToken } from "./opaque-tokens.ts";
 import {
   callerOf,
   clientIpOf,
@@ -20,6 +19,7 @@ import {
   type TokenPair,
   tokenPairFor,
 } from "./sessions.ts";
+import { loadIdentity, normaliseEmail, sameTenant } from "./user-identity.ts";
 
 // A real argon2id hash of a random password: unknown accounts cost the same time as known ones.
 let dummyHash: Promise<string> | undefined;

@@ -2,9 +2,9 @@ import { and, eq, isNull, type SQL } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
 import { sessions, tenants, users } from "../db/schema/index.ts";
 import type { AuthDeps } from "./deps.ts";
-import { type Identity, identityColumns, identityOf } from "./identity.ts";
 import type { SessionEntry } from "./session-cache.ts";
 import { InvalidTokenError } from "./tokens.ts";
+import { type Identity, identityColumns, identityOf } from "./user-identity.ts";
 
 /** A session still open, with its user's identity as loaded with it (at most SessionCacheSeconds old). */
 export interface OpenSession {

@@ -7,10 +7,10 @@ import { refreshTokens, sessions, users } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import type { AuthDeps } from "./deps.ts";
-import { type Identity, loadIdentity } from "./identity.ts";
-import { opaqueToken, tokenHash } from "./secrets.ts";
+import { opaqueToken, tokenHash } from "./opaque-tokens.ts";
 import { announceSessionChange, type SessionChange } from "./session-cache.ts";
 import type { AccessClaims } from "./tokens.ts";
+import { type Identity, loadIdentity } from "./user-identity.ts";
 
 export interface TokenPair {
   accessToken: string;

@@ -6,11 +6,11 @@ import { smsCodes, users } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
 import { assertAllowed } from "../security/windows.ts";
 import type { AuthDeps } from "./deps.ts";
-import { loadIdentity, sameTenant } from "./identity.ts";
+import { hmac, safeEqual } from "./opaque-tokens.ts";
 import { recordSignInFailure } from "./password-sign-in.ts";
-import { hmac, safeEqual } from "./secrets.ts";
 import { clientIpOf, invalidCredentials, startTokenSession, type TokenPair } from "./sessions.ts";
 import { maskPhone } from "./sms.ts";
+import { loadIdentity, sameTenant } from "./user-identity.ts";
 
 /** E.164: `+` and 7 to 15 digits. Spaces, dashes and brackets are dropped first. */
 export function normalisePhone(phone: string): string | null {

@@ -18,7 +18,7 @@ export const subscriptionChangedPayload = z.object({
 });
 export type SubscriptionChangedPayload = z.infer<typeof subscriptionChangedPayload>;
 
-/** The job kind a subscription change enqueues (src/billing/subscriptions.ts). */
+/** The job kind a subscription change enqueues (src/billing/write-transition.ts). */
 export const subscriptionChanged = jobKind(SUBSCRIPTION_CHANGED, subscriptionChangedPayload);
 
 /**

@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { userInfo } from "node:os";
 import { join } from "node:path";
 import { parseRedisClusterUrl } from "../cache/cluster-url.ts";
-import { ConfigError, type ConfigProblem } from "./errors.ts";
+import { ConfigError, type ConfigProblem } from "./config-error.ts";
 import { checkProduction } from "./production.ts";
 import {
   configSchema,

@@ -3,7 +3,7 @@ import { parseRedisClusterUrl } from "../cache/cluster-url.ts";
 import { CertificateError, loadCertificate } from "../security/certificates.ts";
 import { parseJwtKeys } from "../security/jwt-keys.ts";
 import { parseTenantSecretKeys } from "../security/tenant-secrets.ts";
-import type { ConfigProblem } from "./errors.ts";
+import type { ConfigProblem } from "./config-error.ts";
 import type { AppConfig } from "./load.ts";
 
 const HOST =

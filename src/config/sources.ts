@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import type { ConfigProblem } from "./errors.ts";
+import type { ConfigProblem } from "./config-error.ts";
 import { environmentOverrides, environments } from "./schema.ts";
 import { type SchemaNode, schemaTree, typesOf } from "./tree.ts";
 

@@ -9,7 +9,7 @@ import type { ClaimedDomain } from "./claim-due-domains.ts";
 import { type DomainCheck, domainCtx, finishCheck } from "./domain-check.ts";
 import { claimExpiry } from "./domain-rows.ts";
 import { retryDelayMs } from "./settings.ts";
-import type { CheckOutcome } from "./verify.ts";
+import type { CheckOutcome } from "./verify-records.ts";
 
 const MOVED_REASON =
   "Another tenant proved ownership of this name through its own TXT record; the name now serves that tenant.";

@@ -1,6 +1,6 @@
 import { eq, sql } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
-import { opaqueToken } from "../auth/secrets.ts";
+import { opaqueToken } from "../auth/opaque-tokens.ts";
 import { assertFeature } from "../billing/entitlements.ts";
 import type { TenantCtx } from "../context.ts";
 import type { Tx } from "../db/client.ts";
@@ -10,7 +10,7 @@ import { AppError } from "../errors.ts";
 import { getTenant } from "../tenancy/tenants.ts";
 import { claimExpiry, countDomain, type DomainDeps } from "./domain-rows.ts";
 import { type DomainView, domainView } from "./domain-view.ts";
-import { validateHostname } from "./hostnames.ts";
+import { validateHostname } from "./hostname-policy.ts";
 
 /** 403 once the tenant holds `limit` domains, counted under its row lock (so concurrent additions cannot pass it). */
 async function assertUnderLimit(tx: Tx, tenantId: string, limit: number): Promise<void> {

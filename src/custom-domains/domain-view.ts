@@ -1,6 +1,6 @@
 import type { tenantDomains } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
-import { verificationRecordName } from "./hostnames.ts";
+import { verificationRecordName } from "./hostname-policy.ts";
 import { cnameTargets } from "./settings.ts";
 
 export type DomainRow = typeof tenantDomains.$inferSelect;

@@ -5,10 +5,10 @@ import { activateClaimedDomain } from "./activate-claimed-domain.ts";
 import type { ClaimedDomain } from "./claim-due-domains.ts";
 import { type CheckResult, type DomainCheck, finishCheck } from "./domain-check.ts";
 import { activeElsewhere } from "./domain-rows.ts";
-import { verificationRecordName } from "./hostnames.ts";
+import { verificationRecordName } from "./hostname-policy.ts";
 import { releaseAbandonedDomain } from "./release-abandoned-domain.ts";
 import { retryDelayMs } from "./settings.ts";
-import { type CheckOutcome, verifyDomainRecords } from "./verify.ts";
+import { type CheckOutcome, verifyDomainRecords } from "./verify-records.ts";
 
 type Failure = Extract<CheckOutcome, { ok: false }>;
 

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { sql } from "drizzle-orm";
 import { type Db, type Executor, execute } from "./client.ts";
-import { type DatabaseFailure, describeDatabaseFailure } from "./errors.ts";
+import { type DatabaseFailure, describeDatabaseFailure } from "./database-failure.ts";
 
 export const MIGRATIONS_DIR = fileURLToPath(new URL("../../drizzle/", import.meta.url));
 /** Advisory lock key shared by every migrator: two at once run one after the other. */

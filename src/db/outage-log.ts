@@ -1,5 +1,5 @@
 import type { Logger } from "../telemetry/logger.ts";
-import { describeDatabaseFailure, isConnectionFailure } from "./errors.ts";
+import { describeDatabaseFailure, isConnectionFailure } from "./database-failure.ts";
 
 /** Repeated failures are logged once a minute, with a count. */
 export const OUTAGE_REPEAT_MS = 60_000;

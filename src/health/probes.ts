@@ -1,4 +1,4 @@
-import { describeDatabaseFailure, failureSummary } from "../db/errors.ts";
+import { describeDatabaseFailure, failureSummary } from "../db/database-failure.ts";
 import { MigrationsPendingError } from "../db/schema-gate.ts";
 import type { Deps } from "../deps.ts";
 import { withTimeout } from "../runtime/with-timeout.ts";

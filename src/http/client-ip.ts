@@ -1,6 +1,6 @@
 import { isIP } from "node:net";
 import type { Context } from "hono";
-import type { AppEnv } from "./context.ts";
+import type { AppEnv } from "./request-context.ts";
 
 /**
  * The real client IP: the socket peer, or, when the peer is a trusted proxy

@@ -3,7 +3,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { type Access, needsCaller, takesApiKey } from "./access.ts";
 import { guardOf } from "./middleware/guards.ts";
 
-/** The application/problem+json body every error has (see errors.ts): the one `Problem` schema. */
+/** The application/problem+json body every error has (see problem-json.ts): the one `Problem` schema. */
 export const problemSchema = z
   .object({
     type: z.string(),

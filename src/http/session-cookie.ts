@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import type { AppConfig } from "../config/load.ts";
-import type { AppEnv } from "./context.ts";
+import type { AppEnv } from "./request-context.ts";
 
 /** `__Host-`: secure, host-only and path `/`, so no subdomain or plain-HTTP page can plant it. */
 const SESSION_COOKIE = "__Host-plinth_session";

@@ -14,7 +14,7 @@
  */
 import type { Clock } from "../clock.ts";
 import type { Executor } from "../db/client.ts";
-import { describeDatabaseFailure, isConnectionFailure } from "../db/errors.ts";
+import { describeDatabaseFailure, isConnectionFailure } from "../db/database-failure.ts";
 import type { OutageLog } from "../db/outage-log.ts";
 import { withTimeout } from "../runtime/with-timeout.ts";
 import type { Logger } from "../telemetry/logger.ts";

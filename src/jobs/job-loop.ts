@@ -34,7 +34,7 @@
  * The local queue (`localQueue`, src/jobs/local-queue.ts) holds jobs claimed ahead of free slots; with
  * it the completer writes outcomes in statements of their own, beside the claims.
  */
-import { describeDatabaseFailure, isConnectionFailure } from "../db/errors.ts";
+import { describeDatabaseFailure, isConnectionFailure } from "../db/database-failure.ts";
 import { createOutageLog, type OutageLog } from "../db/outage-log.ts";
 import { settledWithin, withTimeout } from "../runtime/with-timeout.ts";
 import { workerId as newWorkerId } from "../runtime/worker-id.ts";

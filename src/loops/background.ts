@@ -1,6 +1,6 @@
 import { systemClock } from "../clock.ts";
 import type { Settings } from "../config/schema.ts";
-import { databaseClock } from "../db/clock.ts";
+import { databaseClock } from "../db/database-clock.ts";
 import type { Deps } from "../deps.ts";
 import type { IntervalRunner } from "../jobs/interval-runner.ts";
 import { createJobLoop, type JobLoop, type JobLoopOptions } from "../jobs/job-loop.ts";

@@ -15,8 +15,8 @@ import { AppError } from "../errors.ts";
 import type { Page } from "../pagination.ts";
 import type { TenantSecretKeyring } from "../security/tenant-secrets.ts";
 import { getTenant } from "../tenancy/tenants.ts";
-import { readTenantSecret, SECRET_NAME } from "./secrets.ts";
 import { credentialValuePaths } from "./setting-values.ts";
+import { readTenantSecret, SECRET_NAME } from "./tenant-secret-store.ts";
 
 export { type ProviderStatus, type ProviderType, providerStatuses, providerTypes };
 

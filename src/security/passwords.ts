@@ -1,5 +1,5 @@
 import type { ZxcvbnFactory } from "@zxcvbn-ts/core";
-import { argon2id, argon2Verify } from "hash-wasm";
+import { hashArgon2id, verifyArgon2id } from "../runtime/argon2id.ts";
 
 /** OWASP's argon2id floor: 19 MiB, 2 passes, 1 lane. PHC strings, portable between Bun and Deno. */
 const MEMORY_KIB = 19_456;
@@ -90,30 +90,13 @@ export async function passwordProblem(
   return null;
 }
 
-export async function hashPassword(password: string): Promise<string> {
-  if (typeof Bun !== "undefined") {
-    return Bun.password.hash(password, {
-      algorithm: "argon2id",
-      memoryCost: MEMORY_KIB,
-      timeCost: ITERATIONS,
-    });
-  }
-  const salt = crypto.getRandomValues(new Uint8Array(16));
-  return argon2id({
-    password,
-    salt,
-    parallelism: 1,
-    iterations: ITERATIONS,
-    memorySize: MEMORY_KIB,
-    hashLength: 32,
-    outputType: "encoded",
-  });
+export function hashPassword(password: string): Promise<string> {
+  return hashArgon2id(password, { memoryKib: MEMORY_KIB, iterations: ITERATIONS });
 }
 
 export async function verifyPassword(password: string, hash: string): Promise<boolean> {
   try {
-    if (typeof Bun !== "undefined") return await Bun.password.verify(password, hash);
-    return await argon2Verify({ password, hash });
+    return await verifyArgon2id(password, hash);
   } catch {
     return false;
   }

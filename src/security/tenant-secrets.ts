@@ -1,5 +1,5 @@
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:crypto";
-import type { ConfigProblem } from "../config/errors.ts";
+import type { ConfigProblem } from "../config/config-error.ts";
 
 /**
  * Tenant-secret encryption: AES-256-GCM under a data key derived (HKDF-SHA256) from a master key.

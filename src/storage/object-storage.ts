@@ -12,7 +12,7 @@ import type { Clock } from "../clock.ts";
 import type { AppConfig } from "../config/load.ts";
 import { AppError } from "../errors.ts";
 import { disabledTelemetry, type Telemetry } from "../telemetry/otel.ts";
-import { traceS3Client } from "../telemetry/s3.ts";
+import { traceS3Client } from "../telemetry/s3-spans.ts";
 import {
   grantObjectKey,
   InvalidObjectKeyError,
@@ -20,8 +20,8 @@ import {
   splitGrantKey,
   tenantObjectKey,
   tenantPrefix,
-} from "./keys.ts";
-import { createS3Client } from "./s3.ts";
+} from "./object-keys.ts";
+import { createS3Client } from "./s3-client.ts";
 
 /** SigV4 presigned URLs live at most 7 days. */
 const MAX_PRESIGN_SECONDS = 604_800;

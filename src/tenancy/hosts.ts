@@ -27,7 +27,8 @@ export interface HostPolicy {
 /**
  * `AllowedHosts` lists exact names (the port is ignored). With none configured, Development
  * accepts localhost, 127.0.0.1 and [::1] so an unconfigured local run works; Production refuses
- * to start without a list. Active tenant domains are accepted separately (tenancy/resolve.ts).
+ * to start without a list. Active tenant domains are accepted separately (`resolveTenancy`,
+ * http/middleware/tenancy.ts).
  */
 export function createHostPolicy(input: {
   allowedHosts: readonly string[];

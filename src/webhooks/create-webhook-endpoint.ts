@@ -6,7 +6,7 @@ import type { Tx } from "../db/client.ts";
 import { withTransaction } from "../db/operation.ts";
 import { tenants, webhookEndpoints } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
-import { writeTenantSecret } from "../providers/secrets.ts";
+import { writeTenantSecret } from "../providers/tenant-secret-store.ts";
 import { getTenant } from "../tenancy/tenants.ts";
 import {
   checkEvents,

@@ -3,7 +3,7 @@ import { recordAudit } from "../audit/record.ts";
 import type { TenantCtx } from "../context.ts";
 import { withTransaction } from "../db/operation.ts";
 import { webhookEndpoints } from "../db/schema/index.ts";
-import { readTenantSecret, writeTenantSecret } from "../providers/secrets.ts";
+import { readTenantSecret, writeTenantSecret } from "../providers/tenant-secret-store.ts";
 import {
   endpointView,
   findEndpointRow,

@@ -5,7 +5,7 @@ import { auditRowHash, GENESIS_HASH } from "../../src/audit/chain.ts";
 import { auditPruneWorker } from "../../src/audit/prune-job.ts";
 import { recordAudit } from "../../src/audit/record.ts";
 import { pruneAuditEvents } from "../../src/audit/retention.ts";
-import { verifyAuditChains } from "../../src/audit/verify.ts";
+import { verifyAuditChains } from "../../src/audit/verify-chains.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
 import { execute } from "../../src/db/client.ts";

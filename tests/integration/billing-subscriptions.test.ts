@@ -21,7 +21,7 @@ import { execute } from "../../src/db/client.ts";
 import { backgroundJobs, subscriptionHistory, subscriptions } from "../../src/db/schema/index.ts";
 import type { Deps } from "../../src/deps.ts";
 import { AppError } from "../../src/errors.ts";
-import { statusOf } from "../../src/http/errors.ts";
+import { statusOf } from "../../src/http/problem-json.ts";
 import { useTestApp } from "../helpers/app.ts";
 import { createTenant } from "../helpers/identity.ts";
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { type Database, openDatabase } from "../../src/db/client.ts";
-import { statusOf } from "../../src/http/errors.ts";
+import { statusOf } from "../../src/http/problem-json.ts";
 import { testConfig, testDeps, useTestDatabase } from "../helpers/app.ts";
 import { REDIS_URL } from "../helpers/cache.ts";
 

@@ -2,7 +2,7 @@ import { afterAll, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { execute, openDatabase } from "../../src/db/client.ts";
-import { databaseClock } from "../../src/db/clock.ts";
+import { databaseClock } from "../../src/db/database-clock.ts";
 import { enqueue } from "../../src/jobs/enqueue.ts";
 import { createJobLoop, type JobLoop } from "../../src/jobs/job-loop.ts";
 import { LEASE_MS } from "../../src/jobs/queue.ts";

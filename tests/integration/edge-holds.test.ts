@@ -1,7 +1,7 @@
 import { expect, test } from "bun:test";
 import { bunServeOptions } from "../../src/http/bun-serve.ts";
 import { SECURITY_HEADERS } from "../../src/http/middleware/request.ts";
-import { createTenantLookup } from "../../src/tenancy/lookup.ts";
+import { createTenantLookup } from "../../src/tenancy/tenant-lookup.ts";
 import { useTestApp } from "../helpers/app.ts";
 import { activeDomain, createTenant, createUser, loginTokens } from "../helpers/identity.ts";
 

@@ -3,7 +3,7 @@ import { randomUUID } from "node:crypto";
 import { HeadObjectCommand, ListObjectsV2Command, type S3Client } from "@aws-sdk/client-s3";
 import { ManualClock } from "../../src/clock.ts";
 import { ObjectStorage } from "../../src/storage/object-storage.ts";
-import { createS3Client } from "../../src/storage/s3.ts";
+import { createS3Client } from "../../src/storage/s3-client.ts";
 import { S3_CREDENTIALS, startTestS3, type TestS3 } from "../fixtures/s3-server.ts";
 import { verifyPresigned } from "../helpers/sigv4.ts";
 

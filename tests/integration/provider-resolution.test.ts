@@ -2,7 +2,6 @@ import { describe, expect, test } from "bun:test";
 import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
 import type { ProviderStatus } from "../../src/db/schema/providers.ts";
-import { writeTenantSecret } from "../../src/providers/secrets.ts";
 import {
   type GlobalProviderDefault,
   listTenantProviders,
@@ -11,6 +10,7 @@ import {
   resolveProvider,
   updateTenantProviderStatus,
 } from "../../src/providers/tenant-providers.ts";
+import { writeTenantSecret } from "../../src/providers/tenant-secret-store.ts";
 import { parseTenantSecretKeys } from "../../src/security/tenant-secrets.ts";
 import { useTestDatabase } from "../helpers/app.ts";
 import { createTenant, newMasterKey } from "../helpers/identity.ts";

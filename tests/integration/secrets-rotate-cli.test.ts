@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { sql } from "drizzle-orm";
 import { execute } from "../../src/db/client.ts";
-import { readTenantSecret, writeTenantSecret } from "../../src/providers/secrets.ts";
+import { readTenantSecret, writeTenantSecret } from "../../src/providers/tenant-secret-store.ts";
 import { parseTenantSecretKeys, type TenantSecretKeyring } from "../../src/security/tenant-secrets.ts";
 import { useTestDatabase } from "../helpers/app.ts";
 import { makeTestCertificates } from "../helpers/certificates.ts";

@@ -6,7 +6,7 @@ import { ManualClock } from "../../src/clock.ts";
 import { type AppConfig, loadConfig } from "../../src/config/load.ts";
 import { execute } from "../../src/db/client.ts";
 import { closeDeps, createDeps, type Deps } from "../../src/deps.ts";
-import { readTenantSecret } from "../../src/providers/secrets.ts";
+import { readTenantSecret } from "../../src/providers/tenant-secret-store.ts";
 import { runSecretsRotate } from "../../src/secrets-rotate.ts";
 import { createDataProtection } from "../../src/security/data-protection.ts";
 import { parseTenantSecretKeys } from "../../src/security/tenant-secrets.ts";

@@ -3,8 +3,8 @@ import { context, trace } from "@opentelemetry/api";
 import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace";
 import { ManualClock } from "../../src/clock.ts";
 import { ObjectStorage } from "../../src/storage/object-storage.ts";
-import { createS3Client } from "../../src/storage/s3.ts";
-import { traceS3Client } from "../../src/telemetry/s3.ts";
+import { createS3Client } from "../../src/storage/s3-client.ts";
+import { traceS3Client } from "../../src/telemetry/s3-spans.ts";
 import { createTelemetry } from "../../src/telemetry/sdk.ts";
 import { S3_CREDENTIALS, startTestS3, type TestS3 } from "../fixtures/s3-server.ts";
 

@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import { and, eq } from "drizzle-orm";
-import { opaqueToken, tokenHash } from "../../src/auth/secrets.ts";
+import { opaqueToken, tokenHash } from "../../src/auth/opaque-tokens.ts";
 import { refreshTokens, sessions, users } from "../../src/db/schema/index.ts";
 import { createTestApp, relaxedLimits, settingsEnv, useTestApp } from "../helpers/app.ts";
 import {

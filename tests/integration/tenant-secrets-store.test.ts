@@ -10,7 +10,7 @@ import {
   readTenantSecret,
   rotateTenantSecrets,
   writeTenantSecret,
-} from "../../src/providers/secrets.ts";
+} from "../../src/providers/tenant-secret-store.ts";
 import {
   parseTenantSecretKeys,
   TenantSecretError,

@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ConfigError } from "../../src/config/errors.ts";
+import { ConfigError } from "../../src/config/config-error.ts";
 import { loadConfig } from "../../src/config/load.ts";
 import { createRedactor } from "../../src/redact.ts";
 import { rsaKeys, validProductionEnv } from "../helpers/production-env.ts";

@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
-import { ConfigError } from "../../src/config/errors.ts";
+import { ConfigError } from "../../src/config/config-error.ts";
 import { type LoadOptions, loadConfig } from "../../src/config/load.ts";
 import { fakePem, rsaKeys, validProductionEnv } from "../helpers/production-env.ts";
 

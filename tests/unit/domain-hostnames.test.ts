@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { parseTxtData } from "../../src/custom-domains/dns.ts";
-import { parseHostHeader, validateHostname } from "../../src/custom-domains/hostnames.ts";
+import { parseHostHeader, validateHostname } from "../../src/custom-domains/hostname-policy.ts";
 import { AppError } from "../../src/errors.ts";
 
 const policy = {

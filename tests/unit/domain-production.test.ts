@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { ConfigError } from "../../src/config/errors.ts";
+import { ConfigError } from "../../src/config/config-error.ts";
 import { loadConfig } from "../../src/config/load.ts";
 import { validProductionEnv } from "../helpers/production-env.ts";
 

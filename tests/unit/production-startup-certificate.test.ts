@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { constants, generateKeyPairSync, privateDecrypt, publicEncrypt, randomBytes } from "node:crypto";
-import { ConfigError } from "../../src/config/errors.ts";
+import { ConfigError } from "../../src/config/config-error.ts";
 import { loadConfig } from "../../src/config/load.ts";
 import { loadCertificate } from "../../src/security/certificates.ts";
 import {

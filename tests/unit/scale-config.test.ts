@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { parseRedisClusterUrl } from "../../src/cache/cluster-url.ts";
 import { cacheScheme } from "../../src/cache/index.ts";
-import type { ConfigError } from "../../src/config/errors.ts";
+import type { ConfigError } from "../../src/config/config-error.ts";
 import { loadConfig } from "../../src/config/load.ts";
 import { checkProduction } from "../../src/config/production.ts";
 

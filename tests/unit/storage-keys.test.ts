@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { objectKeyProblem, relativeObjectKey, tenantObjectKey } from "../../src/storage/keys.ts";
+import { objectKeyProblem, relativeObjectKey, tenantObjectKey } from "../../src/storage/object-keys.ts";
 
 const tenant = "3f1c2b7e-9a4d-4e21-8f6a-0c5b1d2e3f40";
 

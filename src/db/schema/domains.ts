@@ -13,7 +13,7 @@ export const tenantDomains = pgTable(
     id: uuid().primaryKey().defaultRandom(),
     tenantId: tenantIdColumn(),
     /**
-     * Canonical (src/custom-domains/hostnames.ts). Each tenant may claim a name once; several
+     * Canonical (src/custom-domains/hostname-policy.ts). Each tenant may claim a name once; several
      * tenants may claim the same name, and at most one claim per name is Active (verified).
      */
     hostname: text().notNull(),
@@ -27,7 +27,7 @@ export const tenantDomains = pgTable(
     /** The gateway's certificate status (`result.ssl.status`, e.g. pending_validation, active): DNS success is not TLS. */
     tlsStatus: text(),
     lastCheckedAt: timestamp({ withTimezone: true }),
-    /** Stable code of the last failure (see src/domains/verify.ts `failureCodes`). */
+    /** Stable code of the last failure (see src/custom-domains/verify-records.ts `failureCodes`). */
     lastFailureCode: text(),
     lastFailureReason: text(),
     nextCheckAt: timestamp({ withTimezone: true }).notNull().defaultNow(),

@@ -5,7 +5,7 @@ import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
 import { Hono } from "hono";
 import { AppError } from "../../errors.ts";
-import type { AppEnv } from "../context.ts";
+import type { AppEnv } from "../request-context.ts";
 
 /**
  * The console's static files, served by the API itself (no CDN: it works on a closed network):

@@ -48,7 +48,7 @@ ${input.more ? html`<p class="muted">The newest ${input.shown} are shown; filter
 type Verdict = { answered: Html; result: string };
 
 /**
- * What the last check saw for each record (verify.ts checks TXT first, then the CNAME, then the
+ * What the last check saw for each record (verify-records.ts checks TXT first, then the CNAME, then the
  * gateway: the first failing step is the one recorded, so a TXT failure leaves the CNAME unseen).
  */
 function verdicts(d: DomainView): { txt: Verdict; cname: Verdict } {

@@ -7,7 +7,7 @@ import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
 import type { Page } from "../../pagination.ts";
 import { getTenantCodes, isUuid } from "../../tenancy/tenants.ts";
-import { ctxOf } from "../context.ts";
+import { ctxOf } from "../request-context.ts";
 import { type Html, layout, notice, when } from "./layout.ts";
 import { consoleCursor, pageResponse } from "./respond.ts";
 import { type ConsoleEnv, viewerOf } from "./session.ts";

@@ -6,7 +6,7 @@ import { listPlatformCustomDomains } from "../../custom-domains/list-platform-cu
 import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
 import { isUuid } from "../../tenancy/tenants.ts";
-import { adminCtxOf, ctxOf } from "../context.ts";
+import { adminCtxOf, ctxOf } from "../request-context.ts";
 import { DOMAIN_STATUSES, domainDetailBody, domainListBody } from "./domains-html.ts";
 import { layout } from "./layout.ts";
 import { consoleActed, pageResponse } from "./respond.ts";

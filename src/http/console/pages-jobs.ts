@@ -14,7 +14,7 @@ import { retryJobs } from "../../jobs/admin/retry-jobs.ts";
 import { setJobPriority } from "../../jobs/admin/set-job-priority.ts";
 import { listSchedules, putSchedule, runScheduleNow } from "../../jobs/schedules.ts";
 import { getTenantCodes, isUuid } from "../../tenancy/tenants.ts";
-import { ctxOf } from "../context.ts";
+import { ctxOf } from "../request-context.ts";
 import {
   bulkConfirmView,
   type FilterFields,

@@ -8,7 +8,7 @@ import { jobActivity } from "../../jobs/admin/job-activity.ts";
 import { listJobs } from "../../jobs/admin/list-jobs.ts";
 import { summarizeJobs } from "../../jobs/admin/summarize-jobs.ts";
 import { loopEnabled, loopNames } from "../../loops/background.ts";
-import { ctxOf } from "../context.ts";
+import { ctxOf } from "../request-context.ts";
 import { activityChart } from "./chart.ts";
 import { badge, type Html, layout, when } from "./layout.ts";
 import { pageResponse } from "./respond.ts";

@@ -12,7 +12,7 @@ import { listTenantUsers } from "../../identity/users.ts";
 import { getTenant, isUuid, listTenants, tenantCursor } from "../../tenancy/tenants.ts";
 import type { WebhookEndpointView } from "../../webhooks/endpoints.ts";
 import { listWebhookEndpoints } from "../../webhooks/list-webhook-endpoints.ts";
-import { adminCtxOf, ctxOf } from "../context.ts";
+import { adminCtxOf, ctxOf } from "../request-context.ts";
 import { domainTable } from "./domains-html.ts";
 import { actionButton, badge, type Html, layout, notice, type Viewer, when } from "./layout.ts";
 import { consoleActed, consoleCursor, pageResponse } from "./respond.ts";

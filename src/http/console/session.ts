@@ -9,7 +9,7 @@ import {
   PLATFORM_ADMIN_ROLE,
   PLATFORM_VIEWER_ROLE,
 } from "../../identity/roles.ts";
-import type { AppEnv } from "../context.ts";
+import type { AppEnv } from "../request-context.ts";
 import { readSessionCookie } from "../session-cookie.ts";
 import type { ConsoleSection, Viewer } from "./layout.ts";
 

@@ -3,7 +3,7 @@ import { scopesGrant } from "../../api-keys/scopes.ts";
 import { AppError } from "../../errors.ts";
 import { mayChangePlatform, mayReadPlatform } from "../../identity/roles.ts";
 import { type Access, declareGuard, type TenantAccess } from "../access.ts";
-import { type AppEnv, principalOf } from "../context.ts";
+import { type AppEnv, principalOf } from "../request-context.ts";
 
 /**
  * The guard of one route, made from the access its declaration names (`apiRoute(access, …)`): the

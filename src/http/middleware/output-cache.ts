@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import type { MiddlewareHandler } from "hono";
 import type { Cache } from "../../cache/index.ts";
 import type { Logger } from "../../telemetry/logger.ts";
-import type { AppEnv } from "../context.ts";
+import type { AppEnv } from "../request-context.ts";
 
 /**
  * HTTP output cache for anonymous, cacheable GETs that opt in (the public plan catalog; not the JWKS, see well-known.ts).

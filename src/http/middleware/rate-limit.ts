@@ -6,7 +6,7 @@ import { nextTurn } from "../../runtime/next-turn.ts";
 import type { CounterStore, RateOutcome } from "../../security/counter-store.ts";
 import type { Logger } from "../../telemetry/logger.ts";
 import { clientIp } from "../client-ip.ts";
-import type { AppEnv } from "../context.ts";
+import type { AppEnv } from "../request-context.ts";
 
 export interface RateLimitPolicy {
   /** Policy name in the headers and the counter key (`global`, `auth`). */

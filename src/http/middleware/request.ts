@@ -3,7 +3,7 @@ import { bodyLimit } from "hono/body-limit";
 import { AppError } from "../../errors.ts";
 import type { Logger } from "../../telemetry/logger.ts";
 import { forwardedFrom, type TrustedProxies, trustedProxies } from "../client-ip.ts";
-import type { AppEnv } from "../context.ts";
+import type { AppEnv } from "../request-context.ts";
 import { readSessionCookie } from "../session-cookie.ts";
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;

@@ -3,9 +3,9 @@ import type { Settings } from "../../config/schema.ts";
 import { AppError } from "../../errors.ts";
 import { parseHostHeader } from "../../tenancy/hostnames.ts";
 import { createHostPolicy } from "../../tenancy/hosts.ts";
-import type { TenantLookup } from "../../tenancy/lookup.ts";
+import type { TenantLookup } from "../../tenancy/tenant-lookup.ts";
 import { forwardedByProxy, trustedProxies } from "../client-ip.ts";
-import type { AppEnv, ResolvedTenant } from "../context.ts";
+import type { AppEnv, ResolvedTenant } from "../request-context.ts";
 
 /**
  * Paths every host may reach: a TLS edge asks for permission

@@ -9,8 +9,8 @@ import { eventSources, graceEndsAt, type SubscriptionEvent } from "../../billing
 import { updateFeatureOverride } from "../../billing/update-feature-override.ts";
 import { getUsageReport } from "../../billing/usage-report.ts";
 import type { Deps } from "../../deps.ts";
-import { adminCtxOf, createRouter } from "../context.ts";
 import { apiRoute, json, jsonBody, problem, tenantIdParam } from "../openapi.ts";
+import { adminCtxOf, createRouter } from "../request-context.ts";
 import { featuresSchema, featuresView } from "./tenant-features.ts";
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);

@@ -12,8 +12,8 @@ import { retryDeadJob } from "../../jobs/admin/retry-job.ts";
 import { retryJobs } from "../../jobs/admin/retry-jobs.ts";
 import { MAX_JOB_PRIORITY, setJobPriority } from "../../jobs/admin/set-job-priority.ts";
 import { MAX_PROGRESS_BYTES } from "../../jobs/registry.ts";
-import { createRouter, ctxOf } from "../context.ts";
 import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
+import { createRouter, ctxOf } from "../request-context.ts";
 
 const job = z
   .object({

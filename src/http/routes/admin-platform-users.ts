@@ -2,8 +2,8 @@ import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { createPlatformUser, newPlatformUserSchema } from "../../identity/platform-users.ts";
 import { platformRoleNames } from "../../identity/roles.ts";
-import { createRouter, ctxOf } from "../context.ts";
 import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
+import { createRouter, ctxOf } from "../request-context.ts";
 
 const create = apiRoute("platform", {
   method: "post",

@@ -8,8 +8,8 @@ import {
   type TenantProvider,
   updateTenantProviderStatus,
 } from "../../providers/tenant-providers.ts";
-import { adminCtxOf, createRouter } from "../context.ts";
 import { apiRoute, json, jsonBody, page, problem } from "../openapi.ts";
+import { adminCtxOf, createRouter } from "../request-context.ts";
 
 const providerSchema = z
   .object({

@@ -7,8 +7,8 @@ import {
   putSchedule,
   runScheduleNow,
 } from "../../jobs/schedules.ts";
-import { createRouter, ctxOf } from "../context.ts";
 import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
+import { createRouter, ctxOf } from "../request-context.ts";
 
 const schedule = z
   .object({

@@ -5,9 +5,9 @@ import {
   listTenantSecrets,
   putTenantSecret,
   type TenantSecretInfo,
-} from "../../providers/secrets.ts";
-import { adminCtxOf, createRouter } from "../context.ts";
+} from "../../providers/tenant-secret-store.ts";
 import { apiRoute, json, jsonBody, page, problem } from "../openapi.ts";
+import { adminCtxOf, createRouter } from "../request-context.ts";
 
 const params = z.object({
   tenantId: z.string().openapi({ param: { name: "tenantId", in: "path" } }),

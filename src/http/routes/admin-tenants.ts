@@ -1,8 +1,8 @@
 import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { createTenant, getTenant, listTenants, suspendTenant } from "../../tenancy/tenants.ts";
-import { createRouter, ctxOf } from "../context.ts";
 import { apiRoute, json, jsonBody, page, problem, tenantIdParam } from "../openapi.ts";
+import { createRouter, ctxOf } from "../request-context.ts";
 
 const tenantSchema = z
   .object({

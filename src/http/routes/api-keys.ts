@@ -10,8 +10,8 @@ import {
 import { apiKeyScopes } from "../../api-keys/scopes.ts";
 import type { Deps } from "../../deps.ts";
 import { tenantAccess } from "../access.ts";
-import { createRouter, tenantCtxOf } from "../context.ts";
 import { apiRoute, json, jsonBody, page, pageQuery, problem } from "../openapi.ts";
+import { createRouter, tenantCtxOf } from "../request-context.ts";
 
 const scope = z.enum(apiKeyScopes).openapi("ApiKeyScope", {
   description: "What a key may call (docs/api-keys.md): `area:read`, `area:write`, or `area:*` for both.",

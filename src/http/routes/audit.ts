@@ -11,8 +11,8 @@ import type { Ctx } from "../../context.ts";
 import type { Deps } from "../../deps.ts";
 import { describeError } from "../../redact.ts";
 import { tenantAccess } from "../access.ts";
-import { type AppEnv, createRouter, ctxOf, tenantCtxOf } from "../context.ts";
 import { apiRoute, pageQuery, problem } from "../openapi.ts";
+import { type AppEnv, createRouter, ctxOf, tenantCtxOf } from "../request-context.ts";
 
 export const NDJSON = "application/x-ndjson";
 

@@ -7,11 +7,11 @@ import { logout, refreshSession, revokeCallerSession } from "../../auth/sessions
 import { sendSmsCode, verifySmsCode } from "../../auth/sms-sign-in.ts";
 import { AppError } from "../../errors.ts";
 import type { WindowKind } from "../../security/windows.ts";
-import type { TenantLookup } from "../../tenancy/lookup.ts";
-import { type AppEnv, anonymousCtxOf, createRouter, ctxOf } from "../context.ts";
-import { PASSWORD_CHANGE_PATH } from "../middleware/auth.ts";
+import type { TenantLookup } from "../../tenancy/tenant-lookup.ts";
+import { PASSWORD_CHANGE_PATH } from "../middleware/authenticate.ts";
 import { tenantCodeAllowed, UNKNOWN_TENANT_ID } from "../middleware/tenancy.ts";
 import { accessOf, apiRoute, json, jsonBody, problem, routerPath } from "../openapi.ts";
+import { type AppEnv, anonymousCtxOf, createRouter, ctxOf } from "../request-context.ts";
 import { clearSessionCookie, setSessionCookie } from "../session-cookie.ts";
 
 /**

@@ -7,8 +7,8 @@ import { getTlsPermission } from "../../custom-domains/get-tls-permission.ts";
 import { listCustomDomains } from "../../custom-domains/list-custom-domains.ts";
 import type { Deps } from "../../deps.ts";
 import { type Access, tenantAccess } from "../access.ts";
-import { adminCtxOf, anonymousCtxOf, createRouter, tenantCtxOf } from "../context.ts";
 import { apiRoute, json, jsonBody, problem, tenantIdParam } from "../openapi.ts";
+import { adminCtxOf, anonymousCtxOf, createRouter, tenantCtxOf } from "../request-context.ts";
 
 const domainSchema = z
   .object({

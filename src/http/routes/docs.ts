@@ -4,8 +4,8 @@ import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
 import { Hono } from "hono";
 import { AppError } from "../../errors.ts";
-import type { AppEnv } from "../context.ts";
 import { guardOf } from "../middleware/guards.ts";
+import type { AppEnv } from "../request-context.ts";
 
 /**
  * `/api/docs`: the API reference viewer (Scalar) over `/api/openapi.json`, served entirely by the

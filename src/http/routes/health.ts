@@ -3,9 +3,9 @@ import type { Deps } from "../../deps.ts";
 import { readinessProbes } from "../../health/probes.ts";
 import { createReadinessCheck } from "../../health/readiness.ts";
 import { trustedProxies } from "../client-ip.ts";
-import { createRouter } from "../context.ts";
 import { elapsedMs, HSTS_HEADER, overHttps, requestIdFor, SECURITY_HEADERS } from "../middleware/request.ts";
 import { apiRoute } from "../openapi.ts";
+import { createRouter } from "../request-context.ts";
 
 const HEALTH_JSON = "application/health+json";
 /** A probe's answer is live: never stored by any cache. */

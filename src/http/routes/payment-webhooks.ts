@@ -2,8 +2,8 @@ import { z } from "@hono/zod-openapi";
 import { receivePaymentWebhook, webhookEvent } from "../../billing/payment-webhooks.ts";
 import { SIGNATURE_HEADER } from "../../billing/webhook-signature.ts";
 import type { Deps } from "../../deps.ts";
-import { anonymousCtxOf, createRouter } from "../context.ts";
 import { apiRoute, json, problem, tenantIdParam } from "../openapi.ts";
+import { anonymousCtxOf, createRouter } from "../request-context.ts";
 
 const webhook = apiRoute("public", {
   method: "post",

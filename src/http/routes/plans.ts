@@ -1,9 +1,9 @@
 import { z } from "@hono/zod-openapi";
 import { listPlans } from "../../billing/list-plans.ts";
 import type { Deps } from "../../deps.ts";
-import { anonymousCtxOf, createRouter } from "../context.ts";
 import { outputCacheFor } from "../middleware/output-cache.ts";
 import { apiRoute, json, page } from "../openapi.ts";
+import { anonymousCtxOf, createRouter } from "../request-context.ts";
 
 const planSchema = z
   .object({

@@ -1,9 +1,9 @@
 import { z } from "@hono/zod-openapi";
 import { AppError, type ErrorCode, errorCodes } from "../../errors.ts";
-import { createRouter } from "../context.ts";
-import { statusOf } from "../errors.ts";
 import { apiRoute, problem } from "../openapi.ts";
+import { statusOf } from "../problem-json.ts";
 import { problemTypePath, problemTypes } from "../problem-types.ts";
+import { createRouter } from "../request-context.ts";
 
 const isCode = (value: string): value is ErrorCode => (errorCodes as readonly string[]).includes(value);
 

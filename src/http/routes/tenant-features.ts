@@ -3,8 +3,8 @@ import type { TenantFeatures } from "../../billing/entitlements.ts";
 import { getTenantFeatures } from "../../billing/get-tenant-features.ts";
 import type { Deps } from "../../deps.ts";
 import { tenantAccess } from "../access.ts";
-import { createRouter, tenantCtxOf } from "../context.ts";
 import { apiRoute, json } from "../openapi.ts";
+import { createRouter, tenantCtxOf } from "../request-context.ts";
 
 const featureSchema = z
   .object({

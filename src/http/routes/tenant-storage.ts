@@ -7,8 +7,8 @@ import {
   listTenantObjects,
 } from "../../storage/tenant-objects.ts";
 import { tenantAccess } from "../access.ts";
-import { createRouter, tenantCtxOf } from "../context.ts";
 import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
+import { createRouter, tenantCtxOf } from "../request-context.ts";
 
 const keyQuery = z.object({
   key: z

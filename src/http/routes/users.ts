@@ -9,8 +9,8 @@ import {
   newUserSchema,
 } from "../../identity/users.ts";
 import { tenantAccess } from "../access.ts";
-import { adminCtxOf, createRouter, tenantCtxOf } from "../context.ts";
 import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
+import { adminCtxOf, createRouter, tenantCtxOf } from "../request-context.ts";
 
 const newUser = z
   .object({

@@ -11,8 +11,8 @@ import { rotateWebhookSecret } from "../../webhooks/rotate-webhook-secret.ts";
 import { testWebhookEndpoint } from "../../webhooks/test-webhook-endpoint.ts";
 import { updateWebhookEndpoint } from "../../webhooks/update-webhook-endpoint.ts";
 import { tenantAccess } from "../access.ts";
-import { adminCtxOf, createRouter, tenantCtxOf } from "../context.ts";
 import { apiRoute, json, jsonBody, page, pageQuery, problem, tenantIdParam } from "../openapi.ts";
+import { adminCtxOf, createRouter, tenantCtxOf } from "../request-context.ts";
 
 const eventTypeList = z
   .array(z.string().min(1).max(100))

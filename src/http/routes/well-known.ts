@@ -1,8 +1,8 @@
 import { createHash } from "node:crypto";
 import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
-import { createRouter } from "../context.ts";
 import { apiRoute } from "../openapi.ts";
+import { createRouter } from "../request-context.ts";
 
 /**
  * How long a client may keep the JWK set (`Cache-Control: max-age`). Short, so a key removed in a

@@ -2,9 +2,9 @@ import { OpenAPIHono } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import type { Ctx, TenantCtx } from "../context.ts";
 import { AppError, fieldErrors } from "../errors.ts";
-import type { ResolvedTenant } from "../tenancy/lookup.ts";
+import type { ResolvedTenant } from "../tenancy/tenant-lookup.ts";
 import { clientIp } from "./client-ip.ts";
-import { HttpError } from "./errors.ts";
+import { HttpError } from "./problem-json.ts";
 
 /**
  * Who is calling: set by the authentication middleware from a verified token, session cookie or
@@ -50,8 +50,8 @@ export type AppEnv = {
     /** Set by the `edge` middleware for `clientIp(c)`. */
     trustedProxies?: import("./client-ip.ts").TrustedProxies;
     principal?: Principal;
-    /** The caller's identity as loaded with the session (middleware/auth.ts). */
-    identity?: import("../auth/identity.ts").Identity;
+    /** The caller's identity as loaded with the session (middleware/authenticate.ts). */
+    identity?: import("../auth/user-identity.ts").Identity;
     tenant?: ResolvedTenant;
   };
 };

@@ -2,7 +2,7 @@ import { context, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace } from "@opentel
 import type { MiddlewareHandler } from "hono";
 import { matchedRoutes } from "hono/route";
 import type { Telemetry } from "../../telemetry/otel.ts";
-import type { AppEnv } from "../context.ts";
+import type { AppEnv } from "../request-context.ts";
 
 const headerGetter = {
   get: (carrier: Headers, key: string) => carrier.get(key) ?? undefined,

@@ -1,11 +1,11 @@
 import type { MiddlewareHandler } from "hono";
 import { isApiKeyShaped } from "../../api-keys/format.ts";
-import { apiKeyUseRecorder, openApiKey } from "../../api-keys/lookup.ts";
+import { apiKeyUseRecorder, openApiKey } from "../../api-keys/key-lookup.ts";
 import { browserOriginCheck, csrfTokenMatches, openBrowserSession } from "../../auth/browser-sessions.ts";
 import type { AuthDeps } from "../../auth/deps.ts";
 import { openTokenSession } from "../../auth/session-lookup.ts";
 import { AppError } from "../../errors.ts";
-import { type AppEnv, type Principal, tenantCtxOf, unauthorized } from "../context.ts";
+import { type AppEnv, type Principal, tenantCtxOf, unauthorized } from "../request-context.ts";
 import { readSessionCookie } from "../session-cookie.ts";
 
 export const CSRF_HEADER = "x-csrf-token";
