@@ -124,6 +124,7 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
   const cache = config.cache
     ? createCache(config.cache.url, {
         environment: config.environment,
+        keyPrefix: config.settings.Cache.KeyPrefix,
         logger,
         token: config.cache.token,
         prefix: options.cachePrefix,

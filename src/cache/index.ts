@@ -7,12 +7,15 @@ import { createUpstashCache } from "./upstash.ts";
 export * from "./port.ts";
 export type { CacheScript } from "./scripts.ts";
 
-export function cachePrefix(environment: Environment): string {
-  return `plinth:${environment.toLowerCase()}:`;
+/** The prefix of every key: `Cache:KeyPrefix` when set, else `plinth:<environment>`, then a `:`. */
+export function cachePrefix(environment: Environment, keyPrefix?: string): string {
+  return `${keyPrefix ?? `plinth:${environment.toLowerCase()}`}:`;
 }
 
 export interface CreateCacheOptions {
   environment: Environment;
+  /** `Cache:KeyPrefix` (without its trailing `:`); default `plinth:<environment>`. */
+  keyPrefix?: string;
   logger: Logger;
   /** Upstash REST token when the URL carries none (`ConnectionStrings:CacheToken` / `CACHE_TOKEN`). */
   token?: string;
@@ -35,7 +38,7 @@ export function cacheScheme(url: string): CacheScheme | null {
 /** Opens the configured cache. Connecting never aborts start-up; readiness reports the state. */
 export function createCache(url: string, options: CreateCacheOptions): Cache {
   const settings = {
-    prefix: options.prefix ?? cachePrefix(options.environment),
+    prefix: options.prefix ?? cachePrefix(options.environment, options.keyPrefix),
     logger: options.logger,
     commandTimeoutMs: options.commandTimeoutMs ?? 1_000,
   };

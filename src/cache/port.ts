@@ -14,7 +14,7 @@ export interface Cache {
    * split work over several windows or entries into one script per slot.
    */
   readonly cluster: boolean;
-  /** Prefix every key carries (`plinth:<environment>:`). */
+  /** Prefix every key carries (`Cache:KeyPrefix` + `:`; default `plinth:<environment>:`). */
   readonly prefix: string;
   ping(timeoutMs: number): Promise<void>;
   /** Waits up to `timeoutMs` for a usable connection; never throws (start-up gives it a moment). */

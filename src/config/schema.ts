@@ -53,6 +53,14 @@ export const configSchema = z.object({
       ),
   }),
   Cache: z.object({
+    KeyPrefix: z
+      .string()
+      .regex(/^[A-Za-z0-9:_.-]{1,64}$/, "letters, digits and `: _ . -`, at most 64")
+      .optional()
+      .meta({
+        description:
+          "Prefix of every key Plinth writes to the cache (a `:` follows it); default `plinth:<environment>` (lower case). Give each install that shares one Redis its own, e.g. `plinth:acme-production`.",
+      }),
     CommandTimeoutMs: int(
       50,
       1_000,
