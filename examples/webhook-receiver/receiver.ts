@@ -35,10 +35,17 @@ export function webhookReceiver(secret: string, onEvent: (event: PlinthEvent) =>
   };
 }
 
+// Its own port (the API has 8080); https when given a certificate and key (then point Plinth's
+// Webhooks:TrustedCaFile at the certificate, or at the CA that signed it).
 if (import.meta.main) {
   const receive = webhookReceiver(process.env.PLINTH_WEBHOOK_SECRET ?? "", (event) => {
     console.log(event.type, JSON.stringify(event.data));
   });
-  const server = Bun.serve({ port: Number(process.env.PORT ?? 8080), fetch: receive });
-  console.log(`listening on ${server.port}`);
+  const { RECEIVER_CERT_FILE: cert, RECEIVER_KEY_FILE: key } = process.env;
+  const server = Bun.serve({
+    port: Number(process.env.RECEIVER_PORT ?? 4010),
+    fetch: receive,
+    ...(cert && key ? { tls: { cert: Bun.file(cert), key: Bun.file(key) } } : {}),
+  });
+  console.log(`listening on ${server.url}`);
 }

@@ -20,6 +20,7 @@ import {
   unknownVariableKeys,
 } from "./sources.ts";
 import { describeType, nodeAt, type SchemaNode, schemaTree, secretKeys, typesOf } from "./tree.ts";
+import { readTrustedCa } from "./trusted-ca.ts";
 
 export type DatabaseSource =
   | "ConnectionStrings:Database"
@@ -49,6 +50,7 @@ export interface AppConfig {
   sources: Map<string, string>;
   /** Problems that are warnings here (unknown keys outside Production): the caller logs them. */
   warnings: ConfigProblem[];
+  webhookTrustedCa?: string[]; // the PEM certificates of `Webhooks:TrustedCaFile`
 }
 
 /** `the value of Key (from VARIABLE)` wording for messages: names what the operator actually set. */
@@ -376,6 +378,7 @@ export function loadConfig(options: LoadOptions = {}): AppConfig {
     secretValues: [...secretValues],
     sources,
     warnings,
+    webhookTrustedCa: readTrustedCa(settings.Webhooks.TrustedCaFile, problems),
   };
   if (environment === "Production" && options.process !== "migrator")
     problems.push(...checkProduction(config));

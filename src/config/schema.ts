@@ -225,6 +225,10 @@ export const configSchema = z.object({
       false,
       "Lets endpoints point at loopback, private, link-local, CGNAT, unique-local and metadata addresses (tests with local receivers). Meant for development and tests; Production still requires `https`.",
     ),
+    TrustedCaFile: z.string().min(1).optional().meta({
+      description:
+        "A PEM file of CA certificates that deliveries trust beside the system roots (a local receiver with a self-signed or development-CA certificate). Read at start; an unreadable file or one without a certificate stops the start.",
+    }),
   }),
   ...securitySections,
   Audit: z.object({

@@ -2,6 +2,7 @@ import { lookup as dnsLookup } from "node:dns/promises";
 import http from "node:http";
 import https from "node:https";
 import { isIP } from "node:net";
+import tls from "node:tls";
 
 /**
  * Where a webhook may be sent (SSRF protection): every address a destination resolves to must be
@@ -155,6 +156,8 @@ export interface DestinationPolicy {
   /** `Webhooks:AllowPrivateDestinations`. */
   allowPrivate: boolean;
   resolve: HostResolver;
+  /** `Webhooks:TrustedCaFile`: CA certificates trusted beside the system roots. */
+  trustedCa?: string[];
 }
 
 /** Checks the URL's form (scheme, no credentials); the addresses are checked by `checkAddresses`. */
@@ -297,6 +300,7 @@ export async function sendDelivery(input: SendInput): Promise<AttemptResult> {
         },
         // node's LookupFunction type does not describe the `all` form; this one answers both
         lookup: lookup as unknown as http.RequestOptions["lookup"],
+        ...(input.policy.trustedCa ? { ca: [...tls.rootCertificates, ...input.policy.trustedCa] } : {}),
       },
       (response) => {
         const status = response.statusCode ?? 0;

@@ -65,6 +65,7 @@ export function destinationPolicy(deps: Pick<WebhookDeps, "config" | "hostResolv
     httpsOnly: deps.config.environment === "Production",
     allowPrivate: deps.config.settings.Webhooks.AllowPrivateDestinations,
     resolve: deps.hostResolver,
+    trustedCa: deps.config.webhookTrustedCa,
   };
 }
 
