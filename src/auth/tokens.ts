@@ -15,12 +15,18 @@ import type { Clock } from "../clock.ts";
 import type { AppConfig } from "../config/load.ts";
 import { parseJwtKeys } from "../security/jwt-keys.ts";
 import type { Logger } from "../telemetry/logger.ts";
+import { VerifiedTokens } from "./verified-tokens.ts";
 
 const ALG = "RS256";
 /** The media type of an access token (RFC 9068 §2.1): the `typ` header of every token issued. */
 export const ACCESS_TOKEN_TYP = "at+jwt";
 /** What tokens said before RFC 9068: accepted only as described at `legacyTypAccepted`. */
 const LEGACY_TYP = "JWT";
+/**
+ * How many verified tokens a process remembers (`VerifiedTokens`): about 1 KB each, so at most
+ * ~10 MB; one per signed-in client active within a token's lifetime fits well below it.
+ */
+export const VERIFIED_TOKENS_MAX = 10_000;
 /** Leeway for exp/nbf between servers' clocks. */
 export const CLOCK_TOLERANCE_SECONDS = 30;
 
@@ -128,17 +134,12 @@ function accessTokenVerifier(input: {
   cutOffSeconds: number;
 }): (token: string) => Promise<AccessClaims> {
   const { verifiers, issuer, audience, clock, accessTokenSeconds, cutOffSeconds } = input;
-  // A verified token's claims, until it expires: the same token is presented on every request of a
-  // session, and an RS256 check costs ~0.1 ms. Tokens are immutable, so a cached answer stays right.
-  const verified = new Map<string, { claims: AccessClaims; exp: number }>();
-  const VERIFIED_MAX = 20_000;
+  // A verified token's claims, until it expires (VerifiedTokens: keyed by signature, bounded)
+  const verified = new VerifiedTokens<AccessClaims>(VERIFIED_TOKENS_MAX);
   return async (token) => {
     const nowSeconds = clock.now().getTime() / 1000;
-    const hit = verified.get(token);
-    if (hit) {
-      if (hit.exp + CLOCK_TOLERANCE_SECONDS > nowSeconds) return hit.claims;
-      verified.delete(token);
-    }
+    const hit = verified.get(token, nowSeconds);
+    if (hit) return hit;
     let payload: JWTPayload;
     let legacy: boolean;
     try {
@@ -172,10 +173,9 @@ function accessTokenVerifier(input: {
     // only tokens already valid (nbf passed) are remembered; a future-dated one is checked again
     const { exp, nbf } = payload;
     if (typeof exp === "number" && (typeof nbf !== "number" || nbf <= nowSeconds)) {
-      if (verified.size >= VERIFIED_MAX) verified.clear();
       // a JWT-typed token is remembered no longer than one lifetime from its issue
       const until = legacy ? Math.min(exp, (payload.iat as number) + accessTokenSeconds) : exp;
-      verified.set(token, { claims, exp: until });
+      verified.set(token, claims, until + CLOCK_TOLERANCE_SECONDS);
     }
     return claims;
   };
