@@ -1816,7 +1816,7 @@ export interface components {
          * @description What a key may call (docs/api-keys.md): `area:read`, `area:write`, or `area:*` for both.
          * @enum {string}
          */
-        ApiKeyScope: "users:read" | "users:write" | "users:*" | "domains:read" | "domains:write" | "domains:*" | "storage:*" | "webhooks:*";
+        ApiKeyScope: "users:read" | "users:write" | "users:*" | "users:admin" | "domains:read" | "domains:write" | "domains:*" | "storage:*" | "webhooks:*";
         ApiKeyList: {
             items: components["schemas"]["ApiKey"][];
             /** @description Pass as `cursor` for the next page; null on the last page. */
@@ -5738,7 +5738,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `forbidden`: only an owner adds an owner (docs/roles.md). */
+            /** @description `forbidden`: only an owner adds an owner (docs/roles.md); an API key adds members only (docs/api-keys.md). */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];

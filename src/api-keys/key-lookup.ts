@@ -1,9 +1,9 @@
-import { eq } from "drizzle-orm";
+import { and, eq } from "drizzle-orm";
 import type { Refusal } from "../auth/session-lookup.ts";
 import type { TenantCtx } from "../context.ts";
-import { apiKeys, tenants } from "../db/schema/index.ts";
+import { apiKeys, subscriptions, tenants } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
-import { apiKeyDigest, hashMatches, prefixOf } from "./format.ts";
+import { apiKeyDigest, apiKeyHash, hashMatches, newApiKey, newPrefix, prefixOf } from "./format.ts";
 import { LAST_USE_INTERVAL_MS, markApiKeyUsed } from "./keys.ts";
 
 /** The key a request presented, once checked. */
@@ -11,6 +11,8 @@ export interface OpenApiKey {
   keyId: string;
   tenantId: string;
   scopes: readonly string[];
+  /** The tenant's subscription is suspended: the key reads (GET, HEAD) and changes nothing. */
+  readOnly: boolean;
 }
 
 /**
@@ -30,9 +32,28 @@ interface KeyRecord extends OpenApiKey {
   tenantActive: boolean;
 }
 
+/**
+ * What an unknown prefix is checked against, so that it costs what a known one does: the same
+ * cache entry, one statement, the same digest and two constant-time comparisons (the key's id is not
+ * told by timing, docs/api-keys.md). No key's secret hashes to it.
+ */
+const UNKNOWN: KeyRecord = {
+  keyId: "",
+  tenantId: "",
+  scopes: [],
+  readOnly: false,
+  secretHash: apiKeyHash(newApiKey(newPrefix())),
+  previousSecretHash: apiKeyHash(newApiKey(newPrefix())),
+  previousExpiresAt: 0,
+  expiresAt: null,
+  revoked: true,
+  tenantActive: false,
+};
+
 type LookupDeps = Pick<Deps, "database" | "sessionCache" | "clock">;
 
-async function keyRecord(deps: LookupDeps, prefix: string): Promise<KeyRecord | null> {
+/** The key row of `prefix` (`UNKNOWN` when there is none), cached for `API_KEY_CACHE_MS` either way. */
+async function keyRecord(deps: LookupDeps, prefix: string): Promise<KeyRecord> {
   const cacheKey = `k:${prefix}`;
   const hit = deps.sessionCache.get(cacheKey);
   if (hit) return hit.value as KeyRecord;
@@ -47,30 +68,34 @@ async function keyRecord(deps: LookupDeps, prefix: string): Promise<KeyRecord | 
       expiresAt: apiKeys.expiresAt,
       revokedAt: apiKeys.revokedAt,
       tenantStatus: tenants.status,
+      subscriptionStatus: subscriptions.status,
     })
     .from(apiKeys)
     .innerJoin(tenants, eq(tenants.id, apiKeys.tenantId))
+    .leftJoin(subscriptions, and(eq(subscriptions.tenantId, apiKeys.tenantId)))
     .where(eq(apiKeys.prefix, prefix))
     .limit(1);
-  if (!row) return null;
-  const record: KeyRecord = {
-    keyId: row.keyId,
-    tenantId: row.tenantId,
-    scopes: row.scopes,
-    secretHash: row.secretHash,
-    previousSecretHash: row.previousSecretHash,
-    previousExpiresAt: row.previousExpiresAt?.getTime() ?? null,
-    expiresAt: row.expiresAt?.getTime() ?? null,
-    revoked: row.revokedAt !== null,
-    tenantActive: row.tenantStatus === "Active",
-  };
+  const record: KeyRecord = !row
+    ? UNKNOWN
+    : {
+        keyId: row.keyId,
+        tenantId: row.tenantId,
+        scopes: row.scopes,
+        readOnly: row.subscriptionStatus === "suspended",
+        secretHash: row.secretHash,
+        previousSecretHash: row.previousSecretHash,
+        previousExpiresAt: row.previousExpiresAt?.getTime() ?? null,
+        expiresAt: row.expiresAt?.getTime() ?? null,
+        revoked: row.revokedAt !== null,
+        tenantActive: row.tenantStatus === "Active",
+      };
   deps.sessionCache.set(
     cacheKey,
     {
-      sessionId: row.keyId,
+      sessionId: record.keyId,
       userId: null,
-      tenantId: row.tenantId,
-      expiresAt: row.expiresAt ?? NEVER,
+      tenantId: record.tenantId,
+      expiresAt: row?.expiresAt ?? NEVER,
       value: record,
     },
     API_KEY_CACHE_MS,
@@ -87,19 +112,18 @@ export async function openApiKey(deps: LookupDeps, presented: string): Promise<O
   const prefix = prefixOf(presented);
   if (!prefix) return { refused: "Malformed API key." };
   const record = await keyRecord(deps, prefix);
-  if (!record) return { refused: "Invalid API key." };
   const now = deps.clock.now().getTime();
   const digest = apiKeyDigest(presented);
+  // both comparisons always run (a placeholder for a key without a replaced secret): the same work
+  // for a known id, an unknown one, with or without a roll
   const current = hashMatches(digest, record.secretHash);
-  const previous =
-    record.previousExpiresAt !== null &&
-    record.previousExpiresAt > now &&
-    hashMatches(digest, record.previousSecretHash);
-  if (!current && !previous) return { refused: "Invalid API key." };
+  const previousMatches = hashMatches(digest, record.previousSecretHash ?? UNKNOWN.previousSecretHash);
+  const previous = record.previousExpiresAt !== null && record.previousExpiresAt > now && previousMatches;
+  if (record === UNKNOWN || (!current && !previous)) return { refused: "Invalid API key." };
   if (record.revoked) return { refused: "The API key has been revoked." };
   if (record.expiresAt !== null && record.expiresAt <= now) return { refused: "The API key has expired." };
   if (!record.tenantActive) return { refused: "The tenant is suspended." };
-  return { keyId: record.keyId, tenantId: record.tenantId, scopes: record.scopes };
+  return { keyId: record.keyId, tenantId: record.tenantId, scopes: record.scopes, readOnly: record.readOnly };
 }
 
 /**

@@ -8,6 +8,7 @@ export const apiKeyScopes = [
   "users:read",
   "users:write",
   "users:*",
+  "users:admin",
   "domains:read",
   "domains:write",
   "domains:*",
@@ -16,11 +17,13 @@ export const apiKeyScopes = [
 ] as const;
 export type ApiKeyScope = (typeof apiKeyScopes)[number];
 
-/** Scopes that grant others too: `area:*` is every scope of the area. */
+/** Scopes that grant others too: `area:*` is every scope of the area but `users:admin`. */
 const GRANTS: Record<ApiKeyScope, readonly ApiKeyScope[]> = {
   "users:read": ["users:read"],
   "users:write": ["users:write"],
   "users:*": ["users:*", "users:read", "users:write"],
+  // dedicated: no `users:*` grants it, so a key that creates users was made to (docs/api-keys.md)
+  "users:admin": ["users:admin"],
   "domains:read": ["domains:read"],
   "domains:write": ["domains:write"],
   "domains:*": ["domains:*", "domains:read", "domains:write"],
@@ -36,4 +39,17 @@ export function scopesGrant(scopes: readonly string[], needed: ApiKeyScope): boo
 /** The scopes that grant `needed`: itself and the `area:*` of its area. */
 export function scopesGranting(needed: ApiKeyScope): ApiKeyScope[] {
   return apiKeyScopes.filter((scope) => GRANTS[scope].includes(needed));
+}
+
+/**
+ * What a key must hold to create or change a member: every scope a member's routes take (the
+ * storage; the features every key reads). A key never creates or changes a principal with more
+ * power than itself (docs/api-keys.md); tests/integration/route-security.test.ts checks this list
+ * against the routes a member reaches.
+ */
+export const MEMBER_REACH: readonly ApiKeyScope[] = ["storage:*"];
+
+/** Whether a key holding `scopes` reaches everything a member does (`MEMBER_REACH`). */
+export function scopesReachMember(scopes: readonly string[]): boolean {
+  return MEMBER_REACH.every((scope) => scopesGrant(scopes, scope));
 }

@@ -31,6 +31,8 @@ export interface ApiKeyPrincipal {
   keyId: string;
   tenantId: string;
   scopes: readonly string[];
+  /** The tenant's subscription is suspended: the key reads only (docs/api-keys.md). */
+  readOnly: boolean;
   roles: readonly string[];
   platformRoles: readonly string[];
 }

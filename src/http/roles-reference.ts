@@ -96,10 +96,12 @@ Every tenant user manages their own account through \`/api/auth/*\` (sign-in, se
 `;
 
 const KEYS = `**API keys** (docs/api-keys.md) have no role: the scope a route declares stands for it (a scope
-of the form \`area:*\` grants the area's other scopes too). A key whose scopes do not grant a route's
-is refused with 403 naming the scope it needs; a route declared \`apiKey: "none"\` is 403 to every
-key. Within its scopes a key acts as an admin: it never creates, disables or removes an owner, and
-\`storage:*\` deletes any object (one a key uploads has no recorded uploader). Keys get 403 on
+of the form \`area:*\` grants the area's other scopes too, but \`users:admin\`). A key whose scopes do
+not grant a route's is refused with 403 naming the scope it needs; a route declared
+\`apiKey: "none"\` is 403 to every key. A key never creates or changes a principal with more power than
+itself: creating a user takes the dedicated \`users:admin\`, and a key creates, disables and removes
+members only, when its scopes reach everything a member does (docs/api-keys.md); \`storage:*\` deletes
+any object (one a key uploads has no recorded uploader). Keys get 403 on
 \`/api/auth/*\` (no password, no session) and 401 on every \`/api/admin/*\` route.
 `;
 

@@ -1,5 +1,6 @@
 import { and, asc, eq, isNull, ne, sql } from "drizzle-orm";
 import { z } from "zod";
+import { scopesReachMember } from "../api-keys/scopes.ts";
 import { recordAudit } from "../audit/record.ts";
 import { endSessions } from "../auth/sessions.ts";
 import type { TenantCtx } from "../context.ts";
@@ -58,6 +59,25 @@ function managesOwners(ctx: TenantCtx): boolean {
 }
 const notForAdmins = () => new AppError("forbidden", "Only an owner manages owners.");
 
+/**
+ * A key creates or changes only a principal with no more power than itself: a member, and only when
+ * its scopes reach everything a member reaches (`MEMBER_REACH`); never an admin (who manages keys and
+ * reads the audit log, as no key does) nor an owner (docs/api-keys.md). Users act on users by role.
+ */
+function assertKeyOutranks(ctx: TenantCtx, role: TenantRole | null | undefined): void {
+  if (ctx.actor.type !== "apiKey") return;
+  if (role !== "member")
+    throw new AppError(
+      "forbidden",
+      "An API key creates and changes members only, never an admin or an owner.",
+    );
+  if (!scopesReachMember(ctx.actor.scopes))
+    throw new AppError(
+      "forbidden",
+      'An API key creates and changes only members it could act as: it needs "storage:*" too.',
+    );
+}
+
 export type TenantUserDeps = DatabaseDeps & Pick<Deps, "clock" | "sessionCache">;
 
 /**
@@ -72,6 +92,7 @@ export async function createTenantUser(
 ): Promise<{ id: string }> {
   if (input.role === "owner" && !managesOwners(ctx)) throw notForAdmins();
   const user = newUserSchema.parse(input);
+  assertKeyOutranks(ctx, user.role);
   const weakness = await passwordProblem(user.password, { email: user.email, name: user.name });
   if (weakness)
     throw new AppError("validation_failed", "The request is not valid.", {
@@ -209,7 +230,8 @@ async function lockChangeableUser(tx: Executor, ctx: TenantCtx, userId: string):
       .select({ role: tenantMemberships.role })
       .from(tenantMemberships)
       .where(and(eq(tenantMemberships.tenantId, tenantId), eq(tenantMemberships.userId, userId)));
-    if (membership?.role === "owner") throw notForAdmins();
+    if (membership?.role === "owner" && ctx.actor.type !== "apiKey") throw notForAdmins();
+    assertKeyOutranks(ctx, membership?.role);
   }
   await assertNotLastOwner(tx, tenantId, userId);
 }

@@ -146,8 +146,10 @@ test("a key works on the routes its scopes allow, 403 on the others, 401 on admi
     expect(`${method} ${path} ${response.status}`).toBe(`${method} ${path} 403`);
   }
 
-  // users:write adds users (never an owner: a key acts as an admin would); domains:* reads domains
-  const writer = (await createKey(t.owner.headers, { scopes: ["users:write", "domains:*"] })).key;
+  // users:admin with a member's reach adds members (never an admin or an owner: a key never makes a
+  // principal with more power than itself; tests/integration/api-key-reach.test.ts); domains:* reads domains
+  const writer = (await createKey(t.owner.headers, { scopes: ["users:admin", "storage:*", "domains:*"] }))
+    .key;
   const newUser = (role: string) => ({
     email: `k${crypto.randomUUID().slice(0, 8)}@example.com`,
     name: "By Key",

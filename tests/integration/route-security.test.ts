@@ -2,6 +2,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { eq, sql } from "drizzle-orm";
+import { type ApiKeyScope, MEMBER_REACH, scopesGrant } from "../../src/api-keys/scopes.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { execute } from "../../src/db/client.ts";
 import { tenantDomains, users } from "../../src/db/schema/index.ts";
@@ -311,6 +312,19 @@ test("every tenant route declares its tenant roles, and every route under /api/ 
   expect(undeclaredRoutes(declaredRoutes(app.app.routes))).toEqual([]);
 });
 
+test("MEMBER_REACH names every scope a member's routes take: a key that creates members could act as one", () => {
+  const memberScopes = new Set<string>();
+  for (const { access } of declaredRoutes(app.app.routes))
+    if (
+      typeof access === "object" &&
+      (access.tenant === "everyone" || access.tenant.includes("member")) &&
+      access.apiKey !== "any"
+    )
+      memberScopes.add(access.apiKey);
+  expect(memberScopes.has("none")).toBe(false);
+  expect([...memberScopes].every((scope) => scopesGrant(MEMBER_REACH, scope as ApiKeyScope))).toBe(true);
+});
+
 test("docs/roles.md matches the declared access (run `bun run docs:roles` after changing a route's)", () => {
   const committed = readFileSync(resolve(import.meta.dir, "../../docs/roles.md"), "utf8");
   expect(committed).toBe(renderRolesReference(declaredRoutes(app.app.routes)));
@@ -559,7 +573,9 @@ async function revokeWalkKeys(): Promise<void> {
  */
 const KEY_REACH: Record<string, (method: string, path: string) => boolean> = {
   "users:read": (m, p) => m === "GET" && p.startsWith("/api/tenant/users"),
-  "users:write": (m, p) => m !== "GET" && p.startsWith("/api/tenant/users"),
+  "users:write": (m, p) => m !== "GET" && p.startsWith("/api/tenant/users/"),
+  // creating a user takes the dedicated scope (docs/api-keys.md)
+  "users:admin": (m, p) => m === "POST" && p === "/api/tenant/users",
   "domains:read": (m, p) => m === "GET" && p.startsWith("/api/tenant/domains"),
   "domains:write": (m, p) => m !== "GET" && p.startsWith("/api/tenant/domains"),
   "storage:*": (_, p) => p.startsWith("/api/tenant/storage"),

@@ -61,6 +61,8 @@ function tenantCaller({ tenant: roles, apiKey }: TenantAccess): MiddlewareHandle
           "forbidden",
           `This API key's scopes do not allow this request (it needs "${apiKey}").`,
         );
+      if (principal.readOnly && !READS.has(c.req.method))
+        throw new AppError("forbidden", "The tenant's subscription is suspended: its API keys only read.");
       return next();
     }
     if (!principal.tenantId) throw new AppError("forbidden", "Tenant users only.");

@@ -79,7 +79,7 @@ const list = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "users:read" })
     400: problem("The limit or the cursor is not valid."),
   },
 });
-const add = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "users:write" }), {
+const add = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "users:admin" }), {
   method: "post",
   path: "/api/tenant/users",
   operationId: "createTenantUser",
@@ -88,7 +88,9 @@ const add = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "users:write" })
   request: { body: jsonBody(newUser) },
   responses: {
     201: json("Created.", created),
-    403: problem("`forbidden`: only an owner adds an owner (docs/roles.md)."),
+    403: problem(
+      "`forbidden`: only an owner adds an owner (docs/roles.md); an API key adds members only (docs/api-keys.md).",
+    ),
     409: problem("E-mail or phone already used."),
   },
 });
