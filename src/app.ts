@@ -23,6 +23,7 @@ import {
   noStoreWhenAuthenticated,
   requestIdLogHeaders,
 } from "./http/middleware/request.ts";
+import { refuseUnstorableInput } from "./http/middleware/storable-input.ts";
 import { resolveTenancy } from "./http/middleware/tenancy.ts";
 import { traceRequests } from "./http/middleware/tracing.ts";
 import { DOCUMENT_TAGS, registerComponents, registerDocumentRoutes } from "./http/openapi.ts";
@@ -118,6 +119,8 @@ export function createApp(deps: Deps) {
     app.use(path, advertisePolicies(windowPolicies(deps.config.settings, kind)));
   app.use(limitBody(deps.config.settings.Server.MaxBodyBytes));
   app.use(limitJsonDepth(MAX_JSON_DEPTH));
+  // one guard for every operation: text PostgreSQL cannot store is a 400 naming the field, never a 500
+  app.use(refuseUnstorableInput());
   app.use(noStoreWhenAuthenticated());
 
   app.onError(async (error, c) => {

@@ -27,7 +27,8 @@ export interface CursorCodec<P> {
   decodeOptional(cursor: string | undefined): P | undefined;
 }
 
-const invalidCursor = () =>
+/** The 400 of a cursor no list of ours returned. */
+export const invalidCursor = () =>
   new AppError("validation_failed", "The request is not valid.", {
     fields: [{ path: "cursor", message: "not a cursor returned by this endpoint" }],
   });

@@ -1,10 +1,10 @@
 import { and, asc, desc, eq, gte, lt, lte, type SQL, sql } from "drizzle-orm";
+import { z } from "zod";
 import type { Ctx, TenantCtx } from "../context.ts";
 import { type DatabaseDeps, withDatabase } from "../db/operation.ts";
 import { auditEvents } from "../db/schema/audit.ts";
 import type { Deps } from "../deps.ts";
-import { validationFailed } from "../errors.ts";
-import { type CursorCodec, type Page, pageOf } from "../pagination.ts";
+import { cursorCodec, type Page, pageOf } from "../pagination.ts";
 
 /** An audit event as the API answers it (docs/audit.md). */
 export interface AuditEventView {
@@ -72,19 +72,8 @@ function conditions(filter: AuditFilter): (SQL | undefined)[] {
   ];
 }
 
-/**
- * A position in an event list: the last event's id (newest first, keyset). The cursor is the id
- * itself, as docs/audit.md promises, not an opaque encoding.
- */
-export const auditCursor: CursorCodec<number> = {
-  encode: (id) => String(id),
-  decode: (cursor) => {
-    if (!/^\d{1,18}$/.test(cursor))
-      throw validationFailed([{ path: "cursor", message: "not a cursor returned by this endpoint" }]);
-    return Number(cursor);
-  },
-  decodeOptional: (cursor) => (cursor === undefined ? undefined : auditCursor.decode(cursor)),
-};
+/** A position in an event list: the last event's id (newest first, keyset), opaque to clients. */
+export const auditCursor = cursorCodec(z.object({ id: z.number().int().positive() }));
 
 /** A page of events, newest first, before the cursor's event. */
 async function eventPage(
@@ -93,7 +82,7 @@ async function eventPage(
   filter: AuditFilter,
   input: { limit: number; cursor?: string },
 ): Promise<Page<AuditEventView>> {
-  const before = auditCursor.decodeOptional(input.cursor);
+  const before = auditCursor.decodeOptional(input.cursor)?.id;
   const rows = await withDatabase(deps, ctx, (db) =>
     db
       .select()
@@ -102,7 +91,7 @@ async function eventPage(
       .orderBy(desc(auditEvents.id))
       .limit(input.limit + 1),
   );
-  return pageOf(rows, input.limit, auditEventView, (row) => row.id, auditCursor);
+  return pageOf(rows, input.limit, auditEventView, (row) => ({ id: row.id }), auditCursor);
 }
 
 export type AuditListInput = Omit<AuditFilter, "tenantId"> & { limit: number; cursor?: string };

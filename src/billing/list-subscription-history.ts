@@ -13,14 +13,14 @@ const historyCursor = cursorCodec(z.object({ id: z.number().int().positive() }))
 
 /**
  * Every change of the ctx's tenant's subscription, newest first, keyset-paginated on the history
- * id; `before` (an id) is the older form of a cursor. 404 for an unknown tenant.
+ * id. 404 for an unknown tenant.
  */
 export async function listSubscriptionHistory(
   deps: Pick<BillingDeps, "database">,
   ctx: TenantCtx,
-  input: PageRequest & { before?: number },
+  input: PageRequest,
 ): Promise<Page<SubscriptionHistoryEntry>> {
-  const before = historyCursor.decodeOptional(input.cursor)?.id ?? input.before;
+  const before = historyCursor.decodeOptional(input.cursor)?.id;
   await getTenant(deps, ctx, { tenantId: ctx.tenantId });
   const rows = await withDatabase(deps, ctx, (db) =>
     db

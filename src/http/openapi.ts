@@ -50,10 +50,26 @@ export const page = <T extends z.ZodType>(item: T) =>
       .openapi({ description: "Pass as `cursor` for the next page; null on the last page." }),
   });
 
-/** `?limit=` and `?cursor=` of a paged list. */
+/** Every list's page size: one default, one maximum (docs/api-conventions.md). */
+export const PAGE_LIMIT = { default: 50, max: 200 } as const;
+
+/** `?limit=` and `?cursor=` of a paged list: the one list shape (docs/api-conventions.md). */
 export const pageQuery = {
-  limit: z.coerce.number().int().min(1).max(200).default(50),
-  cursor: z.string().max(200).optional(),
+  limit: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(PAGE_LIMIT.max)
+    .default(PAGE_LIMIT.default)
+    .openapi({ description: `Items per page, 1–${PAGE_LIMIT.max} (default ${PAGE_LIMIT.default}).` }),
+  cursor: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,512}$/, "not a cursor returned by this endpoint")
+    .optional()
+    .openapi({
+      description:
+        "The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`.",
+    }),
 };
 
 const ref = (kind: "headers" | "parameters", name: string) => ({ $ref: `#/components/${kind}/${name}` });

@@ -11,6 +11,7 @@ import { getSignedUrl } from "@aws-sdk/s3-request-presigner";
 import type { Clock } from "../clock.ts";
 import type { AppConfig } from "../config/load.ts";
 import { AppError } from "../errors.ts";
+import { invalidCursor } from "../pagination.ts";
 import { disabledTelemetry, type Telemetry } from "../telemetry/otel.ts";
 import { traceS3Client } from "../telemetry/s3-spans.ts";
 import {
@@ -254,11 +255,14 @@ export class ObjectStorage {
     }
   }
 
-  /** One page of the tenant's objects, keys relative to its prefix. */
+  /**
+   * One page of the tenant's objects, keys relative to its prefix, after the stored key `after`;
+   * `last` is the page's last stored key when there are more (the next page's `after`).
+   */
   async listObjects(
     tenantId: string,
-    input: { prefix?: string; cursor?: string; limit: number },
-  ): Promise<{ items: StoredObject[]; nextCursor: string | null }> {
+    input: { prefix?: string; after?: string; limit: number },
+  ): Promise<{ items: StoredObject[]; last: string | null }> {
     let prefix: string;
     try {
       prefix = tenantPrefix(tenantId);
@@ -278,7 +282,7 @@ export class ObjectStorage {
         Bucket: this.#o.bucket,
         Prefix: prefix,
         MaxKeys: input.limit,
-        ...(input.cursor ? { Marker: this.#cursorKey(tenantId, input.cursor) } : {}),
+        ...(input.after ? { Marker: this.#cursorKey(tenantId, input.after) } : {}),
       }),
     );
     // one item per tenant key: the newest of its versions on this page (the cursor is the last
@@ -295,13 +299,19 @@ export class ObjectStorage {
       if (!seen || (item.lastModified?.getTime() ?? 0) >= (seen.lastModified?.getTime() ?? 0))
         items.set(key, item);
     }
-    return { items: [...items.values()], nextCursor: out.IsTruncated ? last : null };
+    return { items: [...items.values()], last: out.IsTruncated ? last : null };
   }
 
   /** A listing cursor (a stored key relative to the tenant, version mark allowed) as a full key. */
   #cursorKey(tenantId: string, cursor: string): string {
     const { key, grantId } = splitGrantKey(cursor);
-    const full = this.#key(tenantId, key);
+    let full: string;
+    try {
+      full = tenantObjectKey(tenantId, key);
+    } catch (error) {
+      if (error instanceof InvalidObjectKeyError) throw invalidCursor();
+      throw error;
+    }
     return grantId ? grantObjectKey(full, grantId) : full;
   }
 

@@ -1,12 +1,13 @@
 import { createHash, randomUUID } from "node:crypto";
 import { and, eq, inArray, isNotNull, isNull, lte, or, sql } from "drizzle-orm";
+import { z } from "zod";
 import { assertFeature } from "../billing/entitlements.ts";
 import { actorUserId, systemCtx, type TenantCtx } from "../context.ts";
 import { withDatabase, withTransaction } from "../db/operation.ts";
 import { storageGrants } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
-import type { Page } from "../pagination.ts";
+import { cursorCodec, type Page } from "../pagination.ts";
 import { getCurrentUsage } from "../usage/current-usage.ts";
 import { recordUsage } from "../usage/record-usage.ts";
 import type { ObjectStorage, PresignedDownload, PresignedUpload, StoredObject } from "./object-storage.ts";
@@ -159,8 +160,11 @@ export async function createTenantUpload(
   return upload;
 }
 
+/** The objects list's position: the last stored key of the page, relative to the tenant. */
+export const objectCursor = cursorCodec(z.object({ after: z.string().min(1).max(1100) }));
+
 /**
- * One page of the tenant's objects, keys relative to its prefix; the cursor is the store's own
+ * One page of the tenant's objects, keys relative to its prefix; the cursor wraps the store's own
  * marker (the last stored key of the page, docs/secrets-and-storage.md).
  */
 export async function listTenantObjects(
@@ -168,8 +172,14 @@ export async function listTenantObjects(
   ctx: TenantCtx,
   input: { prefix?: string; cursor?: string; limit: number },
 ): Promise<Page<StoredObject>> {
+  const after = objectCursor.decodeOptional(input.cursor)?.after;
   await settleStorageRefunds(deps, ctx);
-  return storageOf(deps).listObjects(ctx.tenantId, input);
+  const { items, last } = await storageOf(deps).listObjects(ctx.tenantId, {
+    prefix: input.prefix,
+    after,
+    limit: input.limit,
+  });
+  return { items, nextCursor: last === null ? null : objectCursor.encode({ after: last }) };
 }
 
 export async function createTenantDownload(

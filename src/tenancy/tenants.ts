@@ -58,14 +58,13 @@ export async function createTenant(
 export const tenantCursor = cursorCodec(z.string().regex(TENANT_CODE));
 
 /**
- * A page of tenants by code: after `cursor` (keyset), or skipping `offset` rows (the older paging,
- * still accepted; ignored with a cursor). `search`: a code prefix or a part of the name,
- * case-insensitive, matched literally.
+ * A page of tenants by code, after `cursor` (keyset). `search`: a code prefix or a part of the
+ * name, case-insensitive, matched literally.
  */
 export async function listTenants(
   deps: DatabaseDeps,
   ctx: Ctx,
-  input: { limit: number; cursor?: string; offset?: number; search?: string },
+  input: { limit: number; cursor?: string; search?: string },
 ): Promise<Page<Tenant>> {
   const after = tenantCursor.decodeOptional(input.cursor);
   const search = input.search?.trim();
@@ -83,8 +82,7 @@ export async function listTenants(
         ),
       )
       .orderBy(asc(tenants.code))
-      .limit(input.limit + 1)
-      .offset(after === undefined ? (input.offset ?? 0) : 0),
+      .limit(input.limit + 1),
   );
   return pageOf(
     rows,

@@ -11,7 +11,7 @@ async function adminHeaders() {
   return headers;
 }
 
-test("/api/admin/tenants pages by cursor as every list does; offset is still accepted", async () => {
+test("/api/admin/tenants pages by cursor as every list does", async () => {
   const admin = await adminHeaders();
   for (let i = 0; i < 5; i++) await createTenant(app.db);
   const seen: string[] = [];
@@ -30,15 +30,19 @@ test("/api/admin/tenants pages by cursor as every list does; offset is still acc
   expect(seen).toEqual([...seen].sort());
   expect(pages).toBe(3);
 
-  const byOffset = (await (
-    await app.request("/api/admin/tenants?limit=2&offset=2", { headers: admin })
-  ).json()) as {
-    items: { code: string }[];
+  // a cursor that is not one of this list's is a 400 naming `cursor`: empty, not base64url JSON,
+  // JSON of the wrong shape (`YQBi` is "a\0b"), or another list's
+  const jobs = (await (await app.request("/api/admin/jobs?limit=1", { headers: admin })).json()) as {
+    nextCursor: string | null;
   };
-  expect(byOffset.items.map((t) => t.code)).toEqual(seen.slice(2, 4));
-
-  const bad = await app.request("/api/admin/tenants?cursor=", { headers: admin });
-  expect(bad.status).toBe(400);
+  const otherList = Buffer.from(JSON.stringify({ id: 1 })).toString("base64url");
+  for (const cursor of ["", "YQBi", "garbage", "12345", otherList, jobs.nextCursor ?? otherList]) {
+    const bad = await app.request(`/api/admin/tenants?cursor=${cursor}`, { headers: admin });
+    expect(bad.status, cursor).toBe(400);
+    const problem = (await bad.json()) as { code: string; errors: { path: string }[] };
+    expect(problem.code).toBe("validation_failed");
+    expect(problem.errors.map((e) => e.path)).toEqual(["cursor"]);
+  }
 });
 
 test("subscription history pages by cursor too; an unpaged list answers nextCursor null", async () => {

@@ -174,22 +174,22 @@ describe("object storage on a real S3-compatible server", () => {
       await storage.putObject(tenant, { key, body: new Uint8Array(1), contentType: "text/plain" });
     const all = await storage.listObjects(tenant, { limit: 100 });
     expect(all.items.map((i) => i.key).sort()).toEqual(["p/1.txt", "p/2.txt", "p/3.txt", "q/4.txt"]);
-    expect(all.nextCursor).toBeNull();
+    expect(all.last).toBeNull();
     const underP = await storage.listObjects(tenant, { prefix: "p/", limit: 100 });
     expect(underP.items.map((i) => i.key).sort()).toEqual(["p/1.txt", "p/2.txt", "p/3.txt"]);
     // s3rver's file store does not return keys in S3's lexicographic order, so only the page
-    // mechanics are checked here: the limit holds, the cursor is the page's last relative key,
+    // mechanics are checked here: the limit holds, the position is the page's last relative key,
     // and the next page starts after it
     const first = await storage.listObjects(tenant, { prefix: "p/", limit: 2 });
     expect(first.items).toHaveLength(2);
-    expect(first.nextCursor).toBe(first.items.at(-1)?.key ?? "");
+    expect(first.last).toBe(first.items.at(-1)?.key ?? "");
     const second = await storage.listObjects(tenant, {
       prefix: "p/",
       limit: 2,
-      cursor: first.nextCursor ?? "",
+      after: first.last ?? "",
     });
-    expect(second.items.every((i) => i.key > (first.nextCursor ?? ""))).toBe(true);
-    expect(await code(storage.listObjects(tenant, { prefix: "p/", limit: 2, cursor: "../x" }))).toBe(
+    expect(second.items.every((i) => i.key > (first.last ?? ""))).toBe(true);
+    expect(await code(storage.listObjects(tenant, { prefix: "p/", limit: 2, after: "../x" }))).toBe(
       "validation_failed",
     );
     expect(await code(storage.listObjects(tenant, { prefix: "../", limit: 2 }))).toBe("validation_failed");

@@ -383,6 +383,20 @@ describe("tenant storage over HTTP", () => {
     expect(created.url).toContain(`/tenants/${tenantA}/notes/hello.txt`);
     const list = await call("GET", "/api/tenant/storage/objects", { headers: userA });
     expect(list.json.items.map((i: { key: string }) => i.key)).toEqual(["notes/hello.txt"]);
+    await upload(userA, "notes/second.txt", "second");
+    const first = await call("GET", "/api/tenant/storage/objects?limit=1", { headers: userA });
+    expect(first.json.items).toHaveLength(1);
+    const next = await call("GET", `/api/tenant/storage/objects?limit=1&cursor=${first.json.nextCursor}`, {
+      headers: userA,
+    });
+    expect(next.status).toBe(200);
+    // a key or garbage where a cursor goes is a 400 naming `cursor`, not an empty page
+    const rawKey = Buffer.from(JSON.stringify({ after: "../x" })).toString("base64url");
+    for (const cursor of ["garbage", "notes", rawKey]) {
+      const bad = await call("GET", `/api/tenant/storage/objects?cursor=${cursor}`, { headers: userA });
+      expect(bad.status, cursor).toBe(400);
+      expect(bad.json.errors).toEqual([{ path: "cursor", message: expect.any(String) }]);
+    }
     const dl = await call(
       "GET",
       `/api/tenant/storage/objects/download?key=${encodeURIComponent("notes/hello.txt")}`,
@@ -395,7 +409,11 @@ describe("tenant storage over HTTP", () => {
     expect(
       (await call("DELETE", "/api/tenant/storage/objects?key=notes/hello.txt", { headers: userA })).status,
     ).toBe(204);
-    expect((await call("GET", "/api/tenant/storage/objects", { headers: userA })).json.items).toEqual([]);
+    expect(
+      (await call("GET", "/api/tenant/storage/objects", { headers: userA })).json.items.map(
+        (i: { key: string }) => i.key,
+      ),
+    ).toEqual(["notes/second.txt"]);
   });
 
   test("limits answer 413 and 415 before anything is stored; escapes answer 400", async () => {

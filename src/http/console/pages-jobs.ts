@@ -8,7 +8,7 @@ import { countBulkTargets } from "../../jobs/admin/count-bulk-targets.ts";
 import { getJob } from "../../jobs/admin/get-job.ts";
 import type { JobFilter } from "../../jobs/admin/job-filter.ts";
 import { jobStatuses } from "../../jobs/admin/job-view.ts";
-import { listJobs } from "../../jobs/admin/list-jobs.ts";
+import { jobCursor, listJobs } from "../../jobs/admin/list-jobs.ts";
 import { retryDeadJob } from "../../jobs/admin/retry-job.ts";
 import { retryJobs } from "../../jobs/admin/retry-jobs.ts";
 import { setJobPriority } from "../../jobs/admin/set-job-priority.ts";
@@ -24,7 +24,7 @@ import {
   schedulesView,
 } from "./jobs-views.ts";
 import { layout } from "./layout.ts";
-import { consoleActed, formOf, pageResponse } from "./respond.ts";
+import { consoleActed, consoleCursor, formOf, pageResponse } from "./respond.ts";
 import { type ConsoleEnv, seeOther, viewerOf } from "./session.ts";
 
 const JOB_ID = /^\d{1,15}$/;
@@ -101,7 +101,7 @@ export function jobPages(deps: Deps) {
     const q = c.req.query();
     const fields = fieldsOf(q);
     const { filter, unknownTenant } = await filterOf(deps, fields);
-    const cursor = q.cursor && /^\d{1,18}$/.test(q.cursor) ? q.cursor : undefined;
+    const cursor = consoleCursor(jobCursor, q.cursor);
     const page = await listJobs(deps, ctxOf(c, null), { ...filter, cursor, limit: 50 });
     const codes = await getTenantCodes(deps, ctxOf(c, null), {
       ids: page.items.flatMap((j) => (j.groupKey ? [j.groupKey] : [])),

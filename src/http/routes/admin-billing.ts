@@ -9,7 +9,7 @@ import { eventSources, graceEndsAt, type SubscriptionEvent } from "../../billing
 import { updateFeatureOverride } from "../../billing/update-feature-override.ts";
 import { getUsageReport } from "../../billing/usage-report.ts";
 import type { Deps } from "../../deps.ts";
-import { apiRoute, json, jsonBody, problem, tenantIdParam } from "../openapi.ts";
+import { apiRoute, json, jsonBody, pageQuery, problem, tenantIdParam } from "../openapi.ts";
 import { adminCtxOf, createRouter } from "../request-context.ts";
 import { featuresSchema, featuresView } from "./tenant-features.ts";
 
@@ -135,14 +135,7 @@ const history = apiRoute("platform", {
   summary: "Every change of the tenant's subscription, newest first.",
   request: {
     params: tenantIdParam,
-    query: z.object({
-      limit: z.coerce.number().int().min(1).max(200).default(50),
-      cursor: z.string().optional().openapi({ description: "The previous page's `nextCursor`." }),
-      before: z.coerce.number().int().min(1).optional().openapi({
-        deprecated: true,
-        description: "Entries older than this history id: the older form of `cursor`.",
-      }),
-    }),
+    query: z.object(pageQuery),
   },
   responses: {
     200: json("History entries.", historySchema),

@@ -12,7 +12,7 @@ import { retryDeadJob } from "../../jobs/admin/retry-job.ts";
 import { retryJobs } from "../../jobs/admin/retry-jobs.ts";
 import { MAX_JOB_PRIORITY, setJobPriority } from "../../jobs/admin/set-job-priority.ts";
 import { MAX_PROGRESS_BYTES } from "../../jobs/registry.ts";
-import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
+import { apiRoute, json, jsonBody, pageQuery, problem } from "../openapi.ts";
 import { createRouter, ctxOf } from "../request-context.ts";
 
 const job = z
@@ -94,11 +94,7 @@ const list = apiRoute("platform", {
   request: {
     query: z.object({
       ...filterFields,
-      limit: z.coerce.number().int().min(1).max(200).default(50),
-      cursor: z
-        .string()
-        .regex(/^\d{1,18}$/, "not a cursor returned by this endpoint")
-        .optional(),
+      ...pageQuery,
     }),
   },
   responses: {

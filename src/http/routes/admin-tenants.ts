@@ -1,7 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { createTenant, getTenant, listTenants, suspendTenant } from "../../tenancy/tenants.ts";
-import { apiRoute, json, jsonBody, page, problem, tenantIdParam } from "../openapi.ts";
+import { apiRoute, json, jsonBody, page, pageQuery, problem, tenantIdParam } from "../openapi.ts";
 import { createRouter, ctxOf } from "../request-context.ts";
 
 const tenantSchema = z
@@ -39,16 +39,7 @@ const list = apiRoute("platform", {
   tags: ["admin"],
   summary: "List tenants by code, a page at a time (pass `nextCursor` as `cursor`).",
   request: {
-    query: z.object({
-      limit: z.coerce.number().int().min(1).max(200).default(50),
-      cursor: z.string().max(200).optional(),
-      offset: z.coerce
-        .number()
-        .int()
-        .min(0)
-        .optional()
-        .openapi({ deprecated: true, description: "Older paging, still accepted; ignored with `cursor`." }),
-    }),
+    query: z.object(pageQuery),
   },
   responses: {
     200: json("A page of tenants.", page(tenantSchema).openapi("TenantList")),

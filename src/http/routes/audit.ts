@@ -61,11 +61,7 @@ const filters = {
   targetId: z.string().min(1).max(200).optional(),
   from: time.openapi({ description: "Events at or after this time (ISO 8601)." }),
   to: time.openapi({ description: "Events before this time (ISO 8601)." }),
-  limit: pageQuery.limit,
-  cursor: z
-    .string()
-    .regex(/^\d{1,18}$/, "not a cursor returned by this endpoint")
-    .optional(),
+  ...pageQuery,
 };
 
 const answers = {

@@ -7,7 +7,7 @@ import {
   listTenantObjects,
 } from "../../storage/tenant-objects.ts";
 import { tenantAccess } from "../access.ts";
-import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
+import { apiRoute, json, jsonBody, pageQuery, problem } from "../openapi.ts";
 import { createRouter, tenantCtxOf } from "../request-context.ts";
 
 const keyQuery = z.object({
@@ -69,8 +69,7 @@ const list = apiRoute(tenantAccess("everyone", { apiKey: "storage:*" }), {
   request: {
     query: z.object({
       prefix: z.string().max(1024).optional(),
-      cursor: z.string().max(1024).optional(),
-      limit: z.coerce.number().int().min(1).max(1000).default(100),
+      ...pageQuery,
     }),
   },
   responses: {

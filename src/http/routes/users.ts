@@ -9,7 +9,7 @@ import {
   newUserSchema,
 } from "../../identity/users.ts";
 import { tenantAccess } from "../access.ts";
-import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
+import { apiRoute, json, jsonBody, pageQuery, problem } from "../openapi.ts";
 import { adminCtxOf, createRouter, tenantCtxOf } from "../request-context.ts";
 
 const newUser = z
@@ -66,10 +66,7 @@ const list = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "users:read" })
   tags: ["tenant"],
   summary: "The caller's tenant's users in creation order, a page at a time (owners and admins).",
   request: {
-    query: z.object({
-      limit: z.coerce.number().int().min(1).max(200).default(50),
-      cursor: z.string().max(200).optional(),
-    }),
+    query: z.object(pageQuery),
   },
   responses: {
     200: json(

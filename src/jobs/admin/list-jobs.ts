@@ -1,9 +1,9 @@
 import { sql } from "drizzle-orm";
+import { z } from "zod";
 import type { Ctx } from "../../context.ts";
 import { execute } from "../../db/client.ts";
 import { withDatabase } from "../../db/operation.ts";
-import { AppError } from "../../errors.ts";
-import { type CursorCodec, type Page, pageOf } from "../../pagination.ts";
+import { cursorCodec, type Page, pageOf } from "../../pagination.ts";
 import { filterConditions, type JobFilter, whereAll } from "./job-filter.ts";
 import { type JobAdminDeps, type JobRow, type JobView, toJobView } from "./job-view.ts";
 
@@ -14,20 +14,8 @@ export interface ListJobsInput extends JobFilter {
   cursor?: string;
 }
 
-const ID = /^\d{1,18}$/;
-const decode = (cursor: string): number => {
-  if (!ID.test(cursor))
-    throw new AppError("validation_failed", "The cursor is not valid.", {
-      fields: [{ path: "cursor", message: "not a cursor returned by this endpoint" }],
-    });
-  return Number(cursor);
-};
-/** The jobs list's cursor is the last job's id as it is (a public contract: clients keep them). */
-const idCursor: CursorCodec<number> = {
-  encode: (id) => String(id),
-  decode,
-  decodeOptional: (cursor) => (cursor === undefined ? undefined : decode(cursor)),
-};
+/** The jobs list's position: the page's last (oldest) job id, opaque to clients. */
+export const jobCursor = cursorCodec(z.object({ id: z.number().int().positive() }));
 
 /** Jobs newest first, filtered by status, kind, group and creation time, keyset-paginated on id. */
 export async function listJobs(
@@ -36,7 +24,7 @@ export async function listJobs(
   input: ListJobsInput,
 ): Promise<Page<JobView>> {
   const limit = Math.min(200, Math.max(1, input.limit ?? 50));
-  const before = idCursor.decodeOptional(input.cursor);
+  const before = jobCursor.decodeOptional(input.cursor)?.id;
   const conditions = filterConditions(input);
   if (before !== undefined) conditions.push(sql`id < ${before}`);
   const rows = await withDatabase(deps, ctx, (db) =>
@@ -45,5 +33,5 @@ export async function listJobs(
       sql`select * from background_jobs where ${whereAll(conditions)} order by id desc limit ${limit + 1}`,
     ),
   );
-  return pageOf(rows, limit, toJobView, (row) => Number(row.id), idCursor);
+  return pageOf(rows, limit, toJobView, (row) => ({ id: Number(row.id) }), jobCursor);
 }
