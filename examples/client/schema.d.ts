@@ -4058,7 +4058,9 @@ export interface operations {
                 createdFrom?: string;
                 /** @description Created before (ISO 8601). */
                 createdTo?: string;
+                /** @description Items per page, 1–200 (default 50). */
                 limit?: number;
+                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
@@ -5560,7 +5562,9 @@ export interface operations {
     listTenantUsers: {
         parameters: {
             query?: {
+                /** @description Items per page, 1–200 (default 50). */
                 limit?: number;
+                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
@@ -6115,7 +6119,9 @@ export interface operations {
     listApiKeys: {
         parameters: {
             query?: {
+                /** @description Items per page, 1–200 (default 50). */
                 limit?: number;
+                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
@@ -6676,10 +6682,10 @@ export interface operations {
     adminListTenants: {
         parameters: {
             query?: {
+                /** @description Items per page, 1–200 (default 50). */
                 limit?: number;
+                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
                 cursor?: string;
-                /** @description Older paging, still accepted; ignored with `cursor`. */
-                offset?: number | null;
             };
             header?: {
                 /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
@@ -8161,8 +8167,10 @@ export interface operations {
         parameters: {
             query?: {
                 prefix?: string;
-                cursor?: string;
+                /** @description Items per page, 1–200 (default 50). */
                 limit?: number;
+                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
+                cursor?: string;
             };
             header?: {
                 /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
@@ -10258,11 +10266,10 @@ export interface operations {
     adminGetSubscriptionHistory: {
         parameters: {
             query?: {
+                /** @description Items per page, 1–200 (default 50). */
                 limit?: number;
-                /** @description The previous page's `nextCursor`. */
+                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
                 cursor?: string;
-                /** @description Entries older than this history id: the older form of `cursor`. */
-                before?: number;
             };
             header?: {
                 /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
@@ -12186,7 +12193,9 @@ export interface operations {
     tenantListWebhookDeliveries: {
         parameters: {
             query?: {
+                /** @description Items per page, 1–200 (default 50). */
                 limit?: number;
+                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
@@ -12735,7 +12744,9 @@ export interface operations {
                 from?: string;
                 /** @description Events before this time (ISO 8601). */
                 to?: string;
+                /** @description Items per page, 1–200 (default 50). */
                 limit?: number;
+                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
@@ -12873,7 +12884,9 @@ export interface operations {
                 from?: string;
                 /** @description Events before this time (ISO 8601). */
                 to?: string;
+                /** @description Items per page, 1–200 (default 50). */
                 limit?: number;
+                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
                 cursor?: string;
                 /** @description A tenant's events, or `platform` for platform events; all when absent. */
                 tenantId?: string | "platform";
