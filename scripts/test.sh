@@ -23,6 +23,7 @@ SCALED_FILES=(
   tests/integration/audit-chain.test.ts
   tests/integration/rate-limit.test.ts
   tests/integration/rate-batch.test.ts
+  tests/integration/rate-leases.test.ts
   tests/integration/cache-adapters.test.ts
   tests/integration/cache-outage.test.ts
   tests/integration/security-windows.test.ts

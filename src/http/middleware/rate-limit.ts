@@ -4,6 +4,7 @@ import type { Environment, Settings } from "../../config/schema.ts";
 import { AppError } from "../../errors.ts";
 import { nextTurn } from "../../runtime/next-turn.ts";
 import type { CounterStore, RateOutcome } from "../../security/counter-store.ts";
+import { RateLeases } from "../../security/rate-leases.ts";
 import type { Logger } from "../../telemetry/logger.ts";
 import { clientIp } from "../client-ip.ts";
 import type { AppEnv } from "../request-context.ts";
@@ -86,7 +87,7 @@ export interface RateLimitOptions {
  * a client's burst costs one round trip to the cache instead of one per request. A request waits
  * at most for the rest of the turn it arrived in.
  */
-function coalescedRate(options: RateLimitOptions, policy: RateLimitPolicy) {
+function coalescedRate(options: RateLimitOptions, policy: RateLimitPolicy, leases: RateLeases) {
   const windowMs = policy.windowSeconds * 1000;
   type Waiter = { resolve: (outcome: RateOutcome) => void; reject: (error: unknown) => void };
   let pending = new Map<string, Waiter[]>();
@@ -98,8 +99,11 @@ function coalescedRate(options: RateLimitOptions, policy: RateLimitPolicy) {
       const fail = (error: unknown) => {
         for (const waiter of waiters) waiter.reject(error);
       };
+      const count = waiters.length;
       try {
-        options.store.rate(key, policy.limit, windowMs, nowMs, waiters.length).then((outcomes) => {
+        const extra = leases.extra(key, count, nowMs);
+        options.store.rate(key, policy.limit, windowMs, nowMs, count + extra).then((outcomes) => {
+          leases.keep(key, outcomes, count, nowMs);
           for (const [i, waiter] of waiters.entries()) waiter.resolve(outcomes[i] as RateOutcome);
         }, fail);
       } catch (error) {
@@ -131,35 +135,40 @@ export function rateLimit(
   options: RateLimitOptions,
   partition: Partition = byClientIp,
 ): MiddlewareHandler<AppEnv> {
-  const take = coalescedRate(options, policy);
+  // a fail-closed policy (auth) is decided by the store on every request: no permit is held locally
+  const leases = new RateLeases(policy.onUnavailable === "open" ? policy.limit : 0);
+  const take = coalescedRate(options, policy, leases);
+  const prefix = `rl:${policy.name}:`;
   const policyHeader = `"${policy.name}";q=${policy.limit};w=${policy.windowSeconds}`;
   let lastOpenLog = 0;
   return async (c, next) => {
     const bucket = partition(c);
     if (bucket === null) return next();
-    let outcome: RateOutcome;
-    try {
-      outcome = await take(`rl:${policy.name}:${bucket}`);
-    } catch (error) {
-      if (policy.onUnavailable === "closed") {
-        options.logger.error("rate-limit store unavailable; failing closed", {
-          policy: policy.name,
-          error,
-        });
-        throw new AppError("unavailable", "Temporarily unavailable, try again shortly.", {
-          retryAfterSeconds: 5,
-        });
+    const key = prefix + bucket;
+    let outcome: RateOutcome | undefined = leases.take(key, options.clock.now().getTime());
+    if (outcome === undefined)
+      try {
+        outcome = await take(key);
+      } catch (error) {
+        if (policy.onUnavailable === "closed") {
+          options.logger.error("rate-limit store unavailable; failing closed", {
+            policy: policy.name,
+            error,
+          });
+          throw new AppError("unavailable", "Temporarily unavailable, try again shortly.", {
+            retryAfterSeconds: 5,
+          });
+        }
+        const now = Date.now();
+        if (now - lastOpenLog > 30_000) {
+          lastOpenLog = now;
+          options.logger.warn("rate-limit store unavailable; letting requests through", {
+            policy: policy.name,
+            error,
+          });
+        }
+        return next();
       }
-      const now = Date.now();
-      if (now - lastOpenLog > 30_000) {
-        lastOpenLog = now;
-        options.logger.warn("rate-limit store unavailable; letting requests through", {
-          policy: policy.name,
-          error,
-        });
-      }
-      return next();
-    }
     const state = `"${policy.name}";r=${outcome.remaining};t=${Math.ceil(outcome.resetMs / 1000)}`;
     // appended, so a route under several policies lists them all (the refusal keeps them too)
     c.header("ratelimit-policy", policyHeader, { append: true });
