@@ -83,3 +83,16 @@ if [ ! -x /usr/bin/chromium ]; then
   say "installing Chromium"
   apt_install chromium
 fi
+
+# Prometheus (server and promtool) scrapes a running Plinth in tests/e2e/prometheus.test.ts, which
+# also runs `promtool check rules` / `promtool test rules` on deploy/prometheus/; Caddy fronts the API
+# in the first-install runbook's test. Debian's packages; their services are not used (the tests
+# start their own processes), so a systemd start that fails in a container does not matter.
+if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+  say "installing Prometheus"
+  apt_install prometheus
+fi
+if ! command -v caddy >/dev/null 2>&1; then
+  say "installing Caddy"
+  apt_install caddy
+fi

@@ -100,9 +100,16 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
   // the SDK is imported only when something is exported
   const telemetry =
     options.telemetry ??
-    (otel.OtlpEndpoint
+    (otel.OtlpEndpoint || otel.Prometheus.Port
       ? (await import("./telemetry/sdk.ts")).createTelemetry({
           endpoint: otel.OtlpEndpoint,
+          prometheus: otel.Prometheus.Port
+            ? {
+                host: otel.Prometheus.Host,
+                port: otel.Prometheus.Port,
+                onError: (error) => logger.error("the Prometheus /metrics listener failed", { error }),
+              }
+            : undefined,
           serviceName: otel.ServiceName,
           environment: config.environment,
           metricIntervalMs: otel.MetricExportSeconds * 1000,

@@ -15,6 +15,7 @@ import { pendingSentence } from "./db/schema-gate.ts";
 import { closeDeps, createDeps, type Deps } from "./deps.ts";
 import { startApiBackground } from "./loops/api-background.ts";
 import type { Background } from "./loops/background.ts";
+import { observeOperatorGauges } from "./loops/operator-gauges.ts";
 import type { Logger } from "./telemetry/logger.ts";
 
 /** How often a process waiting for migrations (or for its database) checks the schema again. */
@@ -79,6 +80,7 @@ export async function runApi(runtime: RuntimeAdapter, options: LifecycleOptions 
     return 1;
   }
   const { logger } = deps;
+  observeOperatorGauges(deps);
   if (config.database.embedded) {
     logger.warn("using embedded PGlite: for development only", { database: config.database.source });
   }

@@ -326,6 +326,16 @@ export const configSchema = z.object({
       description:
         "Share of new traces recorded (0–1); a request continuing a caller's trace follows the caller's decision.",
     }),
+    Prometheus: z.object({
+      Port: z.number().int().min(1).max(65_535).optional().meta({
+        description:
+          "Port of a separate listener serving `GET /metrics` in the Prometheus text format (OpenTelemetry's Prometheus exporter); unset, there is none. Never the API's own listener.",
+      }),
+      Host: z.string().min(1).default("127.0.0.1").meta({
+        description:
+          "Address the `/metrics` listener binds to; the loopback default keeps it off the network (`0.0.0.0` only behind a firewall or in a private network).",
+      }),
+    }),
   }),
   Bootstrap: z.object({
     PlatformAdminEmail: z.string().optional().meta({

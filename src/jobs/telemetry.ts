@@ -52,15 +52,27 @@ export function observeJobs(
 
 const since = (started: number) => Math.round((performance.now() - started) * 100) / 100;
 
-/** Job-loop events as metrics: runs by kind and outcome, their duration, claims and loop rounds. */
-export function jobMetrics(telemetry: Telemetry): ((event: JobEvent) => void) | undefined {
+const RUN_OUTCOMES = ["succeeded", "failed", "dead", "lost", "cancelled"] as const;
+
+/**
+ * Job-loop events as metrics: runs by kind and outcome, their duration, claims and loop rounds.
+ * Every outcome of every kind the loop runs starts at 0, so a rare one (dead, lost) has a series to
+ * chart and alert on before it first happens.
+ */
+export function jobMetrics(
+  telemetry: Telemetry,
+  kinds: readonly string[] = [],
+): ((event: JobEvent) => void) | undefined {
   if (!telemetry.enabled) return undefined;
   const m = telemetry.instruments;
+  for (const kind of kinds)
+    for (const outcome of RUN_OUTCOMES) m.jobRuns.add(0, { "plinth.job.kind": kind, outcome });
+  m.jobsClaimed.add(0);
   return (event) => {
     switch (event.type) {
       case "claimed":
         m.jobsClaimed.add(event.count);
-        m.loopTicks.add(1, { loop: "jobs" });
+        m.loopTicks.add(1, { loop: "jobs", outcome: "ok" });
         m.loopTickDuration.record(event.durationMs / 1000, { loop: "jobs" });
         break;
       case "succeeded":

@@ -110,7 +110,7 @@ export async function startBackground(
   if (loopEnabled(settings, "jobs")) {
     // telemetry hook: handlers run in a span with one log line per run; loop events become metrics
     const registry = observeJobs(options.registry ?? createJobRegistry(), deps);
-    const metrics = jobMetrics(deps.telemetry);
+    const metrics = jobMetrics(deps.telemetry, registry.kinds());
     const onEvent = options.jobLoop?.onEvent;
     const loop = createJobLoop(deps, {
       ...jobLoopOptions(settings, registry),

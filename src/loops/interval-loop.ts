@@ -12,6 +12,8 @@ export function measuredTick<T>(
 ): () => Promise<T> {
   if (!telemetry.enabled) return tick;
   const m = telemetry.instruments;
+  // both outcomes exist from the start: a dashboard's failure panel reads 0, not "no data"
+  m.loopTicks.add(0, { loop, outcome: "error" });
   return async () => {
     const started = performance.now();
     let outcome = "ok";

@@ -70,6 +70,7 @@ export function createQueryObserver(options: QueryObserverOptions): QueryObserve
           )
         : undefined;
       let outcome = "ok";
+      if (telemetry.enabled) instruments.dbInFlight.add(1);
       try {
         return await run();
       } catch (error) {
@@ -81,6 +82,7 @@ export function createQueryObserver(options: QueryObserverOptions): QueryObserve
       } finally {
         span?.end();
         const durationMs = now() - started;
+        if (telemetry.enabled) instruments.dbInFlight.add(-1);
         if (telemetry.enabled)
           instruments.dbDuration.record(durationMs / 1000, { "db.operation.name": operation, outcome });
         if (durationMs >= slowQueryMs) {

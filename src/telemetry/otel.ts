@@ -13,6 +13,7 @@ import {
   type TextMapPropagator,
   type Tracer,
   trace,
+  type UpDownCounter,
 } from "@opentelemetry/api";
 
 /** The instruments Plinth records into; all no-ops while telemetry is off. */
@@ -23,6 +24,8 @@ export interface Instruments {
   httpClientDuration: Histogram;
   /** `db.client.operation.duration` (s): operation, outcome. */
   dbDuration: Histogram;
+  /** `plinth.db.client.statements.in_flight`: statements sent and not yet answered (pool use). */
+  dbInFlight: UpDownCounter;
   /** `plinth.db.slow_queries`: queries over `Database:SlowQueryMilliseconds`. */
   dbSlowQueries: Counter;
   /** `plinth.jobs.runs`: kind, outcome (succeeded, failed, dead, lost). */
@@ -77,6 +80,9 @@ function createInstruments(meter: Meter): Instruments {
     dbDuration: meter.createHistogram("db.client.operation.duration", {
       unit: "s",
       description: "Duration of database statements.",
+    }),
+    dbInFlight: meter.createUpDownCounter("plinth.db.client.statements.in_flight", {
+      description: "Database statements sent and not yet answered, in this process.",
     }),
     dbSlowQueries: meter.createCounter("plinth.db.slow_queries", {
       description: "Statements slower than Database:SlowQueryMilliseconds.",

@@ -3,6 +3,7 @@ import { context } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
 import { OTLPMetricExporter } from "@opentelemetry/exporter-metrics-otlp-http";
+import { PrometheusExporter } from "@opentelemetry/exporter-prometheus";
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
 import { resourceFromAttributes } from "@opentelemetry/resources";
 import {
@@ -35,6 +36,8 @@ export interface TelemetryOptions {
   metricIntervalMs?: number;
   /** `OpenTelemetry:SampleRatio`: share of new traces recorded (default 1). */
   sampleRatio?: number;
+  /** `OpenTelemetry:Prometheus`: a separate listener serving `GET /metrics` (none when absent). */
+  prometheus?: { host: string; port: number; onError?: (error: Error) => void };
   /** Tests and benchmarks: record spans into these processors instead of (or without) an exporter. */
   spanProcessors?: SpanProcessor[];
   metricReaders?: MetricReader[];
@@ -70,6 +73,15 @@ export function createTelemetry(options: TelemetryOptions): Telemetry {
       }),
     );
   }
+  if (options.prometheus)
+    readers.push(
+      new PrometheusExporter(
+        { host: options.prometheus.host, port: options.prometheus.port, endpoint: "/metrics" },
+        (error) => {
+          if (error) options.prometheus?.onError?.(error);
+        },
+      ),
+    );
   if (processors.length === 0 && readers.length === 0) return disabledTelemetry();
   installContextManager();
   const attributes: Attributes = { [ATTR_SERVICE_NAME]: options.serviceName };
