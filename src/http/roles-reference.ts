@@ -90,6 +90,11 @@ functions, from \`ctx.actor.roles\`:
   grant's \`uploaded_by\` in \`storage_grants\`, docs/billing.md); an object without a recorded uploader (a
   server-side upload, one made with an API key, or one from before grants) is deleted only by
   owners, admins and keys;
+- the same rule holds for writing: a member gets an upload URL for a key only when every version
+  stored under it is theirs and no other caller's URL for it is still open (403 otherwise), so a
+  member cannot replace what another member stored (what everyone downloads) nor take away its
+  delete; the first writer keeps both. Owners, admins and keys write any key, as they delete any
+  (after which the member who wrote it first no longer deletes it alone);
 - a tenant keeps at least one Active owner (409 \`conflict\` on disabling or removing the last one).
 
 Every tenant user manages their own account through \`/api/auth/*\` (sign-in, sessions, password).

@@ -1,5 +1,5 @@
 import { createHash, randomUUID } from "node:crypto";
-import { and, eq, inArray, isNotNull, isNull, lte, or, sql } from "drizzle-orm";
+import { and, eq, gt, inArray, isNotNull, isNull, lte, ne, or, sql } from "drizzle-orm";
 import { z } from "zod";
 import { assertFeature } from "../billing/entitlements.ts";
 import { actorUserId, systemCtx, type TenantCtx } from "../context.ts";
@@ -34,6 +34,59 @@ function storageOf(deps: TenantObjectDeps): ObjectStorage {
 function managesAll(ctx: TenantCtx): boolean {
   if (ctx.actor.type !== "user") return true;
   return ctx.actor.roles.includes("owner") || ctx.actor.roles.includes("admin");
+}
+
+/**
+ * A member may delete a key, and write to it, only when every stored version of it is one they
+ * uploaded (a plain object, without a grant, is nobody's); writing also needs no other caller's
+ * upload URL for the key to be still open. Owners, admins and keys manage every key. So a member
+ * cannot replace another member's object (what everyone downloads) nor take its delete away; the
+ * first writer keeps it (issue #29, docs/roles.md).
+ */
+async function assertMemberOwnsKey(
+  deps: TenantObjectDeps,
+  ctx: TenantCtx,
+  key: string,
+  verb: "delete" | "write",
+): Promise<void> {
+  if (managesAll(ctx)) return;
+  const { tenantId } = ctx;
+  const me = actorUserId(ctx) ?? "";
+  // a key with nothing stored is free to write (and a 404 to delete, as before)
+  const versions = await storageOf(deps)
+    .versions(tenantId, key)
+    .catch((error: unknown) => {
+      if (verb === "write" && error instanceof AppError && error.code === "not_found") return [];
+      throw error;
+    });
+  const grantIds = versions.map((v) => v.grantId).filter((id): id is string => id !== null);
+  const notMine = or(isNull(storageGrants.uploadedBy), ne(storageGrants.uploadedBy, me));
+  const stored = grantIds.length > 0 ? inArray(storageGrants.id, grantIds) : undefined;
+  const open =
+    verb === "write"
+      ? and(
+          eq(storageGrants.key, key),
+          isNull(storageGrants.deletedAt),
+          gt(storageGrants.expiresAt, deps.clock.now()),
+        )
+      : undefined;
+  const others =
+    stored || open
+      ? await withDatabase(deps, ctx, (db) =>
+          db
+            .select({ id: storageGrants.id })
+            .from(storageGrants)
+            .where(and(eq(storageGrants.tenantId, tenantId), or(stored, open), notMine))
+            .limit(1),
+        )
+      : [];
+  if (grantIds.length !== versions.length || others.length > 0)
+    throw new AppError(
+      "forbidden",
+      verb === "delete"
+        ? "Members delete only the objects they uploaded."
+        : "Members write only to keys that are theirs: another user's object is stored under this key.",
+    );
 }
 
 /**
@@ -117,7 +170,7 @@ async function refundGrant(deps: TenantObjectDeps, ctx: TenantCtx, grantId: stri
 /**
  * Grants an upload: a presigned PUT of one object version whose content type and exact length are
  * signed, recorded as a grant and counted in `storage_bytes` in one transaction. The request itself
- * is checked first (key, type 415, size 413), then the plan: off → 402; used + size over the limit
+ * is checked first (key, type 415, size 413; a member writes only to a key that is theirs, 403), then the plan: off → 402; used + size over the limit
  * → 403. An empty object still counts as something new (a suspended tenant's limit of 0 refuses
  * every upload). A URL never used is refunded once it has expired (settleStorageRefunds).
  */
@@ -128,6 +181,7 @@ export async function createTenantUpload(
 ): Promise<PresignedUpload> {
   const { tenantId } = ctx;
   const grantId = randomUUID();
+  await assertMemberOwnsKey(deps, ctx, input.key, "write");
   const { objectKey, ...upload } = await storageOf(deps).createUpload(tenantId, { ...input, grantId });
   await settleStorageRefunds(deps, ctx);
   const { limit } = await assertFeature(deps, ctx, {
@@ -192,7 +246,7 @@ export async function createTenantDownload(
 
 /**
  * Deletes every version of one of the tenant's keys. A member may delete only what they uploaded
- * (403 otherwise); owners and admins anything. Each upload version's grant is refunded its charged
+ * (403 otherwise, `assertMemberOwnsKey`); owners, admins and keys anything. Each upload version's grant is refunded its charged
  * size once — at once when its URL has expired, otherwise when it does (settleStorageRefunds).
  * A plain object (a server-side upload, or one from before grants) refunds its size keyed by its S3
  * version, never taking usage below zero.
@@ -204,27 +258,7 @@ export async function deleteTenantObject(
 ): Promise<void> {
   const { tenantId } = ctx;
   const storage = storageOf(deps);
-  if (!managesAll(ctx)) {
-    const versions = await storage.versions(tenantId, input.key);
-    const grantIds = versions.map((v) => v.grantId).filter((id): id is string => id !== null);
-    const mine =
-      grantIds.length === versions.length &&
-      (
-        await withDatabase(deps, ctx, (db) =>
-          db
-            .select({ id: storageGrants.id })
-            .from(storageGrants)
-            .where(
-              and(
-                eq(storageGrants.tenantId, tenantId),
-                inArray(storageGrants.id, grantIds),
-                eq(storageGrants.uploadedBy, actorUserId(ctx) ?? ""),
-              ),
-            ),
-        )
-      ).length === grantIds.length;
-    if (!mine) throw new AppError("forbidden", "Members delete only the objects they uploaded.");
-  }
+  await assertMemberOwnsKey(deps, ctx, input.key, "delete");
   const deleted = await storage.deleteObject(tenantId, input.key);
   const now = deps.clock.now();
   // one write per version deleted from the store, each idempotent; not one transaction: a plain

@@ -4,7 +4,7 @@ import { systemCtx } from "../../src/context.ts";
 import { getCurrentUsage } from "../../src/usage/current-usage.ts";
 import { s3Settings, startTestS3, type TestS3 } from "../fixtures/s3-server.ts";
 import { relaxedLimits, useTestApp } from "../helpers/app.ts";
-import { readyPlatformUser, signedInTenant, signInHeaders } from "../helpers/identity.ts";
+import { createUser, readyPlatformUser, signedInTenant, signInHeaders } from "../helpers/identity.ts";
 
 /**
  * The quota holds against a real S3-compatible server (s3rver behind the front that verifies
@@ -145,6 +145,44 @@ test("members delete only the objects they uploaded; owners and admins any", asy
   expect((await remove(asAdmin, "member2.txt")).status).toBe(204);
   expect((await remove(asOwner, "owner.txt")).status).toBe(204);
   expect(await keys(asOwner)).toEqual([]);
+});
+
+test("a member cannot overwrite another member's object; the first writer keeps it and its delete", async () => {
+  const tenant = await proTenant(10_000);
+  const other = await createUser(t.database.db, tenant.id, { role: "member" });
+  const [first, second] = [tenant.member.headers, await signIn({ email: other.email, tenant: tenant.code })];
+  const put = async (headers: Record<string, string>, key: string, body: string) => {
+    const granted = await grant(headers, key, body.length);
+    if (granted.status !== 201) return granted.status;
+    const { url } = (await granted.json()) as { url: string };
+    return (await fetch(url, { method: "PUT", body, headers: { "content-type": "text/plain" } })).status;
+  };
+  // an open URL of the first writer already holds the key against the second
+  const open = await grant(first, "shared/report.txt", 3);
+  expect(open.status).toBe(201);
+  const early = await grant(second, "shared/report.txt", 3);
+  expect(early.status).toBe(403);
+  const { url } = (await open.json()) as { url: string };
+  expect(
+    (await fetch(url, { method: "PUT", body: "one", headers: { "content-type": "text/plain" } })).status,
+  ).toBe(200);
+  // the reported case: the second member's grant was 201 and their PUT replaced what everyone downloads
+  const refused = await grant(second, "shared/report.txt", 3);
+  expect(refused.status).toBe(403);
+  expect(((await refused.json()) as { code: string }).code).toBe("forbidden");
+  expect((await remove(second, "shared/report.txt")).status).toBe(403);
+  const download = await request(`/api/tenant/storage/objects/download?key=shared%2Freport.txt`, {
+    headers: second,
+  });
+  const { url: readUrl } = (await download.json()) as { url: string };
+  expect(await (await fetch(readUrl)).text()).toBe("one");
+  // the first writer writes again, and still deletes; owners and admins overwrite as they delete
+  expect(await put(first, "shared/report.txt", "two")).toBe(200);
+  expect((await remove(first, "shared/report.txt")).status).toBe(204);
+  expect(await put(second, "shared/report.txt", "new")).toBe(200);
+  expect(await put(tenant.admin.headers, "shared/report.txt", "adm")).toBe(200);
+  expect((await remove(second, "shared/report.txt")).status).toBe(403);
+  expect((await remove(tenant.owner.headers, "shared/report.txt")).status).toBe(204);
 });
 
 test("an upload URL never used is refunded once it has expired; a used one stays charged", async () => {

@@ -52,7 +52,7 @@ const createUpload = apiRoute(tenantAccess("everyone", { apiKey: "storage:*" }),
     400: problem("The key is not valid."),
     402: problem("`payment_required`: the tenant's plan has no storage."),
     403: problem(
-      "`usage_limit_reached`: the upload would take the tenant past its `storage_bytes` limit (a suspended tenant's is 0).",
+      "`usage_limit_reached`: the upload would take the tenant past its `storage_bytes` limit (a suspended tenant's is 0); `forbidden`: a member writing to a key another user's object is stored under.",
     ),
     413: problem("Larger than Storage:MaxUploadBytes."),
     415: problem("Content type not in Storage:AllowedMimeTypes."),
