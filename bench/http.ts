@@ -1,28 +1,54 @@
 /**
- * HTTP throughput of Plinth beside a bare `Bun.serve` hello-world, same machine, same run:
+ * HTTP throughput of Plinth beside bare Bun, same machine, same run:
  *
- *   bun run bench:http [--rounds 5] [--seconds 5] [--connections 64]
+ *   bun run bench:http [--rounds 5] [--seconds 5] [--connections 64] [--stages]
  *
- * Four servers, loaded in turn over loopback with `wrk -t1 -c<connections>` (Debian:
- * apt-get install -y wrk):
- *   1. bare Bun.serve returning "ok";
+ * Seven servers, loaded in turn over loopback with `wrk -t1 -c<connections>` (Debian:
+ * apt-get install -y wrk), each measured against its own peer:
+ *   1. bare Bun.serve returning "ok" (the peer of 3 and 4);
  *   2. a one-route Hono app (the framework's own share);
  *   3. Plinth `GET /api/health` as server.ts serves it: request id, log line, security headers,
- *      on Bun's own router in front of the app (`nativeLiveness`; the probes sit in front of the
- *      host check and the rate limits);
+ *      on Bun's own router in front of the app (`nativeLiveness`);
  *   4. Plinth `GET /api/auth/me` with a bearer token through the app's middleware (host check,
- *      global rate limit on Redis, signature check, session check, identity).
- * Needs PostgreSQL on 127.0.0.1:5432 and Redis on 127.0.0.1:6379. Log lines go to /dev/null
- * (they are still built and written). Prints requests/s and the ratio to the bare server.
+ *      global rate limit on Redis, signature check, session check, identity);
+ *   5. bare Bun.serve running the page query of 6 with postgres.js (same SQL, same pool size) and
+ *      answering its JSON (the peer of 6);
+ *   6. Plinth `GET /api/tenant/users?limit=20` with a tenant owner's bearer token (a database read
+ *      behind authentication);
+ *   7. the same with a tenant API key (`plk_…`, scope `users:read`; its own rate-limit bucket; the
+ *      peer is 6).
+ * Each round loads every server once (interleaved, so the machine's load hits all alike); the table
+ * gives the median requests/s, the median of each round's ratio to the peer's figure of the same
+ * round, and the server's own CPU per request (this process's `cpuUsage` over the run: wrk,
+ * PostgreSQL and Redis are not in it), which other load on a shared machine moves less.
+ *
+ * `--stages`: where a `/api/auth/me` request's time goes, in process (no network): the same
+ * request through a one-route app that gains Plinth's middleware one stage at a time, CPU µs per
+ * request for each (64 requests in flight, interleaved rounds, median); the difference between
+ * two lines is the stage's cost.
+ *
+ * Needs PostgreSQL on 127.0.0.1:5432 and Redis on 127.0.0.1:6379. Log lines go to /dev/null through
+ * the server's own buffered sink (built and written, not printed). docs/performance.md keeps the
+ * figures; rerun after every change to the authenticated path.
  */
 import { parseArgs } from "node:util";
-import { eq } from "drizzle-orm";
 import { Hono } from "hono";
+import postgres from "postgres";
 import { createApp } from "../src/app.ts";
-import { users } from "../src/db/schema/index.ts";
-import { closeDeps } from "../src/deps.ts";
+import { closeDeps, type Deps } from "../src/deps.ts";
 import { bunServeOptions } from "../src/http/bun-serve.ts";
-import { createPlatformAdmin, PASSWORD } from "../tests/helpers/identity.ts";
+import { authenticate } from "../src/http/middleware/authenticate.ts";
+import { rateLimit, rateLimitPolicies } from "../src/http/middleware/rate-limit.ts";
+import {
+  limitBody,
+  limitJsonDepth,
+  MAX_JSON_DEPTH,
+  noStoreWhenAuthenticated,
+  requestIdLogHeaders,
+} from "../src/http/middleware/request.ts";
+import { resolveTenancy } from "../src/http/middleware/tenancy.ts";
+import { createRouter } from "../src/http/request-context.ts";
+import { createTenant, createUser, PASSWORD, readyPlatformUser } from "../tests/helpers/identity.ts";
 import { benchDeps } from "./plinth-process.ts";
 import { median } from "./stats.ts";
 
@@ -31,97 +57,244 @@ const { values } = parseArgs({
     seconds: { type: "string", default: "5" },
     connections: { type: "string", default: "64" },
     rounds: { type: "string", default: "5" },
+    stages: { type: "boolean", default: false },
   },
 });
 const SECONDS = Number(values.seconds);
 const CONNECTIONS = Number(values.connections);
 const ROUNDS = Number(values.rounds);
 
-async function wrk(url: string, headers: Record<string, string> = {}, seconds = SECONDS): Promise<number> {
+/** Requests/s of one wrk run, and this process's CPU per request (µs) over it. */
+async function wrk(
+  url: string,
+  headers: Record<string, string> = {},
+  seconds = SECONDS,
+): Promise<{ rps: number; cpuUs: number }> {
   const args = ["wrk", "-t1", `-c${CONNECTIONS}`, `-d${seconds}s`];
   for (const [name, value] of Object.entries(headers)) args.push("-H", `${name}: ${value}`);
+  const cpu = process.cpuUsage();
   const proc = Bun.spawn([...args, url], { stdout: "pipe", stderr: "pipe" });
   const out = await new Response(proc.stdout).text();
   await proc.exited;
+  const used = process.cpuUsage(cpu);
   const rps = /Requests\/sec:\s+([\d.]+)/.exec(out)?.[1];
   const non2xx = /Non-2xx or 3xx responses:\s+(\d+)/.exec(out)?.[1];
   if (!rps) throw new Error(`wrk printed no figure:\n${out}`);
   if (non2xx) throw new Error(`${non2xx} responses were not 2xx for ${url}`);
-  return Number(rps);
+  return { rps: Number(rps), cpuUs: (used.user + used.system) / (Number(rps) * seconds) };
 }
 
 interface Target {
   name: string;
   url: string;
   headers?: Record<string, string>;
+  /** The index of the target this one is measured against, and the ratio asked of it. */
+  peer?: number;
+  goal?: number;
 }
 const targets: Target[] = [];
 const servers: { stop(closeActiveConnections?: boolean): Promise<void> }[] = [];
-
-// 1. bare Bun.serve
-{
-  const server = Bun.serve({ port: 0, fetch: () => new Response("ok") });
+const serve = (fetch: (req: Request) => Response | Promise<Response>) => {
+  const server = Bun.serve({ port: 0, fetch });
   servers.push(server);
-  targets.push({ name: "bare Bun.serve hello-world", url: `http://127.0.0.1:${server.port}/` });
-}
+  return `http://127.0.0.1:${server.port}`;
+};
 
-// 2. the framework alone: a one-route Hono app, to separate Hono's cost from Plinth's
-{
-  const hono = new Hono();
-  hono.get("/api/health", (c) => c.json({ status: "pass" }));
-  const server = Bun.serve({ port: 0, fetch: hono.fetch });
-  servers.push(server);
-  targets.push({ name: "one-route Hono app (reference)", url: `http://127.0.0.1:${server.port}/api/health` });
-}
+// 1. bare Bun.serve; 2. the framework alone, to separate Hono's cost from Plinth's
+const bare = serve(() => new Response("ok"));
+targets.push({ name: "bare Bun.serve hello-world", url: `${bare}/` });
+const hono = new Hono();
+hono.get("/api/health", (c) => c.json({ status: "pass" }));
+targets.push({ name: "one-route Hono app (reference)", url: `${serve(hono.fetch)}/api/health`, peer: 0 });
 
-// 3 and 4: Plinth, served as server.ts serves it
-const { deps, database: t } = await benchDeps("http");
-const admin = await createPlatformAdmin(deps.database.db);
-await deps.database.db.update(users).set({ mustChangePassword: false }).where(eq(users.id, admin.id));
+// Plinth, served as server.ts serves it, over a tenant with an owner and nineteen more users
+const { deps, database: t } = await benchDeps("http", { RateLimiting__ApiKey__PermitLimit: "1000000000" });
+const db = deps.database.db;
+const admin = await readyPlatformUser(db);
+const tenant = await createTenant(db);
+const owner = await createUser(db, tenant.id, { role: "owner" });
+for (let i = 0; i < 19; i++) await createUser(db, tenant.id);
 const app = createApp(deps);
 const server = Bun.serve({ port: 0, ...bunServeOptions(app, deps) });
 servers.push(server);
 const base = `http://127.0.0.1:${server.port}`;
-const login = await fetch(`${base}/api/auth/login`, {
+const signIn = async (body: Record<string, string>) => {
+  const response = await fetch(`${base}/api/auth/login`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ password: PASSWORD, ...body }),
+  });
+  if (response.status !== 200) throw new Error(`sign-in answered ${response.status}`);
+  return ((await response.json()) as { accessToken: string }).accessToken;
+};
+const adminToken = await signIn({ email: admin.email });
+const ownerToken = await signIn({ email: owner.email, tenant: tenant.code });
+const created = await fetch(`${base}/api/tenant/api-keys`, {
   method: "POST",
-  headers: { "content-type": "application/json" },
-  body: JSON.stringify({ email: admin.email, password: PASSWORD }),
+  headers: { "content-type": "application/json", authorization: `Bearer ${ownerToken}` },
+  body: JSON.stringify({ name: "bench", scopes: ["users:read"] }),
 });
-const { accessToken } = (await login.json()) as { accessToken: string };
-targets.push({ name: "Plinth GET /api/health (full stack)", url: `${base}/api/health` });
+if (created.status !== 201) throw new Error(`no key: ${created.status} ${await created.text()}`);
+const { key } = (await created.json()) as { key: string };
+
+targets.push({ name: "Plinth GET /api/health (full stack)", url: `${base}/api/health`, peer: 0, goal: 0.85 });
 targets.push({
   name: "Plinth GET /api/auth/me (bearer)",
   url: `${base}/api/auth/me`,
-  headers: { authorization: `Bearer ${accessToken}` },
+  headers: { authorization: `Bearer ${adminToken}` },
+  peer: 0,
+  goal: 0.5,
 });
 
-// Interleaved rounds: each round loads every server once, in turn, so a change in the machine's
-// load (this is a shared 2-core box) hits all of them alike; the table gives medians.
+// 5. the page of 6 with nothing around it: postgres.js and bare Bun.serve, the same pool size
+const sql = postgres(t.url, { max: deps.config.settings.Database.PoolSize, onnotice: () => {} });
+const page = serve(async () => {
+  const rows = await sql`
+    select u.id, u.email, u.name, u.phone, u.status, m.role, u.must_change_password, u.created_at,
+           u.created_at::text as position
+    from users u
+    left join tenant_memberships m on m.user_id = u.id and m.tenant_id = ${tenant.id}
+    where u.tenant_id = ${tenant.id}
+    order by u.created_at, u.id
+    limit 21`;
+  const items = rows.slice(0, 20).map(({ position: _position, ...row }) => row);
+  return Response.json({ items, nextCursor: rows.length > 20 ? "next" : null });
+});
+const bareQuery = targets.push({ name: "bare Bun.serve + postgres.js, the same page", url: `${page}/` }) - 1;
+const usersUrl = `${base}/api/tenant/users?limit=20`;
+const bearerUsers =
+  targets.push({
+    name: "Plinth GET /api/tenant/users?limit=20 (bearer)",
+    url: usersUrl,
+    headers: { authorization: `Bearer ${ownerToken}` },
+    peer: bareQuery,
+    goal: 0.6,
+  }) - 1;
+targets.push({
+  name: "Plinth GET /api/tenant/users?limit=20 (API key)",
+  url: usersUrl,
+  headers: { authorization: `Bearer ${key}` },
+  peer: bearerUsers,
+  goal: 0.9,
+});
+
+// Interleaved rounds: each round loads every server once, in turn; the table gives medians.
 for (const target of targets) await wrk(target.url, target.headers, 2); // warm-up
 const samples = targets.map(() => [] as number[]);
+const cpu = targets.map(() => [] as number[]);
 const ratios = targets.map(() => [] as number[]);
 for (let round = 0; round < ROUNDS; round++) {
   const rps: number[] = [];
   for (const [i, target] of targets.entries()) {
-    rps[i] = await wrk(target.url, target.headers);
-    samples[i]?.push(rps[i] as number);
+    const run = await wrk(target.url, target.headers);
+    rps[i] = run.rps;
+    samples[i]?.push(run.rps);
+    cpu[i]?.push(run.cpuUs);
   }
-  for (const [i] of targets.entries()) ratios[i]?.push((rps[i] as number) / (rps[0] as number));
+  for (const [i, target] of targets.entries())
+    if (target.peer !== undefined) ratios[i]?.push((rps[i] as number) / (rps[target.peer] as number));
   process.stderr.write(`round ${round + 1}/${ROUNDS}: ${rps.map((r) => Math.round(r)).join(" ")}\n`);
 }
 
+const stages = values.stages ? await stageCosts(deps, adminToken) : [];
+
 for (const s of servers) await s.stop(true);
+await sql.end();
 await closeDeps(deps);
 await t.drop();
 
+const load = (await Bun.file("/proc/loadavg").text()).split(" ").slice(0, 3).join(" ");
 console.log(
-  `\nwrk -t1 -c${CONNECTIONS}, ${ROUNDS} interleaved rounds of ${SECONDS} s per server (${new Date().toISOString()})\n`,
+  `\nwrk -t1 -c${CONNECTIONS}, ${ROUNDS} interleaved rounds of ${SECONDS} s per server (${new Date().toISOString()}, load average ${load})\n`,
 );
-console.log("| server | req/s (median) | × bare (median of rounds) | × bare (range) |");
-console.log("| --- | ---: | ---: | ---: |");
+console.log(
+  "| server | req/s (median) | ÷ peer (median of rounds) | ÷ peer (range) | goal | server CPU µs/req |",
+);
+console.log("| --- | ---: | ---: | ---: | ---: | ---: |");
 for (const [i, target] of targets.entries()) {
   const r = ratios[i] ?? [];
+  const ratio = target.peer === undefined ? "—" : `${median(r).toFixed(2)} (÷ ${target.peer + 1})`;
+  const range = r.length ? `${Math.min(...r).toFixed(2)}–${Math.max(...r).toFixed(2)}` : "—";
   console.log(
-    `| ${target.name} | ${Math.round(median(samples[i] ?? [])).toLocaleString("en")} | ${median(r).toFixed(2)} | ${Math.min(...r).toFixed(2)}–${Math.max(...r).toFixed(2)} |`,
+    `| ${i + 1}. ${target.name} | ${Math.round(median(samples[i] ?? [])).toLocaleString("en")} | ${ratio} | ${range} | ${target.goal ? `≥ ${target.goal}` : ""} | ${median(cpu[i] ?? []).toFixed(1)} |`,
   );
+}
+if (stages.length) {
+  console.log("\nWhere /api/auth/me's time goes (in process, CPU µs per request, median of rounds):\n");
+  console.log("| stack | µs/request | this stage |");
+  console.log("| --- | ---: | ---: |");
+  let previous = 0;
+  for (const { name, us } of stages) {
+    console.log(`| ${name} | ${us.toFixed(2)} | ${(us - previous).toFixed(2)} |`);
+    previous = us;
+  }
+}
+process.exit(0);
+
+/**
+ * The in-process stage profile: a one-route app that gains Plinth's middleware one stage at a
+ * time, in app.ts's order, then the whole app; each variant serves the same `/api/auth/me` request
+ * 64 at a time, interleaved rounds, CPU µs per request (median).
+ */
+async function stageCosts(deps: Deps, token: string): Promise<{ name: string; us: number }[]> {
+  type Fetch = (req: Request, env: { peerAddress: string }) => Response | Promise<Response>;
+  const settings = deps.config.settings;
+  const policies = rateLimitPolicies(settings, deps.config.environment);
+  const limiter = { store: deps.counters, clock: deps.clock, logger: deps.logger };
+  const stack = (depth: number): Fetch => {
+    const app = createRouter();
+    if (depth >= 1)
+      app.use(
+        requestIdLogHeaders({
+          logger: deps.logger,
+          trustedProxies: settings.Tenancy.Resolution.TrustedProxies,
+        }),
+      );
+    if (depth >= 2) app.use(rateLimit(policies.global, limiter));
+    if (depth >= 3)
+      app.use(resolveTenancy({ settings, environment: deps.config.environment, lookup: deps.tenants }));
+    if (depth >= 4) {
+      app.use(limitBody(settings.Server.MaxBodyBytes));
+      app.use(limitJsonDepth(MAX_JSON_DEPTH));
+      app.use(noStoreWhenAuthenticated());
+    }
+    if (depth >= 5) app.use("/api/auth/me", authenticate(deps));
+    app.get("/api/auth/me", (c) => c.json({ ok: true }));
+    return app.fetch as Fetch;
+  };
+  const oneRoute = new Hono();
+  oneRoute.get("/api/auth/me", (c) => c.json({ ok: true }));
+  const variants: [string, Fetch][] = [
+    ["bare `new Response`", () => new Response("ok")],
+    ["one-route Hono app", oneRoute.fetch as Fetch],
+    ["+ request id, log line, security headers", stack(1)],
+    ["+ global rate limit (Redis, leases)", stack(2)],
+    ["+ host check, tenant resolution", stack(3)],
+    ["+ body limit, JSON depth, no-store", stack(4)],
+    ["+ authenticate (token, session, identity)", stack(5)],
+    ["the whole app: + routing, guard, /me's handler", app.fetch as Fetch],
+  ];
+  const headers = { authorization: `Bearer ${token}`, host: "127.0.0.1" };
+  const env = { peerAddress: "127.0.0.1" };
+  const run = async (fetch: Fetch, requests: number) => {
+    const started = process.cpuUsage();
+    for (let n = 0; n < requests; n += 64) {
+      const inFlight: Promise<string>[] = [];
+      for (let i = 0; i < 64; i++)
+        inFlight.push(
+          Promise.resolve(fetch(new Request("http://127.0.0.1/api/auth/me", { headers }), env)).then((r) => {
+            if (r.status !== 200) throw new Error(`a stage answered ${r.status}`);
+            return r.text();
+          }),
+        );
+      await Promise.all(inFlight);
+    }
+    const used = process.cpuUsage(started);
+    return (used.user + used.system) / requests;
+  };
+  for (const [, fetch] of variants) await run(fetch, 5_000); // warm-up
+  const costs = variants.map(() => [] as number[]);
+  for (let round = 0; round < 7; round++)
+    for (const [i, [, fetch]] of variants.entries()) costs[i]?.push(await run(fetch, 10_048));
+  return variants.map(([name], i) => ({ name, us: median(costs[i] ?? []) }));
 }
