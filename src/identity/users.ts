@@ -6,6 +6,7 @@ import { endSessions } from "../auth/sessions.ts";
 import type { TenantCtx } from "../context.ts";
 import type { Executor } from "../db/client.ts";
 import { type DatabaseDeps, withDatabase, withTransaction } from "../db/operation.ts";
+import { preparedPerExecutor } from "../db/prepared.ts";
 import {
   sessions,
   type TenantRole,
@@ -134,6 +135,42 @@ export async function createTenantUser(
 /** Where a page of users ends: the last user's creation time (PostgreSQL's exact text) and id. */
 export const userCursor = cursorCodec(createdAtPosition);
 
+/** The columns of a users page, and its statement with the tenant, the size and (after) the cursor as placeholders. */
+function usersPageQuery(db: Executor, after: boolean) {
+  const tenantId = sql.placeholder("tenantId");
+  return db
+    .select({
+      id: users.id,
+      email: users.email,
+      name: users.name,
+      phone: users.phone,
+      status: users.status,
+      role: tenantMemberships.role,
+      mustChangePassword: users.mustChangePassword,
+      createdAt: users.createdAt,
+      position: sql<string>`${users.createdAt}::text`,
+    })
+    .from(users)
+    .leftJoin(
+      tenantMemberships,
+      and(eq(tenantMemberships.userId, users.id), eq(tenantMemberships.tenantId, tenantId)),
+    )
+    .where(
+      and(
+        eq(users.tenantId, tenantId),
+        after
+          ? sql`(${users.createdAt}, ${users.id}) > (${sql.placeholder("afterCreatedAt")}::timestamptz, ${sql.placeholder("afterId")}::uuid)`
+          : undefined,
+      ),
+    )
+    .orderBy(asc(users.createdAt), asc(users.id))
+    .limit(sql.placeholder("limit"))
+    .prepare(after ? "list_tenant_users_after" : "list_tenant_users");
+}
+// built once per executor: the list is read on every page of every tenant's user screen
+const firstUsersPage = preparedPerExecutor((db) => usersPageQuery(db, false));
+const nextUsersPage = preparedPerExecutor((db) => usersPageQuery(db, true));
+
 /**
  * A page of the ctx tenant's users in creation order, after `cursor` (keyset: creation time, then
  * id, compared in the database at full precision).
@@ -145,34 +182,11 @@ export async function listTenantUsers(
 ): Promise<Page<TenantUser>> {
   const { tenantId } = ctx;
   const after = userCursor.decodeOptional(input.cursor);
+  const limit = input.limit + 1;
   const rows = await withDatabase(deps, ctx, (db) =>
-    db
-      .select({
-        id: users.id,
-        email: users.email,
-        name: users.name,
-        phone: users.phone,
-        status: users.status,
-        role: tenantMemberships.role,
-        mustChangePassword: users.mustChangePassword,
-        createdAt: users.createdAt,
-        position: sql<string>`${users.createdAt}::text`,
-      })
-      .from(users)
-      .leftJoin(
-        tenantMemberships,
-        and(eq(tenantMemberships.userId, users.id), eq(tenantMemberships.tenantId, tenantId)),
-      )
-      .where(
-        and(
-          eq(users.tenantId, tenantId),
-          after
-            ? sql`(${users.createdAt}, ${users.id}) > (${after.createdAt}::timestamptz, ${after.id}::uuid)`
-            : undefined,
-        ),
-      )
-      .orderBy(asc(users.createdAt), asc(users.id))
-      .limit(input.limit + 1),
+    after
+      ? nextUsersPage(db).execute({ tenantId, limit, afterCreatedAt: after.createdAt, afterId: after.id })
+      : firstUsersPage(db).execute({ tenantId, limit }),
   );
   return pageOf(
     rows,
