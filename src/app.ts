@@ -30,6 +30,7 @@ import { DOCUMENT_TAGS, registerComponents, registerDocumentRoutes } from "./htt
 import { HttpError, problemJson, statusOf, toAppError } from "./http/problem-json.ts";
 import { createRouter, ctxOf } from "./http/request-context.ts";
 import { adminBillingRoutes } from "./http/routes/admin-billing.ts";
+import { adminFlowRoutes } from "./http/routes/admin-flows.ts";
 import { adminJobRoutes } from "./http/routes/admin-jobs.ts";
 import { adminPlatformUserRoutes } from "./http/routes/admin-platform-users.ts";
 import { adminProviderRoutes } from "./http/routes/admin-providers.ts";
@@ -179,6 +180,7 @@ export function createApp(deps: Deps) {
   app.route("/", adminUserRoutes(deps));
   app.route("/", adminPlatformUserRoutes(deps));
   app.route("/", adminJobRoutes(deps));
+  app.route("/", adminFlowRoutes(deps));
   app.route("/", adminScheduleRoutes(deps));
   app.route("/", tenantUserRoutes(deps));
   app.route("/", tenantApiKeyRoutes(deps));

@@ -23,7 +23,8 @@ import { type ClaimedJob, STATEMENT_TIMEOUT_MS } from "./queue.ts";
 
 /** What a run came to, decided by `startJob`; nothing written yet. */
 export type Outcome =
-  | { type: "succeeded"; job: ClaimedJob; startedAt: number }
+  /** `result`: the handler's return value, checked (JSON, bounded); undefined when it returned nothing. */
+  | { type: "succeeded"; job: ClaimedJob; startedAt: number; result?: unknown }
   | { type: "failed"; job: ClaimedJob; error: string; retryAt: Date; durationMs: number }
   | { type: "dead"; job: ClaimedJob; reason: string }
   /** An admin cancelled it while it ran: the cancel wrote the row, nothing more is recorded. */
@@ -89,7 +90,7 @@ function resultOf(outcome: Exclude<Outcome, { type: "cancelled" }>): JobResult {
   if (outcome.type === "failed")
     return { id, attempts, status: "failed", runAfter: outcome.retryAt, error: outcome.error };
   if (outcome.type === "dead") return { id, attempts, status: "dead", error: outcome.reason };
-  return { id, attempts };
+  return outcome.result === undefined ? { id, attempts } : { id, attempts, result: outcome.result };
 }
 
 export function createCompleter(deps: CompleterDeps, options: CompleterOptions): Completer {

@@ -68,7 +68,7 @@ export function describeIssues(error: z.ZodError): { path: string; message: stri
   }));
 }
 
-interface Row {
+export interface Row {
   kind: string;
   payload: unknown;
   runAfter: string;
@@ -78,7 +78,8 @@ interface Row {
   priority: number;
 }
 
-function toRow(context: EnqueueContext, now: Date, item: EnqueueItem): Row {
+/** A job as it is stored: its payload checked against its kind, the options resolved. */
+export function toRow(context: EnqueueContext, now: Date, item: EnqueueItem): Row {
   const { job, payload, options = {} } = item;
   const parsed = job.schema.safeParse(payload);
   if (!parsed.success) throw new InvalidJobPayloadError(job.kind, describeIssues(parsed.error));

@@ -8,7 +8,7 @@ import { type JobLease, leaseIds, MAX_ERROR_LENGTH, ts } from "./queue.ts";
  * result is written fenced on its lease.
  */
 export type JobResult =
-  | (JobLease & { status?: "succeeded" })
+  | (JobLease & { status?: "succeeded"; result?: unknown })
   | (JobLease & { status: "failed"; runAfter: Date; error: string })
   | (JobLease & { status: "dead"; error: string })
   | (JobLease & { status: "released" });
@@ -24,7 +24,8 @@ function rowOf(r: JobResult): Record<string, unknown> {
       error: r.error.slice(0, MAX_ERROR_LENGTH),
     };
   if (r.status === "dead") return { ...lease, status: r.status, error: r.error.slice(0, MAX_ERROR_LENGTH) };
-  return r.status === "released" ? { ...lease, status: r.status } : lease;
+  if (r.status === "released") return { ...lease, status: r.status };
+  return r.result === undefined ? lease : { ...lease, result: r.result };
 }
 
 /**
@@ -36,9 +37,9 @@ function rowOf(r: JobResult): Record<string, unknown> {
 export function recordingCtes(input: { workerId: string; results: JobResult[]; now: Date }): SQL {
   const now = ts(input.now);
   return sql`lease as materialized (
-          select l.id, l.attempts, coalesce(l.status, 'succeeded') as status, l.run_after, l.error
+          select l.id, l.attempts, coalesce(l.status, 'succeeded') as status, l.run_after, l.error, l.result
           from jsonb_to_recordset(${JSON.stringify(input.results.map(rowOf))}::jsonb)
-            as l(id bigint, attempts int, status text, run_after timestamptz, error text)
+            as l(id bigint, attempts int, status text, run_after timestamptz, error text, result jsonb)
         ),
         done as (
           update background_jobs j
@@ -48,6 +49,7 @@ export function recordingCtes(input: { workerId: string; results: JobResult[]; n
               run_after = case lease.status when 'released' then ${now} when 'failed' then lease.run_after
                                else j.run_after end,
               last_error = case when lease.status in ('failed', 'dead') then lease.error else j.last_error end,
+              result = case when lease.status = 'succeeded' then lease.result else j.result end,
               finished_at = case when lease.status in ('succeeded', 'dead') then ${now}
                                  when lease.status = 'failed' then null else j.finished_at end,
               locked_by = null, locked_until = null, updated_at = ${now}

@@ -19,10 +19,19 @@ export interface JobContext {
    * (the latest wins). Rejects only for a value that is not JSON or is too large.
    */
   progress(value: unknown): Promise<void>;
+  /**
+   * The results of this job's parents in a flow (`enqueueFlow`), keyed by the parent's flow key
+   * (its id, as text, for a parent named by id from outside the flow); a parent that returned
+   * nothing (or ended under `onParentFailure: "run"` without a result) is null. Empty for a job
+   * without parents.
+   */
+  parentResults(): Promise<Record<string, unknown>>;
 }
 
 /** The cap on one `progress` value, as JSON text (UTF-8 bytes). */
 export const MAX_PROGRESS_BYTES = 4_096;
+/** The cap on a handler's return value (its result), as JSON text (UTF-8 bytes). */
+export const MAX_RESULT_BYTES = 65_536;
 
 /** The abort reason when an admin cancelled the job while it ran. */
 export class JobCancelledError extends Error {
@@ -43,7 +52,11 @@ export class JobTimeoutError extends Error {
   }
 }
 
-export type JobHandler<P> = (payload: P, context: JobContext) => Promise<void> | void;
+/**
+ * Runs one job. What it returns (any JSON value, at most `MAX_RESULT_BYTES`) is stored as the job's
+ * `result`; a value that is not JSON or is too large fails the run.
+ */
+export type JobHandler<P> = (payload: P, context: JobContext) => unknown;
 
 export interface JobKindOptions {
   /** Overrides `BackgroundProcessing:JobMaxAttempts` for this kind. */
@@ -73,7 +86,7 @@ export interface JobDefinition<S extends z.ZodType = z.ZodType> extends JobKind<
 export interface JobWorker<D, S extends z.ZodType = z.ZodType> {
   kind: JobKind<S>;
   // a method, so a worker needing part of Deps fits a list of workers registered with all of it
-  handle(deps: D, payload: z.output<S>, context: JobContext): Promise<void> | void;
+  handle(deps: D, payload: z.output<S>, context: JobContext): unknown;
 }
 
 const KIND = /^[a-z][a-z0-9_-]*(\.[a-z0-9_-]+)*$/;
@@ -101,7 +114,7 @@ export function jobKind<S extends z.ZodType>(
 /** The handler of `kind`, taking the deps the process registers it with. */
 export function jobWorker<S extends z.ZodType, D>(
   kind: JobKind<S>,
-  handle: (deps: D, payload: z.output<S>, context: JobContext) => Promise<void> | void,
+  handle: (deps: D, payload: z.output<S>, context: JobContext) => unknown,
 ): JobWorker<D, S> {
   return { kind, handle };
 }

@@ -11,6 +11,7 @@ import {
   type Recorded,
 } from "./completer.ts";
 import { describeIssues } from "./enqueue.ts";
+import { parentResults } from "./parent-results.ts";
 import {
   type ClaimedJob,
   DEFAULT_RETRY_POLICY,
@@ -21,7 +22,13 @@ import {
   retryDelayMs,
   STATEMENT_TIMEOUT_MS,
 } from "./queue.ts";
-import { JobCancelledError, type JobRegistry, JobTimeoutError, MAX_PROGRESS_BYTES } from "./registry.ts";
+import {
+  JobCancelledError,
+  type JobRegistry,
+  JobTimeoutError,
+  MAX_PROGRESS_BYTES,
+  MAX_RESULT_BYTES,
+} from "./registry.ts";
 
 export interface RunJobDeps {
   /** Where the handler's progress is written. */
@@ -127,8 +134,9 @@ export function startJob(deps: RunJobDeps, input: RunJobInput): RunningJob {
       maxAttempts: job.maxAttempts,
       signal,
       progress: progressReporter(deps, input),
+      parentResults: () => parentResults(deps.db, { id: job.id }),
     }))().then(
-    () => ({ ok: true as const }),
+    (value: unknown) => checkedResult(value),
     (error: unknown) => ({ ok: false as const, error }),
   );
   const handled = running.then(() => {
@@ -141,10 +149,30 @@ export function startJob(deps: RunJobDeps, input: RunJobInput): RunningJob {
     if (signal.reason instanceof JobCancelledError) return { type: "cancelled", job };
     if (signal.reason instanceof JobTimeoutError) return failure(deps, input, signal.reason, durationMs);
     if (first === "interrupted") return failure(deps, input, signal.reason, durationMs); // not reached
-    if (first.ok) return { type: "succeeded", job, startedAt };
+    if (first.ok) return { type: "succeeded", job, startedAt, result: first.result };
     return failure(deps, input, first.error, durationMs);
   });
   return { outcome, handled };
+}
+
+/** A handler's return value as its result: JSON, at most MAX_RESULT_BYTES; anything else fails the run. */
+function checkedResult(value: unknown): { ok: true; result?: unknown } | { ok: false; error: unknown } {
+  if (value === undefined || value === null) return { ok: true };
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(value);
+  } catch (error) {
+    return { ok: false, error: new TypeError("a job's result must be a JSON value", { cause: error }) };
+  }
+  if (text === undefined) return { ok: false, error: new TypeError("a job's result must be a JSON value") };
+  const bytes = Buffer.byteLength(text, "utf8");
+  if (bytes > MAX_RESULT_BYTES)
+    return {
+      ok: false,
+      error: new RangeError(`a job's result is ${bytes} bytes of JSON; at most ${MAX_RESULT_BYTES} are kept`),
+    };
+  // stored as the JSON it serialises to (a Date becomes its ISO text, undefined fields go)
+  return { ok: true, result: JSON.parse(text) };
 }
 
 /** A thrown error: failed with a retry time while attempts are left, else dead. */

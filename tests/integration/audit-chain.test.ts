@@ -316,6 +316,7 @@ describe("retention", () => {
         maxAttempts: 1,
         signal: new AbortController().signal,
         progress: async () => {},
+        parentResults: async () => ({}),
       },
     );
     const after = await execute<{ n: number }>(db(), sql`select count(*)::int as n from audit_events`);

@@ -11,9 +11,18 @@ import {
   text,
   timestamp,
   uniqueIndex,
+  uuid,
 } from "drizzle-orm/pg-core";
 
-export const jobStatuses = ["pending", "processing", "succeeded", "failed", "dead", "cancelled"] as const;
+export const jobStatuses = [
+  "pending",
+  "processing",
+  "succeeded",
+  "failed",
+  "dead",
+  "cancelled",
+  "waiting",
+] as const;
 export type JobStatus = (typeof jobStatuses)[number];
 
 export const backgroundJobs = pgTable(
@@ -38,6 +47,20 @@ export const backgroundJobs = pgTable(
     progress: jsonb(),
     /** The `job_group_slots` slot a processing job of a kind with `groupConcurrency` holds. */
     groupSlot: integer(),
+    /** The flow (`enqueueFlow`) the job belongs to; null for a job enqueued on its own. */
+    flowId: uuid(),
+    /** The job's key within its flow (what `dependsOn` names). */
+    flowKey: text(),
+    /** Parents not yet resolved; a `waiting` job becomes `pending` when it reaches 0. */
+    waitingOn: integer().notNull().default(0),
+    /** What a parent that ends dead or cancelled does to this job: `cancel` (null), `run` or `wait`. */
+    onParentFailure: text({ enum: ["cancel", "run", "wait"] }),
+    /** Other jobs depend on this one: its end resolves their edges (trigger, drizzle/0018). */
+    hasDependents: boolean().notNull().default(false),
+    /** The handler's return value (JSON, at most 64 KiB); null when it returned nothing. */
+    result: jsonb(),
+    /** A debounced job (`enqueue(…, { debounce })`): one pending job per key. */
+    debounceKey: text(),
     createdAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
     updatedAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
     finishedAt: timestamp({ withTimezone: true }),
@@ -45,7 +68,11 @@ export const backgroundJobs = pgTable(
   (t) => [
     check(
       "background_jobs_status_check",
-      sql`${t.status} in ('pending', 'processing', 'succeeded', 'failed', 'dead', 'cancelled')`,
+      sql`${t.status} in ('pending', 'processing', 'succeeded', 'failed', 'dead', 'cancelled', 'waiting')`,
+    ),
+    check(
+      "background_jobs_on_parent_failure_check",
+      sql`${t.onParentFailure} is null or ${t.onParentFailure} in ('cancel', 'run', 'wait')`,
     ),
     // the claim: due pending/failed jobs in run_after order, and expired leases
     index("background_jobs_due_idx").on(t.runAfter).where(sql`${t.status} in ('pending', 'failed')`),
@@ -71,6 +98,12 @@ export const backgroundJobs = pgTable(
       .where(sql`${t.status} in ('succeeded', 'dead', 'cancelled')`),
     // admin listing and bulk actions by group (a tenant id): newest first without reading other groups
     index("background_jobs_group_idx").on(t.groupKey, t.id).where(sql`${t.groupKey} is not null`),
+    // a flow's jobs (GET /api/admin/flows/{flowId}, the flow cancel)
+    index("background_jobs_flow_idx").on(t.flowId, t.id).where(sql`${t.flowId} is not null`),
+    // one pending job per debounce key: a later enqueue updates it (src/jobs/debounce.ts)
+    uniqueIndex("background_jobs_debounce_key_idx")
+      .on(t.debounceKey)
+      .where(sql`${t.debounceKey} is not null and ${t.status} = 'pending'`),
     index("background_jobs_finished_idx").on(t.finishedAt).where(sql`${t.finishedAt} is not null`),
   ],
 );
@@ -92,6 +125,28 @@ export const jobGroupSlots = pgTable(
   (t) => [
     primaryKey({ columns: [t.kind, t.groupKey, t.slot] }),
     index("job_group_slots_job_idx").on(t.jobId),
+  ],
+);
+
+/**
+ * The edges of flows: `child_id` runs once every parent is resolved (succeeded, or ended under a
+ * policy that lets it run). A trigger resolves a parent's edges when it ends (drizzle/0018), so
+ * the claim never reads this table.
+ */
+export const jobDependencies = pgTable(
+  "job_dependencies",
+  {
+    parentId: bigint({ mode: "number" })
+      .notNull()
+      .references(() => backgroundJobs.id, { onDelete: "cascade" }),
+    childId: bigint({ mode: "number" })
+      .notNull()
+      .references(() => backgroundJobs.id, { onDelete: "cascade" }),
+    resolved: boolean().notNull().default(false),
+  },
+  (t) => [
+    primaryKey({ columns: [t.parentId, t.childId] }),
+    index("job_dependencies_child_idx").on(t.childId),
   ],
 );
 

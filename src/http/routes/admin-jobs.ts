@@ -11,7 +11,7 @@ import { listJobs } from "../../jobs/admin/list-jobs.ts";
 import { retryDeadJob } from "../../jobs/admin/retry-job.ts";
 import { retryJobs } from "../../jobs/admin/retry-jobs.ts";
 import { MAX_JOB_PRIORITY, setJobPriority } from "../../jobs/admin/set-job-priority.ts";
-import { MAX_PROGRESS_BYTES } from "../../jobs/registry.ts";
+import { MAX_PROGRESS_BYTES, MAX_RESULT_BYTES } from "../../jobs/registry.ts";
 import { apiRoute, json, jsonBody, pageQuery, problem } from "../openapi.ts";
 import { createRouter, ctxOf } from "../request-context.ts";
 
@@ -36,11 +36,26 @@ const job = z
     progress: z.unknown().openapi({
       description: `What the handler last reported (JSON, at most ${MAX_PROGRESS_BYTES} bytes); null if nothing.`,
     }),
+    result: z.unknown().openapi({
+      description: `The handler's return value (JSON, at most ${MAX_RESULT_BYTES} bytes); null if none.`,
+    }),
+    flowId: z.string().nullable().openapi({ description: "The flow the job belongs to (enqueueFlow)." }),
+    flowKey: z.string().nullable().openapi({ description: "The job's key within its flow." }),
+    waitingOn: z.number().int().openapi({ description: "Parents not yet resolved (status waiting)." }),
+    onParentFailure: z
+      .enum(["cancel", "run", "wait"])
+      .openapi({ description: "What a parent that ends dead or cancelled does to this job." }),
     createdAt: z.string(),
     updatedAt: z.string(),
     finishedAt: z.string().nullable(),
   })
   .openapi("BackgroundJob");
+
+export const jobDetail = job
+  .extend({
+    dependsOn: z.array(z.number().int()).openapi({ description: "Ids of the jobs this one depends on." }),
+  })
+  .openapi("BackgroundJobDetail");
 
 const idParam = z.object({
   id: z
@@ -114,7 +129,7 @@ const show = apiRoute("platform", {
   summary: "Show one background job.",
   request: { params: idParam },
   responses: {
-    200: json("The job.", job),
+    200: json("The job, with its result and the ids it depends on.", jobDetail),
     404: problem("No job with this id."),
   },
 });

@@ -4,14 +4,24 @@ import { execute } from "../../db/client.ts";
 import { withDatabase } from "../../db/operation.ts";
 import { type JobAdminDeps, type JobRow, type JobView, toJobView } from "./job-view.ts";
 
+/** One job with the ids of the jobs it depends on (its parents in a flow). */
+export interface JobDetail extends JobView {
+  dependsOn: number[];
+}
+
 /** One job; null for an unknown id. */
 export async function getJob(
   deps: Pick<JobAdminDeps, "database">,
   ctx: Ctx,
   input: { id: number },
-): Promise<JobView | null> {
+): Promise<JobDetail | null> {
   const [row] = await withDatabase(deps, ctx, (db) =>
-    execute<JobRow>(db, sql`select * from background_jobs where id = ${input.id}`),
+    execute<JobRow & { depends_on: (string | number)[] | null }>(
+      db,
+      sql`select j.*, array(select parent_id from job_dependencies where child_id = j.id order by parent_id)
+                 as depends_on
+          from background_jobs j where j.id = ${input.id}`,
+    ),
   );
-  return row ? toJobView(row) : null;
+  return row ? { ...toJobView(row), dependsOn: (row.depends_on ?? []).map(Number) } : null;
 }

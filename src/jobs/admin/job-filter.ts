@@ -13,6 +13,8 @@ export interface JobFilter {
   createdFrom?: Date;
   /** Created before. */
   createdTo?: Date;
+  /** The jobs of one flow (`enqueueFlow`): the flow cancel. */
+  flowId?: string;
 }
 
 /** Statuses a job can be retried from (an admin's retry): it never succeeded and nothing runs it. */
@@ -22,6 +24,7 @@ export const CANCELLABLE_STATUSES = [
   "pending",
   "failed",
   "processing",
+  "waiting",
 ] as const satisfies readonly JobStatus[];
 
 export const inList = (values: readonly string[]) =>
@@ -37,6 +40,7 @@ export function filterConditions(filter: JobFilter): SQL[] {
   if (filter.group !== undefined) conditions.push(sql`group_key = ${filter.group}`);
   if (filter.createdFrom) conditions.push(sql`created_at >= ${ts(filter.createdFrom)}`);
   if (filter.createdTo) conditions.push(sql`created_at < ${ts(filter.createdTo)}`);
+  if (filter.flowId !== undefined) conditions.push(sql`flow_id = ${filter.flowId}::uuid`);
   return conditions;
 }
 

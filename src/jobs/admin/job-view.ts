@@ -30,6 +30,15 @@ export interface JobView {
   priority: number;
   /** What the handler last reported through `context.progress`; null when it never did. */
   progress: unknown;
+  /** The handler's return value (JSON); null when it returned nothing or has not succeeded. */
+  result: unknown;
+  /** The flow (`enqueueFlow`) the job belongs to, and its key there; null for a job on its own. */
+  flowId: string | null;
+  flowKey: string | null;
+  /** Parents not yet resolved (a `waiting` job runs when this reaches 0). */
+  waitingOn: number;
+  /** What a dead or cancelled parent does to it: `cancel` (the default), `run` or `wait`. */
+  onParentFailure: "cancel" | "run" | "wait";
   createdAt: string;
   updatedAt: string;
   finishedAt: string | null;
@@ -51,6 +60,11 @@ export interface JobRow {
   group_key: string | null;
   priority: number;
   progress: unknown;
+  result: unknown;
+  flow_id: string | null;
+  flow_key: string | null;
+  waiting_on: number;
+  on_parent_failure: "cancel" | "run" | "wait" | null;
   created_at: string | Date;
   updated_at: string | Date;
   finished_at: string | Date | null;
@@ -75,6 +89,11 @@ export function toJobView(r: JobRow): JobView {
     groupKey: r.group_key,
     priority: r.priority,
     progress: r.progress ?? null,
+    result: r.result ?? null,
+    flowId: r.flow_id,
+    flowKey: r.flow_key,
+    waitingOn: r.waiting_on,
+    onParentFailure: r.on_parent_failure ?? "cancel",
     createdAt: iso(r.created_at),
     updatedAt: iso(r.updated_at),
     finishedAt: isoOrNull(r.finished_at),

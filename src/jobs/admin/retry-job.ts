@@ -25,7 +25,7 @@ export async function retryDeadJob(deps: JobAdminDeps, ctx: Ctx, input: { id: nu
       const [retried] = await execute<JobRow>(
         tx,
         sql`update background_jobs
-            set status = 'pending', attempts = 0, run_after = ${now}, finished_at = null,
+            set status = case when waiting_on > 0 then 'waiting' else 'pending' end, attempts = 0, run_after = ${now}, finished_at = null,
                 locked_by = null, locked_until = null, updated_at = ${now}
             where id = ${id} and status in (${inList(RETRYABLE_STATUSES)})
             returning *`,

@@ -47,7 +47,8 @@ export async function retryJobs(
         ),
         changed as (
           update background_jobs j
-          set status = 'pending', attempts = 0, run_after = ${now}, finished_at = null,
+          set status = case when j.waiting_on > 0 then 'waiting' else 'pending' end, attempts = 0,
+              run_after = ${now}, finished_at = null,
               locked_by = null, locked_until = null, updated_at = ${now}
           from eligible where j.id = eligible.id
           returning j.id
