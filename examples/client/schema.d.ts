@@ -385,6 +385,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/admin/flows/{flowId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Show a flow: its jobs by status and a page of its jobs (enqueue order) with their parents. */
+        get: operations["adminGetFlow"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/flows/{flowId}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Cancel every unfinished job of a flow; running ones are signalled. */
+        post: operations["adminCancelFlow"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/admin/schedules": {
         parameters: {
             query?: never;
@@ -1668,7 +1702,7 @@ export interface components {
             kind: string;
             payload?: unknown;
             /** @enum {string} */
-            status: "pending" | "processing" | "succeeded" | "failed" | "dead" | "cancelled";
+            status: "pending" | "processing" | "succeeded" | "failed" | "dead" | "cancelled" | "waiting";
             runAfter: string;
             attempts: number;
             maxAttempts: number;
@@ -1683,9 +1717,26 @@ export interface components {
             priority: number;
             /** @description What the handler last reported (JSON, at most 4096 bytes); null if nothing. */
             progress?: unknown;
+            /** @description The handler's return value (JSON, at most 65536 bytes); null if none. */
+            result?: unknown;
+            /** @description The flow the job belongs to (enqueueFlow). */
+            flowId: string | null;
+            /** @description The job's key within its flow. */
+            flowKey: string | null;
+            /** @description Parents not yet resolved (status waiting). */
+            waitingOn: number;
+            /**
+             * @description What a parent that ends dead or cancelled does to this job.
+             * @enum {string}
+             */
+            onParentFailure: "cancel" | "run" | "wait";
             createdAt: string;
             updatedAt: string;
             finishedAt: string | null;
+        };
+        BackgroundJobDetail: components["schemas"]["BackgroundJob"] & {
+            /** @description Ids of the jobs this one depends on. */
+            dependsOn: number[];
         };
         BackgroundJobBulkResult: {
             /** @description Jobs changed. */
@@ -1694,7 +1745,7 @@ export interface components {
         /** @description Which jobs to act on; at least one field. Same names as the list's query. */
         BackgroundJobFilter: {
             /** @enum {string} */
-            status?: "pending" | "processing" | "succeeded" | "failed" | "dead" | "cancelled";
+            status?: "pending" | "processing" | "succeeded" | "failed" | "dead" | "cancelled" | "waiting";
             kind?: string;
             /** @description A group key (`groupKey`), e.g. a tenant id. */
             group?: string;
@@ -1711,6 +1762,25 @@ export interface components {
         };
         BackgroundJobUpdate: {
             priority: number;
+        };
+        JobFlow: {
+            flowId: string;
+            /** @description The flow's jobs by status (the whole flow, on every page). */
+            counts: {
+                pending?: number;
+                processing?: number;
+                succeeded?: number;
+                failed?: number;
+                dead?: number;
+                cancelled?: number;
+                waiting?: number;
+            };
+            total: number;
+            items: components["schemas"]["BackgroundJobDetail"][];
+            nextCursor: string | null;
+        };
+        JobFlowCancelResult: {
+            changed: number;
         };
         JobScheduleList: {
             items: components["schemas"]["JobSchedule"][];
@@ -4050,7 +4120,7 @@ export interface operations {
     adminListJobs: {
         parameters: {
             query?: {
-                status?: "pending" | "processing" | "succeeded" | "failed" | "dead" | "cancelled";
+                status?: "pending" | "processing" | "succeeded" | "failed" | "dead" | "cancelled" | "waiting";
                 kind?: string;
                 /** @description A group key (`groupKey`), e.g. a tenant id. */
                 group?: string;
@@ -4199,7 +4269,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The job. */
+            /** @description The job, with its result and the ids it depends on. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -4208,7 +4278,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["BackgroundJob"];
+                    "application/json": components["schemas"]["BackgroundJobDetail"];
                 };
             };
             /** @description `validation_failed` (the `errors` name the fields), `host_not_allowed` or `bad_request`. */
@@ -4977,6 +5047,263 @@ export interface operations {
             };
             /** @description `unsupported_media_type`: the body is not `application/json`. */
             415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: a rate-limit policy or security window is full; see `Retry-After`. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: an unexpected error (logged with the request id, never echoed). */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: a dependency (database, cache) is unavailable; try again later. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    adminGetFlow: {
+        parameters: {
+            query?: {
+                limit?: number;
+                cursor?: string;
+            };
+            header?: {
+                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                flowId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The flow. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobFlow"];
+                };
+            };
+            /** @description Invalid flow id or query. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: no, a malformed, an expired or a revoked token, session or API key (an API key on an admin route). */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: not a platform administrator (or a refused origin or CSRF token); `password_change_required`. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No flow with this id. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over `Server:MaxBodyBytes`. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: a rate-limit policy or security window is full; see `Retry-After`. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: an unexpected error (logged with the request id, never echoed). */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: a dependency (database, cache) is unavailable; try again later. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    adminCancelFlow: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                flowId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description How many jobs were cancelled. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobFlowCancelResult"];
+                };
+            };
+            /** @description Invalid flow id. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: no, a malformed, an expired or a revoked token, session or API key (an API key on an admin route). */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: not a platform administrator (or a refused origin or CSRF token); `password_change_required`. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No flow with this id. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over `Server:MaxBodyBytes`. */
+            413: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     RateLimit: components["headers"]["RateLimit"];
