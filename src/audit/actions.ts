@@ -190,7 +190,8 @@ const ACTIONS = {
     what: "A job, or a selection of jobs, was cancelled.",
     target: "`job` (id); none for a bulk cancel",
     details: "`count`, `jobKind`; a bulk cancel: `reason: bulk cancel`, `status`, `kind`",
-    writtenBy: "`cancelJob`, `cancelJobs` (through `jobAdminActed`)",
+    writtenBy:
+      "`cancelJob`, `cancelJobs`, `cancelFlow` (a flow cancel: a bulk cancel whose filter is the flow; through `jobAdminActed`)",
   },
   "job.priority_changed": {
     what: "A job's priority was changed.",

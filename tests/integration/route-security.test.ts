@@ -121,6 +121,7 @@ function sampleParams(route: Route): { path: Record<string, string>; query: Reco
     featureKey: "api_calls",
     key: "report.txt",
     deliveryId: crypto.randomUUID(),
+    flowId: crypto.randomUUID(),
   };
   const pick = (names: string[]) =>
     Object.fromEntries(
