@@ -5100,7 +5100,9 @@ export interface operations {
     adminGetFlow: {
         parameters: {
             query?: {
+                /** @description Items per page, 1–200 (default 50). */
                 limit?: number;
+                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
