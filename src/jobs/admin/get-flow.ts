@@ -5,8 +5,8 @@ import { withDatabase } from "../../db/operation.ts";
 import type { JobStatus } from "../../db/schema/jobs.ts";
 import { type Page, pageOf } from "../../pagination.ts";
 import type { JobDetail } from "./get-job.ts";
-import { jobCursor } from "./list-jobs.ts";
 import { type JobAdminDeps, type JobRow, toJobView } from "./job-view.ts";
+import { jobCursor } from "./list-jobs.ts";
 
 export interface FlowView extends Page<JobDetail> {
   flowId: string;
