@@ -53,6 +53,7 @@ import { adminWebhookRoutes, registerWebhookDocs, tenantWebhookRoutes } from "./
 import { wellKnownRoutes } from "./http/routes/well-known.ts";
 import { describeError } from "./redact.ts";
 import { windowPolicies } from "./security/windows.ts";
+import { testSendPolicies } from "./webhooks/test-webhook-endpoint.ts";
 
 /** Request headers allowed cross-origin when `Cors:Headers` is empty (Production requires the list). */
 const DEFAULT_CORS_HEADERS = ["content-type", "authorization", "x-request-id", "x-csrf-token", "x-tenant"];
@@ -118,6 +119,7 @@ export function createApp(deps: Deps) {
   for (const path of [...CREDENTIAL_PATHS, ...CONSOLE_CREDENTIAL_PATHS]) app.use(path, authLimit);
   for (const [path, kind] of Object.entries(WINDOW_KINDS))
     app.use(path, advertisePolicies(windowPolicies(deps.config.settings, kind)));
+  app.use("/api/tenant/webhooks/:id/test", advertisePolicies(testSendPolicies(deps.config.settings)));
   app.use(limitBody(deps.config.settings.Server.MaxBodyBytes));
   app.use(limitJsonDepth(MAX_JSON_DEPTH));
   // one guard for every operation: text PostgreSQL cannot store is a 400 naming the field, never a 500

@@ -182,5 +182,14 @@ export const securitySections = {
       ),
       WindowSeconds: int(1, 60, "Per-API-key rate-limit window."),
     }),
+    WebhookTest: z.object({
+      EndpointPermitLimit: int(
+        1,
+        5,
+        "Test sends (`POST /api/tenant/webhooks/{id}/test`) per webhook endpoint and window (docs/webhooks.md).",
+      ),
+      TenantPermitLimit: int(1, 20, "Test sends per tenant and window, all its endpoints together."),
+      WindowSeconds: int(1, 60, "The test-send limits' window."),
+    }),
   }),
 };

@@ -57,6 +57,7 @@ const V4_RANGES: V4Range[] = [
   cidr4("172.16.0.0", 12, "private"),
   cidr4("192.0.0.0", 24, "reserved"),
   cidr4("192.0.2.0", 24, "reserved"),
+  cidr4("192.88.99.0", 24, "reserved"), // the deprecated 6to4 relay anycast
   cidr4("192.168.0.0", 16, "private"),
   cidr4("198.18.0.0", 15, "reserved"),
   cidr4("198.51.100.0", 24, "reserved"),
@@ -103,11 +104,18 @@ function classifyV6(address: string): AddressRule | null {
   const embedded = () => b.slice(12, 16).join(".");
   if (zero(0, 15) && b[15] === 1) return "loopback";
   if (zero(0, 16)) return "unspecified";
-  // IPv4-mapped (::ffff:a.b.c.d), IPv4-compatible (::a.b.c.d) and NAT64 (64:ff9b::a.b.c.d) carry an IPv4 address
+  // IPv4-mapped (::ffff:a.b.c.d), IPv4-compatible (::a.b.c.d), SIIT IPv4-translated
+  // (::ffff:0:a.b.c.d, RFC 2765) and NAT64 (64:ff9b::a.b.c.d, RFC 6052) carry an IPv4 address
   if (zero(0, 10) && b[10] === 0xff && b[11] === 0xff) return classifyV4(embedded());
   if (zero(0, 12)) return classifyV4(embedded());
+  if (zero(0, 8) && b[8] === 0xff && b[9] === 0xff && zero(10, 12))
+    return classifyV4(embedded()) ?? "reserved";
   if (b[0] === 0x00 && b[1] === 0x64 && b[2] === 0xff && b[3] === 0x9b && zero(4, 12))
     return classifyV4(embedded());
+  // the local-use NAT64 prefix 64:ff9b:1::/48 (RFC 8215) is not globally reachable: refused whole,
+  // naming the embedded address's rule where the /96 form carries one
+  if (b[0] === 0x00 && b[1] === 0x64 && b[2] === 0xff && b[3] === 0x9b && b[4] === 0x00 && b[5] === 0x01)
+    return (zero(6, 12) ? classifyV4(embedded()) : null) ?? "reserved";
   // 6to4 (2002:a.b.c.d::/16) embeds an IPv4 address in bytes 2-5
   if (b[0] === 0x20 && b[1] === 0x02) return classifyV4(b.slice(2, 6).join("."));
   // fd00:ec2::254: the AWS instance metadata service over IPv6
@@ -126,8 +134,11 @@ function classifyV6(address: string): AddressRule | null {
   if (b[0] === 0xfe && ((b[1] ?? 0) & 0xc0) === 0xc0) return "unique_local"; // site-local (deprecated)
   if (b[0] === 0xff) return "multicast";
   if (b[0] === 0x20 && b[1] === 0x01 && b[2] === 0x0d && b[3] === 0xb8) return "reserved"; // documentation
-  if (b[0] === 0x20 && b[1] === 0x01 && b[2] === 0x00 && b[3] === 0x00) return "reserved"; // Teredo
-  if (b[0] === 0x01 && zero(1, 8)) return "reserved"; // discard-only 100::/64
+  // 2001::/23, IETF protocol assignments (Teredo, benchmarking, ORCHID, AMT, AS112 …): none a webhook
+  if (b[0] === 0x20 && b[1] === 0x01 && ((b[2] ?? 0) & 0xfe) === 0x00) return "reserved";
+  if (b[0] === 0x01 && zero(1, 6) && (zero(6, 8) || (b[6] === 0 && b[7] === 1))) return "reserved"; // 100::/64 discard-only, 100:0:0:1::/64 dummy
+  if (b[0] === 0x3f && b[1] === 0xff && ((b[2] ?? 0) & 0xf0) === 0x00) return "reserved"; // 3fff::/20 documentation
+  if (b[0] === 0x5f && b[1] === 0x00) return "reserved"; // 5f00::/16 SRv6 segment identifiers
   return null;
 }
 

@@ -191,7 +191,13 @@ const sendTest = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "webhooks:*
   tags,
   summary: "Send a `webhook.test` event to this endpoint.",
   request: { params: idParam },
-  responses: { 202: json("Queued for delivery.", testSent), 404: notFound },
+  responses: {
+    202: json("Queued for delivery.", testSent),
+    404: notFound,
+    429: problem(
+      "`rate_limited`: over the test sends of this endpoint (`webhooktest`) or of the tenant (`webhooktest-tenant`), `RateLimiting:WebhookTest`.",
+    ),
+  },
 });
 const deliveries = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "webhooks:*" }), {
   method: "get",
