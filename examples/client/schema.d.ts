@@ -8404,7 +8404,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `usage_limit_reached`: the upload would take the tenant past its `storage_bytes` limit (a suspended tenant's is 0). */
+            /** @description `usage_limit_reached`: the upload would take the tenant past its `storage_bytes` limit (a suspended tenant's is 0); `forbidden`: a member writing to a key another user's object is stored under. */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -12479,7 +12479,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `rate_limited`: a rate-limit policy or security window is full; see `Retry-After`. */
+            /** @description `rate_limited`: over the test sends of this endpoint (`webhooktest`) or of the tenant (`webhooktest-tenant`), `RateLimiting:WebhookTest`. */
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
