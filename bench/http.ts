@@ -220,7 +220,9 @@ for (const [i, target] of targets.entries()) {
   );
 }
 if (stages.length) {
-  console.log("\nWhere /api/auth/me's time goes (in process, CPU µs per request, least of 11 interleaved rounds):\n");
+  console.log(
+    "\nWhere /api/auth/me's time goes (in process, CPU µs per request, least of 11 interleaved rounds):\n",
+  );
   console.log("| stack | µs/request | this stage |");
   console.log("| --- | ---: | ---: |");
   let previous = 0;
