@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import type { z } from "zod";
 import type { Clock } from "../clock.ts";
 import { type Executor, execute, executePrepared } from "../db/client.ts";
+import { enqueueDebounced } from "./debounce.ts";
 import type { JobKind } from "./registry.ts";
 
 /** The NOTIFY channel an enqueue signals so idle job loops wake at once. */
@@ -40,6 +41,18 @@ export interface EnqueueOptions {
   tenantId?: string | null;
   /** Higher runs first (before fairness). Default 0. */
   priority?: number;
+  /**
+   * Trailing debounce: while a job with this `key` is pending (not yet started), enqueueing again
+   * replaces its payload and moves its start to `periodMs` from now, but never past `maxWaitMs`
+   * after the first of these enqueues. One run, with the last payload (src/jobs/debounce.ts).
+   */
+  debounce?: DebounceOptions;
+}
+
+export interface DebounceOptions {
+  key: string;
+  periodMs: number;
+  maxWaitMs?: number;
 }
 
 export interface EnqueueItem<S extends z.ZodType = z.ZodType> {
@@ -142,6 +155,7 @@ export async function enqueue<S extends z.ZodType>(
 ): Promise<{ id: number; created: boolean }> {
   const now = context.clock.now();
   const row = toRow(context, now, { job, payload, options } as EnqueueItem);
+  if (options.debounce) return enqueueDebounced(db, now, row, options.debounce);
   // the job holding the dedup key may finish between the insert and the look-up: then try again
   for (let attempt = 0; attempt < 3; attempt++) {
     const [id] = await insertRows(db, now, [row]);
@@ -163,7 +177,10 @@ export async function enqueueMany(
   items: EnqueueItem[],
 ): Promise<number[]> {
   const now = context.clock.now();
-  const rows = items.map((item) => toRow(context, now, item));
+  const rows = items.map((item) => {
+    if (item.options?.debounce) throw new Error("a debounced job is enqueued with enqueue, one at a time");
+    return toRow(context, now, item);
+  });
   const chunk = 5_000;
   if (rows.length <= chunk) return insertRows(db, now, rows);
   // several statements: all or nothing (a savepoint when `db` is already a transaction)
