@@ -1,6 +1,12 @@
 import { expect, test } from "bun:test";
 import { eq, sql } from "drizzle-orm";
-import { auditEvents, backgroundJobs, jobSchedules, users } from "../../src/db/schema/index.ts";
+import {
+  auditEvents,
+  backgroundJobs,
+  jobDependencies,
+  jobSchedules,
+  users,
+} from "../../src/db/schema/index.ts";
 import { startIntervalLoop } from "../../src/loops/interval-loop.ts";
 import { relaxedLimits, useTestApp } from "../helpers/app.ts";
 import { activeDomain, createTenant, createUser, PASSWORD, readyPlatformUser } from "../helpers/identity.ts";
@@ -375,4 +381,44 @@ test("every change through the console is an audit row naming the actor, and the
   const read = await get(viewerJar, "/console/audit?targetType=schedule");
   expect(read.status).toBe(200);
   expect(await read.text()).toContain("console-audited");
+});
+
+test("a flow is drawn in layers with each job's state and parents, a job shows its result, and the flow cancels", async () => {
+  const admin = await readyPlatformUser(app.db);
+  const jar = await signedIn(admin.email);
+  const flowId = crypto.randomUUID();
+  const [parent] = await app.db
+    .insert(backgroundJobs)
+    .values({
+      kind: "console.flow",
+      status: "succeeded",
+      flowId,
+      flowKey: "extract",
+      hasDependents: true,
+      result: { rows: 42 },
+    })
+    .returning({ id: backgroundJobs.id });
+  const [child] = await app.db
+    .insert(backgroundJobs)
+    .values({ kind: "console.flow", status: "waiting", flowId, flowKey: "load", waitingOn: 1 })
+    .returning({ id: backgroundJobs.id });
+  await app.db.insert(jobDependencies).values({ parentId: parent?.id ?? 0, childId: child?.id ?? 0 });
+  const page = await (await get(jar, `/console/flows/${flowId}`)).text();
+  expect(page).toMatch(
+    /Step 1<\/h2><ul><li><a href="\/console\/jobs\/\d+">extract<\/a> <span class="badge [^"]*">succeeded/,
+  );
+  expect(page).toMatch(
+    /Step 2<\/h2><ul><li><a href="\/console\/jobs\/\d+">load<\/a> <span class="badge [^"]*">waiting<\/span><br><span class="muted">after extract/,
+  );
+  const job = await (await get(jar, `/console/jobs/${parent?.id}`)).text();
+  expect(job).toContain("&quot;rows&quot;: 42");
+  expect(job).toContain(`href="/console/flows/${flowId}"`);
+  const cancelled = await post(jar, `/console/flows/${flowId}/cancel`, { csrf: await csrfOf(jar) });
+  expect(cancelled.status).toBe(303);
+  const [row] = await app.db
+    .select({ status: backgroundJobs.status })
+    .from(backgroundJobs)
+    .where(eq(backgroundJobs.id, child?.id ?? 0));
+  expect(row?.status).toBe("cancelled");
+  expect((await get(jar, `/console/flows/${crypto.randomUUID()}`)).status).toBe(404);
 });

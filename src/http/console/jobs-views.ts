@@ -173,6 +173,7 @@ ${
 <dt>Locked by</dt><dd>${job.lockedBy ?? "—"} ${job.lockedUntil ? html`until ${when(job.lockedUntil)}` : ""}</dd>
 <dt>Priority</dt><dd>${job.priority} <span class="muted">(higher runs first)</span></dd>
 <dt>Dedup key</dt><dd>${job.dedupKey ?? "—"}</dd>
+<dt>Flow</dt><dd>${job.flowId ? html`<a href="/console/flows/${job.flowId}">${job.flowKey ?? job.flowId}</a> <span class="muted">(${job.waitingOn} parents to go; a dead parent: ${job.onParentFailure})</span>` : "—"}</dd>
 </dl></section>
 <section class="card" aria-labelledby="h-history"><h2 id="h-history">History</h2><dl class="facts">
 <dt>Created</dt><dd>${when(job.createdAt)}</dd>
@@ -182,6 +183,8 @@ ${
 </div>
 <h2>Progress</h2>
 ${job.progress === null ? html`<p class="muted">Not reported.</p>` : html`<pre>${pretty(redactor.value(job.progress))}</pre>`}
+<h2>Result</h2>
+${job.result === null ? html`<p class="muted">None.</p>` : html`<pre>${pretty(redactor.value(job.result))}</pre>`}
 <h2>Last error</h2>
 ${job.lastError ? html`<pre>${job.lastError}</pre>` : html`<p class="muted">None.</p>`}
 <h2>Payload</h2>

@@ -2,9 +2,11 @@ import { Hono } from "hono";
 import type { JobStatus } from "../../db/schema/jobs.ts";
 import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
+import { cancelFlow } from "../../jobs/admin/cancel-flow.ts";
 import { cancelJob } from "../../jobs/admin/cancel-job.ts";
 import { cancelJobs } from "../../jobs/admin/cancel-jobs.ts";
 import { countBulkTargets } from "../../jobs/admin/count-bulk-targets.ts";
+import { getFlow } from "../../jobs/admin/get-flow.ts";
 import { getJob } from "../../jobs/admin/get-job.ts";
 import type { JobFilter } from "../../jobs/admin/job-filter.ts";
 import { jobStatuses } from "../../jobs/admin/job-view.ts";
@@ -15,6 +17,7 @@ import { setJobPriority } from "../../jobs/admin/set-job-priority.ts";
 import { listSchedules, putSchedule, runScheduleNow } from "../../jobs/schedules.ts";
 import { getTenantCodes, isUuid } from "../../tenancy/tenants.ts";
 import { ctxOf } from "../request-context.ts";
+import { flowView } from "./flows-views.ts";
 import {
   bulkConfirmView,
   type FilterFields,
@@ -147,6 +150,7 @@ export function jobPages(deps: Deps) {
   });
 
   singleJobRoutes(router, deps);
+  flowRoutes(router, deps);
   return router;
 }
 
@@ -196,6 +200,29 @@ function singleJobRoutes(router: Hono<ConsoleEnv>, deps: Deps): void {
     await cancelJob(deps, ctxOf(c, null), { id: Number(id) });
     consoleActed(deps, c, "job.cancelled", { type: "job", id });
     return seeOther(c, `/console/jobs/${id}?done=cancelled`);
+  });
+}
+
+/** A flow: its state drawn in layers, and cancel. */
+function flowRoutes(router: Hono<ConsoleEnv>, deps: Deps): void {
+  router.get("/console/flows/:flowId", async (c) => {
+    const flowId = c.req.param("flowId");
+    const flow = await getFlow(deps, ctxOf(c, null), { flowId, limit: 200, cursor: c.req.query("cursor") });
+    if (!flow) throw new AppError("not_found", "No flow with this id.");
+    const done =
+      c.req.query("done") === "cancelled" ? "The flow's unfinished jobs were cancelled." : undefined;
+    const body = flowView({ viewer: viewerOf(c), flow, done });
+    return pageResponse(
+      c,
+      layout({ title: `Flow ${flowId}`, section: "/console/jobs", viewer: viewerOf(c), body }),
+    );
+  });
+
+  router.post("/console/flows/:flowId/cancel", async (c) => {
+    const flowId = c.req.param("flowId");
+    await cancelFlow(deps, ctxOf(c, null), { flowId });
+    consoleActed(deps, c, "job.cancelled", { type: "flow", id: flowId });
+    return seeOther(c, `/console/flows/${flowId}?done=cancelled`);
   });
 }
 
