@@ -22,7 +22,9 @@ function layers(flow: FlowView): FlowView["items"][] {
   const out: FlowView["items"][] = [];
   for (const job of flow.items) {
     const d = depthOf(job.id, new Set());
-    (out[d] ??= []).push(job);
+    const layer = out[d] ?? [];
+    layer.push(job);
+    out[d] = layer;
   }
   return out.filter((layer) => layer !== undefined);
 }
