@@ -1,8 +1,9 @@
-import { asc, eq, inArray } from "drizzle-orm";
+import { and, asc, eq, inArray, sql } from "drizzle-orm";
+import { z } from "zod";
 import type { Ctx } from "../context.ts";
 import { type DatabaseDeps, withDatabase } from "../db/operation.ts";
 import { type FeatureKind, features, planFeatures, plans, type UsagePeriod } from "../db/schema/billing.ts";
-import type { Page } from "../pagination.ts";
+import { cursorCodec, type Page, type PageRequest } from "../pagination.ts";
 
 export interface PlanView {
   code: string;
@@ -21,14 +22,32 @@ export interface PlanView {
   }[];
 }
 
-/** The public plans with their features, in catalog order: one page, the catalog is small. */
-export async function listPlans(deps: DatabaseDeps, ctx: Ctx): Promise<Page<PlanView>> {
+/** A position in the catalog: the last plan's sort order and code (keyset). */
+const planCursor = cursorCodec(z.object({ sortOrder: z.number().int(), code: z.string().min(1).max(100) }));
+
+/** The public plans with their features, in catalog order, a page at a time. */
+export async function listPlans(deps: DatabaseDeps, ctx: Ctx, input: PageRequest): Promise<Page<PlanView>> {
+  const after = planCursor.decodeOptional(input.cursor);
   return withDatabase(deps, ctx, async (db) => {
-    const rows = await db
+    const fetched = await db
       .select()
       .from(plans)
-      .where(eq(plans.public, true))
-      .orderBy(asc(plans.sortOrder), asc(plans.code));
+      .where(
+        and(
+          eq(plans.public, true),
+          after === undefined
+            ? undefined
+            : sql`(${plans.sortOrder}, ${plans.code}) > (${after.sortOrder}, ${after.code})`,
+        ),
+      )
+      .orderBy(asc(plans.sortOrder), asc(plans.code))
+      .limit(input.limit + 1);
+    const rows = fetched.slice(0, input.limit);
+    const last = rows.at(-1);
+    const nextCursor =
+      fetched.length > input.limit && last
+        ? planCursor.encode({ sortOrder: last.sortOrder, code: last.code })
+        : null;
     if (rows.length === 0) return { items: [], nextCursor: null };
     const entries = await db
       .select({
@@ -58,6 +77,6 @@ export async function listPlans(deps: DatabaseDeps, ctx: Ctx): Promise<Page<Plan
       currency: plan.currency,
       features: entries.filter((e) => e.planCode === plan.code).map(({ planCode: _, ...e }) => e),
     }));
-    return { items, nextCursor: null };
+    return { items, nextCursor };
   });
 }

@@ -7,6 +7,7 @@ import { type Database, type Executor, execute } from "../db/client.ts";
 import { withDatabase, withTransaction } from "../db/operation.ts";
 import { type CatchUpPolicy, catchUpPolicies } from "../db/schema/jobs.ts";
 import { AppError } from "../errors.ts";
+import { cursorCodec, type Page, type PageRequest, pageOf } from "../pagination.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import { enqueue, enqueueMany } from "./enqueue.ts";
 import type { JobKind } from "./registry.ts";
@@ -233,7 +234,33 @@ function toView(row: ScheduleRow, now: Date): ScheduleView {
   };
 }
 
-/** Every schedule by name, each with its next run times. */
+/** A position in the schedule list: the last name seen (keyset). */
+const scheduleCursor = cursorCodec(z.object({ name: z.string().min(1).max(200) }));
+
+/** The schedules by name, each with its next run times, a page at a time. */
+export async function listSchedulePage(
+  deps: Pick<ScheduleDeps, "database" | "clock">,
+  ctx: Ctx,
+  input: PageRequest,
+): Promise<Page<ScheduleView>> {
+  const after = scheduleCursor.decodeOptional(input.cursor)?.name;
+  const rows = await withDatabase(deps, ctx, (db) =>
+    execute<ScheduleRow>(
+      db,
+      sql`select * from job_schedules where ${after === undefined ? sql`true` : sql`name > ${after}`} order by name limit ${input.limit + 1}`,
+    ),
+  );
+  const now = deps.clock.now();
+  return pageOf(
+    rows,
+    input.limit,
+    (row) => toView(row, now),
+    (row) => ({ name: row.name }),
+    scheduleCursor,
+  );
+}
+
+/** Every schedule by name, each with its next run times (the console's one page). */
 export async function listSchedules(
   deps: Pick<ScheduleDeps, "database" | "clock">,
   ctx: Ctx,

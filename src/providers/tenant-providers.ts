@@ -1,4 +1,5 @@
-import { and, asc, eq } from "drizzle-orm";
+import { and, asc, eq, gt } from "drizzle-orm";
+import { z } from "zod";
 import { recordAudit } from "../audit/record.ts";
 import type { Clock } from "../clock.ts";
 import type { TenantCtx } from "../context.ts";
@@ -12,7 +13,7 @@ import {
   tenantExternalProviders,
 } from "../db/schema/providers.ts";
 import { AppError } from "../errors.ts";
-import type { Page } from "../pagination.ts";
+import { cursorCodec, type Page, type PageRequest, pageOf } from "../pagination.ts";
 import type { TenantSecretKeyring } from "../security/tenant-secrets.ts";
 import { getTenant } from "../tenancy/tenants.ts";
 import { credentialValuePaths } from "./setting-values.ts";
@@ -145,17 +146,37 @@ export async function putTenantProvider(
   });
 }
 
-/** The ctx tenant's providers, one page (one per type at most). */
-export async function listTenantProviders(deps: DatabaseDeps, ctx: TenantCtx): Promise<Page<TenantProvider>> {
+/** A position in a tenant's provider list: the last type seen (keyset). */
+const providerCursor = cursorCodec(z.object({ type: z.enum(providerTypes) }));
+
+/** The ctx tenant's providers by type (one per type at most), a page at a time. */
+export async function listTenantProviders(
+  deps: DatabaseDeps,
+  ctx: TenantCtx,
+  input: PageRequest,
+): Promise<Page<TenantProvider>> {
+  const after = providerCursor.decodeOptional(input.cursor)?.type;
   await getTenant(deps, ctx, { tenantId: ctx.tenantId });
-  const items = await withDatabase(deps, ctx, (db) =>
+  const rows = await withDatabase(deps, ctx, (db) =>
     db
       .select(columns)
       .from(tenantExternalProviders)
-      .where(eq(tenantExternalProviders.tenantId, ctx.tenantId))
-      .orderBy(asc(tenantExternalProviders.type)),
+      .where(
+        and(
+          eq(tenantExternalProviders.tenantId, ctx.tenantId),
+          after === undefined ? undefined : gt(tenantExternalProviders.type, after),
+        ),
+      )
+      .orderBy(asc(tenantExternalProviders.type))
+      .limit(input.limit + 1),
   );
-  return { items, nextCursor: null };
+  return pageOf(
+    rows,
+    input.limit,
+    (row) => row,
+    (row) => ({ type: row.type }),
+    providerCursor,
+  );
 }
 
 /** Enables or disables the ctx tenant's provider of one type (404 when it has none). */

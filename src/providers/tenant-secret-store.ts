@@ -1,4 +1,5 @@
 import { and, asc, eq, gt, ne, sql } from "drizzle-orm";
+import { z } from "zod";
 import { recordAudit } from "../audit/record.ts";
 import type { Clock } from "../clock.ts";
 import type { Ctx, TenantCtx } from "../context.ts";
@@ -6,7 +7,7 @@ import { type Executor, execute } from "../db/client.ts";
 import { type DatabaseDeps, withDatabase, withTransaction } from "../db/operation.ts";
 import { tenantSecrets } from "../db/schema/secrets.ts";
 import { AppError } from "../errors.ts";
-import type { Page } from "../pagination.ts";
+import { cursorCodec, type Page, type PageRequest, pageOf } from "../pagination.ts";
 import {
   openSecret,
   sealSecret,
@@ -93,10 +94,18 @@ export async function putTenantSecret(
   });
 }
 
-/** Names, key ids and timestamps: never values. One page (a tenant has few). */
-export async function listTenantSecrets(deps: DatabaseDeps, ctx: TenantCtx): Promise<Page<TenantSecretInfo>> {
+/** A position in a tenant's secret list: the last name seen (keyset). */
+const secretCursor = cursorCodec(z.object({ name: z.string().min(1).max(200) }));
+
+/** Names, key ids and timestamps, never values: by name, a page at a time. */
+export async function listTenantSecrets(
+  deps: DatabaseDeps,
+  ctx: TenantCtx,
+  input: PageRequest,
+): Promise<Page<TenantSecretInfo>> {
+  const after = secretCursor.decodeOptional(input.cursor)?.name;
   await getTenant(deps, ctx, { tenantId: ctx.tenantId });
-  const items = await withDatabase(deps, ctx, (db) =>
+  const rows = await withDatabase(deps, ctx, (db) =>
     db
       .select({
         name: tenantSecrets.name,
@@ -105,10 +114,22 @@ export async function listTenantSecrets(deps: DatabaseDeps, ctx: TenantCtx): Pro
         updatedAt: tenantSecrets.updatedAt,
       })
       .from(tenantSecrets)
-      .where(eq(tenantSecrets.tenantId, ctx.tenantId))
-      .orderBy(asc(tenantSecrets.name)),
+      .where(
+        and(
+          eq(tenantSecrets.tenantId, ctx.tenantId),
+          after === undefined ? undefined : gt(tenantSecrets.name, after),
+        ),
+      )
+      .orderBy(asc(tenantSecrets.name))
+      .limit(input.limit + 1),
   );
-  return { items, nextCursor: null };
+  return pageOf(
+    rows,
+    input.limit,
+    (row) => row,
+    (row) => ({ name: row.name }),
+    secretCursor,
+  );
 }
 
 export async function deleteTenantSecret(

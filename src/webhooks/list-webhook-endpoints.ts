@@ -3,40 +3,39 @@ import { z } from "zod";
 import type { TenantCtx } from "../context.ts";
 import { withDatabase } from "../db/operation.ts";
 import { webhookEndpoints } from "../db/schema/index.ts";
-import { cursorCodec, type Page, pageOf } from "../pagination.ts";
+import { cursorCodec, type Page, type PageRequest, pageOf } from "../pagination.ts";
 import { getTenant } from "../tenancy/tenants.ts";
 import { endpointView, type WebhookDeps, type WebhookEndpointView } from "./endpoints.ts";
 
 const endpointCursor = cursorCodec(z.object({ createdAt: z.iso.datetime(), id: z.uuid() }));
 
 /**
- * The ctx's tenant's endpoints, newest first (no secrets); every one of them unless `limit` is
- * given. 404 for an unknown tenant.
+ * The ctx's tenant's endpoints, newest first (no secrets), a page at a time. 404 for an unknown
+ * tenant. The keyset compares creation times at the millisecond the cursor carries, on both sides.
  */
 export async function listWebhookEndpoints(
   deps: Pick<WebhookDeps, "database">,
   ctx: TenantCtx,
-  input: { limit?: number; cursor?: string } = {},
+  input: PageRequest,
 ): Promise<Page<WebhookEndpointView>> {
   const after = endpointCursor.decodeOptional(input.cursor);
   await getTenant(deps, ctx, { tenantId: ctx.tenantId });
-  const rows = await withDatabase(deps, ctx, (db) => {
-    const query = db
+  const createdMs = sql`date_trunc('milliseconds', ${webhookEndpoints.createdAt})`;
+  const rows = await withDatabase(deps, ctx, (db) =>
+    db
       .select()
       .from(webhookEndpoints)
       .where(
         and(
           eq(webhookEndpoints.tenantId, ctx.tenantId),
           after
-            ? sql`(${webhookEndpoints.createdAt} < ${after.createdAt}::timestamptz or (${webhookEndpoints.createdAt} = ${after.createdAt}::timestamptz and ${webhookEndpoints.id} > ${after.id}::uuid))`
+            ? sql`(${createdMs} < ${after.createdAt}::timestamptz or (${createdMs} = ${after.createdAt}::timestamptz and ${webhookEndpoints.id} > ${after.id}::uuid))`
             : undefined,
         ),
       )
-      .orderBy(desc(webhookEndpoints.createdAt), webhookEndpoints.id)
-      .$dynamic();
-    return input.limit === undefined ? query : query.limit(input.limit + 1);
-  });
-  if (input.limit === undefined) return { items: rows.map(endpointView), nextCursor: null };
+      .orderBy(desc(createdMs), webhookEndpoints.id)
+      .limit(input.limit + 1),
+  );
   return pageOf(
     rows,
     input.limit,

@@ -103,7 +103,9 @@ describe("resolveProvider: tenant row × global default", () => {
       secretRefs: {},
     });
     expect(await resolveProvider(t.database.db, b.id, "sms", null)).toBeNull();
-    expect((await listTenantProviders(providerDeps(), systemCtx("test", b.id))).items).toEqual([]);
+    expect((await listTenantProviders(providerDeps(), systemCtx("test", b.id), { limit: 50 })).items).toEqual(
+      [],
+    );
   });
 
   test("settings that look secret are refused; secrets are referenced by name and read server-side", async () => {

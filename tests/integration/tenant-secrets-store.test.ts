@@ -46,7 +46,7 @@ describe("tenant secrets in PostgreSQL", () => {
     expect(row?.ciphertext).not.toContain("tok-AAA");
     expect(Buffer.from(row?.ciphertext ?? "", "base64").toString("utf8")).not.toContain("tok-AAA");
 
-    const listed = await listTenantSecrets(t, systemCtx("test", tenant.id));
+    const listed = await listTenantSecrets(t, systemCtx("test", tenant.id), { limit: 50 });
     expect(listed.items).toEqual([{ name: "sms.token", keyId: "k1", createdAt: now(), updatedAt: now() }]);
     expect(JSON.stringify(listed)).not.toContain("tok-AAA");
     expect(await readTenantSecret(t.database.db, keys, tenant.id, "sms.token")).toBe("tok-AAA");
@@ -93,7 +93,9 @@ describe("tenant secrets in PostgreSQL", () => {
       ).rejects.toMatchObject({
         code: "not_found",
       });
-      await expect(listTenantSecrets(t, systemCtx("test", id))).rejects.toMatchObject({ code: "not_found" });
+      await expect(listTenantSecrets(t, systemCtx("test", id), { limit: 50 })).rejects.toMatchObject({
+        code: "not_found",
+      });
     }
   });
 

@@ -85,8 +85,8 @@ async function loadTenantDetail(deps: Deps, ctx: Ctx, input: { tenantId: string 
     getSubscription(deps, tenantCtx),
     getUsageReport(deps, tenantCtx),
     listTenantUsers(deps, tenantCtx, { limit: 100 }),
-    listCustomDomains(deps, tenantCtx).then((page) => page.items),
-    listWebhookEndpoints(deps, tenantCtx).then((page) => page.items),
+    listCustomDomains(deps, tenantCtx, { limit: 100 }).then((page) => page.items),
+    listWebhookEndpoints(deps, tenantCtx, { limit: 100 }).then((page) => page.items),
   ]);
   return { tenant, subscription, usage, users, domains, endpoints };
 }

@@ -8,7 +8,7 @@ import {
   type TenantProvider,
   updateTenantProviderStatus,
 } from "../../providers/tenant-providers.ts";
-import { apiRoute, json, jsonBody, page, problem } from "../openapi.ts";
+import { apiRoute, json, jsonBody, page, pageQuery, problem } from "../openapi.ts";
 import { adminCtxOf, createRouter } from "../request-context.ts";
 
 const providerSchema = z
@@ -61,10 +61,10 @@ const list = apiRoute("platform", {
   operationId: "adminListProviders",
   tags: ["admin"],
   summary: "List the tenant's providers.",
-  request: { params: params.pick({ tenantId: true }) },
+  request: { params: params.pick({ tenantId: true }), query: z.object(pageQuery) },
   responses: {
     200: json(
-      "The providers, one page (`nextCursor` is always null: one per type).",
+      "The providers by type (one per type at most), a page at a time.",
       page(providerSchema).openapi("ProviderList"),
     ),
     404: problem("No such tenant."),
@@ -109,7 +109,8 @@ export function adminProviderRoutes(deps: Deps) {
       return c.json(view(row), 200);
     })
     .openapi(list, async (c) => {
-      const found = await listTenantProviders(deps, adminCtxOf(c, c.req.valid("param").tenantId));
+      const ctx = adminCtxOf(c, c.req.valid("param").tenantId);
+      const found = await listTenantProviders(deps, ctx, c.req.valid("query"));
       return c.json({ items: found.items.map(view), nextCursor: found.nextCursor }, 200);
     })
     .openapi(disable, async (c) => {

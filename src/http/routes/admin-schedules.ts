@@ -3,11 +3,11 @@ import type { Deps } from "../../deps.ts";
 import {
   catchUpPolicies,
   deleteSchedule,
-  listSchedules,
+  listSchedulePage,
   putSchedule,
   runScheduleNow,
 } from "../../jobs/schedules.ts";
-import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
+import { apiRoute, json, jsonBody, page, pageQuery, problem } from "../openapi.ts";
 import { createRouter, ctxOf } from "../request-context.ts";
 
 const schedule = z
@@ -45,9 +45,10 @@ const list = apiRoute("platform", {
   path: "/api/admin/schedules",
   operationId: "adminListSchedules",
   tags: ["admin"],
-  summary: "List the recurring schedules with their next run times.",
+  summary: "List the recurring schedules by name, with their next run times, a page at a time.",
+  request: { query: z.object(pageQuery) },
   responses: {
-    200: json("Every schedule, by name.", z.object({ items: z.array(schedule) }).openapi("JobScheduleList")),
+    200: json("A page of schedules, by name.", page(schedule).openapi("JobScheduleList")),
   },
 });
 
@@ -109,7 +110,7 @@ const run = apiRoute("platform", {
 export function adminScheduleRoutes(deps: Deps) {
   return createRouter()
     .openapi(list, async (c) => {
-      return c.json({ items: await listSchedules(deps, ctxOf(c, null)) }, 200);
+      return c.json(await listSchedulePage(deps, ctxOf(c, null), c.req.valid("query")), 200);
     })
     .openapi(put, async (c) => {
       const { schedule: view, created } = await putSchedule(deps, ctxOf(c, null), {

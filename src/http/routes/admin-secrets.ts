@@ -6,7 +6,7 @@ import {
   putTenantSecret,
   type TenantSecretInfo,
 } from "../../providers/tenant-secret-store.ts";
-import { apiRoute, json, jsonBody, page, problem } from "../openapi.ts";
+import { apiRoute, json, jsonBody, page, pageQuery, problem } from "../openapi.ts";
 import { adminCtxOf, createRouter } from "../request-context.ts";
 
 const params = z.object({
@@ -42,9 +42,9 @@ const list = apiRoute("platform", {
   operationId: "adminListSecrets",
   tags: ["admin"],
   summary: "List the tenant's secrets: names, key ids and timestamps, never values.",
-  request: { params: params.pick({ tenantId: true }) },
+  request: { params: params.pick({ tenantId: true }), query: z.object(pageQuery) },
   responses: {
-    200: json("The secrets, without values.", page(secretInfo).openapi("TenantSecretList")),
+    200: json("The secrets by name, without values.", page(secretInfo).openapi("TenantSecretList")),
     404: problem("No such tenant."),
   },
 });
@@ -85,7 +85,8 @@ export function adminSecretRoutes(deps: Deps) {
       return c.body(null, 204);
     })
     .openapi(list, async (c) => {
-      const found = await listTenantSecrets(deps, adminCtxOf(c, c.req.valid("param").tenantId));
+      const ctx = adminCtxOf(c, c.req.valid("param").tenantId);
+      const found = await listTenantSecrets(deps, ctx, c.req.valid("query"));
       return c.json({ items: found.items.map(view), nextCursor: found.nextCursor }, 200);
     })
     .openapi(remove, async (c) => {

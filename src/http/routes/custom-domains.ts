@@ -7,7 +7,7 @@ import { getTlsPermission } from "../../custom-domains/get-tls-permission.ts";
 import { listCustomDomains } from "../../custom-domains/list-custom-domains.ts";
 import type { Deps } from "../../deps.ts";
 import { type Access, tenantAccess } from "../access.ts";
-import { apiRoute, json, jsonBody, problem, tenantIdParam } from "../openapi.ts";
+import { apiRoute, json, jsonBody, page, pageQuery, problem, tenantIdParam } from "../openapi.ts";
 import { adminCtxOf, anonymousCtxOf, createRouter, tenantCtxOf } from "../request-context.ts";
 
 const domainSchema = z
@@ -51,7 +51,7 @@ const domainSchema = z
     createdAt: z.string(),
   })
   .openapi("TenantDomain");
-const domainList = z.object({ items: z.array(domainSchema) }).openapi("TenantDomainList");
+const domainList = page(domainSchema).openapi("TenantDomainList");
 const newDomain = z
   .object({ hostname: z.string().min(1).max(300).openapi({ example: "app.customer.example" }) })
   .openapi("NewTenantDomain");
@@ -93,8 +93,8 @@ function routes<P extends z.ZodRawShape>(
       path: base,
       operationId: `${tag === "admin" ? "admin" : "tenant"}ListDomains`,
       tags: [tag],
-      summary: "List the tenant's custom domains.",
-      request: { params },
+      summary: "List the tenant's custom domains, newest first, a page at a time.",
+      request: { params, query: z.object(pageQuery) },
       responses: { 200: json("The domains.", domainList), 404: problem("No such tenant.") },
     }),
     show: apiRoute(access.read, {
@@ -151,8 +151,8 @@ export function adminDomainRoutes(deps: Deps) {
         return c.json(await createCustomDomain(deps, adminCtxOf(c, tenantId), input), 201);
       })
       .openapi(admin.list, async (c) => {
-        const { items } = await listCustomDomains(deps, adminCtxOf(c, c.req.valid("param").tenantId));
-        return c.json({ items }, 200);
+        const ctx = adminCtxOf(c, c.req.valid("param").tenantId);
+        return c.json(await listCustomDomains(deps, ctx, c.req.valid("query")), 200);
       })
       .openapi(admin.show, async (c) => {
         const { tenantId, id } = c.req.valid("param");
@@ -182,8 +182,7 @@ export function tenantDomainRoutes(deps: Deps) {
       return c.json(await createCustomDomain(deps, tenantCtxOf(c), { hostname }), 201);
     })
     .openapi(tenant.list, async (c) => {
-      const { items } = await listCustomDomains(deps, tenantCtxOf(c));
-      return c.json({ items }, 200);
+      return c.json(await listCustomDomains(deps, tenantCtxOf(c), c.req.valid("query")), 200);
     })
     .openapi(tenant.show, async (c) =>
       c.json(await getCustomDomain(deps, tenantCtxOf(c), { id: c.req.valid("param").id }), 200),

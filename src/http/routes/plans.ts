@@ -2,7 +2,7 @@ import { z } from "@hono/zod-openapi";
 import { listPlans } from "../../billing/list-plans.ts";
 import type { Deps } from "../../deps.ts";
 import { outputCacheFor } from "../middleware/output-cache.ts";
-import { apiRoute, json, page } from "../openapi.ts";
+import { apiRoute, json, page, pageQuery } from "../openapi.ts";
 import { anonymousCtxOf, createRouter } from "../request-context.ts";
 
 const planSchema = z
@@ -31,7 +31,8 @@ const plansRoute = apiRoute("public", {
   path: "/api/plans",
   operationId: "listPlans",
   tags: ["billing"],
-  summary: "The public plan catalog.",
+  summary: "The public plan catalog, in catalog order, a page at a time.",
+  request: { query: z.object(pageQuery) },
   responses: {
     200: json("Public plans with their features.", page(planSchema).openapi("PlanList")),
   },
@@ -43,6 +44,6 @@ export function planRoutes(deps: Deps) {
   router.use("/api/plans", outputCacheFor(deps));
   return router.openapi(plansRoute, async (c) => {
     c.header("cache-control", "public, max-age=60");
-    return c.json(await listPlans(deps, anonymousCtxOf(c)), 200);
+    return c.json(await listPlans(deps, anonymousCtxOf(c), c.req.valid("query")), 200);
   });
 }

@@ -50,7 +50,7 @@ const endpointWithSecret = z
     }),
   })
   .openapi("WebhookEndpointSecret");
-const endpointList = z.object({ items: z.array(endpointSchema) }).openapi("WebhookEndpointList");
+const endpointList = page(endpointSchema).openapi("WebhookEndpointList");
 const newEndpoint = z
   .object({
     url: z.string().min(1).max(2000).openapi({ example: "https://hooks.customer.example/plinth" }),
@@ -139,7 +139,8 @@ const list = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "webhooks:*" })
   path: BASE,
   operationId: "tenantListWebhookEndpoints",
   tags,
-  summary: "List the tenant's webhook endpoints.",
+  summary: "List the tenant's webhook endpoints, newest first, a page at a time.",
+  request: { query: z.object(pageQuery) },
   responses: { 200: json("The endpoints.", endpointList) },
 });
 const show = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "webhooks:*" }), {
@@ -236,7 +237,7 @@ const adminList = apiRoute("platform", {
   operationId: "adminListWebhookEndpoints",
   tags: ["admin"],
   summary: "A tenant's webhook endpoints (no secrets).",
-  request: { params: tenantIdParam },
+  request: { params: tenantIdParam, query: z.object(pageQuery) },
   responses: { 200: json("The endpoints.", endpointList), 404: problem("No such tenant.") },
 });
 
@@ -247,8 +248,7 @@ export function tenantWebhookRoutes(deps: Deps) {
       c.json(await createWebhookEndpoint(deps, tenantCtxOf(c), c.req.valid("json")), 201),
     )
     .openapi(list, async (c) => {
-      const { items } = await listWebhookEndpoints(deps, tenantCtxOf(c));
-      return c.json({ items }, 200);
+      return c.json(await listWebhookEndpoints(deps, tenantCtxOf(c), c.req.valid("query")), 200);
     })
     .openapi(show, async (c) =>
       c.json(await getWebhookEndpoint(deps, tenantCtxOf(c), { id: c.req.valid("param").id }), 200),
@@ -293,8 +293,7 @@ export function tenantWebhookRoutes(deps: Deps) {
 export function adminWebhookRoutes(deps: Deps) {
   return createRouter().openapi(adminList, async (c) => {
     const { tenantId } = c.req.valid("param");
-    const { items } = await listWebhookEndpoints(deps, adminCtxOf(c, tenantId));
-    return c.json({ items }, 200);
+    return c.json(await listWebhookEndpoints(deps, adminCtxOf(c, tenantId), c.req.valid("query")), 200);
   });
 }
 
