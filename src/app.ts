@@ -214,14 +214,20 @@ export function createApp(deps: Deps) {
         "Multi-tenant SaaS API foundation. Every error is `application/problem+json` (the `Problem` schema). " +
         "A method a path does not answer gets 405 `method_not_allowed` with `Allow`; an unknown path 404.",
       // `identifier` is OpenAPI 3.1 (SPDX); the generator's LicenseObject type predates it
-      license: { name: "Proprietary", identifier: "LicenseRef-Proprietary" } as { name: string },
+      license: { name: "MIT", identifier: "MIT" } as { name: string },
       contact: { name: "Plinth maintainers" },
     },
-    servers: [{ url: "/", description: "The host that serves this document." }],
     tags: DOCUMENT_TAGS,
   };
+  // `servers` is an absolute URL, so a generated client needs no hand-set base URL: the configured
+  // public base URL, else the origin the document was requested at (a host the host check allowed)
+  const publicBaseUrl = settings.Server.PublicBaseUrl?.replace(/\/+$/, "");
   // a public operation like the others, its access declared (registerDocumentRoutes describes it)
-  app.get("/api/openapi.json", guardOf("public"), (c) => c.json(app.getOpenAPI31Document(document)));
+  app.get("/api/openapi.json", guardOf("public"), (c) => {
+    const url = publicBaseUrl ?? new URL(c.req.url).origin;
+    const servers = [{ url, description: "The API's base URL." }];
+    return c.json(app.getOpenAPI31Document({ ...document, servers }));
+  });
   // a reference page over the document above, its viewer served from here (no CDN)
   app.route("/", docsRoutes());
   // the operator console: server-rendered pages for platform staff (docs/console.md)

@@ -36,8 +36,10 @@ export function createRedactor(secretValues: Iterable<string>): Redactor {
     // a tenant API key, anywhere (a URL, an error, a pasted header): its id part stays readable
     if (out.includes("plk_"))
       out = out.replace(
-        /plk_([0-9A-Za-z]{12})_[0-9A-Za-z]+|plk_[0-9A-Za-z_-]{12,}/g,
-        (_whole, id?: string) => (id ? `plk_${id}_${REDACTED}` : `plk_${REDACTED}`),
+        /plk_([0-9A-Za-z]{12})(?:_[0-9A-Za-z]+|(?![0-9A-Za-z_-]))|plk_[0-9A-Za-z_-]{12,}/g,
+        // the bare id part (a key's `prefix`, 16 characters) is no secret: kept whole
+        (whole: string, id?: string) =>
+          id ? (whole.length === 16 ? whole : `plk_${id}_${REDACTED}`) : `plk_${REDACTED}`,
       );
     if (out.includes("Bearer") || out.includes("Basic")) {
       out = out.replace(/\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}/g, `$1 ${REDACTED}`);

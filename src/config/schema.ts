@@ -99,6 +99,18 @@ export const configSchema = z.object({
       25,
       "On SIGTERM, how long in-flight requests and jobs may run before the process exits.",
     ),
+    PublicBaseUrl: z
+      .url({ protocol: /^https?$/ })
+      .nullable()
+      .default(null)
+      .meta({
+        description:
+          "The API's public base URL (`https://api.example.com`), the `servers` entry of the OpenAPI document; unset: the origin the document is requested at.",
+      }),
+    ReusePort: flag(
+      false,
+      "Share the port with other processes (SO_REUSEPORT, Linux). Off: a second API on a port already served fails at start with `EADDRINUSE`.",
+    ),
   }),
   Configuration: z.object({
     AllowUnknownKeys: flag(

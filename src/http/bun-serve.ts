@@ -39,6 +39,8 @@ export function bunServeOptions(app: App, deps: Deps) {
   return {
     ...(liveness ? { routes: { [LIVENESS_PATH]: { GET: liveness } } } : {}),
     development: false,
+    // a port another process already serves is a start-up failure, not a silent share
+    reusePort: deps.config.settings.Server.ReusePort,
     // the socket peer is the client IP's starting point (http/client-ip.ts)
     fetch: (req: Request, server: Server<undefined>) => {
       const request = req.url.startsWith("/") ? new Request(`${NO_HOST_ORIGIN}${req.url}`, req) : req;

@@ -99,6 +99,11 @@ const HEADERS = {
     schema: { type: "string" as const },
   },
   Allow: { description: "The methods the resource answers.", schema: { type: "string" as const } },
+  Location: {
+    description: "The created resource's path (relative to this API's base URL).",
+    required: true,
+    schema: { type: "string" as const },
+  },
   "Set-Cookie": {
     description:
       "The browser session cookie `__Host-plinth_session` (HttpOnly, Secure, path /), set or cleared.",
@@ -197,8 +202,9 @@ export function commonErrors(access: Access, options: { body: boolean }) {
   return errors;
 }
 
-function headersFor(access: Access, status: number, cookies: boolean) {
+function headersFor(access: Access, status: number, cookies: boolean, location = false) {
   const names: HeaderName[] = ["X-Request-Id"];
+  if (status === 201 && location) names.push("Location");
   if (access !== "probe") names.push("RateLimit", "RateLimit-Policy");
   if (status === 401) names.push("WWW-Authenticate");
   if (status === 429 || status === 503) names.push("Retry-After");
@@ -206,11 +212,11 @@ function headersFor(access: Access, status: number, cookies: boolean) {
   return Object.fromEntries(names.map((name) => [name, ref("headers", name)]));
 }
 
-function withHeaders(access: Access, responses: Record<string, object>, cookies = false) {
+function withHeaders(access: Access, responses: Record<string, object>, cookies = false, location = false) {
   return Object.fromEntries(
     Object.entries(responses).map(([status, response]) => [
       status,
-      { ...response, headers: headersFor(access, Number(status), cookies) },
+      { ...response, headers: headersFor(access, Number(status), cookies, location) },
     ]),
   );
 }
@@ -222,14 +228,14 @@ type ApiRouteConfig = RouteConfig & { operationId: string; tags: string[]; summa
  * (src/http/access.ts) becomes the route's guard (its first middleware: after `authenticate`, before
  * validation), its `security`, and its row in docs/roles.md. Also the common error answers
  * (`commonErrors`), the response headers (`X-Request-Id`, the rate-limit headers, `WWW-Authenticate`
- * on 401, `Retry-After` on 429 and 503, `Set-Cookie` where `cookies`) and the request headers read
+ * on 401, `Retry-After` on 429 and 503, `Set-Cookie` where `cookies`, `Location` on the 201 where `location`) and the request headers read
  * (`X-Request-Id`; `X-Tenant` under /api/auth/). The route's own responses override the common ones
  * of the same status. The handler's type is the config's own.
  */
 export function apiRoute<const R extends ApiRouteConfig>(
   access: Access,
   config: R,
-  options: { cookies?: boolean } = {},
+  options: { cookies?: boolean; location?: boolean } = {},
 ): R {
   const { method, path } = config;
   const body = config.request?.body !== undefined;
@@ -237,6 +243,7 @@ export function apiRoute<const R extends ApiRouteConfig>(
     access,
     { ...commonErrors(access, { body }), ...config.responses },
     options.cookies,
+    options.location,
   );
   const parameters = [ref("parameters", "RequestId")];
   if (path.startsWith("/api/auth/")) parameters.push(ref("parameters", "TenantCode"));
@@ -302,6 +309,25 @@ export function registerDocumentRoutes(app: Pick<OpenAPIHono, "openAPIRegistry">
         description: "The document.",
         headers,
         content: { "application/json": { schema: { $ref: "#/components/schemas/OpenApiDocument" } } },
+      },
+      ...withHeaders("public", commonErrors("public", { body: false }), false),
+    },
+  });
+  app.openAPIRegistry.registerComponent("schemas", "Favicon", {
+    type: "string",
+    description: "An SVG image.",
+  });
+  app.openAPIRegistry.registerPath({
+    ...meta,
+    method: "get",
+    path: "/favicon.ico",
+    operationId: "getFavicon",
+    summary: "The icon of the console and the reference page (SVG).",
+    responses: {
+      200: {
+        description: "The icon.",
+        headers,
+        content: { "image/svg+xml": { schema: { $ref: "#/components/schemas/Favicon" } } },
       },
       ...withHeaders("public", commonErrors("public", { body: false }), false),
     },

@@ -62,6 +62,9 @@ export function problemJson(c: Context, error: AppError): Response {
   if (error.rateLimit)
     headers.ratelimit = `"${error.rateLimit.policy}";r=0;t=${error.rateLimit.resetSeconds}`;
   if (error instanceof HttpError) Object.assign(headers, error.headers);
+  // every 401 carries a challenge (RFC 9110 §15.5.2), the sign-in and webhook refusals too: those
+  // that did not set their own get the bare bearer challenge of RFC 6750 §3
+  if (status === 401) headers["www-authenticate"] ??= 'Bearer realm="plinth"';
   return c.json(body, status, headers);
 }
 

@@ -279,10 +279,15 @@ export async function listSchedules(
 export async function putSchedule(
   deps: Pick<ScheduleDeps, "database" | "clock">,
   ctx: Ctx,
-  input: { name: string } & ScheduleSpec,
+  input: { name: string; knownKinds?: readonly string[] } & ScheduleSpec,
 ): Promise<{ schedule: ScheduleView; created: boolean }> {
-  const { name, ...spec } = input;
+  const { name, knownKinds, ...spec } = input;
   const s = normalise(name, spec);
+  // a kind no handler is registered for would queue a job no process ever runs, every slot
+  if (knownKinds && !knownKinds.includes(s.kind))
+    throw new AppError("validation_failed", "No handler is registered for this job kind.", {
+      fields: [{ path: "kind", message: `not a known job kind: one of ${knownKinds.join(", ")}` }],
+    });
   const now = deps.clock.now();
   const at = sql`${now.toISOString()}::timestamptz`;
   const row = await withTransaction(deps, ctx, async (tx, ctx) => {

@@ -1,7 +1,7 @@
 import { AUDIT_PRUNE, auditPruneWorker } from "../audit/prune-job.ts";
 import { billingJobs } from "../billing/notifications.ts";
 import type { Deps } from "../deps.ts";
-import { createJobRegistry } from "../jobs/registry.ts";
+import { createJobRegistry, systemNoop } from "../jobs/registry.ts";
 import { defineSchedule } from "../jobs/schedules.ts";
 import { pruneSchedule, webhookJobs } from "../webhooks/delivery-prune.ts";
 import { type Background, startBackground } from "./background.ts";
@@ -13,6 +13,12 @@ import { usageReconciliationLoop } from "./usage-reconciliation-loop.ts";
 /** Audit retention (docs/audit.md): the `audit.prune` job, seeded to run daily at 03:17 UTC. */
 export const AUDIT_PRUNE_SCHEDULE = defineSchedule(AUDIT_PRUNE, { cron: "17 3 * * *", kind: AUDIT_PRUNE });
 
+/** Plinth's own job workers, the ones an API process runs. */
+export const API_JOB_WORKERS = [...billingJobs, ...webhookJobs, auditPruneWorker];
+
+/** The job kinds an API process has a handler for (`system.noop` included): what a schedule may enqueue. */
+export const API_JOB_KINDS: readonly string[] = [systemNoop.kind, ...API_JOB_WORKERS.map((w) => w.kind.kind)];
+
 /**
  * The background work of an API process (src/lifecycle.ts, under Bun and Deno alike): the job
  * loop with Plinth's own job workers, each bound to this process's deps (webhook deliveries among
@@ -21,7 +27,7 @@ export const AUDIT_PRUNE_SCHEDULE = defineSchedule(AUDIT_PRUNE, { cron: "17 3 * 
  */
 export function startApiBackground(deps: Deps): Promise<Background> {
   return startBackground(deps, {
-    registry: createJobRegistry().add(deps, [...billingJobs, ...webhookJobs, auditPruneWorker]),
+    registry: createJobRegistry().add(deps, API_JOB_WORKERS),
     loops: {
       tenantDomains: tenantDomainsLoop,
       subscriptions: subscriptionsLoop(),

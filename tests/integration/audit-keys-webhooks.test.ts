@@ -63,7 +63,9 @@ test("API keys: created, used for the first time (by the key), rolled, revoked; 
     ["api_key.rolled", "user", o.owner.id, issued.id],
     ["api_key.revoked", "user", o.owner.id, issued.id],
   ]);
-  expect(events[0]?.details).toMatchObject({ name: "ci", scopes: ["users:read"] });
+  // the key's public id part stays readable in the audit trail; its secret part is never there
+  expect(events[0]?.details).toMatchObject({ name: "ci", scopes: ["users:read"], prefix: issued.prefix });
+  expect(issued.prefix).toMatch(/^plk_[0-9A-Za-z]{12}$/);
   expect(events[2]?.details).toMatchObject({ graceSeconds: 60 });
   const [refused] = await eventsOf(o.id, "authorization.refused");
   expect(refused).toMatchObject({ actor_type: "apiKey", actor_id: issued.id });

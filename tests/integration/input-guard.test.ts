@@ -21,7 +21,7 @@ test("a NUL in a JSON string is a 400 naming the field, not a 500 from PostgreSQ
   await refused(
     await app.request("/api/admin/schedules/nightly", {
       ...json(
-        { cron: "* * * * *", kind: "webhook.deliver", payload: { deep: ["ok", "a\u0000"] } },
+        { cron: "* * * * *", kind: "system.noop", payload: { deep: ["ok", "a\u0000"] } },
         admin.headers,
       ),
       method: "PUT",

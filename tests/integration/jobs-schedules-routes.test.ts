@@ -47,6 +47,18 @@ test("an invalid cron or time zone is a 400 naming the field", async () => {
   expect((await app.request("/api/admin/schedules", bearer(admin))).status).toBe(200);
 });
 
+test("a kind no handler is registered for is a 400 naming kind and the known kinds; nothing is stored", async () => {
+  const unknown = await put("nope", { cron: "* * * * *", kind: "nope.kind" });
+  expect(unknown.status).toBe(400);
+  const problem = (await unknown.json()) as { errors: { path: string; message: string }[] };
+  expect(problem.errors.map((e) => e.path)).toEqual(["kind"]);
+  expect(problem.errors[0]?.message).toContain("system.noop");
+  const listed = (await (await app.request("/api/admin/schedules?limit=200", bearer(admin))).json()) as {
+    items: { name: string }[];
+  };
+  expect(listed.items.map((s) => s.name)).not.toContain("nope");
+});
+
 test("create, list with next runs, replace, delete", async () => {
   const created = await put("nightly", {
     cron: "0 30 2 * * *",

@@ -97,7 +97,7 @@ test("the lists that were one page now page: schedules, secrets, webhook endpoin
   const names = ["contract-a", "contract-b", "contract-c"];
   for (const name of names) {
     const put = await app.request(`/api/admin/schedules/${name}`, {
-      ...json({ cron: "0 3 * * *", kind: "webhook.deliver" }, admin.headers),
+      ...json({ cron: "0 3 * * *", kind: "system.noop" }, admin.headers),
       method: "PUT",
     });
     expect(put.status).toBeLessThan(300);

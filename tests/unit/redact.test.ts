@@ -64,5 +64,9 @@ test("tenant API keys are hidden wherever they appear, their id part left readab
   // a truncated or mangled key is still hidden
   expect(r.text("plk_Ab3dEf6hIj9L_x7Yx7")).toBe(`plk_Ab3dEf6hIj9L_${REDACTED}`);
   expect(r.text("plk_Ab3d-Ef6hIj9L-x7Yx7")).toBe(`plk_${REDACTED}`);
+  // a key's prefix (`plk_` and the id part) stays readable, in text and in audit details
+  expect(r.text("prefix plk_Ab3dEf6hIj9L end")).toBe("prefix plk_Ab3dEf6hIj9L end");
+  expect(r.value({ prefix: "plk_Ab3dEf6hIj9L" })).toEqual({ prefix: "plk_Ab3dEf6hIj9L" });
+  expect(r.text("plk_Ab3dEf6hIj9LX")).toBe(`plk_${REDACTED}`);
   expect(r.text("the plk_ prefix alone")).toBe("the plk_ prefix alone");
 });

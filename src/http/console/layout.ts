@@ -68,6 +68,7 @@ export function layout(input: { title: string; section?: string; viewer?: Viewer
 <meta name="referrer" content="same-origin">
 <meta name="htmx-config" content="${HTMX_CONFIG}">
 <title>${input.title} · Plinth console</title>
+<link rel="icon" href="/favicon.ico" type="image/svg+xml">
 <link rel="stylesheet" href="${css.path}">
 <script src="${htmx.path}" defer></script>
 </head>

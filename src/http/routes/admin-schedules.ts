@@ -7,6 +7,7 @@ import {
   putSchedule,
   runScheduleNow,
 } from "../../jobs/schedules.ts";
+import { API_JOB_KINDS } from "../../loops/api-background.ts";
 import { apiRoute, json, jsonBody, page, pageQuery, problem } from "../openapi.ts";
 import { createRouter, ctxOf } from "../request-context.ts";
 
@@ -52,33 +53,39 @@ const list = apiRoute("platform", {
   },
 });
 
-const put = apiRoute("platform", {
-  method: "put",
-  path: "/api/admin/schedules/{name}",
-  operationId: "adminPutSchedule",
-  tags: ["admin"],
-  summary: "Create or replace a recurring schedule.",
-  request: {
-    params: nameParam,
-    body: jsonBody(
-      z
-        .object({
-          cron: z.string().min(1).max(200),
-          timeZone: z.string().min(1).max(100).default("UTC"),
-          kind: z.string().min(1).max(200),
-          payload: z.record(z.string(), z.unknown()).default({}),
-          enabled: z.boolean().default(true),
-          catchUp: z.enum(catchUpPolicies).default("skip"),
-        })
-        .openapi("JobScheduleInput"),
-    ),
+const put = apiRoute(
+  "platform",
+  {
+    method: "put",
+    path: "/api/admin/schedules/{name}",
+    operationId: "adminPutSchedule",
+    tags: ["admin"],
+    summary: "Create or replace a recurring schedule.",
+    request: {
+      params: nameParam,
+      body: jsonBody(
+        z
+          .object({
+            cron: z.string().min(1).max(200),
+            timeZone: z.string().min(1).max(100).default("UTC"),
+            kind: z
+              .enum(API_JOB_KINDS as [string, ...string[]])
+              .openapi({ description: "A job kind a handler is registered for." }),
+            payload: z.record(z.string(), z.unknown()).default({}),
+            enabled: z.boolean().default(true),
+            catchUp: z.enum(catchUpPolicies).default("skip"),
+          })
+          .openapi("JobScheduleInput"),
+      ),
+    },
+    responses: {
+      200: json("Replaced.", schedule),
+      201: json("Created.", schedule),
+      400: problem("Invalid body: the problem's `errors` name the field (`cron`, `timeZone`, …)."),
+    },
   },
-  responses: {
-    200: json("Replaced.", schedule),
-    201: json("Created.", schedule),
-    400: problem("Invalid body: the problem's `errors` name the field (`cron`, `timeZone`, …)."),
-  },
-});
+  { location: true },
+);
 
 const remove = apiRoute("platform", {
   method: "delete",
@@ -116,8 +123,11 @@ export function adminScheduleRoutes(deps: Deps) {
       const { schedule: view, created } = await putSchedule(deps, ctxOf(c, null), {
         name: c.req.valid("param").name,
         ...c.req.valid("json"),
+        knownKinds: API_JOB_KINDS,
       });
-      return created ? c.json(view, 201) : c.json(view, 200);
+      return created
+        ? c.json(view, 201, { location: `/api/admin/schedules/${encodeURIComponent(view.name)}` })
+        : c.json(view, 200);
     })
     .openapi(remove, async (c) => {
       await deleteSchedule(deps, ctxOf(c, null), { name: c.req.valid("param").name });

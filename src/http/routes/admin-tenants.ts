@@ -12,25 +12,29 @@ const tenantSchema = z
     status: z.enum(["Active", "Suspended"]),
   })
   .openapi("Tenant");
-const create = apiRoute("platform", {
-  method: "post",
-  path: "/api/admin/tenants",
-  operationId: "adminCreateTenant",
-  tags: ["admin"],
-  summary: "Create a tenant.",
-  request: {
-    body: jsonBody(
-      z
-        .object({ code: z.string().min(1).max(63), name: z.string().trim().min(1).max(200) })
-        .openapi("NewTenant"),
-    ),
+const create = apiRoute(
+  "platform",
+  {
+    method: "post",
+    path: "/api/admin/tenants",
+    operationId: "adminCreateTenant",
+    tags: ["admin"],
+    summary: "Create a tenant.",
+    request: {
+      body: jsonBody(
+        z
+          .object({ code: z.string().min(1).max(63), name: z.string().trim().min(1).max(200) })
+          .openapi("NewTenant"),
+      ),
+    },
+    responses: {
+      201: json("Created.", tenantSchema),
+      400: problem("The code or name is not valid."),
+      409: problem("The code is taken."),
+    },
   },
-  responses: {
-    201: json("Created.", tenantSchema),
-    400: problem("The code or name is not valid."),
-    409: problem("The code is taken."),
-  },
-});
+  { location: true },
+);
 
 const list = apiRoute("platform", {
   method: "get",
@@ -75,7 +79,10 @@ const suspend = apiRoute("platform", {
 /** Platform admin: tenants. Each declares `platform` access. */
 export function adminTenantRoutes(deps: Deps) {
   return createRouter()
-    .openapi(create, async (c) => c.json(await createTenant(deps, ctxOf(c), c.req.valid("json")), 201))
+    .openapi(create, async (c) => {
+      const tenant = await createTenant(deps, ctxOf(c), c.req.valid("json"));
+      return c.json(tenant, 201, { location: `/api/admin/tenants/${tenant.id}` });
+    })
     .openapi(list, async (c) => c.json(await listTenants(deps, ctxOf(c), c.req.valid("query")), 200))
     .openapi(show, async (c) => c.json(await getTenant(deps, ctxOf(c), c.req.valid("param")), 200))
     .openapi(suspend, async (c) => c.json(await suspendTenant(deps, ctxOf(c), c.req.valid("param")), 200));

@@ -70,21 +70,25 @@ const rollInput = z
   .openapi("RollApiKey");
 const idParam = z.object({ id: z.string().openapi({ param: { name: "id", in: "path" } }) });
 
-const create = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "none" }), {
-  method: "post",
-  path: "/api/tenant/api-keys",
-  operationId: "createApiKey",
-  tags: ["tenant"],
-  summary: "Create an API key for the caller's tenant (owners and admins); the key is shown only here.",
-  request: { body: jsonBody(newApiKey) },
-  responses: {
-    201: json("Created: the key, shown this once.", issuedApiKey),
-    402: problem("`payment_required`: the tenant's plan has no API keys."),
-    403: problem(
-      "`usage_limit_reached`: the plan's `api_keys` limit is reached (revoke one); `forbidden`: not an owner or admin, or an API key.",
-    ),
+const create = apiRoute(
+  tenantAccess(["owner", "admin"], { apiKey: "none" }),
+  {
+    method: "post",
+    path: "/api/tenant/api-keys",
+    operationId: "createApiKey",
+    tags: ["tenant"],
+    summary: "Create an API key for the caller's tenant (owners and admins); the key is shown only here.",
+    request: { body: jsonBody(newApiKey) },
+    responses: {
+      201: json("Created: the key, shown this once.", issuedApiKey),
+      402: problem("`payment_required`: the tenant's plan has no API keys."),
+      403: problem(
+        "`usage_limit_reached`: the plan's `api_keys` limit is reached (revoke one); `forbidden`: not an owner or admin, or an API key.",
+      ),
+    },
   },
-});
+  { location: true },
+);
 const list = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "none" }), {
   method: "get",
   path: "/api/tenant/api-keys",
@@ -129,7 +133,10 @@ const roll = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "none" }), {
  */
 export function tenantApiKeyRoutes(deps: Deps) {
   return createRouter()
-    .openapi(create, async (c) => c.json(await createApiKey(deps, tenantCtxOf(c), c.req.valid("json")), 201))
+    .openapi(create, async (c) => {
+      const key = await createApiKey(deps, tenantCtxOf(c), c.req.valid("json"));
+      return c.json(key, 201, { location: `/api/tenant/api-keys/${key.id}` });
+    })
     .openapi(list, async (c) => c.json(await listApiKeys(deps, tenantCtxOf(c), c.req.valid("query")), 200))
     .openapi(revoke, async (c) => {
       await revokeApiKey(deps, tenantCtxOf(c), c.req.valid("param"));

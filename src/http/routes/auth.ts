@@ -201,6 +201,7 @@ const routes = {
             })
             .openapi("BrowserSession"),
         ),
+        401: problem("Invalid credentials (the same answer for an unknown account)."),
         403: problem("Origin not allowed."),
       },
     },

@@ -66,28 +66,32 @@ function routes<P extends z.ZodRawShape>(
 ) {
   const withId = params.extend(idParam.shape);
   return {
-    create: apiRoute(access.write, {
-      method: "post",
-      path: base,
-      operationId: `${tag === "admin" ? "admin" : "tenant"}CreateDomain`,
-      tags: [tag],
-      summary: "Add a custom domain: answers the TXT record and CNAME targets to set.",
-      request: { params, body: jsonBody(newDomain) },
-      responses: {
-        201: json("Added, Pending until the records are verified.", domainSchema),
-        400: problem("The hostname is not valid."),
-        404: problem("No such tenant."),
-        409: problem(
-          "This tenant has already added this hostname (other tenants' claims are never revealed).",
-        ),
-        ...(tag === "tenant"
-          ? {
-              402: problem("`payment_required`: the tenant's plan has no custom domains."),
-              403: problem("`usage_limit_reached`: the plan's custom domain limit is reached."),
-            }
-          : {}),
+    create: apiRoute(
+      access.write,
+      {
+        method: "post",
+        path: base,
+        operationId: `${tag === "admin" ? "admin" : "tenant"}CreateDomain`,
+        tags: [tag],
+        summary: "Add a custom domain: answers the TXT record and CNAME targets to set.",
+        request: { params, body: jsonBody(newDomain) },
+        responses: {
+          201: json("Added, Pending until the records are verified.", domainSchema),
+          400: problem("The hostname is not valid."),
+          404: problem("No such tenant."),
+          409: problem(
+            "This tenant has already added this hostname (other tenants' claims are never revealed).",
+          ),
+          ...(tag === "tenant"
+            ? {
+                402: problem("`payment_required`: the tenant's plan has no custom domains."),
+                403: problem("`usage_limit_reached`: the plan's custom domain limit is reached."),
+              }
+            : {}),
+        },
       },
-    }),
+      { location: true },
+    ),
     list: apiRoute(access.read, {
       method: "get",
       path: base,
@@ -148,7 +152,8 @@ export function adminDomainRoutes(deps: Deps) {
       .openapi(admin.create, async (c) => {
         const { tenantId } = c.req.valid("param");
         const input = { hostname: c.req.valid("json").hostname, forPlatform: true };
-        return c.json(await createCustomDomain(deps, adminCtxOf(c, tenantId), input), 201);
+        const domain = await createCustomDomain(deps, adminCtxOf(c, tenantId), input);
+        return c.json(domain, 201, { location: `/api/admin/tenants/${tenantId}/domains/${domain.id}` });
       })
       .openapi(admin.list, async (c) => {
         const ctx = adminCtxOf(c, c.req.valid("param").tenantId);
@@ -179,7 +184,8 @@ export function tenantDomainRoutes(deps: Deps) {
     .openapi(tenant.create, async (c) => {
       // the plan binds a tenant's own additions: never `forPlatform` from here
       const { hostname } = c.req.valid("json");
-      return c.json(await createCustomDomain(deps, tenantCtxOf(c), { hostname }), 201);
+      const domain = await createCustomDomain(deps, tenantCtxOf(c), { hostname });
+      return c.json(domain, 201, { location: `/api/tenant/domains/${domain.id}` });
     })
     .openapi(tenant.list, async (c) => {
       return c.json(await listCustomDomains(deps, tenantCtxOf(c), c.req.valid("query")), 200);

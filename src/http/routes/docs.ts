@@ -73,6 +73,7 @@ function page(bundlePath: string): string {
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Plinth API</title>
+<link rel="icon" href="/favicon.ico" type="image/svg+xml">
 </head>
 <body>
 <div id="app"></div>
@@ -83,11 +84,21 @@ function page(bundlePath: string): string {
 `;
 }
 
-/** The reference page and its assets, all from this origin. Not API operations: not in the document. */
+/** The icon browsers ask every page's origin for (the console, the reference page): Plinth's plinth. */
+export const FAVICON_SVG = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="6" fill="#1f2937"/><rect x="7" y="8" width="18" height="4" fill="#e5e7eb"/><rect x="10" y="12" width="12" height="10" fill="#9ca3af"/><rect x="5" y="22" width="22" height="4" fill="#e5e7eb"/></svg>\n`;
+
+/** The reference page, its assets and the favicon, all from this origin. */
 export function docsRoutes() {
   const router = new Hono<AppEnv>();
   // public, declared like every route's access (src/http/access.ts)
   const open = guardOf("public");
+  // an SVG under the name browsers ask for: every current browser reads the type, not the name
+  router.get("/favicon.ico", open, (c) =>
+    c.body(FAVICON_SVG, 200, {
+      "content-type": "image/svg+xml",
+      "cache-control": "public, max-age=86400",
+    }),
+  );
   router.get(DOCS_PATH, open, (c) => {
     return c.html(page(`${ASSETS}/standalone-${viewerBundle().version}.js`), 200, {
       "content-security-policy": PAGE_POLICY,

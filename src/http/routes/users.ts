@@ -76,21 +76,25 @@ const list = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "users:read" })
     400: problem("The limit or the cursor is not valid."),
   },
 });
-const add = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "users:admin" }), {
-  method: "post",
-  path: "/api/tenant/users",
-  operationId: "createTenantUser",
-  tags: ["tenant"],
-  summary: "Add a user to the caller's tenant.",
-  request: { body: jsonBody(newUser) },
-  responses: {
-    201: json("Created.", created),
-    403: problem(
-      "`forbidden`: only an owner adds an owner (docs/roles.md); an API key adds members only (docs/api-keys.md).",
-    ),
-    409: problem("E-mail or phone already used."),
+const add = apiRoute(
+  tenantAccess(["owner", "admin"], { apiKey: "users:admin" }),
+  {
+    method: "post",
+    path: "/api/tenant/users",
+    operationId: "createTenantUser",
+    tags: ["tenant"],
+    summary: "Add a user to the caller's tenant.",
+    request: { body: jsonBody(newUser) },
+    responses: {
+      201: json("Created.", created),
+      403: problem(
+        "`forbidden`: only an owner adds an owner (docs/roles.md); an API key adds members only (docs/api-keys.md).",
+      ),
+      409: problem("E-mail or phone already used."),
+    },
   },
-});
+  { location: true },
+);
 const disable = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "users:write" }), {
   method: "post",
   path: "/api/tenant/users/{userId}/disable",
@@ -129,7 +133,10 @@ export function tenantUserRoutes(deps: Deps) {
     .openapi(list, async (c) =>
       c.json(await listTenantUsers(deps, tenantCtxOf(c), c.req.valid("query")), 200),
     )
-    .openapi(add, async (c) => c.json(await createTenantUser(deps, tenantCtxOf(c), c.req.valid("json")), 201))
+    .openapi(add, async (c) => {
+      const user = await createTenantUser(deps, tenantCtxOf(c), c.req.valid("json"));
+      return c.json(user, 201, { location: `/api/tenant/users/${user.id}` });
+    })
     .openapi(disable, async (c) => {
       await disableTenantUser(deps, tenantCtxOf(c), c.req.valid("param"));
       return c.body(null, 204);

@@ -119,21 +119,25 @@ const limited = {
   ),
 };
 
-const create = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "webhooks:*" }), {
-  method: "post",
-  path: BASE,
-  operationId: "tenantCreateWebhookEndpoint",
-  tags,
-  summary: "Register a webhook endpoint: answers its signing secret, once.",
-  request: { body: jsonBody(newEndpoint) },
-  responses: {
-    201: json("Registered.", endpointWithSecret),
-    400: problem(
-      "`validation_failed`: the URL is refused (the `errors` name the rule) or an event type is unknown.",
-    ),
-    ...limited,
+const create = apiRoute(
+  tenantAccess(["owner", "admin"], { apiKey: "webhooks:*" }),
+  {
+    method: "post",
+    path: BASE,
+    operationId: "tenantCreateWebhookEndpoint",
+    tags,
+    summary: "Register a webhook endpoint: answers its signing secret, once.",
+    request: { body: jsonBody(newEndpoint) },
+    responses: {
+      201: json("Registered.", endpointWithSecret),
+      400: problem(
+        "`validation_failed`: the URL is refused (the `errors` name the rule) or an event type is unknown.",
+      ),
+      ...limited,
+    },
   },
-});
+  { location: true },
+);
 const list = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "webhooks:*" }), {
   method: "get",
   path: BASE,
@@ -245,7 +249,9 @@ const adminList = apiRoute("platform", {
 export function tenantWebhookRoutes(deps: Deps) {
   return createRouter()
     .openapi(create, async (c) =>
-      c.json(await createWebhookEndpoint(deps, tenantCtxOf(c), c.req.valid("json")), 201),
+      createWebhookEndpoint(deps, tenantCtxOf(c), c.req.valid("json")).then((created) =>
+        c.json(created, 201, { location: `/api/tenant/webhooks/${created.endpoint.id}` }),
+      ),
     )
     .openapi(list, async (c) => {
       return c.json(await listWebhookEndpoints(deps, tenantCtxOf(c), c.req.valid("query")), 200);
