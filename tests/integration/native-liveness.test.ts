@@ -108,3 +108,9 @@ test("the probe is on Bun's router unless telemetry is on (then it is traced lik
     await traced.deps.telemetry.shutdown();
   }
 });
+
+test("a second server on a port already served fails at start (no silent port sharing)", () => {
+  expect(() => Bun.serve({ ...bunServeOptions(app.app, app.deps), port: server.port })).toThrow(
+    /EADDRINUSE|in use/,
+  );
+});
