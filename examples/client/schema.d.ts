@@ -426,7 +426,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List the recurring schedules with their next run times. */
+        /** List the recurring schedules by name, with their next run times, a page at a time. */
         get: operations["adminListSchedules"];
         put?: never;
         post?: never;
@@ -772,7 +772,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List the tenant's custom domains. */
+        /** List the tenant's custom domains, newest first, a page at a time. */
         get: operations["adminListDomains"];
         put?: never;
         /** Add a custom domain: answers the TXT record and CNAME targets to set. */
@@ -825,7 +825,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List the tenant's custom domains. */
+        /** List the tenant's custom domains, newest first, a page at a time. */
         get: operations["tenantListDomains"];
         put?: never;
         /** Add a custom domain: answers the TXT record and CNAME targets to set. */
@@ -1015,7 +1015,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The public plan catalog. */
+        /** The public plan catalog, in catalog order, a page at a time. */
         get: operations["listPlans"];
         put?: never;
         post?: never;
@@ -1049,7 +1049,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List the tenant's webhook endpoints. */
+        /** List the tenant's webhook endpoints, newest first, a page at a time. */
         get: operations["tenantListWebhookEndpoints"];
         put?: never;
         /** Register a webhook endpoint: answers its signing secret, once. */
@@ -1224,6 +1224,23 @@ export interface paths {
         };
         /** This OpenAPI 3.1 document. */
         get: operations["getOpenApiDocument"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/favicon.ico": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The icon of the console and the reference page (SVG). */
+        get: operations["getFavicon"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1445,6 +1462,8 @@ export interface components {
         OpenApiDocument: Record<string, never>;
         /** @description An HTML page. */
         HtmlPage: string;
+        /** @description An SVG image. */
+        Favicon: string;
         /** @description A JavaScript file of the reference page's viewer. */
         Script: string;
         UserCreatedEvent: {
@@ -1784,6 +1803,8 @@ export interface components {
         };
         JobScheduleList: {
             items: components["schemas"]["JobSchedule"][];
+            /** @description Pass as `cursor` for the next page; null on the last page. */
+            nextCursor: string | null;
         };
         JobSchedule: {
             name: string;
@@ -1815,7 +1836,11 @@ export interface components {
             cron: string;
             /** @default UTC */
             timeZone: string;
-            kind: string;
+            /**
+             * @description A job kind a handler is registered for.
+             * @enum {string}
+             */
+            kind: "system.noop" | "billing.subscription_changed" | "webhooks.deliver" | "webhooks.prune" | "audit.prune";
             /** @default {} */
             payload: {
                 [key: string]: unknown;
@@ -2068,6 +2093,8 @@ export interface components {
         };
         TenantDomainList: {
             items: components["schemas"]["TenantDomain"][];
+            /** @description Pass as `cursor` for the next page; null on the last page. */
+            nextCursor: string | null;
         };
         TlsPermission: {
             domain: string;
@@ -2226,6 +2253,8 @@ export interface components {
         };
         WebhookEndpointList: {
             items: components["schemas"]["WebhookEndpoint"][];
+            /** @description Pass as `cursor` for the next page; null on the last page. */
+            nextCursor: string | null;
         };
         WebhookEndpointChange: {
             url?: string;
@@ -2339,6 +2368,8 @@ export interface components {
         "WWW-Authenticate": string;
         /** @description The methods the resource answers. */
         Allow: string;
+        /** @description The created resource's path (relative to this API's base URL). */
+        Location: string;
         /** @description The browser session cookie `__Host-plinth_session` (HttpOnly, Secure, path /), set or cleared. */
         "Set-Cookie": string;
     };
@@ -3586,6 +3617,20 @@ export interface operations {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Set-Cookie": components["headers"]["Set-Cookie"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid credentials (the same answer for an unknown account). */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
                     "Set-Cookie": components["headers"]["Set-Cookie"];
                     [name: string]: unknown;
                 };
@@ -5358,7 +5403,12 @@ export interface operations {
     };
     adminListSchedules: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Items per page, 1–200 (default 50). */
+                limit?: number;
+                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
+                cursor?: string;
+            };
             header?: {
                 /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
@@ -5368,7 +5418,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Every schedule, by name. */
+            /** @description A page of schedules, by name. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -5515,6 +5565,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Location: components["headers"]["Location"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     [name: string]: unknown;
@@ -6038,6 +6089,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Location: components["headers"]["Location"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     [name: string]: unknown;
@@ -6595,6 +6647,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Location: components["headers"]["Location"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     [name: string]: unknown;
@@ -7158,6 +7211,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Location: components["headers"]["Location"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     [name: string]: unknown;
@@ -7691,7 +7745,12 @@ export interface operations {
     };
     adminListProviders: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Items per page, 1–200 (default 50). */
+                limit?: number;
+                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
+                cursor?: string;
+            };
             header?: {
                 /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
@@ -7703,7 +7762,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The providers, one page (`nextCursor` is always null: one per type). */
+            /** @description The providers by type (one per type at most), a page at a time. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -8214,7 +8273,12 @@ export interface operations {
     };
     adminListSecrets: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Items per page, 1–200 (default 50). */
+                limit?: number;
+                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
+                cursor?: string;
+            };
             header?: {
                 /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
@@ -8226,7 +8290,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The secrets, without values. */
+            /** @description The secrets by name, without values. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -8877,7 +8941,12 @@ export interface operations {
     };
     adminListDomains: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Items per page, 1–200 (default 50). */
+                limit?: number;
+                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
+                cursor?: string;
+            };
             header?: {
                 /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
@@ -9024,6 +9093,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Location: components["headers"]["Location"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     [name: string]: unknown;
@@ -9541,7 +9611,12 @@ export interface operations {
     };
     tenantListDomains: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Items per page, 1–200 (default 50). */
+                limit?: number;
+                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
+                cursor?: string;
+            };
             header?: {
                 /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
@@ -9684,6 +9759,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Location: components["headers"]["Location"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     [name: string]: unknown;
@@ -11373,7 +11449,12 @@ export interface operations {
     };
     listPlans: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Items per page, 1–200 (default 50). */
+                limit?: number;
+                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
+                cursor?: string;
+            };
             header?: {
                 /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
@@ -11594,7 +11675,12 @@ export interface operations {
     };
     tenantListWebhookEndpoints: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Items per page, 1–200 (default 50). */
+                limit?: number;
+                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
+                cursor?: string;
+            };
             header?: {
                 /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
@@ -11737,6 +11823,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Location: components["headers"]["Location"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     [name: string]: unknown;
@@ -12936,7 +13023,12 @@ export interface operations {
     };
     adminListWebhookEndpoints: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Items per page, 1–200 (default 50). */
+                limit?: number;
+                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
+                cursor?: string;
+            };
             header?: {
                 /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
@@ -13365,6 +13457,94 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["OpenApiDocument"];
+                };
+            };
+            /** @description `validation_failed` (the `errors` name the fields), `host_not_allowed` or `bad_request`. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over `Server:MaxBodyBytes`. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: a rate-limit policy or security window is full; see `Retry-After`. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: an unexpected error (logged with the request id, never echoed). */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: a dependency (database, cache) is unavailable; try again later. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getFavicon: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The icon. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "image/svg+xml": components["schemas"]["Favicon"];
                 };
             };
             /** @description `validation_failed` (the `errors` name the fields), `host_not_allowed` or `bad_request`. */

@@ -31,6 +31,7 @@ const NOTABLE_HEADERS = [
   "allow",
   "set-cookie",
   "x-request-id",
+  "location",
 ];
 
 const pointer = (...parts: string[]) =>

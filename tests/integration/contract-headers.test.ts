@@ -82,7 +82,7 @@ test("a 201 that creates an addressable resource answers its Location", async ()
 
 test("the document's server is an absolute URL: the configured public base URL, else the origin asked", async () => {
   const asked = (await (await app.request("http://localhost/api/openapi.json")).json()) as {
-    servers: { url: string }[];
+    servers: { url: string; description: string }[];
     info: { license: { name: string; identifier: string } };
   };
   expect(asked.servers).toEqual([{ url: "http://localhost", description: expect.any(String) }]);
