@@ -14,13 +14,15 @@ export interface HostnamePolicy {
 }
 
 /**
- * A tenant's hostname as registered: it must already be canonical (src/tenancy/hostnames.ts —
- * lower case, IDNs as xn--, no trailing dot, no port; internal names, private-address encodings
- * and mixed-script labels refused), and not the platform host, one of its subdomains or an
- * AllowedHosts name. Refused: 400 naming `hostname`.
+ * A tenant's hostname as registered, in its canonical form. Hostnames are case-insensitive: ASCII
+ * upper case is folded and one trailing dot (the fully qualified form) dropped; the rest must be
+ * canonical already (src/tenancy/hostnames.ts — IDNs as xn--, no port; non-ASCII, internal names,
+ * private-address encodings and mixed-script labels refused), and not the platform host, one of
+ * its subdomains or an AllowedHosts name. Refused: 400 naming `hostname`.
  */
 export function validateHostname(raw: string, policy: HostnamePolicy): string {
-  const parsed = parseHostname(raw, { deniedSuffixes: policy.deniedSuffixes });
+  const folded = raw.replace(/[A-Z]/g, (ch) => ch.toLowerCase()).replace(/\.$/, "");
+  const parsed = parseHostname(folded, { deniedSuffixes: policy.deniedSuffixes });
   let reason = parsed.ok ? null : parsed.reason;
   if (parsed.ok) {
     const platform = policy.platformHost ? normaliseHost(policy.platformHost) : null;

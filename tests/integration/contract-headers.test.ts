@@ -65,7 +65,14 @@ test("a 201 that creates an addressable resource answers its Location", async ()
   const owner = (await signedInTenant(app)).owner;
   const user = await app.request(
     "/api/tenant/users",
-    json({ email: `u${crypto.randomUUID().slice(0, 6)}@x.example`, name: "U", password: "a-long-test-password-1" }, owner.headers),
+    json(
+      {
+        email: `u${crypto.randomUUID().slice(0, 6)}@x.example`,
+        name: "U",
+        password: "a-long-test-password-1",
+      },
+      owner.headers,
+    ),
   );
   expect(user.status).toBe(201);
   expect(user.headers.get("location")).toBe(

@@ -22,6 +22,10 @@ describe("validateHostname", () => {
     ["8-8-8-8.sslip.io", "8-8-8-8.sslip.io"],
     ["a-b.c-d.example", "a-b.c-d.example"],
     ["plinth.example", "plinth.example"], // the platform's parent is not the platform
+    // ASCII case and one trailing dot (the fully qualified form) fold to the canonical name
+    ["App.Customer.COM", "app.customer.com"],
+    ["app.customer.com.", "app.customer.com"],
+    ["Shop.Example.com.", "shop.example.com"],
     ["notapi.plinth.example", "notapi.plinth.example"],
   ];
   for (const [input, stored] of accepted)
@@ -39,9 +43,7 @@ describe("validateHostname", () => {
     ["user@app.customer.com", /no scheme/],
     ["app..customer.com", /not a valid/],
     ["app.customer.com..", /trailing dot/],
-    // one canonical form: nothing is folded into a real name
-    ["App.Customer.COM", /lower case/],
-    ["app.customer.com.", /trailing dot/],
+    // non-ASCII is never folded into a name
     ["  app.customer.com  ", /ASCII only/],
     ["bücher.example", /ASCII only/],
     ["ａｐｐ.customer.com", /ASCII only/], // full-width letters
@@ -79,7 +81,7 @@ describe("validateHostname", () => {
     [`${"a".repeat(64)}.example.com`, /not a valid/],
     [`${"abcdefghi.".repeat(26)}com`, /253/],
     ["api.plinth.example", /platform host/],
-    ["API.PLINTH.EXAMPLE.", /lower case/],
+    ["API.PLINTH.EXAMPLE.", /platform host/],
     ["tenant.api.plinth.example", /platform host/],
     ["admin.plinth.example", /platform host/],
   ];

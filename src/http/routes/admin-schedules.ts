@@ -41,6 +41,9 @@ const nameParam = z.object({
     .openapi({ param: { name: "name", in: "path" }, example: "nightly-report" }),
 });
 
+/** The IANA zones the runtime knows, and `UTC` (which `Intl.supportedValuesOf` leaves out). */
+const TIME_ZONES = [...new Set(["UTC", ...Intl.supportedValuesOf("timeZone")])] as [string, ...string[]];
+
 const list = apiRoute("platform", {
   method: "get",
   path: "/api/admin/schedules",
@@ -67,7 +70,10 @@ const put = apiRoute(
         z
           .object({
             cron: z.string().min(1).max(200),
-            timeZone: z.string().min(1).max(100).default("UTC"),
+            timeZone: z
+              .enum(TIME_ZONES)
+              .default("UTC")
+              .openapi({ description: "An IANA time zone this server knows (`UTC` included)." }),
             kind: z
               .enum(API_JOB_KINDS as [string, ...string[]])
               .openapi({ description: "A job kind a handler is registered for." }),

@@ -15,6 +15,19 @@ import { type AppEnv, anonymousCtxOf, createRouter, ctxOf } from "../request-con
 import { clearSessionCookie, setSessionCookie } from "../session-cookie.ts";
 
 /**
+ * An E.164 number as the SMS sign-in reads it: `+`, then 7 to 15 digits (the first not 0), with
+ * spaces, dots, dashes and brackets allowed anywhere (dropped before the check).
+ */
+const smsPhone = z
+  .string()
+  .max(32)
+  .regex(
+    /^[\s().-]*\+[\s().-]*[1-9](?:[\s().-]*\d){6,14}[\s().-]*$/,
+    "must be an E.164 number such as +14155550100",
+  )
+  .openapi({ example: "+14155550100" });
+
+/**
  * The endpoints that take a credential (password, refresh token, SMS code): the stricter `auth`
  * rate limit applies to these (app.ts). Reading `/api/auth/me` or signing out is an ordinary request.
  */
@@ -135,9 +148,7 @@ const routes = {
       "same for a known and an unknown number. Delivery failures are logged, never returned.",
     request: {
       body: jsonBody(
-        z
-          .object({ phone: z.string().min(1).max(32), tenant: z.string().min(1).max(64).optional() })
-          .openapi("SmsCodeRequest"),
+        z.object({ phone: smsPhone, tenant: z.string().min(1).max(64).optional() }).openapi("SmsCodeRequest"),
       ),
     },
     responses: { 202: { description: "Accepted." }, 429: problem("Too many codes sent.") },
@@ -152,7 +163,7 @@ const routes = {
       body: jsonBody(
         z
           .object({
-            phone: z.string().min(1).max(32),
+            phone: smsPhone,
             code: z.string().min(1).max(16),
             tenant: z.string().min(1).max(64).optional(),
           })

@@ -52,8 +52,20 @@ const domainSchema = z
   })
   .openapi("TenantDomain");
 const domainList = page(domainSchema).openapi("TenantDomainList");
+/** A DNS name: LDH labels of 1–63 characters, at least two of them, one trailing dot allowed. */
+const HOSTNAME_PATTERN =
+  /^(?=.{1,253}\.?$)(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.?$/;
+
 const newDomain = z
-  .object({ hostname: z.string().min(1).max(300).openapi({ example: "app.customer.example" }) })
+  .object({
+    // the pattern is declared for clients; the server's parser names the precise reason (hostname-policy.ts)
+    hostname: z.string().min(1).max(300).openapi({
+      pattern: HOSTNAME_PATTERN.source,
+      example: "app.customer.example",
+      description:
+        "A DNS name in any ASCII case, one trailing dot allowed; answered in its canonical form (lower case, no trailing dot). IDNs as `xn--` labels. Refused with 400 naming `hostname`: internal names (`localhost`, `.local`, `.internal`, …), `TenantDomains:DeniedSuffixes`, the platform host and its subdomains, IP addresses and their wildcard-DNS encodings, mixed-script labels.",
+    }),
+  })
   .openapi("NewTenantDomain");
 const idParam = z.object({ id: z.string().openapi({ param: { name: "id", in: "path" } }) });
 
