@@ -96,3 +96,12 @@ if ! command -v caddy >/dev/null 2>&1; then
   say "installing Caddy"
   apt_install caddy
 fi
+
+# The client generators the contract tests run (tests/integration/generated-clients.test.ts, and
+# `bun run openapi:types`) need TypeScript 5's compiler API, which the project's TypeScript 7 lacks:
+# npx runs them with their own TypeScript. Fetched here once, so the tests find them in npx's cache.
+if command -v npx >/dev/null 2>&1; then
+  say "caching the OpenAPI client generators (npx)"
+  npx --yes -p typescript@5.9 -p @hey-api/openapi-ts@0.99.0 openapi-ts --version >/dev/null 2>&1 || true
+  npx --yes -p typescript@5.9 -p openapi-typescript@7.13.0 openapi-typescript --version >/dev/null 2>&1 || true
+fi
