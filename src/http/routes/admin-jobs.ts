@@ -5,7 +5,7 @@ import { BULK_BATCH_SIZE } from "../../jobs/admin/bulk-batches.ts";
 import { cancelJob } from "../../jobs/admin/cancel-job.ts";
 import { cancelJobs } from "../../jobs/admin/cancel-jobs.ts";
 import { getJob } from "../../jobs/admin/get-job.ts";
-import type { JobFilter } from "../../jobs/admin/job-filter.ts";
+import { CANCELLABLE_STATUSES, type JobFilter, RETRYABLE_STATUSES } from "../../jobs/admin/job-filter.ts";
 import { jobStatuses } from "../../jobs/admin/job-view.ts";
 import { listJobs } from "../../jobs/admin/list-jobs.ts";
 import { retryDeadJob } from "../../jobs/admin/retry-job.ts";
@@ -162,9 +162,19 @@ const cancel = apiRoute("platform", {
   },
 });
 
-const filterBody = z.object(filterFields).strict().openapi("BackgroundJobFilter", {
-  description: "Which jobs to act on; at least one field. Same names as the list's query.",
-});
+type Status = (typeof jobStatuses)[number];
+
+/** Which jobs a bulk action takes: at least one field, and only a status the action applies to. */
+const filterBodyOf = (name: string, statuses: readonly [Status, ...Status[]]) =>
+  z
+    .object({ ...filterFields, status: z.enum(statuses).optional() })
+    .strict()
+    .openapi(name, {
+      description: "Which jobs to act on; at least one field. Same names as the list's query.",
+      minProperties: 1,
+    });
+const retryFilter = filterBodyOf("BackgroundJobRetryFilter", RETRYABLE_STATUSES);
+const cancelFilter = filterBodyOf("BackgroundJobCancelFilter", CANCELLABLE_STATUSES);
 const bulkResult = z
   .object({ changed: z.number().int().openapi({ description: "Jobs changed." }) })
   .openapi("BackgroundJobBulkResult");
@@ -175,7 +185,7 @@ const bulkRetry = apiRoute("platform", {
   operationId: "adminRetryJobs",
   tags: ["admin"],
   summary: `Retry every dead or cancelled job the filter matches, ${BULK_BATCH_SIZE} rows a statement.`,
-  request: { body: jsonBody(filterBody) },
+  request: { body: jsonBody(retryFilter) },
   responses: {
     200: json("How many jobs were retried.", bulkResult),
     400: problem("No filter, or a status other than dead or cancelled."),
@@ -188,7 +198,7 @@ const bulkCancel = apiRoute("platform", {
   operationId: "adminCancelJobs",
   tags: ["admin"],
   summary: `Cancel every unfinished job the filter matches, ${BULK_BATCH_SIZE} rows a statement.`,
-  request: { body: jsonBody(filterBody) },
+  request: { body: jsonBody(cancelFilter) },
   responses: {
     200: json("How many jobs were cancelled.", bulkResult),
     400: problem("No filter, or a status other than pending, failed or processing."),

@@ -19,7 +19,12 @@ const scope = z.enum(apiKeyScopes).openapi("ApiKeyScope", {
 const newApiKey = z
   .object({
     name: z.string().trim().min(1).max(100).openapi({ description: "What the key is for." }),
-    scopes: z.array(scope).min(1).max(apiKeyScopes.length),
+    scopes: z
+      .array(scope)
+      .min(1)
+      .max(apiKeyScopes.length)
+      .refine((scopes) => new Set(scopes).size === scopes.length, "a scope is listed twice")
+      .openapi({ uniqueItems: true }),
     expiresAt: z.iso
       .datetime({ offset: true })
       .optional()

@@ -15,7 +15,7 @@ import { apiRoute, json, jsonBody, page, pageQuery, problem, tenantIdParam } fro
 import { adminCtxOf, createRouter, tenantCtxOf } from "../request-context.ts";
 
 const eventTypeList = z
-  .array(z.string().min(1).max(100))
+  .array(z.enum(["*", ...webhookEventTypes]))
   .min(1)
   .max(50)
   .openapi({ description: `Event types delivered here, or \`*\` for all: ${webhookEventTypes.join(", ")}.` });
@@ -53,14 +53,19 @@ const endpointWithSecret = z
 const endpointList = page(endpointSchema).openapi("WebhookEndpointList");
 const newEndpoint = z
   .object({
-    url: z.string().min(1).max(2000).openapi({ example: "https://hooks.customer.example/plinth" }),
+    url: z.string().min(1).max(2000).openapi({
+      format: "uri",
+      example: "https://hooks.customer.example/plinth",
+      description:
+        "An absolute `https` URL (`http` only under `Webhooks:AllowPrivateDestinations`) whose host resolves to a public address.",
+    }),
     events: eventTypeList,
     description: z.string().max(500).optional(),
   })
   .openapi("NewWebhookEndpoint");
 const endpointChange = z
   .object({
-    url: z.string().min(1).max(2000).optional(),
+    url: z.string().min(1).max(2000).optional().openapi({ format: "uri" }),
     events: eventTypeList.optional(),
     enabled: z.boolean().optional(),
     description: z.string().max(500).optional(),
