@@ -1764,9 +1764,27 @@ export interface components {
             changed: number;
         };
         /** @description Which jobs to act on; at least one field. Same names as the list's query. */
-        BackgroundJobFilter: {
+        BackgroundJobRetryFilter: {
             /** @enum {string} */
-            status?: "pending" | "processing" | "succeeded" | "failed" | "dead" | "cancelled" | "waiting";
+            status?: "dead" | "cancelled";
+            kind?: string;
+            /** @description A group key (`groupKey`), e.g. a tenant id. */
+            group?: string;
+            /**
+             * Format: date-time
+             * @description Created at or after (ISO 8601).
+             */
+            createdFrom?: string;
+            /**
+             * Format: date-time
+             * @description Created before (ISO 8601).
+             */
+            createdTo?: string;
+        };
+        /** @description Which jobs to act on; at least one field. Same names as the list's query. */
+        BackgroundJobCancelFilter: {
+            /** @enum {string} */
+            status?: "pending" | "failed" | "processing" | "waiting";
             kind?: string;
             /** @description A group key (`groupKey`), e.g. a tenant id. */
             group?: string;
@@ -2254,10 +2272,14 @@ export interface components {
             updatedAt: string;
         };
         NewWebhookEndpoint: {
-            /** @example https://hooks.customer.example/plinth */
+            /**
+             * Format: uri
+             * @description An absolute `https` URL (`http` only under `Webhooks:AllowPrivateDestinations`) whose host resolves to a public address.
+             * @example https://hooks.customer.example/plinth
+             */
             url: string;
             /** @description Event types delivered here, or `*` for all: user.created, user.disabled, user.deleted, domain.activated, domain.failed, subscription.changed, usage.threshold_reached, webhook.test, webhook.endpoint_disabled. */
-            events: string[];
+            events: ("*" | "user.created" | "user.disabled" | "user.deleted" | "domain.activated" | "domain.failed" | "subscription.changed" | "usage.threshold_reached" | "webhook.test" | "webhook.endpoint_disabled")[];
             description?: string;
         };
         WebhookEndpointList: {
@@ -2266,9 +2288,10 @@ export interface components {
             nextCursor: string | null;
         };
         WebhookEndpointChange: {
+            /** Format: uri */
             url?: string;
             /** @description Event types delivered here, or `*` for all: user.created, user.disabled, user.deleted, domain.activated, domain.failed, subscription.changed, usage.threshold_reached, webhook.test, webhook.endpoint_disabled. */
-            events?: string[];
+            events?: ("*" | "user.created" | "user.disabled" | "user.deleted" | "domain.activated" | "domain.failed" | "subscription.changed" | "usage.threshold_reached" | "webhook.test" | "webhook.endpoint_disabled")[];
             enabled?: boolean;
             description?: string;
         };
@@ -4881,7 +4904,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["BackgroundJobFilter"];
+                "application/json": components["schemas"]["BackgroundJobRetryFilter"];
             };
         };
         responses: {
@@ -5022,7 +5045,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["BackgroundJobFilter"];
+                "application/json": components["schemas"]["BackgroundJobCancelFilter"];
             };
         };
         responses: {
