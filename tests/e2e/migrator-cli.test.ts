@@ -125,10 +125,11 @@ describe("Production first install: bun run migrate --bootstrap-platform-admin",
     for (const m of readMigrations()) expect(status.stdout).toMatch(new RegExp(`${m.tag}\\s+applied`));
     const down = await runEntry("src/migrate.ts", ["--down"], env);
     expect(down.exitCode).toBe(0);
-    expect(down.stdout).toContain("0001_remove_message_broker");
+    // the newest migration with a Down step goes first
+    expect(down.stdout).toContain("0018_job_flows");
     const again = await runEntry("src/migrate.ts", [], env);
     expect(again.exitCode).toBe(0);
-    expect(again.stdout).toContain("0001_remove_message_broker");
+    expect(again.stdout).toContain("0018_job_flows");
   });
 });
 

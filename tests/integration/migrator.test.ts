@@ -68,16 +68,49 @@ describe("migrator on an empty database", () => {
     expect(roles.map((r) => r.code)).toEqual(["platform_admin", "platform_viewer"]);
   });
 
+  test("--down of 0018 drops flows, results and debounce, cancelling waiting jobs; migrating again restores the columns", async () => {
+    const [parent] = await execute<{ id: number }>(
+      t.database.db,
+      sql`insert into background_jobs (kind, result, has_dependents) values ('system.noop', '{"a": 1}', true) returning id::int as id`,
+    );
+    const [child] = await execute<{ id: number }>(
+      t.database.db,
+      sql`insert into background_jobs (kind, status, waiting_on) values ('system.noop', 'waiting', 1) returning id::int as id`,
+    );
+    await execute(
+      t.database.db,
+      sql`insert into job_dependencies (parent_id, child_id) values (${parent?.id}, ${child?.id})`,
+    );
+    expect(await migrateDown(t.database.db)).toBe("0018_job_flows");
+    expect(await tables(t)).not.toContain("job_dependencies");
+    const columns = await execute<{ column_name: string }>(
+      t.database.db,
+      sql`select column_name from information_schema.columns where table_name = 'background_jobs'`,
+    );
+    for (const name of ["flow_id", "result", "waiting_on", "debounce_key", "has_dependents"])
+      expect(columns.map((c) => c.column_name)).not.toContain(name);
+    const [was] = await execute<{ status: string }>(
+      t.database.db,
+      sql`select status from background_jobs where id = ${child?.id}`,
+    );
+    expect(was?.status).toBe("cancelled");
+    expect(await migrate(t.database.db)).toEqual(["0018_job_flows"]);
+    expect(await tables(t)).toContain("job_dependencies");
+    await execute(t.database.db, sql`delete from background_jobs`);
+  });
+
   test("--down recreates the broker tables empty; migrating again removes them", async () => {
     await execute(t.database.db, sql`insert into background_jobs (kind) values ('system.noop')`);
+    // 0018 has a Down step of its own and is the newest: it goes first
+    expect(await migrateDown(t.database.db)).toBe("0018_job_flows");
     expect(await migrateDown(t.database.db)).toBe("0001_remove_message_broker");
     expect(await tables(t)).toEqual(expect.arrayContaining(["inbox_messages", "outbox_messages"]));
     const inbox = await execute(t.database.db, sql`select * from inbox_messages`);
     expect(inbox).toHaveLength(0);
     const pending = (await migrationStatus(t.database.db)).filter((m) => !m.applied).map((m) => m.tag);
-    expect(pending).toEqual(["0001_remove_message_broker"]);
+    expect(pending).toEqual(["0001_remove_message_broker", "0018_job_flows"]);
 
-    expect(await migrate(t.database.db)).toEqual(["0001_remove_message_broker"]);
+    expect(await migrate(t.database.db)).toEqual(["0001_remove_message_broker", "0018_job_flows"]);
     expect(await tables(t)).not.toContain("inbox_messages");
     // jobs survive the round trip
     const jobs = await execute(t.database.db, sql`select id from background_jobs`);
