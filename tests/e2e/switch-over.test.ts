@@ -114,12 +114,16 @@ test("switch-over and rollback", async () => {
     await background.stop(1_000);
   }
 
-  // 4. rollback: `bun run migrate --down` recreates inbox/outbox, empty
-  const down = await runEntry("src/migrate.ts", ["--down"], {
-    DATABASE_URL: t.url,
-    PLINTH_ENVIRONMENT: "Development",
-  });
-  expect(down.exitCode).toBe(0);
+  // 4. rollback: `bun run migrate --down` steps back the newest migration with a Down step
+  // (0018_job_flows), then the broker's: inbox/outbox recreated, empty
+  for (const tag of ["0018_job_flows", "0001_remove_message_broker"]) {
+    const down = await runEntry("src/migrate.ts", ["--down"], {
+      DATABASE_URL: t.url,
+      PLINTH_ENVIRONMENT: "Development",
+    });
+    expect(down.exitCode).toBe(0);
+    expect(down.stdout).toContain(tag);
+  }
   expect(await tableExists("inbox_messages")).toBe(true);
   expect(await tableExists("outbox_messages")).toBe(true);
   const [counts] = await execute<{ inbox: number; outbox: number }>(
@@ -134,7 +138,7 @@ test("switch-over and rollback", async () => {
   expect(jobs?.n).toBe(3);
 
   // 5. forward again
-  expect(await migrate(db)).toEqual(["0001_remove_message_broker"]);
+  expect(await migrate(db)).toEqual(["0001_remove_message_broker", "0018_job_flows"]);
   expect(await tableExists("inbox_messages")).toBe(false);
   expect((await migrationStatus(db)).every((m) => m.applied && !m.changed)).toBe(true);
 }, 60_000);
