@@ -36,8 +36,6 @@ export interface Ctx {
    * `withTransaction` / `withDatabase` (src/db/operation.ts), which use it.
    */
   tx?: import("./db/client.ts").Tx;
-  /** Set by `withPlatformTransaction` alone: `tx` is on the platform path (crosses tenants). */
-  platform?: true;
   actor: Actor;
   /** The request behind the call, where there is one (logs, audit). */
   requestId?: string;

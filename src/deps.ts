@@ -5,9 +5,7 @@ import { createTokenService, type TokenService } from "./auth/tokens.ts";
 import { type Cache, createCache } from "./cache/index.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import type { AppConfig } from "./config/load.ts";
-import { systemCtx } from "./context.ts";
 import { type Database, openDatabase } from "./db/client.ts";
-import { withTransaction } from "./db/operation.ts";
 import { createSchemaGate, type SchemaGate } from "./db/schema-gate.ts";
 import { LoopStatusBoard } from "./loops/loop-status.ts";
 import { PendingTasks } from "./pending.ts";
@@ -178,15 +176,11 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
   const smsSender = tenantAwareSmsSender({
     global: globalSms,
     resolve: (tenantId) =>
-      withTransaction({ database }, systemCtx("sms", tenantId), (tx) =>
-        resolveProvider(tx, tenantId, "sms", { provider: sms.Provider, settings: {} }),
-      ),
+      resolveProvider(database.db, tenantId, "sms", { provider: sms.Provider, settings: {} }),
     secrets: async (provider) => {
       if (!keyring)
         throw new Error("Security:TenantSecrets is not configured: tenant provider secrets cannot be read");
-      return withTransaction({ database }, systemCtx("sms", provider.tenantId), (tx) =>
-        readProviderSecrets(tx, keyring, provider),
-      );
+      return readProviderSecrets(database.db, keyring, provider);
     },
     logger,
     fetch,

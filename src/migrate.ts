@@ -2,7 +2,6 @@ import { parseArgs } from "node:util";
 import { loadCliContext } from "./cli.ts";
 import type { AppConfig } from "./config/load.ts";
 import { systemCtx } from "./context.ts";
-import { AppRoleError, ensureAppRole } from "./db/app-role.ts";
 import { type Database, openDatabase } from "./db/client.ts";
 import { describeDatabaseFailure } from "./db/database-failure.ts";
 import {
@@ -60,11 +59,8 @@ Options:
 Without the flag, Development and Staging bootstrap the administrator when the three variables
 are set and none exists yet; Production never does.
 
-The migrator connects as the schema owner: ConnectionStrings:DatabaseOwner, else
-DATABASE_OWNER_URL, else the direct URL, else ConnectionStrings:Database, else DATABASE_URL, else
-(Development only) postgres://<OS user>@localhost:5432/plinth. After migrating it creates (when
-missing) and checks the role the API connects as (Database:AppRole, default plinth_app: no
-SUPERUSER, no BYPASSRLS, owns nothing) and grants it the tables (docs/tenant-isolation.md).
+The database comes from ConnectionStrings:Database, else DATABASE_URL, else (Development only)
+postgres://<OS user>@localhost:5432/plinth.
 
 Exit codes: 0 done; 1 configuration or database failure; 2 bootstrap refused (an administrator
 exists, nothing changed); 3 bootstrap input missing or weak; 4 nothing to revert; 5 --down refused
@@ -90,10 +86,6 @@ export function reportMigratorFailure(
 ): number {
   if (error instanceof MigrationStatementError) {
     logger.error("migration failed", error.fields());
-    return EXIT.failure;
-  }
-  if (error instanceof AppRoleError) {
-    logger.error("app role refused", { problem: error.message, hint: "docs/tenant-isolation.md" });
     return EXIT.failure;
   }
   if (error instanceof MigrationBlockedError) {
@@ -186,15 +178,6 @@ export async function runMigrator(
       }),
   });
   logger.info(applied.length ? "migrations applied" : "database is up to date", { applied });
-  if (database.driver === "postgres") {
-    const appRole = await ensureAppRole(db, {
-      role: config.settings.Database.AppRole,
-      password: config.settings.Database.AppRolePassword,
-    });
-    logger.info(appRole.created ? "app role created and granted" : "app role checked and granted", {
-      role: appRole.role,
-    });
-  }
   const seeded = await seedCatalog(deps, ctx);
   logger.info("catalog seeded", { seeders: seeded });
 
@@ -279,11 +262,10 @@ async function main(argv: string[]): Promise<number> {
   let database: Database | undefined;
   try {
     // the direct connection when there is one: the migrator's locks and DDL never go through a pooler
-    const url = config.database.ownerUrl ?? config.database.directUrl ?? config.database.url;
-    database = await openDatabase(url, {
+    database = await openDatabase(config.database.directUrl ?? config.database.url, {
       poolSize: 2,
       applicationName: "plinth-migrator",
-      poolMode: url !== config.database.url ? "session" : config.database.poolMode,
+      poolMode: config.database.directUrl ? "session" : config.database.poolMode,
     });
     return await runMigrator(config, database, flags, logger);
   } catch (error) {

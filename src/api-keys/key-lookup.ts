@@ -1,7 +1,6 @@
 import { and, eq } from "drizzle-orm";
 import type { Refusal } from "../auth/session-lookup.ts";
-import { systemCtx, type TenantCtx } from "../context.ts";
-import { withPlatformTransaction } from "../db/operation.ts";
+import type { TenantCtx } from "../context.ts";
 import { apiKeys, subscriptions, tenants } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { apiKeyDigest, apiKeyHash, hashMatches, newApiKey, newPrefix, prefixOf } from "./format.ts";
@@ -58,27 +57,24 @@ async function keyRecord(deps: LookupDeps, prefix: string): Promise<KeyRecord> {
   const cacheKey = `k:${prefix}`;
   const hit = deps.sessionCache.get(cacheKey);
   if (hit) return hit.value as KeyRecord;
-  // the platform path: a presented key names its tenant, none is known before it
-  const [row] = await withPlatformTransaction(deps, systemCtx("api-key-lookup"), (tx) =>
-    tx
-      .select({
-        keyId: apiKeys.id,
-        tenantId: apiKeys.tenantId,
-        scopes: apiKeys.scopes,
-        secretHash: apiKeys.secretHash,
-        previousSecretHash: apiKeys.previousSecretHash,
-        previousExpiresAt: apiKeys.previousExpiresAt,
-        expiresAt: apiKeys.expiresAt,
-        revokedAt: apiKeys.revokedAt,
-        tenantStatus: tenants.status,
-        subscriptionStatus: subscriptions.status,
-      })
-      .from(apiKeys)
-      .innerJoin(tenants, eq(tenants.id, apiKeys.tenantId))
-      .leftJoin(subscriptions, and(eq(subscriptions.tenantId, apiKeys.tenantId)))
-      .where(eq(apiKeys.prefix, prefix))
-      .limit(1),
-  );
+  const [row] = await deps.database.db
+    .select({
+      keyId: apiKeys.id,
+      tenantId: apiKeys.tenantId,
+      scopes: apiKeys.scopes,
+      secretHash: apiKeys.secretHash,
+      previousSecretHash: apiKeys.previousSecretHash,
+      previousExpiresAt: apiKeys.previousExpiresAt,
+      expiresAt: apiKeys.expiresAt,
+      revokedAt: apiKeys.revokedAt,
+      tenantStatus: tenants.status,
+      subscriptionStatus: subscriptions.status,
+    })
+    .from(apiKeys)
+    .innerJoin(tenants, eq(tenants.id, apiKeys.tenantId))
+    .leftJoin(subscriptions, and(eq(subscriptions.tenantId, apiKeys.tenantId)))
+    .where(eq(apiKeys.prefix, prefix))
+    .limit(1);
   const record: KeyRecord = !row
     ? UNKNOWN
     : {

@@ -1,7 +1,7 @@
 import { and, asc, desc, eq, gte, lt, lte, type SQL, sql } from "drizzle-orm";
 import { z } from "zod";
 import type { Ctx, TenantCtx } from "../context.ts";
-import { type DatabaseDeps, withTenantOrPlatform } from "../db/operation.ts";
+import { type DatabaseDeps, withDatabase } from "../db/operation.ts";
 import { auditEvents } from "../db/schema/audit.ts";
 import type { Deps } from "../deps.ts";
 import { cursorCodec, type Page, pageOf } from "../pagination.ts";
@@ -83,7 +83,7 @@ async function eventPage(
   input: { limit: number; cursor?: string },
 ): Promise<Page<AuditEventView>> {
   const before = auditCursor.decodeOptional(input.cursor)?.id;
-  const rows = await withTenantOrPlatform(deps, ctx, (db) =>
+  const rows = await withDatabase(deps, ctx, (db) =>
     db
       .select()
       .from(auditEvents)
@@ -127,7 +127,7 @@ export async function* exportAuditEvents(
 ): AsyncGenerator<AuditEventView[]> {
   const batchSize = deps.config.settings.Audit.ExportBatchSize;
   // the range of ids to walk: a time range far back in a long log does not scan what precedes it
-  const [range] = await withTenantOrPlatform(deps, ctx, (db) =>
+  const [range] = await withDatabase(deps, ctx, (db) =>
     db
       .select({
         first: sql<string | null>`min(${auditEvents.id})::text`,
@@ -141,7 +141,7 @@ export async function* exportAuditEvents(
   let after = Number(range.first) - 1;
   for (;;) {
     const from = after;
-    const rows = await withTenantOrPlatform(deps, ctx, (db) =>
+    const rows = await withDatabase(deps, ctx, (db) =>
       db
         .select()
         .from(auditEvents)

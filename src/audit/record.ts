@@ -125,20 +125,12 @@ export async function recordAudit(
   // lower case, as PostgreSQL gives a uuid back: an id from a path may come in upper case
   const tenantId = (input.tenantId === undefined ? ctx.tenantId : input.tenantId)?.toLowerCase() ?? null;
   const chain = chainOf(tenantId);
-  const [head] = await execute<{
-    head_hash: string;
-    id: string;
-    now_ms: string;
-    scope_tenant: string | null;
-    scope_platform: string | null;
-  }>(
+  const [head] = await execute<{ head_hash: string; id: string; now_ms: string }>(
     executor,
     sql`insert into audit_chains (chain, head_hash, start_hash) values (${chain}, ${GENESIS_HASH}, ${GENESIS_HASH})
         on conflict (chain) do update set head_hash = audit_chains.head_hash
         returning head_hash, nextval('audit_events_id_seq')::text as id,
-          floor(extract(epoch from clock_timestamp()) * 1000)::bigint::text as now_ms,
-          current_setting('plinth.tenant_id', true) as scope_tenant,
-          current_setting('plinth.platform', true) as scope_platform`,
+          floor(extract(epoch from clock_timestamp()) * 1000)::bigint::text as now_ms`,
   );
   if (!head) throw new Error("audit chain lock returned nothing");
   const actor = auditActorOf(ctx.actor);
@@ -159,15 +151,6 @@ export async function recordAudit(
     prevHash: head.head_hash,
   };
   const hash = auditRowHash(row);
-  // an event goes into its own tenant's chain (a platform admin creating a tenant, a platform
-  // event inside a tenant's change): the transaction acts there for this one insert, then back
-  const inScope = head.scope_platform === "on" || (tenantId !== null && head.scope_tenant === tenantId);
-  if (!inScope)
-    await execute(
-      executor,
-      sql`select set_config('plinth.tenant_id', ${tenantId ?? ""}, true),
-            set_config('plinth.platform', ${tenantId === null ? "on" : ""}, true)`,
-    );
   await execute(
     executor,
     sql`with inserted as (
@@ -180,12 +163,6 @@ export async function recordAudit(
         update audit_chains set head_id = (select id from inserted), head_hash = ${hash}, updated_at = now()
         where chain = ${chain}`,
   );
-  if (!inScope)
-    await execute(
-      executor,
-      sql`select set_config('plinth.tenant_id', ${head.scope_tenant ?? ""}, true),
-            set_config('plinth.platform', ${head.scope_platform ?? ""}, true)`,
-    );
   return { id: row.id, hash };
 }
 

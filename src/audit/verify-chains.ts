@@ -1,7 +1,7 @@
 import { and, asc, eq, gt, type SQL, sql } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
 import { type Executor, execute } from "../db/client.ts";
-import { type DatabaseDeps, withPlatformTransaction } from "../db/operation.ts";
+import { type DatabaseDeps, withTransaction } from "../db/operation.ts";
 import { auditChains, auditEvents } from "../db/schema/audit.ts";
 import { auditRowHash, chainOf, GENESIS_HASH, PLATFORM_CHAIN } from "./chain.ts";
 
@@ -110,21 +110,17 @@ export async function verifyAuditChains(
   ctx: Ctx,
   input: { tenantId?: string } = {},
 ): Promise<ChainReport[]> {
-  // one snapshot (repeatable read, read only) of every chain: the platform path
-  return withPlatformTransaction(
-    deps,
-    ctx,
-    async (tx) => {
-      const chains =
-        input.tenantId !== undefined
-          ? [input.tenantId === PLATFORM_CHAIN ? PLATFORM_CHAIN : chainOf(input.tenantId)]
-          : await chainsOf(tx);
-      const reports: ChainReport[] = [];
-      for (const chain of chains) reports.push(await verifyChain(tx, chain));
-      return reports;
-    },
-    { snapshot: true },
-  );
+  return withTransaction(deps, ctx, async (tx) => {
+    // the snapshot is taken at the first query: this must come first in the transaction
+    await execute(tx, sql`set transaction isolation level repeatable read, read only`);
+    const chains =
+      input.tenantId !== undefined
+        ? [input.tenantId === PLATFORM_CHAIN ? PLATFORM_CHAIN : chainOf(input.tenantId)]
+        : await chainsOf(tx);
+    const reports: ChainReport[] = [];
+    for (const chain of chains) reports.push(await verifyChain(tx, chain));
+    return reports;
+  });
 }
 
 /** Every chain with a head or with rows (rows without a head row are verified from genesis). */

@@ -1,7 +1,7 @@
 import { eq } from "drizzle-orm";
 import type { AppConfig } from "../config/load.ts";
 import type { Ctx } from "../context.ts";
-import { withTenantOrPlatform } from "../db/operation.ts";
+import { withTransaction } from "../db/operation.ts";
 import { sessions } from "../db/schema/index.ts";
 import type { AuthDeps } from "./deps.ts";
 import { opaqueToken, safeEqual, tokenHash } from "./opaque-tokens.ts";
@@ -45,7 +45,7 @@ export async function signInBrowser(
   const cookie = opaqueToken();
   const csrfToken = opaqueToken();
   // one transaction: the user row stays share-locked until the session row is committed
-  await withTenantOrPlatform(deps, ctx, (tx) =>
+  await withTransaction(deps, ctx, (tx) =>
     insertSessionIfUnchanged(tx, signIn, {
       kind: "browser",
       cookieHash: tokenHash(cookie),

@@ -1,7 +1,7 @@
 import { and, eq, isNull } from "drizzle-orm";
 import { recordAudit, recordAuditLimited } from "../audit/record.ts";
 import type { Ctx } from "../context.ts";
-import { withTenantOrPlatform } from "../db/operation.ts";
+import { withDatabase, withTransaction } from "../db/operation.ts";
 import { sessions, users } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
 import { hashPassword, passwordProblem, verifyPassword } from "../security/passwords.ts";
@@ -79,7 +79,7 @@ export async function verifyCredentials(
   let userId: string | null = null;
   try {
     return await passwordAttempt(deps, { account, ip: clientIpOf(ctx) }, async () => {
-      const [row] = await withTenantOrPlatform(deps, ctx, (db) =>
+      const [row] = await withDatabase(deps, ctx, (db) =>
         db
           .select({ id: users.id, passwordHash: users.passwordHash })
           .from(users)
@@ -89,7 +89,7 @@ export async function verifyCredentials(
       userId = row?.id ?? null;
       const ok = await verifyPassword(input.password, row?.passwordHash ?? (await getDummyHash()));
       if (!row?.passwordHash || !ok) throw invalidCredentials();
-      const identity = await withTenantOrPlatform(deps, ctx, (db) => loadIdentity(db, row.id));
+      const identity = await withDatabase(deps, ctx, (db) => loadIdentity(db, row.id));
       if (identity?.status !== "Active") throw invalidCredentials();
       return { identity, seenPasswordHash: row.passwordHash, ctx, method: "password" as const };
     });
@@ -135,7 +135,7 @@ export async function changePassword(
   input: { currentPassword: string; newPassword: string },
 ): Promise<TokenPair | null> {
   const caller = callerOf(ctx);
-  const [user] = await withTenantOrPlatform(deps, ctx, (db) =>
+  const [user] = await withDatabase(deps, ctx, (db) =>
     db
       .select({
         passwordHash: users.passwordHash,
@@ -171,7 +171,7 @@ export async function changePassword(
   }
   const now = deps.clock.now();
   const newHash = await hashPassword(input.newPassword);
-  const opened = await withTenantOrPlatform(deps, ctx, async (tx) => {
+  const opened = await withTransaction(deps, ctx, async (tx) => {
     // The user row first, then the sessions, in one transaction: a concurrent sign-in that verified
     // the old hash waits on this row (insertSessionIfUnchanged) and then finds it changed. The update
     // is conditional on the hash just verified, so two concurrent changes cannot both win.
@@ -212,7 +212,7 @@ export async function changePassword(
   if (!opened) throw new AppError("unauthorized", "The current password is wrong.");
   await endSessions(deps, ctx, { userId: caller.userId });
   if (!opened.sessionId || !opened.refreshToken) return null;
-  const identity = await withTenantOrPlatform(deps, ctx, (db) => loadIdentity(db, caller.userId));
+  const identity = await withDatabase(deps, ctx, (db) => loadIdentity(db, caller.userId));
   if (!identity) throw new AppError("unauthorized");
   return tokenPairFor(deps, identity, opened.sessionId, opened.refreshToken);
 }

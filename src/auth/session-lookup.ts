@@ -1,7 +1,5 @@
 import { and, eq, isNull, type SQL } from "drizzle-orm";
-import { systemCtx } from "../context.ts";
-import type { Executor } from "../db/client.ts";
-import { withPlatformTransaction } from "../db/operation.ts";
+import type { Db } from "../db/client.ts";
 import { sessions, tenants, users } from "../db/schema/index.ts";
 import type { AuthDeps } from "./deps.ts";
 import type { SessionEntry } from "./session-cache.ts";
@@ -22,7 +20,7 @@ export interface Refusal {
 }
 
 /** The session behind a request and its user's identity, in one query; null when it has ended. */
-async function openSession(db: Executor, where: SQL, now: Date): Promise<SessionEntry | null> {
+async function openSession(db: Db, where: SQL, now: Date): Promise<SessionEntry | null> {
   const [row] = await db
     .select({
       ...identityColumns,
@@ -58,11 +56,7 @@ export async function cachedSession(
 ): Promise<OpenSession | null> {
   const hit = deps.sessionCache.get(key);
   if (hit) return hit.value as OpenSession;
-  // the platform path: a credential names its session before any tenant is known to act in;
-  // authenticate then holds the session's tenant to the request's (http/middleware/authenticate.ts)
-  const entry = await withPlatformTransaction(deps, systemCtx("session-lookup"), (tx) =>
-    openSession(tx, where(), deps.clock.now()),
-  );
+  const entry = await openSession(deps.database.db, where(), deps.clock.now());
   if (!entry) return null;
   deps.sessionCache.set(key, entry);
   return entry.value as OpenSession;

@@ -2,7 +2,7 @@ import { and, eq, isNull } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import type { Ctx } from "../context.ts";
 import type { Executor } from "../db/client.ts";
-import { type DatabaseDeps, withTenantOrPlatform } from "../db/operation.ts";
+import { type DatabaseDeps, withDatabase, withTransaction } from "../db/operation.ts";
 import { refreshTokens, sessions, users } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
@@ -134,7 +134,7 @@ const signInEvent = (signIn: SignIn, sessionId: string, kind: string | undefined
 export async function startTokenSession(deps: AuthDeps, signIn: SignIn): Promise<TokenPair> {
   const now = deps.clock.now();
   const expiresAt = new Date(now.getTime() + deps.config.settings.Security.Jwt.RefreshTokenDays * 86_400_000);
-  const opened = await withTenantOrPlatform(deps, signIn.ctx, async (tx) => {
+  const opened = await withTransaction(deps, signIn.ctx, async (tx) => {
     const sessionId = await insertSessionIfUnchanged(tx, signIn, {
       kind: "token",
       createdAt: now,
@@ -158,7 +158,7 @@ export async function refreshSession(
   input: { refreshToken: string },
 ): Promise<TokenPair> {
   const now = deps.clock.now();
-  const [row] = await withTenantOrPlatform(deps, ctx, (db) =>
+  const [row] = await withDatabase(deps, ctx, (db) =>
     db
       .select({
         id: refreshTokens.id,
@@ -187,7 +187,7 @@ export async function refreshSession(
   // the old token is spent and the new one issued in one transaction; a refusal found on the way
   // commits the spending, and the session is revoked after it (in its own transaction)
   type Rotation = { refused: string } | { identity: Identity; refreshToken: string };
-  const rotated = await withTenantOrPlatform(deps, ctx, async (tx): Promise<Rotation> => {
+  const rotated = await withTransaction(deps, ctx, async (tx): Promise<Rotation> => {
     const spent = await tx
       .update(refreshTokens)
       .set({ rotatedAt: now })
@@ -226,7 +226,7 @@ async function revokeSession(
   input: { sessionId: string; reason: string; now: Date; action: "auth.sign_out" | "auth.session_revoked" },
 ): Promise<void> {
   const { sessionId } = input;
-  await withTenantOrPlatform(deps, ctx, async (tx, txCtx) => {
+  await withTransaction(deps, ctx, async (tx, txCtx) => {
     const [revoked] = await tx
       .update(sessions)
       .set({ revokedAt: input.now, revokedReason: input.reason })
@@ -270,7 +270,7 @@ export async function endSessions(
   change: SessionChange,
 ): Promise<void> {
   deps.sessionCache.evict(change);
-  await withTenantOrPlatform(deps, ctx, (db) => announceSessionChange(db, change));
+  await withDatabase(deps, ctx, (db) => announceSessionChange(db, change));
 }
 
 /**
@@ -278,7 +278,7 @@ export async function endSessions(
  * so is a session of another tenant than the request acts in (`ctx.tenantId`).
  */
 export async function logout(deps: AuthDeps, ctx: Ctx, input: { refreshToken: string }): Promise<void> {
-  const [row] = await withTenantOrPlatform(deps, ctx, (db) =>
+  const [row] = await withDatabase(deps, ctx, (db) =>
     db
       .select({ sessionId: refreshTokens.sessionId, tenantId: sessions.tenantId })
       .from(refreshTokens)

@@ -1,7 +1,7 @@
 import { randomInt } from "node:crypto";
 import { and, desc, eq, gt, isNull, sql } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
-import { withTenantOrPlatform } from "../db/operation.ts";
+import { withDatabase, withTransaction } from "../db/operation.ts";
 import { smsCodes, users } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
 import { assertAllowed } from "../security/windows.ts";
@@ -53,7 +53,7 @@ async function deliverSmsCode(
   input: { phone: string; tenantId: string | null; now: Date },
 ): Promise<void> {
   const { phone, now } = input;
-  const [user] = await withTenantOrPlatform(deps, ctx, (db) =>
+  const [user] = await withDatabase(deps, ctx, (db) =>
     db
       .select({ id: users.id })
       .from(users)
@@ -65,7 +65,7 @@ async function deliverSmsCode(
   if (!user) return;
   const code = String(randomInt(0, 1_000_000)).padStart(6, "0");
   const lifetime = deps.config.settings.Authentication.Sms.CodeLifetimeSeconds;
-  await withTenantOrPlatform(deps, ctx, async (tx) => {
+  await withTransaction(deps, ctx, async (tx) => {
     // a new code replaces any earlier one still open
     await tx
       .update(smsCodes)
@@ -140,7 +140,7 @@ async function signInWithSmsCode(
   const subject = `${tenantId ?? "platform"}:${phone}`;
   assertAllowed(await deps.windows.consume("smsVerify", { phone: subject, ip: clientIpOf(ctx) }));
   const now = deps.clock.now();
-  const [open] = await withTenantOrPlatform(deps, ctx, (db) =>
+  const [open] = await withDatabase(deps, ctx, (db) =>
     db
       .select({ id: smsCodes.id, codeHash: smsCodes.codeHash, attempts: smsCodes.attempts })
       .from(smsCodes)
@@ -162,7 +162,7 @@ async function signInWithSmsCode(
     // (1-3 ms measured) would tell an attacker which numbers hold an open code, i.e. are registered,
     // so this commit does not wait for it. A database crash in the next few hundred milliseconds
     // could forget one wrong-guess count; the smsVerify window still bounds the guesses.
-    await withTenantOrPlatform(deps, ctx, async (tx) => {
+    await withTransaction(deps, ctx, async (tx) => {
       await tx.execute(sql`set local synchronous_commit = off`);
       await tx
         .update(smsCodes)
@@ -175,7 +175,7 @@ async function signInWithSmsCode(
     });
     throw invalidCredentials();
   }
-  const identity = await withTenantOrPlatform(deps, ctx, async (db) => {
+  const identity = await withDatabase(deps, ctx, async (db) => {
     const used = await db
       .update(smsCodes)
       .set({ consumedAt: now })

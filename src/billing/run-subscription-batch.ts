@@ -3,7 +3,7 @@ import { recordAudit } from "../audit/record.ts";
 import { invalidate, tenantFeaturesKey } from "../cache/read-through.ts";
 import { type Ctx, systemCtx } from "../context.ts";
 import type { Tx } from "../db/client.ts";
-import { withPlatformTransaction } from "../db/operation.ts";
+import { withTransaction } from "../db/operation.ts";
 import { subscriptions } from "../db/schema/billing.ts";
 import { type BillingDeps, type TransitionContext, transitionContext } from "./billing-deps.ts";
 import type { TransitionResult } from "./subscription-row.ts";
@@ -79,8 +79,7 @@ export async function runSubscriptionBatch(
   const context = transitionContext(deps);
   const now = context.clock.now();
   const graceCutoff = new Date(now.getTime() - context.graceDays * DAY_MS);
-  // the platform path: the due subscriptions of every tenant
-  const { changed, claimed } = await withPlatformTransaction(deps, ctx, async (tx) => {
+  const { changed, claimed } = await withTransaction(deps, ctx, async (tx) => {
     const due = await claimDueSubscriptions(tx, { now, graceCutoff, batchSize: input.batchSize });
     const results: TransitionResult[] = [];
     for (const row of due) {

@@ -37,8 +37,6 @@ export interface AppConfig {
     embedded: boolean;
     /** The direct (session) connection beside a transaction pooler, when configured. */
     directUrl?: string;
-    /** The schema owner's connection, for the migrator alone, when configured. */
-    ownerUrl?: string;
     poolMode: "session" | "transaction";
   };
   /** null when no cache is configured (allowed outside Production only). */
@@ -344,15 +342,6 @@ export function loadConfig(options: LoadOptions = {}): AppConfig {
     else if (!database.embedded) database.directUrl = directUrl;
   }
   if (database?.embedded) database.poolMode = "session";
-  const ownerUrl = settings.ConnectionStrings.DatabaseOwner ?? (env.DATABASE_OWNER_URL?.trim() || undefined);
-  if (database && ownerUrl) {
-    if (!/^postgres(ql)?:\/\//.test(ownerUrl))
-      problems.push({
-        key: "ConnectionStrings:DatabaseOwner",
-        problem: "must be a postgres:// URL (or DATABASE_OWNER_URL)",
-      });
-    else if (!database.embedded) database.ownerUrl = ownerUrl;
-  }
 
   const cacheFromSettings = settings.ConnectionStrings.Cache;
   const cacheFromEnv = env.CACHE_URL?.trim();
@@ -371,7 +360,6 @@ export function loadConfig(options: LoadOptions = {}): AppConfig {
   }
   if (database) for (const value of urlSecrets(database.url)) secretValues.add(value);
   if (directUrl) for (const value of urlSecrets(directUrl)) secretValues.add(value);
-  if (ownerUrl) for (const value of urlSecrets(ownerUrl)) secretValues.add(value);
   if (cache) for (const value of urlSecrets(cache.url)) secretValues.add(value);
   if (cacheToken) secretValues.add(cacheToken);
   for (const [name, value] of Object.entries(env)) {

@@ -33,15 +33,6 @@ export const configSchema = z.object({
           "Direct (session) PostgreSQL URL beside a transaction pooler: LISTEN, session advisory locks and the migrator use it. Wins over DATABASE_DIRECT_URL.",
         ),
       ),
-    DatabaseOwner: z
-      .string()
-      .min(1)
-      .optional()
-      .meta(
-        secret(
-          "PostgreSQL URL of the role that owns the schema: only the migrator connects with it (migrations, the app role's grants; docs/tenant-isolation.md); default the direct URL, else ConnectionStrings:Database. Wins over DATABASE_OWNER_URL.",
-        ),
-      ),
     Cache: z
       .string()
       .min(1)
@@ -88,23 +79,6 @@ export const configSchema = z.object({
       description:
         "`transaction` when ConnectionStrings:Database goes through a transaction pooler (PgBouncer `pool_mode = transaction`): no named prepared statements, no session state through the pool; LISTEN and session locks go through ConnectionStrings:DatabaseDirect.",
     }),
-    AppRole: z
-      .string()
-      .regex(/^[a-z_][a-z0-9_]{0,62}$/, "a lower-case PostgreSQL role name")
-      .default("plinth_app")
-      .meta({
-        description:
-          "The role the API connects as (ConnectionStrings:Database names it): no SUPERUSER, no BYPASSRLS, owns nothing, so row-level security holds it to one tenant per transaction. `bun run migrate` creates it when missing (with CREATEROLE), checks it and grants it the tables (docs/tenant-isolation.md).",
-      }),
-    AppRolePassword: z
-      .string()
-      .min(1)
-      .optional()
-      .meta(
-        secret(
-          "Password the migrator gives the app role when it creates it; an existing role's password is left alone.",
-        ),
-      ),
     SlowQueryMilliseconds: int(
       1,
       200,

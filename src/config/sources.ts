@@ -14,7 +14,6 @@ import { type SchemaNode, schemaTree, typesOf } from "./tree.ts";
 const SECRET_VARIABLES = new Set([
   "DATABASE_URL",
   "DATABASE_DIRECT_URL",
-  "DATABASE_OWNER_URL",
   "CACHE_URL",
   "CACHE_TOKEN",
   ...Object.entries(environmentOverrides)

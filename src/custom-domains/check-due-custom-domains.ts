@@ -1,5 +1,5 @@
 import type { Ctx } from "../context.ts";
-import { withDatabase, withPlatformTransaction } from "../db/operation.ts";
+import { withDatabase } from "../db/operation.ts";
 import { type ClaimedDomain, claimDueDomains } from "./claim-due-domains.ts";
 import type { CheckResult, DomainCheck, DomainCheckDeps, DomainCheckServices } from "./domain-check.ts";
 import { refreshDomainTls } from "./refresh-domain-tls.ts";
@@ -29,8 +29,7 @@ export async function checkDueCustomDomains(
   input: CheckDueDomainsInput,
 ): Promise<number> {
   const settings = deps.config.settings.TenantDomains;
-  // the platform path: the due domains of every tenant
-  const claimed = await withPlatformTransaction(deps, ctx, (db) =>
+  const claimed = await withDatabase(deps, ctx, (db) =>
     claimDueDomains(db, {
       owner: input.owner,
       now: deps.clock.now(),

@@ -1,7 +1,7 @@
 import { and, eq } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
-import { systemCtx, type TenantCtx } from "../context.ts";
-import { withDatabase, withPlatformTransaction, withTransaction } from "../db/operation.ts";
+import type { TenantCtx } from "../context.ts";
+import { withDatabase, withTransaction } from "../db/operation.ts";
 import { tenantDomains } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
 import { activeElsewhere, countDomain, type DomainDeps, findDomainRow } from "./domain-rows.ts";
@@ -45,11 +45,10 @@ export async function deleteCustomDomain(
 ): Promise<void> {
   const { tenantId } = ctx;
   const id = input.id;
-  const row = await withDatabase(deps, ctx, (db) => findDomainRow(db, tenantId, id));
-  // the platform path: whether another tenant holds the same name Active
-  const elsewhere = await withPlatformTransaction(deps, systemCtx("custom-domains"), (tx) =>
-    activeElsewhere(tx, row),
-  );
+  const { row, elsewhere } = await withDatabase(deps, ctx, async (db) => {
+    const found = await findDomainRow(db, tenantId, id);
+    return { row: found, elsewhere: await activeElsewhere(db, found) };
+  });
   await removeFromGateway(deps, row, elsewhere);
   await withTransaction(deps, ctx, async (tx, txCtx) => {
     await tx.delete(tenantDomains).where(and(eq(tenantDomains.id, id), eq(tenantDomains.tenantId, tenantId)));

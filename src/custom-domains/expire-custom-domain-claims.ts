@@ -1,7 +1,7 @@
 import { and, eq, lte, ne } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import type { Ctx, TenantCtx } from "../context.ts";
-import { withDatabase, withPlatformTransaction, withTransaction } from "../db/operation.ts";
+import { withDatabase, withTransaction } from "../db/operation.ts";
 import { tenantDomains } from "../db/schema/index.ts";
 import { countDomain, type DomainDeps } from "./domain-rows.ts";
 
@@ -50,8 +50,7 @@ export async function expireCustomDomainClaims(
   input: { limit: number },
 ): Promise<number> {
   const now = deps.clock.now();
-  // the platform path: the expired claims of every tenant
-  const due = await withPlatformTransaction(deps, ctx, (db) =>
+  const due = await withDatabase(deps, ctx, (db) =>
     db
       .select({ id: tenantDomains.id, tenantId: tenantDomains.tenantId, hostname: tenantDomains.hostname })
       .from(tenantDomains)

@@ -1,4 +1,4 @@
-import { withPlatformTransaction } from "../db/operation.ts";
+import { withDatabase } from "../db/operation.ts";
 import type { ClaimedDomain } from "./claim-due-domains.ts";
 import { type CheckResult, type DomainCheck, finishCheck } from "./domain-check.ts";
 import { releaseAbandonedDomain } from "./release-abandoned-domain.ts";
@@ -15,7 +15,7 @@ export async function refreshDomainTls(check: DomainCheck, domain: ClaimedDomain
     const entry =
       (domain.gatewayHostnameId ? await gateway.get(domain.gatewayHostnameId) : null) ??
       (await gateway.ensure(domain.hostname));
-    const stored = await withPlatformTransaction(deps, check.ctx, (db) =>
+    const stored = await withDatabase(deps, check.ctx, (db) =>
       finishCheck(check, db, domain, {
         gatewayHostnameId: entry.id,
         gatewayStatus: entry.status,
@@ -33,7 +33,7 @@ export async function refreshDomainTls(check: DomainCheck, domain: ClaimedDomain
       domainId: domain.id,
       error: (error as Error).message,
     });
-    await withPlatformTransaction(deps, check.ctx, (db) =>
+    await withDatabase(deps, check.ctx, (db) =>
       finishCheck(check, db, domain, { lastCheckedAt: now, checkAttempts: attempts, nextCheckAt }),
     );
     return { status: "Active", code: "gateway_error" };

@@ -1,4 +1,4 @@
-import { withPlatformTransaction } from "../db/operation.ts";
+import { withDatabase, withTransaction } from "../db/operation.ts";
 import { emitEvent } from "../events/outbox.ts";
 import { enqueueContext } from "../jobs/enqueue.ts";
 import { activateClaimedDomain } from "./activate-claimed-domain.ts";
@@ -22,7 +22,7 @@ async function recordCheckFailure(
   const { deps, settings } = check;
   const attempts = domain.checkAttempts + 1;
   const failure = { code: outcome.code, reason: outcome.reason };
-  const stored = await withPlatformTransaction(deps, check.ctx, async (tx) => {
+  const stored = await withTransaction(deps, check.ctx, async (tx) => {
     const written = await finishCheck(check, tx, domain, {
       status: "Failed",
       cnameTarget: outcome.cnameTarget,
@@ -95,12 +95,7 @@ export async function verifyClaimedDomain(check: DomainCheck, domain: ClaimedDom
     );
   }
   const unproven = outcome.code === "txt_missing" || outcome.code === "txt_mismatch";
-  if (
-    unproven &&
-    (await withPlatformTransaction(deps, { ...check.ctx, tx: undefined }, (db) =>
-      activeElsewhere(db, domain),
-    ))
-  )
+  if (unproven && (await withDatabase(deps, check.ctx, (db) => activeElsewhere(db, domain))))
     // told only now, when the claim is checked: publish this claim's own value to take the name over
     return recordCheckFailure(
       check,

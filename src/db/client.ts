@@ -28,12 +28,6 @@ export interface Database {
    * pooler (`Database:PoolMode` = transaction) without a direct connection.
    */
   sessions: boolean;
-  /**
-   * `false` only for the baseline of `bun run bench:http` (an owner connection, which row-level
-   * security does not hold): transactions carry no tenant setting, reads take no transaction, as
-   * before row-level security. Through the app role such a database sees no tenant's rows.
-   */
-  tenantContext?: false;
   /** Pool mode of `db`: `transaction` behind a transaction pooler (docs/scaling.md). */
   poolMode: "session" | "transaction";
   /** Round trip over the direct (session) connection, when one is configured beside a pooler. */

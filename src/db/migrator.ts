@@ -112,9 +112,6 @@ export function readMigrations(dir = MIGRATIONS_DIR): Migration[] {
 
 async function lockAndPrepare(tx: Executor): Promise<Map<string, { hash: string; appliedAt: Date }>> {
   await execute(tx, sql`select pg_advisory_xact_lock(${MIGRATION_LOCK})`);
-  // the platform path (docs/tenant-isolation.md): a migration that moves rows moves every tenant's,
-  // even where the owner is held by FORCE ROW LEVEL SECURITY
-  await execute(tx, sql`select set_config('plinth.platform', 'on', true)`);
   await execute(
     tx,
     sql`create table if not exists schema_migrations (

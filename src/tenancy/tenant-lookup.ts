@@ -1,8 +1,6 @@
 import { and, eq } from "drizzle-orm";
 import type { Clock } from "../clock.ts";
-import { systemCtx } from "../context.ts";
 import type { Db } from "../db/client.ts";
-import { withPlatformTransaction } from "../db/operation.ts";
 import { tenantDomains, tenants } from "../db/schema/index.ts";
 
 const TTL_MS = 30_000;
@@ -54,21 +52,18 @@ export function createTenantLookup(db: Db, clock: Clock, maxEntries = TENANT_LOO
   return {
     byDomain: (host) =>
       cached(`d:${host}`, async () => {
-        // the platform path: a host names its tenant, none is known before it
-        const [row] = await withPlatformTransaction({ database: { db } }, systemCtx("tenant-lookup"), (tx) =>
-          tx
-            .select({ id: tenants.id, code: tenants.code })
-            .from(tenantDomains)
-            .innerJoin(tenants, eq(tenants.id, tenantDomains.tenantId))
-            .where(
-              and(
-                eq(tenantDomains.hostname, host),
-                eq(tenantDomains.status, "Active"),
-                eq(tenants.status, "Active"),
-              ),
-            )
-            .limit(1),
-        );
+        const [row] = await db
+          .select({ id: tenants.id, code: tenants.code })
+          .from(tenantDomains)
+          .innerJoin(tenants, eq(tenants.id, tenantDomains.tenantId))
+          .where(
+            and(
+              eq(tenantDomains.hostname, host),
+              eq(tenantDomains.status, "Active"),
+              eq(tenants.status, "Active"),
+            ),
+          )
+          .limit(1);
         return row ?? null;
       }),
     byCode: (code) =>

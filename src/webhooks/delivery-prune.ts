@@ -1,8 +1,6 @@
 import { sql } from "drizzle-orm";
 import { z } from "zod";
-import { systemCtx } from "../context.ts";
 import { execute } from "../db/client.ts";
-import { withPlatformTransaction } from "../db/operation.ts";
 import type { Deps } from "../deps.ts";
 import { jobKind, jobWorker } from "../jobs/registry.ts";
 import { defineSchedule } from "../jobs/schedules.ts";
@@ -23,17 +21,14 @@ export async function pruneDeliveryLog(deps: Pick<Deps, "database" | "clock" | "
   );
   let total = 0;
   for (;;) {
-    // the platform path: every tenant's old events
-    const rows = await withPlatformTransaction(deps, systemCtx("webhooks"), (tx) =>
-      execute(
-        tx,
-        sql`delete from webhook_events where id in (
+    const rows = await execute(
+      deps.database.db,
+      sql`delete from webhook_events where id in (
             select ev.id from webhook_events ev
             where ev.occurred_at < ${cutoff.toISOString()}::timestamptz
               and not exists (select 1 from webhook_deliveries d where d.event_id = ev.id and d.status = 'pending')
             limit ${PRUNE_BATCH})
           returning id`,
-      ),
     );
     total += rows.length;
     if (rows.length < PRUNE_BATCH) return total;
