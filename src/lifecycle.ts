@@ -45,6 +45,8 @@ export interface LifecycleOptions {
   config?: LoadOptions;
   /** Runs once the dependencies exist, before serving (Bun's `--migrate`); a non-zero code ends start-up. */
   prepare?: (config: AppConfig, deps: Deps) => Promise<number>;
+  /** Runs once the server listens, with its port (the quickstart's block of URLs). */
+  listening?: (port: number) => void;
 }
 
 /** Serves the API until a signal, then drains; resolves the process's exit code. */
@@ -131,6 +133,8 @@ export async function runApi(runtime: RuntimeAdapter, options: LifecycleOptions 
     },
     cache: config.cache ? { source: config.cache.source, cluster: deps.cache?.cluster ?? false } : null,
   });
+  logger.flush();
+  options.listening?.(server.port);
 
   // While this process serves it holds the serving lock (shared), so `migrate --down` can tell.
   const servingLock = holdServingLock(deps);

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { parseArgs } from "node:util";
 import { loadCliContext } from "./cli.ts";
 import type { AppConfig } from "./config/load.ts";
@@ -73,6 +74,11 @@ interface Flags {
   status: boolean;
   /** With `down`: revert even while API processes hold the serving lock. */
   force?: boolean;
+  /**
+   * `npm run dev`: without bootstrap input and without an administrator, create one with a generated
+   * password and report it here (the only place it ever appears); a given input is reported without it.
+   */
+  quickstart?: { admin?: { email: string; password?: string; existed?: boolean } };
 }
 
 /**
@@ -183,6 +189,19 @@ export async function runMigrator(
 
   const anyInput = Boolean(input.email || input.password || input.name);
   let bootstrap = flags.bootstrap;
+  const quickstart = flags.quickstart;
+  if (quickstart && !anyInput) {
+    if (await platformAdminExists(deps, ctx)) quickstart.admin = { email: "", existed: true };
+    else {
+      Object.assign(input, {
+        email: "admin@example.com",
+        password: generatedPassword(),
+        name: "Quickstart Admin",
+      });
+      quickstart.admin = { email: input.email ?? "", password: input.password };
+      bootstrap = true;
+    }
+  }
   if (!bootstrap && anyInput) {
     if (config.environment === "Production") {
       logger.warn(
@@ -207,6 +226,7 @@ export async function runMigrator(
         name: input.name ?? "",
       });
       logger.info("platform administrator created; the password must be changed at first login", { userId });
+      if (quickstart && !quickstart.admin) quickstart.admin = { email: input.email ?? "" };
     } catch (error) {
       if (error instanceof BootstrapRefusedError) {
         logger.error("bootstrap refused: a platform administrator already exists");
@@ -277,4 +297,9 @@ async function main(argv: string[]): Promise<number> {
 
 if (import.meta.main) {
   process.exit(await main(process.argv.slice(2)));
+}
+
+/** A strong temporary password: 24 characters of base64url from 18 random bytes. */
+function generatedPassword(): string {
+  return randomBytes(18).toString("base64url");
 }

@@ -43,10 +43,17 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(`${(error as Error).message}\n\n${HELP}`);
     return 64;
   }
+  // `npm run dev`: Development on the embedded default database; its block is printed once listening
+  let quickstart: QuickstartReport | undefined;
   return runApi(bun, {
     config: { embeddedFallback: flags.embedded },
+    listening: (port) => {
+      if (quickstart) process.stdout.write(quickstartBlock(port, quickstart));
+    },
     prepare: flags.migrate
       ? async (config, deps) => {
+          if (config.environment === "Development" && config.database.source === "embedded default")
+            quickstart = {};
           // beside a transaction pooler the migrator runs over the direct connection
           const direct = config.database.directUrl
             ? await openDatabase(config.database.directUrl, {
@@ -58,7 +65,7 @@ async function main(argv: string[]): Promise<number> {
             return await runMigrator(
               config,
               direct ?? deps.database,
-              { bootstrap: false, down: false, status: false },
+              { bootstrap: false, down: false, status: false, quickstart },
               deps.logger,
             );
           } catch (error) {
@@ -69,6 +76,35 @@ async function main(argv: string[]): Promise<number> {
         }
       : undefined,
   });
+}
+
+type QuickstartReport = { admin?: { email: string; password?: string; existed?: boolean } };
+
+/** The one block `npm run dev` prints: where everything is, and the administrator it made. */
+function quickstartBlock(port: number, report: QuickstartReport): string {
+  const base = `http://localhost:${port}`;
+  const admin = report.admin;
+  const who = !admin
+    ? ["  administrator  none (set PLINTH_BOOTSTRAP_PLATFORM_ADMIN_EMAIL, _PASSWORD, _NAME)"]
+    : admin.existed
+      ? ["  administrator  created on an earlier start (its password was printed then)"]
+      : admin.password
+        ? [
+            `  administrator  ${admin.email}`,
+            `  password       ${admin.password}   (shown once; change it at first sign-in)`,
+          ]
+        : [`  administrator  ${admin.email} (the password you gave)`];
+  return `${[
+    "",
+    "Plinth is running (Development, embedded database in ./.data/dev):",
+    `  API            ${base}/api`,
+    `  API docs       ${base}/api/docs`,
+    `  console        ${base}/console`,
+    ...who,
+    "  keys           ./.data/dev/quickstart-keys.json (0600; tenant secrets, SMS pepper, JWT)",
+    "  webhooks       local receivers allowed (Webhooks:AllowPrivateDestinations)",
+    "",
+  ].join("\n")}\n`;
 }
 
 /** Bun's side of the lifecycle (src/lifecycle.ts): `Bun.serve` and process signals. */

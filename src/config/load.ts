@@ -3,6 +3,8 @@ import { userInfo } from "node:os";
 import { join } from "node:path";
 import { parseRedisClusterUrl } from "../cache/cluster-url.ts";
 import { ConfigError, type ConfigProblem } from "./config-error.ts";
+import { quickstartDefaults } from "./dev-quickstart.ts";
+import { jsonErrorLine } from "./json-error-line.ts";
 import { checkProduction } from "./production.ts";
 import {
   configSchema,
@@ -106,51 +108,6 @@ function readJsonFile(flat: Flat, path: string): unknown {
   }
   flattenJson(flat, parsed, "");
   return parsed;
-}
-
-/**
- * The line of the first JSON syntax error, found without the parser's message: the longest prefix
- * of whole lines that can still be completed to valid JSON by closing what is open.
- */
-function jsonErrorLine(text: string): number {
-  const lines = text.split("\n");
-  let good = 0;
-  for (let n = 1; n <= lines.length; n++) {
-    if (!completable(lines.slice(0, n).join("\n"))) break;
-    good = n;
-  }
-  return Math.min(good + 1, lines.length);
-}
-
-/** Can `prefix` be the start of a JSON document? Closes open strings and brackets, then parses. */
-function completable(prefix: string): boolean {
-  const stack: string[] = [];
-  let inString = false;
-  for (let i = 0; i < prefix.length; i++) {
-    const ch = prefix[i];
-    if (inString) {
-      if (ch === "\\") i++;
-      else if (ch === '"') inString = false;
-    } else if (ch === '"') inString = true;
-    else if (ch === "{") stack.push("}");
-    else if (ch === "[") stack.push("]");
-    else if (ch === "}" || ch === "]") stack.pop();
-  }
-  let candidate = prefix.trimEnd();
-  if (inString) candidate += '"';
-  // a dangling comma, colon or key is completed the simplest way
-  candidate = candidate.replace(/,\s*$/, "");
-  if (/:\s*$/.test(candidate)) candidate += "null";
-  // a string last inside an object is a key waiting for its value
-  else if (stack.at(-1) === "}" && /[{,]\s*"(?:[^"\\]|\\.)*"\s*$/.test(candidate)) candidate += ":null";
-  candidate += stack.reverse().join("");
-  if (candidate.trim() === "") return true;
-  try {
-    JSON.parse(candidate);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 function coerce(value: unknown, node: SchemaNode): unknown {
@@ -287,6 +244,15 @@ export function loadConfig(options: LoadOptions = {}): AppConfig {
     if (value !== undefined && value !== "") put(flat, key, value, files.fromFile.get(variable) ?? variable);
   }
   for (const [key, value] of Object.entries(options.overrides ?? {})) put(flat, key, value);
+  // `npm run dev` (Development, embedded default database): what it needs to show everything
+  if (environment === "Development" && options.embeddedFallback && !flat.has("connectionstrings:database")) {
+    if (!env.DATABASE_URL?.trim()) {
+      const port = Number(env.PORT || flat.get("server:port")?.value || 8080);
+      const dir = EMBEDDED_DEFAULT_URL.slice("pglite:".length);
+      const defaults = quickstartDefaults(dir, port, (key) => flat.has(key.toLowerCase()));
+      for (const [key, value] of Object.entries(defaults)) put(flat, key, value, `npm run dev (${dir})`);
+    }
+  }
   const sources = new Map<string, string>();
   for (const [lower, entry] of flat) if (entry.source) sources.set(lower, entry.source);
 

@@ -22,6 +22,7 @@ import {
   type ConsoleEnv,
   clearConsoleCookies,
   consoleSession,
+  originRefused,
   safeNext,
   seeOther,
   setCsrfCookie,
@@ -133,8 +134,7 @@ export function consoleRoutes(deps: Deps) {
   router.post("/console/sign-in", async (c) => {
     if (c.get("tenant")) throw new AppError("not_found", "No such resource.");
     const origin = c.req.header("origin");
-    if (!origin || !originAllowed(origin))
-      throw new AppError("forbidden", "This origin may not use the console.");
+    if (!origin || !originAllowed(origin)) throw originRefused(origin);
     const form = await formOf(c);
     const email = form.email ?? "";
     try {

@@ -56,6 +56,25 @@ export function safeNext(next: string | undefined): string {
  * only. Viewers (`platform_viewer`) read; the console refuses them every change, as the admin API
  * does (the same `mayChangePlatform`). The viewer it sets carries the `sections` its role sees.
  */
+/**
+ * The refusal of a console request from an origin not in `BrowserAuth:AllowedOrigins`, naming the
+ * origin (parsed, so nothing else of the header is echoed) and the setting that allows it.
+ */
+export function originRefused(origin: string | undefined): AppError {
+  let shown = "";
+  try {
+    shown = origin ? new URL(origin).origin : "";
+  } catch {
+    shown = "";
+  }
+  if (!shown || shown === "null")
+    return new AppError("forbidden", "This origin may not use the console: the request names no origin.");
+  return new AppError(
+    "forbidden",
+    `This origin (${shown}) may not use the console: add it to BrowserAuth:AllowedOrigins (e.g. BrowserAuth__AllowedOrigins__0=${shown}).`,
+  );
+}
+
 export function consoleSession(
   deps: AuthDeps,
   sections: readonly ConsoleSection[],
@@ -66,8 +85,7 @@ export function consoleSession(
     if (c.get("tenant")) throw new AppError("not_found", "No such resource.");
     const unsafe = !SAFE_METHODS.has(c.req.method);
     const origin = c.req.header("origin");
-    if ((origin !== undefined || unsafe) && !(origin && originAllowed(origin)))
-      throw new AppError("forbidden", "This origin may not use the console.");
+    if ((origin !== undefined || unsafe) && !(origin && originAllowed(origin))) throw originRefused(origin);
     const cookie = readSessionCookie(c);
     const csrfToken = getCookie(c, CSRF_COOKIE);
     const toSignIn = () => {

@@ -1,0 +1,105 @@
+import { afterAll, expect, test } from "bun:test";
+import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { stopChildrenAfterAll, tracked } from "../helpers/children.ts";
+import { collectOutput, ROOT } from "../helpers/process.ts";
+
+// `npm run dev` as a new user meets it: Development, embedded PGlite in ./.data/dev of a fresh folder.
+stopChildrenAfterAll();
+const dir = mkdtempSync(join(tmpdir(), "plinth-quickstart-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
+    });
+  });
+}
+
+/** `bun src/server.ts --migrate --embedded` (what `npm run dev` runs) in `dir`; resolves its printed block. */
+async function dev(port: number) {
+  const proc = tracked(
+    Bun.spawn(["bun", join(ROOT, "src/server.ts"), "--migrate", "--embedded"], {
+      cwd: dir,
+      env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", PORT: String(port) },
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+    }),
+  );
+  let wake = () => {};
+  const output = collectOutput(proc, () => wake());
+  const block = await new Promise<string[]>((resolve, reject) => {
+    const check = () => {
+      const at = output.lines.findIndex((l) => l.startsWith("Plinth is running"));
+      const end = at >= 0 ? output.lines.findIndex((l, i) => i > at && l === "") : -1;
+      if (end > at) resolve(output.lines.slice(at, end));
+      else if (proc.exitCode !== null)
+        reject(new Error(`dev ended: ${output.lines.join("\n")}${output.stderr()}`));
+    };
+    wake = check;
+    void proc.exited.then(() => setTimeout(check, 100));
+  });
+  return { proc, block, stop: async () => (proc.kill("SIGTERM"), await proc.exited) };
+}
+
+const field = (block: string[], name: string) =>
+  block
+    .find((l) => l.trimStart().startsWith(name))
+    ?.trimStart()
+    .slice(name.length)
+    .trim() ?? "";
+
+async function signIn(port: number, origin: string, email: string, password: string): Promise<Response> {
+  return fetch(`http://localhost:${port}/console/sign-in`, {
+    method: "POST",
+    redirect: "manual",
+    headers: { origin, "content-type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams({ email, password }),
+  });
+}
+
+test("npm run dev: keys kept 0600, one block of URLs and a generated administrator, the console open to its origin", async () => {
+  const port = await freePort();
+  const first = await dev(port);
+  const base = `http://localhost:${port}`;
+  expect(field(first.block, "API ")).toBe(`${base}/api`);
+  expect(field(first.block, "API docs")).toBe(`${base}/api/docs`);
+  expect(field(first.block, "console")).toBe(`${base}/console`);
+  const email = field(first.block, "administrator");
+  const password = field(first.block, "password").split(/\s+/)[0] ?? "";
+  expect(email).toBe("admin@example.com");
+  expect(password).toMatch(/^[A-Za-z0-9_-]{24}$/);
+
+  const keysPath = join(dir, ".data/dev/quickstart-keys.json");
+  expect(statSync(keysPath).mode & 0o777).toBe(0o600);
+  const keys = readFileSync(keysPath, "utf8");
+  // the block names the file, never a key
+  expect(first.block.join("\n")).not.toContain(JSON.parse(keys).tenantSecretMasterKey);
+
+  // the console accepts its own origin (the generated password must be changed first) ...
+  const signedIn = await signIn(port, base, email, password);
+  expect(signedIn.status).toBe(303);
+  expect(signedIn.headers.get("location")).toBe("/console/password");
+  // ... and refuses another, naming the origin and the setting
+  const refused = await signIn(port, "http://elsewhere.example:3000", email, password);
+  expect(refused.status).toBe(403);
+  const detail = await refused.text();
+  expect(detail).toContain("http://elsewhere.example:3000");
+  expect(detail).toContain("BrowserAuth__AllowedOrigins__0");
+  expect(await first.stop()).toBe(0);
+
+  // a second start keeps the keys and the administrator; the password is not shown again
+  const second = await dev(port);
+  expect(readFileSync(keysPath, "utf8")).toBe(keys);
+  expect(field(second.block, "administrator")).toContain("created on an earlier start");
+  expect(second.block.join("\n")).not.toContain(password);
+  expect((await signIn(port, base, email, password)).status).toBe(303);
+  expect(await second.stop()).toBe(0);
+}, 300_000);
