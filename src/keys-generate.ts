@@ -110,7 +110,11 @@ export function generateKeyFiles(options: GenerateOptions): Output[] {
     `AllowedHosts__0=${host}`,
     `Cors__Origins__0=${origin}`,
     ...["GET", "POST", "PUT", "PATCH", "DELETE"].map((m, i) => `Cors__Methods__${i}=${m}`),
-    ...["authorization", "content-type", "x-tenant"].map((h, i) => `Cors__Headers__${i}=${h}`),
+    // the browser flows of docs/auth.md: a credentialed sign-in, then the CSRF header on every change
+    ...["authorization", "content-type", "x-tenant", "x-csrf-token"].map(
+      (h, i) => `Cors__Headers__${i}=${h}`,
+    ),
+    "Cors__AllowCredentials=true",
     `BrowserAuth__AllowedOrigins__0=${origin}`,
     "RateLimiting__Global__PermitLimit=600",
     "RateLimiting__Global__WindowSeconds=60",

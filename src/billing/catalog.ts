@@ -9,6 +9,8 @@ export interface FeatureDefinition {
   kind: FeatureKind;
   unit: string;
   period: UsagePeriod;
+  /** Who counts it: Plinth itself, or the application built on it (`recordUsage`); default Plinth. */
+  recordedBy?: "plinth" | "application";
 }
 
 export interface PlanDefinition {
@@ -35,6 +37,7 @@ export const builtInFeatures: FeatureDefinition[] = [
     description: "Calls to the tenant's metered API endpoints, per calendar month (UTC).",
     kind: "metered",
     unit: "calls",
+    recordedBy: "application",
     period: "month",
   },
   {

@@ -443,6 +443,24 @@ test("pause a schedule: its next runs are gone, and it resumes", async () => {
   const events = page.getByRole("row", { name: /schedule\.updated/ });
   expect(await events.count()).toBe(2);
   expect(await events.first().textContent()).toContain(fixture.schedule);
+  // at 1280 px a date stays on one line and the details wrap inside their column
+  const time = await events.first().locator("td.when").boundingBox();
+  const lineHeight = Number.parseFloat(
+    (await events
+      .first()
+      .locator("td.when")
+      .evaluate((cell) => getComputedStyle(cell).lineHeight)) || "20",
+  );
+  expect(time?.height ?? 0).toBeLessThan(lineHeight * 2 + 24);
+  for (const box of await Promise.all(
+    (await page.locator("td.details").all()).map((cell) => cell.boundingBox()),
+  ))
+    expect(box?.width ?? 0).toBeLessThanOrEqual(28 * 16 + 40);
+  // the date filters are typed as UTC text, never the browser's mm/dd/yyyy
+  for (const label of ["From (UTC)", "Before (UTC)"]) {
+    expect(await page.getByLabel(label).getAttribute("type")).toBe("text");
+    expect(await page.getByLabel(label).getAttribute("placeholder")).toBe("2026-11-26T10:00:00");
+  }
   await context.close();
 }, 60_000);
 
@@ -458,6 +476,8 @@ test("read a tenant's usage against its limit and its webhook endpoints' health,
   const cells = await usage.locator("td").allTextContents();
   // feature, period, used, limit (the default plan: 10,000 a month)
   expect(cells.slice(1, 3)).toEqual(["8,500", "10,000"]);
+  // Plinth never counts api_calls itself: the row says who does
+  expect(await usage.locator("th").textContent()).toContain("recorded by your application");
   expect(await usage.locator("meter").getAttribute("value")).toBe("8500");
   expect(await page.getByRole("link", { name: fixture.hostname }).count()).toBe(1);
   // webhook endpoints' health, and never a token from a destination's query string

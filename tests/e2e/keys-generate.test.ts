@@ -112,6 +112,20 @@ describe("bun run keys:generate", () => {
           headers: { host: HOST, "content-type": "application/json", ...(init.headers ?? {}) },
         });
       expect((await call("/api/health/ready")).status).toBe(200);
+      // a single-page app on the browser origin: the credentialed sign-in and the CSRF header pass CORS
+      const origin = `https://${HOST}`;
+      const preflight = await call("/api/auth/login", {
+        method: "OPTIONS",
+        headers: {
+          origin,
+          "access-control-request-method": "POST",
+          "access-control-request-headers": "content-type,x-csrf-token",
+        },
+      });
+      expect(preflight.status).toBeLessThan(300);
+      expect(preflight.headers.get("access-control-allow-origin")).toBe(origin);
+      expect(preflight.headers.get("access-control-allow-credentials")).toBe("true");
+      expect(preflight.headers.get("access-control-allow-headers")?.toLowerCase()).toContain("x-csrf-token");
       const login = await call("/api/auth/login", {
         method: "POST",
         body: JSON.stringify({ email: "admin@example.test", password }),

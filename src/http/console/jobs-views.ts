@@ -51,8 +51,8 @@ function filterForm(fields: FilterFields): Html {
   )}</select></label>
 <label for="f-kind">Kind<input id="f-kind" name="kind" value="${fields.kind ?? ""}" placeholder="e.g. billing.report"></label>
 <label for="f-group">Tenant (code or id)<input id="f-group" name="group" value="${fields.group ?? ""}"></label>
-<label for="f-from">Created from (UTC)<input id="f-from" name="createdFrom" type="datetime-local" step="1" value="${fields.createdFrom ?? ""}"></label>
-<label for="f-to">Created before (UTC)<input id="f-to" name="createdTo" type="datetime-local" step="1" value="${fields.createdTo ?? ""}"></label>
+<label for="f-from">Created from (UTC)<input id="f-from" name="createdFrom" type="text" inputmode="numeric" placeholder="2026-11-26T10:00:00" pattern="\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?" title="UTC, as 2026-11-26T10:00:00" value="${fields.createdFrom ?? ""}"></label>
+<label for="f-to">Created before (UTC)<input id="f-to" name="createdTo" type="text" inputmode="numeric" placeholder="2026-11-26T10:00:00" pattern="\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?" title="UTC, as 2026-11-26T10:00:00" value="${fields.createdTo ?? ""}"></label>
 <button type="submit">Filter</button>
 <a class="button secondary" href="/console/jobs">Clear</a>
 </form>`;

@@ -34,14 +34,14 @@ function eventRow(e: AuditEventView, codes: Map<string, string>): Html {
   const tenant = e.tenantId ? (codes.get(e.tenantId) ?? e.tenantId) : null;
   const details = Object.keys(e.details).length ? JSON.stringify(e.details) : "";
   return html`<tr>
-<td data-label="Time">${when(e.occurredAt)}</td>
+<td data-label="Time" class="when">${when(e.occurredAt)}</td>
 <td data-label="Chain">${tenant ? html`<a href="/console/tenants/${e.tenantId}">${tenant}</a>` : html`<span class="muted">platform</span>`}</td>
 <th scope="row">${e.action}</th>
 <td data-label="Actor">${e.actor.type}${e.actor.id ? html` ${shortId(e.actor.id)}` : ""}</td>
 <td data-label="Target">${e.target ? html`${e.target.type} ${e.target.id ? shortId(e.target.id) : ""}` : html`<span class="muted">—</span>`}</td>
 <td data-label="Outcome"><span class="badge ${e.outcome === "success" ? "ok" : "bad"}">${e.outcome}</span></td>
 <td data-label="From">${e.clientAddress ?? html`<span class="muted">—</span>`}</td>
-<td data-label="Details">${details ? html`<code>${details}</code>` : ""}</td>
+<td data-label="Details" class="details">${details ? html`<code>${details}</code>` : ""}</td>
 </tr>`;
 }
 
@@ -103,8 +103,8 @@ function auditPageHtml({ fields, unknownTenant, events, codes }: AuditPage): Htm
 <label for="a-actor">Actor id<input id="a-actor" name="actor" value="${fields.actor ?? ""}"></label>
 <label for="a-ttype">Target type<input id="a-ttype" name="targetType" value="${fields.targetType ?? ""}"></label>
 <label for="a-tid">Target id<input id="a-tid" name="targetId" value="${fields.targetId ?? ""}"></label>
-<label for="a-from">From (UTC)<input id="a-from" name="from" type="datetime-local" step="1" value="${fields.from ?? ""}"></label>
-<label for="a-to">Before (UTC)<input id="a-to" name="to" type="datetime-local" step="1" value="${fields.to ?? ""}"></label>
+<label for="a-from">From (UTC)<input id="a-from" name="from" type="text" inputmode="numeric" placeholder="2026-11-26T10:00:00" pattern="\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?" title="UTC, as 2026-11-26T10:00:00" value="${fields.from ?? ""}"></label>
+<label for="a-to">Before (UTC)<input id="a-to" name="to" type="text" inputmode="numeric" placeholder="2026-11-26T10:00:00" pattern="\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?" title="UTC, as 2026-11-26T10:00:00" value="${fields.to ?? ""}"></label>
 <button type="submit">Filter</button>
 <a class="button secondary" href="/console/audit">Clear</a>
 </form>

@@ -1,6 +1,7 @@
 import { Hono } from "hono";
 import { html } from "hono/html";
 import { applySubscriptionEvent } from "../../billing/apply-subscription-event.ts";
+import { builtInFeatures } from "../../billing/catalog.ts";
 import { getSubscription } from "../../billing/get-subscription.ts";
 import { graceEndsAt, transitionTable } from "../../billing/subscription-states.ts";
 import { getUsageReport } from "../../billing/usage-report.ts";
@@ -41,6 +42,17 @@ function endpointHealth(e: WebhookEndpointView): Html {
 
 /** A count for people: 1,073,741,824 rather than 1073741824. */
 const count = (n: number) => n.toLocaleString("en-US");
+
+/** Metered features the application records itself (`recordedBy`), which Plinth never counts. */
+const byApplication = (key: string) =>
+  builtInFeatures.some((f) => f.key === key && f.recordedBy === "application");
+
+/** The last cell of a usage row: not in the plan, nothing recorded yet, unlimited, or a meter. */
+function usageCell(u: { feature: string; enabled: boolean; used: number; limit: number | null }): Html {
+  if (!u.enabled) return html`<span class="muted">not in the plan</span>`;
+  if (u.used === 0 && byApplication(u.feature)) return html`<span class="muted">nothing recorded yet</span>`;
+  return usageMeter(u.used, u.limit);
+}
 
 function usageMeter(used: number, limit: number | null): Html {
   if (limit === null) return html`<span class="muted">no limit</span>`;
@@ -129,7 +141,7 @@ function tenantTablesHtml({ usage, users, domains, endpoints }: TenantDetail): H
     usage.items.length
       ? usage.items.map(
           (u) =>
-            html`<tr><th scope="row">${u.feature}${u.enabled ? "" : html` <span class="badge muted">off</span>`}</th><td data-label="Period">${u.period}</td><td class="num" data-label="Used">${count(u.used)}</td><td class="num" data-label="Limit">${u.limit === null ? "—" : count(u.limit)}</td><td data-label="Against the limit">${usageMeter(u.used, u.limit)}</td></tr>`,
+            html`<tr><th scope="row">${u.feature}${u.enabled ? "" : html` <span class="badge muted">off</span>`}${byApplication(u.feature) ? html` <span class="badge muted" title="Plinth does not count it: the application records it with recordUsage">recorded by your application</span>` : ""}</th><td data-label="Period">${u.period}</td><td class="num" data-label="Used">${count(u.used)}</td><td class="num" data-label="Limit">${u.enabled && u.limit !== null ? count(u.limit) : "—"}</td><td data-label="Against the limit">${usageCell(u)}</td></tr>`,
         )
       : html`<tr><td colspan="5" class="muted">No metered usage.</td></tr>`
   }</tbody></table></div>
