@@ -39,6 +39,8 @@ export interface Ctx {
   actor: Actor;
   /** The request behind the call, where there is one (logs, audit). */
   requestId?: string;
+  /** An `X-Request-Id` a client chose, kept apart from `requestId` (audit details `clientRequestId`). */
+  clientRequestId?: string;
   clientIp?: string;
   /** The caller's `User-Agent` (at most 512 characters), where there is a request (audit). */
   userAgent?: string;

@@ -47,6 +47,7 @@ export const AUDIT_DETAIL_KEYS = new Set([
   "path",
   "count",
   "sessions",
+  "clientRequestId",
 ]);
 
 export interface AuditInput {
@@ -71,8 +72,14 @@ const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[
 const cut = (value: string): string => {
   // jsonb refuses NUL and lone surrogates: a stray one must not fail the change being recorded
   const text = redactor.text(value.replace(LONE_SURROGATE, "\ufffd").replaceAll("\u0000", ""));
-  return text.length > MAX_STRING ? `${text.slice(0, MAX_STRING)}…` : text;
+  return text.length > MAX_STRING ? `${cutAt(text, MAX_STRING)}…` : text;
 };
+
+/** The first `max` UTF-16 units of `text`, one fewer when the cut would split a surrogate pair. */
+export function cutAt(text: string, max: number): string {
+  const last = text.charCodeAt(max - 1);
+  return text.slice(0, last >= 0xd800 && last <= 0xdbff ? max - 1 : max);
+}
 
 /** The allow-listed, redacted copy of a details object that `recordAudit` stores. */
 export function auditDetails(details: Record<string, unknown> | undefined): Record<string, unknown> {
@@ -145,9 +152,14 @@ export async function recordAudit(
     targetId: input.target?.id ?? null,
     outcome: input.outcome ?? "success",
     clientAddress: ctx.clientIp ?? null,
-    userAgent: ctx.userAgent?.replaceAll("\u0000", "") ?? null,
+    userAgent:
+      ctx.userAgent === undefined
+        ? null
+        : cutAt(ctx.userAgent, 512).replaceAll("\u0000", "").replace(LONE_SURROGATE, "\ufffd"),
     requestId: ctx.requestId ?? null,
-    details: auditDetails(input.details),
+    details: auditDetails(
+      ctx.clientRequestId ? { ...input.details, clientRequestId: ctx.clientRequestId } : input.details,
+    ),
     prevHash: head.head_hash,
   };
   const hash = auditRowHash(row);
@@ -166,14 +178,16 @@ export async function recordAudit(
   return { id: row.id, hash };
 }
 
-export type LimitedAuditDeps = DatabaseDeps & Pick<Deps, "counters" | "clock" | "logger" | "config">;
+export type LimitedAuditDeps = DatabaseDeps &
+  Pick<Deps, "counters" | "clock" | "logger" | "config" | "telemetry">;
 
 /**
  * Records an event nobody's change carries (a failed sign-in, a refused authorization) in its own
  * transaction, at most `Audit:FailuresPerMinute` per tenant and client address and
  * `Audit:FailuresPerTenantPerMinute` per tenant (the rate-limit counters: cache or database), so a
  * flood cannot fill the table. Returns whether a row was written. Never throws: the refusal the
- * caller is answering matters more than its record (a failure to write is logged).
+ * caller is answering matters more than its record: a failure to write is logged and counted in
+ * `plinth.audit.write_failures` (alert `PlinthAuditWriteFailures`, docs/audit.md).
  */
 export async function recordAuditLimited(
   deps: LimitedAuditDeps,
@@ -206,6 +220,7 @@ export async function recordAuditLimited(
     await withTransaction(deps, { ...ctx, tx: undefined }, (tx, ctx) => recordAudit(tx, ctx, input));
     return true;
   } catch (error) {
+    deps.telemetry.instruments.auditWriteFailures.add(1, { "plinth.audit.action": input.action });
     deps.logger.warn("audit event not recorded", { action: input.action, requestId: ctx.requestId, error });
     return false;
   }

@@ -15,6 +15,7 @@ export interface AuthDeps
     | "sessionCache"
     | "pending"
     | "counters"
+    | "telemetry"
   > {
   tokens: TokenService;
   sms: SmsSender;

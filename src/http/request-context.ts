@@ -47,6 +47,8 @@ export type AppEnv = {
   };
   Variables: {
     requestId: string;
+    /** An `X-Request-Id` the client sent that was not taken as the id (`requestIdOf`). */
+    clientRequestId?: string;
     /** The real client IP, or `unknown`: read it with `clientIp(c)` (http/client-ip.ts). */
     clientIp?: string;
     /** Set by the `edge` middleware for `clientIp(c)`. */
@@ -121,6 +123,7 @@ export function ctxOf(c: RequestContext, tenantId: string | null = principalOf(c
             platformRoles: principal.platformRoles,
           },
     requestId: c.get("requestId"),
+    clientRequestId: c.get("clientRequestId"),
     clientIp: clientIp(c),
     userAgent: userAgentOf(c),
   };
@@ -139,6 +142,7 @@ export function anonymousCtxOf(
     tenantId,
     actor: { type: "anonymous" },
     requestId: c.get("requestId"),
+    clientRequestId: c.get("clientRequestId"),
     clientIp: clientIp(c),
     userAgent: userAgentOf(c),
   };

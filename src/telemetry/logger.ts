@@ -29,6 +29,8 @@ export interface RequestLine {
   status: number;
   durationMs: number;
   requestId: string;
+  /** An `X-Request-Id` the client chose that was not taken as the id (src/http/middleware/request.ts). */
+  clientRequestId?: string;
 }
 
 export interface LoggerOptions {
@@ -91,7 +93,7 @@ export function createLogger(options: LoggerOptions, base: LogFields = {}): Logg
     let line = `{"time":"${timestamp()}","level":"${level}","msg":${requestMsg}`;
     if (trace) line += `,"traceId":"${trace.traceId}","spanId":"${trace.spanId}"`;
     write(
-      `${line},"method":${quote(redactor.text(entry.method))},"path":${quote(redactor.text(entry.path))},"status":${finite(entry.status)},"durationMs":${finite(entry.durationMs)},"requestId":${quote(redactor.text(entry.requestId))}}`,
+      `${line},"method":${quote(redactor.text(entry.method))},"path":${quote(redactor.text(entry.path))},"status":${finite(entry.status)},"durationMs":${finite(entry.durationMs)},"requestId":${quote(redactor.text(entry.requestId))}${entry.clientRequestId === undefined ? "" : `,"clientRequestId":${quote(redactor.text(entry.clientRequestId))}`}}`,
     );
   };
   // a field that shadows a reserved or base key: the object spread decides, as it always did

@@ -42,6 +42,8 @@ export interface Instruments {
   webhookAttemptDuration: Histogram;
   /** `plinth.loop.tick.duration` (s): loop. */
   loopTickDuration: Histogram;
+  /** `plinth.audit.write_failures`: audit rows of refusals and failed sign-ins not written, by action. */
+  auditWriteFailures: Counter;
 }
 
 /**
@@ -67,6 +69,12 @@ const noopPropagator: TextMapPropagator = {
   extract: (ctx) => ctx,
   fields: () => [],
 };
+/** A counter served at 0 from the start, so an alert on its increase has a series to read. */
+function zeroed(counter: Counter): Counter {
+  counter.add(0);
+  return counter;
+}
+
 function createInstruments(meter: Meter): Instruments {
   return {
     httpServerDuration: meter.createHistogram("http.server.request.duration", {
@@ -105,6 +113,11 @@ function createInstruments(meter: Meter): Instruments {
       unit: "s",
       description: "Duration of background loop rounds.",
     }),
+    auditWriteFailures: zeroed(
+      meter.createCounter("plinth.audit.write_failures", {
+        description: "Audit rows of refusals and failed sign-ins that could not be written, by action.",
+      }),
+    ),
   };
 }
 

@@ -259,6 +259,7 @@ describe("Prometheus against a running Plinth", () => {
 
   test("every alert expression evaluates and names only metrics the server has", async () => {
     expect(rules.map((r) => r.alert).sort()).toEqual([
+      "PlinthAuditWriteFailures",
       "PlinthDeadJobsRising",
       "PlinthHigh5xxRate",
       "PlinthJobQueueAge",

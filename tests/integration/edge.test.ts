@@ -49,15 +49,29 @@ test("the probes answer on any Host and are never stored by a cache", async () =
   expect((await app.request("/api/plans", { headers: { host: "evil.example" } })).status).toBe(400);
 });
 
-test("a well-formed X-Request-Id is kept, a malformed one replaced; the log line has no query string", async () => {
-  const kept = await app.request("/api/health?token=should-not-be-logged", {
-    headers: { "x-request-id": "abc-123" },
-  });
+test("a trusted proxy's well-formed X-Request-Id is kept, a client's kept apart, a malformed one replaced; the log line has no query string", async () => {
+  const kept = await app.request(
+    "/api/health?token=should-not-be-logged",
+    { headers: { "x-request-id": "abc-123" } },
+    "10.0.0.7",
+  );
   expect(kept.headers.get("x-request-id")).toBe("abc-123");
+  // issue #29: an untrusted peer does not choose the request id (its own is logged beside it)
+  const client = await app.request(
+    "/api/health",
+    { headers: { "x-request-id": "client-456" } },
+    "203.0.113.9",
+  );
+  const clientId = client.headers.get("x-request-id");
+  expect(clientId).not.toBe("client-456");
+  expect(clientId).toMatch(/^[0-9a-f-]{36}$/);
   const replaced = await app.request("/api/health", { headers: { "x-request-id": "bad id with spaces" } });
   expect(replaced.headers.get("x-request-id")).not.toBe("bad id with spaces");
-  const line = app.logs.map((l) => JSON.parse(l)).find((l) => l.requestId === "abc-123");
+  const lines = app.logs.map((l) => JSON.parse(l));
+  const line = lines.find((l) => l.requestId === "abc-123");
   expect(line).toMatchObject({ msg: "request", method: "GET", path: "/api/health", status: 200 });
+  expect(line.clientRequestId).toBeUndefined();
+  expect(lines.find((l) => l.requestId === clientId)).toMatchObject({ clientRequestId: "client-456" });
   expect(app.logs.join("\n")).not.toContain("should-not-be-logged");
 });
 

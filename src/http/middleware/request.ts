@@ -2,7 +2,7 @@ import type { MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { AppError } from "../../errors.ts";
 import type { Logger } from "../../telemetry/logger.ts";
-import { forwardedFrom, type TrustedProxies, trustedProxies } from "../client-ip.ts";
+import { forwardedFrom, normaliseIp, type TrustedProxies, trustedProxies } from "../client-ip.ts";
 import type { AppEnv } from "../request-context.ts";
 import { readSessionCookie } from "../session-cookie.ts";
 
@@ -30,6 +30,23 @@ export function requestIdFor(incoming: string | null): string {
 }
 
 /**
+ * The request's id, and what the client said it was: a well-formed `X-Request-Id` is the id only
+ * when a trusted proxy (`Tenancy:Resolution:TrustedProxies`) sent it; anyone else's is kept apart as
+ * `clientRequestId` (logged, and in an audit row's details) and the id is a new one, so no client
+ * chooses the id an audit row or a log line is found by (issue #29, docs/audit.md).
+ */
+export function requestIdOf(
+  incoming: string | null,
+  peerAddress: () => string | undefined,
+  trusted: TrustedProxies,
+): { requestId: string; clientRequestId?: string } {
+  if (!incoming || !REQUEST_ID.test(incoming)) return { requestId: crypto.randomUUID() };
+  const peer = trusted.empty ? null : normaliseIp(peerAddress());
+  if (peer !== null && trusted.has(peer)) return { requestId: incoming };
+  return { requestId: crypto.randomUUID(), clientRequestId: incoming };
+}
+
+/**
  * Did the request travel over HTTPS: it came over TLS (`tls`: its URL is `https:`) or, from a
  * trusted proxy, the last `X-Forwarded-Proto` value (the one the proxy wrote) is `https`.
  */
@@ -44,7 +61,7 @@ export function overHttps(
 
 /**
  * What every request gets, in one middleware (each Hono middleware costs a few µs, and this runs
- * on every request): the request id (a well-formed incoming X-Request-Id, else a new one), then one
+ * on every request): the request id (`requestIdOf`: a trusted proxy's X-Request-Id, else a new one), then one
  * structured log line (method, path without query, status, duration, request id), the security
  * headers and X-Request-Id on the response. The client IP is worked out only when something asks
  * (`clientIp(c)`): reading the socket peer costs a system call. Under Bun the liveness probe is
@@ -58,8 +75,9 @@ export function requestIdLogHeaders(options: {
   const { logger } = options;
   return async (c, next) => {
     const started = performance.now();
-    const id = requestIdFor(c.req.raw.headers.get("x-request-id"));
-    c.set("requestId", id);
+    const id = requestIdOf(c.req.raw.headers.get("x-request-id"), () => c.env?.peerAddress, trusted);
+    c.set("requestId", id.requestId);
+    if (id.clientRequestId) c.set("clientRequestId", id.clientRequestId);
     c.set("trustedProxies", trusted);
     await next();
     const headers = c.res.headers;
@@ -71,13 +89,14 @@ export function requestIdLogHeaders(options: {
     const { raw } = c.req;
     if (overHttps(raw.url.startsWith("https:"), raw.headers, () => c.env?.peerAddress, trusted))
       headers.set(HSTS_HEADER[0], HSTS_HEADER[1]);
-    headers.set("x-request-id", id);
+    headers.set("x-request-id", id.requestId);
     logger.request({
       method: c.req.method,
       path: c.req.path,
       status: c.res.status,
       durationMs: elapsedMs(started),
-      requestId: id,
+      requestId: id.requestId,
+      ...(id.clientRequestId ? { clientRequestId: id.clientRequestId } : {}),
     });
   };
 }
