@@ -1,9 +1,11 @@
+import type { MiddlewareHandler } from "hono";
 import { cors } from "hono/cors";
 import { RegExpRouter } from "hono/router/reg-exp-router";
 import { SmartRouter } from "hono/router/smart-router";
 import { TrieRouter } from "hono/router/trie-router";
 import { recordAuditLimited } from "./audit/record.ts";
 import { normaliseOrigin } from "./auth/origins.ts";
+import type { Settings } from "./config/schema.ts";
 import type { Deps } from "./deps.ts";
 import { AppError } from "./errors.ts";
 import { CONSOLE_CREDENTIAL_PATHS, consoleRoutes } from "./http/console/routes.ts";
@@ -28,7 +30,7 @@ import { resolveTenancy } from "./http/middleware/tenancy.ts";
 import { traceRequests } from "./http/middleware/tracing.ts";
 import { DOCUMENT_TAGS, registerComponents, registerDocumentRoutes } from "./http/openapi.ts";
 import { HttpError, problemJson, statusOf, toAppError } from "./http/problem-json.ts";
-import { createRouter, ctxOf } from "./http/request-context.ts";
+import { type AppEnv, createRouter, ctxOf } from "./http/request-context.ts";
 import { adminBillingRoutes } from "./http/routes/admin-billing.ts";
 import { adminFlowRoutes } from "./http/routes/admin-flows.ts";
 import { adminJobRoutes } from "./http/routes/admin-jobs.ts";
@@ -80,52 +82,26 @@ function methodsByPath(routes: () => readonly { method: string; path: string }[]
   };
 }
 
-/** Builds the HTTP app from its dependencies: no globals, so tests build it with their own. */
-export function createApp(deps: Deps) {
-  const app = createRouter();
-  const settings = deps.config.settings;
-  // outermost, so the request's log line is written inside its span and carries the trace id
-  if (deps.telemetry.enabled) app.use(traceRequests(deps.telemetry));
-  app.use(
-    requestIdLogHeaders({ logger: deps.logger, trustedProxies: settings.Tenancy.Resolution.TrustedProxies }),
-  );
-  // Probes come before the host check, CORS, rate limits and the body limit, so none of those run
-  // for them: orchestrators probe pods by IP rather than by name, a throttled readiness check would
-  // take the pod out of service, and the probes read no body. They still get the request id, the
-  // log line and the security headers.
-  app.route("/", healthRoutes(deps));
-  if (settings.Cors.Origins.length > 0) {
-    const origins = new Set(settings.Cors.Origins.map(normaliseOrigin));
-    app.use(
-      cors({
-        // unlisted origins get no CORS headers at all, preflight or not
-        origin: (origin) => (origins.has(normaliseOrigin(origin)) ? origin : null),
-        allowMethods: settings.Cors.Methods,
-        // never an empty list: hono/cors would then echo whatever headers a preflight asks for
-        allowHeaders: settings.Cors.Headers.length > 0 ? settings.Cors.Headers : DEFAULT_CORS_HEADERS,
-        credentials: settings.Cors.AllowCredentials,
-        exposeHeaders: ["x-request-id", "ratelimit", "ratelimit-policy", "retry-after"],
-        maxAge: 600,
-      }),
-    );
-  }
-  const policies = rateLimitPolicies(deps.config.settings, deps.config.environment);
-  const limiter = { store: deps.counters, clock: deps.clock, logger: deps.logger };
-  // the per-client limit decides before any database work: the host, custom-domain and tenant-code
-  // lookups come after it, so a client over its limit costs no query (docs/cache.md)
-  app.use(rateLimit(policies.global, limiter));
-  app.use(resolveTenancy({ settings, environment: deps.config.environment, lookup: deps.tenants }));
-  const authLimit = rateLimit(policies.auth, limiter);
-  for (const path of [...CREDENTIAL_PATHS, ...CONSOLE_CREDENTIAL_PATHS]) app.use(path, authLimit);
-  for (const [path, kind] of Object.entries(WINDOW_KINDS))
-    app.use(path, advertisePolicies(windowPolicies(deps.config.settings, kind)));
-  app.use("/api/tenant/webhooks/:id/test", advertisePolicies(testSendPolicies(deps.config.settings)));
-  app.use(limitBody(deps.config.settings.Server.MaxBodyBytes));
-  app.use(limitJsonDepth(MAX_JSON_DEPTH));
-  // one guard for every operation: text PostgreSQL cannot store is a 400 naming the field, never a 500
-  app.use(refuseUnstorableInput());
-  app.use(noStoreWhenAuthenticated());
+/** CORS for the listed origins only: an unlisted origin gets no CORS headers, preflight or not. */
+function corsOf(settings: Settings["Cors"]) {
+  const origins = new Set(settings.Origins.map(normaliseOrigin));
+  return cors({
+    origin: (origin) => (origins.has(normaliseOrigin(origin)) ? origin : null),
+    allowMethods: settings.Methods,
+    // never an empty list: hono/cors would then echo whatever headers a preflight asks for
+    allowHeaders: settings.Headers.length > 0 ? settings.Headers : DEFAULT_CORS_HEADERS,
+    credentials: settings.AllowCredentials,
+    exposeHeaders: ["x-request-id", "ratelimit", "ratelimit-policy", "retry-after"],
+    maxAge: 600,
+  });
+}
 
+/**
+ * Every error as problem+json: a refusal of a signed-in caller is audited, a deliberate 503 is a
+ * warning, anything else over 500 is logged once (redacted); an unknown path is 404 and a path that
+ * exists under other methods 405 with Allow.
+ */
+function answerErrors(app: Router, deps: Deps): void {
   app.onError(async (error, c) => {
     const problem = toAppError(error);
     // a signed-in caller refused by a guard or a domain rule: recorded, rate limited (docs/audit.md)
@@ -164,18 +140,10 @@ export function createApp(deps: Deps) {
       }),
     );
   });
+}
 
-  // Who may call a route is declared on it (`apiRoute`'s access, src/http/access.ts) and checked by
-  // its own guard (docs/roles.md). Authentication is mounted once per area, here, so that a path of
-  // the area answers 401 to a request without credentials before it is found (or not): a `/x/*`
-  // pattern also matches `/x` itself.
-  const authenticated = authenticate(deps);
-  app.use("/api/admin/*", authenticated);
-  // an API key has a bucket of its own (`RateLimiting:ApiKey`), counted once the key is known to be
-  // valid and before its scopes are checked: a key over its limit gets 429, never 401 or 403
-  const apiKeyLimit = rateLimit(apiKeyPolicy(settings), limiter, byApiKey);
-  app.use("/api/tenant/*", authenticated, apiKeyLimit);
-
+/** Every area's routes (each declares who may call it: src/http/access.ts). */
+function mountRoutes(app: Router, deps: Deps, authenticated: MiddlewareHandler<AppEnv>): void {
   app.route("/", wellKnownRoutes(deps));
   app.route("/", problemRoutes());
   app.route("/", authRoutes(deps, authenticated));
@@ -201,7 +169,10 @@ export function createApp(deps: Deps) {
   app.route("/", adminWebhookRoutes(deps));
   app.route("/", tenantAuditRoutes(deps));
   app.route("/", adminAuditRoutes(deps));
+}
 
+/** The OpenAPI document at /api/openapi.json, a public operation like the others. */
+function serveDocument(app: Router, settings: Settings): void {
   registerComponents(app);
   registerDocumentRoutes(app);
   registerWebhookDocs(app);
@@ -228,6 +199,56 @@ export function createApp(deps: Deps) {
     const servers = [{ url, description: "The API's base URL." }];
     return c.json(app.getOpenAPI31Document({ ...document, servers }));
   });
+}
+
+/** Builds the HTTP app from its dependencies: no globals, so tests build it with their own. */
+export function createApp(deps: Deps) {
+  const app = createRouter();
+  const settings = deps.config.settings;
+  // outermost, so the request's log line is written inside its span and carries the trace id
+  if (deps.telemetry.enabled) app.use(traceRequests(deps.telemetry));
+  app.use(
+    requestIdLogHeaders({ logger: deps.logger, trustedProxies: settings.Tenancy.Resolution.TrustedProxies }),
+  );
+  // Probes come before the host check, CORS, rate limits and the body limit, so none of those run
+  // for them: orchestrators probe pods by IP rather than by name, a throttled readiness check would
+  // take the pod out of service, and the probes read no body. They still get the request id, the
+  // log line and the security headers.
+  app.route("/", healthRoutes(deps));
+  if (settings.Cors.Origins.length > 0) app.use(corsOf(settings.Cors));
+  const policies = rateLimitPolicies(deps.config.settings, deps.config.environment);
+  const limiter = { store: deps.counters, clock: deps.clock, logger: deps.logger };
+  // the per-client limit decides before any database work: the host, custom-domain and tenant-code
+  // lookups come after it, so a client over its limit costs no query (docs/cache.md)
+  app.use(rateLimit(policies.global, limiter));
+  app.use(resolveTenancy({ settings, environment: deps.config.environment, lookup: deps.tenants }));
+  const authLimit = rateLimit(policies.auth, limiter);
+  for (const path of [...CREDENTIAL_PATHS, ...CONSOLE_CREDENTIAL_PATHS]) app.use(path, authLimit);
+  for (const [path, kind] of Object.entries(WINDOW_KINDS))
+    app.use(path, advertisePolicies(windowPolicies(deps.config.settings, kind)));
+  app.use("/api/tenant/webhooks/:id/test", advertisePolicies(testSendPolicies(deps.config.settings)));
+  app.use(limitBody(deps.config.settings.Server.MaxBodyBytes));
+  app.use(limitJsonDepth(MAX_JSON_DEPTH));
+  // one guard for every operation: text PostgreSQL cannot store is a 400 naming the field, never a 500
+  app.use(refuseUnstorableInput());
+  app.use(noStoreWhenAuthenticated());
+
+  answerErrors(app, deps);
+
+  // Who may call a route is declared on it (`apiRoute`'s access, src/http/access.ts) and checked by
+  // its own guard (docs/roles.md). Authentication is mounted once per area, here, so that a path of
+  // the area answers 401 to a request without credentials before it is found (or not): a `/x/*`
+  // pattern also matches `/x` itself.
+  const authenticated = authenticate(deps);
+  app.use("/api/admin/*", authenticated);
+  // an API key has a bucket of its own (`RateLimiting:ApiKey`), counted once the key is known to be
+  // valid and before its scopes are checked: a key over its limit gets 429, never 401 or 403
+  const apiKeyLimit = rateLimit(apiKeyPolicy(settings), limiter, byApiKey);
+  app.use("/api/tenant/*", authenticated, apiKeyLimit);
+
+  mountRoutes(app, deps, authenticated);
+
+  serveDocument(app, settings);
   // a reference page over the document above, its viewer served from here (no CDN)
   app.route("/", docsRoutes());
   // the operator console: server-rendered pages for platform staff (docs/console.md)
@@ -236,3 +257,4 @@ export function createApp(deps: Deps) {
 }
 
 export type App = ReturnType<typeof createApp>;
+type Router = ReturnType<typeof createRouter>;

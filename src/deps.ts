@@ -90,6 +90,44 @@ export interface CreateDepsOptions {
   hostResolver?: HostResolver;
 }
 
+/** The SMS code pepper; outside Production an ephemeral one when none is set (logged). */
+function smsPepperOf(config: AppConfig, logger: Logger): string {
+  const pepper = config.settings.Authentication.Sms.CodePepper ?? "";
+  if (pepper.length >= 32) return pepper;
+  if (config.environment === "Production")
+    throw new Error("Authentication:Sms:CodePepper is required in Production");
+  logger.warn(
+    "Authentication:Sms:CodePepper is not set: using an ephemeral pepper; SMS codes die with this process and no other replica accepts them",
+    { environment: config.environment },
+  );
+  return opaqueToken(32);
+}
+
+/** The SMS sender: a tenant's own provider where it has one, else the configured global sender. */
+function smsSenderOf(
+  config: AppConfig,
+  parts: { database: Database; keyring: TenantSecretKeyring | null; logger: Logger; fetch: Fetch },
+) {
+  const { database, keyring, logger, fetch } = parts;
+  const sms = config.settings.Authentication.Sms;
+  const globalSms =
+    sms.Provider === "http" && sms.HttpUrl && sms.HttpApiKey
+      ? httpSmsSender({ url: sms.HttpUrl, apiKey: sms.HttpApiKey, logger, fetch })
+      : developmentSmsSender(logger);
+  return tenantAwareSmsSender({
+    global: globalSms,
+    resolve: (tenantId) =>
+      resolveProvider(database.db, tenantId, "sms", { provider: sms.Provider, settings: {} }),
+    secrets: async (provider) => {
+      if (!keyring)
+        throw new Error("Security:TenantSecrets is not configured: tenant provider secrets cannot be read");
+      return readProviderSecrets(database.db, keyring, provider);
+    },
+    logger,
+    fetch,
+  });
+}
+
 export async function createDeps(config: AppConfig, options: CreateDepsOptions = {}): Promise<Deps> {
   const redactor = createRedactor(config.secretValues);
   // a serving process writes its log lines once per event-loop turn; tests read them line by line
@@ -157,34 +195,9 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
   const clock = options.clock ?? systemClock;
   const windows = createSecurityWindows({ store: counters, settings: config.settings, clock, logger });
   const tokens = await createTokenService(config, clock, logger);
-  const sms = config.settings.Authentication.Sms;
-  let smsPepper = sms.CodePepper ?? "";
-  if (smsPepper.length < 32) {
-    if (config.environment === "Production")
-      throw new Error("Authentication:Sms:CodePepper is required in Production");
-    smsPepper = opaqueToken(32);
-    logger.warn(
-      "Authentication:Sms:CodePepper is not set: using an ephemeral pepper; SMS codes die with this process and no other replica accepts them",
-      { environment: config.environment },
-    );
-  }
-  const globalSms =
-    sms.Provider === "http" && sms.HttpUrl && sms.HttpApiKey
-      ? httpSmsSender({ url: sms.HttpUrl, apiKey: sms.HttpApiKey, logger, fetch })
-      : developmentSmsSender(logger);
+  const smsPepper = smsPepperOf(config, logger);
   const keyring = parseTenantSecretKeys(config.settings.Security.TenantSecrets).keyring ?? null;
-  const smsSender = tenantAwareSmsSender({
-    global: globalSms,
-    resolve: (tenantId) =>
-      resolveProvider(database.db, tenantId, "sms", { provider: sms.Provider, settings: {} }),
-    secrets: async (provider) => {
-      if (!keyring)
-        throw new Error("Security:TenantSecrets is not configured: tenant provider secrets cannot be read");
-      return readProviderSecrets(database.db, keyring, provider);
-    },
-    logger,
-    fetch,
-  });
+  const smsSender = smsSenderOf(config, { database, keyring, logger, fetch });
   const tenants = createTenantLookup(database.db, clock);
   const dataProtection = createDataProtection(config, { db: database.db, clock, logger });
   await verifyKeyBindings(config, database.db, keyring, dataProtection, logger);

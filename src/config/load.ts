@@ -1,9 +1,14 @@
 import { readFileSync } from "node:fs";
-import { userInfo } from "node:os";
 import { join } from "node:path";
-import { parseRedisClusterUrl } from "../cache/cluster-url.ts";
 import { ConfigError, type ConfigProblem } from "./config-error.ts";
 import { quickstartDefaults } from "./dev-quickstart.ts";
+import {
+  type CacheConnection,
+  type DatabaseConnection,
+  resolveCache,
+  resolveDatabase,
+  secretValuesOf,
+} from "./connections.ts";
 import { jsonErrorLine } from "./json-error-line.ts";
 import { checkProduction } from "./production.ts";
 import {
@@ -21,28 +26,15 @@ import {
   unknownFileKeys,
   unknownVariableKeys,
 } from "./sources.ts";
-import { describeType, nodeAt, type SchemaNode, schemaTree, secretKeys, typesOf } from "./tree.ts";
+import { describeType, nodeAt, type SchemaNode, schemaTree, typesOf } from "./tree.ts";
 import { readTrustedCa } from "./trusted-ca.ts";
-
-export type DatabaseSource =
-  | "ConnectionStrings:Database"
-  | "DATABASE_URL"
-  | "development default"
-  | "embedded default";
 
 export interface AppConfig {
   environment: Environment;
   settings: Settings;
-  database: {
-    url: string;
-    source: DatabaseSource;
-    embedded: boolean;
-    /** The direct (session) connection beside a transaction pooler, when configured. */
-    directUrl?: string;
-    poolMode: "session" | "transaction";
-  };
+  database: DatabaseConnection;
   /** null when no cache is configured (allowed outside Production only). */
-  cache: { url: string; source: "ConnectionStrings:Cache" | "CACHE_URL"; token?: string } | null;
+  cache: CacheConnection | null;
   /** Every secret value in this configuration, for redaction. */
   secretValues: string[];
   /**
@@ -72,8 +64,6 @@ export interface LoadOptions {
   /** The migrator needs only the database: Production's API checks do not apply to it. */
   process?: "api" | "migrator";
 }
-
-export const EMBEDDED_DEFAULT_URL = "pglite:./.data/dev";
 
 type Flat = Map<string, { key: string; value: unknown; source?: string }>;
 
@@ -179,37 +169,6 @@ function resolveEnvironment(env: Record<string, string | undefined>): Environmen
   return match;
 }
 
-function urlSecrets(url: string): string[] {
-  const out = [url];
-  try {
-    const cluster = parseRedisClusterUrl(url);
-    if (cluster?.password) out.push(cluster.password, encodeURIComponent(cluster.password));
-  } catch {
-    // a malformed cluster URL: the whole URL is hidden already
-  }
-  try {
-    const parsed = new URL(url);
-    if (parsed.password) out.push(decodeURIComponent(parsed.password), parsed.password);
-    for (const [name, value] of parsed.searchParams) if (/pass|token|secret|key/i.test(name)) out.push(value);
-  } catch {
-    // not a URL (e.g. pglite:memory:): nothing more to hide
-  }
-  return out;
-}
-
-/** Values at a key; `N` segments (array items, as secretKeys names them) fan out over every item. */
-function valuesAt(settings: Settings, key: string): unknown[] {
-  let values: unknown[] = [settings];
-  for (const segment of key.split(":")) {
-    values = values.flatMap((value) => {
-      if (value === null || typeof value !== "object") return [];
-      if (segment === "N" && Array.isArray(value)) return value;
-      return [(value as Record<string, unknown>)[segment]];
-    });
-  }
-  return values;
-}
-
 /**
  * Loads configuration once: appsettings.json < appsettings.{Environment}.json < environment
  * variables (`Section__Key`) < the PLINTH_* / PORT overrides < explicit overrides. Throws
@@ -274,66 +233,10 @@ export function loadConfig(options: LoadOptions = {}): AppConfig {
   }
   const settings = parsed.data;
 
-  let database: AppConfig["database"] | undefined;
-  const fromSettings = settings.ConnectionStrings.Database;
-  const fromEnv = env.DATABASE_URL?.trim();
-  const poolMode = settings.Database.PoolMode;
-  if (fromSettings)
-    database = { url: fromSettings, source: "ConnectionStrings:Database", embedded: false, poolMode };
-  else if (fromEnv) database = { url: fromEnv, source: "DATABASE_URL", embedded: false, poolMode };
-  else if (environment === "Development") {
-    database = options.embeddedFallback
-      ? { url: EMBEDDED_DEFAULT_URL, source: "embedded default", embedded: true, poolMode: "session" }
-      : {
-          url: `postgres://${userInfo().username}@localhost:5432/plinth`,
-          source: "development default",
-          embedded: false,
-          poolMode: "session",
-        };
-  } else {
-    problems.push({
-      key: "ConnectionStrings:Database",
-      problem: "is required (or DATABASE_URL) outside Development",
-    });
-  }
-  if (database) database.embedded = database.url.startsWith("pglite:");
-  const directUrl =
-    settings.ConnectionStrings.DatabaseDirect ?? (env.DATABASE_DIRECT_URL?.trim() || undefined);
-  if (database && directUrl) {
-    if (!/^postgres(ql)?:\/\//.test(directUrl))
-      problems.push({
-        key: "ConnectionStrings:DatabaseDirect",
-        problem: "must be a postgres:// URL (or DATABASE_DIRECT_URL)",
-      });
-    else if (!database.embedded) database.directUrl = directUrl;
-  }
-  if (database?.embedded) database.poolMode = "session";
-
-  const cacheFromSettings = settings.ConnectionStrings.Cache;
-  const cacheFromEnv = env.CACHE_URL?.trim();
-  const cacheToken = settings.ConnectionStrings.CacheToken ?? (env.CACHE_TOKEN?.trim() || undefined);
-  const cache: AppConfig["cache"] = cacheFromSettings
-    ? { url: cacheFromSettings, source: "ConnectionStrings:Cache" }
-    : cacheFromEnv
-      ? { url: cacheFromEnv, source: "CACHE_URL" }
-      : null;
-  if (cache && cacheToken) cache.token = cacheToken;
-
-  const secretValues = new Set<string>();
-  for (const key of secretKeys) {
-    for (const value of valuesAt(settings, key))
-      if (typeof value === "string" && value.length > 0) secretValues.add(value);
-  }
-  if (database) for (const value of urlSecrets(database.url)) secretValues.add(value);
-  if (directUrl) for (const value of urlSecrets(directUrl)) secretValues.add(value);
-  if (cache) for (const value of urlSecrets(cache.url)) secretValues.add(value);
-  if (cacheToken) secretValues.add(cacheToken);
-  for (const [name, value] of Object.entries(env)) {
-    // key ids are not secret (the API returns them); a `_FILE` variable holds a path
-    if (/key_?id$|_FILE$/i.test(name)) continue;
-    if (value && /PASSWORD|SECRET|TOKEN|PEPPER|PRIVATE_?KEY|MASTER_KEY|API_KEY/i.test(name))
-      secretValues.add(value);
-  }
+  const embeddedFallback = options.embeddedFallback === true;
+  const { database, directUrl } = resolveDatabase(settings, env, environment, embeddedFallback, problems);
+  const { cache, token } = resolveCache(settings, env);
+  const urls = [database?.url, directUrl, cache?.url];
 
   const config: AppConfig = {
     environment,
@@ -341,7 +244,7 @@ export function loadConfig(options: LoadOptions = {}): AppConfig {
     // a missing database already made `problems` non-empty, which throws below
     database: database ?? { url: "", source: "development default", embedded: false, poolMode: "session" },
     cache,
-    secretValues: [...secretValues],
+    secretValues: secretValuesOf(settings, env, urls, token),
     sources,
     warnings,
     webhookTrustedCa: readTrustedCa(settings.Webhooks.TrustedCaFile, problems),

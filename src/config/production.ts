@@ -5,6 +5,7 @@ import { parseJwtKeys } from "../security/jwt-keys.ts";
 import { parseTenantSecretKeys } from "../security/tenant-secrets.ts";
 import type { ConfigProblem } from "./config-error.ts";
 import type { AppConfig } from "./load.ts";
+import type { Settings } from "./schema.ts";
 
 const HOST =
   /^(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/i;
@@ -55,6 +56,60 @@ function checkCacheUrl(cache: NonNullable<AppConfig["cache"]>): ConfigProblem[] 
   return [];
 }
 
+/** The data-protection certificates that are set load with their passwords. */
+function checkCertificates(dp: Settings["Security"]["DataProtection"]): ConfigProblem[] {
+  const problems: ConfigProblem[] = [];
+  const certificates = dp.CertificatePath
+    ? [
+        {
+          key: "Security:DataProtection:CertificatePath",
+          path: dp.CertificatePath,
+          password: dp.CertificatePassword,
+        },
+      ]
+    : [];
+  dp.PreviousCertificates.forEach((previous, i) => {
+    const key = `Security:DataProtection:PreviousCertificates:${i}:Path`;
+    certificates.push({ key, path: previous.Path, password: previous.Password });
+  });
+  for (const { key, path, password } of certificates) {
+    try {
+      loadCertificate(path, password);
+    } catch (error) {
+      const problem = error instanceof CertificateError ? error.message : "cannot be loaded";
+      problems.push({ key, problem });
+    }
+  }
+  return problems;
+}
+
+/** Explicit CORS origins, methods and headers: no wildcard anywhere. */
+function checkCors(cors: Settings["Cors"]): ConfigProblem[] {
+  const problems: ConfigProblem[] = [];
+  cors.Origins.forEach((origin, i) => {
+    if (origin.includes("*"))
+      problems.push({ key: `Cors:Origins:${i}`, problem: "must be an explicit origin, not a wildcard" });
+    else if (!isHttpOrigin(origin))
+      problems.push({ key: `Cors:Origins:${i}`, problem: "must be an http(s) origin" });
+  });
+  if (cors.Origins.length > 0) {
+    // explicit lists: with none, a CORS layer would answer whatever a preflight asks for
+    if (cors.Methods.length === 0)
+      problems.push({ key: "Cors:Methods", problem: "must list methods when Cors:Origins is set" });
+    if (cors.Headers.length === 0)
+      problems.push({ key: "Cors:Headers", problem: "must list request headers when Cors:Origins is set" });
+    cors.Headers.forEach((header, i) => {
+      if (header.trim() === "*")
+        problems.push({ key: `Cors:Headers:${i}`, problem: "must be an explicit header name, not *" });
+    });
+    cors.Methods.forEach((method, i) => {
+      if (method.trim() === "*")
+        problems.push({ key: `Cors:Methods:${i}`, problem: "must be an explicit method, not *" });
+    });
+  }
+  return problems;
+}
+
 /** Every check of the spec's "Security and network settings" table, by key, never by value. */
 export function checkProduction(config: AppConfig): ConfigProblem[] {
   const s = config.settings;
@@ -74,24 +129,8 @@ export function checkProduction(config: AppConfig): ConfigProblem[] {
 
   const dp = s.Security.DataProtection;
   need("Security:DataProtection:ApplicationName", dp.ApplicationName);
-  if (!dp.CertificatePath) need("Security:DataProtection:CertificatePath", dp.CertificatePath);
-  else {
-    try {
-      loadCertificate(dp.CertificatePath, dp.CertificatePassword);
-    } catch (error) {
-      const problem = error instanceof CertificateError ? error.message : "cannot be loaded";
-      problems.push({ key: "Security:DataProtection:CertificatePath", problem });
-    }
-  }
-
-  dp.PreviousCertificates.forEach((previous, i) => {
-    try {
-      loadCertificate(previous.Path, previous.Password);
-    } catch (error) {
-      const problem = error instanceof CertificateError ? error.message : "cannot be loaded";
-      problems.push({ key: `Security:DataProtection:PreviousCertificates:${i}:Path`, problem });
-    }
-  });
+  need("Security:DataProtection:CertificatePath", dp.CertificatePath);
+  problems.push(...checkCertificates(dp));
 
   // every problem that leaves the service without a tenant-secret keyring (a master key's format,
   // a key id used twice) stops start-up: otherwise every tenant secret would answer 503
@@ -133,27 +172,7 @@ export function checkProduction(config: AppConfig): ConfigProblem[] {
     else if (!isHostName(host)) problems.push({ key: `AllowedHosts:${i}`, problem: "must be a host name" });
   });
 
-  s.Cors.Origins.forEach((origin, i) => {
-    if (origin.includes("*"))
-      problems.push({ key: `Cors:Origins:${i}`, problem: "must be an explicit origin, not a wildcard" });
-    else if (!isHttpOrigin(origin))
-      problems.push({ key: `Cors:Origins:${i}`, problem: "must be an http(s) origin" });
-  });
-  if (s.Cors.Origins.length > 0) {
-    // explicit lists: with none, a CORS layer would answer whatever a preflight asks for
-    if (s.Cors.Methods.length === 0)
-      problems.push({ key: "Cors:Methods", problem: "must list methods when Cors:Origins is set" });
-    if (s.Cors.Headers.length === 0)
-      problems.push({ key: "Cors:Headers", problem: "must list request headers when Cors:Origins is set" });
-    s.Cors.Headers.forEach((header, i) => {
-      if (header.trim() === "*")
-        problems.push({ key: `Cors:Headers:${i}`, problem: "must be an explicit header name, not *" });
-    });
-    s.Cors.Methods.forEach((method, i) => {
-      if (method.trim() === "*")
-        problems.push({ key: `Cors:Methods:${i}`, problem: "must be an explicit method, not *" });
-    });
-  }
+  problems.push(...checkCors(s.Cors));
 
   s.BrowserAuth.AllowedOrigins.forEach((origin, i) => {
     if (!isHttpOrigin(origin))

@@ -23,8 +23,9 @@ interface Asset {
   etag: string;
 }
 
-function asset(name: string, extension: string, type: string, file: string): Asset {
-  const raw = new Uint8Array(readFileSync(file));
+/** One asset from its files, in order (the console's stylesheet is two). */
+function asset(name: string, extension: string, type: string, ...files: string[]): Asset {
+  const raw = new Uint8Array(Buffer.concat(files.map((file) => readFileSync(file))));
   const hash = createHash("sha256").update(raw).digest("hex").slice(0, 16);
   return {
     path: `${CONSOLE_ASSETS}/${name}.${hash}.${extension}`,
@@ -47,6 +48,7 @@ export function consoleAssets(): { htmx: Asset; css: Asset } {
         "css",
         "text/css; charset=utf-8",
         fileURLToPath(new URL("./console.css", import.meta.url)),
+        fileURLToPath(new URL("./console-narrow.css", import.meta.url)),
       ),
     };
   }
