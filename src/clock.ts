@@ -21,3 +21,10 @@ export class ManualClock implements Clock {
     this.#now = new Date(to).getTime();
   }
 }
+
+/** An instant (a Date, or PostgreSQL's timestamptz text) as ISO 8601 text in UTC. */
+export const isoText = (value: string | Date): string => new Date(value).toISOString();
+
+/** `isoText`, keeping null (a column that may be empty). */
+export const isoOrNull = (value: string | Date | null): string | null =>
+  value === null ? null : isoText(value);

@@ -3,6 +3,7 @@ import { z } from "zod";
 import { recordAudit } from "../audit/record.ts";
 import { endSessions } from "../auth/sessions.ts";
 import { assertFeature } from "../billing/entitlements.ts";
+import { isoOrNull } from "../clock.ts";
 import type { TenantCtx } from "../context.ts";
 import type { Executor, Tx } from "../db/client.ts";
 import { withDatabase, withTransaction } from "../db/operation.ts";
@@ -60,7 +61,6 @@ export interface ApiKeyView {
 }
 
 type ApiKeyRow = typeof apiKeys.$inferSelect;
-const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
 function view(row: ApiKeyRow, now: Date): ApiKeyView {
   const graceRuns = row.previousExpiresAt !== null && row.previousExpiresAt > now;
@@ -71,12 +71,12 @@ function view(row: ApiKeyRow, now: Date): ApiKeyView {
     prefix: row.prefix,
     createdBy: row.createdBy,
     createdAt: row.createdAt.toISOString(),
-    lastUsedAt: iso(row.lastUsedAt),
+    lastUsedAt: isoOrNull(row.lastUsedAt),
     lastUsedIp: row.lastUsedIp,
-    expiresAt: iso(row.expiresAt),
-    rolledAt: iso(row.rolledAt),
-    previousKeyExpiresAt: graceRuns ? iso(row.previousExpiresAt) : null,
-    revokedAt: iso(row.revokedAt),
+    expiresAt: isoOrNull(row.expiresAt),
+    rolledAt: isoOrNull(row.rolledAt),
+    previousKeyExpiresAt: graceRuns ? isoOrNull(row.previousExpiresAt) : null,
+    revokedAt: isoOrNull(row.revokedAt),
     status: row.revokedAt ? "revoked" : row.expiresAt && row.expiresAt <= now ? "expired" : "active",
   };
 }

@@ -1,3 +1,4 @@
+import { isoOrNull } from "../clock.ts";
 import type { tenantDomains } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { verificationRecordName } from "./hostname-policy.ts";
@@ -34,8 +35,6 @@ export interface PlatformDomainView extends DomainView {
   tenantCode: string;
 }
 
-const iso = (d: Date | null) => (d ? d.toISOString() : null);
-
 export function domainView(deps: Pick<Deps, "config">, row: DomainRow): DomainView {
   const s = deps.config.settings.TenantDomains;
   const due = row.status !== "Active" || row.tlsStatus !== "active";
@@ -60,12 +59,12 @@ export function domainView(deps: Pick<Deps, "config">, row: DomainRow): DomainVi
       row.lastFailureCode && row.status !== "Active"
         ? { code: row.lastFailureCode, reason: row.lastFailureReason ?? row.lastFailureCode }
         : null,
-    lastCheckedAt: iso(row.lastCheckedAt),
-    nextCheckAt: due ? iso(row.nextCheckAt) : null,
+    lastCheckedAt: isoOrNull(row.lastCheckedAt),
+    nextCheckAt: due ? isoOrNull(row.nextCheckAt) : null,
     checkAttempts: row.checkAttempts,
-    activatedAt: iso(row.activatedAt),
-    expiresAt: row.status === "Active" ? null : iso(row.expiresAt),
-    deactivatedAt: iso(row.deactivatedAt),
+    activatedAt: isoOrNull(row.activatedAt),
+    expiresAt: row.status === "Active" ? null : isoOrNull(row.expiresAt),
+    deactivatedAt: isoOrNull(row.deactivatedAt),
     createdAt: row.createdAt.toISOString(),
   };
 }

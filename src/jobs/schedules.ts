@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { recordAudit } from "../audit/record.ts";
-import type { Clock } from "../clock.ts";
+import { type Clock, isoOrNull, isoText } from "../clock.ts";
 import type { Ctx } from "../context.ts";
 import { type Database, type Executor, execute } from "../db/client.ts";
 import { withDatabase, withTransaction } from "../db/operation.ts";
@@ -208,8 +208,6 @@ export async function enqueueDueSlots(
   return { enqueued };
 }
 
-const iso = (value: string | Date) => new Date(value).toISOString();
-
 function toView(row: ScheduleRow, now: Date): ScheduleView {
   let nextRuns: string[] = [];
   if (row.enabled) {
@@ -227,10 +225,10 @@ function toView(row: ScheduleRow, now: Date): ScheduleView {
     payload: row.payload,
     enabled: row.enabled,
     catchUp: row.catch_up,
-    lastSlot: row.last_slot === null ? null : iso(row.last_slot),
+    lastSlot: isoOrNull(row.last_slot),
     nextRuns,
-    createdAt: iso(row.created_at),
-    updatedAt: iso(row.updated_at),
+    createdAt: isoText(row.created_at),
+    updatedAt: isoText(row.updated_at),
   };
 }
 

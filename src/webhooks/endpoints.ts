@@ -1,4 +1,5 @@
 import { and, eq } from "drizzle-orm";
+import { isoOrNull } from "../clock.ts";
 import type { TenantCtx } from "../context.ts";
 import type { Executor, Tx } from "../db/client.ts";
 import { webhookEndpoints } from "../db/schema/index.ts";
@@ -36,8 +37,6 @@ export interface WebhookEndpointView {
   updatedAt: string;
 }
 
-const iso = (d: Date | null) => (d ? d.toISOString() : null);
-
 export function endpointView(row: EndpointRow): WebhookEndpointView {
   return {
     id: row.id,
@@ -47,9 +46,9 @@ export function endpointView(row: EndpointRow): WebhookEndpointView {
     events: row.events,
     enabled: row.enabled,
     disabledReason: row.disabledReason,
-    disabledAt: iso(row.disabledAt),
-    failingSince: iso(row.failingSince),
-    previousSecretExpiresAt: iso(row.previousSecretExpiresAt),
+    disabledAt: isoOrNull(row.disabledAt),
+    failingSince: isoOrNull(row.failingSince),
+    previousSecretExpiresAt: isoOrNull(row.previousSecretExpiresAt),
     createdAt: row.createdAt.toISOString(),
     updatedAt: row.updatedAt.toISOString(),
   };

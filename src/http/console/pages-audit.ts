@@ -4,26 +4,15 @@ import { type AuditEventView, auditCursor, listAuditEvents } from "../../audit/r
 import { AUDIT_ACTIONS } from "../../audit/record.ts";
 import type { Ctx } from "../../context.ts";
 import type { Deps } from "../../deps.ts";
-import { AppError } from "../../errors.ts";
 import type { Page } from "../../pagination.ts";
 import { getTenantCodes, isUuid } from "../../tenancy/tenants.ts";
 import { ctxOf } from "../request-context.ts";
 import { type Html, layout, notice, when } from "./layout.ts";
-import { consoleCursor, pageResponse } from "./respond.ts";
+import { consoleCursor, instant, pageResponse } from "./respond.ts";
 import { type ConsoleEnv, viewerOf } from "./session.ts";
 
 const NAMES = ["chain", "action", "actor", "targetType", "targetId", "from", "to"] as const;
 type Fields = Partial<Record<(typeof NAMES)[number], string>>;
-
-function at(value: string | undefined, field: string): Date | undefined {
-  if (!value) return undefined;
-  const date = new Date(/[zZ]|[+-]\d\d:\d\d$/.test(value) ? value : `${value}Z`);
-  if (Number.isNaN(date.getTime()))
-    throw new AppError("validation_failed", `${field} is not a date and time.`, {
-      fields: [{ path: field, message: "a date and time, e.g. 2026-11-23T10:00" }],
-    });
-  return date;
-}
 
 /** A uuid shown by its first eight characters (the whole one in its title, and in the filters). */
 function shortId(id: string): Html {
@@ -79,8 +68,8 @@ async function loadAuditPage(deps: Deps, ctx: Ctx, query: Record<string, string>
     actor: fields.actor,
     targetType: fields.targetType,
     targetId: fields.targetId,
-    from: at(fields.from, "from"),
-    to: at(fields.to, "to"),
+    from: instant(fields.from, "from"),
+    to: instant(fields.to, "to"),
     limit: 50,
     cursor: consoleCursor(auditCursor, query.cursor),
   });

@@ -27,7 +27,7 @@ import {
   schedulesView,
 } from "./jobs-views.ts";
 import { layout } from "./layout.ts";
-import { consoleActed, consoleCursor, formOf, pageResponse } from "./respond.ts";
+import { consoleActed, consoleCursor, formOf, instant, pageResponse } from "./respond.ts";
 import { type ConsoleEnv, seeOther, viewerOf } from "./session.ts";
 
 const JOB_ID = /^\d{1,15}$/;
@@ -41,17 +41,6 @@ function fieldsOf(source: Record<string, string | undefined>): FilterFields {
     if (value) out[name] = value.slice(0, 200);
   }
   return out;
-}
-
-/** A `datetime-local` value (or ISO text) as a UTC instant; a 400 naming the field otherwise. */
-function instant(value: string | undefined, field: string): Date | undefined {
-  if (!value) return undefined;
-  const date = new Date(/[zZ]|[+-]\d\d:\d\d$/.test(value) ? value : `${value}Z`);
-  if (Number.isNaN(date.getTime()))
-    throw new AppError("validation_failed", `${field} is not a date and time.`, {
-      fields: [{ path: field, message: "a date and time, e.g. 2026-11-23T10:00" }],
-    });
-  return date;
 }
 
 /** The domain filter of the form's fields; the tenant given by code or id. */

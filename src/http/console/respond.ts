@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import type { Deps } from "../../deps.ts";
+import { AppError } from "../../errors.ts";
 import type { CursorCodec } from "../../pagination.ts";
 import { CONSOLE_POLICY, type Html } from "./layout.ts";
 import type { ConsoleEnv } from "./session.ts";
@@ -48,4 +49,15 @@ export function consoleCursor<P>(codec: CursorCodec<P>, cursor: string | undefin
   } catch {
     return undefined;
   }
+}
+
+/** A `datetime-local` value (or ISO text) as a UTC instant; a 400 naming the field otherwise. */
+export function instant(value: string | undefined, field: string): Date | undefined {
+  if (!value) return undefined;
+  const date = new Date(/[zZ]|[+-]\d\d:\d\d$/.test(value) ? value : `${value}Z`);
+  if (Number.isNaN(date.getTime()))
+    throw new AppError("validation_failed", `${field} is not a date and time.`, {
+      fields: [{ path: field, message: "a date and time, e.g. 2026-11-23T10:00" }],
+    });
+  return date;
 }

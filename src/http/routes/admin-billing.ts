@@ -8,12 +8,11 @@ import type { Subscription } from "../../billing/subscription-row.ts";
 import { eventSources, graceEndsAt, type SubscriptionEvent } from "../../billing/subscription-states.ts";
 import { updateFeatureOverride } from "../../billing/update-feature-override.ts";
 import { getUsageReport } from "../../billing/usage-report.ts";
+import { isoOrNull } from "../../clock.ts";
 import type { Deps } from "../../deps.ts";
 import { apiRoute, json, jsonBody, pageQuery, problem, tenantIdParam } from "../openapi.ts";
 import { adminCtxOf, createRouter } from "../request-context.ts";
 import { featuresSchema, featuresView } from "./tenant-features.ts";
-
-const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
 const subscriptionSchema = z
   .object({
@@ -39,14 +38,14 @@ function subscriptionView(deps: Deps, s: Subscription) {
     plan: s.planCode,
     status: s.status,
     currentPeriodStart: s.currentPeriodStart.toISOString(),
-    currentPeriodEnd: iso(s.currentPeriodEnd),
-    pastDueSince: iso(s.pastDueSince),
+    currentPeriodEnd: isoOrNull(s.currentPeriodEnd),
+    pastDueSince: isoOrNull(s.pastDueSince),
     graceEndsAt:
       s.status === "past_due" && s.pastDueSince
         ? graceEndsAt(s.pastDueSince, deps.config.settings.SaasSubscriptions.PastDueGraceDays).toISOString()
         : null,
-    suspendedAt: iso(s.suspendedAt),
-    canceledAt: iso(s.canceledAt),
+    suspendedAt: isoOrNull(s.suspendedAt),
+    canceledAt: isoOrNull(s.canceledAt),
     externalRef: s.externalRef,
     version: s.version,
   };

@@ -1,4 +1,4 @@
-import type { Clock } from "../../clock.ts";
+import { type Clock, isoOrNull, isoText } from "../../clock.ts";
 import type { Database } from "../../db/client.ts";
 import type { JobStatus } from "../../db/schema/jobs.ts";
 import type { Logger } from "../../telemetry/logger.ts";
@@ -70,16 +70,13 @@ export interface JobRow {
   finished_at: string | Date | null;
 }
 
-const iso = (value: string | Date) => new Date(value).toISOString();
-const isoOrNull = (value: string | Date | null) => (value === null ? null : iso(value));
-
 export function toJobView(r: JobRow): JobView {
   return {
     id: Number(r.id),
     kind: r.kind,
     payload: r.payload,
     status: r.status,
-    runAfter: iso(r.run_after),
+    runAfter: isoText(r.run_after),
     attempts: r.attempts,
     maxAttempts: r.max_attempts,
     lockedBy: r.locked_by,
@@ -94,8 +91,8 @@ export function toJobView(r: JobRow): JobView {
     flowKey: r.flow_key,
     waitingOn: r.waiting_on,
     onParentFailure: r.on_parent_failure ?? "cancel",
-    createdAt: iso(r.created_at),
-    updatedAt: iso(r.updated_at),
+    createdAt: isoText(r.created_at),
+    updatedAt: isoText(r.updated_at),
     finishedAt: isoOrNull(r.finished_at),
   };
 }
