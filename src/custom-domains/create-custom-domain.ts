@@ -8,7 +8,8 @@ import { withTransaction } from "../db/operation.ts";
 import { tenantDomains, tenants } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
 import { getTenant } from "../tenancy/tenants.ts";
-import { claimExpiry, countDomain, type DomainDeps } from "./domain-rows.ts";
+import { countResource } from "../usage/record-usage.ts";
+import { claimExpiry, type DomainDeps } from "./domain-rows.ts";
 import { type DomainView, domainView } from "./domain-view.ts";
 import { validateHostname } from "./hostname-policy.ts";
 
@@ -71,7 +72,7 @@ export async function createCustomDomain(
       .returning();
     // only this tenant's own claim conflicts: other tenants' claims are not revealed
     if (!inserted) throw new AppError("conflict", "This tenant has already added this hostname.");
-    await countDomain(deps, txCtx, inserted.id, 1);
+    await countResource(deps, txCtx, { feature: "custom_domains", id: inserted.id, quantity: 1 });
     await recordAudit(tx, txCtx, {
       action: "domain.added",
       target: { type: "domain", id: inserted.id },

@@ -4,7 +4,8 @@ import type { TenantCtx } from "../context.ts";
 import { withDatabase, withTransaction } from "../db/operation.ts";
 import { tenantDomains } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
-import { activeElsewhere, countDomain, type DomainDeps, findDomainRow } from "./domain-rows.ts";
+import { countResource } from "../usage/record-usage.ts";
+import { activeElsewhere, type DomainDeps, findDomainRow } from "./domain-rows.ts";
 import type { DomainRow } from "./domain-view.ts";
 import { gatewayClient } from "./settings.ts";
 
@@ -52,7 +53,7 @@ export async function deleteCustomDomain(
   await removeFromGateway(deps, row, elsewhere);
   await withTransaction(deps, ctx, async (tx, txCtx) => {
     await tx.delete(tenantDomains).where(and(eq(tenantDomains.id, id), eq(tenantDomains.tenantId, tenantId)));
-    await countDomain(deps, txCtx, id, -1);
+    await countResource(deps, txCtx, { feature: "custom_domains", id: id, quantity: -1 });
     await recordAudit(tx, txCtx, {
       action: "domain.removed",
       target: { type: "domain", id },

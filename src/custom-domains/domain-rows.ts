@@ -1,11 +1,9 @@
 import { and, eq, ne } from "drizzle-orm";
-import type { TenantCtx } from "../context.ts";
-import type { Executor, Tx } from "../db/client.ts";
+import type { Executor } from "../db/client.ts";
 import { tenantDomains } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { isUuid } from "../tenancy/tenants.ts";
-import { recordUsage } from "../usage/record-usage.ts";
 import type { DomainRow } from "./domain-view.ts";
 
 export type DomainDeps = Pick<Deps, "database" | "cache" | "clock" | "config" | "tenants" | "logger"> &
@@ -41,22 +39,4 @@ export async function activeElsewhere(db: Executor, row: { id: string; hostname:
 /** When a claim made or failed at `now` is removed: `TenantDomains:ClaimExpiryDays` later. */
 export function claimExpiry(deps: Pick<DomainDeps, "config">, now: Date): Date {
   return new Date(now.getTime() + deps.config.settings.TenantDomains.ClaimExpiryDays * 86_400_000);
-}
-
-/**
- * `custom_domains` usage (all-time): +1 per domain added, −1 per domain removed, whoever did it
- * (operators' additions count toward the tenant's quota too). Keyed by the domain id, so a retried
- * call never counts twice; recorded in the transaction (the ctx's) that adds or removes the domain.
- */
-export async function countDomain(
-  deps: Pick<DomainDeps, "database" | "cache" | "clock" | "logger">,
-  ctx: TenantCtx & { tx: Tx },
-  domainId: string,
-  quantity: 1 | -1,
-) {
-  await recordUsage(deps, ctx, {
-    feature: "custom_domains",
-    quantity,
-    idempotencyKey: `custom_domains:${quantity > 0 ? "added" : "removed"}:${domainId}`,
-  });
 }

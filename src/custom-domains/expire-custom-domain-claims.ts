@@ -3,7 +3,8 @@ import { recordAudit } from "../audit/record.ts";
 import type { Ctx, TenantCtx } from "../context.ts";
 import { withDatabase, withTransaction } from "../db/operation.ts";
 import { tenantDomains } from "../db/schema/index.ts";
-import { countDomain, type DomainDeps } from "./domain-rows.ts";
+import { countResource } from "../usage/record-usage.ts";
+import type { DomainDeps } from "./domain-rows.ts";
 
 type ExpiryDeps = Pick<DomainDeps, "database" | "cache" | "clock" | "logger">;
 
@@ -28,7 +29,7 @@ async function expireClaim(
       )
       .returning({ id: tenantDomains.id });
     if (rows.length === 0) return false;
-    await countDomain(deps, txCtx, claim.id, -1);
+    await countResource(deps, txCtx, { feature: "custom_domains", id: claim.id, quantity: -1 });
     await recordAudit(tx, txCtx, {
       action: "domain.removed",
       target: { type: "domain", id: claim.id },

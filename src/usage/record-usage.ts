@@ -1,6 +1,6 @@
 import { eq, sql } from "drizzle-orm";
 import type { TenantCtx } from "../context.ts";
-import { type Executor, execute } from "../db/client.ts";
+import { type Executor, execute, type Tx } from "../db/client.ts";
 import { withDatabase, withTransaction } from "../db/operation.ts";
 import { features, type UsagePeriod } from "../db/schema/billing.ts";
 import { AppError } from "../errors.ts";
@@ -159,5 +159,23 @@ export async function recordUsage(
     // the cached counter after this increment saves a ledger sum; without one the ledger is read
     await noteUsageThresholds(tx, deps, { ...input, tenantId, window, used: counter });
     return { recorded: true, counter, period: window.label };
+  });
+}
+
+/**
+ * The all-time count of a resource a tenant holds (`custom_domains`, `webhook_endpoints`): +1 when
+ * one is added, −1 when one is removed, whoever did it. Keyed by the resource's id, so a retried
+ * call never counts twice; recorded in the transaction (the ctx's) that adds or removes it.
+ */
+export async function countResource(
+  deps: UsageDeps,
+  ctx: TenantCtx & { tx: Tx },
+  input: { feature: string; id: string; quantity: 1 | -1 },
+): Promise<void> {
+  const { feature, id, quantity } = input;
+  await recordUsage(deps, ctx, {
+    feature,
+    quantity,
+    idempotencyKey: `${feature}:${quantity > 0 ? "added" : "removed"}:${id}`,
   });
 }

@@ -8,10 +8,10 @@ import { tenants, webhookEndpoints } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
 import { writeTenantSecret } from "../providers/tenant-secret-store.ts";
 import { getTenant } from "../tenancy/tenants.ts";
+import { countResource } from "../usage/record-usage.ts";
 import {
   checkEvents,
   checkUrl,
-  countEndpoint,
   endpointView,
   keyring,
   secretName,
@@ -67,7 +67,7 @@ export async function createWebhookEndpoint(
       value: secret,
       now,
     });
-    await countEndpoint(deps, txCtx, inserted.id, 1);
+    await countResource(deps, txCtx, { feature: "webhook_endpoints", id: inserted.id, quantity: 1 });
     await recordAudit(tx, txCtx, {
       action: "webhook_endpoint.created",
       target: { type: "webhook_endpoint", id: inserted.id },

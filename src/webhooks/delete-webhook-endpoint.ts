@@ -3,7 +3,8 @@ import { recordAudit } from "../audit/record.ts";
 import type { TenantCtx } from "../context.ts";
 import { withTransaction } from "../db/operation.ts";
 import { tenantSecrets, webhookEndpoints } from "../db/schema/index.ts";
-import { countEndpoint, findEndpointRow, secretName, urlOrigin, type WebhookDeps } from "./endpoints.ts";
+import { countResource } from "../usage/record-usage.ts";
+import { findEndpointRow, secretName, urlOrigin, type WebhookDeps } from "./endpoints.ts";
 
 /**
  * Removes one of the ctx's tenant's endpoints, its secrets and its delivery log, with its usage
@@ -25,7 +26,7 @@ export async function deleteWebhookEndpoint(
           inArray(tenantSecrets.name, [secretName(row.id, "current"), secretName(row.id, "previous")]),
         ),
       );
-    await countEndpoint(deps, txCtx, row.id, -1);
+    await countResource(deps, txCtx, { feature: "webhook_endpoints", id: row.id, quantity: -1 });
     await recordAudit(tx, txCtx, {
       action: "webhook_endpoint.deleted",
       target: { type: "webhook_endpoint", id: row.id },

@@ -1,14 +1,12 @@
 import { and, eq } from "drizzle-orm";
 import { isoOrNull } from "../clock.ts";
-import type { TenantCtx } from "../context.ts";
-import type { Executor, Tx } from "../db/client.ts";
+import type { Executor } from "../db/client.ts";
 import { webhookEndpoints } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { webhookEventTypes } from "../events/outbox.ts";
 import { openSecret, type TenantSecretKeyring } from "../security/tenant-secrets.ts";
 import { isUuid } from "../tenancy/tenants.ts";
-import { recordUsage } from "../usage/record-usage.ts";
 import { checkDestination, type DestinationPolicy, DestinationRefused } from "./destinations.ts";
 
 export type WebhookDeps = Pick<
@@ -111,23 +109,6 @@ export function checkEvents(events: string[]): string[] {
       ],
     });
   return [...new Set(events)].sort();
-}
-
-/**
- * `webhook_endpoints` usage (all-time): +1 per endpoint added, −1 per endpoint removed, recorded in
- * the transaction (the ctx's) of the change.
- */
-export async function countEndpoint(
-  deps: WebhookDeps,
-  ctx: TenantCtx & { tx: Tx },
-  id: string,
-  quantity: 1 | -1,
-) {
-  await recordUsage(deps, ctx, {
-    feature: "webhook_endpoints",
-    quantity,
-    idempotencyKey: `webhook_endpoints:${quantity > 0 ? "added" : "removed"}:${id}`,
-  });
 }
 
 /** The tenant's endpoint (locked `for update` with `lock`); 404 when there is none. */
