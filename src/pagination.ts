@@ -82,3 +82,17 @@ export const createdAtPosition = z.object({
   createdAt: z.string().regex(/^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,6})?[+-]\d{2}(?::\d{2})?$/),
   id: z.guid(),
 });
+
+/** The keyset position of a list in id order (a bigint identity): the last row's id. */
+export const idCursor = cursorCodec(z.object({ id: z.number().int().positive() }));
+
+/** `pageOf` for a list in id order whose rows are its items, positioned by `idCursor`. */
+export function pageById<R extends { id: number }>(rows: R[], limit: number): Page<R> {
+  return pageOf(
+    rows,
+    limit,
+    (row) => row,
+    (row) => ({ id: row.id }),
+    idCursor,
+  );
+}

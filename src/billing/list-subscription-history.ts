@@ -1,15 +1,12 @@
 import { and, desc, eq, lt } from "drizzle-orm";
-import { z } from "zod";
 import type { TenantCtx } from "../context.ts";
 import { withDatabase } from "../db/operation.ts";
 import { subscriptionHistory } from "../db/schema/billing.ts";
-import { cursorCodec, type Page, type PageRequest, pageOf } from "../pagination.ts";
+import { idCursor, type Page, type PageRequest, pageById } from "../pagination.ts";
 import { getTenant } from "../tenancy/tenants.ts";
 import type { BillingDeps } from "./billing-deps.ts";
 
 export type SubscriptionHistoryEntry = typeof subscriptionHistory.$inferSelect;
-
-const historyCursor = cursorCodec(z.object({ id: z.number().int().positive() }));
 
 /**
  * Every change of the ctx's tenant's subscription, newest first, keyset-paginated on the history
@@ -20,7 +17,7 @@ export async function listSubscriptionHistory(
   ctx: TenantCtx,
   input: PageRequest,
 ): Promise<Page<SubscriptionHistoryEntry>> {
-  const before = historyCursor.decodeOptional(input.cursor)?.id;
+  const before = idCursor.decodeOptional(input.cursor)?.id;
   await getTenant(deps, ctx, { tenantId: ctx.tenantId });
   const rows = await withDatabase(deps, ctx, (db) =>
     db
@@ -35,11 +32,5 @@ export async function listSubscriptionHistory(
       .orderBy(desc(subscriptionHistory.id))
       .limit(input.limit + 1),
   );
-  return pageOf(
-    rows,
-    input.limit,
-    (row) => row,
-    (row) => ({ id: row.id }),
-    historyCursor,
-  );
+  return pageById(rows, input.limit);
 }

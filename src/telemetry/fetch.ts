@@ -1,5 +1,5 @@
 import { context, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
-import type { Telemetry } from "./otel.ts";
+import { failSpan, type Telemetry } from "./otel.ts";
 
 export type Fetch = typeof fetch;
 
@@ -36,8 +36,7 @@ export function tracedFetch(telemetry: Telemetry, base: Fetch = fetch): Fetch {
       if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
       return response;
     } catch (error) {
-      span.setStatus({ code: SpanStatusCode.ERROR });
-      span.setAttribute("error.type", error instanceof Error ? error.name : "unknown");
+      failSpan(span, error);
       throw error;
     } finally {
       span.end();

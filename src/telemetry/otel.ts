@@ -180,3 +180,9 @@ export function activeTraceFields(): { traceId: string; spanId: string } | undef
   if (!trace.isSpanContextValid(ctx)) return undefined;
   return { traceId: ctx.traceId, spanId: ctx.spanId };
 }
+
+/** Marks a client span failed by a thrown error: its status and `error.type` (the error's class). */
+export function failSpan(span: Span, error: unknown): void {
+  span.setStatus({ code: SpanStatusCode.ERROR });
+  span.setAttribute("error.type", error instanceof Error ? error.name : "unknown");
+}

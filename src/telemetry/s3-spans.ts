@@ -1,6 +1,6 @@
 import type { S3Client } from "@aws-sdk/client-s3";
-import { context, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
-import type { Telemetry } from "./otel.ts";
+import { context, SpanKind, trace } from "@opentelemetry/api";
+import { failSpan, type Telemetry } from "./otel.ts";
 
 interface HttpRequestLike {
   method?: string;
@@ -50,8 +50,7 @@ export function traceS3Client(client: S3Client, telemetry: Telemetry): S3Client 
         if (status) span.setAttribute("http.response.status_code", status);
         return result;
       } catch (error) {
-        span.setStatus({ code: SpanStatusCode.ERROR });
-        span.setAttribute("error.type", error instanceof Error ? error.name : "unknown");
+        failSpan(span, error);
         throw error;
       } finally {
         span.end();

@@ -1,14 +1,11 @@
 import { and, desc, eq, lt } from "drizzle-orm";
-import { z } from "zod";
 import type { TenantCtx } from "../context.ts";
 import { withDatabase } from "../db/operation.ts";
 import { usageReconciliations } from "../db/schema/billing.ts";
-import { cursorCodec, type Page, type PageRequest, pageOf } from "../pagination.ts";
+import { idCursor, type Page, type PageRequest, pageById } from "../pagination.ts";
 import type { UsageDeps } from "./counters.ts";
 
 export type UsageCorrection = typeof usageReconciliations.$inferSelect;
-
-const correctionCursor = cursorCodec(z.object({ id: z.number().int().positive() }));
 
 /**
  * The ctx's tenant's counter corrections (reconciliation found a missing or drifted counter),
@@ -19,7 +16,7 @@ export async function listUsageCorrections(
   ctx: TenantCtx,
   input: PageRequest,
 ): Promise<Page<UsageCorrection>> {
-  const after = correctionCursor.decodeOptional(input.cursor);
+  const after = idCursor.decodeOptional(input.cursor);
   const rows = await withDatabase(deps, ctx, (db) =>
     db
       .select()
@@ -33,11 +30,5 @@ export async function listUsageCorrections(
       .orderBy(desc(usageReconciliations.id))
       .limit(input.limit + 1),
   );
-  return pageOf(
-    rows,
-    input.limit,
-    (row) => row,
-    (row) => ({ id: row.id }),
-    correctionCursor,
-  );
+  return pageById(rows, input.limit);
 }
