@@ -1,6 +1,8 @@
 import { and, eq } from "drizzle-orm";
+import { recordAudit } from "../audit/record.ts";
 import { isoOrNull } from "../clock.ts";
-import type { Executor } from "../db/client.ts";
+import type { Ctx } from "../context.ts";
+import type { Executor, Tx } from "../db/client.ts";
 import { webhookEndpoints } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
@@ -147,4 +149,27 @@ export function openSigningSecrets(
   const secrets = [open(sealed.current, "current")];
   if (sealed.previous) secrets.push(open(sealed.previous, "previous"));
   return secrets;
+}
+
+/**
+ * Writes a change of one endpoint (already found and locked) in the ctx's transaction, with its
+ * `webhook_endpoint.updated` audit entry; returns the row as it now is.
+ */
+export async function writeEndpointChange(
+  tx: Tx,
+  ctx: Ctx,
+  input: { id: string; set: Partial<EndpointRow>; details: Record<string, unknown> },
+): Promise<EndpointRow> {
+  const [updated] = await tx
+    .update(webhookEndpoints)
+    .set(input.set)
+    .where(eq(webhookEndpoints.id, input.id))
+    .returning();
+  if (!updated) throw new Error("endpoint update returned no row");
+  await recordAudit(tx, ctx, {
+    action: "webhook_endpoint.updated",
+    target: { type: "webhook_endpoint", id: input.id },
+    details: input.details,
+  });
+  return updated;
 }

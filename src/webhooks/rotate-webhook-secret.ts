@@ -1,8 +1,5 @@
-import { eq } from "drizzle-orm";
-import { recordAudit } from "../audit/record.ts";
 import type { TenantCtx } from "../context.ts";
 import { withTransaction } from "../db/operation.ts";
-import { webhookEndpoints } from "../db/schema/index.ts";
 import { readTenantSecret, writeTenantSecret } from "../providers/tenant-secret-store.ts";
 import {
   endpointView,
@@ -12,6 +9,7 @@ import {
   secretName,
   type WebhookDeps,
   type WebhookEndpointView,
+  writeEndpointChange,
 } from "./endpoints.ts";
 import { newSigningSecret } from "./signing.ts";
 
@@ -41,18 +39,11 @@ export async function rotateWebhookSecret(
       value: secret,
       now,
     });
-    const [updated] = await tx
-      .update(webhookEndpoints)
-      .set({ previousSecretExpiresAt: new Date(now.getTime() + ROTATION_OVERLAP_MS), updatedAt: now })
-      .where(eq(webhookEndpoints.id, current.id))
-      .returning();
-    if (!updated) throw new Error("endpoint update returned no row");
-    await recordAudit(tx, txCtx, {
-      action: "webhook_endpoint.updated",
-      target: { type: "webhook_endpoint", id: current.id },
+    return writeEndpointChange(tx, txCtx, {
+      id: current.id,
+      set: { previousSecretExpiresAt: new Date(now.getTime() + ROTATION_OVERLAP_MS), updatedAt: now },
       details: { reason: "signing secret rotated" },
     });
-    return updated;
   });
   deps.logger.info("webhook secret rotated", { tenantId: ctx.tenantId, endpointId: row.id });
   return { endpoint: endpointView(row), secret };

@@ -1,8 +1,5 @@
-import { eq } from "drizzle-orm";
-import { recordAudit } from "../audit/record.ts";
 import type { TenantCtx } from "../context.ts";
 import { withTransaction } from "../db/operation.ts";
-import { webhookEndpoints } from "../db/schema/index.ts";
 import {
   checkEvents,
   checkUrl,
@@ -11,6 +8,7 @@ import {
   urlOrigin,
   type WebhookDeps,
   type WebhookEndpointView,
+  writeEndpointChange,
 } from "./endpoints.ts";
 
 /**
@@ -28,9 +26,9 @@ export async function updateWebhookEndpoint(
   const row = await withTransaction(deps, ctx, async (tx, txCtx) => {
     const current = await findEndpointRow(tx, ctx.tenantId, input.id, true);
     const enabling = input.enabled === true && !current.enabled;
-    const [updated] = await tx
-      .update(webhookEndpoints)
-      .set({
+    return writeEndpointChange(tx, txCtx, {
+      id: current.id,
+      set: {
         ...(url !== undefined ? { url } : {}),
         ...(events !== undefined ? { events } : {}),
         ...(input.description !== undefined ? { description: input.description } : {}),
@@ -38,20 +36,13 @@ export async function updateWebhookEndpoint(
         ...(enabling ? { disabledReason: null, disabledAt: null, failingSince: null } : {}),
         ...(input.enabled === false && current.enabled ? { disabledAt: now, disabledReason: null } : {}),
         updatedAt: now,
-      })
-      .where(eq(webhookEndpoints.id, current.id))
-      .returning();
-    if (!updated) throw new Error("endpoint update returned no row");
-    await recordAudit(tx, txCtx, {
-      action: "webhook_endpoint.updated",
-      target: { type: "webhook_endpoint", id: current.id },
+      },
       details: {
         url: url === undefined ? undefined : urlOrigin(url),
         events,
         status: input.enabled === undefined ? undefined : input.enabled ? "enabled" : "disabled",
       },
     });
-    return updated;
   });
   return endpointView(row);
 }
