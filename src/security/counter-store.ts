@@ -190,6 +190,11 @@ export function cacheCounterStore(cache: Cache): CounterStore {
 }
 
 /** One outcome over windows decided one by one, in `specs` order. */
+/** The outcome alone, without what a store kept beside it to write back. */
+function windowOutcomeOf({ allowed, retryAfterMs, counts, waits }: WindowOutcome): WindowOutcome {
+  return { allowed, retryAfterMs, counts, waits };
+}
+
 function combineOutcomes(outcomes: WindowOutcome[]): WindowOutcome {
   return {
     allowed: outcomes.every((o) => o.allowed),
@@ -287,12 +292,7 @@ export function databaseCounterStore(db: Db, options: { cleanupEvery?: number } 
         return decision;
       });
       await maybeCleanup(nowMs);
-      return {
-        allowed: outcome.allowed,
-        retryAfterMs: outcome.retryAfterMs,
-        counts: outcome.counts,
-        waits: outcome.waits,
-      };
+      return windowOutcomeOf(outcome);
     },
     resetWindows: async (keys) => {
       if (keys.length > 0) await db.delete(securityCounters).where(inArray(securityCounters.key, keys));
@@ -361,12 +361,7 @@ export function memoryCounterStore(): CounterStore {
           logs.set(spec.key, { hits, expiresAt: (hits.at(-1) ?? nowMs) + spec.windowMs });
         }
       }
-      return {
-        allowed: decision.allowed,
-        retryAfterMs: decision.retryAfterMs,
-        counts: decision.counts,
-        waits: decision.waits,
-      };
+      return windowOutcomeOf(decision);
     },
     resetWindows: async (keys) => {
       for (const key of keys) logs.delete(key);

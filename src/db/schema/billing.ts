@@ -160,17 +160,24 @@ export const subscriptionHistory = pgTable(
   ],
 );
 
+/**
+ * What a usage row counts: a tenant's use of a feature in the period starting at `periodStart` (the
+ * epoch for features that never reset).
+ */
+const usageKeyColumns = () => ({
+  tenantId: tenantIdColumn(),
+  featureKey: text()
+    .notNull()
+    .references(() => features.key, { onUpdate: "cascade" }),
+  periodStart: timestamp({ withTimezone: true }).notNull().default(sql`'1970-01-01T00:00:00Z'`),
+});
+
 /** The usage ledger: append-only, the truth cache counters are reconciled against. */
 export const usageEvents = pgTable(
   "usage_events",
   {
     id: bigint({ mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
-    tenantId: tenantIdColumn(),
-    featureKey: text()
-      .notNull()
-      .references(() => features.key, { onUpdate: "cascade" }),
-    /** Start of the usage period the event counts in (the epoch for features that never reset). */
-    periodStart: timestamp({ withTimezone: true }).notNull().default(sql`'1970-01-01T00:00:00Z'`),
+    ...usageKeyColumns(),
     quantity: bigint({ mode: "number" }).notNull().default(1),
     idempotencyKey: text().notNull(),
     occurredAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
@@ -189,11 +196,7 @@ export const usageCounters = pgTable(
   "usage_counters",
   {
     id: bigint({ mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
-    tenantId: tenantIdColumn(),
-    featureKey: text()
-      .notNull()
-      .references(() => features.key, { onUpdate: "cascade" }),
-    periodStart: timestamp({ withTimezone: true }).notNull().default(sql`'1970-01-01T00:00:00Z'`),
+    ...usageKeyColumns(),
     /** null for features that never reset. */
     periodEnd: timestamp({ withTimezone: true }),
     ledgerTotal: bigint({ mode: "number" }).notNull().default(0),
