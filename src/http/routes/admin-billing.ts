@@ -102,17 +102,22 @@ const changeSub = apiRoute("platform", {
   },
 });
 
+/** What changed in a subscription: in its history and in the `subscription.changed` event. */
+export const subscriptionChangeFields = {
+  event: z.string(),
+  fromStatus: z.string().nullable(),
+  toStatus: z.string(),
+  fromPlan: z.string().nullable(),
+  toPlan: z.string(),
+  source: z.string(),
+};
+
 const historySchema = z
   .object({
     items: z.array(
       z.object({
         id: z.number(),
-        event: z.string(),
-        fromStatus: z.string().nullable(),
-        toStatus: z.string(),
-        fromPlan: z.string().nullable(),
-        toPlan: z.string(),
-        source: z.string(),
+        ...subscriptionChangeFields,
         actorId: z.string().nullable(),
         externalEventId: z.string().nullable(),
         reason: z.string(),

@@ -13,6 +13,7 @@ import { updateWebhookEndpoint } from "../../webhooks/update-webhook-endpoint.ts
 import { tenantAccess } from "../access.ts";
 import { apiRoute, json, jsonBody, page, pageQuery, problem, tenantIdParam } from "../openapi.ts";
 import { adminCtxOf, createRouter, tenantCtxOf } from "../request-context.ts";
+import { subscriptionChangeFields } from "./admin-billing.ts";
 
 const eventTypeList = z
   .array(z.enum(["*", ...webhookEventTypes]))
@@ -325,12 +326,7 @@ const eventData = {
     .object({
       tenantId: z.uuid(),
       subscriptionId: z.uuid(),
-      event: z.string(),
-      fromStatus: z.string().nullable(),
-      toStatus: z.string(),
-      fromPlan: z.string().nullable(),
-      toPlan: z.string(),
-      source: z.string(),
+      ...subscriptionChangeFields,
     })
     .openapi("SubscriptionChangedEventData"),
   "usage.threshold_reached": z
