@@ -1,23 +1,22 @@
 import { beforeAll, describe, expect, test } from "bun:test";
-import { eq, sql } from "drizzle-orm";
+import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { ManualClock } from "../../src/clock.ts";
 import { execute } from "../../src/db/client.ts";
-import { users } from "../../src/db/schema/index.ts";
 import { BULK_BATCH_SIZE } from "../../src/jobs/admin/bulk-batches.ts";
 import { claimJobs } from "../../src/jobs/claim.ts";
 import { type EnqueueItem, enqueue, enqueueMany, JOB_CANCEL_CHANNEL } from "../../src/jobs/enqueue.ts";
 import { completeJobs } from "../../src/jobs/outcomes.ts";
 import { createJobRegistry, defineJob, MAX_PROGRESS_BYTES } from "../../src/jobs/registry.ts";
 import { runJob } from "../../src/jobs/run-job.ts";
-import { useTestApp } from "../helpers/app.ts";
-import { createPlatformAdmin, json, loginTokens } from "../helpers/identity.ts";
+import { relaxedLimits, useTestApp } from "../helpers/app.ts";
+import { json, signedInPlatformAdmin } from "../helpers/identity.ts";
 import { jobRow, waitFor } from "../helpers/jobs.ts";
 
 /** The admin job API at scale, through the real app (every answer checked against the document). */
 
 const clock = new ManualClock(Date.now());
-const app = useTestApp({ clock, env: { RateLimiting__Global__PermitLimit: "100000" } });
+const app = useTestApp({ clock, settings: { ...relaxedLimits } });
 
 const mail = defineJob("bulk.mail", z.object({ n: z.number() }), () => {});
 const report = defineJob("bulk.report", z.object({ n: z.number() }), () => {});
@@ -28,12 +27,9 @@ const batch = defineJob("bulk.batch", z.object({ n: z.number() }), () => {});
 let admin: Record<string, string>;
 let adminId: string;
 beforeAll(async () => {
-  const platformAdmin = await createPlatformAdmin(app.db);
+  const platformAdmin = await signedInPlatformAdmin(app);
   adminId = platformAdmin.id;
-  await app.db.update(users).set({ mustChangePassword: false }).where(eq(users.id, platformAdmin.id));
-  admin = {
-    authorization: `Bearer ${(await loginTokens(app, { email: platformAdmin.email })).accessToken}`,
-  };
+  admin = platformAdmin.headers;
 });
 
 const tenant = () => crypto.randomUUID();

@@ -1,24 +1,19 @@
 import { beforeAll, expect, test } from "bun:test";
-import { eq, sql } from "drizzle-orm";
+import { sql } from "drizzle-orm";
 import { ManualClock } from "../../src/clock.ts";
 import { execute } from "../../src/db/client.ts";
-import { users } from "../../src/db/schema/index.ts";
-import { useTestApp } from "../helpers/app.ts";
-import { bearer, createPlatformAdmin, createTenant, createUser, loginTokens } from "../helpers/identity.ts";
+import { relaxedLimits, useTestApp } from "../helpers/app.ts";
+import { bearer, signedInPlatformAdmin, signedInTenant } from "../helpers/identity.ts";
 
 const clock = new ManualClock("2030-05-01T08:00:00Z");
-const app = useTestApp({ env: { RateLimiting__Auth__PermitLimit: "100000" }, clock });
+const app = useTestApp({ settings: { ...relaxedLimits }, clock });
 const t = app.testDatabase;
 let admin: string;
 let owner: string;
 
 beforeAll(async () => {
-  const platformAdmin = await createPlatformAdmin(t.database.db);
-  await t.database.db.update(users).set({ mustChangePassword: false }).where(eq(users.id, platformAdmin.id));
-  admin = (await loginTokens(app, { email: platformAdmin.email })).accessToken;
-  const tenant = await createTenant(t.database.db);
-  const user = await createUser(t.database.db, tenant.id, { role: "owner" });
-  owner = (await loginTokens(app, { email: user.email, tenant: tenant.code })).accessToken;
+  admin = (await signedInPlatformAdmin(app)).accessToken;
+  owner = (await signedInTenant(app)).owner.accessToken;
 });
 
 const put = (name: string, body: unknown, token = admin) =>
