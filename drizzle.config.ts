@@ -4,7 +4,8 @@ import { defineConfig } from "drizzle-kit";
 // schema against drizzle/meta and needs no database. Migrations are applied by src/migrate.ts.
 export default defineConfig({
   dialect: "postgresql",
-  schema: "./src/db/schema/index.ts",
+  // every file of the folder: a new area's table file is read without an entry in index.ts
+  schema: "./src/db/schema/*.ts",
   out: "./drizzle",
   casing: "snake_case",
 });

@@ -9,7 +9,7 @@ import { parseArgs } from "node:util";
 
 const root = resolve(import.meta.dir, "..");
 const { values } = parseArgs({
-  options: { schema: { type: "string", default: "./src/db/schema/index.ts" } },
+  options: { schema: { type: "string", default: "./src/db/schema/*.ts" } },
 });
 const scratch = mkdtempSync(join(tmpdir(), "plinth-db-check-"));
 try {
