@@ -1,14 +1,15 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ConfigError, type ConfigProblem } from "./config-error.ts";
-import { quickstartDefaults } from "./dev-quickstart.ts";
 import {
   type CacheConnection,
   type DatabaseConnection,
+  EMBEDDED_DEFAULT_URL,
   resolveCache,
   resolveDatabase,
   secretValuesOf,
 } from "./connections.ts";
+import { quickstartDefaults } from "./dev-quickstart.ts";
 import { jsonErrorLine } from "./json-error-line.ts";
 import { checkProduction } from "./production.ts";
 import {
