@@ -46,7 +46,14 @@ async function dev(port: number) {
     wake = check;
     void proc.exited.then(() => setTimeout(check, 100));
   });
-  return { proc, block, stop: async () => (proc.kill("SIGTERM"), await proc.exited) };
+  return {
+    proc,
+    block,
+    stop: async () => {
+      proc.kill("SIGTERM");
+      await proc.exited;
+    },
+  };
 }
 
 const field = (block: string[], name: string) =>
