@@ -175,7 +175,12 @@ test("authentication is mounted once per area; each admin and tenant route carri
     if (route.method === "ALL" && /^\/api\/(admin|tenant)\b/.test(route.path))
       mounted.set(route.path, (mounted.get(route.path) ?? 0) + 1);
   // authenticate on each area (on tenant routes the per-API-key limiter after it); no guard by prefix
-  expect(Object.fromEntries(mounted)).toEqual({ "/api/admin/*": 1, "/api/tenant/*": 2 });
+  // (and one that only advertises the webhook test-send limits in RateLimit-Policy: not a guard)
+  expect(Object.fromEntries(mounted)).toEqual({
+    "/api/admin/*": 1,
+    "/api/tenant/*": 2,
+    "/api/tenant/webhooks/:id/test": 1,
+  });
   // who may call each route is its own guard, from its declared access (src/http/access.ts)
   const routes = declaredRoutes(app.app.routes);
   const admin = routes.filter((r) => r.path.startsWith("/api/admin/"));
