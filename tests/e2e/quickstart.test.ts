@@ -51,7 +51,7 @@ async function dev(port: number) {
     block,
     stop: async () => {
       proc.kill("SIGTERM");
-      await proc.exited;
+      return await proc.exited;
     },
   };
 }
