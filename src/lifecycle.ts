@@ -13,7 +13,7 @@ import { SERVING_LOCK } from "./db/migrator.ts";
 import { createOutageLog } from "./db/outage-log.ts";
 import { pendingSentence } from "./db/schema-gate.ts";
 import { closeDeps, createDeps, type Deps } from "./deps.ts";
-import { startApiBackground } from "./loops/api-background.ts";
+import { API_JOB_KINDS, startApiBackground } from "./loops/api-background.ts";
 import type { Background } from "./loops/background.ts";
 import { observeOperatorGauges } from "./loops/operator-gauges.ts";
 import type { Logger } from "./telemetry/logger.ts";
@@ -82,7 +82,7 @@ export async function runApi(runtime: RuntimeAdapter, options: LifecycleOptions 
     return 1;
   }
   const { logger } = deps;
-  observeOperatorGauges(deps);
+  observeOperatorGauges(deps, API_JOB_KINDS);
   if (config.database.embedded) {
     logger.warn("using embedded PGlite: for development only", { database: config.database.source });
   }

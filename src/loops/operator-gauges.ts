@@ -12,9 +12,11 @@ const PROBE_TIMEOUT_MS = 1_000;
  * when metrics are collected (a Prometheus scrape or an OTLP export): the queue by state and kind,
  * the oldest due job, the oldest pending webhook delivery, failing endpoints, readiness by check and
  * the configured pool size. A statement that fails leaves its gauges out of that collection (the
- * readiness gauge then says why). Nothing is registered while telemetry is off.
+ * readiness gauge then says why). Nothing is registered while telemetry is off. Every kind in
+ * `kinds` (the ones this process has handlers for) has its queue series from the start, at 0 while it
+ * has no jobs, so a panel or an alert on it never reads an absent series.
  */
-export function observeOperatorGauges(deps: Deps): void {
+export function observeOperatorGauges(deps: Deps, kinds: readonly string[] = []): void {
   const { telemetry } = deps;
   if (!telemetry.enabled) return;
   const meter = telemetry.meter;
@@ -52,14 +54,14 @@ export function observeOperatorGauges(deps: Deps): void {
       ]);
       observer.observe(poolSize, deps.config.settings.Database.PoolSize);
       if (queue.status === "fulfilled") {
-        const kinds = new Set(queue.value.counts.map((row) => row.kind));
-        for (const kind of kinds)
+        const seen = new Set([...kinds, ...queue.value.counts.map((row) => row.kind)]);
+        for (const kind of seen)
           for (const state of WATCHED_JOB_STATES) {
             const row = queue.value.counts.find((r) => r.kind === kind && r.status === state);
             observer.observe(jobs, row?.count ?? 0, { state, "plinth.job.kind": kind });
           }
         // a kind with jobs but none due waits 0 s
-        for (const kind of new Set([...kinds, ...queue.value.oldestDue.map((row) => row.kind)]))
+        for (const kind of new Set([...seen, ...queue.value.oldestDue.map((row) => row.kind)]))
           observer.observe(oldestDue, queue.value.oldestDue.find((row) => row.kind === kind)?.seconds ?? 0, {
             "plinth.job.kind": kind,
           });

@@ -298,7 +298,7 @@ describe("Prometheus against a running Plinth", () => {
 describe("promtool", () => {
   test("check rules accepts deploy/prometheus/alerts.yml", () => {
     const run = spawnSync("promtool", ["check", "rules", ALERTS], { encoding: "utf8" });
-    expect(run.stdout).toContain("SUCCESS: 9 rules found");
+    expect(run.stdout).toContain(`SUCCESS: ${rules.length} rules found`);
     expect(run.status).toBe(0);
   });
 
