@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { systemCtx } from "../../src/context.ts";
@@ -16,6 +15,7 @@ import { createTenant, newMasterKey } from "../helpers/identity.ts";
 import { waitFor } from "../helpers/jobs.ts";
 import { ROOT } from "../helpers/process.ts";
 import { type Child, spawnBun } from "../helpers/processes.ts";
+import { freePort } from "../helpers/redis-server.ts";
 
 // Debian's real Prometheus (scripts/setup.sh) scrapes a running Plinth under a short workload; every
 // panel of deploy/grafana/*.json must return series there and every rule of
@@ -34,17 +34,6 @@ const settings = {
   // every statement counts as slow: the slow-statement panel has data without waiting for a slow one
   "Database:SlowQueryMilliseconds": "1",
 };
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
-    });
-  });
-}
 
 const receiver = Bun.serve({
   port: 0,

@@ -1,26 +1,15 @@
 import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { stopChildrenAfterAll, tracked } from "../helpers/children.ts";
 import { collectOutput, ROOT } from "../helpers/process.ts";
+import { freePort } from "../helpers/redis-server.ts";
 
 // `npm run dev` as a new user meets it: Development, embedded PGlite in ./.data/dev of a fresh folder.
 stopChildrenAfterAll();
 const dir = mkdtempSync(join(tmpdir(), "plinth-quickstart-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
-    });
-  });
-}
 
 /** `bun src/server.ts --migrate --embedded` (what `npm run dev` runs) in `dir`; resolves its printed block. */
 async function dev(port: number) {
