@@ -4,13 +4,12 @@ import { z } from "zod";
 import { ManualClock } from "../../src/clock.ts";
 import { execute } from "../../src/db/client.ts";
 import type { Deps } from "../../src/deps.ts";
-import { requestIdLogHeaders } from "../../src/http/middleware/request.ts";
-import { problemJson, toAppError } from "../../src/http/problem-json.ts";
-import { createRouter } from "../../src/http/request-context.ts";
+import type { createRouter } from "../../src/http/request-context.ts";
 import { adminJobRoutes } from "../../src/http/routes/admin-jobs.ts";
 import { claimJobs } from "../../src/jobs/claim.ts";
 import { enqueue } from "../../src/jobs/enqueue.ts";
 import { defineJob } from "../../src/jobs/registry.ts";
+import { platformAdminRoutes } from "../helpers/admin-routes.ts";
 import { testConfig, testDeps, useTestDatabase } from "../helpers/app.ts";
 
 const mail = defineJob("admin.mail", z.object({ to: z.string() }), () => {});
@@ -25,23 +24,7 @@ let pendingId: number;
 const t = useTestDatabase();
 beforeAll(async () => {
   deps = await testDeps(testConfig(), { database: t.database, clock });
-  // the routes alone, behind the same edge middleware as the app (the real app with its
-  // platform-admin guard is exercised in jobs-admin-auth.test.ts)
-  app = createRouter();
-  app.use(requestIdLogHeaders({ logger: deps.logger, trustedProxies: [] }));
-  app.onError((error, c) => problemJson(c, toAppError(error)));
-  // what the platform-admin guard leaves for the handlers: the caller's principal
-  app.use(async (c, next) => {
-    c.set("principal", {
-      userId: "00000000-0000-4000-8000-000000000001",
-      tenantId: null,
-      roles: [],
-      platformRoles: ["platform_admin"],
-      sessionId: "s",
-    });
-    await next();
-  });
-  app.route("/", adminJobRoutes(deps));
+  app = platformAdminRoutes(deps, adminJobRoutes(deps));
   for (let i = 0; i < 3; i++) await enqueue(t.database.db, { clock }, mail, { to: `u${i}@example.com` });
   pendingId = (await enqueue(t.database.db, { clock }, report, {})).id;
   deadId = (await enqueue(t.database.db, { clock }, mail, { to: "dead@example.com" })).id;

@@ -4,9 +4,6 @@ import { z } from "zod";
 import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
 import { type Database, execute } from "../../src/db/client.ts";
-import { requestIdLogHeaders } from "../../src/http/middleware/request.ts";
-import { problemJson, toAppError } from "../../src/http/problem-json.ts";
-import { createRouter } from "../../src/http/request-context.ts";
 import { adminFlowRoutes } from "../../src/http/routes/admin-flows.ts";
 import { adminJobRoutes } from "../../src/http/routes/admin-jobs.ts";
 import { cancelFlow } from "../../src/jobs/admin/cancel-flow.ts";
@@ -25,6 +22,7 @@ import {
 } from "../../src/jobs/registry.ts";
 import { createRedactor } from "../../src/redact.ts";
 import { createLogger } from "../../src/telemetry/logger.ts";
+import { platformAdminRoutes } from "../helpers/admin-routes.ts";
 import { testConfig, testDeps, useTestDatabase } from "../helpers/app.ts";
 import { openTestDatabase } from "../helpers/database.ts";
 import { jobRow, waitFor } from "../helpers/jobs.ts";
@@ -378,21 +376,7 @@ describe("flows", () => {
 describe("admin flow routes", () => {
   test("GET /api/admin/jobs/{id} shows result, dependsOn and flowId; a flow is shown and cancelled over HTTP", async () => {
     const appDeps = await testDeps(testConfig(), { database: t.database, clock });
-    const app = createRouter();
-    app.use(requestIdLogHeaders({ logger: appDeps.logger, trustedProxies: [] }));
-    app.onError((error, c) => problemJson(c, toAppError(error)));
-    app.use(async (c, next) => {
-      c.set("principal", {
-        userId: "00000000-0000-4000-8000-000000000001",
-        tenantId: null,
-        roles: [],
-        platformRoles: ["platform_admin"],
-        sessionId: "s",
-      });
-      await next();
-    });
-    app.route("/", adminJobRoutes(appDeps));
-    app.route("/", adminFlowRoutes(appDeps));
+    const app = platformAdminRoutes(appDeps, adminJobRoutes(appDeps), adminFlowRoutes(appDeps));
     const { job } = recorder("flows.http");
     const flow = await enqueueFlow(deps(), ctx, {
       jobs: [
