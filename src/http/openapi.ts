@@ -2,6 +2,9 @@ import type { OpenAPIHono, RouteConfig } from "@hono/zod-openapi";
 import { createRoute, z } from "@hono/zod-openapi";
 import { type Access, needsCaller, takesApiKey } from "./access.ts";
 import { guardOf } from "./middleware/guards.ts";
+import { type HeaderName, ref } from "./openapi-components.ts";
+
+export { headerRef, registerComponents } from "./openapi-components.ts";
 
 /** The application/problem+json body every error has (see problem-json.ts): the one `Problem` schema. */
 export const problemSchema = z
@@ -72,100 +75,6 @@ export const pageQuery = {
     }),
 };
 
-const ref = (kind: "headers" | "parameters", name: string) => ({ $ref: `#/components/${kind}/${name}` });
-
-const HEADERS = {
-  "X-Request-Id": {
-    description:
-      "The request's id (the caller's well-formed `X-Request-Id`, else a new one); in the log line.",
-    required: true,
-    schema: { type: "string" as const },
-  },
-  RateLimit: {
-    description:
-      'The policies\' state, `"<policy>";r=<left>;t=<seconds to reset>` (draft-ietf-httpapi-ratelimit-headers).',
-    schema: { type: "string" as const },
-  },
-  "RateLimit-Policy": {
-    description: 'The rate-limit policies that apply, `"<policy>";q=<quota>;w=<window seconds>`.',
-    schema: { type: "string" as const },
-  },
-  "Retry-After": {
-    description: "Seconds to wait before trying again.",
-    schema: { type: "integer" as const, minimum: 0 },
-  },
-  "WWW-Authenticate": {
-    description: 'The bearer challenge of RFC 6750, e.g. `Bearer realm="plinth"`.',
-    schema: { type: "string" as const },
-  },
-  Allow: { description: "The methods the resource answers.", schema: { type: "string" as const } },
-  Location: {
-    description: "The created resource's path (relative to this API's base URL).",
-    required: true,
-    schema: { type: "string" as const },
-  },
-  "Set-Cookie": {
-    description:
-      "The browser session cookie `__Host-plinth_session` (HttpOnly, Secure, path /), set or cleared.",
-    schema: { type: "string" as const },
-  },
-};
-type HeaderName = keyof typeof HEADERS;
-
-const PARAMETERS = {
-  RequestId: {
-    name: "X-Request-Id",
-    in: "header" as const,
-    required: false,
-    description:
-      "The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one.",
-    schema: { type: "string" as const, pattern: "^[A-Za-z0-9._:-]{1,128}$" },
-  },
-  TenantCode: {
-    name: "X-Tenant",
-    in: "header" as const,
-    required: false,
-    description:
-      "Tenant code, on the platform host only, under `Tenancy:Resolution:TenantCodePaths` (default `/api/auth/`); refused elsewhere with 400. `?tenant=` does the same.",
-    schema: { type: "string" as const, maxLength: 64 },
-  },
-};
-
-/** The security schemes, headers and parameters the routes refer to; `createApp` registers them once. */
-export function registerComponents(app: Pick<OpenAPIHono, "openAPIRegistry">): void {
-  const registry = app.openAPIRegistry;
-  registry.registerComponent("securitySchemes", "bearer", {
-    type: "http",
-    scheme: "bearer",
-    bearerFormat: "JWT",
-    description: "An access token from `/api/auth/login`, `/api/auth/refresh` or `/api/auth/sms/verify`.",
-  });
-  registry.registerComponent("securitySchemes", "apiKey", {
-    type: "http",
-    scheme: "bearer",
-    bearerFormat: "plk_",
-    description:
-      "A tenant API key (`Authorization: Bearer plk_…`, docs/api-keys.md), on the tenant routes its scopes allow.",
-  });
-  registry.registerComponent("securitySchemes", "sessionCookie", {
-    type: "apiKey",
-    in: "cookie",
-    name: "__Host-plinth_session",
-    description:
-      "The browser session from `/api/auth/browser/login` (only from `BrowserAuth:AllowedOrigins`).",
-  });
-  registry.registerComponent("securitySchemes", "csrfToken", {
-    type: "apiKey",
-    in: "header",
-    name: "x-csrf-token",
-    description:
-      "The `csrfToken` of the browser sign-in, required with the cookie on POST, PUT, PATCH and DELETE.",
-  });
-  for (const [name, header] of Object.entries(HEADERS)) registry.registerComponent("headers", name, header);
-  for (const [name, parameter] of Object.entries(PARAMETERS))
-    registry.registerComponent("parameters", name, parameter);
-}
-
 const SAFE = new Set(["get", "head", "options"]);
 
 /** The operation's `security`: what the declared access accepts as a credential. */
@@ -216,7 +125,14 @@ function withHeaders(access: Access, responses: Record<string, object>, cookies 
   return Object.fromEntries(
     Object.entries(responses).map(([status, response]) => [
       status,
-      { ...response, headers: headersFor(access, Number(status), cookies, location) },
+      {
+        ...response,
+        // the route's own headers (an ETag) beside the ones every answer of its access has
+        headers: {
+          ...headersFor(access, Number(status), cookies, location),
+          ...(response as { headers?: object }).headers,
+        },
+      },
     ]),
   );
 }

@@ -4,8 +4,9 @@ import addFormats from "ajv-formats";
 /**
  * Checks every answer of the app against its own OpenAPI document (`/api/openapi.json`): the path
  * and method are declared, the status is declared for the operation, the content type is one it
- * declares, a JSON body matches the declared schema, and the headers a client relies on
- * (`NOTABLE_HEADERS`) are declared for that response. A path the document does not list may only
+ * declares, a JSON body matches the declared schema, the headers a client relies on
+ * (`NOTABLE_HEADERS`) are declared for that response, a required header is sent, and every declared
+ * header that is sent matches its schema. A path the document does not list may only
  * answer 404 (and a method a path does not answer only 405 with `Allow`), as `Problem`s. CORS
  * preflights (OPTIONS) are the CORS middleware's and are not checked.
  */
@@ -19,7 +20,11 @@ interface ResponseObject {
 }
 export interface OpenApiDocument {
   paths: Record<string, Record<string, Operation>>;
-  components?: { headers?: Record<string, { required?: boolean }> };
+  components?: { headers?: Record<string, HeaderObject> };
+}
+interface HeaderObject {
+  required?: boolean;
+  schema?: { type?: string; [keyword: string]: unknown };
 }
 
 /** Headers whose presence a response must declare. */
@@ -32,6 +37,7 @@ const NOTABLE_HEADERS = [
   "set-cookie",
   "x-request-id",
   "location",
+  "etag",
 ];
 
 const pointer = (...parts: string[]) =>
@@ -66,10 +72,22 @@ export function responseValidator(doc: OpenApiDocument, options: { exempt?: read
       ),
     }));
   const exempt = new Set(options.exempt ?? []);
-  const resolveHeader = (header: unknown): { required?: boolean } | undefined => {
+  const resolveHeader = (header: unknown): HeaderObject | undefined => {
     const ref = (header as { $ref?: string }).$ref;
-    if (ref === undefined) return header as { required?: boolean };
+    if (ref === undefined) return header as HeaderObject;
     return doc.components?.headers?.[ref.replace("#/components/headers/", "")];
+  };
+  const headerSchemas = new Map<string, ValidateFunction>();
+  /** A header value against its schema (an integer header as its number). */
+  const headerMatches = (schema: NonNullable<HeaderObject["schema"]>, value: string): string | null => {
+    const key = JSON.stringify(schema);
+    let validate = headerSchemas.get(key);
+    if (!validate) {
+      validate = ajv.compile(schema);
+      headerSchemas.set(key, validate);
+    }
+    const typed = schema.type === "integer" || schema.type === "number" ? Number(value) : value;
+    return validate(typed) ? null : ajv.errorsText(validate.errors);
   };
 
   async function problemOnly(what: string, response: Response, statuses: number[]): Promise<void> {
@@ -149,8 +167,14 @@ export function responseValidator(doc: OpenApiDocument, options: { exempt?: read
     }
     for (const [name, header] of Object.entries(declared.headers ?? {})) {
       const resolved = resolveHeader(header);
-      if (resolved?.required && !response.headers.has(name))
-        throw new ContractViolation(`${what}: required header ${name} missing`);
+      const value = response.headers.get(name);
+      if (value === null) {
+        if (resolved?.required) throw new ContractViolation(`${what}: required header ${name} missing`);
+        continue;
+      }
+      const mismatch = resolved?.schema ? headerMatches(resolved.schema, value) : null;
+      if (mismatch !== null)
+        throw new ContractViolation(`${what}: header ${name} "${value}" is off its schema: ${mismatch}`);
     }
     const contentType = response.headers.get("content-type");
     const hasBody = method !== "head" && response.status !== 204 && response.status !== 304;

@@ -108,6 +108,30 @@ test("the document's server is an absolute URL: the configured public base URL, 
   }
 });
 
+test("the JWKS declares what it sends: ETag and Cache-Control on the 200 and on the 304 of If-None-Match", async () => {
+  const doc = (await (await app.request("/api/openapi.json")).json()) as {
+    paths: Record<string, { get: { responses: Record<string, { headers?: Record<string, unknown> }> } }>;
+  };
+  const responses = doc.paths["/.well-known/jwks.json"]?.get.responses ?? {};
+  for (const status of ["200", "304"])
+    expect(Object.keys(responses[status]?.headers ?? {}), status).toEqual(
+      expect.arrayContaining(["ETag", "Cache-Control"]),
+    );
+  // the harness checks both answers against those declarations (required, on their schema)
+  const first = await app.request("/.well-known/jwks.json");
+  expect(first.status).toBe(200);
+  const etag = first.headers.get("etag") ?? "";
+  expect(etag).toMatch(/^"[\w-]+"$/);
+  expect(first.headers.get("cache-control")).toBe("public, max-age=60");
+  const again = await app.request("/.well-known/jwks.json", { headers: { "if-none-match": etag } });
+  expect(again.status).toBe(304);
+  expect(again.headers.get("etag")).toBe(etag);
+  expect(again.headers.get("cache-control")).toBe("public, max-age=60");
+  expect(
+    (await app.request("/.well-known/jwks.json", { headers: { "if-none-match": '"other"' } })).status,
+  ).toBe(200);
+});
+
 test("/favicon.ico is an icon, linked from the console and the reference page", async () => {
   const icon = await app.request("/favicon.ico");
   expect(icon.status).toBe(200);

@@ -84,6 +84,34 @@ test("the native probe says HTTPS only when a trusted proxy does, and makes an i
   }
 });
 
+test("the native probe keeps an untrusted peer's X-Request-Id apart, as every route does", async () => {
+  const untrusted = await createTestApp({
+    database: t.database,
+    env: { Tenancy__Resolution__TrustedProxies__0: "10.0.0.0/8" },
+  });
+  const other = Bun.serve({ port: 0, ...bunServeOptions(untrusted.app, untrusted.deps) });
+  try {
+    const probe = await fetch(`http://127.0.0.1:${other.port}/api/health`, {
+      headers: { "x-request-id": "chosen-by-client" },
+    });
+    expect(probe.status).toBe(200);
+    const id = probe.headers.get("x-request-id");
+    expect(id).toMatch(/^[0-9a-f-]{36}$/);
+    const line = untrusted.logs.map((l) => JSON.parse(l)).find((l) => l.requestId === id);
+    expect(line).toMatchObject({ path: "/api/health", clientRequestId: "chosen-by-client" });
+    // the app's own route answers the same way
+    const routed = await untrusted.request(
+      "/api/health",
+      { headers: { "x-request-id": "chosen-by-client" } },
+      "127.0.0.1",
+    );
+    expect(routed.headers.get("x-request-id")).not.toBe("chosen-by-client");
+  } finally {
+    await other.stop(true);
+    await untrusted.close();
+  }
+});
+
 test("other methods and paths near the probe reach the app", async () => {
   const post = await fetch(`${base}/api/health`, { method: "POST" });
   expect(post.status).toBe(405);

@@ -115,4 +115,47 @@ test("an undeclared status, an undeclared header or a body off the schema is a v
   await expect(
     check(request, new Response("hi", { headers: { "content-type": "text/plain", "x-request-id": "r" } })),
   ).rejects.toThrow(/content type text\/plain not declared/);
+  // an ETag is a header a client relies on: declared where sent, and on its schema
+  await expect(
+    check(request, Response.json({ id: "1" }, { headers: { etag: '"a"', "x-request-id": "r" } })),
+  ).rejects.toThrow(/etag not declared/);
+});
+
+test("a declared header that is sent must match its schema", async () => {
+  const doc: OpenApiDocument = {
+    paths: {
+      "/keys": {
+        get: {
+          responses: {
+            "304": {
+              headers: {
+                "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" },
+                ETag: { $ref: "#/components/headers/ETag" },
+                "Retry-After": { schema: { type: "integer", minimum: 0 } },
+              },
+            },
+          },
+        },
+      },
+    },
+    components: {
+      headers: {
+        "X-Request-Id": { required: true },
+        ETag: { required: true, schema: { type: "string", pattern: '^"[A-Za-z0-9_-]{1,64}"$' } },
+      },
+    },
+  };
+  const check = responseValidator(doc);
+  const request = new Request("http://localhost/keys");
+  const answer = (headers: Record<string, string>) => new Response(null, { status: 304, headers });
+  await check(request, answer({ "x-request-id": "r", etag: '"abc"' }));
+  await expect(check(request, answer({ "x-request-id": "r" }))).rejects.toThrow(
+    /required header ETag missing/,
+  );
+  await expect(check(request, answer({ "x-request-id": "r", etag: "W/abc" }))).rejects.toThrow(
+    /header ETag "W\/abc" is off its schema/,
+  );
+  await expect(
+    check(request, answer({ "x-request-id": "r", etag: '"abc"', "retry-after": "-1" })),
+  ).rejects.toThrow(/header Retry-After "-1" is off its schema/);
 });

@@ -24,11 +24,6 @@ export const HSTS_HEADER: readonly [string, string] = [
   "max-age=31536000; includeSubDomains",
 ];
 
-/** The request's id: a well-formed incoming `X-Request-Id`, else a new one. */
-export function requestIdFor(incoming: string | null): string {
-  return incoming && REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID();
-}
-
 /**
  * The request's id, and what the client said it was: a well-formed `X-Request-Id` is the id only
  * when a trusted proxy (`Tenancy:Resolution:TrustedProxies`) sent it; anyone else's is kept apart as

@@ -3,7 +3,7 @@ import type { Deps } from "../../deps.ts";
 import { readinessProbes } from "../../health/probes.ts";
 import { createReadinessCheck } from "../../health/readiness.ts";
 import { trustedProxies } from "../client-ip.ts";
-import { elapsedMs, HSTS_HEADER, overHttps, requestIdFor, SECURITY_HEADERS } from "../middleware/request.ts";
+import { elapsedMs, HSTS_HEADER, overHttps, requestIdOf, SECURITY_HEADERS } from "../middleware/request.ts";
 import { apiRoute } from "../openapi.ts";
 import { createRouter } from "../request-context.ts";
 
@@ -94,20 +94,21 @@ export function nativeLiveness(deps: Deps) {
     server: { readonly protocol: string | null; requestIP(req: Request): { address: string } | null },
   ): Response => {
     const started = performance.now();
-    const id = requestIdFor(req.headers.get("x-request-id"));
+    const peer = () => server.requestIP(req)?.address;
+    // the same rule as every route: a client's own id is logged apart, only a trusted proxy's is used
+    const id = requestIdOf(req.headers.get("x-request-id"), peer, trusted);
     // the server's protocol, not req.url: Bun builds that string on first use
     const tls = server.protocol === "https";
-    const headers = overHttps(tls, req.headers, () => server.requestIP(req)?.address, trusted)
-      ? secure
-      : plain;
-    headers.set("x-request-id", id);
+    const headers = overHttps(tls, req.headers, peer, trusted) ? secure : plain;
+    headers.set("x-request-id", id.requestId);
     const response = new Response(body, { status: 200, headers });
     logger.request({
       method: req.method,
       path: LIVENESS_PATH,
       status: 200,
       durationMs: elapsedMs(started),
-      requestId: id,
+      requestId: id.requestId,
+      ...(id.clientRequestId ? { clientRequestId: id.clientRequestId } : {}),
     });
     return response;
   };

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
-import { apiRoute } from "../openapi.ts";
+import { apiRoute, headerRef } from "../openapi.ts";
 import { createRouter } from "../request-context.ts";
 
 /**
@@ -11,22 +11,38 @@ import { createRouter } from "../request-context.ts";
  */
 export const JWKS_MAX_AGE_SECONDS = 60;
 
+/** What both answers carry: the set's ETag and how long it may be kept (RFC 9110: a 304 repeats them). */
+const caching = { ETag: headerRef("ETag"), "Cache-Control": headerRef("Cache-Control") };
+
 const jwks = apiRoute("public", {
   method: "get",
   path: "/.well-known/jwks.json",
   operationId: "getJwks",
   tags: ["auth"],
   summary: "Public keys that verify Plinth's access tokens (every key of the verification set).",
+  request: {
+    headers: z.object({
+      "if-none-match": z
+        .string()
+        .max(1024)
+        .optional()
+        .openapi({ description: "An `ETag` of an earlier answer: 304 while the set is unchanged." }),
+    }),
+  },
   responses: {
     200: {
-      description: "JWK set.",
+      description: `JWK set; a client may keep it ${JWKS_MAX_AGE_SECONDS} s (\`Cache-Control\`) and revalidate with its \`ETag\`.`,
+      headers: caching,
       content: {
         "application/json": {
           schema: z.object({ keys: z.array(z.record(z.string(), z.unknown())) }).openapi("JwkSet"),
         },
       },
     },
-    304: { description: "Not modified: `If-None-Match` named the set's current `ETag`." },
+    304: {
+      description: "Not modified: `If-None-Match` named the set's current `ETag` (no body).",
+      headers: caching,
+    },
   },
 });
 
