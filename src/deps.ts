@@ -7,6 +7,7 @@ import { type Clock, systemClock } from "./clock.ts";
 import type { AppConfig } from "./config/load.ts";
 import { type Database, openDatabase } from "./db/client.ts";
 import { createSchemaGate, type SchemaGate } from "./db/schema-gate.ts";
+import { type EmailProviders, platformEmailProvider, tenantAwareEmailProviders } from "./email/providers.ts";
 import { LoopStatusBoard } from "./loops/loop-status.ts";
 import { PendingTasks } from "./pending.ts";
 import { readProviderSecrets, resolveProvider } from "./providers/tenant-providers.ts";
@@ -50,6 +51,8 @@ export interface Deps {
   tokens: TokenService;
   /** The global default SMS provider (tenant providers override it). */
   sms: SmsSender;
+  /** The e-mail provider of each message: a tenant's own `notification` provider, else `Email:*`. */
+  emailProviders: EmailProviders;
   /** HMAC key for SMS codes: `Authentication:Sms:CodePepper`, or an ephemeral one in Development. */
   smsPepper: string;
   tenants: TenantLookup;
@@ -128,6 +131,40 @@ function smsSenderOf(
   });
 }
 
+/** The e-mail providers: a tenant's own `notification` provider where it has one, else the platform's. */
+function emailProvidersOf(
+  config: AppConfig,
+  parts: { database: Database; keyring: TenantSecretKeyring | null; logger: Logger; fetch: Fetch },
+): EmailProviders {
+  const { database, keyring, logger, fetch } = parts;
+  const settings = config.settings.Email;
+  const platform = platformEmailProvider({
+    settings,
+    environment: config.environment,
+    trustedCa: config.emailTrustedCa,
+    logger,
+    fetch,
+  });
+  if (platform.name === "none")
+    logger.warn("no e-mail provider is configured (Email:Smtp:Host or Email:Http:Url): messages will fail", {
+      environment: config.environment,
+    });
+  return tenantAwareEmailProviders({
+    platform,
+    resolve: (tenantId) =>
+      resolveProvider(database.db, tenantId, "notification", { provider: platform.name, settings: {} }),
+    secrets: async (provider) => {
+      if (!keyring)
+        throw new Error("Security:TenantSecrets is not configured: tenant provider secrets cannot be read");
+      return readProviderSecrets(database.db, keyring, provider);
+    },
+    logger,
+    fetch,
+    timeoutMs: settings.TimeoutSeconds * 1000,
+    trustedCa: config.emailTrustedCa,
+  });
+}
+
 export async function createDeps(config: AppConfig, options: CreateDepsOptions = {}): Promise<Deps> {
   const redactor = createRedactor(config.secretValues);
   // a serving process writes its log lines once per event-loop turn; tests read them line by line
@@ -198,6 +235,7 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
   const smsPepper = smsPepperOf(config, logger);
   const keyring = parseTenantSecretKeys(config.settings.Security.TenantSecrets).keyring ?? null;
   const smsSender = smsSenderOf(config, { database, keyring, logger, fetch });
+  const emailProviders = emailProvidersOf(config, { database, keyring, logger, fetch });
   const tenants = createTenantLookup(database.db, clock);
   const dataProtection = createDataProtection(config, { db: database.db, clock, logger });
   await verifyKeyBindings(config, database.db, keyring, dataProtection, logger);
@@ -218,6 +256,7 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
     clock,
     tokens,
     sms: smsSender,
+    emailProviders,
     smsPepper,
     tenants,
     tenantSecretKeyring: keyring,

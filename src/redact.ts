@@ -41,6 +41,8 @@ export function createRedactor(secretValues: Iterable<string>): Redactor {
         (whole: string, id?: string) =>
           id ? (whole.length === 16 ? whole : `plk_${id}_${REDACTED}`) : `plk_${REDACTED}`,
       );
+    // a one-time link's token (`?token=…`, `&token=…`), wherever a link is logged
+    if (out.includes("token=")) out = out.replace(/([?&]token=)[^&\s"'<>]+/gi, `$1${REDACTED}`);
     if (out.includes("Bearer") || out.includes("Basic")) {
       out = out.replace(/\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}/g, `$1 ${REDACTED}`);
     }

@@ -46,6 +46,7 @@ export interface AppConfig {
   /** Problems that are warnings here (unknown keys outside Production): the caller logs them. */
   warnings: ConfigProblem[];
   webhookTrustedCa?: string[]; // the PEM certificates of `Webhooks:TrustedCaFile`
+  emailTrustedCa?: string[]; // the PEM certificates of `Email:Smtp:TrustedCaFile`
 }
 
 /** `the value of Key (from VARIABLE)` wording for messages: names what the operator actually set. */
@@ -249,6 +250,7 @@ export function loadConfig(options: LoadOptions = {}): AppConfig {
     sources,
     warnings,
     webhookTrustedCa: readTrustedCa(settings.Webhooks.TrustedCaFile, problems),
+    emailTrustedCa: readTrustedCa(settings.Email.Smtp.TrustedCaFile, problems, "Email:Smtp:TrustedCaFile"),
   };
   if (environment === "Production" && options.process !== "migrator")
     problems.push(...checkProduction(config));

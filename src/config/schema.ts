@@ -7,6 +7,7 @@ import { z } from "zod";
  * generated from this file (`bun run docs:config`) and CI checks that the two agree.
  */
 
+import { emailSection } from "./schema-email.ts";
 import { flag, int, secret, strings } from "./schema-fields.ts";
 import { securitySections } from "./schema-security.ts";
 import { storageSection } from "./schema-storage.ts";
@@ -266,6 +267,7 @@ export const configSchema = z.object({
     }),
   }),
   Storage: storageSection,
+  Email: emailSection,
   OpenTelemetry: z.object({
     OtlpEndpoint: z
       .url()

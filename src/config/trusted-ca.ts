@@ -8,9 +8,12 @@ const PEM_BLOCK = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/
  * `Webhooks:TrustedCaFile`: the PEM certificates in the file, each parsed, or a problem naming the
  * key when the file cannot be read or holds no certificate. Undefined when the key is unset.
  */
-export function readTrustedCa(path: string | undefined, problems: ConfigProblem[]): string[] | undefined {
+export function readTrustedCa(
+  path: string | undefined,
+  problems: ConfigProblem[],
+  key = "Webhooks:TrustedCaFile",
+): string[] | undefined {
   if (!path) return undefined;
-  const key = "Webhooks:TrustedCaFile";
   let text: string;
   try {
     text = readFileSync(path, "utf8");

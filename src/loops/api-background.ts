@@ -1,6 +1,7 @@
 import { AUDIT_PRUNE, auditPruneWorker } from "../audit/prune-job.ts";
 import { billingJobs } from "../billing/notifications.ts";
 import type { Deps } from "../deps.ts";
+import { emailJobs } from "../email/send-email.ts";
 import { createJobRegistry, systemNoop } from "../jobs/registry.ts";
 import { defineSchedule } from "../jobs/schedules.ts";
 import { pruneSchedule, webhookJobs } from "../webhooks/delivery-prune.ts";
@@ -14,7 +15,7 @@ import { usageReconciliationLoop } from "./usage-reconciliation-loop.ts";
 export const AUDIT_PRUNE_SCHEDULE = defineSchedule(AUDIT_PRUNE, { cron: "17 3 * * *", kind: AUDIT_PRUNE });
 
 /** Plinth's own job workers, the ones an API process runs. */
-export const API_JOB_WORKERS = [...billingJobs, ...webhookJobs, auditPruneWorker];
+export const API_JOB_WORKERS = [...billingJobs, ...webhookJobs, ...emailJobs, auditPruneWorker];
 
 /** The job kinds an API process has a handler for (`system.noop` included): what a schedule may enqueue. */
 export const API_JOB_KINDS: readonly string[] = [systemNoop.kind, ...API_JOB_WORKERS.map((w) => w.kind.kind)];

@@ -15,6 +15,7 @@ import { CONSOLE_POLICY, type ConsoleSection, type Html, layout, notice } from "
 import { auditPages } from "./pages-audit.ts";
 import { domainPages } from "./pages-domains.ts";
 import { jobPages, schedulePages } from "./pages-jobs.ts";
+import { outboxPages } from "./pages-outbox.ts";
 import { overviewPage } from "./pages-overview.ts";
 import { tenantPages } from "./pages-tenants.ts";
 import { formOf, pageResponse } from "./respond.ts";
@@ -34,6 +35,8 @@ export const CONSOLE_CREDENTIAL_PATHS = ["/console/sign-in", "/console/password"
 interface ConsolePage extends ConsoleSection {
   /** The page's routes: the page itself, its parts and its form posts. */
   routes: (deps: Deps) => Hono<ConsoleEnv>;
+  /** Mounted (and in the navigation) in Development only. */
+  developmentOnly?: true;
 }
 
 const STAFF = [PLATFORM_ADMIN_ROLE, PLATFORM_VIEWER_ROLE] as const;
@@ -55,6 +58,7 @@ const CONSOLE_PAGES: readonly ConsolePage[] = [
   { path: "/console/tenants", title: "Tenants", seenBy: STAFF, routes: tenantPages },
   { path: "/console/domains", title: "Domains", seenBy: STAFF, routes: domainPages },
   { path: "/console/audit", title: "Audit", seenBy: STAFF, routes: auditPages },
+  { path: "/console/outbox", title: "Outbox", seenBy: STAFF, routes: outboxPages, developmentOnly: true },
 ];
 
 const ERROR_TITLES: Partial<Record<string, string>> = {
@@ -158,7 +162,10 @@ export function consoleRoutes(deps: Deps) {
     }
   });
 
-  const session = consoleSession(deps, CONSOLE_PAGES);
+  const pages = CONSOLE_PAGES.filter(
+    (page) => !page.developmentOnly || deps.config.environment === "Development",
+  );
+  const session = consoleSession(deps, pages);
   // `/console/*` also matches `/console` itself
   router.use("/console/*", async (c, next) => {
     // the sign-in page and the assets are open; everything else is behind the session
@@ -212,6 +219,6 @@ ${notice(message, "bad")}
     return seeOther(c, "/console/sign-in?signed-out");
   });
 
-  for (const page of CONSOLE_PAGES) router.route("/", page.routes(deps));
+  for (const page of pages) router.route("/", page.routes(deps));
   return router;
 }
