@@ -1,7 +1,9 @@
 import { type SQL, sql } from "drizzle-orm";
 import { type Executor, execute, executePrepared } from "../db/client.ts";
+import { type RateParts, rateParts } from "./claim-rate.ts";
 import { type JobResult, recordingCtes, recordResults } from "./outcomes.ts";
 import { type ClaimedJob, LEASE_MS, ts } from "./queue.ts";
+import type { RateCap } from "./registry.ts";
 
 /** Claims up to this size fill their batch from few groups; larger ones offer fair shares (`completeAndClaimStatement`). */
 const SMALL_CLAIM = 16;
@@ -19,6 +21,8 @@ export interface ClaimInput {
    * after it come first, then the walk wraps around). Default '' (the start).
    */
   groupCursor?: string;
+  /** The kinds with a `rateLimit` (the claim takes a token of the job's key for each run). */
+  rateLimits?: RateCap[];
 }
 
 export interface ClaimResult {
@@ -32,6 +36,8 @@ export interface ClaimResult {
    * priority wait, or a group was at its `groupConcurrency`. Claiming again may find more.
    */
   more: boolean;
+  /** The next time a rate-limited job of the claimed kinds is due (wake then, not at the next poll). */
+  nextAt?: Date;
 }
 
 interface CycleRow {
@@ -95,6 +101,8 @@ export async function completeAndClaimJobs(
     else if (r.part === "meta") {
       result.cursor = r.cursor ?? cursor;
       result.more = r.more === true;
+      // the meta row carries the next rate-limited due time in its locked_until column
+      if (r.locked_until !== null) result.nextAt = new Date(r.locked_until);
     } else result.claimed.push(claimedJob(r));
   }
   return result;
@@ -153,7 +161,8 @@ export function completeAndClaimStatement(input: ClaimInput & { complete: JobRes
   const groupAfter = (after: SQL) =>
     sql`(select ${groupKey} from background_jobs where ${dueAtTop} and ${groupKey} ${after}
          order by priority, ${groupKey}, run_after limit 1)`;
-  const fair = fairCandidates(input, dueAtTop, groupKey);
+  const rate = rateParts({ caps: input.rateLimits ?? [], kinds: input.kinds, now, kindList: kinds });
+  const fair = fairCandidates(input, dueAtTop, groupKey, rate);
   return sql`with recursive ${completion}
         top as materialized (
           select priority from background_jobs
@@ -194,6 +203,7 @@ export function completeAndClaimStatement(input: ClaimInput & { complete: JobRes
             ${fair.limited ? sql`where slot is null or id in (select job_id from taken)` : sql``}
           ) candidates
         ),
+        ${rate.settle}
         claimed as (
           update background_jobs j
           set status = 'processing', locked_by = ${input.workerId}, locked_until = ${ts(until)},
@@ -206,7 +216,7 @@ export function completeAndClaimStatement(input: ClaimInput & { complete: JobRes
         select 'claimed' as part, claimed.*, null::text as cursor, null::boolean as more from claimed
         ${recording ? sql`union all select 'done', id, null, null, null, null, null, null, null, null, null from done` : sql``}
         union all
-        select 'meta', null, null, null, null, null, null, null, null,
+        select 'meta', null, null, null, null, null, ${rate.on ? rate.nextAt : sql`null`}, null, null,
           (select key from walk order by n desc limit 1),
           -- a scalar subquery, not EXISTS (which drops the ORDER BY that makes it an index scan)
           (select priority from background_jobs
@@ -215,7 +225,8 @@ export function completeAndClaimStatement(input: ClaimInput & { complete: JobRes
            order by priority desc, ${groupKey} desc, run_after desc limit 1) is not null
           or exists (select 1 from offered o join groups g on g.key = o.key
                      group by g.key, g.offer having count(*) >= g.offer)
-          ${fair.more}`;
+          ${fair.more}
+          ${rate.more}`;
 }
 
 /**
@@ -227,6 +238,7 @@ function fairCandidates(
   input: ClaimInput,
   dueAtTop: SQL,
   groupKey: SQL,
+  rate: RateParts,
 ): { ctes: SQL; limited: boolean; more: SQL } {
   const limit = input.limit;
   const limits = Object.entries(input.groupLimits ?? {})
@@ -244,13 +256,16 @@ function fairCandidates(
           from (select key, n, count(*) over () as total from walk) w
         ),
         offered as materialized (
-          select c.id, c.kind, c.run_after, g.n, g.key from groups g cross join lateral (
-            select id, kind, run_after from background_jobs
+          select c.id, c.kind, c.run_after, g.n, g.key${rate.on ? sql`, c.rate_key` : sql``} from groups g cross join lateral (
+            select id, kind, run_after${rate.on ? sql`, rate_key` : sql``} from background_jobs
             where ${dueAtTop} and ${groupKey} = g.key
             order by priority, ${groupKey}, run_after
             limit g.offer
             for update skip locked) c
-        ),`;
+        ),
+        ${rate.admission}`;
+  // the offered jobs the rate limits let through (all of them without rate-limited kinds)
+  const source = rate.on ? sql`admitted` : sql`offered`;
   const take = sql`order by r, n limit greatest(0, ${limit} - (select count(*) from expired))`;
   // r: the job's place in its group's offer (the round); inlined when nothing else reads it
   const rank = sql`row_number() over (partition by o.n order by o.run_after, o.id) as r`;
@@ -259,7 +274,7 @@ function fairCandidates(
       limited,
       more: sql``,
       ctes: sql`${offers}
-        ranked as (select o.*, ${rank} from offered o),
+        ranked as (select o.*, ${rank} from ${source} o),
         fair as materialized (select id, null::int as slot, n, r from ranked ${take}),`,
     };
   return {
@@ -273,7 +288,7 @@ function fairCandidates(
           select o.*, ${rank},
                  row_number() over (partition by o.kind, o.key order by o.run_after, o.id) as rk,
                  caps.n as cap
-          from offered o left join caps on caps.kind = o.kind
+          from ${source} o left join caps on caps.kind = o.kind
         ),
         -- free slots as this statement sees them; a slot taken since is caught by the insert
         slotted as materialized (

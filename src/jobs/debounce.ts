@@ -29,13 +29,14 @@ export async function enqueueDebounced(
     db,
     sql`with upserted as (
         insert into background_jobs as j (kind, payload, run_after, max_attempts, group_key, priority, debounce_key,
-          created_at, updated_at)
+          rate_key, created_at, updated_at)
         values (${row.kind}, ${JSON.stringify(row.payload)}::jsonb,
           least(${ts(due)}, ${ts(now)} + ${bound}::int * interval '1 millisecond'),
-          ${row.maxAttempts}, ${row.groupKey}, ${row.priority}, ${key}, ${ts(now)}, ${ts(now)})
+          ${row.maxAttempts}, ${row.groupKey}, ${row.priority}, ${key}, ${row.rateKey}, ${ts(now)}, ${ts(now)})
         on conflict (debounce_key) where debounce_key is not null and status = 'pending'
         do update set payload = excluded.payload, max_attempts = excluded.max_attempts,
-          group_key = excluded.group_key, priority = excluded.priority, updated_at = excluded.updated_at,
+          group_key = excluded.group_key, priority = excluded.priority, rate_key = excluded.rate_key,
+          updated_at = excluded.updated_at,
           run_after = least(${ts(due)}, j.created_at + ${bound}::int * interval '1 millisecond')
         where j.kind = excluded.kind
         returning id, xmax = 0 as created, kind, run_after

@@ -87,14 +87,14 @@ export async function enqueueFlow(
     const inserted = await execute<{ id: string | number; flow_key: string }>(
       tx,
       sql`with inserted as (
-            insert into background_jobs (kind, payload, run_after, max_attempts, group_key, priority, flow_id,
+            insert into background_jobs (kind, payload, run_after, max_attempts, group_key, priority, rate_key, flow_id,
               flow_key, status, waiting_on, on_parent_failure, has_dependents, last_error, created_at, updated_at)
-            select r.kind, r.payload, r."runAfter", r."maxAttempts", r."groupKey", r.priority, ${flowId}::uuid,
+            select r.kind, r.payload, r."runAfter", r."maxAttempts", r."groupKey", r.priority, r."rateKey", ${flowId}::uuid,
               r."flowKey", r.status, r."waitingOn", r."onParentFailure", r."hasDependents", r."lastError", ${ts(now)}, ${ts(now)}
             from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
               as r(kind text, payload jsonb, "runAfter" timestamptz, "maxAttempts" int, "groupKey" text, priority int,
-                   "flowKey" text, status text, "waitingOn" int, "onParentFailure" text, "hasDependents" boolean,
-                   "lastError" text)
+                   "rateKey" text, "flowKey" text, status text, "waitingOn" int, "onParentFailure" text,
+                   "hasDependents" boolean, "lastError" text)
             returning id, flow_key, status, run_after
           ),
           wake as (

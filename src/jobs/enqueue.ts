@@ -3,7 +3,7 @@ import type { z } from "zod";
 import type { Clock } from "../clock.ts";
 import { type Executor, execute, executePrepared } from "../db/client.ts";
 import { enqueueDebounced } from "./debounce.ts";
-import type { JobKind } from "./registry.ts";
+import { type JobKind, MAX_RATE_KEY_LENGTH } from "./registry.ts";
 
 /** The NOTIFY channel an enqueue signals so idle job loops wake at once. */
 export const JOBS_CHANNEL = "plinth_jobs";
@@ -89,6 +89,19 @@ export interface Row {
   dedupKey: string | null;
   groupKey: string | null;
   priority: number;
+  /** The kind's `rateLimit.key(payload)`; null when the kind has no rate limit. */
+  rateKey: string | null;
+}
+
+/** The rate key of a payload (parsed) of a kind with a `rateLimit`: a non-empty string. */
+function rateKeyOf(job: JobKind, parsed: unknown): string | null {
+  if (!job.rateLimit) return null;
+  const key = job.rateLimit.key(parsed);
+  if (typeof key !== "string" || key.length === 0 || key.length > MAX_RATE_KEY_LENGTH)
+    throw new Error(
+      `rateLimit.key of job kind "${job.kind}" must return a string of 1 to ${MAX_RATE_KEY_LENGTH} characters`,
+    );
+  return key;
 }
 
 /** A job as it is stored: its payload checked against its kind, the options resolved. */
@@ -112,6 +125,7 @@ export function toRow(context: EnqueueContext, now: Date, item: EnqueueItem): Ro
     dedupKey: options.dedupKey ?? null,
     groupKey: options.groupKey !== undefined ? options.groupKey : (options.tenantId ?? null),
     priority,
+    rateKey: rateKeyOf(job, parsed.data),
   };
 }
 
@@ -125,10 +139,10 @@ async function insertRows(db: Executor, now: Date, rows: Row[]): Promise<number[
   const result = await executePrepared<{ id: string | number }>(
     db,
     sql`with inserted as (
-          insert into background_jobs (kind, payload, run_after, max_attempts, dedup_key, group_key, priority, created_at, updated_at)
-          select r.kind, r.payload, r."runAfter", r."maxAttempts", r."dedupKey", r."groupKey", r.priority, ${nowText}::timestamptz, ${nowText}::timestamptz
+          insert into background_jobs (kind, payload, run_after, max_attempts, dedup_key, group_key, priority, rate_key, created_at, updated_at)
+          select r.kind, r.payload, r."runAfter", r."maxAttempts", r."dedupKey", r."groupKey", r.priority, r."rateKey", ${nowText}::timestamptz, ${nowText}::timestamptz
           from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
-            as r(kind text, payload jsonb, "runAfter" timestamptz, "maxAttempts" int, "dedupKey" text, "groupKey" text, priority int)
+            as r(kind text, payload jsonb, "runAfter" timestamptz, "maxAttempts" int, "dedupKey" text, "groupKey" text, priority int, "rateKey" text)
           on conflict (dedup_key) where dedup_key is not null and status in ('pending', 'processing', 'failed')
           do nothing
           returning id, run_after

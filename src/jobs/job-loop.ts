@@ -48,6 +48,7 @@ import { createJobPruner } from "./job-pruner.ts";
 import { JobRuns } from "./job-runs.ts";
 import { LocalQueue } from "./local-queue.ts";
 import { LEASE_MS, STATEMENT_TIMEOUT_MS } from "./queue.ts";
+import type { RateCap } from "./registry.ts";
 
 export type { JobEvent, JobLoopDeps, JobLoopMode, JobLoopOptions } from "./job-loop-options.ts";
 export { LOCAL_QUEUE_HORIZON_MS } from "./local-queue.ts";
@@ -76,6 +77,7 @@ export class JobLoop {
   readonly #options: JobLoopOptions;
   readonly #kinds: string[];
   readonly #groupLimits: Record<string, number>;
+  readonly #rateLimits: RateCap[];
   readonly #leaseMs: number;
   readonly #log: Logger;
   readonly #outage: OutageLog;
@@ -98,6 +100,8 @@ export class JobLoop {
   #pumpScheduled: ReturnType<typeof setImmediate> | undefined;
   #backoffTimer: ReturnType<typeof setTimeout> | undefined;
   #heartbeatTimer: ReturnType<typeof setInterval> | undefined;
+  /** Wakes the loop when the next rate-limited job is due (sooner than the poll). */
+  #dueTimer: { at: number; timer: ReturnType<typeof setTimeout> } | undefined;
 
   constructor(deps: JobLoopDeps, options: JobLoopOptions) {
     this.#deps = deps;
@@ -105,6 +109,7 @@ export class JobLoop {
     this.workerId = options.workerId ?? newWorkerId();
     this.#kinds = options.registry.kinds();
     this.#groupLimits = options.registry.groupLimits();
+    this.#rateLimits = options.registry.rateLimits();
     this.#leaseMs = options.leaseMs ?? LEASE_MS;
     this.#log = deps.logger.child({ loop: "jobs", workerId: this.workerId });
     const now = () => deps.clock.now().getTime(); // database down: one line, one a minute, recovery
@@ -210,6 +215,7 @@ export class JobLoop {
     const deadline = Date.now() + timeoutMs;
     this.#move("stopping");
     clearTimeout(this.#backoffTimer);
+    clearTimeout(this.#dueTimer?.timer);
     await Promise.all([this.#poller.stop(), this.#pruner?.stop()]);
     await this.#cycle;
     this.#runs.close();
@@ -308,6 +314,7 @@ export class JobLoop {
         complete: carried?.results ?? [],
         groupLimits: this.#groupLimits,
         groupCursor: this.#groupCursor,
+        rateLimits: this.#rateLimits,
       });
       result = await withTimeout(statement, STATEMENT_TIMEOUT_MS, "job loop statement");
       this.#outage.succeeded();
@@ -321,6 +328,7 @@ export class JobLoop {
       this.#reserved -= reserved;
     }
     this.#groupCursor = result.cursor;
+    if (result.nextAt) this.#wakeAt(result.nextAt.getTime());
     if (n > 0)
       this.#emit({
         type: "claimed",
@@ -363,6 +371,19 @@ export class JobLoop {
       jobs: orphans.map((j) => j.id),
     });
     this.#queue.push(orphans);
+  }
+
+  /** A rate-limited job is due at `at` (the database clock): wake then unless a wake-up comes sooner. */
+  #wakeAt(at: number): void {
+    if (this.#dueTimer && this.#dueTimer.at <= at && this.#dueTimer.at > this.#deps.clock.now().getTime())
+      return;
+    clearTimeout(this.#dueTimer?.timer);
+    const delay = Math.max(1, at - this.#deps.clock.now().getTime());
+    const timer = setTimeout(() => {
+      this.#dueTimer = undefined;
+      if (this.#mode === "waiting" || this.#mode === "claiming") this.wake();
+    }, delay);
+    this.#dueTimer = { at, timer };
   }
 
   #backOff(): void {

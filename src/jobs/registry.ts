@@ -58,17 +58,34 @@ export class JobTimeoutError extends Error {
  */
 export type JobHandler<P> = (payload: P, context: JobContext) => unknown;
 
-export interface JobKindOptions {
+/**
+ * At most `limit` runs per `periodSeconds` per key, across every process (a token bucket of `limit`
+ * tokens refilled at `limit` per period: a burst of up to `limit`, then one every
+ * `periodSeconds / limit`). `key` is computed from the payload at enqueue and stored (`rate_key`).
+ */
+export interface RateLimitOption<P = unknown> {
+  // a method, so a kind of a specific payload fits a list of kinds of any payload
+  key(payload: P): string;
+  limit: number;
+  periodSeconds: number;
+}
+
+/** The longest rate key (characters). */
+export const MAX_RATE_KEY_LENGTH = 500;
+
+export interface JobKindOptions<P = unknown> {
   /** Overrides `BackgroundProcessing:JobMaxAttempts` for this kind. */
   maxAttempts?: number;
   /** A run longer than this is aborted (`JobTimeoutError`) and counts as a failed attempt. */
   timeoutMs?: number;
   /** At most this many jobs of this kind processing per group, across all processes. */
   groupConcurrency?: number;
+  /** At most `limit` runs per `periodSeconds` per `key(payload)`, across every process. */
+  rateLimit?: RateLimitOption<P>;
 }
 
 /** A job kind: its name and the zod schema of its payload. What enqueueing it takes. */
-export interface JobKind<S extends z.ZodType = z.ZodType> extends JobKindOptions {
+export interface JobKind<S extends z.ZodType = z.ZodType> extends JobKindOptions<z.output<S>> {
   kind: string;
   schema: S;
 }
@@ -91,9 +108,17 @@ export interface JobWorker<D, S extends z.ZodType = z.ZodType> {
 
 const KIND = /^[a-z][a-z0-9_-]*(\.[a-z0-9_-]+)*$/;
 
-function checkKind(kind: string, options: JobKindOptions): void {
+function checkKind<P>(kind: string, options: JobKindOptions<P>): void {
   if (!KIND.test(kind)) throw new Error(`job kind "${kind}" must be dotted lower-case words`);
-  const { timeoutMs, groupConcurrency } = options;
+  const { timeoutMs, groupConcurrency, rateLimit } = options;
+  if (rateLimit !== undefined) {
+    const { key, limit, periodSeconds } = rateLimit;
+    if (typeof key !== "function") throw new Error(`rateLimit.key of job kind "${kind}" must be a function`);
+    if (!Number.isInteger(limit) || limit < 1 || limit > 1_000_000)
+      throw new Error(`rateLimit.limit of job kind "${kind}" must be an integer from 1 to 1,000,000`);
+    if (!Number.isFinite(periodSeconds) || periodSeconds <= 0 || periodSeconds > 7 * 86_400)
+      throw new Error(`rateLimit.periodSeconds of job kind "${kind}" must be positive, at most a week`);
+  }
   if (timeoutMs !== undefined && !(Number.isInteger(timeoutMs) && timeoutMs > 0 && timeoutMs <= 2 ** 31 - 1))
     throw new Error(`timeoutMs of job kind "${kind}" must be a positive integer of milliseconds`);
   if (groupConcurrency !== undefined && (!Number.isInteger(groupConcurrency) || groupConcurrency < 1))
@@ -104,11 +129,11 @@ function checkKind(kind: string, options: JobKindOptions): void {
 export function jobKind<S extends z.ZodType>(
   kind: string,
   schema: S,
-  options: JobKindOptions = {},
+  options: JobKindOptions<z.output<S>> = {},
 ): JobKind<S> {
   checkKind(kind, options);
-  const { maxAttempts, timeoutMs, groupConcurrency } = options;
-  return { kind, schema, maxAttempts, timeoutMs, groupConcurrency };
+  const { maxAttempts, timeoutMs, groupConcurrency, rateLimit } = options;
+  return { kind, schema, maxAttempts, timeoutMs, groupConcurrency, rateLimit };
 }
 
 /** The handler of `kind`, taking the deps the process registers it with. */
@@ -124,7 +149,7 @@ export function defineJob<S extends z.ZodType>(
   kind: string,
   schema: S,
   handler: JobHandler<z.output<S>>,
-  options: JobKindOptions = {},
+  options: JobKindOptions<z.output<S>> = {},
 ): JobDefinition<S> {
   return { ...jobKind(kind, schema, options), handler };
 }
@@ -171,6 +196,22 @@ export class JobRegistry {
       if (d.groupConcurrency !== undefined) limits[d.kind] = d.groupConcurrency;
     return limits;
   }
+
+  /** The kinds that declare a `rateLimit`: their limit and period (the claim enforces them). */
+  rateLimits(): RateCap[] {
+    const caps: RateCap[] = [];
+    for (const d of this.#definitions.values())
+      if (d.rateLimit)
+        caps.push({ kind: d.kind, limit: d.rateLimit.limit, periodSeconds: d.rateLimit.periodSeconds });
+    return caps;
+  }
+}
+
+/** A kind's rate limit as the claim reads it. */
+export interface RateCap {
+  kind: string;
+  limit: number;
+  periodSeconds: number;
 }
 
 /** Does nothing: for benchmarks and smoke tests. */

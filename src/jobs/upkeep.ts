@@ -1,10 +1,12 @@
 import type { Clock } from "../clock.ts";
 import type { Executor } from "../db/client.ts";
 import type { Logger } from "../telemetry/logger.ts";
+import { pruneRateBuckets } from "./claim-rate.ts";
 import { orphanedJobKinds, pruneJobs } from "./queue.ts";
 
 /**
- * One round of retention: deletes succeeded and dead jobs older than their retention, and warns
+ * One round of retention: deletes succeeded and dead jobs older than their retention (and the
+ * rate-limit buckets of keys idle for an hour), and warns
  * about unfinished jobs of kinds no process has handled for a lease or longer. Returns how many
  * jobs were deleted.
  */
@@ -18,6 +20,8 @@ export async function pruneFinishedJobs(
     deadBefore: new Date(now - input.deadMs),
   });
   if (count > 0) deps.logger.info("pruned finished jobs", { count });
+  // rate-limit buckets idle for an hour are full: the same as none
+  await pruneRateBuckets(deps.db, new Date(now - 3_600_000));
   // jobs of kinds no process handles stay forever: say so (after a release dropped a kind)
   const orphaned = await orphanedJobKinds(deps.db, {
     kinds: input.kinds,

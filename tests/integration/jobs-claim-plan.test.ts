@@ -39,12 +39,26 @@ beforeAll(async () => {
                case when g % 4 = 0 then null else 'tenant-' || (g % 7) end, case when g % 50 = 0 then 1 else 0 end
         from generate_series(1, 200) g`,
   );
+  // rate-limited jobs of a lower priority, due and waiting beyond the rate (the claim reads their
+  // next due time through background_jobs_rate_due_idx)
+  await execute(
+    t.database.db,
+    sql`insert into background_jobs (kind, run_after, rate_key, priority)
+        select 'bench.a', ${now.toISOString()}::timestamptz + ((g - 50) || ' seconds')::interval, 'api-' || (g % 3), -1
+        from generate_series(1, 100) g`,
+  );
   await execute(
     t.database.db,
     sql`insert into background_jobs (kind, status, attempts, locked_by, locked_until)
         select 'bench.a', 'processing', 1, 'old', ${now.toISOString()}::timestamptz - interval '1 minute' from generate_series(1, 3)`,
   );
+  // the buckets of 10,000 keys (a tenant's each): the claim reads its keys' by primary key
+  await execute(
+    t.database.db,
+    sql`insert into job_rate_limits (rate_key, tat) select 'api-' || g, ${now.toISOString()}::timestamptz from generate_series(0, 9999) g`,
+  );
   await execute(t.database.db, sql`analyze background_jobs`);
+  await execute(t.database.db, sql`analyze job_rate_limits`);
 }, 120_000);
 
 type QueryPlan = { Plan: PlanNode; "Execution Time": number };
@@ -80,14 +94,18 @@ async function planOf(statement: SQL, mode: "custom" | "generic"): Promise<Query
   });
 }
 
+const rate = [{ kind: "bench.a", limit: 10, periodSeconds: 1 }];
+
 test.each([
-  ["no group limits, custom plan", {}, "custom"],
-  ["a groupConcurrency limit, custom plan", { "bench.a": 2 }, "custom"],
-  ["no group limits, generic plan", {}, "generic"],
-  ["a groupConcurrency limit, generic plan", { "bench.a": 2 }, "generic"],
+  ["no group limits, custom plan", {}, "custom", []],
+  ["a groupConcurrency limit, custom plan", { "bench.a": 2 }, "custom", []],
+  ["no group limits, generic plan", {}, "generic", []],
+  ["a groupConcurrency limit, generic plan", { "bench.a": 2 }, "generic", []],
+  ["a rate limit, custom plan", {}, "custom", rate],
+  ["a rate limit, generic plan", {}, "generic", rate],
 ] as const)(
   "with a million finished jobs the fair claim (%s) reads only index scans and stays fast",
-  async (_name, groupLimits, mode) => {
+  async (_name, groupLimits, mode, rateLimits) => {
     const statement = completeAndClaimStatement({
       workerId: "w",
       kinds: ["bench.a", "bench.b"],
@@ -96,6 +114,7 @@ test.each([
       complete: [{ id: 1, attempts: 1 }],
       groupLimits,
       groupCursor: "tenant-3",
+      rateLimits: [...rateLimits],
     });
     const plan = await planOf(statement, mode);
     const tableScans = scans(plan.Plan);
@@ -105,6 +124,7 @@ test.each([
     // the top priority, the walk over groups and each group's offer: all on the fair index
     expect(indexes.has("background_jobs_fair_idx")).toBe(true);
     expect(indexes.has("background_jobs_lease_idx")).toBe(true);
+    if (rateLimits.length > 0) expect(indexes.has("background_jobs_rate_due_idx")).toBe(true);
     expect(JSON.stringify(plan)).not.toContain("Seq Scan");
     // the due scan stops after the limit instead of reading the backlog or the finished rows
     expect(plan["Execution Time"]).toBeLessThan(50);

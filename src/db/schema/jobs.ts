@@ -61,6 +61,11 @@ export const backgroundJobs = pgTable(
     result: jsonb(),
     /** A debounced job (`enqueue(…, { debounce })`): one pending job per key. */
     debounceKey: text(),
+    /**
+     * The rate-limit key of a job whose kind declares `rateLimit` (its `key(payload)`, computed at
+     * enqueue); null: not rate limited. The claim takes a token of `job_rate_limits` for it.
+     */
+    rateKey: text(),
     createdAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
     updatedAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
     finishedAt: timestamp({ withTimezone: true }),
@@ -104,6 +109,14 @@ export const backgroundJobs = pgTable(
     uniqueIndex("background_jobs_debounce_key_idx")
       .on(t.debounceKey)
       .where(sql`${t.debounceKey} is not null and ${t.status} = 'pending'`),
+    // the claim's push of a key's due jobs beyond its rate (src/jobs/claim-rate.ts)
+    index("background_jobs_rate_idx")
+      .on(t.rateKey, t.runAfter)
+      .where(sql`${t.rateKey} is not null and ${t.status} in ('pending', 'failed')`),
+    // the next time a rate-limited job is due: the loop wakes then instead of at its next poll
+    index("background_jobs_rate_due_idx")
+      .on(t.runAfter)
+      .where(sql`${t.rateKey} is not null and ${t.status} in ('pending', 'failed')`),
     index("background_jobs_finished_idx").on(t.finishedAt).where(sql`${t.finishedAt} is not null`),
   ],
 );
@@ -149,6 +162,18 @@ export const jobDependencies = pgTable(
     index("job_dependencies_child_idx").on(t.childId),
   ],
 );
+
+/**
+ * Per rate key, the state the claim keeps (src/jobs/claim-rate.ts): `tat`, the theoretical arrival
+ * time of GCRA (a token bucket of `limit` tokens refilled at `limit` per period), and `next_at`, the
+ * end of the spread of the key's jobs pushed beyond the rate (the next pushed job goes there). A
+ * missing row is a full bucket; the claim inserts it.
+ */
+export const jobRateLimits = pgTable("job_rate_limits", {
+  rateKey: text().primaryKey(),
+  tat: timestamp({ withTimezone: true }).notNull().default(sql`'-infinity'`),
+  nextAt: timestamp({ withTimezone: true }).notNull().default(sql`'-infinity'`),
+});
 
 export const catchUpPolicies = ["skip", "once", "all"] as const;
 export type CatchUpPolicy = (typeof catchUpPolicies)[number];
