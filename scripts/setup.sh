@@ -19,6 +19,10 @@ if [ ! -d node_modules ] || [ bun.lock -nt node_modules/.bun-installed ]; then
   bun install --frozen-lockfile >&2
   touch node_modules/.bun-installed
 fi
+# `npm run dev` copies a new embedded database from a migrated template instead of running initdb and
+# every migration in the API process (docs/performance.md, "Cold start"): made here once per PGlite
+# release and set of migrations, into .cache/pglite.
+bun scripts/pglite-template.ts
 
 [ "${1:-}" = "--services" ] || exit 0
 

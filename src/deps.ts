@@ -6,6 +6,7 @@ import { type Cache, createCache } from "./cache/index.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import type { AppConfig } from "./config/load.ts";
 import { type Database, openDatabase } from "./db/client.ts";
+import { templateDir } from "./db/pglite-template.ts";
 import { createSchemaGate, type SchemaGate } from "./db/schema-gate.ts";
 import { type EmailProviders, platformEmailProvider, tenantAwareEmailProviders } from "./email/providers.ts";
 import { LoopStatusBoard } from "./loops/loop-status.ts";
@@ -199,6 +200,7 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
       applicationName: "plinth",
       poolMode: config.database.poolMode,
       directUrl: config.database.directUrl,
+      pgliteTemplate: config.database.url.startsWith("pglite:") ? templateDir() : undefined,
     }));
   database.setQueryObserver(
     createQueryObserver({ telemetry, logger, slowQueryMs: config.settings.Database.SlowQueryMilliseconds }),

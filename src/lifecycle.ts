@@ -84,7 +84,11 @@ export async function runApi(runtime: RuntimeAdapter, options: LifecycleOptions 
   const { logger } = deps;
   observeOperatorGauges(deps, API_JOB_KINDS);
   if (config.database.embedded) {
-    logger.warn("using embedded PGlite: for development only", { database: config.database.source });
+    logger.warn("using embedded PGlite: for development only", {
+      database: config.database.source,
+      // a new data directory copied from the migrated template (src/db/pglite-template.ts)
+      template: deps.database.createdFromTemplate,
+    });
   }
   if (options.prepare) {
     const code = await options.prepare(config, deps);
