@@ -234,6 +234,12 @@ export function loadConfig(options: LoadOptions = {}): AppConfig {
     );
   }
   const settings = parsed.data;
+  const metricsPort = settings.OpenTelemetry.Prometheus.Port;
+  if (metricsPort !== undefined && metricsPort === settings.Server.Port)
+    problems.push({
+      key: "OpenTelemetry:Prometheus:Port",
+      problem: `equals Server:Port (${metricsPort}): /metrics has a listener of its own, never the API's; choose another port`,
+    });
 
   const embeddedFallback = options.embeddedFallback === true;
   const { database, directUrl } = resolveDatabase(settings, env, environment, embeddedFallback, problems);

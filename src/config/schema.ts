@@ -286,7 +286,7 @@ export const configSchema = z.object({
     Prometheus: z.object({
       Port: z.number().int().min(1).max(65_535).optional().meta({
         description:
-          "Port of a separate listener serving `GET /metrics` in the Prometheus text format (OpenTelemetry's Prometheus exporter); unset, there is none. Never the API's own listener.",
+          "Port of a separate listener serving `GET /metrics` in the Prometheus text format (OpenTelemetry's Prometheus exporter); unset, there is none. Never the API's own listener: equal to `Server:Port` it is refused.",
       }),
       Host: z.string().min(1).default("127.0.0.1").meta({
         description:

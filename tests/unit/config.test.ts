@@ -171,6 +171,20 @@ describe("sources and precedence", () => {
     expect(JSON.stringify(problems)).not.toContain("soon");
   });
 
+  test("a Prometheus port equal to Server:Port is refused, naming both keys", () => {
+    const problems = problemsOf(() => load({ PORT: "9464", OpenTelemetry__Prometheus__Port: "9464" }));
+    expect(problems).toEqual([
+      {
+        key: "OpenTelemetry:Prometheus:Port",
+        problem:
+          "equals Server:Port (9464): /metrics has a listener of its own, never the API's; choose another port",
+      },
+    ]);
+    expect(
+      load({ PORT: "8080", OpenTelemetry__Prometheus__Port: "9464" }).settings.OpenTelemetry.Prometheus.Port,
+    ).toBe(9464);
+  });
+
   test("an unknown environment name is refused; names are case-insensitive", () => {
     expect(problemsOf(() => load({ PLINTH_ENVIRONMENT: "Prod" }))[0]?.key).toBe("PLINTH_ENVIRONMENT");
     expect(load({ PLINTH_ENVIRONMENT: "staging", DATABASE_URL: "postgres://h/db" }).environment).toBe(
