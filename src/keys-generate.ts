@@ -4,6 +4,7 @@ import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import forge from "node-forge";
 import { isHostName, isHttpOrigin } from "./config/production.ts";
+import { rotateJwt } from "./security/jwt-key-rotation.ts";
 
 /**
  * `bun run keys:generate --out DIR --host HOST`: every key a Production install needs, each in its
@@ -19,6 +20,7 @@ export const EXIT = {
 } as const;
 
 const HELP = `Usage: bun run keys:generate --out DIR --host HOST [--origin ORIGIN]
+       bun run keys:generate --rotate jwt --out DIR [--switch | --retire]
 
 Writes into DIR (created if absent, mode 0700), each file mode 0600:
   jwt-<date>.key.pem / .pub.pem    RSA 3072 JWT signing key pair, key id jwt-<date>
@@ -39,8 +41,17 @@ Options:
   --help           Show this help.
 
 Refuses to overwrite: if any of these files exists, nothing is written.
+
+--rotate jwt works on a DIR this command made (docs/runbooks/key-rotation.md), one roll-out at a time;
+each step rewrites only the JWT key lines of DIR/production.env and prints them:
+  (no flag)  writes the next key pair (jwt-<date>[-N].key.pem / .pub.pem) beside the current one and
+             adds its public half as Security__Jwt__VerificationKeys__0 (signing is unchanged)
+  --switch   signs with that key; the old key's public half stays a verification key
+  --retire   removes the old key's verification entry (after Security:Jwt:AccessTokenMinutes)
+
 Exit codes: 0 written; 1 a file exists already or cannot be written (nothing or, on a write
-failure, part was written); 64 bad usage.
+failure, part was written), or a rotation step that does not follow the last one (nothing
+changed); 64 bad usage.
 `;
 
 export interface GenerateOptions {
@@ -168,6 +179,9 @@ function main(argv: string[]): number {
         out: { type: "string" },
         host: { type: "string" },
         origin: { type: "string" },
+        rotate: { type: "string" },
+        switch: { type: "boolean", default: false },
+        retire: { type: "boolean", default: false },
         help: { type: "boolean", short: "h", default: false },
       },
       strict: true,
@@ -175,6 +189,20 @@ function main(argv: string[]): number {
     if (values.help) {
       process.stdout.write(HELP);
       return EXIT.ok;
+    }
+    if (values.rotate !== undefined || values.switch || values.retire) {
+      if (values.rotate !== "jwt")
+        throw new Error("--rotate takes jwt (the other keys: docs/runbooks/key-rotation.md)");
+      if (!values.out) throw new Error("--rotate jwt needs --out DIR");
+      if (values.switch && values.retire) throw new Error("--switch and --retire exclude each other");
+      if (values.host || values.origin)
+        throw new Error("--host and --origin are for a new folder, not --rotate");
+      const { code, message } = rotateJwt(
+        values.out,
+        values.switch ? "switch" : values.retire ? "retire" : "publish",
+      );
+      (code === EXIT.ok ? process.stdout : process.stderr).write(message);
+      return code;
     }
     if (!values.out || !values.host) throw new Error("--out and --host are required");
     // production.env is read by a shell: the paths in it must need no quoting

@@ -27,6 +27,7 @@ export function renderConfigReference(): string {
     "Secrets from files: every secret key's variable (`Section__Key`, and `DATABASE_URL`, `DATABASE_DIRECT_URL`, `CACHE_URL`,",
     "`CACHE_TOKEN` and the secret `PLINTH_*`/`STORAGE_*`/`S3_*` overrides) may instead be given as",
     "`<VARIABLE>_FILE` holding a path (Docker/Kubernetes secrets); one trailing newline is trimmed.",
+    "`Security__Jwt__VerificationKeys__N__PublicKey_FILE` works the same way (what `keys:generate --rotate jwt` writes).",
     "Setting both is an error naming both. A PEM value given on one line with literal `\\n` is read",
     "as the multi-line PEM it stands for.",
     "",

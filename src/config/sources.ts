@@ -61,10 +61,12 @@ export function resolveFileVariables(env: Record<string, string | undefined>): {
   for (const [name, path] of Object.entries(env)) {
     if (!name.endsWith("_FILE") || path === undefined || path === "") continue;
     const base = name.slice(0, -"_FILE".length);
-    const secret =
+    const readable =
       SECRET_VARIABLES.has(base) ||
-      ((base.includes("__") || base.includes(":")) && isSecretKey(variableKey(base)));
-    if (!secret) continue;
+      ((base.includes("__") || base.includes(":")) && isSecretKey(variableKey(base))) ||
+      // a PEM public key is no secret, but as long: keys:generate --rotate jwt points at its file
+      /^Security(__|:)Jwt(__|:)VerificationKeys(__|:)\d+(__|:)PublicKey$/i.test(base);
+    if (!readable) continue;
     delete out[name];
     if (env[base] !== undefined && env[base] !== "") {
       problems.push({ key: `${base} and ${name}`, problem: "are both set: set only one of them" });
