@@ -41,10 +41,12 @@ describe("rate limits per key", () => {
     const broken = jobKind("rate.broken", payload, {
       rateLimit: { key: () => "", limit: 1, periodSeconds: 1 },
     });
-    await expect(enqueue(t.database.db, { clock }, broken, { api: "x", n: 1 })).rejects.toThrow(/rateLimit.key/);
-    expect(() => jobKind("rate.bad", payload, { rateLimit: { key: (p) => p.api, limit: 0, periodSeconds: 1 } })).toThrow(
-      /rateLimit.limit/,
+    await expect(enqueue(t.database.db, { clock }, broken, { api: "x", n: 1 })).rejects.toThrow(
+      /rateLimit.key/,
     );
+    expect(() =>
+      jobKind("rate.bad", payload, { rateLimit: { key: (p) => p.api, limit: 0, periodSeconds: 1 } }),
+    ).toThrow(/rateLimit.limit/);
     const [left] = await execute<{ n: number }>(
       t.database.db,
       sql`select count(*)::int as n from background_jobs where kind = 'rate.broken'`,
