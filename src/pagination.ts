@@ -27,16 +27,24 @@ export interface CursorCodec<P> {
   decodeOptional(cursor: string | undefined): P | undefined;
 }
 
+/**
+ * What every cursor looks like: base64url (no padding) of a JSON object, so it starts with `eyJ`
+ * (`{"`), at least 10 characters (`{"a":1}`) and at most 4,096 (a storage key of 1,024 UTF-8 bytes
+ * fits). The document states it as the `cursor` parameter's pattern; the codec checks it first.
+ */
+export const CURSOR_PATTERN = "^eyJ[A-Za-z0-9_-]{7,4093}$";
+const CURSOR = new RegExp(CURSOR_PATTERN);
+
 /** The 400 of a cursor no list of ours returned. */
 export const invalidCursor = () =>
   new AppError("validation_failed", "The request is not valid.", {
     fields: [{ path: "cursor", message: "not a cursor returned by this endpoint" }],
   });
 
-/** The codec of one list's positions, checked by `schema` on the way back. */
-export function cursorCodec<S extends z.ZodType>(schema: S): CursorCodec<z.output<S>> {
+/** The codec of one list's positions (a JSON object), checked by `schema` on the way back. */
+export function cursorCodec<S extends z.ZodObject>(schema: S): CursorCodec<z.output<S>> {
   const decode = (cursor: string): z.output<S> => {
-    if (cursor.length === 0 || cursor.length > 512 || !/^[A-Za-z0-9_-]+$/.test(cursor)) throw invalidCursor();
+    if (!CURSOR.test(cursor)) throw invalidCursor();
     let parsed: unknown;
     try {
       parsed = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8"));

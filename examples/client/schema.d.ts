@@ -2381,14 +2381,14 @@ export interface components {
     };
     responses: never;
     parameters: {
-        /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+        /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
         RequestId: string;
         /** @description Tenant code, on the platform host only, under `Tenancy:Resolution:TenantCodePaths` (default `/api/auth/`); refused elsewhere with 400. `?tenant=` does the same. */
         TenantCode: string;
     };
     requestBodies: never;
     headers: {
-        /** @description The request's id (the caller's well-formed `X-Request-Id`, else a new one); in the log line. */
+        /** @description The request's id: a trusted proxy's well-formed `X-Request-Id`, else a new one (a client's own is logged apart, never echoed); in the log line and in a problem's `requestId`. */
         "X-Request-Id": string;
         /** @description The policies' state, `"<policy>";r=<left>;t=<seconds to reset>` (draft-ietf-httpapi-ratelimit-headers). */
         RateLimit: string;
@@ -2402,6 +2402,10 @@ export interface components {
         Allow: string;
         /** @description The created resource's path (relative to this API's base URL). */
         Location: string;
+        /** @description The representation's strong entity tag; send it back as `If-None-Match` to revalidate (304). */
+        ETag: string;
+        /** @description How long a client or shared cache may keep the answer (`public, max-age=<seconds>`). */
+        "Cache-Control": string;
         /** @description The browser session cookie `__Host-plinth_session` (HttpOnly, Secure, path /), set or cleared. */
         "Set-Cookie": string;
     };
@@ -2413,7 +2417,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -2437,7 +2441,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -2472,32 +2476,38 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
+                /** @description An `ETag` of an earlier answer: 304 while the set is unchanged. */
+                "if-none-match"?: string;
             };
             path?: never;
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description JWK set. */
+            /** @description JWK set; a client may keep it 60 s (`Cache-Control`) and revalidate with its `ETag`. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["JwkSet"];
                 };
             };
-            /** @description Not modified: `If-None-Match` named the set's current `ETag`. */
+            /** @description Not modified: `If-None-Match` named the set's current `ETag` (no body). */
             304: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -2570,7 +2580,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -2658,7 +2668,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -2760,7 +2770,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
                 /** @description Tenant code, on the platform host only, under `Tenancy:Resolution:TenantCodePaths` (default `/api/auth/`); refused elsewhere with 400. `?tenant=` does the same. */
                 "X-Tenant"?: components["parameters"]["TenantCode"];
@@ -2879,7 +2889,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
                 /** @description Tenant code, on the platform host only, under `Tenancy:Resolution:TenantCodePaths` (default `/api/auth/`); refused elsewhere with 400. `?tenant=` does the same. */
                 "X-Tenant"?: components["parameters"]["TenantCode"];
@@ -2998,7 +3008,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
                 /** @description Tenant code, on the platform host only, under `Tenancy:Resolution:TenantCodePaths` (default `/api/auth/`); refused elsewhere with 400. `?tenant=` does the same. */
                 "X-Tenant"?: components["parameters"]["TenantCode"];
@@ -3102,7 +3112,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
                 /** @description Tenant code, on the platform host only, under `Tenancy:Resolution:TenantCodePaths` (default `/api/auth/`); refused elsewhere with 400. `?tenant=` does the same. */
                 "X-Tenant"?: components["parameters"]["TenantCode"];
@@ -3266,7 +3276,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
                 /** @description Tenant code, on the platform host only, under `Tenancy:Resolution:TenantCodePaths` (default `/api/auth/`); refused elsewhere with 400. `?tenant=` does the same. */
                 "X-Tenant"?: components["parameters"]["TenantCode"];
@@ -3370,7 +3380,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
                 /** @description Tenant code, on the platform host only, under `Tenancy:Resolution:TenantCodePaths` (default `/api/auth/`); refused elsewhere with 400. `?tenant=` does the same. */
                 "X-Tenant"?: components["parameters"]["TenantCode"];
@@ -3489,7 +3499,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
                 /** @description Tenant code, on the platform host only, under `Tenancy:Resolution:TenantCodePaths` (default `/api/auth/`); refused elsewhere with 400. `?tenant=` does the same. */
                 "X-Tenant"?: components["parameters"]["TenantCode"];
@@ -3616,7 +3626,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
                 /** @description Tenant code, on the platform host only, under `Tenancy:Resolution:TenantCodePaths` (default `/api/auth/`); refused elsewhere with 400. `?tenant=` does the same. */
                 "X-Tenant"?: components["parameters"]["TenantCode"];
@@ -3756,7 +3766,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
                 /** @description Tenant code, on the platform host only, under `Tenancy:Resolution:TenantCodePaths` (default `/api/auth/`); refused elsewhere with 400. `?tenant=` does the same. */
                 "X-Tenant"?: components["parameters"]["TenantCode"];
@@ -3890,7 +3900,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -4045,7 +4055,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -4211,7 +4221,7 @@ export interface operations {
                 cursor?: string;
             };
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -4336,7 +4346,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -4463,7 +4473,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -4618,7 +4628,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -4757,7 +4767,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -4896,7 +4906,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -5037,7 +5047,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -5183,7 +5193,7 @@ export interface operations {
                 cursor?: string;
             };
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -5310,7 +5320,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -5442,7 +5452,7 @@ export interface operations {
                 cursor?: string;
             };
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -5567,7 +5577,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -5723,7 +5733,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -5848,7 +5858,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -5980,7 +5990,7 @@ export interface operations {
                 cursor?: string;
             };
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -6105,7 +6115,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -6259,7 +6269,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -6396,7 +6406,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -6538,7 +6548,7 @@ export interface operations {
                 cursor?: string;
             };
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -6663,7 +6673,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -6817,7 +6827,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -6942,7 +6952,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -7102,7 +7112,7 @@ export interface operations {
                 cursor?: string;
             };
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -7227,7 +7237,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -7381,7 +7391,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -7508,7 +7518,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -7635,7 +7645,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -7784,7 +7794,7 @@ export interface operations {
                 cursor?: string;
             };
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -7911,7 +7921,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -8039,7 +8049,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -8181,7 +8191,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -8312,7 +8322,7 @@ export interface operations {
                 cursor?: string;
             };
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -8439,7 +8449,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -8598,7 +8608,7 @@ export interface operations {
                 cursor?: string;
             };
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -8725,7 +8735,7 @@ export interface operations {
                 key: string;
             };
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -8850,7 +8860,7 @@ export interface operations {
                 key: string;
             };
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -8980,7 +8990,7 @@ export interface operations {
                 cursor?: string;
             };
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -9107,7 +9117,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -9263,7 +9273,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -9391,7 +9401,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -9517,7 +9527,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -9650,7 +9660,7 @@ export interface operations {
                 cursor?: string;
             };
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -9775,7 +9785,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -9941,7 +9951,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -10068,7 +10078,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -10193,7 +10203,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -10322,7 +10332,7 @@ export interface operations {
                 domain: string;
             };
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -10422,7 +10432,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -10549,7 +10559,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -10709,7 +10719,7 @@ export interface operations {
                 cursor?: string;
             };
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -10836,7 +10846,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -10963,7 +10973,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -11105,7 +11115,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -11231,7 +11241,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -11358,7 +11368,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -11488,7 +11498,7 @@ export interface operations {
                 cursor?: string;
             };
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -11576,7 +11586,7 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
                 /** @description `t=<unix seconds>,v1=<hex HMAC-SHA256 of '<t>.<raw body>'>`, with the tenant's `webhookSecret`. */
                 "plinth-signature": string;
@@ -11714,7 +11724,7 @@ export interface operations {
                 cursor?: string;
             };
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -11839,7 +11849,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -11993,7 +12003,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -12120,7 +12130,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -12245,7 +12255,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -12388,7 +12398,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -12515,7 +12525,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -12647,7 +12657,7 @@ export interface operations {
                 cursor?: string;
             };
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -12774,7 +12784,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -12914,7 +12924,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -13062,7 +13072,7 @@ export interface operations {
                 cursor?: string;
             };
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -13203,7 +13213,7 @@ export interface operations {
                 cursor?: string;
             };
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -13345,7 +13355,7 @@ export interface operations {
                 tenantId?: string | "platform";
             };
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -13471,7 +13481,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -13559,7 +13569,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -13647,7 +13657,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path?: never;
@@ -13735,7 +13745,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
@@ -13837,7 +13847,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's request id (`[A-Za-z0-9._:-]{1,128}`), echoed back and logged; else a new one. */
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path?: never;

@@ -1,5 +1,6 @@
 import type { OpenAPIHono, RouteConfig } from "@hono/zod-openapi";
 import { createRoute, z } from "@hono/zod-openapi";
+import { CURSOR_PATTERN } from "../pagination.ts";
 import { type Access, needsCaller, takesApiKey } from "./access.ts";
 import { guardOf } from "./middleware/guards.ts";
 import { type HeaderName, ref } from "./openapi-components.ts";
@@ -67,11 +68,11 @@ export const pageQuery = {
     .openapi({ description: `Items per page, 1–${PAGE_LIMIT.max} (default ${PAGE_LIMIT.default}).` }),
   cursor: z
     .string()
-    .regex(/^[A-Za-z0-9_-]{1,512}$/, "not a cursor returned by this endpoint")
+    .regex(new RegExp(CURSOR_PATTERN), "not a cursor returned by this endpoint")
     .optional()
     .openapi({
       description:
-        "The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`.",
+        "The previous page's `nextCursor`, as it came (opaque: base64url of a JSON position; the `next` link of the 200 answer says where it comes from). Any other value — one this list did not return, edited, another list's — is a 400 naming `cursor`.",
     }),
 };
 
@@ -140,6 +141,28 @@ function withHeaders(access: Access, responses: Record<string, object>, cookies 
 type ApiRouteConfig = RouteConfig & { operationId: string; tags: string[]; summary: string };
 
 /**
+ * A paged list's `next` link (OpenAPI Links): the 200 answer's `nextCursor` is the same operation's
+ * `cursor`, the other parameters as they were. It states, in the document, where a valid cursor
+ * comes from: a client (and the contract fuzz test) takes a cursor only from a previous page.
+ */
+function nextPageLink(config: ApiRouteConfig) {
+  const shape = (config.request?.query as { shape?: Record<string, unknown> } | undefined)?.shape;
+  if (!shape || !("cursor" in shape)) return undefined;
+  const parameters: Record<string, string> = { cursor: "$response.body#/nextCursor" };
+  for (const name of Object.keys(shape)) if (name !== "cursor") parameters[name] = `$request.query.${name}`;
+  for (const [, name] of config.path.matchAll(/\{(\w+)\}/g))
+    parameters[name as string] = `$request.path.${name}`;
+  return {
+    next: {
+      operationId: config.operationId,
+      parameters,
+      description:
+        "The next page: this answer's `nextCursor` as `cursor`, the other parameters unchanged (none while `nextCursor` is null).",
+    },
+  };
+}
+
+/**
  * A route of the document with everything every operation must say, and who may call it: `access`
  * (src/http/access.ts) becomes the route's guard (its first middleware: after `authenticate`, before
  * validation), its `security`, and its row in docs/roles.md. Also the common error answers
@@ -155,9 +178,15 @@ export function apiRoute<const R extends ApiRouteConfig>(
 ): R {
   const { method, path } = config;
   const body = config.request?.body !== undefined;
+  const next = nextPageLink(config);
+  const ok = config.responses[200] as object | undefined;
   const responses = withHeaders(
     access,
-    { ...commonErrors(access, { body }), ...config.responses },
+    {
+      ...commonErrors(access, { body }),
+      ...config.responses,
+      ...(next && ok ? { 200: { ...ok, links: next } } : {}),
+    },
     options.cookies,
     options.location,
   );

@@ -55,7 +55,7 @@ export async function createTenant(
 }
 
 /** A position in the tenant list: the last code seen (keyset). */
-export const tenantCursor = cursorCodec(z.string().regex(TENANT_CODE));
+export const tenantCursor = cursorCodec(z.object({ code: z.string().regex(TENANT_CODE) }));
 
 /**
  * A page of tenants by code, after `cursor` (keyset). `search`: a code prefix or a part of the
@@ -66,7 +66,7 @@ export async function listTenants(
   ctx: Ctx,
   input: { limit: number; cursor?: string; search?: string },
 ): Promise<Page<Tenant>> {
-  const after = tenantCursor.decodeOptional(input.cursor);
+  const after = tenantCursor.decodeOptional(input.cursor)?.code;
   const search = input.search?.trim();
   const pattern = search ? search.replace(/[\\%_]/g, "\\$&") : undefined;
   const rows = await withDatabase(deps, ctx, (db) =>
@@ -88,7 +88,7 @@ export async function listTenants(
     rows,
     input.limit,
     (row) => row,
-    (row) => row.code,
+    (row) => ({ code: row.code }),
     tenantCursor,
   );
 }

@@ -181,7 +181,10 @@ describe("storage uploads (POST /api/tenant/storage/uploads)", () => {
       contentType: "application/x-msdownload",
       size: 10,
     });
-    expect(wrongType.status).toBe(415);
+    expect(wrongType.status).toBe(400);
+    expect(((await wrongType.json()) as { errors: { path: string }[] }).errors.map((e) => e.path)).toEqual([
+      "contentType",
+    ]);
   });
 
   test("the limit reached: 403 usage_limit_reached, counting what was already granted", async () => {

@@ -2,6 +2,7 @@ import { beforeAll, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { ManualClock } from "../../src/clock.ts";
 import { execute } from "../../src/db/client.ts";
+import { API_CRON_PATTERN } from "../../src/jobs/cron-pattern.ts";
 import { relaxedLimits, useTestApp } from "../helpers/app.ts";
 import { bearer, signedInPlatformAdmin, signedInTenant } from "../helpers/identity.ts";
 
@@ -40,6 +41,25 @@ test("an invalid cron or time zone is a 400 naming the field", async () => {
   expect(badPolicy.status).toBe(400);
   expect(JSON.stringify(await badPolicy.json())).toContain("catchUp");
   expect((await app.request("/api/admin/schedules", bearer(admin))).status).toBe(200);
+});
+
+test("through the API a schedule runs at most once a minute: a seconds field of more than one value is a 400 naming cron", async () => {
+  for (const cron of ["* * * * * *", "*/10 * * * * *", "0,30 * * * * *"]) {
+    const perSecond = await put("per-second", { cron, kind: "system.noop" });
+    expect(perSecond.status, cron).toBe(400);
+    expect(
+      ((await perSecond.json()) as Problem).errors?.map((e) => e.path),
+      cron,
+    ).toEqual(["cron"]);
+  }
+  // one seconds value is a slot a minute (or fewer)
+  expect((await put("on-the-half-minute", { cron: "30 * * * * *", kind: "system.noop" })).status).toBe(201);
+  const doc = (await (await app.request("/api/openapi.json")).json()) as {
+    components: { schemas: Record<string, { properties: Record<string, { pattern?: string }> }> };
+  };
+  expect(doc.components.schemas.JobScheduleInput?.properties.cron?.pattern).toBe(
+    new RegExp(API_CRON_PATTERN).source,
+  );
 });
 
 test("a kind no handler is registered for is a 400 naming kind and the known kinds; nothing is stored", async () => {

@@ -1,4 +1,5 @@
 import { expect, test } from "bun:test";
+import { CURSOR_PATTERN } from "../../src/pagination.ts";
 import { relaxedLimits, useTestApp } from "../helpers/app.ts";
 import { json, newMasterKey, signedInPlatformAdmin, signedInTenant } from "../helpers/identity.ts";
 
@@ -33,8 +34,15 @@ interface Doc {
     Record<
       string,
       {
+        operationId: string;
         parameters?: Parameter[];
-        responses: Record<string, { content?: Record<string, { schema: Schema }> }>;
+        responses: Record<
+          string,
+          {
+            content?: Record<string, { schema: Schema }>;
+            links?: Record<string, { operationId: string; parameters: Record<string, string> }>;
+          }
+        >;
       }
     >
   >;
@@ -62,7 +70,12 @@ test("every list takes limit (default 50, max 200) and an opaque cursor and answ
         (op.parameters ?? []).filter((p) => p.in === "query").map((p) => [p.name, p]),
       );
       expect(query.limit?.schema, where).toMatchObject({ default: 50, maximum: 200, minimum: 1 });
-      expect(query.cursor?.schema.pattern, where).toBe("^[A-Za-z0-9_-]{1,512}$");
+      expect(query.cursor?.schema.pattern, where).toBe(CURSOR_PATTERN);
+      // the document says where a cursor comes from: the 200's `next` link feeds `nextCursor` back
+      expect(op.responses["200"]?.links?.next, where).toMatchObject({
+        operationId: op.operationId,
+        parameters: { cursor: "$response.body#/nextCursor" },
+      });
       for (const parameter of Object.values(query))
         expect(parameter.deprecated, `${where} ${parameter.name}`).toBeUndefined();
       expect(query.offset, where).toBeUndefined();

@@ -416,7 +416,7 @@ describe("tenant storage over HTTP", () => {
     ).toEqual(["notes/second.txt"]);
   });
 
-  test("limits answer 413 and 415 before anything is stored; escapes answer 400", async () => {
+  test("limits answer 413, a type off the allowlist 400 naming contentType, before anything is stored; escapes answer 400", async () => {
     const tooBig = await call("POST", "/api/tenant/storage/uploads", {
       body: { key: "big.png", contentType: "image/png", size: 2049 },
       headers: userA,
@@ -426,7 +426,9 @@ describe("tenant storage over HTTP", () => {
       body: { key: "x.html", contentType: "text/html", size: 10 },
       headers: userA,
     });
-    expect([html.status, html.json.code]).toEqual([415, "unsupported_media_type"]);
+    // the document states the allowlist as contentType's pattern: a request off it is a 400 naming it
+    expect([html.status, html.json.code]).toEqual([400, "validation_failed"]);
+    expect(html.json.errors.map((e: { path: string }) => e.path)).toEqual(["contentType"]);
     for (const key of ["../x", "%2e%2e/x", "/abs", "a\\b", `../${tenantB}/x`]) {
       const res = await call("POST", "/api/tenant/storage/uploads", {
         body: { key, contentType: "text/plain", size: 1 },

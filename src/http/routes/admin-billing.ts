@@ -83,7 +83,15 @@ const changeSub = apiRoute("platform", {
       z
         .object({
           event: z.enum(eventSources.admin as [SubscriptionEvent, ...SubscriptionEvent[]]),
-          plan: z.string().min(1).max(64).optional(),
+          plan: z
+            .string()
+            .regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, "not a plan code")
+            .optional()
+            .openapi({
+              description:
+                "A plan code of the catalog (`GET /api/plans` lists the public ones). The catalog is data — the built-in `free`, `pro` and `enterprise`, and any plan an operator adds — so the document gives the form of a code, not the list: a code of no plan (or of the system plan `suspended`) is a 400 naming `plan`, and so is a free plan for `start_trial`. Required for `change_plan`.",
+              example: "pro",
+            }),
           periodStart: z.iso.datetime({ offset: true }).optional(),
           periodEnd: z.iso.datetime({ offset: true }).optional(),
           reason: z.string().max(500).optional(),

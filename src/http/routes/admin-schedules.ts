@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
+import { API_CRON_PATTERN } from "../../jobs/cron-pattern.ts";
 import {
   catchUpPolicies,
   deleteSchedule,
@@ -69,7 +70,14 @@ const put = apiRoute(
       body: jsonBody(
         z
           .object({
-            cron: z.string().min(1).max(200),
+            cron: z
+              .string()
+              .regex(new RegExp(API_CRON_PATTERN), "not a cron expression of the API's form")
+              .openapi({
+                description:
+                  "Five fields (minute hour day-of-month month day-of-week; 0 and 7 are Sunday), or six with a seconds field first that is one value: a schedule runs at most once a minute. A field is `*`, `*/step`, or a comma list of numbers and ascending ranges `a-b` (a range with an optional `/step`), within the field's bounds; fields separated by one space. No names (`MON`), `L`, `W`, `#` or `?`.",
+                example: "0 30 2 * * *",
+              }),
             timeZone: z
               .enum(TIME_ZONES)
               .default("UTC")

@@ -18,47 +18,67 @@ const keyQuery = z.object({
     .openapi({ param: { name: "key", in: "query" } }),
 });
 
-const createUpload = apiRoute(tenantAccess("everyone", { apiKey: "storage:*" }), {
-  method: "post",
-  path: "/api/tenant/storage/uploads",
-  operationId: "createUpload",
-  tags: ["storage"],
-  summary:
-    "Start an upload: returns a presigned PUT URL whose content type and exact length are signed. Send the returned headers unchanged.",
-  request: {
-    body: jsonBody(
-      z
-        .object({
-          key: z.string().min(1).max(1024),
-          contentType: z.string().min(1).max(255),
-          size: z.number().int().min(0),
-        })
-        .openapi("UploadRequest"),
-    ),
-  },
-  responses: {
-    201: json(
-      "The presigned upload.",
-      z
-        .object({
-          key: z.string(),
-          method: z.literal("PUT"),
-          url: z.string(),
-          headers: z.object({ "content-type": z.string(), "content-length": z.string() }),
-          expiresAt: z.string(),
-        })
-        .openapi("PresignedUpload"),
-    ),
-    400: problem("The key is not valid."),
-    402: problem("`payment_required`: the tenant's plan has no storage."),
-    403: problem(
-      "`usage_limit_reached`: the upload would take the tenant past its `storage_bytes` limit (a suspended tenant's is 0); `forbidden`: a member writing to a key another user's object is stored under.",
-    ),
-    413: problem("Larger than Storage:MaxUploadBytes."),
-    415: problem("Content type not in Storage:AllowedMimeTypes."),
-    503: problem("Object storage is not configured."),
-  },
-});
+/**
+ * The content types an upload may have, as the document's pattern: a type of
+ * `Storage:AllowedMimeTypes` as configured (lower case), optionally followed by parameters
+ * (`; charset=utf-8`) of printable ASCII. The object store's own check (object-storage.ts) refuses
+ * nothing this matches, so the document states the whole rule.
+ */
+export function contentTypePattern(allowed: readonly string[]): string {
+  const types = [...new Set(allowed.map((type) => type.trim().toLowerCase()))].sort();
+  return `^(?:${types.map((type) => type.replaceAll(/[.*+?^${}()|[\]\\/-]/g, "\\$&")).join("|")})(?:;[ -~]*)?$`;
+}
+
+/** The upload route of one configuration: its content types are the configured allowlist. */
+const createUploadRoute = (allowed: readonly string[]) =>
+  apiRoute(tenantAccess("everyone", { apiKey: "storage:*" }), {
+    method: "post",
+    path: "/api/tenant/storage/uploads",
+    operationId: "createUpload",
+    tags: ["storage"],
+    summary:
+      "Start an upload: returns a presigned PUT URL whose content type and exact length are signed. Send the returned headers unchanged.",
+    request: {
+      body: jsonBody(
+        z
+          .object({
+            key: z.string().min(1).max(1024),
+            contentType: z
+              .string()
+              .max(255)
+              .regex(new RegExp(contentTypePattern(allowed)), "not an allowed content type")
+              .openapi({
+                description: `One of \`Storage:AllowedMimeTypes\` (${[...allowed].sort().join(", ")}), lower case, with optional parameters (\`; charset=utf-8\`).`,
+              }),
+            size: z.number().int().min(0),
+          })
+          .openapi("UploadRequest"),
+      ),
+    },
+    responses: {
+      201: json(
+        "The presigned upload.",
+        z
+          .object({
+            key: z.string(),
+            method: z.literal("PUT"),
+            url: z.string(),
+            headers: z.object({ "content-type": z.string(), "content-length": z.string() }),
+            expiresAt: z.string(),
+          })
+          .openapi("PresignedUpload"),
+      ),
+      402: problem("`payment_required`: the tenant's plan has no storage."),
+      403: problem(
+        "`usage_limit_reached`: the upload would take the tenant past its `storage_bytes` limit (a suspended tenant's is 0); `forbidden`: a member writing to a key another user's object is stored under.",
+      ),
+      413: problem("Larger than Storage:MaxUploadBytes."),
+      400: problem(
+        "Invalid body: the problem's `errors` name the field (`key`, `contentType`: not an allowed type, `size`).",
+      ),
+      503: problem("Object storage is not configured."),
+    },
+  });
 
 const list = apiRoute(tenantAccess("everyone", { apiKey: "storage:*" }), {
   method: "get",
@@ -119,7 +139,7 @@ const remove = apiRoute(tenantAccess("everyone", { apiKey: "storage:*" }), {
  */
 export function tenantStorageRoutes(deps: Deps) {
   return createRouter()
-    .openapi(createUpload, async (c) => {
+    .openapi(createUploadRoute(deps.config.settings.Storage.AllowedMimeTypes), async (c) => {
       const upload = await createTenantUpload(deps, tenantCtxOf(c), c.req.valid("json"));
       return c.json({ ...upload, expiresAt: upload.expiresAt.toISOString() }, 201);
     })
