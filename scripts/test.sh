@@ -29,6 +29,7 @@ SCALED_FILES=(
   tests/integration/security-windows.test.ts
   tests/integration/read-through.test.ts
   tests/integration/output-cache.test.ts
+  tests/integration/tenant-rls.test.ts
 )
 
 single=$(mktemp)

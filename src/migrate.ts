@@ -3,6 +3,7 @@ import { parseArgs } from "node:util";
 import { loadCliContext } from "./cli.ts";
 import type { AppConfig } from "./config/load.ts";
 import { systemCtx } from "./context.ts";
+import { AppRoleError, ensureAppRole } from "./db/app-role.ts";
 import { type Database, openDatabase } from "./db/client.ts";
 import { describeDatabaseFailure } from "./db/database-failure.ts";
 import {
@@ -135,6 +136,30 @@ export function formatMigrationStatus(
     .join("");
 }
 
+/**
+ * Creates or checks the API's role (`Database:AppRole`) and grants it the tables, after every
+ * migration (new tables need the grant). A role that cannot be made or used fails Production's
+ * migrator; elsewhere it is a warning, so a development database the migrator may not add roles to
+ * still migrates (the API then runs as whoever DATABASE_URL names).
+ */
+async function grantAppRole(config: AppConfig, database: Database, logger: Logger): Promise<boolean> {
+  const { AppRole: role, AppRolePassword: password } = config.settings.Database;
+  try {
+    const { created } = await ensureAppRole(database.db, { role, password });
+    logger.info(created ? "API role created and granted" : "API role checked and granted", { role });
+    return true;
+  } catch (error) {
+    if (!(error instanceof AppRoleError)) throw error;
+    const fields = { role, problem: error.message, hint: "docs/deployment.md, 'The database roles'" };
+    if (config.environment === "Production") {
+      logger.error("the API's database role is unusable", fields);
+      return false;
+    }
+    logger.warn("the API's database role is unusable", fields);
+    return true;
+  }
+}
+
 /** Migrates, seeds and bootstraps as the flags and environment say. Returns an exit code. */
 export async function runMigrator(
   config: AppConfig,
@@ -186,6 +211,7 @@ export async function runMigrator(
   logger.info(applied.length ? "migrations applied" : "database is up to date", { applied });
   const seeded = await seedCatalog(deps, ctx);
   logger.info("catalog seeded", { seeders: seeded });
+  if (database.driver === "postgres" && !(await grantAppRole(config, database, logger))) return EXIT.failure;
 
   const anyInput = Boolean(input.email || input.password || input.name);
   let bootstrap = flags.bootstrap;

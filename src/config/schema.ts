@@ -81,6 +81,23 @@ export const configSchema = z.object({
       description:
         "`transaction` when ConnectionStrings:Database goes through a transaction pooler (PgBouncer `pool_mode = transaction`): no named prepared statements, no session state through the pool; LISTEN and session locks go through ConnectionStrings:DatabaseDirect.",
     }),
+    AppRole: z
+      .string()
+      .regex(/^[a-z_][a-z0-9_]{0,62}$/, "a plain role name: lower-case letters, digits and `_`")
+      .default("plinth_app")
+      .meta({
+        description:
+          'The role the API should connect as, held by row-level security (no superuser, no BYPASSRLS, owns nothing). `bun run migrate` creates it where the migrator may (CREATEROLE), else checks it, and grants it every table (docs/deployment.md, "The database roles").',
+      }),
+    AppRolePassword: z
+      .string()
+      .min(1)
+      .optional()
+      .meta(
+        secret(
+          "Password `bun run migrate` gives Database:AppRole when it creates the role (never changed afterwards).",
+        ),
+      ),
     SlowQueryMilliseconds: int(
       1,
       200,

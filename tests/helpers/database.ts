@@ -3,6 +3,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import postgres from "postgres";
 import { systemCtx } from "../../src/context.ts";
+import { DEFAULT_APP_ROLE, ensureAppRole } from "../../src/db/app-role.ts";
 import { type Database, type OpenDatabaseOptions, openDatabase } from "../../src/db/client.ts";
 import { MIGRATIONS_DIR, migrate } from "../../src/db/migrator.ts";
 import { seedCatalog } from "../../src/seed.ts";
@@ -65,6 +66,8 @@ async function ensureTemplate(): Promise<string> {
         try {
           await migrate(database.db);
           await seedCatalog({ database }, systemCtx("migrator"));
+          // as `bun run migrate` does: the API's role (cluster-wide) and its grants (cloned with the template)
+          await ensureAppRole(database.db, { role: DEFAULT_APP_ROLE });
         } finally {
           await database.close();
         }

@@ -15,6 +15,17 @@ import {
 import { seedCatalog } from "../../src/seed.ts";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 
+/** Runs Down steps, newest first, until `tag`'s has run; the tags reverted, in that order. */
+async function downTo(t: TestDatabase, tag: string): Promise<string[]> {
+  const reverted: string[] = [];
+  for (;;) {
+    const next = await migrateDown(t.database.db);
+    if (!next) throw new Error(`no Down step left before ${tag}`);
+    reverted.push(next);
+    if (next === tag) return reverted;
+  }
+}
+
 async function tables(t: TestDatabase): Promise<string[]> {
   const rows = await execute<{ table_name: string }>(
     t.database.db,
@@ -81,7 +92,8 @@ describe("migrator on an empty database", () => {
       t.database.db,
       sql`insert into job_dependencies (parent_id, child_id) values (${parent?.id}, ${child?.id})`,
     );
-    expect(await migrateDown(t.database.db)).toBe("0018_job_flows");
+    // newer migrations with a Down step go first, then 0018's
+    const reverted = await downTo(t, "0018_job_flows");
     expect(await tables(t)).not.toContain("job_dependencies");
     const columns = await execute<{ column_name: string }>(
       t.database.db,
@@ -94,23 +106,23 @@ describe("migrator on an empty database", () => {
       sql`select status from background_jobs where id = ${child?.id}`,
     );
     expect(was?.status).toBe("cancelled");
-    expect(await migrate(t.database.db)).toEqual(["0018_job_flows"]);
+    expect(await migrate(t.database.db)).toEqual([...reverted].reverse());
     expect(await tables(t)).toContain("job_dependencies");
     await execute(t.database.db, sql`delete from background_jobs`);
   });
 
   test("--down recreates the broker tables empty; migrating again removes them", async () => {
     await execute(t.database.db, sql`insert into background_jobs (kind) values ('system.noop')`);
-    // 0018 has a Down step of its own and is the newest: it goes first
-    expect(await migrateDown(t.database.db)).toBe("0018_job_flows");
-    expect(await migrateDown(t.database.db)).toBe("0001_remove_message_broker");
+    // the newest migrations with a Down step go first (0018's among them), 0001's last
+    const reverted = await downTo(t, "0001_remove_message_broker");
+    expect(reverted).toContain("0018_job_flows");
     expect(await tables(t)).toEqual(expect.arrayContaining(["inbox_messages", "outbox_messages"]));
     const inbox = await execute(t.database.db, sql`select * from inbox_messages`);
     expect(inbox).toHaveLength(0);
     const pending = (await migrationStatus(t.database.db)).filter((m) => !m.applied).map((m) => m.tag);
-    expect(pending).toEqual(["0001_remove_message_broker", "0018_job_flows"]);
+    expect(pending).toEqual([...reverted].reverse());
 
-    expect(await migrate(t.database.db)).toEqual(["0001_remove_message_broker", "0018_job_flows"]);
+    expect(await migrate(t.database.db)).toEqual([...reverted].reverse());
     expect(await tables(t)).not.toContain("inbox_messages");
     // jobs survive the round trip
     const jobs = await execute(t.database.db, sql`select id from background_jobs`);

@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { index, pgTable, text, timestamp, uuid } from "drizzle-orm/pg-core";
 import { users } from "./identity.ts";
-import { tenantIdColumn } from "./tenants.ts";
+import { tenantIdColumn, tenantIsolation } from "./tenants.ts";
 
 /**
  * A tenant's API key (docs/api-keys.md): owned by the tenant, not by the user who made it. The key
@@ -32,5 +32,5 @@ export const apiKeys = pgTable(
     expiresAt: timestamp({ withTimezone: true }),
     revokedAt: timestamp({ withTimezone: true }),
   },
-  (t) => [index("api_keys_tenant_idx").on(t.tenantId, t.createdAt, t.id)],
+  (t) => [index("api_keys_tenant_idx").on(t.tenantId, t.createdAt, t.id), tenantIsolation()],
 );

@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
 import { bigint, index, jsonb, pgTable, text, timestamp, uuid } from "drizzle-orm/pg-core";
+import { tenantIsolation } from "./tenants.ts";
 
 /**
  * The audit log (docs/audit.md): one row per recorded action, append-only, in one hash chain per
@@ -33,6 +34,7 @@ export const auditEvents = pgTable(
     index("audit_events_tenant_id_idx").on(t.tenantId, t.id),
     index("audit_events_occurred_at_idx").on(t.occurredAt),
     index("audit_events_action_idx").on(t.tenantId, t.action, t.id),
+    tenantIsolation(),
   ],
 );
 

@@ -13,7 +13,7 @@ import {
   uuid,
 } from "drizzle-orm/pg-core";
 import { timestamps } from "./columns.ts";
-import { tenantIdColumn } from "./tenants.ts";
+import { tenantIdColumn, tenantIsolation } from "./tenants.ts";
 
 export const featureKinds = ["boolean", "metered"] as const;
 export type FeatureKind = (typeof featureKinds)[number];
@@ -90,7 +90,7 @@ export const tenantFeatureOverrides = pgTable(
     reason: text().notNull().default(""),
     ...timestamps,
   },
-  (t) => [primaryKey({ columns: [t.tenantId, t.featureKey] })],
+  (t) => [primaryKey({ columns: [t.tenantId, t.featureKey] }), tenantIsolation()],
 );
 
 /** The one current subscription of a tenant (a canceled one stays, and may be reactivated). */
@@ -126,6 +126,7 @@ export const subscriptions = pgTable(
       .on(t.currentPeriodEnd)
       .where(sql`${t.status} in ('trialing', 'active')`),
     index("subscriptions_past_due_idx").on(t.pastDueSince).where(sql`${t.status} = 'past_due'`),
+    tenantIsolation(),
   ],
 );
 
@@ -157,6 +158,7 @@ export const subscriptionHistory = pgTable(
     uniqueIndex("subscription_history_external_event_idx")
       .on(t.tenantId, t.externalEventId)
       .where(sql`${t.externalEventId} is not null`),
+    tenantIsolation(),
   ],
 );
 
@@ -185,6 +187,7 @@ export const usageEvents = pgTable(
   (t) => [
     uniqueIndex("usage_events_idempotency_idx").on(t.tenantId, t.idempotencyKey),
     index("usage_events_total_idx").on(t.tenantId, t.featureKey, t.periodStart),
+    tenantIsolation(),
   ],
 );
 
@@ -208,6 +211,7 @@ export const usageCounters = pgTable(
   (t) => [
     uniqueIndex("usage_counters_key_idx").on(t.tenantId, t.featureKey, t.periodStart),
     index("usage_counters_due_idx").on(t.reconciledAt),
+    tenantIsolation(),
   ],
 );
 
@@ -227,5 +231,5 @@ export const usageReconciliations = pgTable(
     reason: text().notNull().default("drift"),
     correctedAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
   },
-  (t) => [index("usage_reconciliations_tenant_idx").on(t.tenantId, t.id)],
+  (t) => [index("usage_reconciliations_tenant_idx").on(t.tenantId, t.id), tenantIsolation()],
 );

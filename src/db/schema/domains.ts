@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { index, integer, pgTable, text, timestamp, uniqueIndex, uuid } from "drizzle-orm/pg-core";
 import { timestamps } from "./columns.ts";
-import { tenantIdColumn } from "./tenants.ts";
+import { tenantIdColumn, tenantIsolation } from "./tenants.ts";
 
 export const domainStatuses = ["Pending", "Failed", "Active"] as const;
 export type DomainStatus = (typeof domainStatuses)[number];
@@ -50,5 +50,6 @@ export const tenantDomains = pgTable(
     index("tenant_domains_due_idx")
       .on(t.nextCheckAt)
       .where(sql`${t.status} <> 'Active' or ${t.tlsStatus} is distinct from 'active'`),
+    tenantIsolation(),
   ],
 );

@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { check, index, integer, pgTable, text, timestamp, uuid } from "drizzle-orm/pg-core";
 import { timestamps } from "./columns.ts";
-import { tenants } from "./tenants.ts";
+import { tenantIsolation, tenants } from "./tenants.ts";
 
 export const emailMessageStatuses = ["pending", "sent", "failed"] as const;
 export type EmailMessageStatus = (typeof emailMessageStatuses)[number];
@@ -38,5 +38,6 @@ export const emailMessages = pgTable(
     index("email_messages_tenant_idx").on(t.tenantId, t.createdAt),
     index("email_messages_created_idx").on(t.createdAt),
     check("email_messages_status_check", sql`${t.status} in ('pending', 'sent', 'failed')`),
+    tenantIsolation(),
   ],
 );

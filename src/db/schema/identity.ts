@@ -12,7 +12,7 @@ import {
   uuid,
 } from "drizzle-orm/pg-core";
 import { timestamps } from "./columns.ts";
-import { tenantIdColumn, tenants } from "./tenants.ts";
+import { tenantIdColumn, tenantIsolation, tenants } from "./tenants.ts";
 
 export const users = pgTable(
   "users",
@@ -39,6 +39,7 @@ export const users = pgTable(
     uniqueIndex("users_tenant_phone_idx")
       .on(sql`coalesce(${t.tenantId}, '00000000-0000-0000-0000-000000000000'::uuid)`, t.phone)
       .where(sql`${t.phone} is not null`),
+    tenantIsolation(),
   ],
 );
 
@@ -55,7 +56,11 @@ export const tenantMemberships = pgTable(
     role: text({ enum: tenantRoles }).notNull().default("member"),
     createdAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
   },
-  (t) => [primaryKey({ columns: [t.tenantId, t.userId] }), index("tenant_memberships_user_idx").on(t.userId)],
+  (t) => [
+    primaryKey({ columns: [t.tenantId, t.userId] }),
+    index("tenant_memberships_user_idx").on(t.userId),
+    tenantIsolation(),
+  ],
 );
 
 /** A sign-in: carries refresh tokens (API clients) or a browser cookie. Revoking it ends both. */
@@ -79,7 +84,7 @@ export const sessions = pgTable(
     revokedAt: timestamp({ withTimezone: true }),
     revokedReason: text(),
   },
-  (t) => [index("sessions_user_idx").on(t.userId)],
+  (t) => [index("sessions_user_idx").on(t.userId), tenantIsolation()],
 );
 
 /** Refresh tokens, stored only as SHA-256. Each is used once; reusing a rotated one revokes the session. */
@@ -111,7 +116,7 @@ export const smsCodes = pgTable(
     expiresAt: timestamp({ withTimezone: true }).notNull(),
     consumedAt: timestamp({ withTimezone: true }),
   },
-  (t) => [index("sms_codes_lookup_idx").on(t.tenantId, t.phone, t.createdAt)],
+  (t) => [index("sms_codes_lookup_idx").on(t.tenantId, t.phone, t.createdAt), tenantIsolation()],
 );
 
 /** Built-in catalog of platform roles (seeded by the migrator). */

@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { check, jsonb, pgTable, text, unique, uuid } from "drizzle-orm/pg-core";
 import { timestamps } from "./columns.ts";
-import { tenantIdColumn } from "./tenants.ts";
+import { tenantIdColumn, tenantIsolation } from "./tenants.ts";
 
 export const providerTypes = ["identity", "sms", "payment", "notification", "ai"] as const;
 export type ProviderType = (typeof providerTypes)[number];
@@ -31,5 +31,6 @@ export const tenantExternalProviders = pgTable(
       sql`${t.type} in ('identity', 'sms', 'payment', 'notification', 'ai')`,
     ),
     check("tenant_external_providers_status_check", sql`${t.status} in ('Active', 'Disabled', 'Suspended')`),
+    tenantIsolation(),
   ],
 );

@@ -1,6 +1,6 @@
 import { pgTable, text, timestamp, unique, uuid } from "drizzle-orm/pg-core";
 import { timestamps } from "./columns.ts";
-import { tenantIdColumn } from "./tenants.ts";
+import { tenantIdColumn, tenantIsolation } from "./tenants.ts";
 
 /** A tenant's sensitive provider value, encrypted (AES-256-GCM, see src/security/tenant-secrets.ts). */
 export const tenantSecrets = pgTable(
@@ -17,7 +17,7 @@ export const tenantSecrets = pgTable(
     ciphertext: text().notNull(),
     ...timestamps,
   },
-  (t) => [unique("tenant_secrets_tenant_name_unique").on(t.tenantId, t.name)],
+  (t) => [unique("tenant_secrets_tenant_name_unique").on(t.tenantId, t.name), tenantIsolation()],
 );
 
 /**

@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { check, index, pgTable, text, timestamp, uuid } from "drizzle-orm/pg-core";
 import { users } from "./identity.ts";
-import { tenants } from "./tenants.ts";
+import { tenantIsolation, tenants } from "./tenants.ts";
 
 export const singleUseTokenPurposes = [
   "password_reset",
@@ -38,5 +38,6 @@ export const singleUseTokens = pgTable(
       "single_use_tokens_purpose_check",
       sql`${t.purpose} in ('password_reset', 'email_verification', 'invitation', 'sign_up', 'sign_in_link')`,
     ),
+    tenantIsolation(),
   ],
 );

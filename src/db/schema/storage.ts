@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import { bigint, index, pgTable, text, timestamp, uuid } from "drizzle-orm/pg-core";
-import { tenantIdColumn } from "./tenants.ts";
+import { tenantIdColumn, tenantIsolation } from "./tenants.ts";
 
 /**
  * One presigned upload: the object version it may write (`object_key`, unique to the grant), the
@@ -34,5 +34,6 @@ export const storageGrants = pgTable(
     index("storage_grants_unsettled_idx")
       .on(t.tenantId, t.expiresAt)
       .where(sql`${t.refundedAt} is null and (${t.deletedAt} is not null or ${t.confirmedAt} is null)`),
+    tenantIsolation(),
   ],
 );

@@ -1,4 +1,5 @@
-import { pgTable, text, uuid } from "drizzle-orm/pg-core";
+import { sql } from "drizzle-orm";
+import { pgPolicy, pgTable, text, uuid } from "drizzle-orm/pg-core";
 import { timestamps } from "./columns.ts";
 
 export const tenants = pgTable("tenants", {
@@ -17,3 +18,25 @@ export const tenantIdColumn = () =>
   uuid()
     .notNull()
     .references(() => tenants.id, { onDelete: "cascade" });
+
+/**
+ * A row of the transaction's tenant (`plinth.tenant_id`, set per transaction by src/db/operation.ts),
+ * or any row on the named platform path (`plinth.platform` = `on`). Without either, no row: a
+ * missing context reads nothing and writes nothing.
+ */
+const tenantRow = sql`tenant_id = nullif(current_setting('plinth.tenant_id', true), '')::uuid or current_setting('plinth.platform', true) = 'on'`;
+
+/**
+ * The row-level-security policy every table with `tenant_id` is born with: put it in the table's
+ * extra config (`(t) => [..., tenantIsolation()]`) and add `ALTER TABLE … FORCE ROW LEVEL SECURITY`
+ * to the generated migration (docs/architecture.md, "Every tenant table is born with its policy";
+ * `bun run db:isolation` fails without either).
+ */
+export const tenantIsolation = () =>
+  pgPolicy("tenant_isolation", {
+    as: "permissive",
+    for: "all",
+    to: "public",
+    using: tenantRow,
+    withCheck: tenantRow,
+  });

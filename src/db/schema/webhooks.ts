@@ -12,7 +12,7 @@ import {
   uuid,
 } from "drizzle-orm/pg-core";
 import { timestamps } from "./columns.ts";
-import { tenantIdColumn } from "./tenants.ts";
+import { tenantIdColumn, tenantIsolation } from "./tenants.ts";
 
 /**
  * A tenant's webhook destination. Its signing secrets are tenant secrets (`tenant_secrets`, names
@@ -37,7 +37,7 @@ export const webhookEndpoints = pgTable(
     previousSecretExpiresAt: timestamp({ withTimezone: true }),
     ...timestamps,
   },
-  (t) => [index("webhook_endpoints_tenant_idx").on(t.tenantId, t.createdAt)],
+  (t) => [index("webhook_endpoints_tenant_idx").on(t.tenantId, t.createdAt), tenantIsolation()],
 );
 
 /** The outbox: one row per event, written in the transaction of the change that caused it. */
@@ -51,7 +51,7 @@ export const webhookEvents = pgTable(
     occurredAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
     createdAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
   },
-  (t) => [index("webhook_events_tenant_idx").on(t.tenantId, t.occurredAt)],
+  (t) => [index("webhook_events_tenant_idx").on(t.tenantId, t.occurredAt), tenantIsolation()],
 );
 
 export const webhookDeliveryStatuses = ["pending", "succeeded", "failed"] as const;
@@ -81,6 +81,7 @@ export const webhookDeliveries = pgTable(
   (t) => [
     index("webhook_deliveries_endpoint_idx").on(t.endpointId, t.createdAt, t.id),
     index("webhook_deliveries_created_idx").on(t.createdAt),
+    tenantIsolation(),
   ],
 );
 
@@ -113,5 +114,8 @@ export const usageThresholdNotices = pgTable(
     threshold: integer().notNull(),
     createdAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
   },
-  (t) => [unique("usage_threshold_notices_key").on(t.tenantId, t.featureKey, t.periodStart, t.threshold)],
+  (t) => [
+    unique("usage_threshold_notices_key").on(t.tenantId, t.featureKey, t.periodStart, t.threshold),
+    tenantIsolation(),
+  ],
 );

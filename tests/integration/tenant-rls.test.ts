@@ -1,0 +1,147 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { join } from "node:path";
+import { eq, sql } from "drizzle-orm";
+import postgres from "postgres";
+import { DEFAULT_APP_ROLE, ensureAppRole } from "../../src/db/app-role.ts";
+import { execute } from "../../src/db/client.ts";
+import { users } from "../../src/db/schema/index.ts";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { createTenant, createUser } from "../helpers/identity.ts";
+import { ROOT } from "../helpers/process.ts";
+
+/**
+ * Row-level security (issue #30): as the API's role (`plinth_app`: no superuser, no BYPASSRLS, owns
+ * nothing), raw SQL without a tenant context reads no tenant row and writes none; in tenant A's
+ * context it neither sees nor writes tenant B's rows; the context set per transaction does not
+ * survive into the next transaction on the same pooled connection (through PgBouncer in the scaled
+ * topology); and `db:isolation` fails on a tenant table without RLS. The setup writes as the owner.
+ */
+let t: TestDatabase;
+let app: postgres.Sql;
+let tenantA: { id: string };
+let tenantB: { id: string };
+let userA: string;
+let userB: string;
+
+/** `url` with the API's role as its user (local PostgreSQL trusts it; no password). */
+function asAppRole(url: string): string {
+  const parsed = new URL(url);
+  parsed.username = DEFAULT_APP_ROLE;
+  parsed.password = "";
+  return parsed.toString();
+}
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  await ensureAppRole(t.database.db, { role: DEFAULT_APP_ROLE });
+  tenantA = await createTenant(t.database.db);
+  tenantB = await createTenant(t.database.db);
+  userA = (await createUser(t.database.db, tenantA.id)).id;
+  userB = (await createUser(t.database.db, tenantB.id)).id;
+  app = postgres(asAppRole(t.directUrl), { max: 1, onnotice: () => {} });
+});
+
+afterAll(async () => {
+  await app?.end();
+  await t?.drop();
+});
+
+describe("raw SQL as the API's role", () => {
+  test("the role is held: no superuser, no BYPASSRLS, owns nothing", async () => {
+    const [role] = await app`select rolsuper, rolbypassrls from pg_roles where rolname = current_user`;
+    expect(role).toEqual({ rolsuper: false, rolbypassrls: false });
+    const [owned] =
+      await app`select count(*)::int as n from pg_class where relowner = (select oid from pg_roles where rolname = current_user)`;
+    expect(owned?.n).toBe(0);
+  });
+
+  test("without a tenant context it reads no tenant row and cannot insert one", async () => {
+    const [asOwner] = await execute<{ n: number }>(
+      t.database.db,
+      sql`select count(*)::int as n from users where tenant_id is not null`,
+    );
+    expect(asOwner?.n).toBeGreaterThanOrEqual(2);
+    const [seen] = await app`select count(*)::int as n from users`;
+    expect(seen?.n).toBe(0);
+    const [memberships] = await app`select count(*)::int as n from tenant_memberships`;
+    expect(memberships?.n).toBe(0);
+    const insert = app`insert into tenant_memberships (tenant_id, user_id, role) values (${tenantA.id}, ${userB}, 'member')`;
+    await expect(insert.then()).rejects.toMatchObject({ code: "42501" });
+  });
+
+  test("in tenant A's context it sees A's rows only and cannot write B's", async () => {
+    const rows = await app.begin(async (tx) => {
+      await tx`select set_config('plinth.tenant_id', ${tenantA.id}, true)`;
+      return tx<{ id: string; tenant_id: string }[]>`select id, tenant_id from users`;
+    });
+    expect(rows.map((r) => r.id)).toEqual([userA]);
+    await expect(
+      app.begin(async (tx) => {
+        await tx`select set_config('plinth.tenant_id', ${tenantA.id}, true)`;
+        await tx`insert into tenant_memberships (tenant_id, user_id, role) values (${tenantB.id}, ${userA}, 'member')`;
+      }),
+    ).rejects.toMatchObject({ code: "42501" });
+    const changed = await app.begin(async (tx) => {
+      await tx`select set_config('plinth.tenant_id', ${tenantA.id}, true)`;
+      return tx`update users set name = 'taken over' where id = ${userB}`;
+    });
+    expect(changed.count).toBe(0);
+    // moving A's row to B is refused by the policy's check
+    await expect(
+      app.begin(async (tx) => {
+        await tx`select set_config('plinth.tenant_id', ${tenantA.id}, true)`;
+        await tx`update tenant_memberships set tenant_id = ${tenantB.id} where user_id = ${userA}`;
+      }),
+    ).rejects.toMatchObject({ code: "42501" });
+    const [b] = await t.database.db.select({ name: users.name }).from(users).where(eq(users.id, userB));
+    expect(b?.name).toBe("Test User");
+  });
+});
+
+describe("the context ends with its transaction", () => {
+  test("on one pooled connection (through PgBouncer in the scaled topology)", async () => {
+    // t.url: what the app is given, the pooler in the scaled topology; one connection, so the next
+    // transaction is the very next one on it
+    const pooled = postgres(t.url, { max: 1, prepare: false, onnotice: () => {} });
+    try {
+      const inside = await pooled.begin(async (tx) => {
+        await tx`select set_config('plinth.tenant_id', ${tenantA.id}, true)`;
+        return tx<{ v: string }[]>`select current_setting('plinth.tenant_id', true) as v`;
+      });
+      expect(inside[0]?.v).toBe(tenantA.id);
+      const [after] = await pooled<
+        { v: string | null }[]
+      >`select current_setting('plinth.tenant_id', true) as v`;
+      expect(after?.v ?? "").toBe("");
+    } finally {
+      await pooled.end();
+    }
+  });
+});
+
+describe("db:isolation", () => {
+  const run = (args: string[] = []) => {
+    const proc = Bun.spawnSync(["bun", "scripts/db-isolation.ts", ...args], {
+      cwd: ROOT,
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    return { code: proc.exitCode, output: `${proc.stdout.toString()}${proc.stderr.toString()}` };
+  };
+
+  test("passes on the migrations and fails, naming the table, on a tenant table without RLS", () => {
+    const clean = run();
+    expect(clean.output).toContain("each with RLS enabled, forced and a tenant policy");
+    expect(clean.code).toBe(0);
+    const fixtures = ["tenant-table-without-rls.sql", "tenant-table-not-forced.sql"].flatMap((file) => [
+      "--fixture",
+      join(ROOT, "tests/fixtures", file),
+    ]);
+    const failed = run(fixtures);
+    expect(failed.code).toBe(1);
+    expect(failed.output).toContain(
+      "unguarded_notes: lacks ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, a policy on plinth.tenant_id",
+    );
+    expect(failed.output).toContain("half_guarded_notes: lacks FORCE ROW LEVEL SECURITY\n");
+  }, 120_000);
+});
