@@ -1864,7 +1864,7 @@ export interface components {
              * @description A job kind a handler is registered for.
              * @enum {string}
              */
-            kind: "system.noop" | "billing.subscription_changed" | "webhooks.deliver" | "webhooks.prune" | "audit.prune";
+            kind: "system.noop" | "billing.subscription_changed" | "webhooks.deliver" | "webhooks.prune" | "email.send" | "audit.prune";
             /** @default {} */
             payload: {
                 [key: string]: unknown;
