@@ -42,6 +42,7 @@ import { adminTenantRoutes } from "./http/routes/admin-tenants.ts";
 import { tenantApiKeyRoutes } from "./http/routes/api-keys.ts";
 import { adminAuditRoutes, tenantAuditRoutes } from "./http/routes/audit.ts";
 import { authRoutes, CREDENTIAL_PATHS, WINDOW_KINDS } from "./http/routes/auth.ts";
+import { authRecoveryRoutes } from "./http/routes/auth-recovery.ts";
 import { adminDomainRoutes, tenantDomainRoutes, tlsPermissionRoutes } from "./http/routes/custom-domains.ts";
 import { docsRoutes } from "./http/routes/docs.ts";
 import { healthRoutes } from "./http/routes/health.ts";
@@ -147,6 +148,7 @@ function mountRoutes(app: Router, deps: Deps, authenticated: MiddlewareHandler<A
   app.route("/", wellKnownRoutes(deps));
   app.route("/", problemRoutes());
   app.route("/", authRoutes(deps, authenticated));
+  app.route("/", authRecoveryRoutes(deps, authenticated));
   app.route("/", adminUserRoutes(deps));
   app.route("/", adminPlatformUserRoutes(deps));
   app.route("/", adminJobRoutes(deps));

@@ -52,6 +52,36 @@ const ACTIONS = {
     details: "`reason` (`refresh token reuse`, `user not active`)",
     writtenBy: "`refreshSession` (actor: system `auth`)",
   },
+  "auth.password_reset_requested": {
+    what: "A password reset link was e-mailed to a user (an address without an account records nothing).",
+    target: "`user`",
+    details: "—",
+    writtenBy: "`requestPasswordReset` (in the background, actor anonymous)",
+  },
+  "auth.password_reset": {
+    what: "A user set a new password with a reset link (every session of theirs ends).",
+    target: "`user`",
+    details: "—",
+    writtenBy: "`resetPassword` (actor anonymous: the link is the credential)",
+  },
+  "auth.email_verified": {
+    what: "A user proved their address with a verification link.",
+    target: "`user`",
+    details: "—",
+    writtenBy: "`verifyEmail`",
+  },
+  "auth.session_ended": {
+    what: "A session was ended by its user, by a tenant owner or admin, or by a platform admin.",
+    target: "`session`",
+    details: "`reason`, `userId` (the session's user)",
+    writtenBy: "`endUserSession`, `endOtherUserSessions`, `endMemberSessions`",
+  },
+  "auth.impersonation_started": {
+    what: "A platform admin started a session as a tenant user (written in the tenant's chain and the platform's).",
+    target: "`user`",
+    details: "`reason`, `expiresAt`, `sessions` (the new session's id)",
+    writtenBy: "`startImpersonation`",
+  },
   "user.created": {
     what: "A tenant user was added.",
     target: "`user`",

@@ -48,6 +48,8 @@ export const AUDIT_DETAIL_KEYS = new Set([
   "count",
   "sessions",
   "clientRequestId",
+  "userId",
+  "impersonatorId",
 ]);
 
 export interface AuditInput {

@@ -85,6 +85,18 @@ export const securitySections = {
     }),
   }),
   Authentication: z.object({
+    PasswordReset: z.object({
+      TokenLifetimeMinutes: int(5, 30, "How long a password reset link works (once)."),
+      SendLimit: int(1, 3, "Reset requests per address (and tenant) and window; more answer 429."),
+      SendWindowSeconds: int(1, 900, "Password reset request window."),
+      IpSendLimit: int(1, 20, "Reset requests per client IP and window, all addresses together."),
+    }),
+    EmailVerification: z.object({
+      TokenLifetimeMinutes: int(5, 1440, "How long an address verification link works (once)."),
+    }),
+    Impersonation: z.object({
+      MaxMinutes: int(1, 60, "The longest impersonation session a platform admin may start."),
+    }),
     Sms: z.object({
       CodePepper: z
         .string()

@@ -19,7 +19,8 @@ import { type CounterStore, NO_HARD_LIMIT, type WindowMode, type WindowSpec } fr
  *     `AccountAttemptLimit` (100) attempts in the window each further attempt must wait
  *     1 s, 2 s, 4 s… after the previous one, at most `AccountMaxDelaySeconds` (60). A success clears it.
  *   - `password-ip`: one client address across accounts, failures only (`IpAttemptLimit`).
- * SMS send and verify count per phone and per IP (`sms-send-*`, `sms-verify-*`).
+ * SMS send and verify count per phone and per IP (`sms-send-*`, `sms-verify-*`); password reset
+ * requests per account asked for and per IP (`reset-account`, `reset-ip`).
  *
  * How an endpoint uses them:
  *   1. Before looking anything up: `assertAllowed(await windows.consume("password", { account, ip }))`.
@@ -35,7 +36,7 @@ import { type CounterStore, NO_HARD_LIMIT, type WindowMode, type WindowSpec } fr
  * `RateLimit`. When the counter store is unreachable every method throws a 503 `unavailable`
  * problem: the endpoint fails closed rather than allowing unlimited attempts.
  */
-export type WindowKind = "password" | "smsSend" | "smsVerify";
+export type WindowKind = "password" | "passwordReset" | "smsSend" | "smsVerify";
 
 export interface WindowSubjects {
   /** Password windows: the account identifier as submitted. */
@@ -97,7 +98,7 @@ export const ADDRESS_SLOW_AFTER = 3;
 
 /** Every window of each kind, in the order they are checked (and advertised). */
 export function windowLimits(settings: Settings): Record<WindowKind, WindowLimit[]> {
-  const { Password, Sms } = settings.Authentication;
+  const { Password, PasswordReset, Sms } = settings.Authentication;
   return {
     password: [
       {
@@ -124,6 +125,20 @@ export function windowLimits(settings: Settings): Record<WindowKind, WindowLimit
         dimension: "ip",
         limit: Password.IpAttemptLimit,
         windowSeconds: Password.AttemptWindowSeconds,
+      },
+    ],
+    passwordReset: [
+      {
+        name: "reset-account",
+        dimension: "account",
+        limit: PasswordReset.SendLimit,
+        windowSeconds: PasswordReset.SendWindowSeconds,
+      },
+      {
+        name: "reset-ip",
+        dimension: "ip",
+        limit: PasswordReset.IpSendLimit,
+        windowSeconds: PasswordReset.SendWindowSeconds,
       },
     ],
     smsSend: [

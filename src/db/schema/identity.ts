@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
 import {
+  type AnyPgColumn,
   boolean,
   index,
   integer,
@@ -32,6 +33,8 @@ export const users = pgTable(
       .default("Active"),
     mustChangePassword: boolean().notNull().default(false),
     passwordChangedAt: timestamp({ withTimezone: true }),
+    /** When the current address was proved (a verification or reset link); null: not verified. */
+    emailVerifiedAt: timestamp({ withTimezone: true }),
     ...timestamps,
   },
   (t) => [
@@ -83,6 +86,12 @@ export const sessions = pgTable(
     expiresAt: timestamp({ withTimezone: true }).notNull(),
     revokedAt: timestamp({ withTimezone: true }),
     revokedReason: text(),
+    /** The client that signed in: its `User-Agent` (at most 512 characters) and address. */
+    userAgent: text(),
+    clientIp: text(),
+    /** An impersonation: the platform admin acting as the user, and why (docs/auth.md). */
+    impersonatorId: uuid().references((): AnyPgColumn => users.id, { onDelete: "cascade" }),
+    impersonationReason: text(),
   },
   (t) => [index("sessions_user_idx").on(t.userId), tenantIsolation()],
 );

@@ -38,6 +38,9 @@ export const CREDENTIAL_PATHS = [
   "/api/auth/sms/send",
   "/api/auth/sms/verify",
   "/api/auth/browser/login",
+  "/api/auth/password/forgot",
+  "/api/auth/password/reset",
+  "/api/auth/email/verify",
 ] as const;
 
 /** The security windows each credential endpoint counts against (advertised as policies, app.ts). */
@@ -47,6 +50,7 @@ export const WINDOW_KINDS: Record<string, WindowKind> = {
   [PASSWORD_CHANGE_PATH]: "password",
   "/api/auth/sms/send": "smsSend",
   "/api/auth/sms/verify": "smsVerify",
+  "/api/auth/password/forgot": "passwordReset",
 };
 
 const tokenPair = z
@@ -242,7 +246,7 @@ export interface AuthRouteDeps extends AuthDeps {
  * users (`unknownTenant`): the attempt then costs a password hash, counts against the windows and
  * fails like a wrong password, so neither the answer nor its timing tells which codes exist.
  */
-async function signInTenant(
+export async function signInTenant(
   deps: AuthRouteDeps,
   c: Context<AppEnv>,
   code: string | undefined,

@@ -1,0 +1,211 @@
+import { and, eq, isNull } from "drizzle-orm";
+import { recordAudit } from "../audit/record.ts";
+import type { Ctx } from "../context.ts";
+import { withDatabase, withTransaction } from "../db/operation.ts";
+import { sessions, users } from "../db/schema/index.ts";
+import { singleUseTokens } from "../db/schema/single-use-tokens.ts";
+import { enqueueEmail } from "../email/enqueue-email.ts";
+import { EMAIL_LINK_PATHS, emailLink } from "../email/links.ts";
+import { AppError } from "../errors.ts";
+import { hashPassword, passwordProblem } from "../security/passwords.ts";
+import { assertAllowed } from "../security/windows.ts";
+import type { AuthDeps } from "./deps.ts";
+import { tokenHash } from "./opaque-tokens.ts";
+import { clientIpOf, endSessions } from "./sessions.ts";
+import { consumeSingleUseToken, issueSingleUseToken } from "./single-use-tokens.ts";
+import { normaliseEmail, sameTenant } from "./user-identity.ts";
+
+/** The one answer to a token that is unknown, spent, expired or of another tenant. */
+const invalidLink = () =>
+  new AppError("validation_failed", "The link is invalid, expired or already used.", {
+    fields: [{ path: "token", message: "is invalid, expired or already used" }],
+  });
+
+/**
+ * `POST /api/auth/password/forgot`: answers (202) once the reset windows allow the attempt — per
+ * address asked for and per client, consumed before anything is looked up — and does the rest in
+ * the background (`deps.pending`): an Active user with that address in `ctx.tenantId` (or among
+ * platform staff) gets a reset link by e-mail; an unknown address gets nothing. The answer, and
+ * its timing, are the same either way.
+ */
+export async function requestPasswordReset(
+  deps: AuthDeps,
+  ctx: Ctx,
+  input: { email: string },
+): Promise<void> {
+  const email = normaliseEmail(input.email);
+  const account = `${ctx.tenantId ?? "platform"}:${email}`;
+  assertAllowed(await deps.windows.consume("passwordReset", { account, ip: clientIpOf(ctx) }));
+  deps.pending.run("password reset request", () => sendResetLink(deps, ctx, email));
+}
+
+async function sendResetLink(deps: AuthDeps, ctx: Ctx, email: string): Promise<void> {
+  const settings = deps.config.settings;
+  const lifetimeMinutes = settings.Authentication.PasswordReset.TokenLifetimeMinutes;
+  await withTransaction(deps, ctx, async (tx, txCtx) => {
+    const [user] = await tx
+      .select({ id: users.id, name: users.name, tenantId: users.tenantId })
+      .from(users)
+      .where(
+        and(sameTenant(users.tenantId, ctx.tenantId), eq(users.email, email), eq(users.status, "Active")),
+      )
+      .limit(1);
+    if (!user) return;
+    const issued = await issueSingleUseToken(deps, txCtx, {
+      purpose: "password_reset",
+      tenantId: user.tenantId,
+      userId: user.id,
+      subject: email,
+      lifetimeSeconds: lifetimeMinutes * 60,
+      replacePrevious: true,
+    });
+    await enqueueEmail(deps, txCtx, {
+      tenantId: user.tenantId,
+      to: email,
+      template: "password-reset",
+      data: {
+        name: user.name || email,
+        link: emailLink(settings, EMAIL_LINK_PATHS.passwordReset, issued.token),
+        expiresInMinutes: lifetimeMinutes,
+      },
+    });
+    await recordAudit(
+      tx,
+      { ...txCtx, tenantId: user.tenantId },
+      { action: "auth.password_reset_requested", target: { type: "user", id: user.id } },
+    );
+  });
+}
+
+/**
+ * `POST /api/auth/password/reset`: sets a new password with a reset link's token. The token is
+ * looked up (by hash) to judge the new password against the account's own words, then consumed,
+ * the password set, the address marked verified (the link proved it) and every session of the
+ * user ended, in one transaction; every API process drops them at once (NOTIFY). A token that is
+ * unknown, spent, expired, or of another tenant than the request acts in is 400.
+ */
+export async function resetPassword(
+  deps: AuthDeps,
+  ctx: Ctx,
+  input: { token: string; newPassword: string },
+): Promise<void> {
+  const scope = ctx.tenantId === null ? undefined : ctx.tenantId;
+  const [candidate] = await withDatabase(deps, ctx, (db) =>
+    db
+      .select({ email: users.email, name: users.name })
+      .from(singleUseTokens)
+      .innerJoin(users, eq(users.id, singleUseTokens.userId))
+      .where(
+        and(
+          eq(singleUseTokens.tokenHash, tokenHash(input.token)),
+          eq(singleUseTokens.purpose, "password_reset"),
+        ),
+      )
+      .limit(1),
+  );
+  if (!candidate) throw invalidLink();
+  const weakness = await passwordProblem(input.newPassword, { email: candidate.email, name: candidate.name });
+  if (weakness)
+    throw new AppError("validation_failed", "The new password is not strong enough.", {
+      fields: [{ path: "newPassword", message: weakness }],
+    });
+  const newHash = await hashPassword(input.newPassword);
+  const now = deps.clock.now();
+  const userId = await withTransaction(deps, ctx, async (tx, txCtx) => {
+    const consumed = await consumeSingleUseToken(deps, txCtx, {
+      purpose: "password_reset",
+      token: input.token,
+      tenantId: scope,
+    });
+    if (!consumed?.userId) throw invalidLink();
+    const [user] = await tx
+      .update(users)
+      .set({ passwordHash: newHash, mustChangePassword: false, passwordChangedAt: now, updatedAt: now })
+      .where(and(eq(users.id, consumed.userId), eq(users.status, "Active")))
+      .returning({ id: users.id, tenantId: users.tenantId, email: users.email });
+    if (!user) throw invalidLink();
+    if (user.email === consumed.subject)
+      await tx
+        .update(users)
+        .set({ emailVerifiedAt: now })
+        .where(and(eq(users.id, user.id), isNull(users.emailVerifiedAt)));
+    await tx
+      .update(sessions)
+      .set({ revokedAt: now, revokedReason: "password reset" })
+      .where(and(eq(sessions.userId, user.id), isNull(sessions.revokedAt)));
+    await recordAudit(
+      tx,
+      { ...txCtx, tenantId: user.tenantId },
+      { action: "auth.password_reset", target: { type: "user", id: user.id } },
+    );
+    await endSessions(deps, txCtx, { userId: user.id });
+    return user.id;
+  });
+  deps.logger.info("password reset: every session of the user ended", { userId });
+}
+
+/**
+ * Sends the user a link that verifies their current address (on creation, on a change of
+ * address, on request), in the ctx's transaction: it commits with the change that caused it.
+ */
+export async function sendEmailVerification(
+  deps: AuthDeps,
+  ctx: Ctx,
+  input: { userId: string },
+): Promise<void> {
+  const settings = deps.config.settings;
+  const lifetimeMinutes = settings.Authentication.EmailVerification.TokenLifetimeMinutes;
+  await withTransaction(deps, ctx, async (tx, txCtx) => {
+    const [user] = await tx
+      .select({ id: users.id, name: users.name, email: users.email, tenantId: users.tenantId })
+      .from(users)
+      .where(eq(users.id, input.userId))
+      .limit(1);
+    if (!user) throw new AppError("not_found");
+    const issued = await issueSingleUseToken(deps, txCtx, {
+      purpose: "email_verification",
+      tenantId: user.tenantId,
+      userId: user.id,
+      subject: user.email,
+      lifetimeSeconds: lifetimeMinutes * 60,
+      replacePrevious: true,
+    });
+    await enqueueEmail(deps, txCtx, {
+      tenantId: user.tenantId,
+      to: user.email,
+      template: "email-verification",
+      data: {
+        name: user.name || user.email,
+        link: emailLink(settings, EMAIL_LINK_PATHS.emailVerification, issued.token),
+        expiresInMinutes: lifetimeMinutes,
+      },
+    });
+  });
+}
+
+/**
+ * `POST /api/auth/email/verify`: marks the address the token was sent to as verified — only while
+ * it is still the user's address (a link sent before a change of address verifies nothing).
+ */
+export async function verifyEmail(deps: AuthDeps, ctx: Ctx, input: { token: string }): Promise<void> {
+  const now = deps.clock.now();
+  await withTransaction(deps, ctx, async (tx, txCtx) => {
+    const consumed = await consumeSingleUseToken(deps, txCtx, {
+      purpose: "email_verification",
+      token: input.token,
+      tenantId: ctx.tenantId === null ? undefined : ctx.tenantId,
+    });
+    if (!consumed?.userId || !consumed.subject) throw invalidLink();
+    const [user] = await tx
+      .update(users)
+      .set({ emailVerifiedAt: now, updatedAt: now })
+      .where(and(eq(users.id, consumed.userId), eq(users.email, consumed.subject)))
+      .returning({ id: users.id, tenantId: users.tenantId });
+    if (!user) throw invalidLink();
+    await recordAudit(
+      tx,
+      { ...txCtx, tenantId: user.tenantId },
+      { action: "auth.email_verified", target: { type: "user", id: user.id } },
+    );
+  });
+}
