@@ -201,6 +201,8 @@ export async function changePassword(
         createdAt: now,
         lastUsedAt: now,
         expiresAt: user.sessionExpiresAt,
+        userAgent: ctx.userAgent ?? null,
+        clientIp: ctx.clientIp ?? null,
       })
       .returning({ id: sessions.id });
     if (!session) throw new Error("session insert returned nothing");

@@ -103,7 +103,13 @@ export async function insertSessionIfUnchanged(
   if (!user) throw invalidCredentials();
   const [session] = await tx
     .insert(sessions)
-    .values({ ...values, userId: identity.userId, tenantId: identity.tenantId })
+    .values({
+      userAgent: signIn.ctx.userAgent ?? null,
+      clientIp: signIn.ctx.clientIp ?? null,
+      ...values,
+      userId: identity.userId,
+      tenantId: identity.tenantId,
+    })
     .returning({ id: sessions.id });
   if (!session) throw new Error("session insert returned nothing");
   await recordAudit(tx, signedInCtx(signIn, session.id), signInEvent(signIn, session.id, values.kind));
