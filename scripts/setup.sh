@@ -9,11 +9,23 @@ BUN_VERSION=1.4.4
 DENO_VERSION=2.9.6
 
 say() { printf 'setup: %s\n' "$*" >&2; }
-as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null 2>&1; then sudo "$@"; else say "need root for: $*"; exit 1; fi; }
+# Installing Debian packages and starting system services needs root: run as root, this does it; run
+# as another user it uses no sudo, it stops and names what to install or start (then run it again).
+as_root() {
+  [ "$(id -u)" = 0 ] && { "$@"; return; }
+  say "this step needs root: $*"
+  say "run it as root (or install/start that yourself), then run scripts/setup.sh again"
+  exit 1
+}
 
 if ! command -v bun >/dev/null 2>&1; then
   say "installing Bun $BUN_VERSION from the npm registry"
-  npm install -g "bun@$BUN_VERSION" >/dev/null 2>&1 || as_root npm install -g "bun@$BUN_VERSION" >/dev/null
+  npm install -g "bun@$BUN_VERSION" >/dev/null 2>&1 || {
+    say "npm cannot install Bun into its global folder (not writable by $(id -un)?): install Bun $BUN_VERSION"
+    say "yourself (as root: npm install -g bun@$BUN_VERSION; or npm config set prefix ~/.local and put"
+    say "~/.local/bin on PATH), then run scripts/setup.sh again"
+    exit 1
+  }
 fi
 if [ ! -d node_modules ] || [ bun.lock -nt node_modules/.bun-installed ]; then
   bun install --frozen-lockfile >&2
@@ -22,7 +34,7 @@ fi
 # `npm run dev` copies a new embedded database from a migrated template instead of running initdb and
 # every migration in the API process (docs/performance.md, "Cold start"): made here once per PGlite
 # release and set of migrations, into .cache/pglite.
-bun scripts/pglite-template.ts
+bun scripts/pglite-template.ts || say "no embedded database template made: a new ./.data/dev runs initdb and the migrations itself"
 
 [ "${1:-}" = "--services" ] || exit 0
 
@@ -37,6 +49,7 @@ fi
 
 apt_updated=
 apt_install() {
+  [ "$(id -u)" = 0 ] || { say "missing: $* (install as root: apt-get install -y $*), then run scripts/setup.sh again"; exit 1; }
   [ -n "$apt_updated" ] || { as_root apt-get update -qq >&2; apt_updated=1; }
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "$@" >&2
 }
