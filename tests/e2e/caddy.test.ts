@@ -26,14 +26,12 @@ let httpsPort = 0;
 
 beforeAll(async () => {
   const tenant = await createTenant(t.database.db);
-  await t.database.db
-    .insert(tenantDomains)
-    .values({
-      tenantId: tenant.id,
-      hostname: TENANT_DOMAIN,
-      status: "Active",
-      verificationToken: "caddy-test",
-    });
+  await t.database.db.insert(tenantDomains).values({
+    tenantId: tenant.id,
+    hostname: TENANT_DOMAIN,
+    status: "Active",
+    verificationToken: "caddy-test",
+  });
 
   const apiPort = await freePort();
   api = spawnBun([join(ROOT, "src/server.ts")], {
