@@ -79,6 +79,26 @@ describe("migrator on an empty database", () => {
     expect(roles.map((r) => r.code)).toEqual(["platform_admin", "platform_viewer"]);
   });
 
+  test("--down of 0020 drops rate limits (the keys and buckets); migrating again restores them", async () => {
+    await execute(
+      t.database.db,
+      sql`insert into background_jobs (kind, rate_key) values ('system.noop', 'api-1')`,
+    );
+    await execute(t.database.db, sql`insert into job_rate_limits (rate_key) values ('api-1')`);
+    const reverted = await downTo(t, "0020_job_rate_limits");
+    expect(await tables(t)).not.toContain("job_rate_limits");
+    const columns = await execute<{ column_name: string }>(
+      t.database.db,
+      sql`select column_name from information_schema.columns where table_name = 'background_jobs'`,
+    );
+    expect(columns.map((c) => c.column_name)).not.toContain("rate_key");
+    // the jobs stay (without a rate)
+    expect(await execute(t.database.db, sql`select id from background_jobs`)).toHaveLength(1);
+    expect(await migrate(t.database.db)).toEqual([...reverted].reverse());
+    expect(await tables(t)).toContain("job_rate_limits");
+    await execute(t.database.db, sql`delete from background_jobs`);
+  });
+
   test("--down of 0018 drops flows, results and debounce, cancelling waiting jobs; migrating again restores the columns", async () => {
     const [parent] = await execute<{ id: number }>(
       t.database.db,
