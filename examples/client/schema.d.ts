@@ -1921,6 +1921,10 @@ export interface components {
             updatedAt: string;
         };
         JobScheduleInput: {
+            /**
+             * @description Five fields (minute hour day-of-month month day-of-week; 0 and 7 are Sunday), or six with a seconds field first that is one value: a schedule runs at most once a minute. A field is `*`, `*\/step`, or a comma list of numbers and ascending ranges `a-b` (a range with an optional `/step`), within the field's bounds; fields separated by one space. No names (`MON`), `L`, `W`, `#` or `?`.
+             * @example 0 30 2 * * *
+             */
             cron: string;
             /**
              * @description An IANA time zone this server knows (`UTC` included).
@@ -2121,6 +2125,7 @@ export interface components {
         };
         UploadRequest: {
             key: string;
+            /** @description One of `Storage:AllowedMimeTypes` (application/pdf, image/gif, image/jpeg, image/png, image/webp, text/csv, text/plain), lower case, with optional parameters (`; charset=utf-8`). */
             contentType: string;
             size: number;
         };
@@ -2220,6 +2225,10 @@ export interface components {
         SubscriptionEventRequest: {
             /** @enum {string} */
             event: "start_trial" | "activate" | "payment_succeeded" | "payment_failed" | "suspend" | "cancel" | "reactivate" | "change_plan";
+            /**
+             * @description A plan code of the catalog (`GET /api/plans` lists the public ones). The catalog is data — the built-in `free`, `pro` and `enterprise`, and any plan an operator adds — so the document gives the form of a code, not the list: a code of no plan (or of the system plan `suspended`) is a 400 naming `plan`, and so is a free plan for `start_trial`. Required for `change_plan`.
+             * @example pro
+             */
             plan?: string;
             /** Format: date-time */
             periodStart?: string;
@@ -4597,7 +4606,7 @@ export interface operations {
                 createdTo?: string;
                 /** @description Items per page, 1–200 (default 50). */
                 limit?: number;
-                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
+                /** @description The previous page's `nextCursor`, as it came (opaque: base64url of a JSON position; the `next` link of the 200 answer says where it comes from). Any other value — one this list did not return, edited, another list's — is a 400 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
@@ -5569,7 +5578,7 @@ export interface operations {
             query?: {
                 /** @description Items per page, 1–200 (default 50). */
                 limit?: number;
-                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
+                /** @description The previous page's `nextCursor`, as it came (opaque: base64url of a JSON position; the `next` link of the 200 answer says where it comes from). Any other value — one this list did not return, edited, another list's — is a 400 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
@@ -5828,7 +5837,7 @@ export interface operations {
             query?: {
                 /** @description Items per page, 1–200 (default 50). */
                 limit?: number;
-                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
+                /** @description The previous page's `nextCursor`, as it came (opaque: base64url of a JSON position; the `next` link of the 200 answer says where it comes from). Any other value — one this list did not return, edited, another list's — is a 400 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
@@ -6366,7 +6375,7 @@ export interface operations {
             query?: {
                 /** @description Items per page, 1–200 (default 50). */
                 limit?: number;
-                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
+                /** @description The previous page's `nextCursor`, as it came (opaque: base64url of a JSON position; the `next` link of the 200 answer says where it comes from). Any other value — one this list did not return, edited, another list's — is a 400 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
@@ -6924,7 +6933,7 @@ export interface operations {
             query?: {
                 /** @description Items per page, 1–200 (default 50). */
                 limit?: number;
-                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
+                /** @description The previous page's `nextCursor`, as it came (opaque: base64url of a JSON position; the `next` link of the 200 answer says where it comes from). Any other value — one this list did not return, edited, another list's — is a 400 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
@@ -7488,7 +7497,7 @@ export interface operations {
             query?: {
                 /** @description Items per page, 1–200 (default 50). */
                 limit?: number;
-                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
+                /** @description The previous page's `nextCursor`, as it came (opaque: base64url of a JSON position; the `next` link of the 200 answer says where it comes from). Any other value — one this list did not return, edited, another list's — is a 400 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
@@ -8170,7 +8179,7 @@ export interface operations {
             query?: {
                 /** @description Items per page, 1–200 (default 50). */
                 limit?: number;
-                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
+                /** @description The previous page's `nextCursor`, as it came (opaque: base64url of a JSON position; the `next` link of the 200 answer says where it comes from). Any other value — one this list did not return, edited, another list's — is a 400 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
@@ -8698,7 +8707,7 @@ export interface operations {
             query?: {
                 /** @description Items per page, 1–200 (default 50). */
                 limit?: number;
-                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
+                /** @description The previous page's `nextCursor`, as it came (opaque: base64url of a JSON position; the `next` link of the 200 answer says where it comes from). Any other value — one this list did not return, edited, another list's — is a 400 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
@@ -8853,7 +8862,7 @@ export interface operations {
                     "application/json": components["schemas"]["PresignedUpload"];
                 };
             };
-            /** @description The key is not valid. */
+            /** @description Invalid body: the problem's `errors` name the field (`key`, `contentType`: not an allowed type, `size`). */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -8926,7 +8935,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Content type not in Storage:AllowedMimeTypes. */
+            /** @description `unsupported_media_type`: the body is not `application/json`. */
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -8984,7 +8993,7 @@ export interface operations {
                 prefix?: string;
                 /** @description Items per page, 1–200 (default 50). */
                 limit?: number;
-                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
+                /** @description The previous page's `nextCursor`, as it came (opaque: base64url of a JSON position; the `next` link of the 200 answer says where it comes from). Any other value — one this list did not return, edited, another list's — is a 400 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
@@ -9366,7 +9375,7 @@ export interface operations {
             query?: {
                 /** @description Items per page, 1–200 (default 50). */
                 limit?: number;
-                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
+                /** @description The previous page's `nextCursor`, as it came (opaque: base64url of a JSON position; the `next` link of the 200 answer says where it comes from). Any other value — one this list did not return, edited, another list's — is a 400 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
@@ -10036,7 +10045,7 @@ export interface operations {
             query?: {
                 /** @description Items per page, 1–200 (default 50). */
                 limit?: number;
-                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
+                /** @description The previous page's `nextCursor`, as it came (opaque: base64url of a JSON position; the `next` link of the 200 answer says where it comes from). Any other value — one this list did not return, edited, another list's — is a 400 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
@@ -11095,7 +11104,7 @@ export interface operations {
             query?: {
                 /** @description Items per page, 1–200 (default 50). */
                 limit?: number;
-                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
+                /** @description The previous page's `nextCursor`, as it came (opaque: base64url of a JSON position; the `next` link of the 200 answer says where it comes from). Any other value — one this list did not return, edited, another list's — is a 400 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
@@ -11874,7 +11883,7 @@ export interface operations {
             query?: {
                 /** @description Items per page, 1–200 (default 50). */
                 limit?: number;
-                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
+                /** @description The previous page's `nextCursor`, as it came (opaque: base64url of a JSON position; the `next` link of the 200 answer says where it comes from). Any other value — one this list did not return, edited, another list's — is a 400 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
@@ -12100,7 +12109,7 @@ export interface operations {
             query?: {
                 /** @description Items per page, 1–200 (default 50). */
                 limit?: number;
-                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
+                /** @description The previous page's `nextCursor`, as it came (opaque: base64url of a JSON position; the `next` link of the 200 answer says where it comes from). Any other value — one this list did not return, edited, another list's — is a 400 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
@@ -13033,7 +13042,7 @@ export interface operations {
             query?: {
                 /** @description Items per page, 1–200 (default 50). */
                 limit?: number;
-                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
+                /** @description The previous page's `nextCursor`, as it came (opaque: base64url of a JSON position; the `next` link of the 200 answer says where it comes from). Any other value — one this list did not return, edited, another list's — is a 400 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
@@ -13448,7 +13457,7 @@ export interface operations {
             query?: {
                 /** @description Items per page, 1–200 (default 50). */
                 limit?: number;
-                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
+                /** @description The previous page's `nextCursor`, as it came (opaque: base64url of a JSON position; the `next` link of the 200 answer says where it comes from). Any other value — one this list did not return, edited, another list's — is a 400 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
@@ -13589,7 +13598,7 @@ export interface operations {
                 to?: string;
                 /** @description Items per page, 1–200 (default 50). */
                 limit?: number;
-                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
+                /** @description The previous page's `nextCursor`, as it came (opaque: base64url of a JSON position; the `next` link of the 200 answer says where it comes from). Any other value — one this list did not return, edited, another list's — is a 400 naming `cursor`. */
                 cursor?: string;
             };
             header?: {
@@ -13729,7 +13738,7 @@ export interface operations {
                 to?: string;
                 /** @description Items per page, 1–200 (default 50). */
                 limit?: number;
-                /** @description The previous page's `nextCursor`, as it came (opaque); anything else is a 400 naming `cursor`. */
+                /** @description The previous page's `nextCursor`, as it came (opaque: base64url of a JSON position; the `next` link of the 200 answer says where it comes from). Any other value — one this list did not return, edited, another list's — is a 400 naming `cursor`. */
                 cursor?: string;
                 /** @description A tenant's events, or `platform` for platform events; all when absent. */
                 tenantId?: string | "platform";
