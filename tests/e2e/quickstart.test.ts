@@ -2,6 +2,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Webhook } from "standardwebhooks";
 import { ensureTemplate } from "../../src/db/pglite-template.ts";
 import { stopChildrenAfterAll, tracked } from "../helpers/children.ts";
 import { collectOutput, ROOT } from "../helpers/process.ts";
@@ -73,7 +74,7 @@ async function signIn(port: number, origin: string, email: string, password: str
   });
 }
 
-test("npm run dev: keys kept 0600, one block of URLs and a generated administrator, the console open to its origin", async () => {
+test("npm run dev: keys kept 0600, one block of URLs and a generated administrator, the console open to its origin, a webhook delivered to a local receiver", async () => {
   const port = await freePort();
   const first = await dev(port);
   // a new embedded database is the migrated template copied (setup made it): no initdb and no
@@ -116,5 +117,80 @@ test("npm run dev: keys kept 0600, one block of URLs and a generated administrat
   expect(field(second.block, "administrator")).toContain("created on an earlier start");
   expect(second.block.join("\n")).not.toContain(password);
   expect((await signIn(port, base, email, password)).status).toBe(303);
+
+  // webhooks reach a local receiver: the administrator makes a tenant and its owner, the owner an
+  // endpoint on this machine, and its test event arrives signed with the endpoint's secret
+  const received: { headers: Record<string, string>; body: string }[] = [];
+  let arrived = () => {};
+  const delivered = new Promise<void>((resolve) => {
+    arrived = resolve;
+  });
+  const receiver = Bun.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    fetch: async (request) => {
+      received.push({ headers: Object.fromEntries(request.headers.entries()), body: await request.text() });
+      arrived();
+      return new Response("ok");
+    },
+  });
+  try {
+    const call = async (path: string, body: unknown, token?: string) => {
+      const response = await fetch(`${base}${path}`, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          ...(token ? { authorization: `Bearer ${token}` } : {}),
+        },
+        body: JSON.stringify(body),
+      });
+      return { status: response.status, json: (await response.json()) as Record<string, unknown> };
+    };
+    const temporary = await call("/api/auth/login", { email, password });
+    const newPassword = `${password}-Changed`;
+    const admin = await call(
+      "/api/auth/password",
+      { currentPassword: password, newPassword },
+      String(temporary.json.accessToken),
+    );
+    expect(admin.status).toBe(200);
+    const adminToken = String(admin.json.accessToken);
+    const tenant = await call("/api/admin/tenants", { code: "acme", name: "Acme" }, adminToken);
+    expect(tenant.status).toBe(201);
+    const owner = { email: "owner@acme.test", password: "correct horse battery staple 42" };
+    const user = await call(
+      `/api/admin/tenants/${tenant.json.id}/users`,
+      { ...owner, name: "Acme Owner", role: "owner" },
+      adminToken,
+    );
+    expect(user.status).toBe(201);
+    const ownerLogin = await call("/api/auth/login", { ...owner, tenant: "acme" });
+    expect(ownerLogin.status).toBe(200);
+    // a user an administrator made chooses a password of their own first
+    const ownerChanged = await call(
+      "/api/auth/password",
+      { currentPassword: owner.password, newPassword: `${owner.password} changed` },
+      String(ownerLogin.json.accessToken),
+    );
+    expect(ownerChanged.status).toBe(200);
+    const ownerToken = String(ownerChanged.json.accessToken);
+    const endpoint = await call(
+      "/api/tenant/webhooks",
+      { url: `http://127.0.0.1:${receiver.port}/hooks`, events: ["*"] },
+      ownerToken,
+    );
+    expect(endpoint.status).toBe(201);
+    const endpointId = (endpoint.json.endpoint as { id: string }).id;
+    expect((await call(`/api/tenant/webhooks/${endpointId}/test`, {}, ownerToken)).status).toBe(202);
+    await delivered;
+    const [delivery] = received;
+    const event = new Webhook(String(endpoint.json.secret)).verify(
+      delivery?.body ?? "",
+      delivery?.headers ?? {},
+    );
+    expect(event).toMatchObject({ type: "webhook.test" });
+  } finally {
+    receiver.stop(true);
+  }
   expect(await second.stop()).toBe(0);
 }, 300_000);
