@@ -56,7 +56,39 @@ export function recordingCtes(input: { workerId: string; results: JobResult[]; n
           from lease
           where j.id = lease.id and j.attempts = lease.attempts and ${leaseIds(input.results)}
             and j.locked_by = ${input.workerId} and j.status = 'processing'
-          returning j.id
+          returning j.id, j.status, j.has_dependents
+        ),
+        ${resolvingCtes(now)}`;
+}
+
+/**
+ * The fan-in of the parents `done` finished successfully (dead and cancelled parents go through
+ * the trigger of drizzle/0018, drizzle/0023): their edges resolved, and each child counted down
+ * once by the number of its parents finished here, not once per parent, so 10,000 parents of one
+ * child cost an update of the child per completion batch. The children are locked in id order
+ * first: two workers finishing parents of the same children in any order never deadlock. The
+ * `= any(array(…))` forms keep every read an index probe whatever the planner thinks `done` holds.
+ */
+function resolvingCtes(now: SQL): SQL {
+  return sql`resolved as (
+          update job_dependencies d set resolved = true
+          where d.parent_id = any(array(select id from done where has_dependents and status = 'succeeded'))
+            and not d.resolved
+          returning d.child_id
+        ),
+        children as materialized (
+          select c.id from background_jobs c where c.id = any(array(select child_id from resolved))
+          order by c.id
+          for update
+        ),
+        counted as (
+          update background_jobs c
+          set waiting_on = c.waiting_on - k.n,
+              status = case when c.status = 'waiting' and c.waiting_on <= k.n then 'pending' else c.status end,
+              last_error = case when c.status = 'waiting' then null else c.last_error end,
+              updated_at = ${now}
+          from (select child_id, count(*)::int as n from resolved group by child_id) k
+          where c.id = k.child_id and c.id = any(array(select id from children))
         )`;
 }
 
