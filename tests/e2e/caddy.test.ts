@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { tenantDomains } from "../../src/db/schema/index.ts";
 import { useTestDatabase } from "../helpers/app.ts";
+import { type OwnCaddy, ownCaddy } from "../helpers/caddy.ts";
 import { tracked } from "../helpers/children.ts";
 import { createTenant } from "../helpers/identity.ts";
 import { ROOT } from "../helpers/process.ts";
@@ -19,10 +18,8 @@ import { freePort } from "../helpers/redis-server.ts";
 const PLATFORM = "platform.caddy.test";
 const TENANT_DOMAIN = `shop-${crypto.randomUUID().slice(0, 8)}.caddy.test`;
 const t = useTestDatabase();
-const caddyHome = mkdtempSync(join(tmpdir(), "plinth-caddy-"));
 let api: Child;
-let caddy: ReturnType<typeof Bun.spawn>;
-let httpsPort = 0;
+let caddy: OwnCaddy;
 
 beforeAll(async () => {
   const tenant = await createTenant(t.database.db);
@@ -44,35 +41,13 @@ beforeAll(async () => {
   });
   await api.waitForLine((l) => l.includes('"msg":"listening"'), 30_000);
 
-  httpsPort = await freePort();
-  caddy = tracked(
-    Bun.spawn(["caddy", "run", "--config", join(ROOT, "deploy/caddy/Caddyfile"), "--adapter", "caddyfile"], {
-      env: {
-        PATH: process.env.PATH ?? "",
-        HOME: caddyHome,
-        XDG_DATA_HOME: join(caddyHome, "data"),
-        XDG_CONFIG_HOME: join(caddyHome, "config"),
-        PLINTH_UPSTREAM: `127.0.0.1:${apiPort}`,
-        CADDY_HTTP_PORT: String(await freePort()),
-        CADDY_HTTPS_PORT: String(httpsPort),
-        CADDY_ADMIN: `127.0.0.1:${await freePort()}`,
-      },
-      stdin: "ignore",
-      stdout: "ignore",
-      stderr: "pipe",
-    }),
-  );
+  caddy = await ownCaddy(apiPort);
 }, 90_000);
 
-afterAll(async () => {
-  caddy?.kill("SIGTERM");
-  await caddy?.exited;
-  rmSync(caddyHome, { recursive: true, force: true });
-});
+afterAll(() => caddy?.stop());
 
 /** `curl` over HTTPS to `host` on Caddy's port (resolved to 127.0.0.1), trusting only Caddy's root. */
 async function curl(host: string, path: string): Promise<{ exit: number; status: string; body: string }> {
-  const root = join(caddyHome, "data/caddy/pki/authorities/local/root.crt");
   const proc = tracked(
     Bun.spawn(
       [
@@ -81,12 +56,12 @@ async function curl(host: string, path: string): Promise<{ exit: number; status:
         "--max-time",
         "20",
         "--resolve",
-        `${host}:${httpsPort}:127.0.0.1`,
+        `${host}:${caddy.httpsPort}:127.0.0.1`,
         "--cacert",
-        root,
+        caddy.rootCa,
         "-w",
         "\n%{http_code}",
-        `https://${host}:${httpsPort}${path}`,
+        `https://${host}:${caddy.httpsPort}${path}`,
       ],
       { stdout: "pipe", stderr: "pipe" },
     ),
@@ -102,14 +77,11 @@ async function curl(host: string, path: string): Promise<{ exit: number; status:
 
 /** Caddy answers once its CA exists and the upstream is healthy; the first answer may take a moment. */
 async function firstAnswer(host: string, path: string) {
-  const root = join(caddyHome, "data/caddy/pki/authorities/local/root.crt");
+  await caddy.caReady();
   const deadline = Date.now() + 45_000;
   for (;;) {
-    if (existsSync(root)) {
-      const answer = await curl(host, path);
-      if (answer.exit === 0 && answer.status !== "503") return answer;
-      if (Date.now() > deadline) return answer;
-    } else if (Date.now() > deadline) throw new Error("Caddy made no local CA");
+    const answer = await curl(host, path);
+    if ((answer.exit === 0 && answer.status !== "503") || Date.now() > deadline) return answer;
     await Bun.sleep(250);
   }
 }
