@@ -43,6 +43,7 @@ import { tenantApiKeyRoutes } from "./http/routes/api-keys.ts";
 import { adminAuditRoutes, tenantAuditRoutes } from "./http/routes/audit.ts";
 import { authRoutes, CREDENTIAL_PATHS, WINDOW_KINDS } from "./http/routes/auth.ts";
 import { authRecoveryRoutes } from "./http/routes/auth-recovery.ts";
+import { authSessionRoutes, memberSessionRoutes } from "./http/routes/auth-sessions.ts";
 import { adminDomainRoutes, tenantDomainRoutes, tlsPermissionRoutes } from "./http/routes/custom-domains.ts";
 import { docsRoutes } from "./http/routes/docs.ts";
 import { healthRoutes } from "./http/routes/health.ts";
@@ -149,6 +150,8 @@ function mountRoutes(app: Router, deps: Deps, authenticated: MiddlewareHandler<A
   app.route("/", problemRoutes());
   app.route("/", authRoutes(deps, authenticated));
   app.route("/", authRecoveryRoutes(deps, authenticated));
+  app.route("/", authSessionRoutes(deps, authenticated));
+  app.route("/", memberSessionRoutes(deps));
   app.route("/", adminUserRoutes(deps));
   app.route("/", adminPlatformUserRoutes(deps));
   app.route("/", adminJobRoutes(deps));

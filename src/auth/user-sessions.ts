@@ -1,0 +1,165 @@
+import { and, desc, eq, gt, isNull, ne, type SQL, sql } from "drizzle-orm";
+import { recordAudit } from "../audit/record.ts";
+import type { Ctx, TenantCtx } from "../context.ts";
+import { type DatabaseDeps, withDatabase, withTransaction } from "../db/operation.ts";
+import { sessions, tenantMemberships } from "../db/schema/index.ts";
+import type { Deps } from "../deps.ts";
+import { AppError } from "../errors.ts";
+import { createdAtPosition, cursorCodec, type Page, type PageRequest, pageOf } from "../pagination.ts";
+import { callerOf, endSessions } from "./sessions.ts";
+
+export type UserSessionDeps = DatabaseDeps & Pick<Deps, "clock" | "sessionCache">;
+
+/** One open session as its user sees it. */
+export interface UserSessionView {
+  id: string;
+  kind: "token" | "browser";
+  createdAt: Date;
+  lastUsedAt: Date;
+  expiresAt: Date;
+  /** The `User-Agent` that signed in (at most 512 characters), or null. */
+  client: string | null;
+  /** The client address that signed in, or null. */
+  address: string | null;
+  /** The session this request is made with. */
+  current: boolean;
+  /** Set on an impersonation: the platform admin acting as the user. */
+  impersonatorId: string | null;
+}
+
+/** Where a page of sessions ends: the last one's creation time (PostgreSQL's exact text) and id. */
+const sessionCursor = cursorCodec(createdAtPosition);
+
+const open = (now: Date): SQL | undefined => and(isNull(sessions.revokedAt), gt(sessions.expiresAt, now));
+
+/** The caller's open sessions, newest first, a page at a time. */
+export async function listUserSessions(
+  deps: UserSessionDeps,
+  ctx: Ctx,
+  input: PageRequest,
+): Promise<Page<UserSessionView>> {
+  const caller = callerOf(ctx);
+  const after = sessionCursor.decodeOptional(input.cursor);
+  const rows = await withDatabase(deps, ctx, (db) =>
+    db
+      .select({
+        id: sessions.id,
+        kind: sessions.kind,
+        createdAt: sessions.createdAt,
+        lastUsedAt: sessions.lastUsedAt,
+        expiresAt: sessions.expiresAt,
+        client: sessions.userAgent,
+        address: sessions.clientIp,
+        impersonatorId: sessions.impersonatorId,
+        position: sql<string>`${sessions.createdAt}::text`,
+      })
+      .from(sessions)
+      .where(
+        and(
+          eq(sessions.userId, caller.userId),
+          open(deps.clock.now()),
+          after
+            ? sql`(${sessions.createdAt}, ${sessions.id}) < (${after.createdAt}::timestamptz, ${after.id}::uuid)`
+            : undefined,
+        ),
+      )
+      .orderBy(desc(sessions.createdAt), desc(sessions.id))
+      .limit(input.limit + 1),
+  );
+  return pageOf(
+    rows,
+    input.limit,
+    ({ position: _position, ...row }) => ({ ...row, current: row.id === caller.sessionId }),
+    (row) => ({ createdAt: row.position, id: row.id }),
+    sessionCursor,
+  );
+}
+
+/** Ends sessions matching `where` and records each; evicted at once on every API process. */
+async function endMatching(
+  deps: UserSessionDeps,
+  ctx: Ctx,
+  where: SQL | undefined,
+  input: { reason: string; evict: { sessionId: string } | { userId: string } },
+): Promise<number> {
+  const now = deps.clock.now();
+  return withTransaction(deps, ctx, async (tx, txCtx) => {
+    const ended = await tx
+      .update(sessions)
+      .set({ revokedAt: now, revokedReason: input.reason })
+      .where(and(where, isNull(sessions.revokedAt)))
+      .returning({ id: sessions.id, tenantId: sessions.tenantId, userId: sessions.userId });
+    for (const session of ended)
+      await recordAudit(tx, txCtx, {
+        action: "auth.session_ended",
+        target: { type: "session", id: session.id },
+        details: { reason: input.reason, userId: session.userId },
+        tenantId: session.tenantId,
+      });
+    if (ended.length > 0) await endSessions(deps, txCtx, input.evict);
+    return ended.length;
+  });
+}
+
+/** `DELETE /api/auth/sessions/{id}`: ends one of the caller's own sessions (another's is 404). */
+export async function endUserSession(
+  deps: UserSessionDeps,
+  ctx: Ctx,
+  input: { sessionId: string },
+): Promise<void> {
+  const caller = callerOf(ctx);
+  const ended = await endMatching(
+    deps,
+    ctx,
+    and(eq(sessions.id, input.sessionId), eq(sessions.userId, caller.userId), open(deps.clock.now())),
+    { reason: "ended by its user", evict: { sessionId: input.sessionId } },
+  );
+  if (ended === 0) throw new AppError("not_found", "No open session of yours has this id.");
+}
+
+/** `DELETE /api/auth/sessions`: ends every session of the caller but the one this request uses. */
+export async function endOtherUserSessions(deps: UserSessionDeps, ctx: Ctx): Promise<{ ended: number }> {
+  const caller = callerOf(ctx);
+  const ended = await endMatching(
+    deps,
+    ctx,
+    and(eq(sessions.userId, caller.userId), ne(sessions.id, caller.sessionId)),
+    { reason: "ended by its user (all others)", evict: { userId: caller.userId } },
+  );
+  return { ended };
+}
+
+/**
+ * `DELETE /api/tenant/users/{id}/sessions` (owners, admins) and its platform twin: ends every
+ * session a member of the ctx tenant has in it; a user who is not a member is 404, as another
+ * tenant's user is. Only an owner (or a platform admin) ends an owner's sessions.
+ */
+export async function endMemberSessions(
+  deps: UserSessionDeps,
+  ctx: TenantCtx,
+  input: { userId: string },
+): Promise<{ ended: number }> {
+  const [member] = await withDatabase(deps, ctx, (db) =>
+    db
+      .select({ userId: tenantMemberships.userId, role: tenantMemberships.role })
+      .from(tenantMemberships)
+      .where(and(eq(tenantMemberships.tenantId, ctx.tenantId), eq(tenantMemberships.userId, input.userId)))
+      .limit(1),
+  );
+  if (!member) throw new AppError("not_found");
+  const actor = ctx.actor;
+  if (
+    member.role === "owner" &&
+    actor.type === "user" &&
+    actor.platformRoles.length === 0 &&
+    !actor.roles.includes("owner")
+  )
+    throw new AppError("forbidden", "Only an owner ends an owner's sessions.");
+  const ended = await endMatching(
+    deps,
+    ctx,
+    and(eq(sessions.userId, input.userId), eq(sessions.tenantId, ctx.tenantId)),
+    { reason: "ended by a tenant administrator", evict: { userId: input.userId } },
+  );
+  return { ended };
+}
