@@ -21,12 +21,9 @@ const userSession = z
     client: z.string().nullable().openapi({ description: "The `User-Agent` that signed in." }),
     address: z.string().nullable().openapi({ description: "The client address that signed in." }),
     current: z.boolean().openapi({ description: "The session this request is made with." }),
-    impersonatorId: z
-      .uuid()
-      .nullable()
-      .openapi({
-        description: "Set when a platform admin opened this session as the user (an impersonation).",
-      }),
+    impersonatorId: z.uuid().nullable().openapi({
+      description: "Set when a platform admin opened this session as the user (an impersonation).",
+    }),
   })
   .openapi("UserSession");
 const sessionIdParam = z.object({ sessionId: z.uuid() });
