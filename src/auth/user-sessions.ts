@@ -148,6 +148,9 @@ export async function endMemberSessions(
   );
   if (!member) throw new AppError("not_found");
   const actor = ctx.actor;
+  // a key acts on members only, as it creates and disables members only (docs/api-keys.md)
+  if (actor.type === "apiKey" && member.role !== "member")
+    throw new AppError("forbidden", "An API key ends members' sessions only.");
   if (
     member.role === "owner" &&
     actor.type === "user" &&

@@ -66,7 +66,7 @@ const routes = {
   }),
 };
 
-const endMember = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "none" }), {
+const endMember = apiRoute(tenantAccess(["owner", "admin"], { apiKey: "users:write" }), {
   method: "delete",
   path: "/api/tenant/users/{userId}/sessions",
   operationId: "endTenantUserSessions",
