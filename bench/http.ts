@@ -22,10 +22,13 @@
  * round, and the server's own CPU per request (this process's `cpuUsage` over the run: wrk,
  * PostgreSQL and Redis are not in it), which other load on a shared machine moves less.
  *
- * `--stages`: where a `/api/auth/me` request's time goes, in process (no network): the same
- * request through a one-route app that gains Plinth's middleware one stage at a time, CPU µs per
- * request for each (64 requests in flight, 11 interleaved rounds, the least of them: load from
- * other processes only adds); the difference between two lines is the stage's cost.
+ * `--stages` (alone with `--rounds 0`): where a `/api/auth/me` request's time goes, in process (no
+ * network): the same request through a one-route app that gains Plinth's middleware one stage at a
+ * time, CPU µs per request for each (64 requests in flight, 11 interleaved rounds, the least of
+ * them: load from other processes only adds); the difference between two lines is the stage's
+ * cost. Then the part in-process stages cannot show, over HTTP: Bun.serve answering /me's exact
+ * bytes, the same reading the socket peer, and Plinth's /me (`httpStages`), so the in-process
+ * figure plus the serving cost accounts for the over-HTTP one, and any rest is printed.
  *
  * Needs PostgreSQL on 127.0.0.1:5432 and Redis on 127.0.0.1:6379. Log lines go to /dev/null through
  * the server's own buffered sink (built and written, not printed). docs/performance.md keeps the
@@ -46,6 +49,7 @@ import {
   noStoreWhenAuthenticated,
   requestIdLogHeaders,
 } from "../src/http/middleware/request.ts";
+import { refuseUnstorableInput } from "../src/http/middleware/storable-input.ts";
 import { resolveTenancy } from "../src/http/middleware/tenancy.ts";
 import { createRouter } from "../src/http/request-context.ts";
 import { createTenant, createUser, PASSWORD, readyPlatformUser } from "../tests/helpers/identity.ts";
@@ -179,7 +183,7 @@ targets.push({
 });
 
 // Interleaved rounds: each round loads every server once, in turn; the table gives medians.
-for (const target of targets) await wrk(target.url, target.headers, 2); // warm-up
+if (ROUNDS > 0) for (const target of targets) await wrk(target.url, target.headers, 2); // warm-up
 const samples = targets.map(() => [] as number[]);
 const cpu = targets.map(() => [] as number[]);
 const ratios = targets.map(() => [] as number[]);
@@ -197,6 +201,7 @@ for (let round = 0; round < ROUNDS; round++) {
 }
 
 const stages = values.stages ? await stageCosts(deps, adminToken) : [];
+const overHttp = values.stages ? await httpStages(targets[3] as Target) : [];
 
 for (const s of servers) await s.stop(true);
 await sql.end();
@@ -204,20 +209,22 @@ await closeDeps(deps);
 await t.drop();
 
 const load = (await Bun.file("/proc/loadavg").text()).split(" ").slice(0, 3).join(" ");
-console.log(
-  `\nwrk -t1 -c${CONNECTIONS}, ${ROUNDS} interleaved rounds of ${SECONDS} s per server (${new Date().toISOString()}, load average ${load})\n`,
-);
-console.log(
-  "| server | req/s (median) | ÷ peer (median of rounds) | ÷ peer (range) | goal | server CPU µs/req |",
-);
-console.log("| --- | ---: | ---: | ---: | ---: | ---: |");
-for (const [i, target] of targets.entries()) {
-  const r = ratios[i] ?? [];
-  const ratio = target.peer === undefined ? "—" : `${median(r).toFixed(2)} (÷ ${target.peer + 1})`;
-  const range = r.length ? `${Math.min(...r).toFixed(2)}–${Math.max(...r).toFixed(2)}` : "—";
+if (ROUNDS > 0) {
   console.log(
-    `| ${i + 1}. ${target.name} | ${Math.round(median(samples[i] ?? [])).toLocaleString("en")} | ${ratio} | ${range} | ${target.goal ? `≥ ${target.goal}` : ""} | ${median(cpu[i] ?? []).toFixed(1)} |`,
+    `\nwrk -t1 -c${CONNECTIONS}, ${ROUNDS} interleaved rounds of ${SECONDS} s per server (${new Date().toISOString()}, load average ${load})\n`,
   );
+  console.log(
+    "| server | req/s (median) | ÷ peer (median of rounds) | ÷ peer (range) | goal | server CPU µs/req |",
+  );
+  console.log("| --- | ---: | ---: | ---: | ---: | ---: |");
+  for (const [i, target] of targets.entries()) {
+    const r = ratios[i] ?? [];
+    const ratio = target.peer === undefined ? "—" : `${median(r).toFixed(2)} (÷ ${target.peer + 1})`;
+    const range = r.length ? `${Math.min(...r).toFixed(2)}–${Math.max(...r).toFixed(2)}` : "—";
+    console.log(
+      `| ${i + 1}. ${target.name} | ${Math.round(median(samples[i] ?? [])).toLocaleString("en")} | ${ratio} | ${range} | ${target.goal ? `≥ ${target.goal}` : ""} | ${median(cpu[i] ?? []).toFixed(1)} |`,
+    );
+  }
 }
 if (stages.length) {
   console.log(
@@ -230,6 +237,24 @@ if (stages.length) {
     console.log(`| ${name} | ${us.toFixed(2)} | ${(us - previous).toFixed(2)} |`);
     previous = us;
   }
+}
+if (overHttp.length) {
+  const inProcess = (stages.at(-1)?.us ?? 0) - (stages[0]?.us ?? 0);
+  console.log(
+    "\nThe same request over HTTP (wrk -t1, this process's CPU per request, least of 5 interleaved rounds of 2 s):\n",
+  );
+  console.log("| server | µs/request | this stage |");
+  console.log("| --- | ---: | ---: |");
+  let previous = 0;
+  for (const { name, us } of overHttp) {
+    console.log(`| ${name} | ${us.toFixed(2)} | ${previous ? (us - previous).toFixed(2) : ""} |`);
+    previous = us;
+  }
+  const answered = overHttp[2]?.us ?? 0;
+  const me = overHttp[3]?.us ?? 0;
+  console.log(
+    `\n/me over HTTP ${me.toFixed(1)} µs = served answer with its peer read ${answered.toFixed(1)} + the app in process ${inProcess.toFixed(1)} (whole app − bare Response) + ${(me - answered - inProcess).toFixed(1)} not in any stage.`,
+  );
 }
 process.exit(0);
 
@@ -258,6 +283,7 @@ async function stageCosts(deps: Deps, token: string): Promise<{ name: string; us
     if (depth >= 4) {
       app.use(limitBody(settings.Server.MaxBodyBytes));
       app.use(limitJsonDepth(MAX_JSON_DEPTH));
+      app.use(refuseUnstorableInput());
       app.use(noStoreWhenAuthenticated());
     }
     if (depth >= 5) app.use("/api/auth/me", authenticate(deps));
@@ -272,7 +298,7 @@ async function stageCosts(deps: Deps, token: string): Promise<{ name: string; us
     ["+ request id, log line, security headers", stack(1)],
     ["+ global rate limit (Redis, leases)", stack(2)],
     ["+ host check, tenant resolution", stack(3)],
-    ["+ body limit, JSON depth, no-store", stack(4)],
+    ["+ body limit, JSON depth, input guard, no-store", stack(4)],
     ["+ authenticate (token, session, identity)", stack(5)],
     ["the whole app: + routing, guard, /me's handler", app.fetch as Fetch],
   ];
@@ -299,5 +325,36 @@ async function stageCosts(deps: Deps, token: string): Promise<{ name: string; us
   for (let round = 0; round < 11; round++)
     for (const [i, [, fetch]] of variants.entries()) costs[i]?.push(await run(fetch, 10_048));
   // the least of the rounds: other work on the machine only ever adds to a round's figure
+  return variants.map(([name], i) => ({ name, us: Math.min(...(costs[i] ?? [])) }));
+}
+
+/**
+ * Over HTTP, what serving costs besides the app: Bun.serve answering the very bytes `/api/auth/me`
+ * answers (its headers and body, fixed), then the same reading the socket peer
+ * (`server.requestIP`, as `bunServeOptions` does for every request), then Plinth itself; each
+ * loaded by wrk in turn, this process's CPU per request, the least of 5 rounds.
+ */
+async function httpStages(me: Target): Promise<{ name: string; us: number }[]> {
+  const sample = await fetch(me.url, { headers: me.headers });
+  const body = await sample.text();
+  const headers = [...sample.headers].filter(([name]) => name !== "date" && name !== "content-length");
+  const answer = serve(() => new Response(body, { headers }));
+  const withPeer = Bun.serve({
+    port: 0,
+    fetch: (req, server) => {
+      server.requestIP(req);
+      return new Response(body, { headers });
+    },
+  });
+  servers.push(withPeer);
+  const variants: [string, string, Record<string, string>][] = [
+    ['bare Bun.serve answering "ok"', `${bare}/`, {}],
+    ["Bun.serve answering /me's bytes (its headers and body)", `${answer}/`, {}],
+    ["+ the socket peer (server.requestIP)", `http://127.0.0.1:${withPeer.port}/`, {}],
+    ["Plinth GET /api/auth/me (bunServeOptions)", me.url, me.headers ?? {}],
+  ];
+  const costs = variants.map(() => [] as number[]);
+  for (let round = 0; round < 5; round++)
+    for (const [i, [, url, h]] of variants.entries()) costs[i]?.push((await wrk(url, h, 2)).cpuUs);
   return variants.map(([name], i) => ({ name, us: Math.min(...(costs[i] ?? [])) }));
 }

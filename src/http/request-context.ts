@@ -4,6 +4,7 @@ import type { Ctx, TenantCtx } from "../context.ts";
 import { AppError, fieldErrors } from "../errors.ts";
 import type { ResolvedTenant } from "../tenancy/tenant-lookup.ts";
 import { clientIp } from "./client-ip.ts";
+import { MemoRouter } from "./memo-router.ts";
 import { HttpError } from "./problem-json.ts";
 
 /**
@@ -63,6 +64,8 @@ export type AppEnv = {
 /** A router whose request validation fails as a 400 problem naming the fields. */
 export function createRouter() {
   return new OpenAPIHono<AppEnv>({
+    // Hono's router with its answers remembered per method and path (http/memo-router.ts)
+    router: new MemoRouter(),
     defaultHook: (result) => {
       if (!result.success) {
         throw new AppError("validation_failed", "The request is not valid.", {

@@ -3,13 +3,17 @@ import { routePath } from "hono/route";
 import { AppError, type FieldError } from "../../errors.ts";
 import type { AppEnv } from "../request-context.ts";
 
+const SUSPECT = /[\0\ud800-\udfff]/;
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
 /**
  * Text PostgreSQL cannot store as given: U+0000 (refused in `text` and `jsonb`, SQLSTATE 22021 /
  * 22P05) and an unpaired UTF-16 surrogate (no UTF-8 form: the driver would write U+FFFD instead).
  */
-export const unstorable = (text: string): boolean => text.includes("\0") || LONE_SURROGATE.test(text);
+export const unstorable = (text: string): boolean =>
+  // the character class scans fast (~0.2 µs over a bearer token; the look-around alone ~4 µs), so
+  // only text that holds a NUL or some surrogate is looked at closely
+  SUSPECT.test(text) && (text.includes("\0") || LONE_SURROGATE.test(text));
 
 const MESSAGE = "contains a character that cannot be stored (U+0000 or an unpaired surrogate)";
 
@@ -60,17 +64,22 @@ export function refuseUnstorableInput(): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const fields: FieldError[] = [];
     const add = (path: string) => fields.push({ path, message: MESSAGE });
-    const url = new URL(c.req.url);
-    const segments = url.pathname.split("/");
-    if (segments.some((segment) => unstorable(decoded(segment)))) {
-      const pattern = routePath(c, -1);
-      segments.forEach((segment, i) => {
-        if (unstorable(decoded(segment))) add(segmentName(pattern, i));
-      });
-    }
-    for (const [key, value] of url.searchParams) {
-      if (unstorable(key)) add(printable(key));
-      else if (unstorable(value)) add(key);
+    // A request's URL is serialised (percent-encoded ASCII): its path and query can only hold such
+    // text once decoded, so a URL without `%` needs no closer look.
+    const href = c.req.url;
+    if (href.includes("%")) {
+      const url = new URL(href);
+      const segments = url.pathname.split("/");
+      if (segments.some((segment) => unstorable(decoded(segment)))) {
+        const pattern = routePath(c, -1);
+        segments.forEach((segment, i) => {
+          if (unstorable(decoded(segment))) add(segmentName(pattern, i));
+        });
+      }
+      for (const [key, value] of url.searchParams) {
+        if (unstorable(key)) add(printable(key));
+        else if (unstorable(value)) add(key);
+      }
     }
     c.req.raw.headers.forEach((value, name) => {
       if (unstorable(value)) add(name);
