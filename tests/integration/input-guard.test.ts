@@ -79,5 +79,8 @@ test("percent-encoding that decodes to storable text goes on to the route", asyn
   const admin = await signedInPlatformAdmin(app);
   const fine = await app.request("/api/admin/jobs?kind=a%20b%C3%A9", { headers: admin.headers });
   expect(fine.status).toBe(200);
-  await refused(await app.request("/api/admin/jobs?kind=%F0%9F%98%80%00", { headers: admin.headers }), "kind");
+  await refused(
+    await app.request("/api/admin/jobs?kind=%F0%9F%98%80%00", { headers: admin.headers }),
+    "kind",
+  );
 });

@@ -2,7 +2,10 @@ import { expect, test } from "bun:test";
 import { TrieRouter } from "hono/router/trie-router";
 import { MemoRouter } from "../../src/http/memo-router.ts";
 
-function table<T>(router: { add(method: string, path: string, handler: T): void }, handler: (n: number) => T) {
+function table<T>(
+  router: { add(method: string, path: string, handler: T): void },
+  handler: (n: number) => T,
+) {
   router.add("ALL", "*", handler(0));
   router.add("ALL", "/api/tenant/*", handler(1));
   router.add("GET", "/api/tenant/users", handler(2));
