@@ -47,6 +47,7 @@ import { authSessionRoutes, memberSessionRoutes } from "./http/routes/auth-sessi
 import { adminDomainRoutes, tenantDomainRoutes, tlsPermissionRoutes } from "./http/routes/custom-domains.ts";
 import { docsRoutes } from "./http/routes/docs.ts";
 import { healthRoutes } from "./http/routes/health.ts";
+import { membershipRoutes } from "./http/routes/memberships.ts";
 import { paymentWebhookRoutes } from "./http/routes/payment-webhooks.ts";
 import { planRoutes } from "./http/routes/plans.ts";
 import { problemRoutes } from "./http/routes/problems.ts";
@@ -152,6 +153,7 @@ function mountRoutes(app: Router, deps: Deps, authenticated: MiddlewareHandler<A
   app.route("/", authRecoveryRoutes(deps, authenticated));
   app.route("/", authSessionRoutes(deps, authenticated));
   app.route("/", memberSessionRoutes(deps));
+  app.route("/", membershipRoutes(deps, authenticated));
   app.route("/", adminUserRoutes(deps));
   app.route("/", adminPlatformUserRoutes(deps));
   app.route("/", adminJobRoutes(deps));

@@ -23,8 +23,10 @@ const ACTIONS = {
       what: "A user signed in.",
       outcome: "success",
       target: "`session`",
-      details: "`method` (`password`, `sms`), `kind` (`token`, `browser`)",
-      writtenBy: "`insertSessionIfUnchanged` (auth/sessions.ts): token and browser sessions",
+      details:
+        "`method` (`password`, `sms`, `switch`: from another tenant's session, `invitation`: an accepted invitation), `kind` (`token`, `browser`)",
+      writtenBy:
+        "`insertSessionIfUnchanged` (auth/sessions.ts): token and browser sessions, in the chain of the session's tenant",
     },
     {
       what: "A sign-in was refused (wrong password or code, unknown account).",

@@ -19,7 +19,7 @@ import {
   type TokenPair,
   tokenPairFor,
 } from "./sessions.ts";
-import { loadIdentity, normaliseEmail, sameTenant } from "./user-identity.ts";
+import { findSignInUser, loadIdentity, normaliseEmail } from "./user-identity.ts";
 
 // A real argon2id hash of a random password: unknown accounts cost the same time as known ones.
 let dummyHash: Promise<string> | undefined;
@@ -66,7 +66,8 @@ async function passwordAttempt<T>(
 }
 
 /**
- * Checks an e-mail and password in `ctx.tenantId` (or among platform staff when it is null).
+ * Checks an e-mail and password in `ctx.tenantId` (its own users and its members with a shared
+ * identity), or among platform staff when it is null.
  * Every failure is the same 401, guarded by the password windows (`passwordAttempt`).
  */
 export async function verifyCredentials(
@@ -79,17 +80,13 @@ export async function verifyCredentials(
   let userId: string | null = null;
   try {
     return await passwordAttempt(deps, { account, ip: clientIpOf(ctx) }, async () => {
-      const [row] = await withDatabase(deps, ctx, (db) =>
-        db
-          .select({ id: users.id, passwordHash: users.passwordHash })
-          .from(users)
-          .where(and(sameTenant(users.tenantId, ctx.tenantId), eq(users.email, email)))
-          .limit(1),
+      const row = await withDatabase(deps, ctx, (db) =>
+        findSignInUser(db, ctx.tenantId, eq(users.email, email)),
       );
       userId = row?.id ?? null;
       const ok = await verifyPassword(input.password, row?.passwordHash ?? (await getDummyHash()));
       if (!row?.passwordHash || !ok) throw invalidCredentials();
-      const identity = await withDatabase(deps, ctx, (db) => loadIdentity(db, row.id));
+      const identity = await withDatabase(deps, ctx, (db) => loadIdentity(db, row.id, ctx.tenantId));
       if (identity?.status !== "Active") throw invalidCredentials();
       return { identity, seenPasswordHash: row.passwordHash, ctx, method: "password" as const };
     });
@@ -139,7 +136,7 @@ export async function changePassword(
     db
       .select({
         passwordHash: users.passwordHash,
-        tenantId: users.tenantId,
+        tenantId: sessions.tenantId,
         email: users.email,
         name: users.name,
         sessionKind: sessions.kind,
@@ -214,7 +211,7 @@ export async function changePassword(
   if (!opened) throw new AppError("unauthorized", "The current password is wrong.");
   await endSessions(deps, ctx, { userId: caller.userId });
   if (!opened.sessionId || !opened.refreshToken) return null;
-  const identity = await withDatabase(deps, ctx, (db) => loadIdentity(db, caller.userId));
+  const identity = await withDatabase(deps, ctx, (db) => loadIdentity(db, caller.userId, user.tenantId));
   if (!identity) throw new AppError("unauthorized");
   return tokenPairFor(deps, identity, opened.sessionId, opened.refreshToken);
 }

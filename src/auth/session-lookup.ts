@@ -1,10 +1,10 @@
 import { and, eq, isNull, type SQL } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
-import { sessions, tenants, users } from "../db/schema/index.ts";
+import { sessions, tenantMemberships, tenants, users } from "../db/schema/index.ts";
 import type { AuthDeps } from "./deps.ts";
 import type { SessionEntry } from "./session-cache.ts";
 import { InvalidTokenError } from "./tokens.ts";
-import { type Identity, identityColumns, identityOf } from "./user-identity.ts";
+import { type Identity, identityColumns, identityOf, membershipOf } from "./user-identity.ts";
 
 /** A session still open, with its user's identity as loaded with it (at most SessionCacheSeconds old). */
 export interface OpenSession {
@@ -19,7 +19,10 @@ export interface Refusal {
   refused: string;
 }
 
-/** The session behind a request and its user's identity, in one query; null when it has ended. */
+/**
+ * The session behind a request and its user's identity in the session's tenant (its role there), in
+ * one query; null when it has ended or its user is no longer an Active member there.
+ */
 async function openSession(db: Db, where: SQL, now: Date): Promise<SessionEntry | null> {
   const [row] = await db
     .select({
@@ -31,7 +34,8 @@ async function openSession(db: Db, where: SQL, now: Date): Promise<SessionEntry 
     })
     .from(sessions)
     .innerJoin(users, eq(users.id, sessions.userId))
-    .leftJoin(tenants, eq(tenants.id, users.tenantId))
+    .leftJoin(tenants, eq(tenants.id, sessions.tenantId))
+    .leftJoin(tenantMemberships, membershipOf(sessions.tenantId))
     .where(and(where, isNull(sessions.revokedAt)))
     .limit(1);
   if (!row || row.expiresAt <= now) return null;

@@ -3,7 +3,7 @@ import { recordAudit } from "../audit/record.ts";
 import type { Ctx } from "../context.ts";
 import type { Executor } from "../db/client.ts";
 import { type DatabaseDeps, withDatabase, withTransaction } from "../db/operation.ts";
-import { refreshTokens, sessions, users } from "../db/schema/index.ts";
+import { refreshTokens, sessions, tenantMemberships, users } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import type { AuthDeps } from "./deps.ts";
@@ -29,7 +29,8 @@ export interface SignIn {
   seenPasswordHash?: string;
   /** The request that signed in (its address and agent go into the audit event). */
   ctx: Ctx;
-  method: "password" | "sms";
+  /** How: a credential, a switch from another tenant's session, an accepted invitation. */
+  method: "password" | "sms" | "switch" | "invitation";
 }
 
 /** The one answer to every failed sign-in, so none tells which part was wrong. */
@@ -78,7 +79,7 @@ export async function tokenPairFor(
 
 /**
  * Inserts a session only while the user row is still as the sign-in saw it: Active and, for a
- * password sign-in, with the hash that was verified. `FOR SHARE` waits for a concurrent password
+ * password sign-in, with the hash that was verified; in a tenant, with its membership still Active. `FOR SHARE` waits for a concurrent password
  * change or disable (which update the row first, then revoke sessions, in one transaction) and
  * then sees the changed row: such a sign-in gets the same 401 as a wrong password instead of a
  * session opened after the others were revoked.
@@ -101,6 +102,21 @@ export async function insertSessionIfUnchanged(
     )
     .for("share");
   if (!user) throw invalidCredentials();
+  if (identity.tenantId !== null) {
+    // and the membership as it was seen: disabling a member updates this row first, then the sessions
+    const [membership] = await tx
+      .select({ userId: tenantMemberships.userId })
+      .from(tenantMemberships)
+      .where(
+        and(
+          eq(tenantMemberships.tenantId, identity.tenantId),
+          eq(tenantMemberships.userId, identity.userId),
+          eq(tenantMemberships.status, "Active"),
+        ),
+      )
+      .for("share");
+    if (!membership) throw invalidCredentials();
+  }
   const [session] = await tx
     .insert(sessions)
     .values({
@@ -136,10 +152,19 @@ const signInEvent = (signIn: SignIn, sessionId: string, kind: string | undefined
     details: { method: signIn.method, kind },
   }) as const;
 
-/** Opens a token session for a verified sign-in and returns its first token pair. */
-export async function startTokenSession(deps: AuthDeps, signIn: SignIn): Promise<TokenPair> {
+/**
+ * Opens a token session for a verified sign-in and returns its first token pair. It lasts
+ * `RefreshTokenDays`, or until `expiresAt` (a switch ends when the session it came from would).
+ */
+export async function startTokenSession(
+  deps: AuthDeps,
+  signIn: SignIn,
+  options: { expiresAt?: Date } = {},
+): Promise<TokenPair> {
   const now = deps.clock.now();
-  const expiresAt = new Date(now.getTime() + deps.config.settings.Security.Jwt.RefreshTokenDays * 86_400_000);
+  const expiresAt =
+    options.expiresAt ??
+    new Date(now.getTime() + deps.config.settings.Security.Jwt.RefreshTokenDays * 86_400_000);
   const opened = await withTransaction(deps, signIn.ctx, async (tx) => {
     const sessionId = await insertSessionIfUnchanged(tx, signIn, {
       kind: "token",
@@ -200,7 +225,7 @@ export async function refreshSession(
       .where(and(eq(refreshTokens.id, row.id), isNull(refreshTokens.rotatedAt)))
       .returning({ id: refreshTokens.id });
     if (row.rotatedAt || spent.length === 0) return { refused: "refresh token reuse" };
-    const identity = await loadIdentity(tx, row.userId);
+    const identity = await loadIdentity(tx, row.userId, row.tenantId);
     if (identity?.status !== "Active") return { refused: "user not active" };
     await tx.update(sessions).set({ lastUsedAt: now }).where(eq(sessions.id, row.sessionId));
     return { identity, refreshToken: await issueRefreshToken(tx, row.sessionId, row.sessionExpiresAt) };

@@ -1,5 +1,5 @@
 import { randomInt } from "node:crypto";
-import { and, desc, eq, gt, isNull, sql } from "drizzle-orm";
+import { and, desc, eq, gt, isNull, type SQL, sql } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
 import { withDatabase, withTransaction } from "../db/operation.ts";
 import { smsCodes, users } from "../db/schema/index.ts";
@@ -10,7 +10,7 @@ import { hmac, safeEqual } from "./opaque-tokens.ts";
 import { recordSignInFailure } from "./password-sign-in.ts";
 import { clientIpOf, invalidCredentials, startTokenSession, type TokenPair } from "./sessions.ts";
 import { maskPhone } from "./sms.ts";
-import { loadIdentity, sameTenant } from "./user-identity.ts";
+import { findSignInUser, loadIdentity, sameTenant } from "./user-identity.ts";
 
 /** E.164: `+` and 7 to 15 digits. Spaces, dashes and brackets are dropped first. */
 export function normalisePhone(phone: string): string | null {
@@ -53,14 +53,8 @@ async function deliverSmsCode(
   input: { phone: string; tenantId: string | null; now: Date },
 ): Promise<void> {
   const { phone, now } = input;
-  const [user] = await withDatabase(deps, ctx, (db) =>
-    db
-      .select({ id: users.id })
-      .from(users)
-      .where(
-        and(sameTenant(users.tenantId, input.tenantId), eq(users.phone, phone), eq(users.status, "Active")),
-      )
-      .limit(1),
+  const user = await withDatabase(deps, ctx, (db) =>
+    findSignInUser(db, input.tenantId, and(eq(users.phone, phone), eq(users.status, "Active")) as SQL),
   );
   if (!user) return;
   const code = String(randomInt(0, 1_000_000)).padStart(6, "0");
@@ -182,12 +176,8 @@ async function signInWithSmsCode(
       .where(and(eq(smsCodes.id, open.id), isNull(smsCodes.consumedAt)))
       .returning({ id: smsCodes.id });
     if (used.length === 0) throw invalidCredentials();
-    const [user] = await db
-      .select({ id: users.id })
-      .from(users)
-      .where(and(sameTenant(users.tenantId, tenantId), eq(users.phone, phone)))
-      .limit(1);
-    return user ? loadIdentity(db, user.id) : null;
+    const user = await findSignInUser(db, tenantId, eq(users.phone, phone));
+    return user ? loadIdentity(db, user.id, tenantId) : null;
   });
   if (identity?.status !== "Active") throw invalidCredentials();
   await deps.windows.reset("smsVerify", { phone: subject });

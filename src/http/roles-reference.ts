@@ -51,7 +51,7 @@ found. A refused signed-in caller gets 403 \`forbidden\`, recorded as \`authoriz
 
 ## Platform roles
 
-Platform staff belong to no tenant (\`users.tenant_id\` null) and hold platform roles
+Platform staff belong to no tenant (\`users.pool\` \`platform\`: never a member of one) and hold platform roles
 (\`platform_role_bindings\`, catalog seeded by the migrator, src/identity/roles.ts). A route declared
 \`platform\` (every \`/api/admin/*\` route) lets them in:
 

@@ -77,13 +77,14 @@ export async function bootstrapPlatformAdmin(
       .insert(users)
       .values({
         tenantId: null,
+        pool: "platform",
         email: parsed.email,
         name: parsed.name,
         passwordHash,
         mustChangePassword: true,
       })
       .onConflictDoUpdate({
-        target: [users.tenantId, users.email],
+        target: [users.pool, users.tenantId, users.email],
         set: {
           name: parsed.name,
           passwordHash,

@@ -38,6 +38,7 @@ export async function createPlatformUser(
       .insert(users)
       .values({
         tenantId: null,
+        pool: "platform",
         email: user.email.toLowerCase(),
         name: user.name,
         passwordHash,

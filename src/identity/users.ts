@@ -8,6 +8,7 @@ import type { Executor } from "../db/client.ts";
 import { type DatabaseDeps, withDatabase, withTransaction } from "../db/operation.ts";
 import { preparedPerExecutor } from "../db/prepared.ts";
 import {
+  type IdentityPool,
   sessions,
   type TenantRole,
   tenantMemberships,
@@ -79,6 +80,12 @@ function assertKeyOutranks(ctx: TenantCtx, role: TenantRole | null | undefined):
     );
 }
 
+/** Throws unless the ctx's actor may give `role` to someone: only an owner an owner; a key a member only. */
+export function assertMayGrant(ctx: TenantCtx, role: TenantRole): void {
+  if (role === "owner" && !managesOwners(ctx)) throw notForAdmins();
+  assertKeyOutranks(ctx, role);
+}
+
 export type TenantUserDeps = DatabaseDeps & Pick<Deps, "clock" | "sessionCache">;
 
 /**
@@ -102,12 +109,17 @@ export async function createTenantUser(
   const { tenantId } = ctx;
   await getTenant(deps, ctx, { tenantId });
   const passwordHash = await hashPassword(user.password);
+  const email = user.email.toLowerCase();
   return withTransaction(deps, ctx, async (tx) => {
+    // a shared identity already a member here with this address: the same person, added twice
+    if (await memberWithEmail(tx, tenantId, email))
+      throw new AppError("conflict", "A user with this e-mail or phone exists in this tenant.");
     const inserted = await tx
       .insert(users)
       .values({
         tenantId,
-        email: user.email.toLowerCase(),
+        pool: "tenant",
+        email,
         name: user.name,
         phone: user.phone,
         passwordHash,
@@ -132,6 +144,17 @@ export async function createTenantUser(
   });
 }
 
+/** Whether `email` is a member of the tenant already, by any identity (its own or a shared one). */
+export async function memberWithEmail(tx: Executor, tenantId: string, email: string): Promise<boolean> {
+  const [row] = await tx
+    .select({ id: users.id })
+    .from(tenantMemberships)
+    .innerJoin(users, eq(users.id, tenantMemberships.userId))
+    .where(and(eq(tenantMemberships.tenantId, tenantId), eq(users.email, email)))
+    .limit(1);
+  return row !== undefined;
+}
+
 /** Where a page of users ends: the last user's creation time (PostgreSQL's exact text) and id. */
 export const userCursor = cursorCodec(createdAtPosition);
 
@@ -144,20 +167,17 @@ function usersPageQuery(db: Executor, after: boolean) {
       email: users.email,
       name: users.name,
       phone: users.phone,
-      status: users.status,
+      status: sql<string>`case when ${tenantMemberships.status} = 'Active' then ${users.status} else ${tenantMemberships.status} end`,
       role: tenantMemberships.role,
       mustChangePassword: users.mustChangePassword,
       createdAt: users.createdAt,
       position: sql<string>`${users.createdAt}::text`,
     })
-    .from(users)
-    .leftJoin(
-      tenantMemberships,
-      and(eq(tenantMemberships.userId, users.id), eq(tenantMemberships.tenantId, tenantId)),
-    )
+    .from(tenantMemberships)
+    .innerJoin(users, eq(users.id, tenantMemberships.userId))
     .where(
       and(
-        eq(users.tenantId, tenantId),
+        eq(tenantMemberships.tenantId, tenantId),
         after
           ? sql`(${users.createdAt}, ${users.id}) > (${sql.placeholder("afterCreatedAt")}::timestamptz, ${sql.placeholder("afterId")}::uuid)`
           : undefined,
@@ -207,6 +227,7 @@ async function assertNotLastOwner(tx: Executor, tenantId: string, userId: string
         eq(tenantMemberships.tenantId, tenantId),
         eq(tenantMemberships.role, "owner"),
         ne(tenantMemberships.userId, userId),
+        eq(tenantMemberships.status, "Active"),
         eq(users.status, "Active"),
       ),
     );
@@ -225,7 +246,7 @@ async function assertNotLastOwner(tx: Executor, tenantId: string, userId: string
  * owner goes through here, so they serialise per tenant and the owner count below cannot be stale
  * (two owners disabling each other at once: the second sees the first's change and is refused).
  */
-async function lockChangeableUser(tx: Executor, ctx: TenantCtx, userId: string): Promise<void> {
+async function lockChangeableUser(tx: Executor, ctx: TenantCtx, userId: string): Promise<IdentityPool> {
   const { tenantId } = ctx;
   const [tenant] = await tx
     .select({ id: tenants.id })
@@ -233,25 +254,25 @@ async function lockChangeableUser(tx: Executor, ctx: TenantCtx, userId: string):
     .where(eq(tenants.id, tenantId))
     .for("update");
   if (!tenant) throw notFound();
-  const [user] = await tx
-    .select({ id: users.id })
-    .from(users)
-    .where(and(eq(users.id, userId), eq(users.tenantId, tenantId)))
-    .for("update");
-  if (!user) throw notFound();
+  // a user of this tenant is one with a membership here (its own user, or a shared identity)
+  const [membership] = await tx
+    .select({ role: tenantMemberships.role, pool: users.pool })
+    .from(tenantMemberships)
+    .innerJoin(users, eq(users.id, tenantMemberships.userId))
+    .where(and(eq(tenantMemberships.tenantId, tenantId), eq(tenantMemberships.userId, userId)))
+    .for("update", { of: tenantMemberships });
+  if (!membership) throw notFound();
   if (!managesOwners(ctx)) {
-    const [membership] = await tx
-      .select({ role: tenantMemberships.role })
-      .from(tenantMemberships)
-      .where(and(eq(tenantMemberships.tenantId, tenantId), eq(tenantMemberships.userId, userId)));
-    if (membership?.role === "owner" && ctx.actor.type !== "apiKey") throw notForAdmins();
-    assertKeyOutranks(ctx, membership?.role);
+    if (membership.role === "owner" && ctx.actor.type !== "apiKey") throw notForAdmins();
+    assertKeyOutranks(ctx, membership.role);
   }
   await assertNotLastOwner(tx, tenantId, userId);
+  return membership.pool;
 }
 
 /**
- * Disables a user of the ctx's tenant and revokes their sessions in one transaction (a tenant keeps
+ * Disables a user in the ctx's tenant (the membership; the tenant's own user as a whole) and revokes
+ * their sessions there in one transaction (a tenant keeps
  * one active owner: 409); the session caches of every process hear of it as it commits.
  */
 export async function disableTenantUser(
@@ -262,19 +283,29 @@ export async function disableTenantUser(
   const { userId } = input;
   const now = deps.clock.now();
   await withTransaction(deps, ctx, async (tx, ctx) => {
-    await lockChangeableUser(tx, ctx, userId);
-    await tx.update(users).set({ status: "Disabled", updatedAt: now }).where(eq(users.id, userId));
+    const pool = await lockChangeableUser(tx, ctx, userId);
+    const { tenantId } = ctx;
+    await tx
+      .update(tenantMemberships)
+      .set({ status: "Disabled" })
+      .where(and(eq(tenantMemberships.tenantId, tenantId), eq(tenantMemberships.userId, userId)));
+    // the tenant's own user is disabled as a whole; a shared identity only here
+    if (pool === "tenant")
+      await tx.update(users).set({ status: "Disabled", updatedAt: now }).where(eq(users.id, userId));
     await tx
       .update(sessions)
       .set({ revokedAt: now, revokedReason: "user disabled" })
-      .where(and(eq(sessions.userId, userId), isNull(sessions.revokedAt)));
+      .where(and(eq(sessions.userId, userId), eq(sessions.tenantId, tenantId), isNull(sessions.revokedAt)));
     await endSessions(deps, ctx, { userId });
     await recordAudit(tx, ctx, { action: "user.disabled", target: { type: "user", id: userId } });
     await emitEvent(tx, deps, { tenantId: ctx.tenantId, type: "user.disabled", data: { userId } });
   });
 }
 
-/** Deletes a user of the ctx's tenant; their sessions go with the row and leave every cache as it commits. */
+/**
+ * Removes a user from the ctx's tenant: its own user is deleted (their sessions go with the row); a
+ * shared identity loses this membership and its sessions here. Every cache hears of it as it commits.
+ */
 export async function deleteTenantUser(
   deps: TenantUserDeps,
   ctx: TenantCtx,
@@ -282,8 +313,21 @@ export async function deleteTenantUser(
 ): Promise<void> {
   const { userId } = input;
   await withTransaction(deps, ctx, async (tx, ctx) => {
-    await lockChangeableUser(tx, ctx, userId);
-    await tx.delete(users).where(and(eq(users.id, userId), eq(users.tenantId, ctx.tenantId)));
+    const pool = await lockChangeableUser(tx, ctx, userId);
+    if (pool === "tenant")
+      await tx.delete(users).where(and(eq(users.id, userId), eq(users.tenantId, ctx.tenantId)));
+    else {
+      // a shared identity leaves this tenant only; its sessions here end with the membership
+      await tx
+        .delete(tenantMemberships)
+        .where(and(eq(tenantMemberships.tenantId, ctx.tenantId), eq(tenantMemberships.userId, userId)));
+      await tx
+        .update(sessions)
+        .set({ revokedAt: deps.clock.now(), revokedReason: "membership removed" })
+        .where(
+          and(eq(sessions.userId, userId), eq(sessions.tenantId, ctx.tenantId), isNull(sessions.revokedAt)),
+        );
+    }
     await endSessions(deps, ctx, { userId });
     await recordAudit(tx, ctx, { action: "user.deleted", target: { type: "user", id: userId } });
     await emitEvent(tx, deps, { tenantId: ctx.tenantId, type: "user.deleted", data: { userId } });

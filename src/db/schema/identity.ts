@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import {
   type AnyPgColumn,
   boolean,
+  check,
   index,
   integer,
   pgTable,
@@ -15,16 +16,27 @@ import {
 import { timestamps } from "./columns.ts";
 import { tenantIdColumn, tenantIsolation, tenants } from "./tenants.ts";
 
+/**
+ * Where an identity (one sign-in) lives, docs/decisions.md "One identity, several tenants":
+ * `platform` — platform staff, apart from every tenant; `tenant` — a tenant's own user (`tenant_id`),
+ * known to that tenant only (every user from before memberships, and every user an owner creates
+ * with a password); `shared` — a person who may be a member of several tenants (invitations into a
+ * tenant that does not keep its identities private, self-serve sign-up).
+ */
+export const identityPools = ["platform", "tenant", "shared"] as const;
+export type IdentityPool = (typeof identityPools)[number];
+
 export const users = pgTable(
   "users",
   {
     id: uuid().primaryKey().defaultRandom(),
-    /** null for platform staff, who belong to no tenant. */
+    /** The tenant whose own user this is (pool `tenant`); null for platform staff and shared identities. */
     tenantId: uuid().references(() => tenants.id, { onDelete: "cascade" }),
-    /** Stored lower-cased; unique per tenant, and among platform staff. */
+    pool: text({ enum: identityPools }).notNull().default("platform"),
+    /** Stored lower-cased; unique per pool (each tenant's own pool, the shared one, platform staff). */
     email: text().notNull(),
     name: text().notNull().default(""),
-    /** E.164 phone number for SMS sign-in; unique per tenant. */
+    /** E.164 phone number for SMS sign-in; unique per pool. */
     phone: text(),
     /** argon2id in PHC form; null for users who sign in only by SMS. */
     passwordHash: text(),
@@ -38,10 +50,14 @@ export const users = pgTable(
     ...timestamps,
   },
   (t) => [
-    unique("users_tenant_email_unique").on(t.tenantId, t.email).nullsNotDistinct(),
-    uniqueIndex("users_tenant_phone_idx")
-      .on(sql`coalesce(${t.tenantId}, '00000000-0000-0000-0000-000000000000'::uuid)`, t.phone)
+    unique("users_pool_email_unique").on(t.pool, t.tenantId, t.email).nullsNotDistinct(),
+    uniqueIndex("users_pool_phone_idx")
+      .on(t.pool, sql`coalesce(${t.tenantId}, '00000000-0000-0000-0000-000000000000'::uuid)`, t.phone)
       .where(sql`${t.phone} is not null`),
+    check(
+      "users_pool_check",
+      sql`${t.pool} in ('platform', 'tenant', 'shared') and (${t.pool} = 'tenant') = (${t.tenantId} is not null)`,
+    ),
     tenantIsolation(),
   ],
 );
@@ -49,6 +65,7 @@ export const users = pgTable(
 export const tenantRoles = ["owner", "admin", "member"] as const;
 export type TenantRole = (typeof tenantRoles)[number];
 
+/** A person's place in a tenant: their role there, and whether the tenant has disabled them. */
 export const tenantMemberships = pgTable(
   "tenant_memberships",
   {
@@ -57,6 +74,9 @@ export const tenantMemberships = pgTable(
       .notNull()
       .references(() => users.id, { onDelete: "cascade" }),
     role: text({ enum: tenantRoles }).notNull().default("member"),
+    status: text({ enum: ["Active", "Disabled"] })
+      .notNull()
+      .default("Active"),
     createdAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [

@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { pgPolicy, pgTable, text, uuid } from "drizzle-orm/pg-core";
+import { boolean, pgPolicy, pgTable, text, uuid } from "drizzle-orm/pg-core";
 import { timestamps } from "./columns.ts";
 
 export const tenants = pgTable("tenants", {
@@ -10,6 +10,11 @@ export const tenants = pgTable("tenants", {
   status: text({ enum: ["Active", "Suspended"] })
     .notNull()
     .default("Active"),
+  /**
+   * The tenant keeps its users' identities to itself: people it invites get an identity of its own
+   * pool, never the shared identity they may have elsewhere (docs/decisions.md).
+   */
+  privateIdentities: boolean().notNull().default(false),
   ...timestamps,
 });
 

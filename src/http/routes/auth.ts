@@ -6,6 +6,7 @@ import { changePassword, signInWithPassword } from "../../auth/password-sign-in.
 import { logout, refreshSession, revokeCallerSession } from "../../auth/sessions.ts";
 import { sendSmsCode, verifySmsCode } from "../../auth/sms-sign-in.ts";
 import { AppError } from "../../errors.ts";
+import { listMemberships } from "../../identity/memberships.ts";
 import type { WindowKind } from "../../security/windows.ts";
 import type { TenantLookup } from "../../tenancy/tenant-lookup.ts";
 import { PASSWORD_CHANGE_PATH } from "../middleware/authenticate.ts";
@@ -41,6 +42,7 @@ export const CREDENTIAL_PATHS = [
   "/api/auth/password/forgot",
   "/api/auth/password/reset",
   "/api/auth/email/verify",
+  "/api/auth/switch",
 ] as const;
 
 /** The security windows each credential endpoint counts against (advertised as policies, app.ts). */
@@ -53,7 +55,7 @@ export const WINDOW_KINDS: Record<string, WindowKind> = {
   "/api/auth/password/forgot": "passwordReset",
 };
 
-const tokenPair = z
+export const tokenPair = z
   .object({
     accessToken: z.string(),
     tokenType: z.literal("Bearer"),
@@ -181,7 +183,7 @@ const routes = {
     path: "/api/auth/me",
     operationId: "getMe",
     tags: ["auth"],
-    summary: "The caller: user, tenant and roles.",
+    summary: "The caller: user, tenant, roles and memberships.",
     responses: {
       200: json(
         "The caller.",
@@ -191,6 +193,19 @@ const routes = {
             tenant: z.object({ id: z.string(), code: z.string() }).nullable(),
             roles: z.array(z.string()),
             platformRoles: z.array(z.string()),
+            memberships: z
+              .array(
+                z
+                  .object({
+                    tenant: z.object({ id: z.string(), code: z.string(), name: z.string() }),
+                    role: z.string(),
+                  })
+                  .openapi("Membership"),
+              )
+              .openapi({
+                description:
+                  "The tenants the caller may act in (POST /api/auth/switch), by code; none for platform staff.",
+              }),
           })
           .openapi("Me"),
       ),
@@ -323,6 +338,7 @@ export function authRoutes(deps: AuthRouteDeps, authenticated: MiddlewareHandler
           tenant,
           roles: identity.roles,
           platformRoles: identity.platformRoles,
+          memberships: await listMemberships(deps, ctxOf(c)),
         },
         200,
       );
