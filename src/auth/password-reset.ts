@@ -1,4 +1,4 @@
-import { and, eq, isNull } from "drizzle-orm";
+import { and, eq, isNull, type SQL } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import type { Ctx } from "../context.ts";
 import { withDatabase, withTransaction } from "../db/operation.ts";
@@ -13,7 +13,7 @@ import type { AuthDeps } from "./deps.ts";
 import { tokenHash } from "./opaque-tokens.ts";
 import { clientIpOf, endSessions } from "./sessions.ts";
 import { consumeSingleUseToken, issueSingleUseToken } from "./single-use-tokens.ts";
-import { normaliseEmail, sameTenant } from "./user-identity.ts";
+import { findSignInUser, normaliseEmail } from "./user-identity.ts";
 
 /** The one answer to a token that is unknown, spent, expired or of another tenant. */
 const invalidLink = () =>
@@ -43,14 +43,16 @@ async function sendResetLink(deps: AuthDeps, ctx: Ctx, email: string): Promise<v
   const settings = deps.config.settings;
   const lifetimeMinutes = settings.Authentication.PasswordReset.TokenLifetimeMinutes;
   await withTransaction(deps, ctx, async (tx, txCtx) => {
-    const [user] = await tx
-      .select({ id: users.id, name: users.name, tenantId: users.tenantId })
-      .from(users)
-      .where(
-        and(sameTenant(users.tenantId, ctx.tenantId), eq(users.email, email), eq(users.status, "Active")),
-      )
-      .limit(1);
-    if (!user) return;
+    // whoever signs in to the request's tenant with this address (its own user or a member with a
+    // shared identity; platform staff without a tenant): the link is bound to that tenant
+    const found = await findSignInUser(
+      tx,
+      ctx.tenantId,
+      and(eq(users.email, email), eq(users.status, "Active")) as SQL,
+    );
+    if (!found) return;
+    const [named] = await tx.select({ name: users.name }).from(users).where(eq(users.id, found.id));
+    const user = { id: found.id, name: named?.name ?? "", tenantId: ctx.tenantId };
     const issued = await issueSingleUseToken(deps, txCtx, {
       purpose: "password_reset",
       tenantId: user.tenantId,
@@ -122,8 +124,10 @@ export async function resetPassword(
       .update(users)
       .set({ passwordHash: newHash, mustChangePassword: false, passwordChangedAt: now, updatedAt: now })
       .where(and(eq(users.id, consumed.userId), eq(users.status, "Active")))
-      .returning({ id: users.id, tenantId: users.tenantId, email: users.email });
+      .returning({ id: users.id, email: users.email });
     if (!user) throw invalidLink();
+    // the tenant the link was sent for (a shared identity belongs to none)
+    const tenantId = consumed.tenantId;
     if (user.email === consumed.subject)
       await tx
         .update(users)
@@ -135,7 +139,7 @@ export async function resetPassword(
       .where(and(eq(sessions.userId, user.id), isNull(sessions.revokedAt)));
     await recordAudit(
       tx,
-      { ...txCtx, tenantId: user.tenantId },
+      { ...txCtx, tenantId },
       { action: "auth.password_reset", target: { type: "user", id: user.id } },
     );
     await endSessions(deps, txCtx, { userId: user.id });
@@ -151,7 +155,8 @@ export async function resetPassword(
 export async function sendEmailVerification(
   deps: AuthDeps,
   ctx: Ctx,
-  input: { userId: string },
+  /** `tenantId`: the tenant the link is for (a shared identity's; default: the user's own tenant). */
+  input: { userId: string; tenantId?: string | null },
 ): Promise<void> {
   const settings = deps.config.settings;
   const lifetimeMinutes = settings.Authentication.EmailVerification.TokenLifetimeMinutes;
@@ -162,16 +167,17 @@ export async function sendEmailVerification(
       .where(eq(users.id, input.userId))
       .limit(1);
     if (!user) throw new AppError("not_found");
+    const tenantId = input.tenantId === undefined ? user.tenantId : input.tenantId;
     const issued = await issueSingleUseToken(deps, txCtx, {
       purpose: "email_verification",
-      tenantId: user.tenantId,
+      tenantId,
       userId: user.id,
       subject: user.email,
       lifetimeSeconds: lifetimeMinutes * 60,
       replacePrevious: true,
     });
     await enqueueEmail(deps, txCtx, {
-      tenantId: user.tenantId,
+      tenantId,
       to: user.email,
       template: "email-verification",
       data: {
@@ -200,11 +206,11 @@ export async function verifyEmail(deps: AuthDeps, ctx: Ctx, input: { token: stri
       .update(users)
       .set({ emailVerifiedAt: now, updatedAt: now })
       .where(and(eq(users.id, consumed.userId), eq(users.email, consumed.subject)))
-      .returning({ id: users.id, tenantId: users.tenantId });
+      .returning({ id: users.id });
     if (!user) throw invalidLink();
     await recordAudit(
       tx,
-      { ...txCtx, tenantId: user.tenantId },
+      { ...txCtx, tenantId: consumed.tenantId },
       { action: "auth.email_verified", target: { type: "user", id: user.id } },
     );
   });
