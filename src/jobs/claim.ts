@@ -1,9 +1,10 @@
 import { type SQL, sql } from "drizzle-orm";
 import { type Executor, execute, executePrepared } from "../db/client.ts";
+import { batchParts } from "./claim-batch.ts";
 import { type RateParts, rateParts } from "./claim-rate.ts";
 import { type JobResult, recordingCtes, recordResults } from "./outcomes.ts";
 import { type ClaimedJob, LEASE_MS, ts } from "./queue.ts";
-import type { RateCap } from "./registry.ts";
+import type { BatchCap, RateCap } from "./registry.ts";
 
 /** Claims up to this size fill their batch from few groups; larger ones offer fair shares (`completeAndClaimStatement`). */
 const SMALL_CLAIM = 16;
@@ -23,6 +24,8 @@ export interface ClaimInput {
   groupCursor?: string;
   /** The kinds with a `rateLimit` (the claim takes a token of the job's key for each run). */
   rateLimits?: RateCap[];
+  /** The batch kinds (the claim takes up to a batch's size of jobs with each one it picks). */
+  batches?: BatchCap[];
 }
 
 export interface ClaimResult {
@@ -163,6 +166,7 @@ export function completeAndClaimStatement(input: ClaimInput & { complete: JobRes
          order by priority, ${groupKey}, run_after limit 1)`;
   const rate = rateParts({ caps: input.rateLimits ?? [], kinds: input.kinds, now, kindList: kinds });
   const fair = fairCandidates(input, dueAtTop, groupKey, rate);
+  const batch = batchParts({ caps: input.batches ?? [], kinds: input.kinds, now });
   return sql`with recursive ${completion}
         top as materialized (
           select priority from background_jobs
@@ -204,12 +208,13 @@ export function completeAndClaimStatement(input: ClaimInput & { complete: JobRes
           ) candidates
         ),
         ${rate.settle}
+        ${batch.ctes}
         claimed as (
           update background_jobs j
           set status = 'processing', locked_by = ${input.workerId}, locked_until = ${ts(until)},
               attempts = j.attempts + 1, updated_at = ${now},
               group_slot = case when j.status = 'processing' then j.group_slot else picked.slot end
-          from picked
+          from ${batch.on ? sql`(select id, slot from picked union all select id, null::int from followers) picked` : sql`picked`}
           where j.id = picked.id
           returning j.id, j.kind, j.payload, j.attempts, j.max_attempts, j.locked_until, j.group_key, j.priority
         )

@@ -120,7 +120,8 @@ export function toRow(context: EnqueueContext, now: Date, item: EnqueueItem): Ro
   return {
     kind: job.kind,
     payload: payload ?? {},
-    runAfter: (options.runAfter ?? now).toISOString(),
+    // a batch kind's job waits up to its timeout for others to join it (src/jobs/claim-batch.ts)
+    runAfter: new Date((options.runAfter ?? now).getTime() + (job.batch?.timeoutMs ?? 0)).toISOString(),
     maxAttempts,
     dedupKey: options.dedupKey ?? null,
     groupKey: options.groupKey !== undefined ? options.groupKey : (options.tenantId ?? null),

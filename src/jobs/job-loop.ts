@@ -315,6 +315,7 @@ export class JobLoop {
         groupLimits: this.#groupLimits,
         groupCursor: this.#groupCursor,
         rateLimits: this.#rateLimits,
+        batches: this.#options.registry.batches(),
       });
       result = await withTimeout(statement, STATEMENT_TIMEOUT_MS, "job loop statement");
       this.#outage.succeeded();

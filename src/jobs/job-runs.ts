@@ -3,6 +3,7 @@ import type { Completer, RunEvent } from "./completer.ts";
 import type { LocalQueue } from "./local-queue.ts";
 import { type ClaimedJob, type RetryPolicy, renewLeases, STATEMENT_TIMEOUT_MS } from "./queue.ts";
 import { JobCancelledError, type JobRegistry } from "./registry.ts";
+import { startBatch } from "./run-batch.ts";
 import { abortMargin, type RunJobDeps, startJob } from "./run-job.ts";
 
 export interface JobRunsOptions {
@@ -21,6 +22,8 @@ export interface JobRunsOptions {
 
 interface Run {
   job: ClaimedJob;
+  /** A batch run: every job of it (`job` is the first); its handler holds one slot. */
+  members?: ClaimedJob[];
   controller: AbortController;
   /** Resolves when the handler is done. */
   done: Promise<void>;
@@ -46,6 +49,8 @@ export class JobRuns {
   readonly #deps: RunJobDeps;
   readonly #options: JobRunsOptions;
   readonly #runs = new Map<number, Run>();
+  /** The batch run each job of a batch other than its first belongs to. */
+  readonly #memberOf = new Map<number, Run>();
   #busy = 0;
   #closed = false;
   #renewing: Promise<void> | undefined;
@@ -71,7 +76,8 @@ export class JobRuns {
 
   /** The jobs held now (runs and queued), by id. */
   knownIds(): Set<number> {
-    return new Set([...this.#runs.keys(), ...this.#options.queue.jobs().map((j) => j.id)]);
+    const queued = this.#options.queue.jobs().map((j) => j.id);
+    return new Set([...this.#runs.keys(), ...this.#memberOf.keys(), ...queued]);
   }
 
   /** Starts queued jobs while handler slots are free (none once closed: the queue is released then). */
@@ -85,7 +91,9 @@ export class JobRuns {
         this.#dropQueued(job, "expiring");
         continue;
       }
-      this.#start(job);
+      const batch = this.#options.registry.get(job.kind)?.batch;
+      if (batch) this.#startBatch([job, ...queue.takeBatch(job, batch.maxSize - 1)]);
+      else this.#start(job);
     }
   }
 
@@ -99,7 +107,9 @@ export class JobRuns {
       return;
     }
     const run = this.#runs.get(id);
-    if (run && run.job.attempts === attempts && !run.handled) this.#endRun(run, new JobCancelledError(id));
+    // a batch goes on when one of its jobs is cancelled: that job's outcome is not recorded (fenced)
+    if (run && !run.members && run.job.attempts === attempts && !run.handled)
+      this.#endRun(run, new JobCancelledError(id));
   }
 
   /** Renews the lease of every job held, in one statement; one heartbeat at a time. */
@@ -133,7 +143,8 @@ export class JobRuns {
   releaseRunning(): { count: number; released: Promise<number[]> } {
     const left = [...this.#runs.values()].filter((r) => !r.handled);
     for (const run of left) run.controller.abort(new Error("the process is shutting down"));
-    return { count: left.length, released: this.#options.completer.release(left.map((r) => r.job)) };
+    const jobs = left.flatMap((r) => r.members ?? [r.job]);
+    return { count: left.length, released: this.#options.completer.release(jobs) };
   }
 
   /** Waits for a heartbeat in flight and clears the lease timers (shutdown). */
@@ -188,9 +199,63 @@ export class JobRuns {
     });
   }
 
+  /** Runs a batch: one handler slot, one outcome per job (src/jobs/run-batch.ts). */
+  #startBatch(jobs: ClaimedJob[]): void {
+    const [first] = jobs;
+    if (!first) return;
+    const controller = new AbortController();
+    const running = startBatch(this.#deps, {
+      jobs,
+      workerId: this.#options.workerId,
+      registry: this.#options.registry,
+      leaseMs: this.#options.leaseMs,
+      retry: this.#options.retry,
+      random: this.#options.random,
+      controller,
+      leaseTimer: false,
+    });
+    const run: Run = {
+      job: first,
+      members: jobs,
+      controller,
+      done: running.handled,
+      handled: false,
+      settled: false,
+      lockedUntil: first.lockedUntil,
+      leaseTimer: undefined,
+      ended: false,
+    };
+    this.#runs.set(first.id, run);
+    for (const job of jobs.slice(1)) this.#memberOf.set(job.id, run);
+    this.#busy++;
+    this.#armLeaseTimer(run);
+    const startedAt = performance.now();
+    void running.handled.then(() => {
+      run.handled = true;
+      this.#busy--;
+      clearTimeout(run.leaseTimer);
+      this.#options.queue.sample((performance.now() - startedAt) / jobs.length);
+      this.fill();
+      this.#forget(run);
+    });
+    const recorded = running.outcomes.map((outcome) =>
+      outcome.then((o) => {
+        const written = this.#options.completer.record(o);
+        this.#options.changed();
+        return written;
+      }),
+    );
+    void Promise.all(recorded).then(() => {
+      run.settled = true;
+      run.ended = true;
+      this.#forget(run);
+    });
+  }
+
   #forget(run: Run): void {
     if (!run.handled || !run.settled || this.#runs.get(run.job.id) !== run) return;
     this.#runs.delete(run.job.id);
+    for (const job of run.members?.slice(1) ?? []) this.#memberOf.delete(job.id);
     this.#options.changed();
   }
 
@@ -213,7 +278,8 @@ export class JobRuns {
   async #renew(runs: Run[], queued: ClaimedJob[]): Promise<void> {
     const { queue } = this.#options;
     try {
-      const jobs = [...runs.map((r) => r.job), ...queued].map((j) => ({ id: j.id, attempts: j.attempts }));
+      const held = [...runs.flatMap((r) => r.members ?? [r.job]), ...queued];
+      const jobs = held.map((j) => ({ id: j.id, attempts: j.attempts }));
       const renewed = await withTimeout(
         renewLeases(this.#deps.db, {
           workerId: this.#options.workerId,
@@ -233,8 +299,16 @@ export class JobRuns {
             this.#dropQueued(waiting, lease.status === "cancelled" ? "cancelled" : "lost");
           continue;
         }
-        const run = this.#runs.get(lease.id);
+        const run = this.#runs.get(lease.id) ?? this.#memberOf.get(lease.id);
         if (!run || run.ended) continue;
+        if (run.members) {
+          // a batch: its first job's lease times it; one job cancelled or taken over records nothing
+          if (lease.id === run.job.id && lease.renewed && lease.lockedUntil) {
+            run.lockedUntil = lease.lockedUntil;
+            if (!run.handled) this.#armLeaseTimer(run);
+          }
+          continue;
+        }
         if (lease.renewed && lease.lockedUntil) {
           run.lockedUntil = lease.lockedUntil;
           if (!run.handled) this.#armLeaseTimer(run);

@@ -69,6 +69,18 @@ export class LocalQueue {
     return at < 0 ? undefined : this.#jobs.splice(at, 1)[0];
   }
 
+  /** Takes up to `n` queued jobs of `job`'s batch (same kind, group and priority) out, oldest claim first. */
+  takeBatch(job: ClaimedJob, n: number): ClaimedJob[] {
+    const taken: ClaimedJob[] = [];
+    this.#jobs = this.#jobs.filter((j) => {
+      const same = j.kind === job.kind && j.groupKey === job.groupKey && j.priority === job.priority;
+      if (!same || taken.length >= n) return true;
+      taken.push(j);
+      return false;
+    });
+    return taken;
+  }
+
   /** Empties the queue (shutdown: the jobs are given back). */
   clear(): ClaimedJob[] {
     return this.#jobs.splice(0);

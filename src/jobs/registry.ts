@@ -73,6 +73,15 @@ export interface RateLimitOption<P = unknown> {
 /** The longest rate key (characters). */
 export const MAX_RATE_KEY_LENGTH = 500;
 
+/**
+ * A batch kind: its handler gets up to `maxSize` jobs of one group (and one priority) in one call. A
+ * job waits at most `timeoutMs` for others to join it; a backlog goes in full batches at once.
+ */
+export interface BatchOption {
+  maxSize: number;
+  timeoutMs: number;
+}
+
 export interface JobKindOptions<P = unknown> {
   /** Overrides `BackgroundProcessing:JobMaxAttempts` for this kind. */
   maxAttempts?: number;
@@ -82,6 +91,8 @@ export interface JobKindOptions<P = unknown> {
   groupConcurrency?: number;
   /** At most `limit` runs per `periodSeconds` per `key(payload)`, across every process. */
   rateLimit?: RateLimitOption<P>;
+  /** The handler receives an array of up to `maxSize` jobs (`jobBatchWorker`, `defineBatchJob`). */
+  batch?: BatchOption;
 }
 
 /** A job kind: its name and the zod schema of its payload. What enqueueing it takes. */
@@ -90,9 +101,35 @@ export interface JobKind<S extends z.ZodType = z.ZodType> extends JobKindOptions
   schema: S;
 }
 
+/** One job of a batch, as its handler gets it. */
+export interface BatchItem<P> {
+  id: number;
+  payload: P;
+  /** 1 on the first run. */
+  attempt: number;
+  maxAttempts: number;
+}
+
+/** What a batch handler gets besides its items. */
+export interface BatchContext {
+  kind: string;
+  /** Fires at the kind's `timeoutMs`, before the leases end, or at shutdown. */
+  signal: AbortSignal;
+}
+
+/**
+ * Runs a batch. It returns nothing (every item succeeded, no result) or one settled result per
+ * item, in the items' order: `{ status: "fulfilled", value }` (the item's result) or
+ * `{ status: "rejected", reason }` (the item failed: retried alone, with its own backoff) — what
+ * `Promise.allSettled(items.map(…))` gives. Throwing fails every item.
+ */
+export type BatchHandler<P> = (items: BatchItem<P>[], context: BatchContext) => unknown;
+
 /** A kind with the code that runs it: what a registry holds. */
 export interface JobDefinition<S extends z.ZodType = z.ZodType> extends JobKind<S> {
   handler: JobHandler<z.output<S>>;
+  /** A batch kind's handler (then `handler` is never called). */
+  batchHandler?: BatchHandler<z.output<S>>;
 }
 
 /**
@@ -110,7 +147,15 @@ const KIND = /^[a-z][a-z0-9_-]*(\.[a-z0-9_-]+)*$/;
 
 function checkKind<P>(kind: string, options: JobKindOptions<P>): void {
   if (!KIND.test(kind)) throw new Error(`job kind "${kind}" must be dotted lower-case words`);
-  const { timeoutMs, groupConcurrency, rateLimit } = options;
+  const { timeoutMs, groupConcurrency, rateLimit, batch } = options;
+  if (batch !== undefined) {
+    if (!Number.isInteger(batch.maxSize) || batch.maxSize < 1 || batch.maxSize > 1_000)
+      throw new Error(`batch.maxSize of job kind "${kind}" must be an integer from 1 to 1,000`);
+    if (!Number.isInteger(batch.timeoutMs) || batch.timeoutMs < 0 || batch.timeoutMs > 3_600_000)
+      throw new Error(`batch.timeoutMs of job kind "${kind}" must be an integer from 0 to 3,600,000`);
+    if (rateLimit !== undefined)
+      throw new Error(`job kind "${kind}" cannot be a batch kind and rate limited (not supported yet)`);
+  }
   if (rateLimit !== undefined) {
     const { key, limit, periodSeconds } = rateLimit;
     if (typeof key !== "function") throw new Error(`rateLimit.key of job kind "${kind}" must be a function`);
@@ -132,8 +177,8 @@ export function jobKind<S extends z.ZodType>(
   options: JobKindOptions<z.output<S>> = {},
 ): JobKind<S> {
   checkKind(kind, options);
-  const { maxAttempts, timeoutMs, groupConcurrency, rateLimit } = options;
-  return { kind, schema, maxAttempts, timeoutMs, groupConcurrency, rateLimit };
+  const { maxAttempts, timeoutMs, groupConcurrency, rateLimit, batch } = options;
+  return { kind, schema, maxAttempts, timeoutMs, groupConcurrency, rateLimit, batch };
 }
 
 /** The handler of `kind`, taking the deps the process registers it with. */
@@ -142,6 +187,29 @@ export function jobWorker<S extends z.ZodType, D>(
   handle: (deps: D, payload: z.output<S>, context: JobContext) => unknown,
 ): JobWorker<D, S> {
   return { kind, handle };
+}
+
+const notSingle = (kind: string) => () => {
+  throw new Error(`job kind "${kind}" is a batch kind: its jobs run through its batch handler`);
+};
+
+/** The batch handler of a batch `kind` (declared with `batch`), taking the deps the process registers it with. */
+export function jobBatchWorker<S extends z.ZodType, D>(
+  kind: JobKind<S>,
+  handle: (deps: D, items: BatchItem<z.output<S>>[], context: BatchContext) => unknown,
+): JobWorker<D, S> & { handleBatch: typeof handle } {
+  if (!kind.batch) throw new Error(`job kind "${kind.kind}" is not declared with batch`);
+  return { kind, handle: notSingle(kind.kind), handleBatch: handle };
+}
+
+/** A batch kind and its handler in one declaration (tests). */
+export function defineBatchJob<S extends z.ZodType>(
+  kind: string,
+  schema: S,
+  handler: BatchHandler<z.output<S>>,
+  options: JobKindOptions<z.output<S>> & { batch: BatchOption },
+): JobDefinition<S> {
+  return { ...jobKind(kind, schema, options), handler: notSingle(kind), batchHandler: handler };
 }
 
 /** A kind and a handler that needs nothing from the process, in one declaration (tests, `system.noop`). */
@@ -156,8 +224,19 @@ export function defineJob<S extends z.ZodType>(
 
 /** A worker bound to `deps`: the definition a registry runs. */
 export function bindJob<D, S extends z.ZodType>(deps: D, worker: JobWorker<D, S>): JobDefinition<S> {
-  return { ...worker.kind, handler: (payload, context) => worker.handle(deps, payload, context) };
+  const batch = (worker as { handleBatch?: JobBatchHandle<D, S> }).handleBatch;
+  return {
+    ...worker.kind,
+    handler: (payload, context) => worker.handle(deps, payload, context),
+    ...(batch ? { batchHandler: (items, context) => batch(deps, items, context) } : {}),
+  };
 }
+
+type JobBatchHandle<D, S extends z.ZodType> = (
+  deps: D,
+  items: BatchItem<z.output<S>>[],
+  context: BatchContext,
+) => unknown;
 
 /** The kinds one process can run. It claims only these, so a rolling deploy that adds a kind is safe. */
 export class JobRegistry {
@@ -169,6 +248,10 @@ export class JobRegistry {
 
   register(definition: JobDefinition): this {
     checkKind(definition.kind, definition);
+    if ((definition.batch === undefined) !== (definition.batchHandler === undefined))
+      throw new Error(
+        `job kind "${definition.kind}": a batch kind needs a batch handler, and only a batch kind has one`,
+      );
     if (this.#definitions.has(definition.kind))
       throw new Error(`job kind "${definition.kind}" is registered twice`);
     this.#definitions.set(definition.kind, definition);
@@ -197,6 +280,14 @@ export class JobRegistry {
     return limits;
   }
 
+  /** The batch kinds: their batch size and wait (the claim takes a batch's jobs together). */
+  batches(): BatchCap[] {
+    const caps: BatchCap[] = [];
+    for (const d of this.#definitions.values())
+      if (d.batch) caps.push({ kind: d.kind, maxSize: d.batch.maxSize, timeoutMs: d.batch.timeoutMs });
+    return caps;
+  }
+
   /** The kinds that declare a `rateLimit`: their limit and period (the claim enforces them). */
   rateLimits(): RateCap[] {
     const caps: RateCap[] = [];
@@ -205,6 +296,13 @@ export class JobRegistry {
         caps.push({ kind: d.kind, limit: d.rateLimit.limit, periodSeconds: d.rateLimit.periodSeconds });
     return caps;
   }
+}
+
+/** A batch kind as the claim reads it. */
+export interface BatchCap {
+  kind: string;
+  maxSize: number;
+  timeoutMs: number;
 }
 
 /** A kind's rate limit as the claim reads it. */

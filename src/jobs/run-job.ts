@@ -156,7 +156,9 @@ export function startJob(deps: RunJobDeps, input: RunJobInput): RunningJob {
 }
 
 /** A handler's return value as its result: JSON, at most MAX_RESULT_BYTES; anything else fails the run. */
-function checkedResult(value: unknown): { ok: true; result?: unknown } | { ok: false; error: unknown } {
+export function checkedResult(
+  value: unknown,
+): { ok: true; result?: unknown } | { ok: false; error: unknown } {
   if (value === undefined || value === null) return { ok: true };
   let text: string | undefined;
   try {
@@ -176,7 +178,7 @@ function checkedResult(value: unknown): { ok: true; result?: unknown } | { ok: f
 }
 
 /** A thrown error: failed with a retry time while attempts are left, else dead. */
-function failure(deps: RunJobDeps, input: RunJobInput, error: unknown, durationMs: number): Outcome {
+export function failure(deps: RunJobDeps, input: RunJobInput, error: unknown, durationMs: number): Outcome {
   const { job } = input;
   const message = describeJobError(error, deps.redactor);
   if (job.attempts >= job.maxAttempts) return { type: "dead", job, reason: message };

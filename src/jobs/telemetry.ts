@@ -33,8 +33,10 @@ export function observeJobs(
           const started = performance.now();
           const fields = { jobId: job.id, kind: job.kind, attempt: job.attempt };
           try {
-            await definition.handler(payload, job);
+            // the handler's return value is the job's result: handed on, not dropped
+            const result = await definition.handler(payload, job);
             log.info("job run", { ...fields, outcome: "ok", durationMs: since(started) });
+            return result;
           } catch (error) {
             log.warn("job run", { ...fields, outcome: "error", durationMs: since(started), error });
             throw error;
