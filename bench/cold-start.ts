@@ -122,7 +122,12 @@ const template = templateDir();
 console.log(
   `load ${readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ")}; ${runs} runs each, median; steady after ${steadySeconds} s`,
 );
-console.log(`template ${existsSync(template) ? template : "absent (run sh scripts/setup.sh)"}`);
+if (!existsSync(template)) {
+  // without it "first" would measure initdb and the migrations under the wrong name
+  console.error(`no template for these migrations at ${template}: run sh scripts/setup.sh first`);
+  process.exit(1);
+}
+console.log(`template ${template}`);
 console.log(
   `${"start".padEnd(22)}  ${"ready".padStart(8)}  ${"peak RSS".padStart(9)}  ${"steady".padStart(9)}  migrations applied`,
 );
