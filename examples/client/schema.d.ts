@@ -469,7 +469,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Retry a dead or cancelled job: fresh attempts, due now. */
+        /** Retry a dead or canceled job: fresh attempts, due now. */
         post: operations["adminRetryJob"];
         delete?: never;
         options?: never;
@@ -503,7 +503,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Retry every dead or cancelled job the filter matches, 500 rows a statement. */
+        /** Retry every dead or canceled job the filter matches, 500 rows a statement. */
         post: operations["adminRetryJobs"];
         delete?: never;
         options?: never;
@@ -1918,7 +1918,7 @@ export interface components {
             kind: string;
             payload?: unknown;
             /** @enum {string} */
-            status: "pending" | "processing" | "succeeded" | "failed" | "dead" | "cancelled" | "waiting";
+            status: "pending" | "processing" | "succeeded" | "failed" | "dead" | "canceled" | "waiting";
             runAfter: string;
             attempts: number;
             maxAttempts: number;
@@ -1942,7 +1942,7 @@ export interface components {
             /** @description Parents not yet resolved (status waiting). */
             waitingOn: number;
             /**
-             * @description What a parent that ends dead or cancelled does to this job.
+             * @description What a parent that ends dead or canceled does to this job.
              * @enum {string}
              */
             onParentFailure: "cancel" | "run" | "wait";
@@ -1961,7 +1961,7 @@ export interface components {
         /** @description Which jobs to act on; at least one field. Same names as the list's query. */
         BackgroundJobRetryFilter: {
             /** @enum {string} */
-            status?: "dead" | "cancelled";
+            status?: "dead" | "canceled";
             kind?: string;
             /** @description A group key (`groupKey`), e.g. a tenant id. */
             group?: string;
@@ -2006,7 +2006,7 @@ export interface components {
                 succeeded?: number;
                 failed?: number;
                 dead?: number;
-                cancelled?: number;
+                canceled?: number;
                 waiting?: number;
             };
             total: number;
@@ -5501,7 +5501,7 @@ export interface operations {
     adminListJobs: {
         parameters: {
             query?: {
-                status?: "pending" | "processing" | "succeeded" | "failed" | "dead" | "cancelled" | "waiting";
+                status?: "pending" | "processing" | "succeeded" | "failed" | "dead" | "canceled" | "waiting";
                 kind?: string;
                 /** @description A group key (`groupKey`), e.g. a tenant id. */
                 group?: string;
@@ -5993,7 +5993,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The job is neither dead nor cancelled, or another unfinished job holds its dedup key. */
+            /** @description The job is neither dead nor canceled, or another unfinished job holds its dedup key. */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -6071,7 +6071,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The job, cancelled. */
+            /** @description The job, canceled. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -6132,7 +6132,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The job has finished (succeeded, dead or cancelled). */
+            /** @description The job has finished (succeeded, dead or canceled). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -6224,7 +6224,7 @@ export interface operations {
                     "application/json": components["schemas"]["BackgroundJobBulkResult"];
                 };
             };
-            /** @description No filter, or a status other than dead or cancelled. */
+            /** @description No filter, or a status other than dead or canceled. */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -6353,7 +6353,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description How many jobs were cancelled. */
+            /** @description How many jobs were canceled. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -6624,7 +6624,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description How many jobs were cancelled. */
+            /** @description How many jobs were canceled. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];

@@ -218,8 +218,8 @@ const ACTIONS = {
     writtenBy:
       "`retryDeadJob`, `retryJobs` (through `jobAdminActed`, src/jobs/admin/job-admin-acted.ts; platform chain)",
   },
-  "job.cancelled": {
-    what: "A job, or a selection of jobs, was cancelled.",
+  "job.canceled": {
+    what: "A job, or a selection of jobs, was canceled.",
     target: "`job` (id); none for a bulk cancel",
     details: "`count`, `jobKind`; a bulk cancel: `reason: bulk cancel`, `status`, `kind`",
     writtenBy:

@@ -27,15 +27,15 @@ export type Outcome =
   | { type: "succeeded"; job: ClaimedJob; startedAt: number; result?: unknown }
   | { type: "failed"; job: ClaimedJob; error: string; retryAt: Date; durationMs: number }
   | { type: "dead"; job: ClaimedJob; reason: string }
-  /** An admin cancelled it while it ran: the cancel wrote the row, nothing more is recorded. */
-  | { type: "cancelled"; job: ClaimedJob };
+  /** An admin canceled it while it ran: the cancel wrote the row, nothing more is recorded. */
+  | { type: "canceled"; job: ClaimedJob };
 
 /**
  * What became of an outcome: recorded as it was; `lost` when another worker holds the lease now
- * (or an admin cancelled the job); `released` when the run was given back first; `unrecorded` when
+ * (or an admin canceled the job); `released` when the run was given back first; `unrecorded` when
  * it could not be written (the job runs again after its lease).
  */
-export type Recorded = "succeeded" | "failed" | "dead" | "cancelled" | "lost" | "released" | "unrecorded";
+export type Recorded = "succeeded" | "failed" | "dead" | "canceled" | "lost" | "released" | "unrecorded";
 
 /** What running jobs reports (the job loop turns these into metrics). */
 export type RunEvent =
@@ -44,8 +44,8 @@ export type RunEvent =
   | { type: "dead"; id: number; kind: string; attempt: number; reason: string }
   /** A run whose lease another worker took over: its result was not recorded. */
   | { type: "lost"; id: number; kind: string; attempt: number }
-  /** A run an admin cancelled: its handler's signal fired, nothing more is recorded. */
-  | { type: "cancelled"; id: number; kind: string; attempt: number };
+  /** A run an admin canceled: its handler's signal fired, nothing more is recorded. */
+  | { type: "canceled"; id: number; kind: string; attempt: number };
 
 export type JobEventSink = (event: RunEvent | { type: "released"; ids: number[] }) => void;
 
@@ -68,7 +68,7 @@ export interface CompleterOptions {
 
 interface Entry {
   job: ClaimedJob;
-  outcome: Exclude<Outcome, { type: "cancelled" }> | { type: "released" };
+  outcome: Exclude<Outcome, { type: "canceled" }> | { type: "released" };
   result: JobResult;
   resolve: (recorded: Recorded) => void;
   /** An earlier write of it failed without an answer: it may have committed. */
@@ -85,7 +85,7 @@ export interface Carried {
 
 const key = (job: { id: number; attempts: number }) => `${job.id}:${job.attempts}`;
 
-function resultOf(outcome: Exclude<Outcome, { type: "cancelled" }>): JobResult {
+function resultOf(outcome: Exclude<Outcome, { type: "canceled" }>): JobResult {
   const { id, attempts } = outcome.job;
   if (outcome.type === "failed")
     return { id, attempts, status: "failed", runAfter: outcome.retryAt, error: outcome.error };
@@ -126,11 +126,11 @@ export class Completer {
   record(outcome: Outcome): Promise<Recorded> {
     const { job } = outcome;
     if (this.#released.size > 0 && this.#released.has(key(job))) return Promise.resolve("released");
-    if (outcome.type === "cancelled") {
+    if (outcome.type === "canceled") {
       const fields = { jobId: job.id, kind: job.kind, attempt: job.attempts };
-      this.#deps.logger.info("job cancelled while running; its handler was signalled", fields);
-      this.#emit({ type: "cancelled", id: job.id, kind: job.kind, attempt: job.attempts });
-      return Promise.resolve("cancelled");
+      this.#deps.logger.info("job canceled while running; its handler was signalled", fields);
+      this.#emit({ type: "canceled", id: job.id, kind: job.kind, attempt: job.attempts });
+      return Promise.resolve("canceled");
     }
     return this.#add(job, outcome, resultOf(outcome));
   }

@@ -8,7 +8,7 @@ import { type EnqueueOptions, enqueueContext, JOBS_CHANNEL, toRow } from "./enqu
 import { ts } from "./queue.ts";
 import type { JobKind } from "./registry.ts";
 
-/** What a parent that ends dead or cancelled does to a child: cancel it (default), run it, or wait. */
+/** What a parent that ends dead or canceled does to a child: cancel it (default), run it, or wait. */
 export type ParentFailurePolicy = "cancel" | "run" | "wait";
 
 /** One job of a flow. `dependsOn` names keys of this flow or ids of jobs enqueued before. */
@@ -35,7 +35,7 @@ export const MAX_FLOW_JOBS = 50_000;
 /**
  * Enqueues a set of jobs with `dependsOn` edges in one transaction; a cycle, an unknown key or id,
  * or a key given twice refuses the whole set. A job with parents waits (`waiting`) until every
- * parent succeeded; a parent that ends dead or cancelled applies the child's `onParentFailure`.
+ * parent succeeded; a parent that ends dead or canceled applies the child's `onParentFailure`.
  * Returns the flow id (to list or cancel the set) and each key's job id.
  */
 export async function enqueueFlow(
@@ -68,11 +68,11 @@ export async function enqueueFlow(
         const status = external.get(parent) as string;
         if (
           status === "succeeded" ||
-          ((status === "dead" || status === "cancelled") && job.onParentFailure === "run")
+          ((status === "dead" || status === "canceled") && job.onParentFailure === "run")
         )
           continue;
         waitingOn++;
-        if (status === "dead" || status === "cancelled") note = `parent job ${parent} ended ${status}`;
+        if (status === "dead" || status === "canceled") note = `parent job ${parent} ended ${status}`;
       }
       return {
         ...row,
@@ -111,7 +111,7 @@ export async function enqueueFlow(
         const status = typeof parent === "number" ? external.get(parent) : undefined;
         const resolved =
           status === "succeeded" ||
-          ((status === "dead" || status === "cancelled") && job.onParentFailure === "run");
+          ((status === "dead" || status === "canceled") && job.onParentFailure === "run");
         return { parent: parentId, child: ids[job.key] as number, resolved };
       }),
     );
@@ -122,21 +122,21 @@ export async function enqueueFlow(
             select e.parent, e.child, e.resolved
             from jsonb_to_recordset(${JSON.stringify(edges)}::jsonb) as e(parent bigint, child bigint, resolved boolean)`,
       );
-    // a child whose parent already ended dead or cancelled, under the default policy: cancelled now
+    // a child whose parent already ended dead or canceled, under the default policy: canceled now
     // (the trigger applies the same to its own dependents in this flow)
-    const cancelled = jobs
+    const canceled = jobs
       .filter((job) => (job.onParentFailure ?? "cancel") === "cancel")
       .filter((job) =>
         (job.dependsOn ?? []).some(
-          (p) => typeof p === "number" && ["dead", "cancelled"].includes(external.get(p) ?? ""),
+          (p) => typeof p === "number" && ["dead", "canceled"].includes(external.get(p) ?? ""),
         ),
       )
       .map((job) => ids[job.key] as number);
-    if (cancelled.length > 0)
+    if (canceled.length > 0)
       await execute(
         tx,
-        sql`update background_jobs set status = 'cancelled', finished_at = ${ts(now)}, updated_at = ${ts(now)}
-            where id = any(${`{${cancelled.join(",")}}`}::bigint[])`,
+        sql`update background_jobs set status = 'canceled', finished_at = ${ts(now)}, updated_at = ${ts(now)}
+            where id = any(${`{${canceled.join(",")}}`}::bigint[])`,
       );
     return { flowId, jobs: ids };
   });

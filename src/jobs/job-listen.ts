@@ -5,14 +5,14 @@ import { JOB_CANCEL_CHANNEL, JOBS_CHANNEL } from "./enqueue.ts";
 const LISTEN_TIMEOUT_MS = 5_000;
 
 /**
- * LISTEN on the jobs channel (an enqueue wakes the loop) and the cancel channel (an admin cancelled
+ * LISTEN on the jobs channel (an enqueue wakes the loop) and the cancel channel (an admin canceled
  * a run, payload `<id>:<attempts>`), both or neither, within five seconds. Returns the unlisten, or
  * undefined when the loop must poll: cancels then arrive by heartbeat, wake-ups by polling.
  */
 export async function listenForJobs(
   database: Database,
   log: Logger,
-  handlers: { pollMs: number; wake: () => void; cancelled: (payload: string) => void },
+  handlers: { pollMs: number; wake: () => void; canceled: (payload: string) => void },
 ): Promise<(() => Promise<void>) | undefined> {
   if (!database.sessions) {
     log.info("job loop polls: LISTEN needs DATABASE_DIRECT_URL beside a transaction pooler", {
@@ -24,7 +24,7 @@ export async function listenForJobs(
   try {
     const both = Promise.allSettled([
       database.listen(JOBS_CHANNEL, () => handlers.wake()),
-      database.listen(JOB_CANCEL_CHANNEL, (payload) => handlers.cancelled(payload)),
+      database.listen(JOB_CANCEL_CHANNEL, (payload) => handlers.canceled(payload)),
     ]);
     const results = await Promise.race([
       both,

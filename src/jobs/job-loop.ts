@@ -183,7 +183,7 @@ export class JobLoop {
       this.#unlisten = await listenForJobs(this.#deps.database, this.#log, {
         pollMs: this.#options.pollMs,
         wake: () => this.wake(),
-        cancelled: (payload) => this.#runs.cancelled(payload),
+        canceled: (payload) => this.#runs.canceled(payload),
       });
     if (this.mode !== "starting") return this.#unlistenNow(); // stopped while LISTEN was set up
     this.#move("claiming");

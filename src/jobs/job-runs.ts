@@ -2,7 +2,7 @@ import { withTimeout } from "../runtime/with-timeout.ts";
 import type { Completer, RunEvent } from "./completer.ts";
 import type { LocalQueue } from "./local-queue.ts";
 import { type ClaimedJob, type RetryPolicy, renewLeases, STATEMENT_TIMEOUT_MS } from "./queue.ts";
-import { JobCancelledError, type JobRegistry } from "./registry.ts";
+import { JobCanceledError, type JobRegistry } from "./registry.ts";
 import { startBatch } from "./run-batch.ts";
 import { abortMargin, type RunJobDeps, startJob } from "./run-job.ts";
 
@@ -34,7 +34,7 @@ interface Run {
   /** The lease as last written (claim or heartbeat). */
   lockedUntil: Date;
   leaseTimer: ReturnType<typeof setTimeout> | undefined;
-  /** Cancelled, taken over or settled: no more heartbeats for it. */
+  /** Canceled, taken over or settled: no more heartbeats for it. */
   ended: boolean;
 }
 
@@ -98,18 +98,18 @@ export class JobRuns {
   }
 
   /** A NOTIFY on the cancel channel (`<id>:<attempts>`): the run, if it is here, is signalled. */
-  cancelled(payload: string): void {
+  canceled(payload: string): void {
     const [id, attempts] = payload.split(":").map(Number);
     if (id === undefined || attempts === undefined) return;
     const queued = this.#options.queue.remove(id, attempts);
     if (queued) {
-      this.#dropQueued(queued, "cancelled");
+      this.#dropQueued(queued, "canceled");
       return;
     }
     const run = this.#runs.get(id);
-    // a batch goes on when one of its jobs is cancelled: that job's outcome is not recorded (fenced)
+    // a batch goes on when one of its jobs is canceled: that job's outcome is not recorded (fenced)
     if (run && !run.members && run.job.attempts === attempts && !run.handled)
-      this.#endRun(run, new JobCancelledError(id));
+      this.#endRun(run, new JobCanceledError(id));
   }
 
   /** Renews the lease of every job held, in one statement; one heartbeat at a time. */
@@ -296,13 +296,13 @@ export class JobRuns {
         if (waiting) {
           if (lease.renewed && lease.lockedUntil) waiting.lockedUntil = lease.lockedUntil;
           else if (queue.remove(waiting.id, waiting.attempts))
-            this.#dropQueued(waiting, lease.status === "cancelled" ? "cancelled" : "lost");
+            this.#dropQueued(waiting, lease.status === "canceled" ? "canceled" : "lost");
           continue;
         }
         const run = this.#runs.get(lease.id) ?? this.#memberOf.get(lease.id);
         if (!run || run.ended) continue;
         if (run.members) {
-          // a batch: its first job's lease times it; one job cancelled or taken over records nothing
+          // a batch: its first job's lease times it; one job canceled or taken over records nothing
           if (lease.id === run.job.id && lease.renewed && lease.lockedUntil) {
             run.lockedUntil = lease.lockedUntil;
             if (!run.handled) this.#armLeaseTimer(run);
@@ -313,9 +313,9 @@ export class JobRuns {
           run.lockedUntil = lease.lockedUntil;
           if (!run.handled) this.#armLeaseTimer(run);
         } else if (run.handled) {
-          run.ended = true; // its outcome's write will find the row changed (cancelled or taken over)
-        } else if (lease.status === "cancelled") {
-          this.#endRun(run, new JobCancelledError(lease.id));
+          run.ended = true; // its outcome's write will find the row changed (canceled or taken over)
+        } else if (lease.status === "canceled") {
+          this.#endRun(run, new JobCanceledError(lease.id));
         } else if (lease.status === "processing" || lease.status === null) {
           this.#endRun(run, new Error("the job's lease was taken over by another worker"));
         } else {
@@ -332,13 +332,13 @@ export class JobRuns {
     }
   }
 
-  /** A queued job that will not start here: cancelled by an admin, its lease lost or about to end. */
-  #dropQueued(job: ClaimedJob, why: "cancelled" | "lost" | "expiring"): void {
+  /** A queued job that will not start here: canceled by an admin, its lease lost or about to end. */
+  #dropQueued(job: ClaimedJob, why: "canceled" | "lost" | "expiring"): void {
     const fields = { jobId: job.id, kind: job.kind, attempt: job.attempts };
     const event = { id: job.id, kind: job.kind, attempt: job.attempts };
-    if (why === "cancelled") {
-      this.#deps.logger.info("queued job cancelled before it started", fields);
-      this.#options.emit({ type: "cancelled", ...event });
+    if (why === "canceled") {
+      this.#deps.logger.info("queued job canceled before it started", fields);
+      this.#options.emit({ type: "canceled", ...event });
     } else if (why === "lost") {
       this.#deps.logger.warn("queued job's lease was taken over before it started", fields);
       this.#options.emit({ type: "lost", ...event });

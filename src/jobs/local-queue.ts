@@ -63,7 +63,7 @@ export class LocalQueue {
     return this.#jobs.shift();
   }
 
-  /** Takes one run out (cancelled or lost before it started); undefined when it is not here. */
+  /** Takes one run out (canceled or lost before it started); undefined when it is not here. */
   remove(id: number, attempts: number): ClaimedJob | undefined {
     const at = this.#jobs.findIndex((j) => j.id === id && j.attempts === attempts);
     return at < 0 ? undefined : this.#jobs.splice(at, 1)[0];

@@ -32,7 +32,7 @@ function rowOf(r: JobResult): Record<string, unknown> {
  * The CTEs that record `results` for `workerId` (the start of a `with` list): `lease`, the results
  * as rows, and `done`, one update of all of them returning the ids it changed. Only a row still
  * `processing` under this worker and attempt changes: a run taken over by another worker, or
- * cancelled by an admin, records nothing.
+ * canceled by an admin, records nothing.
  */
 export function recordingCtes(input: { workerId: string; results: JobResult[]; now: Date }): SQL {
   const now = ts(input.now);
@@ -62,7 +62,7 @@ export function recordingCtes(input: { workerId: string; results: JobResult[]; n
 }
 
 /**
- * The fan-in of the parents `done` finished successfully (dead and cancelled parents go through
+ * The fan-in of the parents `done` finished successfully (dead and canceled parents go through
  * the trigger of drizzle/0018, drizzle/0023): their edges resolved, and each child counted down
  * once by the number of its parents finished here, not once per parent, so 10,000 parents of one
  * child cost an update of the child per completion batch. The children are locked in id order

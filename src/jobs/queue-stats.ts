@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { type Executor, execute } from "../db/client.ts";
 
-/** The job states an operator watches (the finished `succeeded` and `cancelled` are left out: they grow). */
+/** The job states an operator watches (the finished `succeeded` and `canceled` are left out: they grow). */
 export const WATCHED_JOB_STATES = ["pending", "processing", "failed", "dead"] as const;
 
 export interface QueueStats {

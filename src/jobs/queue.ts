@@ -61,7 +61,7 @@ export interface RenewedLease {
 
 /**
  * The heartbeat: moves the lease of every run still held by `workerId` (same fence as completion)
- * to now + `leaseMs`, in one statement. A run not renewed was cancelled, finished or taken over:
+ * to now + `leaseMs`, in one statement. A run not renewed was canceled, finished or taken over:
  * a second statement reads the row's status now (the first one's snapshot may predate a cancel it
  * waited for).
  */
@@ -144,7 +144,7 @@ export async function orphanedJobKinds(
   return rows.map((r) => ({ kind: r.kind, count: Number(r.count) }));
 }
 
-/** Deletes succeeded jobs finished before `succeededBefore`, dead and cancelled ones before `deadBefore`. */
+/** Deletes succeeded jobs finished before `succeededBefore`, dead and canceled ones before `deadBefore`. */
 export async function pruneJobs(
   db: Executor,
   input: { succeededBefore: Date; deadBefore: Date; batchSize?: number },
@@ -154,7 +154,7 @@ export async function pruneJobs(
   for (const [status, before] of [
     ["succeeded", input.succeededBefore],
     ["dead", input.deadBefore],
-    ["cancelled", input.deadBefore],
+    ["canceled", input.deadBefore],
   ] as const) {
     for (;;) {
       const rows = await execute<{ id: string | number }>(

@@ -8,7 +8,7 @@ export interface JobContext {
   attempt: number;
   maxAttempts: number;
   /**
-   * Fires when the run must stop: an admin cancelled the job (reason `JobCancelledError`), the
+   * Fires when the run must stop: an admin canceled the job (reason `JobCanceledError`), the
    * kind's `timeoutMs` passed (`JobTimeoutError`), the lease is about to end, or the process shuts
    * down. Stop and throw; after a cancel or a timeout nothing the handler returns is recorded.
    */
@@ -33,11 +33,11 @@ export const MAX_PROGRESS_BYTES = 4_096;
 /** The cap on a handler's return value (its result), as JSON text (UTF-8 bytes). */
 export const MAX_RESULT_BYTES = 65_536;
 
-/** The abort reason when an admin cancelled the job while it ran. */
-export class JobCancelledError extends Error {
-  override name = "JobCancelledError";
+/** The abort reason when an admin canceled the job while it ran. */
+export class JobCanceledError extends Error {
+  override name = "JobCanceledError";
   constructor(readonly jobId: number) {
-    super(`job ${jobId} was cancelled by an administrator`);
+    super(`job ${jobId} was canceled by an administrator`);
   }
 }
 

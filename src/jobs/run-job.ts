@@ -23,7 +23,7 @@ import {
   STATEMENT_TIMEOUT_MS,
 } from "./queue.ts";
 import {
-  JobCancelledError,
+  JobCanceledError,
   type JobRegistry,
   JobTimeoutError,
   MAX_PROGRESS_BYTES,
@@ -78,7 +78,7 @@ const settledNow: Promise<void> = Promise.resolve();
  * Runs one claimed job: checks its kind, attempt and payload, calls the handler with a signal that
  * fires before the lease ends (or at the kind's `timeoutMs`, or when the caller aborts), and
  * decides the outcome: succeeded, failed with a retry time (backoff), dead (attempts used up,
- * invalid payload) or cancelled. Writes nothing but the handler's progress.
+ * invalid payload) or canceled. Writes nothing but the handler's progress.
  */
 export function startJob(deps: RunJobDeps, input: RunJobInput): RunningJob {
   const { job } = input;
@@ -118,7 +118,7 @@ export function startJob(deps: RunJobDeps, input: RunJobInput): RunningJob {
   let stopWaiting!: () => void;
   const interrupted = new Promise<"interrupted">((resolve) => {
     const check = () => {
-      if (signal.reason instanceof JobCancelledError || signal.reason instanceof JobTimeoutError)
+      if (signal.reason instanceof JobCanceledError || signal.reason instanceof JobTimeoutError)
         resolve("interrupted");
     };
     stopWaiting = () => signal.removeEventListener("abort", check);
@@ -146,7 +146,7 @@ export function startJob(deps: RunJobDeps, input: RunJobInput): RunningJob {
   const outcome = Promise.race([running, interrupted]).then((first): Outcome => {
     const durationMs = performance.now() - startedAt;
     // the reason decides, also when the handler returned in the same turn as the abort
-    if (signal.reason instanceof JobCancelledError) return { type: "cancelled", job };
+    if (signal.reason instanceof JobCanceledError) return { type: "canceled", job };
     if (signal.reason instanceof JobTimeoutError) return failure(deps, input, signal.reason, durationMs);
     if (first === "interrupted") return failure(deps, input, signal.reason, durationMs); // not reached
     if (first.ok) return { type: "succeeded", job, startedAt, result: first.result };

@@ -54,7 +54,7 @@ export function observeJobs(
 
 const since = (started: number) => Math.round((performance.now() - started) * 100) / 100;
 
-const RUN_OUTCOMES = ["succeeded", "failed", "dead", "lost", "cancelled"] as const;
+const RUN_OUTCOMES = ["succeeded", "failed", "dead", "lost", "canceled"] as const;
 
 /**
  * Job-loop events as metrics: runs by kind and outcome, their duration, claims and loop rounds.
@@ -84,7 +84,7 @@ export function jobMetrics(
         break;
       case "dead":
       case "lost":
-      case "cancelled":
+      case "canceled":
         m.jobRuns.add(1, { "plinth.job.kind": event.kind, outcome: event.type });
         break;
       default:

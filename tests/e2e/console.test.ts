@@ -392,19 +392,19 @@ test("bulk-cancel a filtered set after seeing its count; other jobs are untouche
     .returning({ id: backgroundJobs.id });
   await confirm.getByRole("button", { name: "Cancel 5 job(s)" }).click();
   await page.waitForURL(/done=cancel/);
-  expect(await page.getByRole("status").first().textContent()).toBe("5 job(s) cancelled.");
+  expect(await page.getByRole("status").first().textContent()).toBe("5 job(s) canceled.");
   const other = await app.db
     .select({ id: backgroundJobs.id, status: backgroundJobs.status })
     .from(backgroundJobs)
     .where(eq(backgroundJobs.groupKey, fixture.otherTenantId));
-  expect(other.filter((j) => j.status === "cancelled")).toHaveLength(5);
+  expect(other.filter((j) => j.status === "canceled")).toHaveLength(5);
   expect(other.find((j) => j.id === late?.id)?.status).toBe("pending");
   // this tenant's jobs were not touched
   const mine = await app.db
     .select({ status: backgroundJobs.status })
     .from(backgroundJobs)
     .where(eq(backgroundJobs.groupKey, fixture.tenantId));
-  expect(mine.some((j) => j.status === "cancelled")).toBe(false);
+  expect(mine.some((j) => j.status === "canceled")).toBe(false);
   expect(problems).toEqual([]);
   await context.close();
 }, 60_000);

@@ -102,7 +102,7 @@ const started = (id: number) =>
 async function cancelDelay(id: number): Promise<{ ms: number; reason: string | null }> {
   const before = await dbNow();
   const view = await cancelJob(adminDeps(), admin, { id });
-  expect(view.status).toBe("cancelled");
+  expect(view.status).toBe("canceled");
   const aborted = await waitFor(async () => (await eventsOf(id)).find((e) => e.what === "aborted"), {
     timeoutMs: 15_000,
     what: "the handler to see its signal",
@@ -111,32 +111,32 @@ async function cancelDelay(id: number): Promise<{ ms: number; reason: string | n
 }
 
 describe("cancellation across processes", () => {
-  test("a cancelled pending job never runs", async () => {
-    const { id: cancelledId } = await enqueue(t.database.db, ctx, count, { n: 1 });
-    await cancelJob(adminDeps(), admin, { id: cancelledId });
+  test("a canceled pending job never runs", async () => {
+    const { id: canceledId } = await enqueue(t.database.db, ctx, count, { n: 1 });
+    await cancelJob(adminDeps(), admin, { id: canceledId });
     await startRunner();
-    // enqueued after it, due after it: once this one ran, the cancelled one would have been claimed first
+    // enqueued after it, due after it: once this one ran, the canceled one would have been claimed first
     const { id: markerId } = await enqueue(t.database.db, ctx, count, { n: 2 });
     await waitFor(async () => (await jobRow(t.database, markerId)).status === "succeeded", {
       what: "the marker job",
     });
-    expect(await runsOf(cancelledId)).toEqual([]);
-    expect(await jobRow(t.database, cancelledId)).toMatchObject({ status: "cancelled", attempts: 0 });
+    expect(await runsOf(canceledId)).toEqual([]);
+    expect(await jobRow(t.database, canceledId)).toMatchObject({ status: "canceled", attempts: 0 });
   }, 30_000);
 
-  test("a running job: its handler's signal fires at once (NOTIFY), the job ends cancelled and is not run again", async () => {
+  test("a running job: its handler's signal fires at once (NOTIFY), the job ends canceled and is not run again", async () => {
     await startRunner();
     const delays: number[] = [];
     for (let i = 0; i < 10; i++) {
       const { id } = await enqueue(t.database.db, ctx, watch, {});
       await started(id);
       const { ms, reason } = await cancelDelay(id);
-      expect(reason).toStartWith("JobCancelledError");
+      expect(reason).toStartWith("JobCanceledError");
       delays.push(ms);
       // the handler threw its reason: nothing overwrote the cancel
       await waitFor(async () => (await jobRow(t.database, id)).locked_by === null, { what: "settled row" });
       expect(await jobRow(t.database, id)).toMatchObject({
-        status: "cancelled",
+        status: "canceled",
         attempts: 1,
         last_error: null,
       });
@@ -154,9 +154,9 @@ describe("cancellation across processes", () => {
       await started(id);
       const { ms, reason } = await cancelDelay(id);
       // the cancel, not the lease timer (which would fire at 2.7 s and name the lease)
-      expect(reason).toStartWith("JobCancelledError");
+      expect(reason).toStartWith("JobCanceledError");
       delays.push(ms);
-      expect((await jobRow(t.database, id)).status).toBe("cancelled");
+      expect((await jobRow(t.database, id)).status).toBe("canceled");
     }
     console.log(`cancel → signal by heartbeat (lease 3 s, heartbeat 1 s), 4 runs: ${summary(delays)}`);
     expect(Math.max(...delays)).toBeLessThan(2_500);
@@ -166,7 +166,7 @@ describe("cancellation across processes", () => {
     await startRunner();
     const { id } = await enqueue(t.database.db, ctx, ignore, { ms: 1_500 });
     await started(id);
-    const cancelled = await cancelJob(adminDeps(), admin, { id });
+    const canceled = await cancelJob(adminDeps(), admin, { id });
     await waitFor(async () => (await eventsOf(id)).some((e) => e.what === "returned"), {
       what: "the handler to return",
     });
@@ -178,8 +178,8 @@ describe("cancellation across processes", () => {
       what: "marker",
     });
     const row = await jobRow(t.database, id);
-    expect(row).toMatchObject({ status: "cancelled", attempts: 1 });
-    expect(row.finished_at?.toISOString()).toBe(cancelled.finishedAt as string);
+    expect(row).toMatchObject({ status: "canceled", attempts: 1 });
+    expect(row.finished_at?.toISOString()).toBe(canceled.finishedAt as string);
   }, 30_000);
 });
 

@@ -334,7 +334,7 @@ describe("users, tenants, secrets, providers, domains, billing, jobs, bootstrap"
     expect(jobs.map((e) => [e.action, e.target_id, e.details])).toEqual([
       ["job.retried", String(id), { count: 1, jobKind: "audit.mail" }],
       ["job.priority_changed", String(id), { count: 1, jobKind: "audit.mail", value: 5 }],
-      ["job.cancelled", String(id), { count: 1, jobKind: "audit.mail" }],
+      ["job.canceled", String(id), { count: 1, jobKind: "audit.mail" }],
     ]);
     const platform = await eventsOf(null);
     const [bootstrap] = platform.filter((e) => e.action === "platform.bootstrapped");

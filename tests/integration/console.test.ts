@@ -413,12 +413,12 @@ test("a flow is drawn in layers with each job's state and parents, a job shows i
   const job = await (await get(jar, `/console/jobs/${parent?.id}`)).text();
   expect(job).toContain("&quot;rows&quot;: 42");
   expect(job).toContain(`href="/console/flows/${flowId}"`);
-  const cancelled = await post(jar, `/console/flows/${flowId}/cancel`, { csrf: await csrfOf(jar) });
-  expect(cancelled.status).toBe(303);
+  const canceled = await post(jar, `/console/flows/${flowId}/cancel`, { csrf: await csrfOf(jar) });
+  expect(canceled.status).toBe(303);
   const [row] = await app.db
     .select({ status: backgroundJobs.status })
     .from(backgroundJobs)
     .where(eq(backgroundJobs.id, child?.id ?? 0));
-  expect(row?.status).toBe("cancelled");
+  expect(row?.status).toBe("canceled");
   expect((await get(jar, `/console/flows/${crypto.randomUUID()}`)).status).toBe(404);
 });

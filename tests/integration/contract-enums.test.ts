@@ -57,6 +57,11 @@ test("every enum value of the document follows the one casing rule", async () =>
   // the capitalised states are exactly the specification's resources: tenants, users, domains
   const capitalised = found.filter((f) => f.values.some((v) => SPEC_STATES.has(v)));
   expect(capitalised.every((f) => f.where.endsWith("/properties/status"))).toBe(true);
+  // one spelling: `canceled` (subscriptions and jobs alike), never `cancelled`
+  const values = found.flatMap((f) => f.values);
+  expect(values).toContain("canceled");
+  expect(values.filter((v) => /cancelled/i.test(v))).toEqual([]);
+  expect(JSON.stringify(doc)).not.toMatch(/"cancelled"/i);
 });
 
 test("the rule refuses what it should", () => {

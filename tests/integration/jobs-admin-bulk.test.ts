@@ -92,9 +92,9 @@ describe("GET /api/admin/jobs filters", () => {
     expect(window.ids).toEqual([4, 3, 2].map((i) => idsA[i] as number));
 
     await app.request(`/api/admin/jobs/${idsA[0]}/cancel`, { method: "POST", headers: admin });
-    const cancelled = await pages(`group=${a}&status=cancelled`, 50);
-    expect(cancelled.ids).toEqual(idsA.slice(0, 1));
-    expect((await pages(`group=${b}&status=cancelled`, 50)).ids).toEqual([]);
+    const canceled = await pages(`group=${a}&status=canceled`, 50);
+    expect(canceled.ids).toEqual(idsA.slice(0, 1));
+    expect((await pages(`group=${b}&status=canceled`, 50)).ids).toEqual([]);
   });
 
   test("a bad date, an empty group or an unknown status is a 400 naming the field", async () => {
@@ -143,13 +143,13 @@ describe("GET /api/admin/jobs filters", () => {
 });
 
 describe("cancel one job", () => {
-  test("a pending job is cancelled at once and never claimed; a finished one is a 409; unknown a 404", async () => {
+  test("a pending job is canceled at once and never claimed; a finished one is a 409; unknown a 404", async () => {
     const { id } = await enqueue(app.db, ctx, single, { n: 1 });
     const response = await app.request(`/api/admin/jobs/${id}/cancel`, { method: "POST", headers: admin });
     expect(response.status).toBe(200);
     expect(await response.json()).toMatchObject({
       id,
-      status: "cancelled",
+      status: "canceled",
       finishedAt: clock.now().toISOString(),
     });
     clock.advance(1_000);
@@ -158,11 +158,11 @@ describe("cancel one job", () => {
     ).toEqual([]);
     const again = await app.request(`/api/admin/jobs/${id}/cancel`, { method: "POST", headers: admin });
     expect(again.status).toBe(409);
-    expect(((await again.json()) as { detail: string }).detail).toContain("cancelled");
+    expect(((await again.json()) as { detail: string }).detail).toContain("canceled");
     expect(
       (await app.request("/api/admin/jobs/987654321/cancel", { method: "POST", headers: admin })).status,
     ).toBe(404);
-    // a cancelled job can be retried
+    // a canceled job can be retried
     const retried = await app.request(`/api/admin/jobs/${id}/retry`, { method: "POST", headers: admin });
     expect(retried.status).toBe(200);
     expect(await retried.json()).toMatchObject({ status: "pending", attempts: 0, finishedAt: null });
@@ -171,7 +171,7 @@ describe("cancel one job", () => {
     expect(line).toMatchObject({ actor: { type: "user", userId: adminId }, action: "cancel", count: 1 });
   });
 
-  test("a processing job: cancelled, its process told by NOTIFY (id:attempts), its late success fenced out", async () => {
+  test("a processing job: canceled, its process told by NOTIFY (id:attempts), its late success fenced out", async () => {
     const heard: string[] = [];
     const unlisten = await app.testDatabase.database.listen(JOB_CANCEL_CHANNEL, (p) => heard.push(p));
     try {
@@ -184,12 +184,12 @@ describe("cancel one job", () => {
       });
       expect(job?.id).toBe(id);
       const response = await app.request(`/api/admin/jobs/${id}/cancel`, { method: "POST", headers: admin });
-      expect(await response.json()).toMatchObject({ status: "cancelled", lockedBy: null });
+      expect(await response.json()).toMatchObject({ status: "canceled", lockedBy: null });
       await waitFor(() => heard.includes(`${id}:1`), { what: "the cancel NOTIFY" });
       expect(
         await completeJobs(app.db, { workerId: "w1", jobs: [{ id, attempts: 1 }], now: clock.now() }),
       ).toEqual([]);
-      expect((await jobRow(app.testDatabase.database, id)).status).toBe("cancelled");
+      expect((await jobRow(app.testDatabase.database, id)).status).toBe("canceled");
       // nor does the expired-lease branch of the claim take it
       const later = new Date(clock.now().getTime() + 10 * 60_000);
       expect(
@@ -228,13 +228,13 @@ describe("bulk actions", () => {
     const response = await post("/api/admin/jobs/cancel", { group: big });
     expect(response.status).toBe(200);
     expect(await response.json()).toEqual({ changed: n - 2 });
-    const [counts] = await execute<{ cancelled: number; succeeded: number }>(
+    const [counts] = await execute<{ canceled: number; succeeded: number }>(
       app.db,
-      sql`select count(*) filter (where status = 'cancelled')::int as cancelled,
+      sql`select count(*) filter (where status = 'canceled')::int as canceled,
                  count(*) filter (where status = 'succeeded')::int as succeeded
           from background_jobs where group_key = ${big}`,
     );
-    expect(counts).toEqual({ cancelled: n - 2, succeeded: 2 });
+    expect(counts).toEqual({ canceled: n - 2, succeeded: 2 });
     expect(running.every((j) => j.id !== otherId)).toBe(true);
     expect((await jobRow(app.testDatabase.database, otherId)).status).toBe("pending");
     const line = actions().find(
@@ -250,7 +250,7 @@ describe("bulk actions", () => {
     expect(await (await post("/api/admin/jobs/cancel", { group: big })).json()).toEqual({ changed: 0 });
   });
 
-  test("bulk retry brings back dead and cancelled jobs of a kind, due now; a dedup key held elsewhere stays", async () => {
+  test("bulk retry brings back dead and canceled jobs of a kind, due now; a dedup key held elsewhere stays", async () => {
     const g = tenant();
     const ids: number[] = [];
     for (let i = 0; i < 6; i++) ids.push((await enqueue(app.db, ctx, report, { n: i }, { tenantId: g })).id);

@@ -182,9 +182,9 @@ describe("flows", () => {
     await waitFor(async () => (await jobRow(t.database, id("run"))).status === "succeeded", { what: "run" });
     await waitFor(async () => (await jobRow(t.database, id("cancel-grandchild"))).status === "succeeded");
     expect((await jobRow(t.database, id("bad"))).status).toBe("dead");
-    const cancelled = await jobRow(t.database, id("cancel"));
-    expect(cancelled.status).toBe("cancelled");
-    expect(cancelled.last_error).toContain(`parent job ${id("bad")} ended dead`);
+    const canceled = await jobRow(t.database, id("cancel"));
+    expect(canceled.status).toBe("canceled");
+    expect(canceled.last_error).toContain(`parent job ${id("bad")} ended dead`);
     const waiting = await jobRow(t.database, id("wait"));
     expect(waiting.status).toBe("waiting");
     expect(waiting.last_error).toContain("waiting for an administrator");
@@ -200,7 +200,7 @@ describe("flows", () => {
     await waitFor(async () => (await jobRow(t.database, id("wait"))).status === "succeeded", {
       what: "wait",
     });
-    expect((await jobRow(t.database, id("cancel"))).status).toBe("cancelled");
+    expect((await jobRow(t.database, id("cancel"))).status).toBe("canceled");
     await stopAll();
   });
 
@@ -224,8 +224,8 @@ describe("flows", () => {
     );
     await stopAll();
     expect(ran.find((r) => r.n === 9)?.parents).toEqual({ [String(earlier)]: { doubled: 14 } });
-    expect((await jobRow(t.database, flow.jobs["after-dead"] as number)).status).toBe("cancelled");
-    expect((await jobRow(t.database, flow.jobs["after-that"] as number)).status).toBe("cancelled");
+    expect((await jobRow(t.database, flow.jobs["after-dead"] as number)).status).toBe("canceled");
+    expect((await jobRow(t.database, flow.jobs["after-that"] as number)).status).toBe("canceled");
   });
 
   test("cycles, unknown keys and ids, and repeated keys are refused and nothing is stored", async () => {
@@ -264,8 +264,8 @@ describe("flows", () => {
     );
   });
 
-  test("a flow is listed and cancelled as a whole", async () => {
-    const { job } = recorder("flows.cancelled");
+  test("a flow is listed and canceled as a whole", async () => {
+    const { job } = recorder("flows.canceled");
     const flow = await enqueueFlow(deps(), ctx, {
       jobs: [
         {
@@ -297,7 +297,7 @@ describe("flows", () => {
     });
     expect(changed).toBeGreaterThanOrEqual(1);
     expect((await getFlow({ database: t.database }, ctx, { flowId: flow.flowId }))?.counts).toEqual({
-      cancelled: 6,
+      canceled: 6,
     });
     expect(
       await getFlow({ database: t.database }, ctx, { flowId: "00000000-0000-4000-8000-000000000000" }),
@@ -386,7 +386,7 @@ describe("flows", () => {
 });
 
 describe("admin flow routes", () => {
-  test("GET /api/admin/jobs/{id} shows result, dependsOn and flowId; a flow is shown and cancelled over HTTP", async () => {
+  test("GET /api/admin/jobs/{id} shows result, dependsOn and flowId; a flow is shown and canceled over HTTP", async () => {
     const appDeps = await testDeps(testConfig(), { database: t.database, clock });
     const app = platformAdminRoutes(appDeps, adminJobRoutes(appDeps), adminFlowRoutes(appDeps));
     const { job } = recorder("flows.http");
@@ -431,9 +431,9 @@ describe("admin flow routes", () => {
       total: 2,
       counts: { succeeded: 1, pending: 1 },
     });
-    const cancelled = await app.request(`/api/admin/flows/${flow.flowId}/cancel`, { method: "POST" });
-    expect(cancelled.status).toBe(200);
-    expect(await cancelled.json()).toEqual({ changed: 1 });
+    const canceled = await app.request(`/api/admin/flows/${flow.flowId}/cancel`, { method: "POST" });
+    expect(canceled.status).toBe(200);
+    expect(await canceled.json()).toEqual({ changed: 1 });
     expect((await app.request("/api/admin/flows/00000000-0000-4000-8000-000000000000")).status).toBe(404);
     expect((await app.request("/api/admin/flows/not-a-flow")).status).toBe(400);
     expect(

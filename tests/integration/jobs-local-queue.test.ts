@@ -158,8 +158,8 @@ describe("the local queue", () => {
       { what: "three recorded" },
     );
     expect(ran).not.toContain(target);
-    expect((await jobRow(t.database, target)).status).toBe("cancelled");
-    expect(events.some((e) => e.type === "cancelled" && e.id === target)).toBe(true);
+    expect((await jobRow(t.database, target)).status).toBe("canceled");
+    expect(events.some((e) => e.type === "canceled" && e.id === target)).toBe(true);
     await l.stop(1_000);
   });
 

@@ -465,10 +465,10 @@ describe("renewLeases (the heartbeat)", () => {
       now: clock.now(),
     });
     expect(claimed).toHaveLength(3);
-    const [held, cancelled, takenOver] = ids as [number, number, number];
+    const [held, canceled, takenOver] = ids as [number, number, number];
     await execute(
       t.database.db,
-      sql`update background_jobs set status = 'cancelled', locked_by = null where id = ${cancelled}`,
+      sql`update background_jobs set status = 'canceled', locked_by = null where id = ${canceled}`,
     );
     // its lease expired and another worker claimed it: attempts 2, locked by "other"
     await execute(
@@ -485,7 +485,7 @@ describe("renewLeases (the heartbeat)", () => {
     });
     expect(renewed).toEqual([
       { id: held, renewed: true, lockedUntil: new Date(later.getTime() + 5_000), status: "processing" },
-      { id: cancelled, renewed: false, lockedUntil: null, status: "cancelled" },
+      { id: canceled, renewed: false, lockedUntil: null, status: "canceled" },
       { id: takenOver, renewed: false, lockedUntil: null, status: "processing" },
     ]);
     expect((await jobRow(t.database, held)).locked_until).toEqual(new Date(later.getTime() + 5_000));

@@ -10,7 +10,7 @@ import type { ClaimedJob } from "../../src/jobs/queue.ts";
 import {
   createJobRegistry,
   defineJob,
-  JobCancelledError,
+  JobCanceledError,
   type JobDefinition,
   JobTimeoutError,
 } from "../../src/jobs/registry.ts";
@@ -272,7 +272,7 @@ describe("runJob", () => {
     expect(row.last_error).toContain('JobTimeoutError: job kind "');
   });
 
-  test("a cancel signal: outcome cancelled, nothing written, the handler's late success not recorded", async () => {
+  test("a cancel signal: outcome canceled, nothing written, the handler's late success not recorded", async () => {
     const { deps, events } = harness();
     let finish = () => {};
     const ignores = defineJob(kind("cancel"), z.object({}), async () => {
@@ -281,15 +281,15 @@ describe("runJob", () => {
     const job = await claim(ignores);
     await execute(
       t.database.db,
-      sql`update background_jobs set status = 'cancelled', finished_at = now(), locked_by = null where id = ${job.id}`,
+      sql`update background_jobs set status = 'canceled', finished_at = now(), locked_by = null where id = ${job.id}`,
     );
     const controller = new AbortController();
     const running = runJob(deps, input(job, [ignores], { controller }));
-    controller.abort(new JobCancelledError(job.id));
-    expect(await running).toBe("cancelled");
-    expect(events).toEqual([{ type: "cancelled", id: job.id, kind: job.kind, attempt: 1 }]);
+    controller.abort(new JobCanceledError(job.id));
+    expect(await running).toBe("canceled");
+    expect(events).toEqual([{ type: "canceled", id: job.id, kind: job.kind, attempt: 1 }]);
     finish();
-    expect((await jobRow(t.database, job.id)).status).toBe("cancelled");
+    expect((await jobRow(t.database, job.id)).status).toBe("canceled");
   });
 
   test("timeoutMs must be a positive integer", () => {

@@ -99,6 +99,25 @@ describe("migrator on an empty database", () => {
     await execute(t.database.db, sql`delete from background_jobs`);
   });
 
+  test("--down of 0025 spells a canceled job `cancelled` again; migrating again renames it back", async () => {
+    const [job] = await execute<{ id: number }>(
+      t.database.db,
+      sql`insert into background_jobs (kind, status, finished_at) values ('system.noop', 'canceled', now()) returning id::int as id`,
+    );
+    const statusOf = async () =>
+      (
+        await execute<{ status: string }>(
+          t.database.db,
+          sql`select status from background_jobs where id = ${job?.id}`,
+        )
+      )[0]?.status;
+    const reverted = await downTo(t, "0025_job_status_canceled");
+    expect(await statusOf()).toBe("cancelled");
+    expect(await migrate(t.database.db)).toEqual([...reverted].reverse());
+    expect(await statusOf()).toBe("canceled");
+    await execute(t.database.db, sql`delete from background_jobs`);
+  });
+
   test("--down of 0018 drops flows, results and debounce, cancelling waiting jobs; migrating again restores the columns", async () => {
     const [parent] = await execute<{ id: number }>(
       t.database.db,

@@ -20,7 +20,7 @@ export const jobStatuses = [
   "succeeded",
   "failed",
   "dead",
-  "cancelled",
+  "canceled",
   "waiting",
 ] as const;
 export type JobStatus = (typeof jobStatuses)[number];
@@ -53,7 +53,7 @@ export const backgroundJobs = pgTable(
     flowKey: text(),
     /** Parents not yet resolved; a `waiting` job becomes `pending` when it reaches 0. */
     waitingOn: integer().notNull().default(0),
-    /** What a parent that ends dead or cancelled does to this job: `cancel` (null), `run` or `wait`. */
+    /** What a parent that ends dead or canceled does to this job: `cancel` (null), `run` or `wait`. */
     onParentFailure: text({ enum: ["cancel", "run", "wait"] }),
     /** Other jobs depend on this one: its end resolves their edges (trigger, drizzle/0018). */
     hasDependents: boolean().notNull().default(false),
@@ -73,7 +73,7 @@ export const backgroundJobs = pgTable(
   (t) => [
     check(
       "background_jobs_status_check",
-      sql`${t.status} in ('pending', 'processing', 'succeeded', 'failed', 'dead', 'cancelled', 'waiting')`,
+      sql`${t.status} in ('pending', 'processing', 'succeeded', 'failed', 'dead', 'canceled', 'waiting')`,
     ),
     check(
       "background_jobs_on_parent_failure_check",
@@ -100,7 +100,7 @@ export const backgroundJobs = pgTable(
     // sorting the whole backlog, and for the expired-lease branch in a cost tie with the lease index.
     index("background_jobs_admin_idx")
       .on(t.status, t.kind, t.id)
-      .where(sql`${t.status} in ('succeeded', 'dead', 'cancelled')`),
+      .where(sql`${t.status} in ('succeeded', 'dead', 'canceled')`),
     // admin listing and bulk actions by group (a tenant id): newest first without reading other groups
     index("background_jobs_group_idx").on(t.groupKey, t.id).where(sql`${t.groupKey} is not null`),
     // a flow's jobs (GET /api/admin/flows/{flowId}, the flow cancel)

@@ -111,7 +111,7 @@ export function bulkConfirmView(input: {
   back: FilterFields;
 }): Html {
   const { viewer, action, count, fields, back } = input;
-  const verb = action === "cancel" ? "cancelled" : "retried";
+  const verb = action === "cancel" ? "canceled" : "retried";
   return html`<div id="bulk" class="confirm" role="region" aria-labelledby="bulk-title">
 <h2 id="bulk-title">${action === "cancel" ? "Cancel" : "Retry"} ${count} job(s)?</h2>
 <p><strong>${count}</strong> job(s) match this filter now and would be ${verb}${

@@ -137,11 +137,10 @@ const TONE: Record<string, string> = {
   Pending: "warn",
   past_due: "warn",
   dead: "bad",
-  cancelled: "muted",
+  canceled: "muted",
   Failed: "bad",
   Suspended: "bad",
   suspended: "bad",
-  canceled: "muted",
   enabled: "ok",
   disabled: "muted",
 };

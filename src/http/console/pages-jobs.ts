@@ -72,11 +72,11 @@ async function filterOf(
   return { filter, unknownTenant };
 }
 
-const DONE: Record<string, string> = { cancel: "cancelled", retry: "retried" };
+const DONE: Record<string, string> = { cancel: "canceled", retry: "retried" };
 const JOB_DONE: Record<string, string> = {
   priority: "Priority changed: the next claims honour it.",
   retried: "The job is pending again, due now.",
-  cancelled: "The job is cancelled; if it was running, its handler was signalled to stop.",
+  canceled: "The job is canceled; if it was running, its handler was signalled to stop.",
 };
 const SCHEDULE_DONE: Record<string, string> = {
   enabled: "Schedule resumed: it runs from its next slot (missed slots are not caught up).",
@@ -187,8 +187,8 @@ function singleJobRoutes(router: Hono<ConsoleEnv>, deps: Deps): void {
     const id = c.req.param("id");
     if (!JOB_ID.test(id)) throw new AppError("not_found", "No job with this id.");
     await cancelJob(deps, ctxOf(c, null), { id: Number(id) });
-    consoleActed(deps, c, "job.cancelled", { type: "job", id });
-    return seeOther(c, `/console/jobs/${id}?done=cancelled`);
+    consoleActed(deps, c, "job.canceled", { type: "job", id });
+    return seeOther(c, `/console/jobs/${id}?done=canceled`);
   });
 }
 
@@ -198,8 +198,7 @@ function flowRoutes(router: Hono<ConsoleEnv>, deps: Deps): void {
     const flowId = c.req.param("flowId");
     const flow = await getFlow(deps, ctxOf(c, null), { flowId, limit: 200, cursor: c.req.query("cursor") });
     if (!flow) throw new AppError("not_found", "No flow with this id.");
-    const done =
-      c.req.query("done") === "cancelled" ? "The flow's unfinished jobs were cancelled." : undefined;
+    const done = c.req.query("done") === "canceled" ? "The flow's unfinished jobs were canceled." : undefined;
     const body = flowView({ viewer: viewerOf(c), flow, done });
     return pageResponse(
       c,
@@ -210,8 +209,8 @@ function flowRoutes(router: Hono<ConsoleEnv>, deps: Deps): void {
   router.post("/console/flows/:flowId/cancel", async (c) => {
     const flowId = c.req.param("flowId");
     await cancelFlow(deps, ctxOf(c, null), { flowId });
-    consoleActed(deps, c, "job.cancelled", { type: "flow", id: flowId });
-    return seeOther(c, `/console/flows/${flowId}?done=cancelled`);
+    consoleActed(deps, c, "job.canceled", { type: "flow", id: flowId });
+    return seeOther(c, `/console/flows/${flowId}?done=canceled`);
   });
 }
 

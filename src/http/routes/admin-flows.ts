@@ -53,7 +53,7 @@ const cancel = apiRoute("platform", {
   request: { params: flowParam },
   responses: {
     200: json(
-      "How many jobs were cancelled.",
+      "How many jobs were canceled.",
       z.object({ changed: z.number().int() }).openapi("JobFlowCancelResult"),
     ),
     400: problem("Invalid flow id."),

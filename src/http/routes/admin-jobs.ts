@@ -44,7 +44,7 @@ const job = z
     waitingOn: z.number().int().openapi({ description: "Parents not yet resolved (status waiting)." }),
     onParentFailure: z
       .enum(["cancel", "run", "wait"])
-      .openapi({ description: "What a parent that ends dead or cancelled does to this job." }),
+      .openapi({ description: "What a parent that ends dead or canceled does to this job." }),
     createdAt: z.string(),
     updatedAt: z.string(),
     finishedAt: z.string().nullable(),
@@ -139,12 +139,12 @@ const retry = apiRoute("platform", {
   path: "/api/admin/jobs/{id}/retry",
   operationId: "adminRetryJob",
   tags: ["admin"],
-  summary: "Retry a dead or cancelled job: fresh attempts, due now.",
+  summary: "Retry a dead or canceled job: fresh attempts, due now.",
   request: { params: idParam },
   responses: {
     200: json("The job, pending again.", job),
     404: problem("No job with this id."),
-    409: problem("The job is neither dead nor cancelled, or another unfinished job holds its dedup key."),
+    409: problem("The job is neither dead nor canceled, or another unfinished job holds its dedup key."),
   },
 });
 
@@ -156,9 +156,9 @@ const cancel = apiRoute("platform", {
   summary: "Cancel a job: a pending or failed one never runs; a running one's handler is signalled.",
   request: { params: idParam },
   responses: {
-    200: json("The job, cancelled.", job),
+    200: json("The job, canceled.", job),
     404: problem("No job with this id."),
-    409: problem("The job has finished (succeeded, dead or cancelled)."),
+    409: problem("The job has finished (succeeded, dead or canceled)."),
   },
 });
 
@@ -184,11 +184,11 @@ const bulkRetry = apiRoute("platform", {
   path: "/api/admin/jobs/retry",
   operationId: "adminRetryJobs",
   tags: ["admin"],
-  summary: `Retry every dead or cancelled job the filter matches, ${BULK_BATCH_SIZE} rows a statement.`,
+  summary: `Retry every dead or canceled job the filter matches, ${BULK_BATCH_SIZE} rows a statement.`,
   request: { body: jsonBody(retryFilter) },
   responses: {
     200: json("How many jobs were retried.", bulkResult),
-    400: problem("No filter, or a status other than dead or cancelled."),
+    400: problem("No filter, or a status other than dead or canceled."),
   },
 });
 
@@ -200,7 +200,7 @@ const bulkCancel = apiRoute("platform", {
   summary: `Cancel every unfinished job the filter matches, ${BULK_BATCH_SIZE} rows a statement.`,
   request: { body: jsonBody(cancelFilter) },
   responses: {
-    200: json("How many jobs were cancelled.", bulkResult),
+    200: json("How many jobs were canceled.", bulkResult),
     400: problem("No filter, or a status other than pending, failed or processing."),
   },
 });

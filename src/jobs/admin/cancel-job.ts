@@ -12,7 +12,7 @@ import { type JobAdminDeps, type JobRow, type JobView, toJobView } from "./job-v
 
 /**
  * Cancels a job that has not finished: a pending or failed one never runs, a processing one ends
- * `cancelled` at once and its handler's signal fires on whichever process runs it (NOTIFY on
+ * `canceled` at once and its handler's signal fires on whichever process runs it (NOTIFY on
  * `plinth_job_cancel`; the next heartbeat otherwise). Its late result is not recorded: every
  * write of a run is fenced on `status = 'processing'`. 404 unknown id, 409 a finished job.
  */
@@ -26,7 +26,7 @@ export async function cancelJob(deps: JobAdminDeps, ctx: Ctx, input: { id: numbe
         ),
         changed as (
           update background_jobs j
-          set status = 'cancelled', finished_at = ${now}, updated_at = ${now}, locked_by = null, locked_until = null
+          set status = 'canceled', finished_at = ${now}, updated_at = ${now}, locked_by = null, locked_until = null
           from target
           where j.id = target.id and target.status in (${inList(CANCELLABLE_STATUSES)})
           returning j.*
@@ -50,6 +50,6 @@ export async function cancelJob(deps: JobAdminDeps, ctx: Ctx, input: { id: numbe
   });
   if (!row) throw new AppError("not_found", "No job with this id.");
   if (row.id === null)
-    throw new AppError("conflict", `Only unfinished jobs can be cancelled; this one is ${row.was}.`);
+    throw new AppError("conflict", `Only unfinished jobs can be canceled; this one is ${row.was}.`);
   return toJobView(row);
 }

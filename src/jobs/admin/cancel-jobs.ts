@@ -17,7 +17,7 @@ import type { JobAdminDeps } from "./job-view.ts";
 
 /**
  * Cancels every unfinished job (pending, failed, processing) the filter matches, in batches;
- * running ones are signalled as `cancelJob` does. Returns how many were cancelled.
+ * running ones are signalled as `cancelJob` does. Returns how many were canceled.
  */
 export async function cancelJobs(
   deps: JobAdminDeps,
@@ -38,7 +38,7 @@ export async function cancelJobs(
         ),
         changed as (
           update background_jobs j
-          set status = 'cancelled', finished_at = ${now}, updated_at = ${now}, locked_by = null, locked_until = null
+          set status = 'canceled', finished_at = ${now}, updated_at = ${now}, locked_by = null, locked_until = null
           from batch where j.id = batch.id
           returning j.id
         ),

@@ -15,7 +15,7 @@ import type { JobAdminDeps } from "./job-view.ts";
 
 /**
  * How many jobs a bulk action on `filter` would change now: the unfinished ones for a cancel, the
- * dead and cancelled ones for a retry (a retry skips a job whose dedup key another unfinished job
+ * dead and canceled ones for a retry (a retry skips a job whose dedup key another unfinished job
  * holds, so it may change fewer). What the console shows before an operator confirms.
  */
 export async function countBulkTargets(

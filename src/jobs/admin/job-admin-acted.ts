@@ -21,8 +21,8 @@ export interface JobAdminAction {
 const AUDITED: Record<string, AuditAction> = {
   retry: "job.retried",
   "bulk-retry": "job.retried",
-  cancel: "job.cancelled",
-  "bulk-cancel": "job.cancelled",
+  cancel: "job.canceled",
+  "bulk-cancel": "job.canceled",
   "set-priority": "job.priority_changed",
 };
 

@@ -18,8 +18,8 @@ export interface JobFilter {
 }
 
 /** Statuses a job can be retried from (an admin's retry): it never succeeded and nothing runs it. */
-export const RETRYABLE_STATUSES = ["dead", "cancelled"] as const satisfies readonly JobStatus[];
-/** Statuses a job can be cancelled in: it has not finished. */
+export const RETRYABLE_STATUSES = ["dead", "canceled"] as const satisfies readonly JobStatus[];
+/** Statuses a job can be canceled in: it has not finished. */
 export const CANCELLABLE_STATUSES = [
   "pending",
   "failed",

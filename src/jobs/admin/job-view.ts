@@ -37,7 +37,7 @@ export interface JobView {
   flowKey: string | null;
   /** Parents not yet resolved (a `waiting` job runs when this reaches 0). */
   waitingOn: number;
-  /** What a dead or cancelled parent does to it: `cancel` (the default), `run` or `wait`. */
+  /** What a dead or canceled parent does to it: `cancel` (the default), `run` or `wait`. */
   onParentFailure: "cancel" | "run" | "wait";
   createdAt: string;
   updatedAt: string;

@@ -12,7 +12,7 @@ import { inList, RETRYABLE_STATUSES } from "./job-filter.ts";
 import { type JobAdminDeps, type JobRow, type JobView, toJobView } from "./job-view.ts";
 
 /**
- * Gives a dead or cancelled job a fresh set of attempts, due now (a NOTIFY wakes the loops on
+ * Gives a dead or canceled job a fresh set of attempts, due now (a NOTIFY wakes the loops on
  * commit). 404 for an unknown id; 409 when the job is in another state or another unfinished job
  * now holds its dedup key.
  */
@@ -50,6 +50,6 @@ export async function retryDeadJob(deps: JobAdminDeps, ctx: Ctx, input: { id: nu
   if (!existing) throw new AppError("not_found", "No job with this id.");
   throw new AppError(
     "conflict",
-    `Only dead or cancelled jobs can be retried; this one is ${existing.status}.`,
+    `Only dead or canceled jobs can be retried; this one is ${existing.status}.`,
   );
 }

@@ -16,7 +16,7 @@ import {
 import type { JobAdminDeps } from "./job-view.ts";
 
 /**
- * Retries every dead or cancelled job the filter matches, in batches: fresh attempts, due now.
+ * Retries every dead or canceled job the filter matches, in batches: fresh attempts, due now.
  * A job whose dedup key another unfinished job holds stays as it is (of several holding one key,
  * the newest is retried). Returns how many were retried.
  */

@@ -14,7 +14,7 @@ export interface JobSummary {
 
 /**
  * Counts of open jobs (pending, processing, failed, dead) by state and by kind. Finished states
- * (succeeded, cancelled) are counted over the last hour by `jobActivity` instead: the table keeps
+ * (succeeded, canceled) are counted over the last hour by `jobActivity` instead: the table keeps
  * finished rows for days, and counting them all would read the whole table on every view.
  */
 export async function summarizeJobs(deps: Pick<JobAdminDeps, "database">, ctx: Ctx): Promise<JobSummary> {
