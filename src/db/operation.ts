@@ -1,20 +1,35 @@
 /**
  * How a domain operation reaches the database: through the ctx it was given, never through
  * `deps.database` directly. One place decides what a unit of work is, so a caller's transaction is
- * joined (an operation called inside another's) and per-transaction settings have one home.
+ * joined (an operation called inside another's) and per-transaction settings have one home: the
+ * row-level-security context (`plinth.tenant_id` from the ctx's tenant, or `plinth.platform` on the
+ * named platform path; src/db/tenant-scope.ts, docs/architecture.md "Every tenant table is born with
+ * its policy").
  */
 import type { Ctx } from "../context.ts";
 import type { Database, Executor, Tx } from "./client.ts";
+import { type DatabaseScope, type ScopeMode, scopedRunnerOf, scopeSetting } from "./tenant-scope.ts";
 
 /** What an operation needs of Deps to reach the database. */
 export interface DatabaseDeps {
   database: Pick<Database, "db">;
 }
 
+/** Runs `work` in a new transaction whose context is `scope`, pipelined where the driver allows. */
+function inScope<T>(deps: DatabaseDeps, scope: DatabaseScope, work: (tx: Tx) => Promise<T>, mode: ScopeMode) {
+  const { db } = deps.database;
+  const run = scopedRunnerOf(db);
+  if (run) return run(scope, work, mode);
+  return db.transaction(async (tx) => {
+    await tx.execute(scopeSetting(scope));
+    return work(tx);
+  });
+}
+
 /**
  * Runs `work` in a transaction: the ctx's own when it carries one, else a new one committed when
- * `work` resolves (rolled back when it throws). `work` gets the transaction and a ctx that carries
- * it, to hand to the operations it calls.
+ * `work` resolves (rolled back when it throws), in the ctx tenant's row-level-security context.
+ * `work` gets the transaction and a ctx that carries it, to hand to the operations it calls.
  */
 export async function withTransaction<T, C extends Ctx>(
   deps: DatabaseDeps,
@@ -22,17 +37,50 @@ export async function withTransaction<T, C extends Ctx>(
   work: (tx: Tx, ctx: C & { tx: Tx }) => Promise<T>,
 ): Promise<T> {
   if (ctx.tx) return work(ctx.tx, ctx as C & { tx: Tx });
-  return deps.database.db.transaction((tx) => work(tx, { ...ctx, tx }));
+  if (ctx.tenantId === null) return deps.database.db.transaction((tx) => work(tx, { ...ctx, tx }));
+  const { tenantId } = ctx;
+  return inScope(deps, { tenantId }, (tx) => work(tx, { ...ctx, tx }), "write");
 }
 
 /**
- * Runs `work` on the ctx's transaction when it carries one, else on the pool: for reads and single
- * statements that need no transaction of their own.
+ * Runs `work` on the ctx's transaction when it carries one, else, for a ctx in a tenant, in a
+ * transaction of the tenant's context (no round trip of its own on PostgreSQL; COMMIT waited for only
+ * when `work` wrote): for reads and single statements that need no transaction of their own.
  */
 export async function withDatabase<T>(
   deps: DatabaseDeps,
   ctx: Ctx,
   work: (db: Executor) => Promise<T>,
 ): Promise<T> {
-  return work(ctx.tx ?? deps.database.db);
+  if (ctx.tx) return work(ctx.tx);
+  if (ctx.tenantId === null) return work(deps.database.db);
+  return inScope(deps, { tenantId: ctx.tenantId }, work, "read");
 }
+
+/**
+ * The one named path across tenants (loops, platform lists, the migrator's seeders): a transaction
+ * on which every tenant table admits every row (`plinth.platform` = `on`). The ctx's own transaction
+ * is joined only when it is itself a platform one; a tenant's transaction is never widened.
+ */
+export async function withPlatformTransaction<T, C extends Ctx>(
+  deps: DatabaseDeps,
+  ctx: C,
+  work: (tx: Tx, ctx: C & { tx: Tx }) => Promise<T>,
+): Promise<T> {
+  if (ctx.tx) {
+    if (platformTransactions.has(ctx.tx)) return work(ctx.tx, ctx as C & { tx: Tx });
+    throw new Error("withPlatformTransaction inside a transaction that is not a platform one");
+  }
+  return inScope(
+    deps,
+    { platform: true },
+    (tx) => {
+      platformTransactions.add(tx);
+      return work(tx, { ...ctx, tx }).finally(() => platformTransactions.delete(tx));
+    },
+    "write",
+  );
+}
+
+/** Transactions opened by withPlatformTransaction, while they run. */
+const platformTransactions = new WeakSet<Tx>();

@@ -2,10 +2,12 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { eq, sql } from "drizzle-orm";
 import postgres from "postgres";
+import { systemCtx } from "../../src/context.ts";
 import { DEFAULT_APP_ROLE, ensureAppRole } from "../../src/db/app-role.ts";
-import { execute } from "../../src/db/client.ts";
-import { users } from "../../src/db/schema/index.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { type Database, execute, openDatabase } from "../../src/db/client.ts";
+import { withDatabase, withPlatformTransaction, withTransaction } from "../../src/db/operation.ts";
+import { tenantMemberships, users } from "../../src/db/schema/index.ts";
+import { createTestDatabase, openTestDatabase, type TestDatabase } from "../helpers/database.ts";
 import { createTenant, createUser } from "../helpers/identity.ts";
 import { ROOT } from "../helpers/process.ts";
 
@@ -18,6 +20,7 @@ import { ROOT } from "../helpers/process.ts";
  */
 let t: TestDatabase;
 let app: postgres.Sql;
+let appDb: Database;
 let tenantA: { id: string };
 let tenantB: { id: string };
 let userA: string;
@@ -39,10 +42,12 @@ beforeAll(async () => {
   userA = (await createUser(t.database.db, tenantA.id)).id;
   userB = (await createUser(t.database.db, tenantB.id)).id;
   app = postgres(asAppRole(t.directUrl), { max: 1, onnotice: () => {} });
+  appDb = await openDatabase(asAppRole(t.directUrl), { poolSize: 1 });
 });
 
 afterAll(async () => {
   await app?.end();
+  await appDb?.close();
   await t?.drop();
 });
 
@@ -98,6 +103,35 @@ describe("raw SQL as the API's role", () => {
   });
 });
 
+describe("the operations' paths as the API's role", () => {
+  const appDeps = () => ({ database: appDb });
+
+  test("withDatabase and withTransaction see and write the ctx tenant's rows only", async () => {
+    const seen = async (tenantId: string) =>
+      withDatabase(appDeps(), systemCtx("test", tenantId), (db) => db.select({ id: users.id }).from(users));
+    expect((await seen(tenantA.id)).map((r) => r.id)).toEqual([userA]);
+    expect((await seen(tenantB.id)).map((r) => r.id)).toEqual([userB]);
+    // a ctx without a tenant sets no context: nothing
+    expect(await withDatabase(appDeps(), systemCtx("test"), (db) => db.select().from(users))).toEqual([]);
+    await expect(
+      withTransaction(appDeps(), systemCtx("test", tenantA.id), (tx) =>
+        tx.insert(tenantMemberships).values({ tenantId: tenantB.id, userId: userA }),
+      ),
+    ).rejects.toThrow();
+    const renamed = await withTransaction(appDeps(), systemCtx("test", tenantA.id), (tx) =>
+      tx.update(users).set({ name: "A's user" }).where(eq(users.id, userA)).returning({ id: users.id }),
+    );
+    expect(renamed).toEqual([{ id: userA }]);
+  });
+
+  test("the platform path is named and sees every tenant", async () => {
+    const all = await withPlatformTransaction(appDeps(), systemCtx("test"), (tx) =>
+      tx.select({ id: users.id }).from(users),
+    );
+    expect(all.map((r) => r.id)).toEqual(expect.arrayContaining([userA, userB]));
+  });
+});
+
 describe("the context ends with its transaction", () => {
   test("on one pooled connection (through PgBouncer in the scaled topology)", async () => {
     // t.url: what the app is given, the pooler in the scaled topology; one connection, so the next
@@ -115,6 +149,44 @@ describe("the context ends with its transaction", () => {
       expect(after?.v ?? "").toBe("");
     } finally {
       await pooled.end();
+    }
+  });
+  const setting = async (db: Database) =>
+    (
+      await execute<{ v: string | null }>(db.db, sql`select current_setting('plinth.tenant_id', true) as v`)
+    )[0]?.v;
+
+  test("on the app's pooled connection (through PgBouncer in the scaled topology)", async () => {
+    // one connection: the next statement runs on the very connection the scoped transaction used
+    const pooled = await openTestDatabase(t.url, { poolSize: 1 });
+    try {
+      const deps = { database: pooled };
+      const inside = await withTransaction(deps, systemCtx("test", tenantA.id), async (tx) =>
+        execute<{ v: string }>(tx, sql`select current_setting('plinth.tenant_id', true) as v`),
+      );
+      expect(inside[0]?.v).toBe(tenantA.id);
+      expect(await setting(pooled)).toBeFalsy();
+      // a read's COMMIT is not waited for: the next statement still finds the context gone
+      const read = await withDatabase(deps, systemCtx("test", tenantB.id), (db) =>
+        execute<{ v: string }>(db, sql`select current_setting('plinth.tenant_id', true) as v`),
+      );
+      expect(read[0]?.v).toBe(tenantB.id);
+      expect(await setting(pooled)).toBeFalsy();
+      await withPlatformTransaction(deps, systemCtx("test"), async () => {});
+      const [platform] = await execute<{ v: string | null }>(
+        pooled.db,
+        sql`select current_setting('plinth.platform', true) as v`,
+      );
+      expect(platform?.v).toBeFalsy();
+      // a failed transaction leaves nothing behind either
+      await expect(
+        withTransaction(deps, systemCtx("test", tenantA.id), async (tx) => {
+          await execute(tx, sql`select 1/0`);
+        }),
+      ).rejects.toThrow();
+      expect(await setting(pooled)).toBeFalsy();
+    } finally {
+      await pooled.close();
     }
   });
 });

@@ -1,0 +1,169 @@
+/**
+ * Row-level security's context, set per transaction without a round trip of its own
+ * (docs/decisions.md, "Row-level security: the context rides in front of the first statement").
+ *
+ * Every table with `tenant_id` admits a row only under its tenant's `plinth.tenant_id` or on the named
+ * platform path (`plinth.platform` = `on`); both are set with `set_config(…, true)`, so they end with
+ * the transaction and never reach the next user of a pooled connection (PgBouncer in transaction
+ * mode included). On PostgreSQL a scoped transaction reserves a pool connection and writes
+ * `begin; select set_config(…)` as one simple-protocol message with the work's statements pipelined
+ * right behind it: postgres.js sends a statement without waiting for the one before unless it must
+ * describe it first. A transaction that only ran `select`s is committed without the caller waiting
+ * (there is nothing to lose); the connection goes back to the pool when COMMIT is answered. The work
+ * runs on a lane, a Drizzle transaction reused from a free list, so statements built once per executor
+ * (src/db/prepared.ts) stay built.
+ */
+import { type SQL, sql } from "drizzle-orm";
+import { PgDialect } from "drizzle-orm/pg-core";
+import { PostgresJsSession, PostgresJsTransaction } from "drizzle-orm/postgres-js";
+import type postgres from "postgres";
+import type { Db, Tx } from "./client.ts";
+
+/** Whose rows a scoped transaction sees: one tenant's, or every row on the named platform path. */
+export type DatabaseScope = { tenantId: string } | { platform: true };
+
+/** `write`: COMMIT is awaited; `read`: awaited only when the work ran something other than `select`. */
+export type ScopeMode = "write" | "read";
+
+export type ScopedRunner = <T>(
+  scope: DatabaseScope,
+  work: (tx: Tx) => Promise<T>,
+  mode: ScopeMode,
+) => Promise<T>;
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const READ = /^\s*select\b/i;
+
+/**
+ * The context as a parameterised statement, for drivers without the pipelined path (PGlite). A
+ * tenant id that is not a uuid names no tenant: no context, so no tenant row (the work's own query
+ * then refuses the id as before, e.g. a 404 for a malformed id in a path).
+ */
+export function scopeSetting(scope: DatabaseScope): SQL {
+  if ("platform" in scope) return sql`select set_config('plinth.platform', 'on', true)`;
+  return UUID.test(scope.tenantId)
+    ? sql`select set_config('plinth.tenant_id', ${scope.tenantId.toLowerCase()}, true)`
+    : sql`select 1`;
+}
+
+/**
+ * BEGIN and the context as one simple-protocol message. The tenant id is written into the text, not
+ * sent as a parameter: a parameter would make postgres.js wait for a describe before the work's first
+ * statement (every time behind a transaction pooler, where nothing stays prepared). It is checked to
+ * be a canonical uuid first, so nothing but hex digits and dashes reaches the text; anything else
+ * sets no context (see scopeSetting).
+ */
+export function scopeOpening(scope: DatabaseScope): string {
+  if ("platform" in scope) return "begin; select set_config('plinth.platform', 'on', true)";
+  if (!UUID.test(scope.tenantId)) return "begin";
+  return `begin; select set_config('plinth.tenant_id', '${scope.tenantId.toLowerCase()}', true)`;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: the shim stands in for postgres.js's Sql, whose types are generic over rows we never name
+type Loose = any;
+
+interface Lane {
+  tx: Tx;
+  /** What the lane's Drizzle session sends through: the reserved connection, observed. */
+  shim: Loose;
+  connection: postgres.ReservedSql | undefined;
+  wrote: boolean;
+  savepoints: number;
+}
+
+const runners = new WeakMap<Db, ScopedRunner>();
+
+/** The pipelined runner of `db` (PostgreSQL through postgres.js), when it has one. */
+export function scopedRunnerOf(db: unknown): ScopedRunner | undefined {
+  return runners.get(db as Db);
+}
+
+/**
+ * Builds `db`'s pipelined runner over its postgres.js client. `observe` gets each lane's client shim
+ * once, so statements of scoped transactions are timed like the pool's (src/telemetry/db.ts).
+ */
+export function registerScopedRunner(db: Db, client: postgres.Sql, observe: (shim: Loose) => void): void {
+  const dialect = new PgDialect({ casing: "snake_case" });
+  const { fullSchema, schema, tableNamesMap } = (db as Loose)._;
+  const relational = { fullSchema, schema, tableNamesMap };
+  const free: Lane[] = [];
+
+  const newLane = (): Lane => {
+    const lane = { connection: undefined, wrote: false, savepoints: 0 } as unknown as Lane;
+    const shim: Loose = {
+      options: client.options,
+      unsafe: (text: string, ...rest: unknown[]) => {
+        const connection = lane.connection;
+        if (!connection)
+          throw new Error("a scoped transaction's executor was used after the transaction ended");
+        if (!lane.wrote && !READ.test(text)) lane.wrote = true;
+        return (connection.unsafe as Loose)(text, ...rest);
+      },
+      // Drizzle's nested `tx.transaction` on this lane
+      savepoint: async (fn: (sql: Loose) => Promise<unknown>) => {
+        const name = `s${lane.savepoints++}`;
+        await shim.unsafe(`savepoint ${name}`);
+        try {
+          const result = await fn(shim);
+          await shim.unsafe(`release savepoint ${name}`);
+          return result;
+        } catch (error) {
+          await shim.unsafe(`rollback to savepoint ${name}`);
+          throw error;
+        }
+      },
+    };
+    observe(shim);
+    lane.shim = shim;
+    const session = new PostgresJsSession(shim, dialect, relational, {});
+    lane.tx = new PostgresJsTransaction(dialect, session, relational) as unknown as Tx;
+    return lane;
+  };
+
+  const run: ScopedRunner = async (scope, work, mode) => {
+    const opening = scopeOpening(scope);
+    const connection = await client.reserve();
+    const lane = free.pop() ?? newLane();
+    lane.connection = connection;
+    lane.wrote = false;
+    lane.savepoints = 0;
+    // through the lane, so the statement is observed like any other (spans, the duration metric)
+    const begun = lane.shim.unsafe(opening).execute();
+    lane.wrote = false;
+    // a failure shows in the work's first statement (the transaction is aborted) and is rethrown below
+    begun.catch(() => {});
+    let result: Awaited<ReturnType<typeof work>>;
+    try {
+      result = await work(lane.tx);
+      await begun;
+    } catch (error) {
+      lane.connection = undefined;
+      free.push(lane);
+      await connection
+        .unsafe("rollback")
+        .execute()
+        .catch(() => {});
+      connection.release();
+      throw error;
+    }
+    lane.connection = undefined;
+    const wrote = lane.wrote;
+    free.push(lane);
+    const committed = connection.unsafe("commit").execute();
+    if (mode === "write" || wrote) {
+      try {
+        await committed;
+      } finally {
+        connection.release();
+      }
+    } else {
+      // only selects ran: the answer is already right; the connection returns once COMMIT is answered
+      committed.then(
+        () => connection.release(),
+        () => connection.release(),
+      );
+    }
+    return result;
+  };
+  runners.set(db, run);
+}
