@@ -33,6 +33,7 @@ import { HttpError, problemJson, statusOf, toAppError } from "./http/problem-jso
 import { type AppEnv, createRouter, ctxOf } from "./http/request-context.ts";
 import { adminBillingRoutes } from "./http/routes/admin-billing.ts";
 import { adminFlowRoutes } from "./http/routes/admin-flows.ts";
+import { adminImpersonationRoutes } from "./http/routes/admin-impersonations.ts";
 import { adminJobRoutes } from "./http/routes/admin-jobs.ts";
 import { adminPlatformUserRoutes } from "./http/routes/admin-platform-users.ts";
 import { adminProviderRoutes } from "./http/routes/admin-providers.ts";
@@ -154,6 +155,7 @@ function mountRoutes(app: Router, deps: Deps, authenticated: MiddlewareHandler<A
   app.route("/", authSessionRoutes(deps, authenticated));
   app.route("/", memberSessionRoutes(deps));
   app.route("/", membershipRoutes(deps, authenticated));
+  app.route("/", adminImpersonationRoutes(deps));
   app.route("/", adminUserRoutes(deps));
   app.route("/", adminPlatformUserRoutes(deps));
   app.route("/", adminJobRoutes(deps));

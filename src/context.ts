@@ -17,6 +17,8 @@ export type Actor =
       roles: readonly string[];
       /** Platform roles (`platform_admin`). */
       platformRoles: readonly string[];
+      /** An impersonated session: the platform admin acting as this user (audited with every action). */
+      impersonatorId?: string;
     }
   | {
       /** A tenant API key (docs/api-keys.md): it acts for its tenant, within its scopes. */

@@ -143,6 +143,8 @@ export async function recordAudit(
   );
   if (!head) throw new Error("audit chain lock returned nothing");
   const actor = auditActorOf(ctx.actor);
+  // an impersonated session's every action names both: the user (actor) and the admin acting as them
+  const impersonatorId = ctx.actor.type === "user" ? ctx.actor.impersonatorId : undefined;
   const row = {
     id: Number(head.id),
     tenantId,
@@ -159,9 +161,11 @@ export async function recordAudit(
         ? null
         : cutAt(ctx.userAgent, 512).replaceAll("\u0000", "").replace(LONE_SURROGATE, "\ufffd"),
     requestId: ctx.requestId ?? null,
-    details: auditDetails(
-      ctx.clientRequestId ? { ...input.details, clientRequestId: ctx.clientRequestId } : input.details,
-    ),
+    details: auditDetails({
+      ...input.details,
+      ...(ctx.clientRequestId ? { clientRequestId: ctx.clientRequestId } : {}),
+      ...(impersonatorId ? { impersonatorId } : {}),
+    }),
     prevHash: head.head_hash,
   };
   const hash = auditRowHash(row);

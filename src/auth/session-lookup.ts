@@ -12,6 +12,8 @@ export interface OpenSession {
   identity: Identity;
   kind: "token" | "browser";
   csrfHash: string | null;
+  /** An impersonation: the platform admin acting as the user. */
+  impersonatorId: string | null;
 }
 
 /** Why a credential does not open a session: the detail of the 401 the caller answers. */
@@ -31,6 +33,7 @@ async function openSession(db: Db, where: SQL, now: Date): Promise<SessionEntry 
       kind: sessions.kind,
       csrfHash: sessions.csrfHash,
       expiresAt: sessions.expiresAt,
+      impersonatorId: sessions.impersonatorId,
     })
     .from(sessions)
     .innerJoin(users, eq(users.id, sessions.userId))
@@ -41,7 +44,13 @@ async function openSession(db: Db, where: SQL, now: Date): Promise<SessionEntry 
   if (!row || row.expiresAt <= now) return null;
   const identity = identityOf(row);
   if (identity.status !== "Active") return null;
-  const value: OpenSession = { sessionId: row.sessionId, identity, kind: row.kind, csrfHash: row.csrfHash };
+  const value: OpenSession = {
+    sessionId: row.sessionId,
+    identity,
+    kind: row.kind,
+    csrfHash: row.csrfHash,
+    impersonatorId: row.impersonatorId,
+  };
   return {
     sessionId: row.sessionId,
     userId: identity.userId,

@@ -45,8 +45,9 @@ export function callerOf(ctx: Ctx): { userId: string; sessionId: string } {
 /** The client address the security windows count against (`unknown` when the transport has none). */
 export const clientIpOf = (ctx: Ctx): string => ctx.clientIp ?? "unknown";
 
-function claimsOf(identity: Identity, sessionId: string): AccessClaims {
+function claimsOf(identity: Identity, sessionId: string, impersonatorId?: string | null): AccessClaims {
   return {
+    ...(impersonatorId ? { impersonatorId } : {}),
     userId: identity.userId,
     tenantId: identity.tenantId,
     sessionId,
@@ -67,9 +68,10 @@ export async function tokenPairFor(
   identity: Identity,
   sessionId: string,
   refreshToken: string,
+  options: { impersonatorId?: string | null } = {},
 ): Promise<TokenPair> {
   return {
-    accessToken: await deps.tokens.issueAccessToken(claimsOf(identity, sessionId)),
+    accessToken: await deps.tokens.issueAccessToken(claimsOf(identity, sessionId, options.impersonatorId)),
     tokenType: "Bearer",
     expiresIn: deps.tokens.accessTokenSeconds,
     refreshToken,
@@ -201,6 +203,7 @@ export async function refreshSession(
         kind: sessions.kind,
         revokedAt: sessions.revokedAt,
         sessionExpiresAt: sessions.expiresAt,
+        impersonatorId: sessions.impersonatorId,
       })
       .from(refreshTokens)
       .innerJoin(sessions, eq(sessions.id, refreshTokens.sessionId))
@@ -244,7 +247,9 @@ export async function refreshSession(
       });
     throw new AppError("unauthorized", "Invalid refresh token.");
   }
-  return tokenPairFor(deps, rotated.identity, row.sessionId, rotated.refreshToken);
+  return tokenPairFor(deps, rotated.identity, row.sessionId, rotated.refreshToken, {
+    impersonatorId: row.impersonatorId,
+  });
 }
 
 /**

@@ -39,6 +39,8 @@ export interface AccessClaims {
   platformRoles: string[];
   /** The password must be changed before anything else is allowed. */
   passwordChangeRequired: boolean;
+  /** An impersonation: the platform admin acting as the user (`act: { sub }`, RFC 8693 §4.1). */
+  impersonatorId?: string;
 }
 
 export class InvalidTokenError extends Error {
@@ -121,7 +123,15 @@ function claimsOf(payload: JWTPayload): AccessClaims {
     roles: strings(payload.roles),
     platformRoles: strings(payload.proles),
     passwordChangeRequired: payload.pwc === true,
+    ...(actorOf(payload.act) ? { impersonatorId: actorOf(payload.act) } : {}),
   };
+}
+
+/** The `sub` of an `act` claim (RFC 8693 §4.1), or undefined. */
+function actorOf(act: unknown): string | undefined {
+  if (act === null || typeof act !== "object") return undefined;
+  const sub = (act as { sub?: unknown }).sub;
+  return typeof sub === "string" ? sub : undefined;
 }
 
 /** Checks a token against the verification set (see `createTokenService`), remembering good ones. */
@@ -224,6 +234,7 @@ export async function createTokenService(
         roles: claims.roles,
         proles: claims.platformRoles.length ? claims.platformRoles : undefined,
         pwc: claims.passwordChangeRequired || undefined,
+        act: claims.impersonatorId ? { sub: claims.impersonatorId } : undefined,
       })
         .setProtectedHeader({ alg: ALG, kid: material.currentKeyId, typ: ACCESS_TOKEN_TYP })
         .setSubject(claims.userId)

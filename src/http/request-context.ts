@@ -24,6 +24,8 @@ export interface UserPrincipal {
   /** Platform roles (e.g. `platform_admin`). */
   platformRoles: string[];
   sessionId: string;
+  /** An impersonated session: the platform admin acting as the user. */
+  impersonatorId?: string;
 }
 
 /** A tenant API key: no user, no roles; its scopes decide (against the scope each route declares). */
@@ -124,6 +126,7 @@ export function ctxOf(c: RequestContext, tenantId: string | null = principalOf(c
             sessionId: principal.sessionId,
             roles: principal.roles,
             platformRoles: principal.platformRoles,
+            ...(principal.impersonatorId ? { impersonatorId: principal.impersonatorId } : {}),
           },
     requestId: c.get("requestId"),
     clientRequestId: c.get("clientRequestId"),

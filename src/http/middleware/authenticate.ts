@@ -16,6 +16,19 @@ const ALLOWED_BEFORE_CHANGE = new Set([PASSWORD_CHANGE_PATH, "/api/auth/browser/
 
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 
+/**
+ * What an impersonated session may not touch (docs/auth.md, "Impersonation"): the user's password
+ * (change and reset), second factors and the tenant's API keys.
+ */
+const REFUSED_TO_IMPERSONATION = [
+  PASSWORD_CHANGE_PATH,
+  "/api/auth/password/",
+  "/api/auth/mfa",
+  "/api/tenant/api-keys",
+];
+const refusedToImpersonation = (path: string) =>
+  REFUSED_TO_IMPERSONATION.some((p) => path === p || path.startsWith(p.endsWith("/") ? p : `${p}/`));
+
 /** Where a tenant API key is a credential; `/api/admin/*` does not know keys (401), the rest refuses them (403). */
 const API_KEY_AREA = "/api/tenant/";
 const ADMIN_AREA = "/api/admin/";
@@ -68,7 +81,7 @@ export function authenticate(deps: AuthDeps): MiddlewareHandler<AppEnv> {
         throw new AppError("forbidden", "Missing or wrong CSRF token.");
       }
     }
-    const { identity, sessionId } = found;
+    const { identity, sessionId, impersonatorId } = found;
     // roles and flags come from the database (at most SessionCacheSeconds old), not from the token
     const principal: Principal = {
       userId: identity.userId,
@@ -76,12 +89,18 @@ export function authenticate(deps: AuthDeps): MiddlewareHandler<AppEnv> {
       roles: identity.roles,
       platformRoles: identity.platformRoles,
       sessionId,
+      ...(impersonatorId ? { impersonatorId } : {}),
     };
     const tenant = c.get("tenant");
     if (tenant && principal.tenantId !== tenant.id) throw new AppError("not_found", "No such resource.");
     if (identity.mustChangePassword && !(c.req.method === "POST" && ALLOWED_BEFORE_CHANGE.has(c.req.path))) {
       throw new AppError("password_change_required", "Change your password first (POST /api/auth/password).");
     }
+    if (impersonatorId && refusedToImpersonation(c.req.path))
+      throw new AppError(
+        "forbidden",
+        "An impersonated session cannot change passwords, second factors or API keys.",
+      );
     c.set("principal", principal);
     c.set("identity", identity);
     await next();

@@ -206,6 +206,12 @@ const routes = {
                 description:
                   "The tenants the caller may act in (POST /api/auth/switch), by code; none for platform staff.",
               }),
+            impersonator: z
+              .object({ id: z.string() })
+              .nullable()
+              .openapi({
+                description: "Set in an impersonated session: the platform admin acting as the user.",
+              }),
           })
           .openapi("Me"),
       ),
@@ -250,6 +256,12 @@ const routes = {
     { cookies: true },
   ),
 };
+
+/** The admin an impersonated session acts for, as `/me` shows it. */
+const impersonatorOf = (principal: AppEnv["Variables"]["principal"]) =>
+  principal && principal.kind !== "apiKey" && principal.impersonatorId
+    ? { id: principal.impersonatorId }
+    : null;
 
 export interface AuthRouteDeps extends AuthDeps {
   tenants: TenantLookup;
@@ -339,6 +351,7 @@ export function authRoutes(deps: AuthRouteDeps, authenticated: MiddlewareHandler
           roles: identity.roles,
           platformRoles: identity.platformRoles,
           memberships: await listMemberships(deps, ctxOf(c)),
+          impersonator: impersonatorOf(c.get("principal")),
         },
         200,
       );
