@@ -65,7 +65,8 @@ export async function startImpersonation(
           .limit(1)
       : [];
     if (!member) throw new AppError("not_found", "No active user of this tenant has this id.");
-    const identity = await loadIdentity(tx, member.userId);
+    // the user as they are in that tenant: its role there, Active only as an Active member
+    const identity = await loadIdentity(tx, member.userId, tenant.id);
     if (!identity || identity.status !== "Active")
       throw new AppError("not_found", "No active user of this tenant has this id.");
     if (identity.platformRoles.length > 0)

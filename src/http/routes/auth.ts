@@ -206,12 +206,9 @@ const routes = {
                 description:
                   "The tenants the caller may act in (POST /api/auth/switch), by code; none for platform staff.",
               }),
-            impersonator: z
-              .object({ id: z.string() })
-              .nullable()
-              .openapi({
-                description: "Set in an impersonated session: the platform admin acting as the user.",
-              }),
+            impersonator: z.object({ id: z.string() }).nullable().openapi({
+              description: "Set in an impersonated session: the platform admin acting as the user.",
+            }),
           })
           .openapi("Me"),
       ),
