@@ -48,6 +48,7 @@ import { authSessionRoutes, memberSessionRoutes } from "./http/routes/auth-sessi
 import { adminDomainRoutes, tenantDomainRoutes, tlsPermissionRoutes } from "./http/routes/custom-domains.ts";
 import { docsRoutes } from "./http/routes/docs.ts";
 import { healthRoutes } from "./http/routes/health.ts";
+import { invitationRoutes } from "./http/routes/invitations.ts";
 import { membershipRoutes } from "./http/routes/memberships.ts";
 import { paymentWebhookRoutes } from "./http/routes/payment-webhooks.ts";
 import { planRoutes } from "./http/routes/plans.ts";
@@ -55,7 +56,8 @@ import { problemRoutes } from "./http/routes/problems.ts";
 import { tenantFeatureRoutes } from "./http/routes/tenant-features.ts";
 import { tenantStorageRoutes } from "./http/routes/tenant-storage.ts";
 import { adminUserRoutes, tenantUserRoutes } from "./http/routes/users.ts";
-import { adminWebhookRoutes, registerWebhookDocs, tenantWebhookRoutes } from "./http/routes/webhooks.ts";
+import { registerWebhookDocs } from "./http/routes/webhook-events.ts";
+import { adminWebhookRoutes, tenantWebhookRoutes } from "./http/routes/webhooks.ts";
 import { wellKnownRoutes } from "./http/routes/well-known.ts";
 import { describeError } from "./redact.ts";
 import { windowPolicies } from "./security/windows.ts";
@@ -156,6 +158,7 @@ function mountRoutes(app: Router, deps: Deps, authenticated: MiddlewareHandler<A
   app.route("/", memberSessionRoutes(deps));
   app.route("/", membershipRoutes(deps, authenticated));
   app.route("/", adminImpersonationRoutes(deps));
+  app.route("/", invitationRoutes(deps));
   app.route("/", adminUserRoutes(deps));
   app.route("/", adminPlatformUserRoutes(deps));
   app.route("/", adminJobRoutes(deps));

@@ -102,6 +102,30 @@ const ACTIONS = {
     details: "—",
     writtenBy: "`deleteTenantUser`",
   },
+  "invitation.created": {
+    what: "An address was invited into the tenant with a role (its link mailed).",
+    target: "`invitation`",
+    details: "`email`, `role`",
+    writtenBy: "`createInvitation` (tenant owners/admins)",
+  },
+  "invitation.resent": {
+    what: "An invitation was mailed again with a new link (the old one stops working).",
+    target: "`invitation`",
+    details: "`email`",
+    writtenBy: "`resendInvitation`",
+  },
+  "invitation.revoked": {
+    what: "An invitation was revoked (its link stops working).",
+    target: "`invitation`",
+    details: "`email`",
+    writtenBy: "`revokeInvitation`",
+  },
+  "invitation.accepted": {
+    what: "An invitee accepted: a membership with the invited role (actor: the invitee).",
+    target: "`invitation`",
+    details: "`role`, `identity` (`existing`: a shared sign-in joined; `new`: an account created)",
+    writtenBy: "`acceptInvitation` (POST /api/auth/invitations/accept)",
+  },
   "user.role_changed": {
     what: "Reserved, not written yet: Plinth has no role change yet.",
     target: "`user`",

@@ -9,6 +9,9 @@ export const webhookEventTypes = [
   "user.created",
   "user.disabled",
   "user.deleted",
+  "invitation.created",
+  "invitation.accepted",
+  "invitation.revoked",
   "domain.activated",
   "domain.failed",
   "subscription.changed",
@@ -23,6 +26,9 @@ export interface WebhookEventData {
   "user.created": { userId: string; email: string; role: string };
   "user.disabled": { userId: string };
   "user.deleted": { userId: string };
+  "invitation.created": { invitationId: string; email: string; role: string };
+  "invitation.accepted": { invitationId: string; userId: string; email: string; role: string };
+  "invitation.revoked": { invitationId: string; email: string };
   "domain.activated": { domainId: string; hostname: string };
   "domain.failed": { domainId: string; hostname: string; code: string; reason: string };
   "subscription.changed": {

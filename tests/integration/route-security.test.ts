@@ -122,6 +122,7 @@ function sampleParams(route: Route): { path: Record<string, string>; query: Reco
     key: "report.txt",
     deliveryId: crypto.randomUUID(),
     flowId: crypto.randomUUID(),
+    invitationId: crypto.randomUUID(),
   };
   const pick = (names: string[]) =>
     Object.fromEntries(
@@ -495,7 +496,30 @@ const apiKeyCase = async (): Promise<Resource> => {
   };
 };
 
+/** A pending invitation of tenant B, made by its owner through the API. */
+const invitationCase = async (): Promise<Resource> => {
+  const email = `cross${crypto.randomUUID().slice(0, 8)}@example.com`;
+  const created = await app.request("/api/tenant/invitations", json({ email }, tenantB.owner.headers));
+  if (created.status !== 201)
+    throw new Error(`invitation refused: ${created.status} ${await created.text()}`);
+  const { id } = (await created.json()) as { id: string };
+  const stateOf = async () =>
+    (
+      await execute<{ state: string }>(
+        app.db,
+        sql`select status || expires_at::text || updated_at::text as state from tenant_invitations where id = ${id}`,
+      )
+    )[0]?.state;
+  const before = await stateOf();
+  return {
+    params: { path: { invitationId: id }, query: {} },
+    intact: async () => (await stateOf()) === before,
+  };
+};
+
 const otherTenantsResource: Record<string, () => Promise<Resource>> = {
+  "DELETE /api/tenant/invitations/:invitationId": invitationCase,
+  "POST /api/tenant/invitations/:invitationId/resend": invitationCase,
   "POST /api/tenant/users/:userId/disable": userCase,
   "DELETE /api/tenant/users/:userId": userCase,
   "DELETE /api/tenant/users/:userId/sessions": userCase,

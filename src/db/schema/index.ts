@@ -5,6 +5,7 @@ export * from "./data-protection.ts";
 export * from "./domains.ts";
 export * from "./email.ts";
 export * from "./identity.ts";
+export * from "./invitations.ts";
 export * from "./jobs.ts";
 export * from "./providers.ts";
 export * from "./secrets.ts";

@@ -1,4 +1,3 @@
-import type { OpenAPIHono } from "@hono/zod-openapi";
 import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { webhookEventTypes } from "../../events/outbox.ts";
@@ -13,7 +12,6 @@ import { updateWebhookEndpoint } from "../../webhooks/update-webhook-endpoint.ts
 import { tenantAccess } from "../access.ts";
 import { apiRoute, json, jsonBody, page, pageQuery, problem, tenantIdParam } from "../openapi.ts";
 import { adminCtxOf, createRouter, tenantCtxOf } from "../request-context.ts";
-import { subscriptionChangeFields } from "./admin-billing.ts";
 
 const eventTypeList = z
   .array(z.enum(["*", ...webhookEventTypes]))
@@ -307,90 +305,4 @@ export function adminWebhookRoutes(deps: Deps) {
     const { tenantId } = c.req.valid("param");
     return c.json(await listWebhookEndpoints(deps, adminCtxOf(c, tenantId), c.req.valid("query")), 200);
   });
-}
-
-/** The `data` of each event type, as the deliveries carry it. */
-const eventData = {
-  "user.created": z
-    .object({ userId: z.uuid(), email: z.string(), role: z.string() })
-    .openapi("UserCreatedEventData"),
-  "user.disabled": z.object({ userId: z.uuid() }).openapi("UserDisabledEventData"),
-  "user.deleted": z.object({ userId: z.uuid() }).openapi("UserDeletedEventData"),
-  "domain.activated": z
-    .object({ domainId: z.uuid(), hostname: z.string() })
-    .openapi("DomainActivatedEventData"),
-  "domain.failed": z
-    .object({ domainId: z.uuid(), hostname: z.string(), code: z.string(), reason: z.string() })
-    .openapi("DomainFailedEventData"),
-  "subscription.changed": z
-    .object({
-      tenantId: z.uuid(),
-      subscriptionId: z.uuid(),
-      ...subscriptionChangeFields,
-    })
-    .openapi("SubscriptionChangedEventData"),
-  "usage.threshold_reached": z
-    .object({
-      feature: z.string(),
-      period: z.string(),
-      threshold: z.union([z.literal(80), z.literal(100)]),
-      limit: z.number().int(),
-      used: z.number().int(),
-    })
-    .openapi("UsageThresholdReachedEventData"),
-  "webhook.test": z.object({ endpointId: z.uuid(), message: z.string() }).openapi("WebhookTestEventData"),
-  "webhook.endpoint_disabled": z
-    .object({ endpointId: z.uuid(), url: z.string(), failingSince: z.string(), reason: z.string() })
-    .openapi("WebhookEndpointDisabledEventData"),
-} satisfies Record<(typeof webhookEventTypes)[number], z.ZodType>;
-
-const schemaName = (type: string) =>
-  type
-    .split(/[._]/)
-    .map((w) => w.charAt(0).toUpperCase() + w.slice(1))
-    .join("");
-
-/**
- * The OpenAPI 3.1 `webhooks` section: one entry per event type, its body a named schema
- * (`{type, timestamp, data}`), with the Standard Webhooks headers.
- */
-export function registerWebhookDocs(app: Pick<OpenAPIHono, "openAPIRegistry">): void {
-  const header = (description: string) => z.string().openapi({ description });
-  for (const type of webhookEventTypes) {
-    const body = z
-      .object({
-        type: z.literal(type),
-        timestamp: z.string().openapi({ description: "When the event happened (ISO 8601)." }),
-        data: eventData[type],
-      })
-      .openapi(`${schemaName(type)}Event`);
-    app.openAPIRegistry.registerWebhook({
-      method: "post",
-      path: type,
-      operationId: `webhook${schemaName(type)}`,
-      tags: ["webhooks"],
-      // a receiver authenticates Plinth by the signature (webhook-signature), not by a scheme of this document
-      security: [],
-      summary: `The \`${type}\` event, POSTed to every enabled endpoint subscribed to it.`,
-      request: {
-        headers: z.object({
-          "webhook-id": header(
-            "The message id: the same on every attempt of a delivery (deduplicate on it).",
-          ),
-          "webhook-timestamp": header("Seconds since the epoch when this attempt was signed."),
-          "webhook-signature": header(
-            "`v1,<Base64 HMAC-SHA256 of id.timestamp.body>`; two, space-separated, during a secret rotation.",
-          ),
-        }),
-        body: { required: true, content: { "application/json": { schema: body } } },
-      },
-      responses: {
-        200: { description: "Any 2xx answer is a success." },
-        400: {
-          description:
-            "Any other answer (a 4xx, 5xx, or a redirect, never followed), or none within `Webhooks:TimeoutSeconds`, is a failed attempt, retried after `Webhooks:RetrySeconds`.",
-        },
-      },
-    });
-  }
 }

@@ -1,0 +1,42 @@
+import { and, asc, eq, sql } from "drizzle-orm";
+import type { TenantCtx } from "../context.ts";
+import { type DatabaseDeps, withDatabase } from "../db/operation.ts";
+import { tenantInvitations } from "../db/schema/index.ts";
+import type { Deps } from "../deps.ts";
+import { createdAtPosition, cursorCodec, type Page, pageOf } from "../pagination.ts";
+import { type InvitationView, invitationColumns, invitationView } from "./invitation-rows.ts";
+
+/** Where a page of invitations ends: the last one's creation time (PostgreSQL's exact text) and id. */
+export const invitationCursor = cursorCodec(createdAtPosition);
+
+/** A page of the ctx tenant's invitations in creation order, every status (`Expired` derived). */
+export async function listInvitations(
+  deps: DatabaseDeps & Pick<Deps, "clock">,
+  ctx: TenantCtx,
+  input: { limit: number; cursor?: string },
+): Promise<Page<InvitationView>> {
+  const after = invitationCursor.decodeOptional(input.cursor);
+  const now = deps.clock.now();
+  const rows = await withDatabase(deps, ctx, (db) =>
+    db
+      .select({ ...invitationColumns, position: sql<string>`${tenantInvitations.createdAt}::text` })
+      .from(tenantInvitations)
+      .where(
+        and(
+          eq(tenantInvitations.tenantId, ctx.tenantId),
+          after
+            ? sql`(${tenantInvitations.createdAt}, ${tenantInvitations.id}) > (${after.createdAt}::timestamptz, ${after.id}::uuid)`
+            : undefined,
+        ),
+      )
+      .orderBy(asc(tenantInvitations.createdAt), asc(tenantInvitations.id))
+      .limit(input.limit + 1),
+  );
+  return pageOf(
+    rows,
+    input.limit,
+    ({ position: _position, ...row }) => invitationView(row, now),
+    (row) => ({ createdAt: row.position, id: row.id }),
+    invitationCursor,
+  );
+}
