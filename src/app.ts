@@ -53,6 +53,7 @@ import { membershipRoutes } from "./http/routes/memberships.ts";
 import { paymentWebhookRoutes } from "./http/routes/payment-webhooks.ts";
 import { planRoutes } from "./http/routes/plans.ts";
 import { problemRoutes } from "./http/routes/problems.ts";
+import { signUpRoutes } from "./http/routes/sign-up.ts";
 import { tenantFeatureRoutes } from "./http/routes/tenant-features.ts";
 import { tenantStorageRoutes } from "./http/routes/tenant-storage.ts";
 import { adminUserRoutes, tenantUserRoutes } from "./http/routes/users.ts";
@@ -159,6 +160,7 @@ function mountRoutes(app: Router, deps: Deps, authenticated: MiddlewareHandler<A
   app.route("/", membershipRoutes(deps, authenticated));
   app.route("/", adminImpersonationRoutes(deps));
   app.route("/", invitationRoutes(deps));
+  app.route("/", signUpRoutes(deps));
   app.route("/", adminUserRoutes(deps));
   app.route("/", adminPlatformUserRoutes(deps));
   app.route("/", adminJobRoutes(deps));

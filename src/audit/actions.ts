@@ -285,6 +285,13 @@ const ACTIONS = {
     details: "`email`, `role` (`platform_admin` / `platform_viewer`)",
     writtenBy: "`createPlatformUser` (POST /api/admin/platform-users; platform chain)",
   },
+  "tenant.signed_up": {
+    what: "A tenant was made by self-serve sign-up, its verified address its owner (actor: anonymous, the link).",
+    target: "`tenant`",
+    details:
+      "`code`, `ownerId`, `identity` (`existing`: a shared sign-in owns it; `new`: an account created)",
+    writtenBy: "`completeSignUp` (POST /api/auth/signup/verify)",
+  },
   "tenant.created": {
     what: "A tenant was created.",
     target: "`tenant`",

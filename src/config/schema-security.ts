@@ -144,6 +144,16 @@ export const securitySections = {
     }),
   }),
   Tenancy: z.object({
+    SignUp: z.object({
+      Enabled: flag(
+        false,
+        "Self-serve sign-up (`POST /api/auth/signup`): a verified address creates a tenant and owns it.",
+      ),
+      TokenLifetimeMinutes: int(5, 1440, "How long a sign-up verification link works (once)."),
+      IpLimit: int(1, 5, "Sign-ups per client IP and window; more answer 429."),
+      DomainLimit: int(1, 20, "Sign-ups per address domain (`example.com`) and window; more answer 429."),
+      WindowSeconds: int(1, 3600, "Sign-up window."),
+    }),
     Resolution: z.object({
       PlatformHost: z.string().min(1).optional().meta({ description: "The official platform host name." }),
       TrustedProxies: strings("Proxies (IP or CIDR) whose `X-Forwarded-*` headers are believed."),

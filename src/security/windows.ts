@@ -36,7 +36,7 @@ import { type CounterStore, NO_HARD_LIMIT, type WindowMode, type WindowSpec } fr
  * `RateLimit`. When the counter store is unreachable every method throws a 503 `unavailable`
  * problem: the endpoint fails closed rather than allowing unlimited attempts.
  */
-export type WindowKind = "password" | "passwordReset" | "smsSend" | "smsVerify";
+export type WindowKind = "password" | "passwordReset" | "signUp" | "smsSend" | "smsVerify";
 
 export interface WindowSubjects {
   /** Password windows: the account identifier as submitted. */
@@ -139,6 +139,20 @@ export function windowLimits(settings: Settings): Record<WindowKind, WindowLimit
         dimension: "ip",
         limit: PasswordReset.IpSendLimit,
         windowSeconds: PasswordReset.SendWindowSeconds,
+      },
+    ],
+    signUp: [
+      {
+        name: "signup-domain",
+        dimension: "account",
+        limit: settings.Tenancy.SignUp.DomainLimit,
+        windowSeconds: settings.Tenancy.SignUp.WindowSeconds,
+      },
+      {
+        name: "signup-ip",
+        dimension: "ip",
+        limit: settings.Tenancy.SignUp.IpLimit,
+        windowSeconds: settings.Tenancy.SignUp.WindowSeconds,
       },
     ],
     smsSend: [

@@ -10,6 +10,7 @@ export * from "./jobs.ts";
 export * from "./providers.ts";
 export * from "./secrets.ts";
 export * from "./security.ts";
+export * from "./sign-ups.ts";
 export * from "./single-use-tokens.ts";
 export * from "./storage.ts";
 export * from "./tenants.ts";

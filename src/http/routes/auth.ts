@@ -43,6 +43,8 @@ export const CREDENTIAL_PATHS = [
   "/api/auth/password/reset",
   "/api/auth/email/verify",
   "/api/auth/switch",
+  "/api/auth/signup",
+  "/api/auth/signup/verify",
 ] as const;
 
 /** The security windows each credential endpoint counts against (advertised as policies, app.ts). */
@@ -53,6 +55,7 @@ export const WINDOW_KINDS: Record<string, WindowKind> = {
   "/api/auth/sms/send": "smsSend",
   "/api/auth/sms/verify": "smsVerify",
   "/api/auth/password/forgot": "passwordReset",
+  "/api/auth/signup": "signUp",
 };
 
 export const tokenPair = z
