@@ -9,6 +9,7 @@ import type { Ctx } from "../../context.ts";
 import { listCustomDomains } from "../../custom-domains/list-custom-domains.ts";
 import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
+import { listInvitations } from "../../identity/list-invitations.ts";
 import { listTenantUsers } from "../../identity/users.ts";
 import { getTenant, isUuid, listTenants, tenantCursor } from "../../tenancy/tenants.ts";
 import type { WebhookEndpointView } from "../../webhooks/endpoints.ts";
@@ -93,14 +94,15 @@ type TenantDetail = Awaited<ReturnType<typeof loadTenantDetail>>;
 async function loadTenantDetail(deps: Deps, ctx: Ctx, input: { tenantId: string }) {
   const tenant = await getTenant(deps, ctx, input);
   const tenantCtx = { ...ctx, tenantId: tenant.id };
-  const [subscription, usage, users, domains, endpoints] = await Promise.all([
+  const [subscription, usage, users, invitations, domains, endpoints] = await Promise.all([
     getSubscription(deps, tenantCtx),
     getUsageReport(deps, tenantCtx),
     listTenantUsers(deps, tenantCtx, { limit: 100 }),
+    listInvitations(deps, tenantCtx, { limit: 100 }),
     listCustomDomains(deps, tenantCtx, { limit: 100 }).then((page) => page.items),
     listWebhookEndpoints(deps, tenantCtx, { limit: 100 }).then((page) => page.items),
   ]);
-  return { tenant, subscription, usage, users, domains, endpoints };
+  return { tenant, subscription, usage, users, invitations, domains, endpoints };
 }
 
 function tenantSummaryHtml(deps: Pick<Deps, "config">, viewer: Viewer, data: TenantDetail): Html {
@@ -133,7 +135,7 @@ ${state === "suspended" ? html`<dt>Suspended</dt><dd>${when(subscription?.suspen
 </div>`;
 }
 
-function tenantTablesHtml({ usage, users, domains, endpoints }: TenantDetail): Html {
+function tenantTablesHtml({ usage, users, invitations, domains, endpoints }: TenantDetail): Html {
   return html`<h2 id="h-usage">Usage this period</h2>
 <div class="table-wrap"><table class="stack" aria-labelledby="h-usage">
 <thead><tr><th scope="col">Feature</th><th scope="col">Period</th><th class="num" scope="col">Used</th><th class="num" scope="col">Limit</th><th scope="col">Against the limit</th></tr></thead>
@@ -145,7 +147,7 @@ function tenantTablesHtml({ usage, users, domains, endpoints }: TenantDetail): H
         )
       : html`<tr><td colspan="5" class="muted">No metered usage.</td></tr>`
   }</tbody></table></div>
-<h2 id="h-users">Users</h2>
+<h2 id="h-users">Members</h2>
 <div class="table-wrap"><table class="stack" aria-labelledby="h-users">
 <thead><tr><th scope="col">E-mail</th><th scope="col">Name</th><th scope="col">Role</th><th scope="col">State</th><th scope="col">Created</th></tr></thead>
 <tbody>${
@@ -157,6 +159,17 @@ function tenantTablesHtml({ usage, users, domains, endpoints }: TenantDetail): H
       : html`<tr><td colspan="5" class="muted">No users.</td></tr>`
   }</tbody></table></div>
 ${users.nextCursor ? html`<p class="muted">The first 100 users are shown.</p>` : ""}
+<h2 id="h-invitations">Invitations</h2>
+<div class="table-wrap"><table class="stack" aria-labelledby="h-invitations">
+<thead><tr><th scope="col">E-mail</th><th scope="col">Role</th><th scope="col">State</th><th scope="col">Expires</th><th scope="col">Sent</th></tr></thead>
+<tbody>${
+    invitations.items.length
+      ? invitations.items.map(
+          (i) =>
+            html`<tr><th scope="row">${i.email}</th><td data-label="Role">${i.role}</td><td data-label="State">${badge(i.status)}</td><td data-label="Expires">${when(i.expiresAt)}</td><td data-label="Sent">${when(i.createdAt)}</td></tr>`,
+        )
+      : html`<tr><td colspan="5" class="muted">No invitations.</td></tr>`
+  }</tbody></table></div>
 <h2 id="h-domains">Custom domains</h2>
 <div class="table-wrap"><table class="stack" aria-labelledby="h-domains">${domainTable(domains, false)}</table></div>
 <h2 id="h-webhooks">Webhook endpoints</h2>
