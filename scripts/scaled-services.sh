@@ -14,6 +14,46 @@ CLUSTER_PORTS="7000 7001 7002 7003 7004 7005"
 CLUSTER_DIR=/tmp/plinth-redis-cluster
 
 pgb_up() { psql -h 127.0.0.1 -p "$PGB_PORT" -U postgres -Atqc 'select 1' postgres >/dev/null 2>&1; }
+# auth_type = trust with an auth file: each client passes through as its own user (trust on loopback,
+# like the PostgreSQL it fronts), so the API's row-level-security role (plinth_app) is itself behind
+# the pooler too; `*` forwards any database name (tests make their own)
+pgb_config() {
+  cat <<INI
+[databases]
+* = host=127.0.0.1 port=5432
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $PGB_PORT
+unix_socket_dir =
+auth_type = trust
+auth_file = $PGB_DIR/userlist.txt
+pool_mode = transaction
+max_client_conn = 2000
+default_pool_size = 10
+max_db_connections = 20
+server_idle_timeout = 30
+ignore_startup_parameters = extra_float_digits,options
+logfile = $PGB_DIR/pgbouncer.log
+pidfile = $PGB_DIR/pgbouncer.pid
+admin_users = postgres
+INI
+}
+pgb_write_config() {
+  mkdir -p "$PGB_DIR"
+  chmod 755 "$PGB_DIR"
+  pgb_config >"$PGB_DIR/pgbouncer.ini"
+  printf '"postgres" ""\n"plinth_app" ""\n' >"$PGB_DIR/userlist.txt"
+  chmod 644 "$PGB_DIR/pgbouncer.ini" "$PGB_DIR/userlist.txt"
+  if [ "$(id -u)" = 0 ]; then chown -R postgres "$PGB_DIR"; fi
+}
+if pgb_up && ! pgb_config | cmp -s - "$PGB_DIR/pgbouncer.ini"; then
+  # an older configuration (every client as postgres): rewrite it and reload, keeping connections
+  say "reloading PgBouncer with pass-through users"
+  pgb_write_config
+  kill -HUP "$(cat "$PGB_DIR/pgbouncer.pid")"
+  sleep 1
+fi
 if ! pgb_up; then
   if [ ! -x /usr/sbin/pgbouncer ]; then
     say "installing PgBouncer"
@@ -26,33 +66,9 @@ if ! pgb_up; then
     fi
   fi
   say "starting PgBouncer (transaction pooling) on 127.0.0.1:$PGB_PORT"
-  mkdir -p "$PGB_DIR"
-  chmod 755 "$PGB_DIR"
-  # auth_type = any: the pooler passes every client through as the entry's user (trust on
-  # loopback, like the PostgreSQL it fronts); `*` forwards any database name (tests make their own)
-  cat >"$PGB_DIR/pgbouncer.ini" <<INI
-[databases]
-* = host=127.0.0.1 port=5432 user=postgres
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = $PGB_PORT
-unix_socket_dir =
-auth_type = any
-pool_mode = transaction
-max_client_conn = 2000
-default_pool_size = 10
-max_db_connections = 20
-server_idle_timeout = 30
-ignore_startup_parameters = extra_float_digits,options
-logfile = $PGB_DIR/pgbouncer.log
-pidfile = $PGB_DIR/pgbouncer.pid
-admin_users = postgres
-INI
-  chmod 644 "$PGB_DIR/pgbouncer.ini"
+  pgb_write_config
   if [ "$(id -u)" = 0 ]; then
     # PgBouncer refuses to run as root
-    chown -R postgres "$PGB_DIR"
     /usr/sbin/pgbouncer -d -u postgres "$PGB_DIR/pgbouncer.ini" >&2
   else
     /usr/sbin/pgbouncer -d "$PGB_DIR/pgbouncer.ini" >&2

@@ -82,9 +82,8 @@ describe("SMS verification has one shape", () => {
       expect(shapes.registered.size).toBe(1);
       expect([...shapes.unknown]).toEqual([...shapes.registered]);
       const seen = JSON.parse([...shapes.registered][0] ?? "[]") as string[];
-      // each in the tenant's row-level-security context: BEGIN and set_config, one message ahead of it
+      // the transaction opens with BEGIN and the tenant's context in one message (`begin; select set_config`)
       expect(seen.map((statement) => statement.split(/[ ;]/)[0]?.toLowerCase())).toEqual([
-        "begin",
         "select",
         "begin",
         "set",

@@ -4,9 +4,10 @@ import { eq, sql } from "drizzle-orm";
 import postgres from "postgres";
 import { systemCtx } from "../../src/context.ts";
 import { DEFAULT_APP_ROLE, ensureAppRole } from "../../src/db/app-role.ts";
-import { type Database, execute, openDatabase } from "../../src/db/client.ts";
+import { type Database, execute } from "../../src/db/client.ts";
 import { withDatabase, withPlatformTransaction, withTransaction } from "../../src/db/operation.ts";
 import { tenantMemberships, users } from "../../src/db/schema/index.ts";
+import { scopedRunnerOf } from "../../src/db/tenant-scope.ts";
 import { createTestDatabase, openTestDatabase, type TestDatabase } from "../helpers/database.ts";
 import { createTenant, createUser } from "../helpers/identity.ts";
 import { ROOT } from "../helpers/process.ts";
@@ -42,7 +43,8 @@ beforeAll(async () => {
   userA = (await createUser(t.database.db, tenantA.id)).id;
   userB = (await createUser(t.database.db, tenantB.id)).id;
   app = postgres(asAppRole(t.directUrl), { max: 1, onnotice: () => {} });
-  appDb = await openDatabase(asAppRole(t.directUrl), { poolSize: 1 });
+  // as the app connects in this topology: through PgBouncer (transaction mode) in the scaled one
+  appDb = await openTestDatabase(asAppRole(t.url), { poolSize: 1 });
 });
 
 afterAll(async () => {
@@ -106,9 +108,11 @@ describe("raw SQL as the API's role", () => {
 describe("the operations' paths as the API's role", () => {
   const appDeps = () => ({ database: appDb });
 
-  test("withDatabase and withTransaction see and write the ctx tenant's rows only", async () => {
+  test("withTransaction sees and writes the ctx tenant's rows only", async () => {
     const seen = async (tenantId: string) =>
-      withDatabase(appDeps(), systemCtx("test", tenantId), (db) => db.select({ id: users.id }).from(users));
+      withTransaction(appDeps(), systemCtx("test", tenantId), (tx) =>
+        tx.select({ id: users.id }).from(users),
+      );
     expect((await seen(tenantA.id)).map((r) => r.id)).toEqual([userA]);
     expect((await seen(tenantB.id)).map((r) => r.id)).toEqual([userB]);
     // a ctx without a tenant sets no context: nothing
@@ -156,9 +160,9 @@ describe("the context ends with its transaction", () => {
       await execute<{ v: string | null }>(db.db, sql`select current_setting('plinth.tenant_id', true) as v`)
     )[0]?.v;
 
-  test("on the app's pooled connection (through PgBouncer in the scaled topology)", async () => {
+  test("on the app's pooled connection as the API's role (through PgBouncer in the scaled topology)", async () => {
     // one connection: the next statement runs on the very connection the scoped transaction used
-    const pooled = await openTestDatabase(t.url, { poolSize: 1 });
+    const pooled = await openTestDatabase(asAppRole(t.url), { poolSize: 1 });
     try {
       const deps = { database: pooled };
       const inside = await withTransaction(deps, systemCtx("test", tenantA.id), async (tx) =>
@@ -166,9 +170,13 @@ describe("the context ends with its transaction", () => {
       );
       expect(inside[0]?.v).toBe(tenantA.id);
       expect(await setting(pooled)).toBeFalsy();
-      // a read's COMMIT is not waited for: the next statement still finds the context gone
-      const read = await withDatabase(deps, systemCtx("test", tenantB.id), (db) =>
-        execute<{ v: string }>(db, sql`select current_setting('plinth.tenant_id', true) as v`),
+      // a read-mode scope's COMMIT is not waited for: the next statement still finds the context gone
+      const run = scopedRunnerOf(pooled.db);
+      if (!run) throw new Error("no pipelined runner on PostgreSQL");
+      const read = await run(
+        { tenantId: tenantB.id },
+        (tx) => execute<{ v: string }>(tx, sql`select current_setting('plinth.tenant_id', true) as v`),
+        "read",
       );
       expect(read[0]?.v).toBe(tenantB.id);
       expect(await setting(pooled)).toBeFalsy();
