@@ -2,13 +2,17 @@
 // local PostgreSQL, each in its own database, all with 4 worker slots.
 //   bun run bench:jobs [--runs 3] [--jobs 20000] [--latency 1000] [--pgboss-latency 100] [--idle 10]
 //                      [--groups 100] [--finished 1000000] [--pgboss-batch 50]
-//                      [--local-queue 500] [--only plinth,plinth-queue,graphile,graphile-default,pgboss]
+//                      [--local-queue 500] [--only plinth,plinth-queue,graphile,graphile-default,pgboss,flow,rate]
+//                      [--flow-width 10000] [--rate-jobs 1500] [--rate-limit 100] [--rate-loops 3]
 //                      [--database postgres://postgres@127.0.0.1:5432/postgres]
 // Besides drain, latency and idle load: Plinth's drain with `--groups` tenants' jobs and with
 // `--finished` finished rows in the table, the time to start of one small tenant's job behind a
 // backlog (with and without groups), and of a high-priority job behind a backlog (all contenders).
 // `plinth-queue` is Plinth tuned for throughput like graphile-worker's local queue:
 // `BackgroundProcessing:JobLocalQueueSize` = `--local-queue`.
+// `flow`: a fan-out/fan-in flow of `--flow-width` jobs (one root, its children, one sink) beside a
+// plain drain of as many; `rate`: `--rate-jobs` jobs of one key at `--rate-limit`/s drained by
+// `--rate-loops` loops, the measured rate against the configured one (bench/jobs-flows.ts).
 // Peers run under Node (`node bench/peers/*.mjs`), as they are made for it; Plinth runs under Bun.
 import { loadavg as loadavgOf } from "node:os";
 import { parseArgs } from "node:util";
@@ -23,6 +27,7 @@ import { createJobLoop, type JobLoop } from "../src/jobs/job-loop.ts";
 import { createJobRegistry, defineJob, systemNoop } from "../src/jobs/registry.ts";
 import { createRedactor } from "../src/redact.ts";
 import { createLogger } from "../src/telemetry/logger.ts";
+import { flowRun, rateRun } from "./jobs-flows.ts";
 import { startQueryCounter } from "./query-counter.ts";
 import { median, percentile } from "./stats.ts";
 
@@ -39,6 +44,10 @@ const { values: args } = parseArgs({
     finished: { type: "string", default: "1000000" },
     "pgboss-batch": { type: "string", default: "50" },
     database: { type: "string", default: "postgres://postgres@127.0.0.1:5432/postgres" },
+    "flow-width": { type: "string", default: "10000" },
+    "rate-jobs": { type: "string", default: "1500" },
+    "rate-limit": { type: "string", default: "100" },
+    "rate-loops": { type: "string", default: "3" },
   },
 });
 const RUNS = Number(args.runs);
@@ -437,6 +446,46 @@ for (const c of contenders) {
   log(`idle, ${c.name}: ${resultOf(c).idleQps.toFixed(1)} statements/s`);
 }
 
+const flows: { flow: number; plain: number }[] = [];
+const rates: { rate: number; seconds: number }[] = [];
+for (let r = 0; r < RUNS; r++) {
+  if (ONLY.has("flow")) {
+    flows.push(await flowRun(plinthDatabase, Number(args["flow-width"])));
+    log(
+      `flow run ${r + 1}: ${Math.round(flows.at(-1)?.flow ?? 0)} jobs/s, plain ${Math.round(flows.at(-1)?.plain ?? 0)}`,
+    );
+  }
+  if (ONLY.has("rate")) {
+    const input = {
+      jobs: Number(args["rate-jobs"]),
+      limit: Number(args["rate-limit"]),
+      loops: Number(args["rate-loops"]),
+    };
+    rates.push(await rateRun(plinthDatabase, input));
+    log(`rate run ${r + 1}: ${fmt(rates.at(-1)?.rate ?? 0, 2)} jobs/s (limit ${input.limit})`);
+  }
+}
+if (flows.length > 0 || rates.length > 0) {
+  const width = fmt(Number(args["flow-width"]));
+  const limit = Number(args["rate-limit"]);
+  const lines = [
+    `| Plinth flows and rate limits | median of ${RUNS} | runs | ratio |`,
+    "| --- | --- | --- | --- |",
+    ...(flows.length > 0
+      ? [
+          `| flow of ${width} jobs (1 → ${fmt(Number(args["flow-width"]) - 2)} → 1), jobs/s | ${fmt(median(flows.map((f) => f.flow)))} | ${flows.map((f) => fmt(f.flow)).join(" / ")} | ${fmt(median(flows.map((f) => f.flow / f.plain)), 2)}× the plain drain |`,
+          `| plain drain of ${width} jobs, jobs/s | ${fmt(median(flows.map((f) => f.plain)))} | ${flows.map((f) => fmt(f.plain)).join(" / ")} | 1.00× |`,
+        ]
+      : []),
+    ...(rates.length > 0
+      ? [
+          `| ${fmt(Number(args["rate-jobs"]))} jobs of one key at ${limit}/s, ${args["rate-loops"]} loops: measured jobs/s after the burst | ${fmt(median(rates.map((x) => x.rate)), 2)} | ${rates.map((x) => fmt(x.rate, 2)).join(" / ")} | ${fmt(median(rates.map((x) => x.rate)) / limit, 3)}× the limit (target within 2 %) |`,
+        ]
+      : []),
+  ];
+  process.stdout.write(`\n${lines.join("\n")}\n\n`);
+}
+
 const names = Object.keys(results);
 const plinth = results.Plinth;
 const plinthQueue = results[PLINTH_QUEUE];
@@ -476,7 +525,7 @@ const lines = [
   ),
   row("priority runs, ms", (r) => r.priority.map((x) => fmt(x, 1)).join(" / ")),
 ];
-process.stdout.write(`\n${lines.join("\n")}\n\n`);
+if (names.length > 0) process.stdout.write(`\n${lines.join("\n")}\n\n`);
 if (plinth) {
   const empty = median(plinth.throughput);
   const shapes = [

@@ -1,5 +1,6 @@
 import { type SQL, sql } from "drizzle-orm";
 import { type Executor, executePrepared } from "../db/client.ts";
+import { JOBS_CHANNEL } from "./enqueue.ts";
 import { type JobLease, leaseIds, MAX_ERROR_LENGTH, ts } from "./queue.ts";
 
 /**
@@ -89,6 +90,8 @@ function resolvingCtes(now: SQL): SQL {
               updated_at = ${now}
           from (select child_id, count(*)::int as n from resolved group by child_id) k
           where c.id = k.child_id and c.id = any(array(select id from children))
+          -- a child that became due wakes the idle loops, as an enqueue does (one NOTIFY per commit)
+          returning case when c.status = 'pending' and c.run_after <= ${now} then pg_notify(${JOBS_CHANNEL}, '') end
         )`;
 }
 

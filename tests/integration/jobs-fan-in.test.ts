@@ -4,12 +4,14 @@ import { z } from "zod";
 import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
 import { type Database, execute, openDatabase } from "../../src/db/client.ts";
+import { JOBS_CHANNEL } from "../../src/jobs/enqueue.ts";
 import { enqueueFlow } from "../../src/jobs/enqueue-flow.ts";
 import { recordResults } from "../../src/jobs/outcomes.ts";
 import { jobKind } from "../../src/jobs/registry.ts";
 import { createRedactor } from "../../src/redact.ts";
 import { createLogger } from "../../src/telemetry/logger.ts";
 import { useTestDatabase } from "../helpers/app.ts";
+import { waitFor } from "../helpers/jobs.ts";
 
 const t = useTestDatabase({ poolSize: 4 });
 const clock = new ManualClock("2030-01-01T00:00:00Z");
@@ -84,6 +86,28 @@ describe("fan-in", () => {
     expect(updates).toBe(width + 1);
     const [sink] = await childState([flow.jobs.sink as number]);
     expect(sink).toMatchObject({ status: "pending", waiting_on: 0 });
+  });
+
+  test("a child that becomes due wakes the loops (NOTIFY), as an enqueue does", async () => {
+    const flow = await enqueueFlow(deps(), systemCtx("test"), {
+      jobs: [
+        { key: "a", kind: job, payload: { n: 1 } },
+        { key: "b", kind: job, payload: { n: 2 }, dependsOn: ["a"] },
+      ],
+    });
+    await hold(flow.jobs, (key) => (key === "a" ? "w" : null));
+    let notified = 0;
+    const unlisten = await t.database.listen(JOBS_CHANNEL, () => notified++);
+    try {
+      await recordResults(t.database.db, {
+        workerId: "w",
+        results: [{ id: flow.jobs.a as number, attempts: 1 }],
+        now: clock.now(),
+      });
+      await waitFor(() => notified > 0, { what: "the NOTIFY of the child's wake-up" });
+    } finally {
+      await unlisten();
+    }
   });
 
   test("two workers finishing parents of shared children in opposite orders never deadlock", async () => {
