@@ -1,0 +1,31 @@
+/**
+ * One tree's server for `bench/ab-trees.ts`: copied into a checkout's bench/ (any commit from
+ * 50db25d on has `benchDeps`, `createPlatformAdmin` and `bunServeOptions`), it serves that tree's
+ * app as server.ts does, on a fresh bench database, signs a platform administrator in and prints
+ * `READY <port> <access token>`; SIGTERM stops it and drops the database.
+ */
+import postgres from "postgres";
+import { createApp } from "../src/app.ts";
+import { bunServeOptions } from "../src/http/bun-serve.ts";
+import { createPlatformAdmin, PASSWORD } from "../tests/helpers/identity.ts";
+import { benchDeps } from "./plinth-process.ts";
+
+const { deps, database } = await benchDeps("ab");
+const admin = await createPlatformAdmin(deps.database.db);
+const sql = postgres(database.url, { onnotice: () => {} });
+await sql`update users set must_change_password = false`;
+await sql.end();
+const server = Bun.serve({ port: 0, ...bunServeOptions(createApp(deps), deps) });
+const login = await fetch(`http://127.0.0.1:${server.port}/api/auth/login`, {
+  method: "POST",
+  headers: { "content-type": "application/json" },
+  body: JSON.stringify({ email: admin.email, password: PASSWORD }),
+});
+if (login.status !== 200) throw new Error(`sign-in answered ${login.status}`);
+const { accessToken } = (await login.json()) as { accessToken: string };
+console.log(`READY ${server.port} ${accessToken}`);
+process.on("SIGTERM", async () => {
+  server.stop(true);
+  await database.drop().catch(() => {});
+  process.exit(0);
+});
