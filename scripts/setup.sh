@@ -114,6 +114,12 @@ if ! command -v caddy >/dev/null 2>&1; then
   apt_install caddy
 fi
 
+# wrk loads the servers in the HTTP benchmarks (bun run bench:http, bench/ab-trees.ts): Debian's package.
+if ! command -v wrk >/dev/null 2>&1; then
+  say "installing wrk"
+  apt_install wrk
+fi
+
 # The client generators the contract tests run (tests/integration/generated-clients.test.ts, and
 # `bun run openapi:types`) need TypeScript 5's compiler API, which the project's TypeScript 7 lacks:
 # npx runs them with their own TypeScript. Fetched here once, so the tests find them in npx's cache.
