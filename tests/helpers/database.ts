@@ -61,7 +61,9 @@ async function ensureTemplate(): Promise<string> {
       const [exists] = await conn`select 1 from pg_database where datname = ${name}`;
       if (!exists) {
         await conn.unsafe(`drop database if exists "${name}_build" with (force)`);
-        await conn.unsafe(`create database "${name}_build"`);
+        // from template0, which nobody can connect to: CREATE DATABASE from template1 fails while any
+        // session (a psql, a pooler's auth query) sits in template1
+        await conn.unsafe(`create database "${name}_build" template template0`);
         const database = await openDatabase(databaseUrl(`${name}_build`), { poolSize: 1 });
         try {
           await migrate(database.db);
@@ -105,7 +107,7 @@ export async function createTestDatabase(
   const name = `plinth_test_${process.pid}_${crypto.randomUUID().slice(0, 8)}`;
   const admin = postgres(SERVER_URL, { max: 1, onnotice: () => {} });
   try {
-    if (options.empty) await admin.unsafe(`create database "${name}"`);
+    if (options.empty) await admin.unsafe(`create database "${name}" template template0`);
     else {
       templateReady ??= ensureTemplate();
       const template = await templateReady;
