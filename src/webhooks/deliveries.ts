@@ -4,7 +4,7 @@ import { type Executor, execute } from "../db/client.ts";
 import { withDatabase, withTransaction } from "../db/operation.ts";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
-import type { Page } from "../pagination.ts";
+import { createdAtPosition, cursorCodec, type Page, pageOf } from "../pagination.ts";
 import { isUuid } from "../tenancy/tenants.ts";
 import { enqueueAttempt } from "./deliver.ts";
 
@@ -77,21 +77,13 @@ function deliveryView(row: ViewRow): DeliveryView {
   };
 }
 
-const POSITION = /^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,6})?[+-]\d{2}(?::\d{2})?)\|([0-9a-f-]{36})$/;
-const cursorOf = (position: string) => Buffer.from(position).toString("base64url");
-function positionOf(cursor: string): { createdAt: string; id: string } {
-  const match = POSITION.exec(Buffer.from(cursor, "base64url").toString());
-  if (!match?.[1] || !match[2])
-    throw new AppError("validation_failed", "The cursor is not valid.", {
-      fields: [{ path: "cursor", message: "pass a nextCursor this list returned" }],
-    });
-  return { createdAt: match[1], id: match[2] };
-}
+/** The delivery log's keyset: creation time (PostgreSQL's exact text) and id, newest first. */
+const deliveryCursor = cursorCodec(createdAtPosition);
 
 function viewQuery(where: ReturnType<typeof sql>, limit: number) {
   return sql`select d.id, d.endpoint_id, d.event_id, ev.type as event_type, d.status, d.attempts,
                     d.last_status_code, d.last_error_class, d.next_attempt_at, d.created_at,
-                    d.created_at::text || '|' || d.id::text as position,
+                    d.created_at::text as position,
                     (select json_agg(json_build_object('attempt', a.attempt, 'status_code', a.status_code,
                                                        'duration_ms', a.duration_ms, 'error_class', a.error_class,
                                                        'attempted_at', a.attempted_at) order by a.attempt)
@@ -119,7 +111,7 @@ export async function listDeliveries(
 ): Promise<Page<DeliveryView>> {
   const rows = await withDatabase(deps, ctx, async (db) => {
     await assertEndpoint(db, ctx.tenantId, input.endpointId);
-    const after = input.cursor ? positionOf(input.cursor) : null;
+    const after = deliveryCursor.decodeOptional(input.cursor);
     return execute<ViewRow>(
       db,
       viewQuery(
@@ -129,10 +121,13 @@ export async function listDeliveries(
       ),
     );
   });
-  const more = rows.length > input.limit;
-  const page = rows.slice(0, input.limit);
-  const last = page.at(-1);
-  return { items: page.map(deliveryView), nextCursor: more && last ? cursorOf(last.position) : null };
+  return pageOf(
+    rows,
+    input.limit,
+    deliveryView,
+    (row) => ({ createdAt: row.position, id: row.id }),
+    deliveryCursor,
+  );
 }
 
 /** One delivery of the endpoint, scoped to the ctx's tenant (404 otherwise). */

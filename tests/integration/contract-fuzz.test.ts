@@ -210,9 +210,12 @@ test("every operation, fuzzed from its schemas: no 5xx, every answer as document
           });
     }
 
-  // the admin operations last: some of them (a tenant suspended, its subscription canceled) end the
-  // fuzzed tenant's sessions, and every tenant operation after that would only prove a 401
-  cases.sort((a, b) => Number(a.path.startsWith("/api/admin/")) - Number(b.path.startsWith("/api/admin/")));
+  // the operations that end the fuzzing principals' sessions last, or every operation after them
+  // would only prove a 401: signing out (the member's session), then the admin operations (a tenant
+  // suspended, its subscription canceled: the tenant's sessions)
+  const endsSessions = (c: Case) =>
+    c.path.startsWith("/api/admin/") ? 2 : /^\/api\/auth\/(browser\/)?logout$/.test(c.path) ? 1 : 0;
+  cases.sort((a, b) => endsSessions(a) - endsSessions(b));
   const failures: string[] = [];
   // requests the document allows that the server refused with a 400: a rule the document omits
   const refusedValid: string[] = [];
