@@ -15,11 +15,11 @@ import { clientIpOf, endSessions } from "./sessions.ts";
 import { consumeSingleUseToken, issueSingleUseToken } from "./single-use-tokens.ts";
 import { findSignInUser, normaliseEmail } from "./user-identity.ts";
 
-/** The one answer to a token that is unknown, spent, expired or of another tenant. */
-const invalidLink = () =>
-  new AppError("validation_failed", "The link is invalid, expired or already used.", {
-    fields: [{ path: "token", message: "is invalid, expired or already used" }],
-  });
+/**
+ * The one answer to a token that is unknown, spent, expired or of another tenant: a 404, as an
+ * invitation's dead link is (a well-formed token names a link that does not exist, or no longer).
+ */
+const invalidLink = () => new AppError("not_found", "The link is invalid, expired or already used.");
 
 /**
  * `POST /api/auth/password/forgot`: answers (202) once the reset windows allow the attempt — per

@@ -95,7 +95,13 @@ export const securitySections = {
       TokenLifetimeMinutes: int(5, 1440, "How long an address verification link works (once)."),
     }),
     Impersonation: z.object({
-      MaxMinutes: int(1, 60, "The longest impersonation session a platform admin may start."),
+      MaxMinutes: z
+        .number()
+        .int()
+        .min(1)
+        .max(60)
+        .default(60)
+        .meta({ description: "The longest impersonation session a platform admin may start (1–60)." }),
     }),
     Sms: z.object({
       CodePepper: z

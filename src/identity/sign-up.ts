@@ -26,10 +26,8 @@ export const signUpSchema = z.object({
 export type SignUpInput = z.input<typeof signUpSchema>;
 
 const notEnabled = () => new AppError("not_found", "Self-serve sign-up is not enabled here.");
-const deadLink = () =>
-  new AppError("validation_failed", "The request is not valid.", {
-    fields: [{ path: "token", message: "is invalid, expired or already used" }],
-  });
+/** A link unknown, used or expired: 404 alike, as every mailed link's (invitations, reset, verification). */
+const deadLink = () => new AppError("not_found", "The link is invalid, expired or already used.");
 
 /**
  * `POST /api/auth/signup` (`Tenancy:SignUp:Enabled`): records the request and mails a verification

@@ -88,9 +88,8 @@ test("every operation, fuzzed from its schemas: no 5xx, every answer as document
   const doc = (await (await app.request("/api/openapi.json")).json()) as Doc;
   const admin = await signedInPlatformAdmin(app);
   const tenant = await signedInTenant(app, { plan: "enterprise" });
-  const generator = createGeneratorSync({
+  const options = {
     seed: SEED,
-    alwaysFakeOptionals: false,
     optionalsProbability: 0.5,
     maxItems: 3,
     maxLength: 40,
@@ -98,7 +97,13 @@ test("every operation, fuzzed from its schemas: no 5xx, every answer as document
     // and no JSON Schema keyword can (filters and periods take any time)
     minDateTime: "2035-01-01T00:00:00Z",
     maxDateTime: "2040-01-01T00:00:00Z",
-  });
+  };
+  const generator = createGeneratorSync({ ...options, alwaysFakeOptionals: false });
+  // json-schema-faker cannot meet `minProperties` when it skipped every optional property of an
+  // object closed by `additionalProperties: false` (the bulk job filters): it throws instead. Such
+  // a schema is faked again with every optional property filled, from a generator of its own, so
+  // the run stays the same for every other schema whatever the document adds.
+  const filled = createGeneratorSync({ ...options, alwaysFakeOptionals: true });
   // what "allowed by the document" means: Ajv over the document's own schemas (query and path
   // values are strings on the wire: coerced to the declared type, as the server's zod does)
   const validators = (coerceTypes: boolean) => {
@@ -122,8 +127,15 @@ test("every operation, fuzzed from its schemas: no 5xx, every answer as document
   const parameterAllowed = validators(true);
   const deref = (schema: Schema): Schema =>
     schema.$ref ? deref(doc.components.schemas[schema.$ref.split("/").pop() ?? ""] ?? {}) : schema;
-  const fake = (schema: Schema): unknown =>
-    generator.generate({ ...schema, components: doc.components } as never);
+  const fake = (schema: Schema): unknown => {
+    const full = { ...schema, components: doc.components } as never;
+    try {
+      return generator.generate(full);
+    } catch (error) {
+      if (!/additionalProperties is false/.test((error as Error).message)) throw error;
+      return filled.generate(full);
+    }
+  };
   const text = (value: unknown) => (typeof value === "string" ? value : JSON.stringify(value));
   const isString = (schema: Schema | undefined) => {
     const s = schema ? deref(schema) : undefined;

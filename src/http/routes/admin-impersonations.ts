@@ -22,7 +22,9 @@ const start = apiRoute("platform", {
           userId: z.uuid(),
           tenant: z.string().min(1).max(64).openapi({ description: "The tenant's code or id." }),
           reason: z.string().trim().min(3).max(300),
-          minutes: z.number().int().min(1).max(1440),
+          minutes: z.number().int().min(1).max(60).openapi({
+            description: "At most `Authentication:Impersonation:MaxMinutes` (60 unless set lower).",
+          }),
         })
         .openapi("ImpersonationRequest"),
     ),

@@ -54,6 +54,7 @@ const routes = {
     },
     responses: {
       204: { description: "The password is set; every session of the user has ended." },
+      404: problem("The link is unknown, used or expired (the same answer for each)."),
     },
   }),
   verify: apiRoute("public", {
@@ -63,7 +64,10 @@ const routes = {
     tags: ["auth"],
     summary: "Mark an address verified with the token of the link sent to it.",
     request: { body: jsonBody(z.object({ token: linkToken }).openapi("EmailVerification")) },
-    responses: { 204: { description: "The address is verified." } },
+    responses: {
+      204: { description: "The address is verified." },
+      404: problem("The link is unknown, used or expired (the same answer for each)."),
+    },
   }),
 };
 

@@ -51,8 +51,7 @@ const verify = apiRoute("public", {
   },
   responses: {
     200: json("The tenant exists; signed in as its owner.", tokenPair),
-    400: problem("The link is unknown, used or expired (`token`)."),
-    404: problem("Sign-up is not enabled."),
+    404: problem("The link is unknown, used or expired; or sign-up is not enabled."),
     409: problem("The tenant code was taken meanwhile: sign up again with another."),
   },
 });
