@@ -2111,6 +2111,7 @@ export interface components {
             /** @description The tenant's code or id. */
             tenant: string;
             reason: string;
+            /** @description At most `Authentication:Impersonation:MaxMinutes` (60 unless set lower). */
             minutes: number;
         };
         CreatedInvitation: {
@@ -4528,6 +4529,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The link is unknown, used or expired (the same answer for each). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `payload_too_large`: the body is over `Server:MaxBodyBytes`. */
             413: {
                 headers: {
@@ -4622,6 +4635,18 @@ export interface operations {
             };
             /** @description `validation_failed` (the `errors` name the fields), `host_not_allowed` or `bad_request`. */
             400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The link is unknown, used or expired (the same answer for each). */
+            404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     RateLimit: components["headers"]["RateLimit"];
@@ -6475,7 +6500,7 @@ export interface operations {
                     "application/json": components["schemas"]["TokenPair"];
                 };
             };
-            /** @description The link is unknown, used or expired (`token`). */
+            /** @description `validation_failed` (the `errors` name the fields), `host_not_allowed` or `bad_request`. */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -6487,7 +6512,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Sign-up is not enabled. */
+            /** @description The link is unknown, used or expired; or sign-up is not enabled. */
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
