@@ -1,11 +1,11 @@
-import { and, eq, or } from "drizzle-orm";
+import { and, asc, eq, gt, isNull, or } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import type { Ctx } from "../context.ts";
-import { withTransaction } from "../db/operation.ts";
+import { withDatabase, withTransaction } from "../db/operation.ts";
 import { sessions, tenantMemberships, tenants, users } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
 import type { AuthDeps } from "./deps.ts";
-import { callerOf, issueRefreshToken, type TokenPair, tokenPairFor } from "./sessions.ts";
+import { callerOf, endSessions, issueRefreshToken, type TokenPair, tokenPairFor } from "./sessions.ts";
 import { loadIdentity } from "./user-identity.ts";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -110,4 +110,76 @@ export async function startImpersonation(
       impersonatorId: admin.userId,
     },
   );
+}
+
+/** An impersonation a platform admin has open (the console's banner). */
+export interface OpenImpersonation {
+  sessionId: string;
+  userId: string;
+  userEmail: string;
+  tenantId: string | null;
+  tenantCode: string | null;
+  reason: string | null;
+  expiresAt: Date;
+}
+
+/** The caller's open impersonation sessions, soonest to end first (at most 20). */
+export async function listOpenImpersonations(deps: AuthDeps, ctx: Ctx): Promise<OpenImpersonation[]> {
+  const admin = callerOf(ctx);
+  const now = deps.clock.now();
+  return withDatabase(deps, ctx, (db) =>
+    db
+      .select({
+        sessionId: sessions.id,
+        userId: sessions.userId,
+        userEmail: users.email,
+        tenantId: sessions.tenantId,
+        tenantCode: tenants.code,
+        reason: sessions.impersonationReason,
+        expiresAt: sessions.expiresAt,
+      })
+      .from(sessions)
+      .innerJoin(users, eq(users.id, sessions.userId))
+      .leftJoin(tenants, eq(tenants.id, sessions.tenantId))
+      .where(
+        and(
+          eq(sessions.impersonatorId, admin.userId),
+          isNull(sessions.revokedAt),
+          gt(sessions.expiresAt, now),
+        ),
+      )
+      .orderBy(asc(sessions.expiresAt))
+      .limit(20),
+  );
+}
+
+/** Ends one of the caller's impersonation sessions (another's, or none, is 404); at once everywhere. */
+export async function endImpersonation(
+  deps: AuthDeps,
+  ctx: Ctx,
+  input: { sessionId: string },
+): Promise<void> {
+  const admin = callerOf(ctx);
+  const now = deps.clock.now();
+  await withTransaction(deps, ctx, async (tx, txCtx) => {
+    const [ended] = await tx
+      .update(sessions)
+      .set({ revokedAt: now, revokedReason: "impersonation ended" })
+      .where(
+        and(
+          eq(sessions.id, input.sessionId),
+          eq(sessions.impersonatorId, admin.userId),
+          isNull(sessions.revokedAt),
+        ),
+      )
+      .returning({ id: sessions.id, tenantId: sessions.tenantId, userId: sessions.userId });
+    if (!ended) throw new AppError("not_found", "No open impersonation of yours has this id.");
+    await recordAudit(tx, txCtx, {
+      action: "auth.session_ended",
+      target: { type: "session", id: ended.id },
+      details: { reason: "impersonation ended", userId: ended.userId },
+      tenantId: ended.tenantId,
+    });
+    await endSessions(deps, txCtx, { sessionId: ended.id });
+  });
 }

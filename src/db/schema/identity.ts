@@ -113,7 +113,11 @@ export const sessions = pgTable(
     impersonatorId: uuid().references((): AnyPgColumn => users.id, { onDelete: "cascade" }),
     impersonationReason: text(),
   },
-  (t) => [index("sessions_user_idx").on(t.userId), tenantIsolation()],
+  (t) => [
+    index("sessions_impersonator_idx").on(t.impersonatorId).where(sql`${t.impersonatorId} is not null`),
+    index("sessions_user_idx").on(t.userId),
+    tenantIsolation(),
+  ],
 );
 
 /** Refresh tokens, stored only as SHA-256. Each is used once; reusing a rotated one revokes the session. */

@@ -53,6 +53,25 @@ export interface Viewer {
   csrfToken: string;
   /** The sections this viewer's role sees, in order. */
   sections: readonly ConsoleSection[];
+  /** The viewer's open impersonation sessions: a banner on every page while there are any. */
+  impersonations?: readonly {
+    sessionId: string;
+    userEmail: string;
+    tenantCode: string | null;
+    expiresAt: Date;
+  }[];
+}
+
+/** The banner of open impersonations, each with its end button (docs/console.md). */
+function impersonationBanner(viewer: Viewer | undefined): Html {
+  const open = viewer?.impersonations ?? [];
+  if (!viewer || open.length === 0) return html``;
+  return html`<div class="notice bad impersonation" role="status">${open.map(
+    (
+      i,
+    ) => html`<p>You are impersonating <strong>${i.userEmail}</strong> in <code>${i.tenantCode ?? "—"}</code> until ${when(i.expiresAt)}.</p>
+<form method="post" action="/console/impersonations/${i.sessionId}/end">${csrfField(viewer)}<button type="submit" class="danger">End the impersonation</button></form>`,
+  )}</div>`;
 }
 
 /** A whole console page: skip link, navigation, the signed-in user, the CSRF token for htmx. */
@@ -88,6 +107,7 @@ ${
 }
 </header>
 <main id="main" tabindex="-1">
+${impersonationBanner(viewer)}
 <h1>${input.title}</h1>
 ${input.body}
 </main>

@@ -2,11 +2,13 @@ import type { Context } from "hono";
 import { Hono } from "hono";
 import { html } from "hono/html";
 import { browserOriginCheck, signInBrowser } from "../../auth/browser-sessions.ts";
+import { endImpersonation } from "../../auth/impersonation.ts";
 import { changePassword } from "../../auth/password-sign-in.ts";
 import { revokeCallerSession } from "../../auth/sessions.ts";
 import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
 import { PLATFORM_ADMIN_ROLE, PLATFORM_VIEWER_ROLE } from "../../identity/roles.ts";
+import { isUuid } from "../../tenancy/tenants.ts";
 import { statusOf, toAppError } from "../problem-json.ts";
 import { anonymousCtxOf, ctxOf } from "../request-context.ts";
 import { setSessionCookie } from "../session-cookie.ts";
@@ -18,7 +20,7 @@ import { jobPages, schedulePages } from "./pages-jobs.ts";
 import { outboxPages } from "./pages-outbox.ts";
 import { overviewPage } from "./pages-overview.ts";
 import { tenantPages } from "./pages-tenants.ts";
-import { formOf, pageResponse } from "./respond.ts";
+import { consoleActed, formOf, pageResponse } from "./respond.ts";
 import {
   type ConsoleEnv,
   clearConsoleCookies,
@@ -211,6 +213,14 @@ ${notice(message, "bad")}
     }
     clearConsoleCookies(c);
     return seeOther(c, "/console/sign-in?changed");
+  });
+
+  router.post("/console/impersonations/:sessionId/end", async (c) => {
+    const sessionId = c.req.param("sessionId");
+    if (!isUuid(sessionId)) throw new AppError("not_found", "No such impersonation.");
+    await endImpersonation(deps, ctxOf(c, null), { sessionId });
+    consoleActed(deps, c, "auth.impersonation_ended", { type: "session", id: sessionId });
+    return seeOther(c, "/console");
   });
 
   router.post("/console/sign-out", async (c) => {

@@ -2,6 +2,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import { browserOriginCheck, csrfTokenMatches, openBrowserSession } from "../../auth/browser-sessions.ts";
 import type { AuthDeps } from "../../auth/deps.ts";
+import { listOpenImpersonations } from "../../auth/impersonation.ts";
 import { AppError } from "../../errors.ts";
 import {
   mayChangePlatform,
@@ -121,12 +122,27 @@ export function consoleSession(
     c.set("identity", identity);
     const canChange = mayChangePlatform(identity.platformRoles);
     const role = canChange ? PLATFORM_ADMIN_ROLE : PLATFORM_VIEWER_ROLE;
+    const principal = c.get("principal");
     c.set("viewer", {
       email: identity.email,
       canChange,
       role,
       csrfToken,
       sections: sections.filter((section) => section.seenBy.includes(role)),
+      // only administrators impersonate: a viewer's page costs no look-up
+      impersonations:
+        canChange && principal && identity.tenantId === null
+          ? await listOpenImpersonations(deps, {
+              tenantId: null,
+              actor: {
+                type: "user",
+                userId: identity.userId,
+                sessionId,
+                roles: [],
+                platformRoles: identity.platformRoles,
+              },
+            })
+          : [],
     });
     if (identity.mustChangePassword && !BEFORE_CHANGE.has(c.req.path)) {
       if (unsafe) throw new AppError("password_change_required", "Change your password first.");
