@@ -8,8 +8,11 @@ import { jobKind } from "../jobs/registry.ts";
 import { EMAIL_TEMPLATES, type EmailData, type EmailTemplateName } from "./templates.ts";
 
 export const SEND_EMAIL_KIND = "email.send";
-/** The outbox row only: no address, no content, no link goes into a job payload. */
-export const sendEmailPayload = z.object({ messageId: z.uuid() });
+/**
+ * The outbox row and its tenant only (the scope the worker reads it in): no address, no content,
+ * no link goes into a job payload. `tenantId` is absent from jobs enqueued before it was added.
+ */
+export const sendEmailPayload = z.object({ messageId: z.uuid(), tenantId: z.uuid().nullable().optional() });
 /** The job kind of one message; its handler is `sendEmailWorker` (src/email/send-email.ts). */
 export const sendEmailJob = jobKind(SEND_EMAIL_KIND, sendEmailPayload);
 
@@ -75,7 +78,7 @@ export async function enqueueEmail(
       tx,
       enqueueContext({ clock: deps.clock, config: { settings } }),
       sendEmailJob,
-      { messageId: row.id },
+      { messageId: row.id, tenantId: input.tenantId },
       { tenantId: input.tenantId, dedupKey: emailDedupKey(row.id), maxAttempts: settings.Email.MaxAttempts },
     );
     return { id: row.id };

@@ -1,8 +1,8 @@
 import { sql } from "drizzle-orm";
 import type { z } from "zod";
-import { systemCtx } from "../context.ts";
-import { type Executor, execute } from "../db/client.ts";
-import { withDatabase, withTransaction } from "../db/operation.ts";
+import { type Ctx, systemCtx } from "../context.ts";
+import { type Executor, execute, type Tx } from "../db/client.ts";
+import { withPlatformTransaction, withTransaction } from "../db/operation.ts";
 import type { Deps } from "../deps.ts";
 import { type JobContext, jobWorker } from "../jobs/registry.ts";
 import { EMAIL_DATA_PURPOSE, type EmailDeps, sendEmailJob, type sendEmailPayload } from "./enqueue-email.ts";
@@ -27,6 +27,20 @@ interface MessageRow {
 /** Another run holds the message (it is being sent right now): this run tries again later. */
 export class EmailBusyError extends Error {
   override name = "EmailBusyError";
+}
+
+/**
+ * Runs `work` in the message's scope: its tenant's (row-level security, docs/architecture.md), or
+ * the platform's for a message of platform staff and for a job enqueued without its tenant.
+ */
+function inMessageScope<T>(
+  deps: SendEmailDeps,
+  tenantId: string | null | undefined,
+  work: (tx: Tx, ctx: Ctx) => Promise<T>,
+): Promise<T> {
+  return tenantId
+    ? withTransaction(deps, systemCtx("email", tenantId), work)
+    : withPlatformTransaction(deps, systemCtx("email"), work);
 }
 
 /** The address part of `Name <a@b>` or `a@b`. */
@@ -72,8 +86,7 @@ export async function sendEmailMessage(
   payload: z.output<typeof sendEmailPayload>,
   job?: Pick<JobContext, "signal" | "attempt" | "maxAttempts">,
 ): Promise<"sent" | "skipped"> {
-  const ctx = systemCtx("email");
-  const started = await withDatabase(deps, ctx, (db) =>
+  const started = await inMessageScope(deps, payload.tenantId, (db) =>
     execute<MessageRow>(
       db,
       sql`update email_messages set attempts = attempts + 1, updated_at = ${deps.clock.now().toISOString()}::timestamptz
@@ -83,7 +96,7 @@ export async function sendEmailMessage(
     ),
   );
   const first = started[0];
-  if (!first) return skipOrWait(deps, payload.messageId);
+  if (!first) return skipOrWait(deps, payload);
   if (first.attempts > 1 && first.last_error === null)
     deps.logger.warn(
       "e-mail sent again after an interrupted attempt (the recipient may get it twice, same Message-ID)",
@@ -93,7 +106,7 @@ export async function sendEmailMessage(
       },
     );
   try {
-    return await withTransaction(deps, ctx, async (tx) => {
+    return await inMessageScope(deps, payload.tenantId, async (tx) => {
       const [row] = await execute<MessageRow>(
         tx,
         sql`select id, tenant_id, recipient, template, locale, sealed_data, status, attempts, last_error
@@ -119,15 +132,18 @@ export async function sendEmailMessage(
       return "sent" as const;
     });
   } catch (error) {
-    await recordFailure(deps, payload.messageId, error, job);
+    await recordFailure(deps, payload, error, job);
     throw error;
   }
 }
 
 /** The row was not claimable: finished (skip), or held by a run sending it right now (try later). */
-async function skipOrWait(deps: SendEmailDeps, messageId: string): Promise<"skipped"> {
-  const [row] = await withDatabase(deps, systemCtx("email"), (db) =>
-    execute<{ status: string }>(db, sql`select status from email_messages where id = ${messageId}`),
+async function skipOrWait(
+  deps: SendEmailDeps,
+  payload: z.output<typeof sendEmailPayload>,
+): Promise<"skipped"> {
+  const [row] = await inMessageScope(deps, payload.tenantId, (db) =>
+    execute<{ status: string }>(db, sql`select status from email_messages where id = ${payload.messageId}`),
   );
   if (row?.status === "pending") throw new EmailBusyError("the message is being sent by another run");
   return "skipped";
@@ -160,7 +176,7 @@ async function outgoing(deps: SendEmailDeps, tx: Executor, row: MessageRow): Pro
 
 async function recordFailure(
   deps: SendEmailDeps,
-  messageId: string,
+  payload: z.output<typeof sendEmailPayload>,
   error: unknown,
   job: Pick<JobContext, "attempt" | "maxAttempts"> | undefined,
 ): Promise<void> {
@@ -170,17 +186,17 @@ async function recordFailure(
       ? error.message
       : deps.redactor.text(error instanceof Error ? `${error.name}: ${error.message}` : String(error));
   const last = job !== undefined && job.attempt >= job.maxAttempts;
-  await withDatabase(deps, systemCtx("email"), (db) =>
+  await inMessageScope(deps, payload.tenantId, (db) =>
     execute(
       db,
       sql`update email_messages
           set last_error = ${reason.slice(0, 500)}, status = ${last ? "failed" : "pending"},
               updated_at = ${deps.clock.now().toISOString()}::timestamptz
-          where id = ${messageId} and status = 'pending'`,
+          where id = ${payload.messageId} and status = 'pending'`,
     ),
   );
   deps.logger.warn(last ? "e-mail failed for good (dead)" : "e-mail send failed: will retry", {
-    outboxId: messageId,
+    outboxId: payload.messageId,
     error: reason,
   });
 }

@@ -71,13 +71,14 @@ test("a committed message is one job; the worker sends it once over STARTTLS wit
     h.db,
     sql`select payload, dedup_key from background_jobs where kind = ${SEND_EMAIL_KIND} and dedup_key = ${`email:${id}`}`,
   );
-  expect(jobs.map((j) => j.payload)).toEqual([{ messageId: id }]);
+  expect(jobs.map((j) => j.payload)).toEqual([{ messageId: id, tenantId: tenant.id }]);
   // the link is sealed at rest: the row does not hold it in the clear
   const stored = await messageRow(id);
   expect(stored?.sealed_data).not.toContain("secret-token-value-123");
 
-  expect(await sendEmailMessage(h.deps, { messageId: id })).toBe("sent");
-  expect(await sendEmailMessage(h.deps, { messageId: id })).toBe("skipped");
+  // as the job runs it: in the tenant's scope (row-level security)
+  expect(await sendEmailMessage(h.deps, { messageId: id, tenantId: tenant.id })).toBe("sent");
+  expect(await sendEmailMessage(h.deps, { messageId: id, tenantId: tenant.id })).toBe("skipped");
   const [received] = await smtp.waitFor(1);
   expect(smtp.received).toHaveLength(1);
   expect(received?.secure).toBe(true);
