@@ -67,7 +67,7 @@ export async function startImpersonation(
     if (!member) throw new AppError("not_found", "No active user of this tenant has this id.");
     // the user as they are in that tenant: its role there, Active only as an Active member
     const identity = await loadIdentity(tx, member.userId, tenant.id);
-    if (!identity || identity.status !== "Active")
+    if (identity?.status !== "Active")
       throw new AppError("not_found", "No active user of this tenant has this id.");
     if (identity.platformRoles.length > 0)
       throw new AppError("forbidden", "Platform staff cannot be impersonated.");

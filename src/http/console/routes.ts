@@ -88,6 +88,21 @@ ${notice(input.message, input.tone ?? "bad")}
   });
 }
 
+/** The pages this deployment mounts: Development-only ones only in Development. */
+const pagesOf = (deps: Deps) =>
+  CONSOLE_PAGES.filter((page) => !page.developmentOnly || deps.config.environment === "Development");
+
+/** The impersonation banner's button: ends one of the viewer's impersonations (docs/console.md). */
+function impersonationRoutes(deps: Deps) {
+  return new Hono<ConsoleEnv>().post("/console/impersonations/:sessionId/end", async (c) => {
+    const sessionId = c.req.param("sessionId");
+    if (!isUuid(sessionId)) throw new AppError("not_found", "No such impersonation.");
+    await endImpersonation(deps, ctxOf(c, null), { sessionId });
+    consoleActed(deps, c, "auth.impersonation_ended", { type: "session", id: sessionId });
+    return seeOther(c, "/console");
+  });
+}
+
 /**
  * `/console`: the operator console (docs/console.md), server-rendered HTML over the same domain
  * functions the admin API calls. Not API operations: not in the OpenAPI document.
@@ -164,9 +179,7 @@ export function consoleRoutes(deps: Deps) {
     }
   });
 
-  const pages = CONSOLE_PAGES.filter(
-    (page) => !page.developmentOnly || deps.config.environment === "Development",
-  );
+  const pages = pagesOf(deps);
   const session = consoleSession(deps, pages);
   // `/console/*` also matches `/console` itself
   router.use("/console/*", async (c, next) => {
@@ -215,14 +228,6 @@ ${notice(message, "bad")}
     return seeOther(c, "/console/sign-in?changed");
   });
 
-  router.post("/console/impersonations/:sessionId/end", async (c) => {
-    const sessionId = c.req.param("sessionId");
-    if (!isUuid(sessionId)) throw new AppError("not_found", "No such impersonation.");
-    await endImpersonation(deps, ctxOf(c, null), { sessionId });
-    consoleActed(deps, c, "auth.impersonation_ended", { type: "session", id: sessionId });
-    return seeOther(c, "/console");
-  });
-
   router.post("/console/sign-out", async (c) => {
     await revokeCallerSession(deps, ctxOf(c));
     clearConsoleCookies(c);
@@ -230,5 +235,6 @@ ${notice(message, "bad")}
   });
 
   for (const page of pages) router.route("/", page.routes(deps));
+  router.route("/", impersonationRoutes(deps));
   return router;
 }
