@@ -112,6 +112,9 @@ export function readMigrations(dir = MIGRATIONS_DIR): Migration[] {
 
 async function lockAndPrepare(tx: Executor): Promise<Map<string, { hash: string; appliedAt: Date }>> {
   await execute(tx, sql`select pg_advisory_xact_lock(${MIGRATION_LOCK})`);
+  // the migrator is a platform operation: a data migration sees and writes every tenant's rows
+  // even when the migrator is not a superuser (FORCE ROW LEVEL SECURITY holds the tables' owner)
+  await execute(tx, sql`select set_config('plinth.platform', 'on', true)`);
   await execute(
     tx,
     sql`create table if not exists schema_migrations (
@@ -187,6 +190,7 @@ export function migrationScript(options: { dir?: string } = {}): string {
     "-- Applies what a database does not have yet, in one transaction, as the migrator would.",
     "BEGIN;",
     `SELECT pg_advisory_xact_lock(${MIGRATION_LOCK});`,
+    "SELECT set_config('plinth.platform', 'on', true);",
     "CREATE TABLE IF NOT EXISTS schema_migrations (tag text PRIMARY KEY, hash text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());",
   ];
   for (const migration of migrations) {
