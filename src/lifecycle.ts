@@ -7,6 +7,7 @@
 import { type App, createApp } from "./app.ts";
 import { ConfigError } from "./config/config-error.ts";
 import { type AppConfig, type LoadOptions, loadConfig } from "./config/load.ts";
+import { roleHeldByRowSecurity } from "./db/app-role.ts";
 import type { HeldLock } from "./db/client.ts";
 import { describeDatabaseFailure } from "./db/database-failure.ts";
 import { SERVING_LOCK } from "./db/migrator.ts";
@@ -252,6 +253,15 @@ async function schemaGate(config: AppConfig, deps: Deps): Promise<boolean> {
   try {
     const state = await deps.schema.check();
     warnUnknown(deps);
+    const held = await roleHeldByRowSecurity(deps.database.db);
+    if (held) {
+      logger.error(
+        `the API connects as role ${held}, which row-level security holds: this release reads without a tenant context in places and would see no tenant's rows; connect as a superuser or a BYPASSRLS role (docs/deployment.md, "The database roles")`,
+        { role: held },
+      );
+      logger.flush();
+      return false;
+    }
     if (state.pending.length > 0) {
       if (config.environment === "Production") {
         logger.error(pendingSentence(state.pending), {

@@ -91,3 +91,18 @@ export async function ensureAppRole(
   }
   return { created };
 }
+
+/**
+ * The role this connection's statements run as, when row-level security holds it (neither superuser
+ * nor BYPASSRLS), else null. The API does not yet carry the tenant context on every read (sign-in,
+ * session and key lookups, the loops, reads through withDatabase), so such a role would see no
+ * tenant's rows: start-up refuses it until the API does (docs/deployment.md, "The database roles").
+ */
+export async function roleHeldByRowSecurity(db: Executor): Promise<string | null> {
+  const [row] = await execute<{ role: string; passes: boolean }>(
+    db,
+    sql`select current_user::text as role, (r.rolsuper or r.rolbypassrls) as passes
+        from pg_roles r where r.rolname = current_user`,
+  );
+  return row && !row.passes ? row.role : null;
+}

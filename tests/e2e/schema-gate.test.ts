@@ -35,6 +35,20 @@ async function ready(port: number): Promise<{ status: number; body: Health }> {
   return { status: response.status, body: (await response.json()) as Health };
 }
 
+describe("a role row-level security holds", () => {
+  test("start-up refuses it, naming the role, until the API carries the tenant context on every read", async () => {
+    const t = await database(false);
+    const url = new URL(t.url);
+    url.username = "plinth_app"; // made and granted by the migrator (and the test template)
+    url.password = "";
+    const api = startApi({ PLINTH_ENVIRONMENT: "Development", DATABASE_URL: url.toString() });
+    expect(await api.proc.exited).toBe(1);
+    const line = await api.waitForLine((l) => l.includes("row-level security holds"));
+    expect(JSON.parse(line)).toMatchObject({ level: "error", role: "plinth_app" });
+    expect(api.lines.some((l) => l.includes('"msg":"listening"'))).toBe(false);
+  });
+});
+
 describe("behind: migrations pending", () => {
   test("Production refuses to start, naming them", async () => {
     const t = await database(true);
