@@ -235,6 +235,31 @@ const ACTIONS = {
     details: "`url` (origin)",
     writtenBy: "`deleteWebhookEndpoint`",
   },
+  "webhook_endpoint.test_sent": {
+    what: "A test event was sent to a webhook endpoint (an outbound POST to the tenant's URL).",
+    target: "`webhook_endpoint`",
+    details: "`url` (origin), `event` (the test event's id)",
+    writtenBy: "`testWebhookEndpoint` (within `RateLimiting:WebhookTest`)",
+  },
+  "webhook_delivery.retried": {
+    what: "A finished webhook delivery was sent once more.",
+    target: "`webhook_delivery`",
+    details: "`attempts` (the attempt queued), `event` (the event type)",
+    writtenBy: "`retryDelivery`",
+  },
+  "webhook_endpoint.replayed": {
+    what: "An endpoint's failed deliveries were queued again.",
+    target: "`webhook_endpoint`",
+    details: "`count` (deliveries queued), `from` (the `since` asked; the epoch when none)",
+    writtenBy: "`replayFailedDeliveries`",
+  },
+  "audit.exported": {
+    what: "An audit log was exported (NDJSON); written when the export starts, in the chain exported.",
+    target: "`audit_chain` (a tenant id, `platform`; none for every chain)",
+    details:
+      "`filter` (the filters: `action=…`, `actor=…`, `from=…`, …), `count` (rows in the export's range)",
+    writtenBy: "`exportAuditEvents` (tenant owners and admins, platform administrators)",
+  },
   "job.retried": {
     what: "A dead job, or a selection of jobs, was queued again.",
     target: "`job` (id); none for a bulk retry",

@@ -1,10 +1,12 @@
 import { and, asc, desc, eq, gte, lt, lte, type SQL, sql } from "drizzle-orm";
 import { z } from "zod";
 import type { Ctx, TenantCtx } from "../context.ts";
-import { type DatabaseDeps, withDatabase } from "../db/operation.ts";
+import { type DatabaseDeps, withDatabase, withTransaction } from "../db/operation.ts";
 import { auditEvents } from "../db/schema/audit.ts";
 import type { Deps } from "../deps.ts";
 import { cursorCodec, type Page, pageOf } from "../pagination.ts";
+import { chainOf } from "./chain.ts";
+import { recordAudit } from "./record.ts";
 
 /** An audit event as the API answers it (docs/audit.md). */
 export interface AuditEventView {
@@ -117,6 +119,30 @@ export async function listAuditEvents(
 }
 
 /**
+ * The export's own row, written when it starts (after its range is fixed: the row is not in it), in
+ * the chain exported (a tenant reads that its log was exported, and by whom), the platform chain
+ * for an export of every chain. The filters go in `filter` as `name=value` strings.
+ */
+async function recordExport(deps: DatabaseDeps, ctx: Ctx, filter: AuditFilter, count: number): Promise<void> {
+  const { tenantId, from, to, ...rest } = filter;
+  const filters = [
+    ...Object.entries(rest)
+      .filter(([, value]) => value !== undefined)
+      .map(([name, value]) => `${name}=${value}`),
+    ...(from ? [`from=${from.toISOString()}`] : []),
+    ...(to ? [`to=${to.toISOString()}`] : []),
+  ];
+  await withTransaction(deps, ctx, (tx, txCtx) =>
+    recordAudit(tx, txCtx, {
+      action: "audit.exported",
+      tenantId: tenantId ?? null,
+      target: { type: "audit_chain", id: tenantId === undefined ? null : chainOf(tenantId) },
+      details: { filter: filters, count },
+    }),
+  );
+}
+
+/**
  * Every event matching `filter`, oldest first, read `batchSize` rows per round trip (keyset on the
  * id, up to the newest id when the export began): memory holds one batch whatever the range.
  */
@@ -132,10 +158,12 @@ export async function* exportAuditEvents(
       .select({
         first: sql<string | null>`min(${auditEvents.id})::text`,
         last: sql<string | null>`max(${auditEvents.id})::text`,
+        count: sql<string>`count(*)::text`,
       })
       .from(auditEvents)
       .where(and(...conditions(filter))),
   );
+  await recordExport(deps, ctx, filter, range?.first && range.last ? Number(range.count) : 0);
   if (!range?.first || !range.last) return;
   const last = Number(range.last);
   let after = Number(range.first) - 1;

@@ -50,6 +50,7 @@ export const AUDIT_DETAIL_KEYS = new Set([
   "clientRequestId",
   "userId",
   "impersonatorId",
+  "filter",
 ]);
 
 export interface AuditInput {

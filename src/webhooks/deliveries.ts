@@ -1,4 +1,5 @@
 import { sql } from "drizzle-orm";
+import { recordAudit } from "../audit/record.ts";
 import type { TenantCtx } from "../context.ts";
 import { type Executor, execute } from "../db/client.ts";
 import { withDatabase, withTransaction } from "../db/operation.ts";
@@ -158,7 +159,7 @@ export async function retryDelivery(
   ctx: TenantCtx,
   input: { endpointId: string; deliveryId: string },
 ): Promise<DeliveryView> {
-  await withTransaction(deps, ctx, async (tx) => {
+  await withTransaction(deps, ctx, async (tx, txCtx) => {
     const current = await deliveryOf(tx, ctx, input.endpointId, input.deliveryId);
     const now = deps.clock.now();
     const [claimed] = await execute<{ attempts: number }>(
@@ -169,6 +170,11 @@ export async function retryDelivery(
     if (!claimed)
       throw new AppError("conflict", "The delivery is still pending; its next attempt is scheduled.");
     await enqueueAttempt(deps, tx, ctx.tenantId, current.id, claimed.attempts + 1);
+    await recordAudit(tx, txCtx, {
+      action: "webhook_delivery.retried",
+      target: { type: "webhook_delivery", id: current.id },
+      details: { attempts: claimed.attempts + 1, event: current.eventType },
+    });
   });
   return withDatabase(deps, ctx, (db) => deliveryOf(db, ctx, input.endpointId, input.deliveryId));
 }
@@ -179,7 +185,7 @@ export async function replayFailedDeliveries(
   ctx: TenantCtx,
   input: { endpointId: string; since: Date },
 ): Promise<{ replayed: number }> {
-  return withTransaction(deps, ctx, async (tx) => {
+  return withTransaction(deps, ctx, async (tx, txCtx) => {
     await assertEndpoint(tx, ctx.tenantId, input.endpointId);
     const now = deps.clock.now().toISOString();
     const rows = await execute<{ id: string; attempts: number }>(
@@ -190,6 +196,11 @@ export async function replayFailedDeliveries(
           returning id, attempts`,
     );
     for (const row of rows) await enqueueAttempt(deps, tx, ctx.tenantId, row.id, row.attempts + 1);
+    await recordAudit(tx, txCtx, {
+      action: "webhook_endpoint.replayed",
+      target: { type: "webhook_endpoint", id: input.endpointId },
+      details: { count: rows.length, from: input.since },
+    });
     return { replayed: rows.length };
   });
 }

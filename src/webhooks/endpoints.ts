@@ -54,6 +54,21 @@ export function endpointView(row: EndpointRow): WebhookEndpointView {
   };
 }
 
+/**
+ * Where an endpoint delivers, without what could be a credential, for everyone but the tenant that
+ * owns it (platform administrators: the admin list and the console): the `user:password@` part is
+ * left out and a query string shows as `?…` (receivers put tokens there). Scheme, host, port and
+ * path stay, so an operator can tell endpoints apart.
+ */
+export function redactedDestination(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.protocol}//${u.host}${u.pathname}${u.search ? "?…" : ""}`;
+  } catch {
+    return "(not a URL)";
+  }
+}
+
 /** Secret names in `tenant_secrets`: safe to log, never the values. */
 export const secretName = (endpointId: string, which: "current" | "previous") =>
   `webhooks.${endpointId}.${which}`;

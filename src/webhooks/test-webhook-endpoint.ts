@@ -1,3 +1,4 @@
+import { recordAudit } from "../audit/record.ts";
 import type { Settings } from "../config/schema.ts";
 import type { TenantCtx } from "../context.ts";
 import { withDatabase, withTransaction } from "../db/operation.ts";
@@ -5,7 +6,7 @@ import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { emitEvent } from "../events/outbox.ts";
 import { enqueueContext } from "../jobs/enqueue.ts";
-import { findEndpointRow, type WebhookDeps } from "./endpoints.ts";
+import { findEndpointRow, urlOrigin, type WebhookDeps } from "./endpoints.ts";
 
 /** The two limits of test sends, as `RateLimit-Policy` advertises them (docs/webhooks.md). */
 export function testSendPolicies(
@@ -71,8 +72,8 @@ export async function testWebhookEndpoint(
 ): Promise<{ eventId: string; deliveryId: string }> {
   const row = await withDatabase(deps, ctx, (db) => findEndpointRow(db, ctx.tenantId, input.id));
   await takeTestSend(deps, ctx, row.id);
-  const { eventId, deliveryIds } = await withTransaction(deps, ctx, (tx) =>
-    emitEvent(
+  const { eventId, deliveryIds } = await withTransaction(deps, ctx, async (tx, txCtx) => {
+    const emitted = await emitEvent(
       tx,
       enqueueContext(deps),
       {
@@ -81,8 +82,15 @@ export async function testWebhookEndpoint(
         data: { endpointId: row.id, message: "A test event sent from Plinth." },
       },
       { only: row.id },
-    ),
-  );
+    );
+    // an outbound POST to a URL the caller chose: who asked for it is on the trail
+    await recordAudit(tx, txCtx, {
+      action: "webhook_endpoint.test_sent",
+      target: { type: "webhook_endpoint", id: row.id },
+      details: { url: urlOrigin(row.url), event: emitted.eventId },
+    });
+    return emitted;
+  });
   const [deliveryId] = deliveryIds;
   if (!deliveryId) throw new AppError("not_found", "No such webhook endpoint.");
   return { eventId, deliveryId };

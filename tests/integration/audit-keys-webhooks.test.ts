@@ -115,3 +115,57 @@ test("webhook endpoints: created, updated, secret rotated, deleted; the URL's pa
   const all = JSON.stringify(await execute(app.db, sql`select * from audit_events`));
   for (const value of ["secretpathtoken", secret, newSecret]) expect(all).not.toContain(value);
 });
+
+test("outbound actions: a test send, a delivery retry and a replay each leave a row (issue #29)", async () => {
+  const o = await signedInTenant(app);
+  const created = await app.request(
+    "/api/tenant/webhooks",
+    json({ url: "http://127.0.0.1:9/hooks/outbound?token=never-audited", events: ["*"] }, o.owner.headers),
+  );
+  const { endpoint } = (await created.json()) as { endpoint: { id: string } };
+  const sent = await app.request(`/api/tenant/webhooks/${endpoint.id}/test`, {
+    method: "POST",
+    headers: o.owner.headers,
+  });
+  expect(sent.status).toBe(202);
+  const { eventId, deliveryId } = (await sent.json()) as { eventId: string; deliveryId: string };
+  // no job loop here: the delivery is made to have failed, so it can be retried and replayed
+  await execute(app.db, sql`update webhook_deliveries set status = 'failed' where id = ${deliveryId}`);
+  const retried = await app.request(`/api/tenant/webhooks/${endpoint.id}/deliveries/${deliveryId}/retry`, {
+    method: "POST",
+    headers: o.owner.headers,
+  });
+  expect(retried.status).toBe(202);
+  await execute(app.db, sql`update webhook_deliveries set status = 'failed' where id = ${deliveryId}`);
+  const replayed = await app.request(
+    `/api/tenant/webhooks/${endpoint.id}/replay`,
+    json({ since: "2020-01-01T00:00:00Z" }, o.owner.headers),
+  );
+  expect(replayed.status).toBe(202);
+  const rows = (await eventsOf(o.id, "webhook_")).filter((e) => e.action !== "webhook_endpoint.created");
+  expect(rows.map((e) => [e.action, e.actor_id, e.target_id, e.details])).toEqual([
+    ["webhook_endpoint.test_sent", o.owner.id, endpoint.id, { url: "http://127.0.0.1:9", event: eventId }],
+    ["webhook_delivery.retried", o.owner.id, deliveryId, { attempts: 1, event: "webhook.test" }],
+    ["webhook_endpoint.replayed", o.owner.id, endpoint.id, { count: 1, from: "2020-01-01T00:00:00.000Z" }],
+  ]);
+  expect(JSON.stringify(rows)).not.toContain("never-audited");
+});
+
+test("an export leaves a row in the chain it exports, with its filters; the platform's for every chain", async () => {
+  const o = await signedInTenant(app);
+  const ndjson = { accept: "application/x-ndjson" };
+  const exported = await app.request("/api/tenant/audit-events?action=user.created", {
+    headers: { ...o.owner.headers, ...ndjson },
+  });
+  expect(exported.status).toBe(200);
+  const lines = (await exported.text()).trim().split("\n").filter(Boolean);
+  const [row] = await eventsOf(o.id, "audit.");
+  expect(row).toMatchObject({
+    action: "audit.exported",
+    actor_id: o.owner.id,
+    target_id: o.id,
+    details: { filter: ["action=user.created"], count: lines.length },
+  });
+  // the export's own row is not in the export it records
+  expect(lines.some((l) => l.includes("audit.exported"))).toBe(false);
+});

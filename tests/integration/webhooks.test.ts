@@ -9,6 +9,7 @@ import { createJobRegistry } from "../../src/jobs/registry.ts";
 import { type Background, startBackground } from "../../src/loops/background.ts";
 import { deliverAttempt } from "../../src/webhooks/deliver.ts";
 import { pruneDeliveryLog, webhookJobs } from "../../src/webhooks/delivery-prune.ts";
+import { redactedDestination } from "../../src/webhooks/endpoints.ts";
 import { startWebhookReceiver, type WebhookReceiver } from "../fixtures/webhook-receiver.ts";
 import { relaxedLimits, useTestApp } from "../helpers/app.ts";
 import {
@@ -467,5 +468,29 @@ describe("admin view", () => {
     const text = await response.text();
     expect(text).toContain(id);
     expect(text).not.toContain(secret.slice(6));
+  });
+
+  test("the admin list redacts each URL's query (a receiver's token); the tenant's own list keeps it", async () => {
+    const a = await signedInTenant(h);
+    const { id } = await register(a, "/admin-redacted?token=hook-s3cr3t&x=1");
+    const admin = await signedInPlatformAdmin(h);
+    const response = await h.request(`/api/admin/tenants/${a.id}/webhooks`, { headers: admin.headers });
+    const body = (await response.json()) as { items: { id: string; url: string }[] };
+    expect(body.items.find((e) => e.id === id)?.url).toBe(`${receiver.url}/admin-redacted?…`);
+    expect(JSON.stringify(body)).not.toContain("hook-s3cr3t");
+    const own = (await (await h.request("/api/tenant/webhooks", { headers: a.owner.headers })).json()) as {
+      items: { id: string; url: string }[];
+    };
+    expect(own.items.find((e) => e.id === id)?.url).toBe(
+      `${receiver.url}/admin-redacted?token=hook-s3cr3t&x=1`,
+    );
+  });
+
+  test("a URL's user:password part never shows in the redacted form", () => {
+    expect(redactedDestination("https://user:pa55@hooks.example.com:8443/in?k=v")).toBe(
+      "https://hooks.example.com:8443/in?…",
+    );
+    expect(redactedDestination("https://hooks.example.com/in")).toBe("https://hooks.example.com/in");
+    expect(redactedDestination("not a url")).toBe("(not a URL)");
   });
 });

@@ -12,26 +12,13 @@ import { AppError } from "../../errors.ts";
 import { listInvitations } from "../../identity/list-invitations.ts";
 import { listTenantUsers } from "../../identity/users.ts";
 import { getTenant, isUuid, listTenants, tenantCursor } from "../../tenancy/tenants.ts";
-import type { WebhookEndpointView } from "../../webhooks/endpoints.ts";
+import { redactedDestination, type WebhookEndpointView } from "../../webhooks/endpoints.ts";
 import { listWebhookEndpoints } from "../../webhooks/list-webhook-endpoints.ts";
 import { adminCtxOf, ctxOf } from "../request-context.ts";
 import { domainTable } from "./domains-html.ts";
 import { actionButton, badge, type Html, layout, notice, type Viewer, when } from "./layout.ts";
 import { consoleActed, consoleCursor, pageResponse } from "./respond.ts";
 import { type ConsoleEnv, seeOther, viewerOf } from "./session.ts";
-
-/**
- * Where an endpoint delivers, without what could be a credential: the query string and any
- * user:password part of the URL are left out (receivers put tokens there).
- */
-function destination(url: string): string {
-  try {
-    const u = new URL(url);
-    return `${u.protocol}//${u.host}${u.pathname}${u.search ? "?…" : ""}`;
-  } catch {
-    return "(not a URL)";
-  }
-}
 
 /** An endpoint's health: disabled (and why), failing since when, or delivering. */
 function endpointHealth(e: WebhookEndpointView): Html {
@@ -179,7 +166,7 @@ ${users.nextCursor ? html`<p class="muted">The first 100 users are shown.</p>` :
     endpoints.length
       ? endpoints.map(
           (e) =>
-            html`<tr><th scope="row"><code>${destination(e.url)}</code>${e.description ? html`<br><span class="muted">${e.description}</span>` : ""}</th><td data-label="Events">${e.events.join(", ")}</td><td data-label="Health">${endpointHealth(e)}</td><td data-label="Created">${when(e.createdAt)}</td></tr>`,
+            html`<tr><th scope="row"><code>${redactedDestination(e.url)}</code>${e.description ? html`<br><span class="muted">${e.description}</span>` : ""}</th><td data-label="Events">${e.events.join(", ")}</td><td data-label="Health">${endpointHealth(e)}</td><td data-label="Created">${when(e.createdAt)}</td></tr>`,
         )
       : html`<tr><td colspan="4" class="muted">No webhook endpoints.</td></tr>`
   }</tbody></table></div>`;

@@ -4,6 +4,7 @@ import { webhookEventTypes } from "../../events/outbox.ts";
 import { createWebhookEndpoint } from "../../webhooks/create-webhook-endpoint.ts";
 import { deleteWebhookEndpoint } from "../../webhooks/delete-webhook-endpoint.ts";
 import { listDeliveries, replayFailedDeliveries, retryDelivery } from "../../webhooks/deliveries.ts";
+import { redactedDestination } from "../../webhooks/endpoints.ts";
 import { getWebhookEndpoint } from "../../webhooks/get-webhook-endpoint.ts";
 import { listWebhookEndpoints } from "../../webhooks/list-webhook-endpoints.ts";
 import { rotateWebhookSecret } from "../../webhooks/rotate-webhook-secret.ts";
@@ -244,9 +245,10 @@ const adminList = apiRoute("platform", {
   path: "/api/admin/tenants/{tenantId}/webhooks",
   operationId: "adminListWebhookEndpoints",
   tags: ["admin"],
-  summary: "A tenant's webhook endpoints (no secrets).",
+  summary:
+    "A tenant's webhook endpoints (no secrets; each `url` without its `user:password@` part and with a query string shown as `?…`).",
   request: { params: tenantIdParam, query: z.object(pageQuery) },
-  responses: { 200: json("The endpoints.", endpointList), 404: problem("No such tenant.") },
+  responses: { 200: json("The endpoints, URLs redacted.", endpointList), 404: problem("No such tenant.") },
 });
 
 /** Tenant owners and admins: their own endpoints (another tenant's id is a 404). */
@@ -303,6 +305,9 @@ export function tenantWebhookRoutes(deps: Deps) {
 export function adminWebhookRoutes(deps: Deps) {
   return createRouter().openapi(adminList, async (c) => {
     const { tenantId } = c.req.valid("param");
-    return c.json(await listWebhookEndpoints(deps, adminCtxOf(c, tenantId), c.req.valid("query")), 200);
+    const endpoints = await listWebhookEndpoints(deps, adminCtxOf(c, tenantId), c.req.valid("query"));
+    // a platform admin sees where a tenant's events go, not the credentials in the URL
+    const items = endpoints.items.map((e) => ({ ...e, url: redactedDestination(e.url) }));
+    return c.json({ items, nextCursor: endpoints.nextCursor }, 200);
   });
 }
