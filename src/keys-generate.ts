@@ -28,6 +28,8 @@ Writes into DIR (created if absent, mode 0700), each file mode 0600:
   data-protection.password         its password
   tenant-secrets-<date>.key        32-byte tenant-secret master key (Base64), key id ts-<date>
   sms-code-pepper                  SMS code pepper
+  audit-checkpoint-<date>.key.pem / .pub.pem
+                                   Ed25519 key pair that signs audit checkpoints (docs/audit.md)
   production.env                   every Production setting that is not a connection string;
                                    secrets only as <VARIABLE>_FILE paths to the files above
 
@@ -92,6 +94,7 @@ export function generateKeyFiles(options: GenerateOptions): Output[] {
   const jwtKeyId = `jwt-${date}`;
   const tenantKeyId = `ts-${date}`;
   const jwt = generateKeyPairSync("rsa", { modulusLength: 3072 });
+  const checkpoint = generateKeyPairSync("ed25519");
   const certificatePassword = randomBytes(24).toString("base64url");
   const files = {
     jwtPrivate: `${jwtKeyId}.key.pem`,
@@ -100,6 +103,8 @@ export function generateKeyFiles(options: GenerateOptions): Output[] {
     certificatePassword: "data-protection.password",
     masterKey: `tenant-secrets-${date}.key`,
     pepper: "sms-code-pepper",
+    checkpointPrivate: `audit-checkpoint-${date}.key.pem`,
+    checkpointPublic: `audit-checkpoint-${date}.pub.pem`,
   };
   const path = (name: string) => join(dir, name);
   const env = [
@@ -117,6 +122,8 @@ export function generateKeyFiles(options: GenerateOptions): Output[] {
     `PLINTH_TENANT_SECRET_KEY_ID=${tenantKeyId}`,
     `PLINTH_TENANT_SECRET_MASTER_KEY_FILE=${path(files.masterKey)}`,
     `PLINTH_SMS_CODE_PEPPER_FILE=${path(files.pepper)}`,
+    `Audit__Checkpoints__KeyId=audit-checkpoint-${date}`,
+    `Audit__Checkpoints__SigningKey_FILE=${path(files.checkpointPrivate)}`,
     `Tenancy__Resolution__PlatformHost=${host}`,
     `AllowedHosts__0=${host}`,
     `Cors__Origins__0=${origin}`,
@@ -140,6 +147,14 @@ export function generateKeyFiles(options: GenerateOptions): Output[] {
     { name: files.certificatePassword, content: `${certificatePassword}\n` },
     { name: files.masterKey, content: `${randomBytes(32).toString("base64")}\n` },
     { name: files.pepper, content: `${randomBytes(32).toString("base64url")}\n` },
+    {
+      name: files.checkpointPrivate,
+      content: checkpoint.privateKey.export({ type: "pkcs8", format: "pem" }).toString(),
+    },
+    {
+      name: files.checkpointPublic,
+      content: checkpoint.publicKey.export({ type: "spki", format: "pem" }).toString(),
+    },
     { name: "production.env", content: env },
   ];
 }

@@ -49,8 +49,9 @@ async function* rowsOf(tx: Executor, chain: string): AsyncGenerator<Row> {
  * head. Each row's hash is recomputed and its `prev_hash` compared with the hash before it; at the
  * first mismatch one row of look-ahead tells the kind: the chain continuing past the row (the next
  * row links to the hash before it) means it was inserted; a hash that no longer matches the row's
- * content means it was changed; a row intact but linking to a hash never seen means rows before it
- * were removed. At the end the last row must be the head `audit_chains` recorded.
+ * content means it was changed; a row intact but linking to the hash before the last good row means
+ * that row was inserted with a correct hash; a row intact but linking to a hash never seen means
+ * rows before it were removed. At the end the last row must be the head `audit_chains` recorded.
  */
 export async function verifyChain(tx: Executor, chain: string): Promise<ChainReport> {
   const [head] = await tx.select().from(auditChains).where(eq(auditChains.chain, chain));
@@ -58,6 +59,8 @@ export async function verifyChain(tx: Executor, chain: string): Promise<ChainRep
   let rows = 0;
   let current: Row | undefined;
   let lastGood: Row | undefined;
+  /** The hash the chain stood at before `lastGood`: a row linking to it skipped `lastGood`. */
+  let beforeLastGood: string | undefined;
   const broke = (kind: ChainBreak["kind"], id: number | null, message: string): ChainReport => ({
     chain,
     rows,
@@ -68,12 +71,21 @@ export async function verifyChain(tx: Executor, chain: string): Promise<ChainRep
     if (contentOk && row.prevHash === expected) {
       if (head && lastGood?.id === head.headId)
         return broke("inserted", row.id, `row ${row.id} was inserted after the chain's head ${head.headId}`);
+      beforeLastGood = expected;
       expected = row.hash;
       lastGood = row;
       return null;
     }
     if (next && next.prevHash === expected) return broke("inserted", row.id, `row ${row.id} was inserted`);
     if (!contentOk) return broke("changed", row.id, `row ${row.id} was changed: its hash no longer matches`);
+    // an inserted row whose hash is right links on from the row before it; the next genuine row
+    // still links to that row, past the forgery: the forgery is named, not a gap after it
+    if (lastGood && row.prevHash === beforeLastGood)
+      return broke(
+        "inserted",
+        lastGood.id,
+        `row ${lastGood.id} was inserted: row ${row.id} links to the row before it`,
+      );
     return broke(
       "removed",
       row.id,

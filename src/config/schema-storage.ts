@@ -61,3 +61,41 @@ export const storageSection = z.object({
       .meta(secret("Secret access key (`STORAGE_SECRET_ACCESS_KEY`), with AccessKeyId.")),
   }),
 });
+
+/** `Audit:Checkpoints`: signed chain heads kept in object storage (docs/audit.md). */
+export const auditCheckpointsSection = z.object({
+  SigningKey: z
+    .string()
+    .min(1)
+    .optional()
+    .meta(
+      secret(
+        "Ed25519 private key (PEM, PKCS#8) that signs audit checkpoints (`bun run keys:generate` writes one); checkpoints are off without it.",
+      ),
+    ),
+  VerifyKey: z.string().min(1).optional().meta({
+    description:
+      "Ed25519 public key (PEM) that `audit:verify` checks checkpoints with; unset, the signing key's public half.",
+  }),
+  KeyId: z
+    .string()
+    .min(1)
+    .default("audit-checkpoint")
+    .meta({ description: "Names the signing key in each checkpoint." }),
+  Bucket: z.string().min(1).optional().meta({
+    description:
+      "Bucket the checkpoints are written to (through `Storage:S3`'s endpoint and credentials); unset, `Storage:S3:Bucket`.",
+  }),
+  Prefix: z
+    .string()
+    .default("audit-checkpoints/")
+    .meta({ description: "Key prefix of the checkpoint objects." }),
+  RetentionDays: int(
+    0,
+    0,
+    "S3 Object Lock (compliance mode) on each checkpoint for this many days; 0 sends no Object Lock (the bucket must have Object Lock enabled for more).",
+  ),
+  Cron: z.string().default("*/15 * * * *").meta({
+    description: "When the API processes write a checkpoint (UTC cron; only with a SigningKey).",
+  }),
+});

@@ -10,7 +10,7 @@ import { z } from "zod";
 import { emailSection } from "./schema-email.ts";
 import { flag, int, secret, strings } from "./schema-fields.ts";
 import { securitySections } from "./schema-security.ts";
-import { storageSection } from "./schema-storage.ts";
+import { auditCheckpointsSection, storageSection } from "./schema-storage.ts";
 
 export const environments = ["Development", "Staging", "Production"] as const;
 export type Environment = (typeof environments)[number];
@@ -282,6 +282,7 @@ export const configSchema = z.object({
       description:
         "Rows read per round trip while an audit export streams NDJSON (at most 10,000: memory holds one batch).",
     }),
+    Checkpoints: auditCheckpointsSection,
   }),
   Storage: storageSection,
   Email: emailSection,

@@ -1,9 +1,14 @@
+import { z } from "zod";
 import { AUDIT_PRUNE, auditPruneWorker } from "../audit/prune-job.ts";
+import { AUDIT_CHECKPOINT, type CheckpointDeps, writeAuditCheckpoint } from "../audit/write-checkpoint.ts";
 import { billingJobs } from "../billing/notifications.ts";
+import { systemCtx } from "../context.ts";
 import type { Deps } from "../deps.ts";
 import { emailJobs } from "../email/send-email.ts";
+import type { JobWorker } from "../jobs/registry.ts";
 import { createJobRegistry, systemNoop } from "../jobs/registry.ts";
 import { defineSchedule } from "../jobs/schedules.ts";
+import { checkpointStoreOf } from "../storage/audit-checkpoints.ts";
 import { pruneSchedule, webhookJobs } from "../webhooks/delivery-prune.ts";
 import { type Background, startBackground } from "./background.ts";
 import { schedulesLoop } from "./schedules-loop.ts";
@@ -14,8 +19,31 @@ import { usageReconciliationLoop } from "./usage-reconciliation-loop.ts";
 /** Audit retention (docs/audit.md): the `audit.prune` job, seeded to run daily at 03:17 UTC. */
 export const AUDIT_PRUNE_SCHEDULE = defineSchedule(AUDIT_PRUNE, { cron: "17 3 * * *", kind: AUDIT_PRUNE });
 
+/** The `audit.checkpoint` job: a signed checkpoint to the configured store (nothing when off). */
+export const auditCheckpointWorker: JobWorker<CheckpointDeps> = {
+  kind: { kind: AUDIT_CHECKPOINT, schema: z.object({}).passthrough() },
+  handle: async (deps) => {
+    await writeAuditCheckpoint(deps, systemCtx("audit-checkpoint"), checkpointStoreOf(deps.config.settings));
+  },
+};
+
+/**
+ * Audit checkpoints (docs/audit.md): the `audit.checkpoint` job on `Audit:Checkpoints:Cron`, seeded
+ * only when a signing key is configured (the job does nothing without one).
+ */
+export const auditCheckpointSchedule = (deps: Pick<Deps, "config">) => {
+  const { SigningKey, Cron } = deps.config.settings.Audit.Checkpoints;
+  return SigningKey ? [defineSchedule(AUDIT_CHECKPOINT, { cron: Cron, kind: AUDIT_CHECKPOINT })] : [];
+};
+
 /** Plinth's own job workers, the ones an API process runs. */
-export const API_JOB_WORKERS = [...billingJobs, ...webhookJobs, ...emailJobs, auditPruneWorker];
+export const API_JOB_WORKERS = [
+  ...billingJobs,
+  ...webhookJobs,
+  ...emailJobs,
+  auditPruneWorker,
+  auditCheckpointWorker,
+];
 
 /** The job kinds an API process has a handler for (`system.noop` included): what a schedule may enqueue. */
 export const API_JOB_KINDS: readonly string[] = [systemNoop.kind, ...API_JOB_WORKERS.map((w) => w.kind.kind)];
@@ -33,7 +61,9 @@ export function startApiBackground(deps: Deps): Promise<Background> {
       tenantDomains: tenantDomainsLoop,
       subscriptions: subscriptionsLoop(),
       usageReconciliation: usageReconciliationLoop(),
-      schedules: schedulesLoop({ schedules: [pruneSchedule, AUDIT_PRUNE_SCHEDULE] }),
+      schedules: schedulesLoop({
+        schedules: [pruneSchedule, AUDIT_PRUNE_SCHEDULE, ...auditCheckpointSchedule(deps)],
+      }),
     },
   });
 }

@@ -55,6 +55,8 @@ describe("bun run keys:generate", () => {
     const date = new Date().toISOString().slice(0, 10);
     expect(names).toEqual(
       [
+        `audit-checkpoint-${date}.key.pem`,
+        `audit-checkpoint-${date}.pub.pem`,
         "data-protection.password",
         "data-protection.pfx",
         `jwt-${date}.key.pem`,
@@ -69,6 +71,8 @@ describe("bun run keys:generate", () => {
     expect(env).toContain("PLINTH_ENVIRONMENT=Production");
     expect(env).toContain(`PLINTH_TENANT_SECRET_MASTER_KEY_FILE=${dir}/tenant-secrets-${date}.key`);
     expect(env).toContain(`Security__Jwt__CurrentKeyId=jwt-${date}`);
+    expect(env).toContain(`Audit__Checkpoints__SigningKey_FILE=${dir}/audit-checkpoint-${date}.key.pem`);
+    expect(readFileSync(join(dir, `audit-checkpoint-${date}.key.pem`), "utf8")).toContain("PRIVATE KEY");
     expect(readFileSync(join(dir, `jwt-${date}.key.pem`), "utf8")).toContain("PRIVATE KEY");
     expect(
       Buffer.from(readFileSync(join(dir, `tenant-secrets-${date}.key`), "utf8").trim(), "base64"),

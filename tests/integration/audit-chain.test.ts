@@ -229,6 +229,37 @@ describe("audit:verify", () => {
     expect(run.err).toContain(`BROKEN (inserted): row ${forged} was inserted`);
   });
 
+  test("a row inserted between two others with a correct hash is named as inserted, not as a gap after it", async () => {
+    const tenantId = await tenantWith(1);
+    await db()
+      .transaction(async (tx) => {
+        await recordAudit(tx, systemCtx("test", tenantId), { action: "user.deleted" });
+        throw new Error("rolled back");
+      })
+      .catch(() => undefined);
+    await db().transaction((tx) => recordAudit(tx, systemCtx("test", tenantId), { action: "user.disabled" }));
+    const [a, b] = await db().query.auditEvents.findMany({
+      where: (e, { eq }) => eq(e.tenantId, tenantId),
+      orderBy: (e, { asc }) => [asc(e.id)],
+      offset: 1,
+    });
+    if (!a || !b) throw new Error("rows");
+    const forged = { ...a, id: a.id + 1, action: "user.role_changed", prevHash: a.hash };
+    expect(forged.id).toBeLessThan(b.id);
+    await execute(
+      db(),
+      sql`insert into audit_events (id, tenant_id, occurred_at, actor_type, actor_id, action, target_type, target_id, outcome, details, prev_hash, hash)
+          values (${forged.id}, ${tenantId}, ${forged.occurredAt.toISOString()}::timestamptz, ${forged.actorType}, ${forged.actorId},
+            ${forged.action}, ${forged.targetType}, ${forged.targetId}, ${forged.outcome}, ${JSON.stringify(forged.details)}::jsonb,
+            ${forged.prevHash}, ${auditRowHash(forged)})`,
+    );
+    const run = verifyCli(["--tenant", tenantId]);
+    expect(run.code).toBe(2);
+    expect(run.err).toContain(
+      `BROKEN (inserted): row ${forged.id} was inserted: row ${b.id} links to the row before it`,
+    );
+  });
+
   test("a row appended after the head with a correct hash is named as inserted", async () => {
     const tenantId = await tenantWith(2);
     const [full] = await db().query.auditEvents.findMany({
