@@ -73,6 +73,16 @@ interface Case {
   allowed?: boolean;
 }
 
+/**
+ * Body fields whose only valid values come to a person out of band (a link e-mailed to them), so
+ * no schema and no link of the document can make one: a made-up one is refused naming the field,
+ * as the operation's summary says. Listed here by operation, reviewed like the document.
+ */
+const OUT_OF_BAND: Record<string, string> = {
+  "POST /api/auth/password/reset": "token",
+  "POST /api/auth/email/verify": "token",
+};
+
 /** The parameters of `op` its own links fill from an earlier answer (`$response.body#/nextCursor`). */
 function issuedParameters(op: Operation): Set<string> {
   const names = new Set<string>();
@@ -223,10 +233,16 @@ test("every operation, fuzzed from its schemas: no 5xx, every answer as document
     }
 
   // the operations that end the fuzzing principals' sessions last, or every operation after them
-  // would only prove a 401: signing out (the member's session), then the admin operations (a tenant
-  // suspended, its subscription canceled: the tenant's sessions)
+  // would only prove a 401: reads first, then changes (some end sessions), then signing out (the
+  // member's session), then the admin operations (a tenant suspended, its subscription canceled)
   const endsSessions = (c: Case) =>
-    c.path.startsWith("/api/admin/") ? 2 : /^\/api\/auth\/(browser\/)?logout$/.test(c.path) ? 1 : 0;
+    c.path.startsWith("/api/admin/")
+      ? 3
+      : /^\/api\/auth\/(browser\/)?logout$/.test(c.path)
+        ? 2
+        : c.method === "get"
+          ? 0
+          : 1;
   cases.sort((a, b) => endsSessions(a) - endsSessions(b));
   const failures: string[] = [];
   // requests the document allows that the server refused with a 400: a rule the document omits
@@ -254,7 +270,14 @@ test("every operation, fuzzed from its schemas: no 5xx, every answer as document
       continue;
     }
     statuses.set(response.status, (statuses.get(response.status) ?? 0) + 1);
-    if (c.allowed && (response.status === 400 || response.status === 422))
+    const refusal =
+      c.allowed && (response.status === 400 || response.status === 422)
+        ? (((await response.clone().json()) as { errors?: { path: string }[] }).errors ?? [{ path: "" }]).map(
+            (e) => e.path,
+          )
+        : [];
+    const outOfBand = OUT_OF_BAND[c.label.replace(/ \(valid\)$/, "")];
+    if (refusal.length > 0 && !(outOfBand && refusal.every((path) => path === outOfBand)))
       refusedValid.push(
         `${c.label}: ${JSON.stringify(((await response.clone().json()) as { errors?: unknown[] }).errors)} ${JSON.stringify(c.body)?.slice(0, 300)}`,
       );
