@@ -1443,7 +1443,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A tenant's webhook endpoints (no secrets). */
+        /** A tenant's webhook endpoints (no secrets; each `url` without its `user:password@` part and with a query string shown as `?…`). */
         get: operations["adminListWebhookEndpoints"];
         put?: never;
         post?: never;
@@ -2348,7 +2348,7 @@ export interface components {
              * @description A job kind a handler is registered for.
              * @enum {string}
              */
-            kind: "system.noop" | "billing.subscription_changed" | "webhooks.deliver" | "webhooks.prune" | "email.send" | "audit.prune";
+            kind: "system.noop" | "billing.subscription_changed" | "webhooks.deliver" | "webhooks.prune" | "email.send" | "audit.prune" | "audit.checkpoint";
             /** @default {} */
             payload: {
                 [key: string]: unknown;
@@ -15786,7 +15786,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The endpoints. */
+            /** @description The endpoints, URLs redacted. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
