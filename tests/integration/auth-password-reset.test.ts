@@ -4,9 +4,9 @@ import { sendEmailVerification } from "../../src/auth/password-reset.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
 import { execute } from "../../src/db/client.ts";
-import { sendEmailMessage } from "../../src/email/send-email.ts";
 import { relaxedLimits, useTestApp } from "../helpers/app.ts";
 import { bearer, createTenant, createUser, json, loginTokens, PASSWORD } from "../helpers/identity.ts";
+import { deliverLinks as deliverMailedLinks, tokenOf } from "../helpers/mailed-links.ts";
 import { startSmtpServer, type TestSmtpServer } from "../helpers/smtp-server.ts";
 
 /**
@@ -35,23 +35,7 @@ const h = useTestApp({
 
 const NEW_PASSWORD = "violet-harbour-tangent-42";
 
-/** Sends every pending message (as the job would) and returns the link each new one carries. */
-async function deliverLinks(to: string): Promise<string[]> {
-  await h.deps.pending.settled(5_000);
-  const rows = await execute<{ id: string }>(
-    h.db,
-    sql`select id from email_messages where recipient = ${to} and status = 'pending' order by created_at`,
-  );
-  const before = smtp.received.length;
-  for (const row of rows) await sendEmailMessage(h.deps, { messageId: row.id });
-  const got = (await smtp.waitFor(before + rows.length)).slice(before);
-  return got.map((m) => {
-    const link = /https:\/\/app\.plinth\.test\/\S+/.exec(m.mail.text ?? "")?.[0];
-    if (!link) throw new Error("no link in the message");
-    return link;
-  });
-}
-const tokenOf = (link: string) => new URL(link).searchParams.get("token") ?? "";
+const deliverLinks = (to: string) => deliverMailedLinks(h, smtp, to);
 
 const forgot = (body: { email: string; tenant?: string }) =>
   h.request("/api/auth/password/forgot", json(body));

@@ -4,9 +4,9 @@ import { decodeJwt } from "jose";
 import { ManualClock } from "../../src/clock.ts";
 import { execute } from "../../src/db/client.ts";
 import { tenantFeatureOverrides, tenants, users } from "../../src/db/schema/index.ts";
-import { sendEmailMessage } from "../../src/email/send-email.ts";
 import { relaxedLimits, useTestApp } from "../helpers/app.ts";
 import { bearer, json, type SignedInTenant, signedInTenant } from "../helpers/identity.ts";
+import { deliverLinks as deliverMailedLinks, tokenOf } from "../helpers/mailed-links.ts";
 import { startSmtpServer, type TestSmtpServer } from "../helpers/smtp-server.ts";
 
 // Issue #32 point 4: invitations, read back from a real SMTP server and followed.
@@ -30,22 +30,7 @@ const h = useTestApp({
 
 const PASSWORD = "juniper-lantern-orbit-77";
 
-/** Sends every pending message to `to` (as the job would) and returns the link each carries. */
-async function deliverLinks(to: string): Promise<string[]> {
-  const rows = await execute<{ id: string }>(
-    h.db,
-    sql`select id from email_messages where recipient = ${to} and status = 'pending' order by created_at`,
-  );
-  const before = smtp.received.length;
-  for (const row of rows) await sendEmailMessage(h.deps, { messageId: row.id });
-  const got = (await smtp.waitFor(before + rows.length)).slice(before);
-  return got.map((m) => {
-    const link = /https:\/\/app\.plinth\.test\/\S+/.exec(m.mail.text ?? "")?.[0];
-    if (!link) throw new Error("no link in the message");
-    return link;
-  });
-}
-const tokenOf = (link: string) => new URL(link).searchParams.get("token") ?? "";
+const deliverLinks = (to: string) => deliverMailedLinks(h, smtp, to);
 const address = () => `inv${crypto.randomUUID().slice(0, 8)}@example.com`;
 
 async function invite(tenant: SignedInTenant, email: string, role = "member", by = tenant.owner) {

@@ -1,12 +1,11 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { eq, sql } from "drizzle-orm";
+import { eq } from "drizzle-orm";
 import { decodeJwt } from "jose";
 import { ManualClock } from "../../src/clock.ts";
-import { execute } from "../../src/db/client.ts";
 import { tenants, users } from "../../src/db/schema/index.ts";
-import { sendEmailMessage } from "../../src/email/send-email.ts";
 import { createTestApp, relaxedLimits, testConfig, useTestApp } from "../helpers/app.ts";
 import { bearer, json } from "../helpers/identity.ts";
+import { deliverLinks as deliverMailedLinks, tokenOf } from "../helpers/mailed-links.ts";
 import { startSmtpServer, type TestSmtpServer } from "../helpers/smtp-server.ts";
 
 // Issue #32 point 5: self-serve sign-up; the tenant and its owner exist only once the address is
@@ -33,21 +32,7 @@ const h = useTestApp({
 
 const PASSWORD = "saffron-meadow-kettle-93";
 
-async function deliverLinks(to: string): Promise<string[]> {
-  const rows = await execute<{ id: string }>(
-    h.db,
-    sql`select id from email_messages where recipient = ${to} and status = 'pending' order by created_at`,
-  );
-  const before = smtp.received.length;
-  for (const row of rows) await sendEmailMessage(h.deps, { messageId: row.id });
-  const got = (await smtp.waitFor(before + rows.length)).slice(before);
-  return got.map((m) => {
-    const link = /https:\/\/app\.plinth\.test\/\S+/.exec(m.mail.text ?? "")?.[0];
-    if (!link) throw new Error("no link in the message");
-    return link;
-  });
-}
-const tokenOf = (link: string) => new URL(link).searchParams.get("token") ?? "";
+const deliverLinks = (to: string) => deliverMailedLinks(h, smtp, to);
 const code = () => `su${crypto.randomUUID().slice(0, 8)}`;
 const signUp = (body: Record<string, string>, peer?: string) =>
   h.request("/api/auth/signup", json(body), peer);
