@@ -21,8 +21,12 @@ export interface InvitationView {
   id: string;
   email: string;
   role: string;
-  /** `Expired`: Pending past `expiresAt` (a resend revives it). */
-  status: "Pending" | "Accepted" | "Revoked" | "Expired";
+  /**
+   * `expired`: pending past `expiresAt` (a resend revives it). Lower case in the contract, as every
+   * state but the spec's tenant, user and domain states (docs/api-conventions.md); the stored value
+   * is PascalCase.
+   */
+  status: "pending" | "accepted" | "revoked" | "expired";
   expiresAt: string;
   invitedBy: string | null;
   createdAt: string;
@@ -48,10 +52,12 @@ type InvitationRow = {
   createdAt: Date;
 };
 
+const STATUS_VIEW = { Pending: "pending", Accepted: "accepted", Revoked: "revoked" } as const;
+
 export function invitationView(row: InvitationRow, now: Date): InvitationView {
   return {
     ...row,
-    status: row.status === "Pending" && row.expiresAt <= now ? "Expired" : row.status,
+    status: row.status === "Pending" && row.expiresAt <= now ? "expired" : STATUS_VIEW[row.status],
     expiresAt: row.expiresAt.toISOString(),
     createdAt: row.createdAt.toISOString(),
   };

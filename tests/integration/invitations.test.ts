@@ -102,7 +102,7 @@ describe("invitations", () => {
       ).json()) as {
         items: { email: string; status: string }[];
       };
-      expect(listed.items.find((i) => i.email === email)?.status).toBe("Accepted");
+      expect(listed.items.find((i) => i.email === email)?.status).toBe("accepted");
     }
     // audited and emitted in each tenant
     const audit = await execute<{ action: string; tenant_id: string }>(

@@ -25,7 +25,7 @@ const invitation = z
     id: z.uuid(),
     email: z.string(),
     role: z.string(),
-    status: z.enum(["Pending", "Accepted", "Revoked", "Expired"]),
+    status: z.enum(["pending", "accepted", "revoked", "expired"]),
     expiresAt: z.string(),
     invitedBy: z
       .uuid()
