@@ -2140,7 +2140,7 @@ export interface components {
             email: string;
             role: string;
             /** @enum {string} */
-            status: "Pending" | "Accepted" | "Revoked" | "Expired";
+            status: "pending" | "accepted" | "revoked" | "expired";
             expiresAt: string;
             /**
              * Format: uuid
