@@ -1,8 +1,10 @@
+import { afterAll, beforeAll } from "bun:test";
 import { sql } from "drizzle-orm";
+import type { Clock } from "../../src/clock.ts";
 import { execute } from "../../src/db/client.ts";
 import { sendEmailMessage } from "../../src/email/send-email.ts";
-import type { TestHarness } from "./app.ts";
-import type { TestSmtpServer } from "./smtp-server.ts";
+import { relaxedLimits, type TestHarness, useTestApp } from "./app.ts";
+import { startSmtpServer, type TestSmtpServer } from "./smtp-server.ts";
 
 /** The public base URL the mail tests give (`Server:PublicBaseUrl`): every link starts with it. */
 export const MAIL_BASE_URL = "https://app.plinth.test";
@@ -29,3 +31,32 @@ export async function deliverLinks(h: TestHarness, smtp: TestSmtpServer, to: str
 
 /** The single-use token a mailed link carries. */
 export const tokenOf = (link: string) => new URL(link).searchParams.get("token") ?? "";
+
+/**
+ * The set-up of a file that reads mail back: a real SMTP server (STARTTLS required) started before
+ * the app, the app sending to it with `Server:PublicBaseUrl` = MAIL_BASE_URL and relaxed limits
+ * (plus `settings`), and `deliverLinks` bound to both.
+ */
+export function useMailTestApp(options: { clock: Clock; settings?: Record<string, string> }) {
+  let server: TestSmtpServer | undefined;
+  beforeAll(async () => {
+    server = await startSmtpServer({ requireTls: true });
+  });
+  afterAll(async () => {
+    await server?.close();
+  });
+  const smtp = () => {
+    if (!server) throw new Error("the SMTP server starts in beforeAll");
+    return server;
+  };
+  const h = useTestApp({
+    clock: options.clock,
+    settings: () => ({
+      ...relaxedLimits,
+      ...smtp().settings(),
+      "Server:PublicBaseUrl": MAIL_BASE_URL,
+      ...options.settings,
+    }),
+  });
+  return { h, smtp, deliverLinks: (to: string) => deliverLinks(h, smtp(), to) };
+}

@@ -1,13 +1,11 @@
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { sendEmailVerification } from "../../src/auth/password-reset.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
 import { execute } from "../../src/db/client.ts";
-import { relaxedLimits, useTestApp } from "../helpers/app.ts";
 import { bearer, createTenant, createUser, json, loginTokens, PASSWORD } from "../helpers/identity.ts";
-import { deliverLinks as deliverMailedLinks, tokenOf } from "../helpers/mailed-links.ts";
-import { startSmtpServer, type TestSmtpServer } from "../helpers/smtp-server.ts";
+import { tokenOf, useMailTestApp } from "../helpers/mailed-links.ts";
 
 /**
  * Password reset and address verification by e-mail, read back from a real SMTP server: the link
@@ -15,27 +13,13 @@ import { startSmtpServer, type TestSmtpServer } from "../helpers/smtp-server.ts"
  * endpoint answers the same for every address and is throttled per address.
  */
 
-let smtp: TestSmtpServer;
-beforeAll(async () => {
-  smtp = await startSmtpServer({ requireTls: true });
-});
-afterAll(async () => {
-  await smtp.close();
-});
 const clock = new ManualClock(new Date());
-const h = useTestApp({
+const { h, deliverLinks } = useMailTestApp({
   clock,
-  settings: () => ({
-    ...relaxedLimits,
-    ...smtp.settings(),
-    "Server:PublicBaseUrl": "https://app.plinth.test",
-    "Authentication:PasswordReset:SendLimit": "2",
-  }),
+  settings: { "Authentication:PasswordReset:SendLimit": "2" },
 });
 
 const NEW_PASSWORD = "violet-harbour-tangent-42";
-
-const deliverLinks = (to: string) => deliverMailedLinks(h, smtp, to);
 
 const forgot = (body: { email: string; tenant?: string }) =>
   h.request("/api/auth/password/forgot", json(body));

@@ -1,36 +1,19 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { and, eq, sql } from "drizzle-orm";
 import { decodeJwt } from "jose";
 import { ManualClock } from "../../src/clock.ts";
 import { execute } from "../../src/db/client.ts";
 import { tenantFeatureOverrides, tenants, users } from "../../src/db/schema/index.ts";
-import { relaxedLimits, useTestApp } from "../helpers/app.ts";
 import { bearer, json, type SignedInTenant, signedInTenant } from "../helpers/identity.ts";
-import { deliverLinks as deliverMailedLinks, tokenOf } from "../helpers/mailed-links.ts";
-import { startSmtpServer, type TestSmtpServer } from "../helpers/smtp-server.ts";
+import { tokenOf, useMailTestApp } from "../helpers/mailed-links.ts";
 
 // Issue #32 point 4: invitations, read back from a real SMTP server and followed.
 
-let smtp: TestSmtpServer;
-beforeAll(async () => {
-  smtp = await startSmtpServer({ requireTls: true });
-});
-afterAll(async () => {
-  await smtp.close();
-});
 const clock = new ManualClock(new Date());
-const h = useTestApp({
-  clock,
-  settings: () => ({
-    ...relaxedLimits,
-    ...smtp.settings(),
-    "Server:PublicBaseUrl": "https://app.plinth.test",
-  }),
-});
+const { h, smtp, deliverLinks } = useMailTestApp({ clock });
 
 const PASSWORD = "juniper-lantern-orbit-77";
 
-const deliverLinks = (to: string) => deliverMailedLinks(h, smtp, to);
 const address = () => `inv${crypto.randomUUID().slice(0, 8)}@example.com`;
 
 async function invite(tenant: SignedInTenant, email: string, role = "member", by = tenant.owner) {
@@ -58,7 +41,7 @@ describe("invitations", () => {
     expect(body).toMatchObject({ email, role: "admin" });
     expect(created.headers.get("location")).toBe(`/api/tenant/invitations/${body.id}`);
     const [link] = await deliverLinks(email);
-    const message = smtp.received.at(-1);
+    const message = smtp().received.at(-1);
     expect(message?.mail.subject).toContain(a.name);
 
     // a new account needs a name and a password

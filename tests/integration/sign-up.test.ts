@@ -1,38 +1,23 @@
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { decodeJwt } from "jose";
 import { ManualClock } from "../../src/clock.ts";
 import { tenants, users } from "../../src/db/schema/index.ts";
-import { createTestApp, relaxedLimits, testConfig, useTestApp } from "../helpers/app.ts";
+import { createTestApp, relaxedLimits, testConfig } from "../helpers/app.ts";
 import { bearer, json } from "../helpers/identity.ts";
-import { deliverLinks as deliverMailedLinks, tokenOf } from "../helpers/mailed-links.ts";
-import { startSmtpServer, type TestSmtpServer } from "../helpers/smtp-server.ts";
+import { tokenOf, useMailTestApp } from "../helpers/mailed-links.ts";
 
 // Issue #32 point 5: self-serve sign-up; the tenant and its owner exist only once the address is
 // verified with the link read back from a real SMTP server.
 
-let smtp: TestSmtpServer;
-beforeAll(async () => {
-  smtp = await startSmtpServer({ requireTls: true });
-});
-afterAll(async () => {
-  await smtp.close();
-});
 const clock = new ManualClock(new Date());
-const h = useTestApp({
+const { h, deliverLinks } = useMailTestApp({
   clock,
-  settings: () => ({
-    ...relaxedLimits,
-    ...smtp.settings(),
-    "Server:PublicBaseUrl": "https://app.plinth.test",
-    "Tenancy:SignUp:Enabled": "true",
-    "Tenancy:SignUp:DomainLimit": "3",
-  }),
+  settings: { "Tenancy:SignUp:Enabled": "true", "Tenancy:SignUp:DomainLimit": "3" },
 });
 
 const PASSWORD = "saffron-meadow-kettle-93";
 
-const deliverLinks = (to: string) => deliverMailedLinks(h, smtp, to);
 const code = () => `su${crypto.randomUUID().slice(0, 8)}`;
 const signUp = (body: Record<string, string>, peer?: string) =>
   h.request("/api/auth/signup", json(body), peer);
