@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { eq } from "drizzle-orm";
-import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
+import type { Browser, BrowserContext, Page } from "playwright-core";
 import { systemCtx } from "../../src/context.ts";
 import {
   backgroundJobs,
@@ -13,6 +13,7 @@ import {
 } from "../../src/db/schema/index.ts";
 import { recordUsage } from "../../src/usage/record-usage.ts";
 import { relaxedLimits, useTestApp } from "../helpers/app.ts";
+import { CHROMIUM, launchChromium } from "../helpers/chromium.ts";
 import { createPlatformAdmin, createTenant, PASSWORD, readyPlatformUser } from "../helpers/identity.ts";
 
 // The operator console in Debian's Chromium (playwright-core), against the real app on a real
@@ -21,7 +22,6 @@ import { createPlatformAdmin, createTenant, PASSWORD, readyPlatformUser } from "
 // Every page is screenshotted at 1280×800 and 390×844 into .data/screenshots (git-ignored), its
 // weight measured from the responses, and checked for CSP violations, overflow and keyboard use.
 
-const CHROMIUM = "/usr/bin/chromium";
 const SHOTS = ".data/screenshots";
 const SIZES = { laptop: { width: 1280, height: 800 }, phone: { width: 390, height: 844 } } as const;
 
@@ -178,18 +178,7 @@ beforeAll(async () => {
     })
     .returning({ id: tenantDomains.id });
   fixture.domainId = domain?.id ?? "";
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
+  browser = await launchChromium();
 }, 60_000);
 
 afterAll(async () => {

@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { existsSync } from "node:fs";
-import { type Browser, chromium } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { useTestApp } from "../helpers/app.ts";
+import { CHROMIUM, launchChromium } from "../helpers/chromium.ts";
 
 // /api/docs renders in a real browser with no network but the API itself: the viewer's assets are
 // served by the API (from the @scalar/api-reference package), and its policy allows nothing else.
 
-const CHROMIUM = "/usr/bin/chromium";
 const app = useTestApp();
 let server: ReturnType<typeof Bun.serve>;
 let browser: Browser;
@@ -20,18 +20,7 @@ beforeAll(async () => {
     port: 0,
     fetch: (request, s) => app.app.fetch(request, { peerAddress: s.requestIP(request)?.address }),
   });
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
+  browser = await launchChromium();
 });
 
 afterAll(async () => {

@@ -3,9 +3,10 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type Browser, chromium } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { useTestDatabase } from "../helpers/app.ts";
 import { type OwnCaddy, ownCaddy } from "../helpers/caddy.ts";
+import { launchChromium } from "../helpers/chromium.ts";
 import { cleanEnv, ROOT } from "../helpers/process.ts";
 import { type Child, spawnBun } from "../helpers/processes.ts";
 import { freePort, type OwnRedis, ownRedisServer } from "../helpers/redis-server.ts";
@@ -19,7 +20,6 @@ import { freePort, type OwnRedis, ownRedisServer } from "../helpers/redis-server
 
 const API_HOST = "api.example.test";
 const APP_HOST = "app.example.test";
-const CHROMIUM = "/usr/bin/chromium";
 const root = mkdtempSync(join(tmpdir(), "plinth-spa-"));
 const keys = join(root, "keys");
 const t = useTestDatabase({ empty: true });
@@ -88,19 +88,9 @@ beforeAll(async () => {
     fetch: () =>
       new Response("<!doctype html><title>app</title><p>app", { headers: { "content-type": "text/html" } }),
   });
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-      `--host-resolver-rules=MAP ${API_HOST} 127.0.0.1, MAP ${APP_HOST} 127.0.0.1`,
-    ],
-  });
+  browser = await launchChromium([
+    `--host-resolver-rules=MAP ${API_HOST} 127.0.0.1, MAP ${APP_HOST} 127.0.0.1`,
+  ]);
 }, 120_000);
 
 afterAll(async () => {
