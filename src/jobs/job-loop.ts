@@ -4,26 +4,7 @@
  * them. One claiming statement is in flight at a time; it carries the outcomes waiting to be
  * written and claims as many jobs as the places they and the free ones make, in one round trip.
  *
- * Modes (`JobLoop.mode`) and the moves between them (`#move` refuses any other):
- *
- *   idle ──start()──▶ starting ──LISTEN set up (or given up)──▶ claiming
- *   claiming ──a claim came back short, no wake-up meanwhile──▶ waiting
- *   waiting ──NOTIFY, poll tick or wake()──▶ claiming
- *   claiming | waiting ──a statement failed──▶ backoff ──one second──▶ claiming
- *   starting | claiming | waiting | backoff ──stop()──▶ stopping ──drained──▶ stopped
- *
- * - idle: built, not started; nothing is sent.
- * - starting: LISTEN on the jobs channel is being set up (5 s at most); nothing is sent yet.
- * - claiming: there may be due jobs: each statement claims as many as there are free places (and
- *   room in the local queue, below), and another goes as soon as a place frees, so a backlog drains
- *   at full speed.
- * - waiting: the last claim found fewer jobs than asked; outcomes are written by statements of
- *   their own until something says there may be work again.
- * - backoff: the database failed a statement; nothing is claimed for a second (the completer
- *   tries its writes again on its own).
- * - stopping: no claims; running jobs get the stop's timeout to finish, the rest are aborted and
- *   released (attempt not counted, due at once), and every outcome is written.
- * - stopped: done; start() does nothing.
+ * Modes and the moves between them: src/jobs/job-loop-modes.ts (`#move` refuses any other).
  *
  * A job holds its place from its claim until its outcome is recorded or it is released (with a
  * local queue, up to twice its size of outcomes on their way do not count): a loop whose writes
@@ -43,6 +24,7 @@ import { type ClaimResult, completeAndClaimJobs, heldJobs } from "./claim.ts";
 import { type Carried, type Completer, createCompleter } from "./completer.ts";
 import { createIntervalRunner, type IntervalRunner } from "./interval-runner.ts";
 import { listenForJobs } from "./job-listen.ts";
+import { assertMove } from "./job-loop-modes.ts";
 import type { JobEvent, JobLoopDeps, JobLoopMode, JobLoopOptions } from "./job-loop-options.ts";
 import { createJobPruner } from "./job-pruner.ts";
 import { JobRuns } from "./job-runs.ts";
@@ -52,17 +34,6 @@ import type { RateCap } from "./registry.ts";
 
 export type { JobEvent, JobLoopDeps, JobLoopMode, JobLoopOptions } from "./job-loop-options.ts";
 export { LOCAL_QUEUE_HORIZON_MS } from "./local-queue.ts";
-
-/** The modes each mode may be entered from: the moves drawn at the top of this file. */
-const ENTERED_FROM: Record<JobLoopMode, readonly JobLoopMode[]> = {
-  idle: [],
-  starting: ["idle"],
-  claiming: ["starting", "waiting", "backoff"],
-  waiting: ["claiming"],
-  backoff: ["claiming", "waiting"],
-  stopping: ["starting", "claiming", "waiting", "backoff"],
-  stopped: ["stopping"],
-};
 
 const BACKOFF_MS = 1_000;
 
@@ -241,8 +212,7 @@ export class JobLoop {
 
   /** The one way the mode changes: refuses a move the diagram at the top does not draw. */
   #move(to: JobLoopMode): void {
-    if (!ENTERED_FROM[to].includes(this.#mode))
-      throw new Error(`job loop: no move from ${this.#mode} to ${to}`);
+    assertMove(this.#mode, to);
     this.#mode = to;
   }
 

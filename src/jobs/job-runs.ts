@@ -92,8 +92,8 @@ export class JobRuns {
         continue;
       }
       const batch = this.#options.registry.get(job.kind)?.batch;
-      if (batch) this.#startBatch([job, ...queue.takeBatch(job, batch.maxSize - 1)]);
-      else this.#start(job);
+      if (batch) this.#start([job, ...queue.takeBatch(job, batch.maxSize - 1)], true);
+      else this.#start([job], false);
     }
   }
 
@@ -153,11 +153,17 @@ export class JobRuns {
     for (const run of this.#runs.values()) clearTimeout(run.leaseTimer);
   }
 
-  #start(job: ClaimedJob): void {
+  /**
+   * Runs one job, or a batch (`batched`: one handler slot, one outcome per job,
+   * src/jobs/run-batch.ts); the run holds its place until its handler returned and every outcome
+   * is recorded.
+   */
+  #start(jobs: ClaimedJob[], batched: boolean): void {
+    const [first] = jobs;
+    if (!first) return;
     const { completer, queue } = this.#options;
     const controller = new AbortController();
-    const running = startJob(this.#deps, {
-      job,
+    const common = {
       workerId: this.#options.workerId,
       registry: this.#options.registry,
       leaseMs: this.#options.leaseMs,
@@ -165,58 +171,13 @@ export class JobRuns {
       random: this.#options.random,
       controller,
       leaseTimer: false, // the heartbeat keeps the lease; #armLeaseTimer stops the handler before it ends
-    });
-    const run: Run = {
-      job,
-      controller,
-      done: running.handled,
-      handled: false,
-      settled: false,
-      lockedUntil: job.lockedUntil,
-      leaseTimer: undefined,
-      ended: false,
-    };
-    this.#runs.set(job.id, run);
-    this.#busy++;
-    this.#armLeaseTimer(run);
-    const startedAt = performance.now();
-    void running.handled.then(() => {
-      run.handled = true;
-      this.#busy--;
-      clearTimeout(run.leaseTimer);
-      queue.sample(performance.now() - startedAt);
-      this.fill();
-      this.#forget(run);
-    });
-    void running.outcome.then((outcome) => {
-      const recorded = completer.record(outcome);
-      this.#options.changed(); // an outcome to write (or to carry on the next claim)
-      void recorded.then(() => {
-        run.settled = true;
-        run.ended = true;
-        this.#forget(run);
-      });
-    });
-  }
-
-  /** Runs a batch: one handler slot, one outcome per job (src/jobs/run-batch.ts). */
-  #startBatch(jobs: ClaimedJob[]): void {
-    const [first] = jobs;
-    if (!first) return;
-    const controller = new AbortController();
-    const running = startBatch(this.#deps, {
-      jobs,
-      workerId: this.#options.workerId,
-      registry: this.#options.registry,
-      leaseMs: this.#options.leaseMs,
-      retry: this.#options.retry,
-      random: this.#options.random,
-      controller,
-      leaseTimer: false,
-    });
+    } as const;
+    const running = batched
+      ? startBatch(this.#deps, { ...common, jobs })
+      : toBatchShape(startJob(this.#deps, { ...common, job: first }));
     const run: Run = {
       job: first,
-      members: jobs,
+      ...(batched ? { members: jobs } : {}),
       controller,
       done: running.handled,
       handled: false,
@@ -234,14 +195,14 @@ export class JobRuns {
       run.handled = true;
       this.#busy--;
       clearTimeout(run.leaseTimer);
-      this.#options.queue.sample((performance.now() - startedAt) / jobs.length);
+      queue.sample((performance.now() - startedAt) / jobs.length);
       this.fill();
       this.#forget(run);
     });
     const recorded = running.outcomes.map((outcome) =>
       outcome.then((o) => {
-        const written = this.#options.completer.record(o);
-        this.#options.changed();
+        const written = completer.record(o);
+        this.#options.changed(); // an outcome to write (or to carry on the next claim)
         return written;
       }),
     );
@@ -345,4 +306,12 @@ export class JobRuns {
     } else this.#deps.logger.warn("queued job's lease is about to end; left to run again after it", fields);
     this.#options.changed();
   }
+}
+
+/** A single run in the shape of a batch's: its one outcome in a list. */
+function toBatchShape<O>(running: { handled: Promise<void>; outcome: Promise<O> }): {
+  handled: Promise<void>;
+  outcomes: Promise<O>[];
+} {
+  return { handled: running.handled, outcomes: [running.outcome] };
 }
