@@ -74,7 +74,7 @@ async function signIn(port: number, origin: string, email: string, password: str
   });
 }
 
-test("npm run dev: keys kept 0600, one block of URLs and a generated administrator, the console open to its origin, a webhook delivered to a local receiver", async () => {
+test("npm run dev: keys kept 0600, one block of URLs and a generated administrator, the console signed in from its origin, a webhook delivered to a local receiver", async () => {
   const port = await freePort();
   const first = await dev(port);
   // a new embedded database is the migrated template copied (setup made it): no initdb and no
@@ -155,6 +155,19 @@ test("npm run dev: keys kept 0600, one block of URLs and a generated administrat
     );
     expect(admin.status).toBe(200);
     const adminToken = String(admin.json.accessToken);
+    // with its own password the administrator is signed in to the console: its home page, its name
+    const consoleSignIn = await signIn(port, base, email, newPassword);
+    expect(consoleSignIn.status).toBe(303);
+    expect(consoleSignIn.headers.get("location")).toBe("/console");
+    const cookie = consoleSignIn.headers
+      .getSetCookie()
+      .map((c) => c.split(";")[0])
+      .join("; ");
+    const home = await fetch(`${base}/console`, { headers: { cookie }, redirect: "manual" });
+    expect(home.status).toBe(200);
+    const page = await home.text();
+    expect(page).toContain(`${email} · <span class="badge muted">platform_admin</span>`);
+    expect(page).toContain('action="/console/sign-out"');
     const tenant = await call("/api/admin/tenants", { code: "acme", name: "Acme" }, adminToken);
     expect(tenant.status).toBe(201);
     const owner = { email: "owner@acme.test", password: "correct horse battery staple 42" };
