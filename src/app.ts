@@ -43,6 +43,7 @@ import { adminTenantRoutes } from "./http/routes/admin-tenants.ts";
 import { tenantApiKeyRoutes } from "./http/routes/api-keys.ts";
 import { adminAuditRoutes, tenantAuditRoutes } from "./http/routes/audit.ts";
 import { authRoutes, CREDENTIAL_PATHS, WINDOW_KINDS } from "./http/routes/auth.ts";
+import { authPasskeyRoutes } from "./http/routes/auth-passkeys.ts";
 import { authRecoveryRoutes } from "./http/routes/auth-recovery.ts";
 import { authSessionRoutes, memberSessionRoutes } from "./http/routes/auth-sessions.ts";
 import { adminDomainRoutes, tenantDomainRoutes, tlsPermissionRoutes } from "./http/routes/custom-domains.ts";
@@ -156,6 +157,7 @@ function mountRoutes(app: Router, deps: Deps, authenticated: MiddlewareHandler<A
   app.route("/", authRoutes(deps, authenticated));
   app.route("/", authRecoveryRoutes(deps, authenticated));
   app.route("/", authSessionRoutes(deps, authenticated));
+  app.route("/", authPasskeyRoutes(deps, authenticated));
   app.route("/", memberSessionRoutes(deps));
   app.route("/", membershipRoutes(deps, authenticated));
   app.route("/", adminImpersonationRoutes(deps));

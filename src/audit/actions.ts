@@ -24,7 +24,7 @@ const ACTIONS = {
       outcome: "success",
       target: "`session`",
       details:
-        "`method` (`password`, `sms`, `switch`: from another tenant's session, `invitation`: an accepted invitation), `kind` (`token`, `browser`)",
+        "`method` (`password`, `sms`, `passkey`, `switch`: from another tenant's session, `invitation`: an accepted invitation), `kind` (`token`, `browser`)",
       writtenBy:
         "`insertSessionIfUnchanged` (auth/sessions.ts): token and browser sessions, in the chain of the session's tenant",
     },
@@ -32,8 +32,9 @@ const ACTIONS = {
       what: "A sign-in was refused (wrong password or code, unknown account).",
       outcome: "failure",
       target: "`user` (id or null)",
-      details: "`method`, `email` (password) or `phone` (masked, SMS)",
-      writtenBy: "`verifyCredentials`, `verifySmsCode` (rate limited)",
+      details:
+        "`method`, `email` (password) or `phone` (masked, SMS), `reason` (passkey: why it was refused)",
+      writtenBy: "`verifyCredentials`, `verifySmsCode`, `finishPasskeySignIn` (rate limited)",
     },
   ],
   "auth.sign_out": {
@@ -83,6 +84,24 @@ const ACTIONS = {
     target: "`user`",
     details: "`reason`, `expiresAt`, `sessions` (the new session's id)",
     writtenBy: "`startImpersonation`",
+  },
+  "passkey.registered": {
+    what: "A user registered a passkey (WebAuthn credential) for themself.",
+    target: "`passkey`",
+    details: "`name`, `hostname` (the relying-party id), `userId`",
+    writtenBy: "`finishPasskeyRegistration` (POST /api/auth/passkeys/register/verify, the console)",
+  },
+  "passkey.renamed": {
+    what: "A user renamed one of their passkeys.",
+    target: "`passkey`",
+    details: "`name` (the new one)",
+    writtenBy: "`renamePasskey`",
+  },
+  "passkey.removed": {
+    what: "A user removed one of their passkeys.",
+    target: "`passkey`",
+    details: "`name`, `hostname`, `userId`",
+    writtenBy: "`removePasskey`",
   },
   "user.created": {
     what: "A tenant user was added.",

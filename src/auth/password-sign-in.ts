@@ -101,13 +101,19 @@ export async function verifyCredentials(
 export async function recordSignInFailure(
   deps: AuthDeps,
   ctx: Ctx,
-  input: { method: "password" | "sms"; email?: string; phone?: string; userId: string | null },
+  input: {
+    method: "password" | "sms" | "passkey";
+    email?: string;
+    phone?: string;
+    reason?: string;
+    userId: string | null;
+  },
 ): Promise<void> {
   await recordAuditLimited(deps, ctx, {
     action: "auth.sign_in",
     outcome: "failure",
     target: { type: "user", id: input.userId },
-    details: { method: input.method, email: input.email, phone: input.phone },
+    details: { method: input.method, email: input.email, phone: input.phone, reason: input.reason },
   });
 }
 

@@ -94,6 +94,21 @@ export const securitySections = {
     EmailVerification: z.object({
       TokenLifetimeMinutes: int(5, 1440, "How long an address verification link works (once)."),
     }),
+    Passkeys: z.object({
+      RelyingPartyName: z
+        .string()
+        .min(1)
+        .max(64)
+        .default("Plinth")
+        .meta({ description: "The name authenticators show for Plinth's passkeys (WebAuthn `rp.name`)." }),
+      ChallengeSeconds: z
+        .number()
+        .int()
+        .min(30)
+        .max(600)
+        .default(300)
+        .meta({ description: "How long a passkey ceremony's challenge can be answered, once (30–600)." }),
+    }),
     Impersonation: z.object({
       MaxMinutes: z
         .number()

@@ -9,6 +9,8 @@ export const webhookEventTypes = [
   "user.created",
   "user.disabled",
   "user.deleted",
+  "passkey.registered",
+  "passkey.removed",
   "invitation.created",
   "invitation.accepted",
   "invitation.revoked",
@@ -26,6 +28,8 @@ export interface WebhookEventData {
   "user.created": { userId: string; email: string; role: string };
   "user.disabled": { userId: string };
   "user.deleted": { userId: string };
+  "passkey.registered": { userId: string; passkeyId: string; name: string };
+  "passkey.removed": { userId: string; passkeyId: string; name: string };
   "invitation.created": { invitationId: string; email: string; role: string };
   "invitation.accepted": { invitationId: string; userId: string; email: string; role: string };
   "invitation.revoked": { invitationId: string; email: string };

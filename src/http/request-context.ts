@@ -60,6 +60,8 @@ export type AppEnv = {
     /** The caller's identity as loaded with the session (middleware/authenticate.ts). */
     identity?: import("../auth/user-identity.ts").Identity;
     tenant?: ResolvedTenant;
+    /** The request's host name (no port), as the tenancy middleware resolved it. */
+    host?: string;
   };
 };
 

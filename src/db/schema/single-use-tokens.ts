@@ -9,11 +9,13 @@ export const singleUseTokenPurposes = [
   "invitation",
   "sign_up",
   "sign_in_link",
+  "passkey_registration",
+  "passkey_sign_in",
 ] as const;
 export type SingleUseTokenPurpose = (typeof singleUseTokenPurposes)[number];
 
 /**
- * One-time tokens sent by e-mail (src/auth/single-use-tokens.ts): stored only as SHA-256, bound to
+ * One-time tokens sent by e-mail, and the challenges of passkey ceremonies (src/auth/single-use-tokens.ts): stored only as SHA-256, bound to
  * a purpose, short-lived, consumed once by a conditional update.
  */
 export const singleUseTokens = pgTable(
@@ -36,7 +38,7 @@ export const singleUseTokens = pgTable(
     index("single_use_tokens_tenant_idx").on(t.tenantId),
     check(
       "single_use_tokens_purpose_check",
-      sql`${t.purpose} in ('password_reset', 'email_verification', 'invitation', 'sign_up', 'sign_in_link')`,
+      sql`${t.purpose} in ('password_reset', 'email_verification', 'invitation', 'sign_up', 'sign_in_link', 'passkey_registration', 'passkey_sign_in')`,
     ),
     tenantIsolation(),
   ],

@@ -89,6 +89,7 @@ export function resolveTenancy(input: {
     const forwardedHost = forwardedByProxy(c, trusted, "x-forwarded-host");
     const host = hostOf(forwardedHost ?? c.req.header("host") ?? urlHost(c.req.url));
     if (!host) throw new AppError("host_not_allowed", "The request has no usable Host.");
+    c.set("host", host);
 
     const code = c.req.header(TENANT_CODE_HEADER) ?? c.req.query("tenant");
     if (policy.isPlatformHost(host)) {

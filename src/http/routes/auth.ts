@@ -45,6 +45,9 @@ export const CREDENTIAL_PATHS = [
   "/api/auth/switch",
   "/api/auth/signup",
   "/api/auth/signup/verify",
+  "/api/auth/passkeys/login/options",
+  "/api/auth/passkeys/login/verify",
+  "/api/auth/passkeys/register/verify",
 ] as const;
 
 /** The security windows each credential endpoint counts against (advertised as policies, app.ts). */

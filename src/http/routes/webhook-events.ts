@@ -10,6 +10,12 @@ const eventData = {
     .openapi("UserCreatedEventData"),
   "user.disabled": z.object({ userId: z.uuid() }).openapi("UserDisabledEventData"),
   "user.deleted": z.object({ userId: z.uuid() }).openapi("UserDeletedEventData"),
+  "passkey.registered": z
+    .object({ userId: z.uuid(), passkeyId: z.uuid(), name: z.string() })
+    .openapi("PasskeyRegisteredEventData"),
+  "passkey.removed": z
+    .object({ userId: z.uuid(), passkeyId: z.uuid(), name: z.string() })
+    .openapi("PasskeyRemovedEventData"),
   "invitation.created": z
     .object({ invitationId: z.uuid(), email: z.string(), role: z.string() })
     .openapi("InvitationCreatedEventData"),

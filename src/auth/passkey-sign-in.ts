@@ -1,0 +1,129 @@
+import {
+  type AuthenticationResponseJSON,
+  generateAuthenticationOptions,
+  verifyAuthenticationResponse,
+} from "@simplewebauthn/server";
+import { isoBase64URL } from "@simplewebauthn/server/helpers";
+import { and, eq } from "drizzle-orm";
+import type { Ctx } from "../context.ts";
+import { withDatabase, withTransaction } from "../db/operation.ts";
+import { passkeys, tenants } from "../db/schema/index.ts";
+import {
+  challengeSecondsOf,
+  issueChallenge,
+  type PasskeyDeps,
+  spendChallenge,
+  userHandleOf,
+} from "./passkeys.ts";
+import { recordSignInFailure } from "./password-sign-in.ts";
+import { invalidCredentials, type SignIn } from "./sessions.ts";
+import { loadIdentity, sameTenant } from "./user-identity.ts";
+
+/**
+ * The options of `navigator.credentials.get()` on host `rpId` for a usernameless sign-in (no
+ * credential listed: the authenticator offers its discoverable ones, conditional UI included), with
+ * user verification. A challenge of a tenant that does not exist (an unknown code) is not stored:
+ * its answer fails like any other.
+ */
+export async function startPasskeySignIn(deps: PasskeyDeps, ctx: Ctx, input: { rpId: string }) {
+  const tenantId = ctx.tenantId;
+  const known =
+    tenantId === null ||
+    (await withDatabase(deps, ctx, (db) =>
+      db.select({ id: tenants.id }).from(tenants).where(eq(tenants.id, tenantId)).limit(1),
+    ).then((rows) => rows.length > 0));
+  const challenge = known
+    ? (await issueChallenge(deps, ctx, { purpose: "passkey_sign_in", rpId: input.rpId })).bytes
+    : crypto.getRandomValues(new Uint8Array(32));
+  return generateAuthenticationOptions({
+    rpID: input.rpId,
+    challenge,
+    timeout: challengeSecondsOf(deps) * 1000,
+    userVerification: "required",
+  });
+}
+
+/** The RFC 8176 `amr` value of a passkey: `swk` for a synced (backup-eligible) one, else `hwk`. */
+export const passkeyAmr = (backupEligible: boolean): "swk" | "hwk" => (backupEligible ? "swk" : "hwk");
+
+/** A verified passkey sign-in: the sign-in and what the passkey was. */
+export interface PasskeySignIn extends SignIn {
+  passkeyId: string;
+  amr: "swk" | "hwk";
+}
+
+/**
+ * Verifies the answer of `navigator.credentials.get()`: the challenge issued on this host in the
+ * ctx's tenant (spent once), an origin of the host, a passkey of this tenant and host whose user
+ * handle matches, its signature with user verification, and a signature counter that moved
+ * forward. Every failure is the same 401 (audited as a refused `passkey` sign-in with its reason); a
+ * counter that did not move forward (a cloned authenticator, as the library and WebAuthn §6.1.1
+ * warn) is refused and its passkey left as it was. On success the counter, the backed-up flag and
+ * `lastUsedAt` are stored.
+ */
+export async function finishPasskeySignIn(
+  deps: PasskeyDeps,
+  ctx: Ctx,
+  input: { rpId: string; response: AuthenticationResponseJSON },
+): Promise<PasskeySignIn> {
+  const refuse = async (reason: string, userId: string | null = null): Promise<never> => {
+    await recordSignInFailure(deps, ctx, { method: "passkey", reason, userId });
+    throw invalidCredentials();
+  };
+  const spent = await spendChallenge(deps, ctx, {
+    purpose: "passkey_sign_in",
+    rpId: input.rpId,
+    clientDataJSON: input.response.response.clientDataJSON,
+  });
+  if (!spent) return refuse("challenge unknown, used, expired or of another host");
+  const [passkey] = await withDatabase(deps, ctx, (db) =>
+    db
+      .select()
+      .from(passkeys)
+      .where(
+        and(
+          eq(passkeys.rpId, input.rpId),
+          eq(passkeys.credentialId, input.response.id),
+          sameTenant(passkeys.tenantId, ctx.tenantId),
+        ),
+      )
+      .limit(1),
+  );
+  if (!passkey) return refuse("unknown passkey");
+  const handle = input.response.response.userHandle;
+  if (handle && handle !== isoBase64URL.fromBuffer(userHandleOf(passkey.userId)))
+    return refuse("user handle mismatch", passkey.userId);
+  let verified: Awaited<ReturnType<typeof verifyAuthenticationResponse>>;
+  try {
+    verified = await verifyAuthenticationResponse({
+      response: input.response,
+      expectedChallenge: spent.challenge,
+      expectedOrigin: spent.origin,
+      expectedRPID: input.rpId,
+      credential: {
+        id: passkey.credentialId,
+        publicKey: isoBase64URL.toBuffer(passkey.publicKey),
+        counter: passkey.counter,
+        transports: passkey.transports,
+      },
+      requireUserVerification: true,
+    });
+  } catch (error) {
+    const counter = error instanceof Error && /counter/i.test(error.message);
+    return refuse(counter ? "counter regression" : "signature not verified", passkey.userId);
+  }
+  if (!verified.verified) return refuse("signature not verified", passkey.userId);
+  const info = verified.authenticationInfo;
+  // conditional on the counter read: of two answers racing with one counter, one moves it
+  const moved = await withTransaction(deps, ctx, (tx) =>
+    tx
+      .update(passkeys)
+      .set({ counter: info.newCounter, backedUp: info.credentialBackedUp, lastUsedAt: deps.clock.now() })
+      .where(and(eq(passkeys.id, passkey.id), eq(passkeys.counter, passkey.counter)))
+      .returning({ id: passkeys.id }),
+  );
+  if (moved.length === 0) return refuse("counter regression", passkey.userId);
+  const identity = await withDatabase(deps, ctx, (db) => loadIdentity(db, passkey.userId, ctx.tenantId));
+  if (identity?.status !== "Active") return refuse("user not active", passkey.userId);
+  return { identity, ctx, method: "passkey", passkeyId: passkey.id, amr: passkeyAmr(passkey.backupEligible) };
+}

@@ -1,0 +1,283 @@
+import { z } from "@hono/zod-openapi";
+import type { AuthenticationResponseJSON, RegistrationResponseJSON } from "@simplewebauthn/server";
+import type { Context, MiddlewareHandler } from "hono";
+import { finishPasskeySignIn, startPasskeySignIn } from "../../auth/passkey-sign-in.ts";
+import {
+  finishPasskeyRegistration,
+  listPasskeys,
+  type PasskeyView,
+  removePasskey,
+  renamePasskey,
+  startPasskeyRegistration,
+} from "../../auth/passkeys.ts";
+import { startTokenSession } from "../../auth/sessions.ts";
+import { AppError } from "../../errors.ts";
+import { accessOf, apiRoute, json, jsonBody, problem, routerPath } from "../openapi.ts";
+import { type AppEnv, anonymousCtxOf, createRouter, ctxOf } from "../request-context.ts";
+import { type AuthRouteDeps, signInTenant, tokenPair } from "./auth.ts";
+
+/** base64url text of a ceremony's answer, bounded (a public key, a signature, client data). */
+const b64 = (max: number) =>
+  z
+    .string()
+    .min(1)
+    .max(max)
+    .regex(/^[A-Za-z0-9_-]*={0,2}$/, "must be base64url");
+
+const passkeyName = z.string().trim().min(1).max(64).openapi({ example: "Work laptop" });
+
+/** `PublicKeyCredential.toJSON()` of `navigator.credentials.create()` (what @simplewebauthn/browser sends). */
+const registrationResponse = z
+  .object({
+    id: b64(1024),
+    rawId: b64(1024),
+    type: z.literal("public-key"),
+    response: z
+      .object({
+        clientDataJSON: b64(4096),
+        attestationObject: b64(16384),
+        transports: z.array(z.string().max(32)).max(10).optional(),
+      })
+      .loose(),
+    clientExtensionResults: z.record(z.string(), z.unknown()),
+    authenticatorAttachment: z.string().max(32).optional(),
+  })
+  .openapi("PasskeyRegistrationResponse", {
+    description:
+      "The credential `navigator.credentials.create()` answered, as JSON (WebAuthn Level 3 `toJSON()`).",
+  });
+
+/** `PublicKeyCredential.toJSON()` of `navigator.credentials.get()`. */
+const authenticationResponse = z
+  .object({
+    id: b64(1024),
+    rawId: b64(1024),
+    type: z.literal("public-key"),
+    response: z
+      .object({
+        clientDataJSON: b64(4096),
+        authenticatorData: b64(4096),
+        signature: b64(8192),
+        userHandle: b64(128).optional(),
+      })
+      .loose(),
+    clientExtensionResults: z.record(z.string(), z.unknown()),
+    authenticatorAttachment: z.string().max(32).optional(),
+  })
+  .openapi("PasskeyAuthenticationResponse", {
+    description:
+      "The assertion `navigator.credentials.get()` answered, as JSON (WebAuthn Level 3 `toJSON()`).",
+  });
+
+const ceremonyOptions = (name: string, description: string) =>
+  z
+    .object({ challenge: z.string(), rpId: z.string().optional(), timeout: z.number().int().optional() })
+    .loose()
+    .openapi(name, { description });
+
+const passkey = z
+  .object({
+    id: z.uuid(),
+    name: z.string(),
+    rpId: z.string().openapi({ description: "The host (relying-party id) the passkey works on." }),
+    backupEligible: z
+      .boolean()
+      .openapi({ description: "A synced passkey (its `amr` is `swk`; else `hwk`)." }),
+    backedUp: z.boolean(),
+    createdAt: z.string(),
+    lastUsedAt: z.string().nullable(),
+  })
+  .openapi("Passkey");
+const passkeyIdParam = z.object({ id: z.uuid() });
+const tenantField = z
+  .string()
+  .min(1)
+  .max(64)
+  .optional()
+  .openapi({ description: "Tenant code (on the platform host)." });
+
+const routes = {
+  registerOptions: apiRoute(
+    "signedIn",
+    {
+      method: "post",
+      path: "/api/auth/passkeys/register/options",
+      operationId: "startPasskeyRegistration",
+      tags: ["auth"],
+      summary: "Options for navigator.credentials.create(): a discoverable credential on this host.",
+      description:
+        "The relying-party id is the host of the request (the platform host or the tenant's custom domain); " +
+        "the challenge is single use and expires after `Authentication:Passkeys:ChallengeSeconds`.",
+      responses: {
+        200: json(
+          "PublicKeyCredentialCreationOptionsJSON.",
+          ceremonyOptions("PasskeyRegistrationOptions", "WebAuthn `PublicKeyCredentialCreationOptionsJSON`."),
+        ),
+      },
+    },
+    { cookies: true },
+  ),
+  registerVerify: apiRoute(
+    "signedIn",
+    {
+      method: "post",
+      path: "/api/auth/passkeys/register/verify",
+      operationId: "finishPasskeyRegistration",
+      tags: ["auth"],
+      summary: "Store the passkey navigator.credentials.create() made, under a name.",
+      request: {
+        body: jsonBody(
+          z.object({ name: passkeyName, response: registrationResponse }).openapi("PasskeyRegistration"),
+        ),
+      },
+      responses: {
+        201: json("Registered.", passkey),
+        409: problem("`conflict`: registered already, or the user holds the most passkeys allowed."),
+      },
+    },
+    { cookies: true },
+  ),
+  loginOptions: apiRoute("public", {
+    method: "post",
+    path: "/api/auth/passkeys/login/options",
+    operationId: "startPasskeySignIn",
+    tags: ["auth"],
+    summary: "Options for navigator.credentials.get(): a usernameless sign-in on this host.",
+    request: { body: jsonBody(z.object({ tenant: tenantField }).openapi("PasskeySignInStart")) },
+    responses: {
+      200: json(
+        "PublicKeyCredentialRequestOptionsJSON (no credentials listed: the authenticator offers its own).",
+        ceremonyOptions("PasskeySignInOptions", "WebAuthn `PublicKeyCredentialRequestOptionsJSON`."),
+      ),
+    },
+  }),
+  loginVerify: apiRoute("public", {
+    method: "post",
+    path: "/api/auth/passkeys/login/verify",
+    operationId: "finishPasskeySignIn",
+    tags: ["auth"],
+    summary: "Sign in with a passkey alone: the assertion navigator.credentials.get() made.",
+    request: {
+      body: jsonBody(
+        z.object({ response: authenticationResponse, tenant: tenantField }).openapi("PasskeySignIn"),
+      ),
+    },
+    responses: {
+      200: json("Signed in.", tokenPair),
+      401: problem(
+        "Not verified: unknown passkey, used or expired challenge, another host, counter regression.",
+      ),
+    },
+  }),
+  list: apiRoute(
+    "signedIn",
+    {
+      method: "get",
+      path: "/api/auth/passkeys",
+      operationId: "listMyPasskeys",
+      tags: ["auth"],
+      summary: "The caller's passkeys in this tenant, oldest first (at most 25: one page).",
+      responses: {
+        200: json(
+          "The passkeys; `nextCursor` is always null.",
+          z.object({ items: z.array(passkey), nextCursor: z.string().nullable() }).openapi("PasskeyList"),
+        ),
+      },
+    },
+    { cookies: true },
+  ),
+  rename: apiRoute(
+    "signedIn",
+    {
+      method: "patch",
+      path: "/api/auth/passkeys/{id}",
+      operationId: "renameMyPasskey",
+      tags: ["auth"],
+      summary: "Rename one of the caller's passkeys.",
+      request: {
+        params: passkeyIdParam,
+        body: jsonBody(z.object({ name: passkeyName }).openapi("PasskeyRename")),
+      },
+      responses: { 200: json("Renamed.", passkey), 404: problem("No passkey of the caller has this id.") },
+    },
+    { cookies: true },
+  ),
+  remove: apiRoute(
+    "signedIn",
+    {
+      method: "delete",
+      path: "/api/auth/passkeys/{id}",
+      operationId: "removeMyPasskey",
+      tags: ["auth"],
+      summary: "Remove one of the caller's passkeys.",
+      request: { params: passkeyIdParam },
+      responses: { 204: { description: "Removed." }, 404: problem("No passkey of the caller has this id.") },
+    },
+    { cookies: true },
+  ),
+};
+
+/** The relying-party id of a request: its host, as the tenancy middleware resolved it. */
+export function rpIdOf(c: Context<AppEnv>): string {
+  const host = c.get("host");
+  if (!host) throw new AppError("host_not_allowed", "The request has no usable Host.");
+  return host;
+}
+
+export const passkeyJson = (p: PasskeyView) => ({
+  ...p,
+  createdAt: p.createdAt.toISOString(),
+  lastUsedAt: p.lastUsedAt?.toISOString() ?? null,
+});
+
+/** Passkeys (docs/auth.md, "Passkeys"): register, sign in with one alone, list, rename, remove. */
+export function authPasskeyRoutes(deps: AuthRouteDeps, authenticated: MiddlewareHandler<AppEnv>) {
+  const router = createRouter();
+  for (const route of Object.values(routes))
+    if (accessOf(route) === "signedIn") router.use(routerPath(route), authenticated);
+  return router
+    .openapi(routes.registerOptions, async (c) => {
+      c.header("cache-control", "no-store");
+      return c.json(await startPasskeyRegistration(deps, ctxOf(c), { rpId: rpIdOf(c) }), 200);
+    })
+    .openapi(routes.registerVerify, async (c) => {
+      const { name, response } = c.req.valid("json");
+      const created = await finishPasskeyRegistration(deps, ctxOf(c), {
+        rpId: rpIdOf(c),
+        name,
+        // validated above; the library reads the rest of the structure itself
+        response: response as RegistrationResponseJSON,
+      });
+      return c.json(passkeyJson(created), 201);
+    })
+    .openapi(routes.loginOptions, async (c) => {
+      const ctx = anonymousCtxOf(c, await signInTenant(deps, c, c.req.valid("json").tenant));
+      c.header("cache-control", "no-store");
+      return c.json(await startPasskeySignIn(deps, ctx, { rpId: rpIdOf(c) }), 200);
+    })
+    .openapi(routes.loginVerify, async (c) => {
+      const { tenant, response } = c.req.valid("json");
+      const ctx = anonymousCtxOf(c, await signInTenant(deps, c, tenant));
+      const signIn = await finishPasskeySignIn(deps, ctx, {
+        rpId: rpIdOf(c),
+        response: response as AuthenticationResponseJSON,
+      });
+      c.header("cache-control", "no-store");
+      return c.json(await startTokenSession(deps, signIn), 200);
+    })
+    .openapi(routes.list, async (c) => {
+      const items = await listPasskeys(deps, ctxOf(c));
+      return c.json({ items: items.map(passkeyJson), nextCursor: null }, 200);
+    })
+    .openapi(routes.rename, async (c) => {
+      const renamed = await renamePasskey(deps, ctxOf(c), {
+        ...c.req.valid("param"),
+        ...c.req.valid("json"),
+      });
+      return c.json(passkeyJson(renamed), 200);
+    })
+    .openapi(routes.remove, async (c) => {
+      await removePasskey(deps, ctxOf(c), c.req.valid("param"));
+      return c.body(null, 204);
+    });
+}

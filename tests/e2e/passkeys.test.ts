@@ -1,0 +1,254 @@
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { and, eq, sql } from "drizzle-orm";
+import { decodeJwt } from "jose";
+import type { Browser, CDPSession, Page } from "playwright-core";
+import { auditEvents, passkeys, webhookEvents } from "../../src/db/schema/index.ts";
+import { relaxedLimits, useTestApp } from "../helpers/app.ts";
+import { launchChromium } from "../helpers/chromium.ts";
+import { activeDomain, type SignedInTenant, signedInTenant } from "../helpers/identity.ts";
+
+// Passkeys in Debian's Chromium with a CDP virtual authenticator (ctap2, internal, resident keys,
+// user verification): real navigator.credentials calls on pages Plinth serves, on the platform host
+// (`localhost`) and a tenant's Active custom domain (`<code>.localhost`), both secure contexts over
+// plain HTTP as browsers treat localhost names. Register, sign in with the passkey alone, refused on
+// another relying-party id, replay refused, list / rename / remove, another tenant's 404.
+
+/** What the pages' script uses of WebAuthn (the suite's TypeScript has no DOM library). */
+declare const PublicKeyCredential: {
+  parseCreationOptionsFromJSON(options: unknown): unknown;
+  parseRequestOptionsFromJSON(options: unknown): unknown;
+};
+interface Credentials {
+  create(options: { publicKey: unknown }): Promise<{ toJSON(): unknown }>;
+  get(options: { publicKey: unknown }): Promise<{ toJSON(): unknown }>;
+}
+
+let server: ReturnType<typeof Bun.serve> | undefined;
+let port = 0;
+let browser: Browser;
+beforeAll(() => {
+  server = Bun.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    fetch: (request, s) => app.app.fetch(request, { peerAddress: s.requestIP(request)?.address }),
+  });
+  port = server.port ?? 0;
+});
+const app = useTestApp({
+  settings: relaxedLimits,
+  env: () => ({ BrowserAuth__AllowedOrigins__0: `http://localhost:${port}` }),
+});
+
+let tenant: SignedInTenant;
+let other: SignedInTenant;
+let tenantHost = "";
+
+beforeAll(async () => {
+  tenant = await signedInTenant(app);
+  other = await signedInTenant(app);
+  tenantHost = await activeDomain(app.db, tenant.id, `${tenant.code}.localhost`);
+  browser = await launchChromium([
+    "--host-resolver-rules=MAP localhost 127.0.0.1, MAP *.localhost 127.0.0.1",
+  ]);
+}, 60_000);
+
+afterAll(async () => {
+  await browser?.close();
+  server?.stop(true);
+});
+
+/** A page with a virtual authenticator of its own (a passkey-capable platform authenticator). */
+async function pageWithAuthenticator(): Promise<{ page: Page; cdp: CDPSession; authenticatorId: string }> {
+  const page = await (await browser.newContext()).newPage();
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send("WebAuthn.enable");
+  const { authenticatorId } = await cdp.send("WebAuthn.addVirtualAuthenticator", {
+    options: {
+      protocol: "ctap2",
+      transport: "internal",
+      hasResidentKey: true,
+      hasUserVerification: true,
+      isUserVerified: true,
+      automaticPresenceSimulation: true,
+    },
+  });
+  return { page, cdp, authenticatorId };
+}
+
+type Answer = { status: number; body: unknown };
+
+/** In the page: register a passkey through the API (bearer token), as a client app would. */
+function register(page: Page, input: { token: string; name: string }): Promise<Answer> {
+  return page.evaluate(async ({ token, name }) => {
+    const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
+    const options = await (
+      await fetch("/api/auth/passkeys/register/options", { method: "POST", headers })
+    ).json();
+    const credential = await (navigator as unknown as { credentials: Credentials }).credentials.create({
+      publicKey: PublicKeyCredential.parseCreationOptionsFromJSON(options),
+    });
+    const answer = await fetch("/api/auth/passkeys/register/verify", {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ name, response: credential.toJSON() }),
+    });
+    return { status: answer.status, body: await answer.json() };
+  }, input);
+}
+
+/** In the page: a usernameless assertion for the options this host gives (`tenant`: a code). */
+function assertion(page: Page, tenant?: string): Promise<unknown> {
+  return page.evaluate(async (code) => {
+    const options = await (
+      await fetch("/api/auth/passkeys/login/options", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(code ? { tenant: code } : {}),
+      })
+    ).json();
+    try {
+      const credential = await (navigator as unknown as { credentials: Credentials }).credentials.get({
+        publicKey: PublicKeyCredential.parseRequestOptionsFromJSON(options),
+      });
+      return credential.toJSON();
+    } catch (error) {
+      return { refused: (error as Error).name };
+    }
+  }, tenant);
+}
+
+/** POST /api/auth/passkeys/login/verify from the test, as the given host. */
+function signInWith(response: unknown, host: string, tenantCode?: string): Promise<Response> {
+  return app.request(`http://${host}:${port}/api/auth/passkeys/login/verify`, {
+    method: "POST",
+    headers: { "content-type": "application/json", host: `${host}:${port}` },
+    body: JSON.stringify({ response, ...(tenantCode ? { tenant: tenantCode } : {}) }),
+  });
+}
+
+const onHost = (host: string, path: string, init: RequestInit = {}) =>
+  app.request(`http://${host}:${port}${path}`, {
+    ...init,
+    headers: { host: `${host}:${port}`, ...(init.headers as Record<string, string>) },
+  });
+
+test("a tenant owner registers a passkey on the tenant's domain and signs in with it alone; replay and another host are refused", async () => {
+  const { page } = await pageWithAuthenticator();
+  await page.goto(`http://${tenantHost}:${port}/api/health`);
+
+  const registered = await register(page, { token: tenant.owner.accessToken, name: "Work laptop" });
+  expect(registered.status).toBe(201);
+  const created = registered.body as { id: string; name: string; rpId: string; backupEligible: boolean };
+  expect(created).toMatchObject({ name: "Work laptop", rpId: tenantHost, backupEligible: false });
+
+  // usernameless: no e-mail, the authenticator offers its discoverable credential
+  const signed = await assertion(page);
+  expect(signed).not.toHaveProperty("refused");
+  const answer = await signInWith(signed, tenantHost);
+  expect(answer.status).toBe(200);
+  const pair = (await answer.json()) as { accessToken: string; refreshToken: string };
+  const claims = decodeJwt(pair.accessToken);
+  expect(claims.sub).toBe(tenant.owner.id);
+  expect(claims.tid).toBe(tenant.id);
+
+  // the same assertion again: its challenge is spent
+  expect((await signInWith(signed, tenantHost)).status).toBe(401);
+
+  // another relying-party id: on the platform host the options name `localhost`, for which the
+  // authenticator holds no credential: the browser refuses before anything reaches the server
+  await page.goto(`http://localhost:${port}/api/health`);
+  expect(await assertion(page, tenant.code)).toEqual({ refused: "NotAllowedError" });
+  await page.close();
+});
+
+test("an assertion made on one host is refused on another, and the counter and flags are stored", async () => {
+  const { page, cdp, authenticatorId } = await pageWithAuthenticator();
+  await page.goto(`http://${tenantHost}:${port}/api/health`);
+  const registered = await register(page, { token: tenant.admin.accessToken, name: "Phone" });
+  expect(registered.status).toBe(201);
+  const { id } = registered.body as { id: string };
+
+  const made = await assertion(page);
+  // the platform host with the tenant's code: another relying party, another origin
+  expect((await signInWith(made, "localhost", tenant.code)).status).toBe(401);
+
+  const again = await assertion(page);
+  expect((await signInWith(again, tenantHost)).status).toBe(200);
+  const [row] = await app.db.select().from(passkeys).where(eq(passkeys.id, id));
+  expect(row?.counter).toBeGreaterThan(0);
+  expect(row?.lastUsedAt).not.toBeNull();
+  expect(row?.backupEligible).toBe(false);
+
+  // no private key material anywhere: not in the table, not in a log line
+  const { credentials } = await cdp.send("WebAuthn.getCredentials", { authenticatorId });
+  expect(credentials.length).toBe(1);
+  const privateKey = credentials[0]?.privateKey ?? "";
+  expect(privateKey.length).toBeGreaterThan(20);
+  const dump = await app.db.execute(sql`select row_to_json(p)::text as row from passkeys p`);
+  const rows = JSON.stringify(dump);
+  expect(rows).not.toContain(privateKey);
+  expect(rows).not.toContain(Buffer.from(privateKey, "base64").toString("base64url"));
+  expect(app.logs.join("\n")).not.toContain(privateKey);
+  await page.close();
+});
+
+test("list, rename and remove are the caller's own; another tenant's id is 404; audit rows and events are written", async () => {
+  const { page } = await pageWithAuthenticator();
+  await page.goto(`http://${tenantHost}:${port}/api/health`);
+  const registered = await register(page, { token: tenant.member.accessToken, name: "Key" });
+  expect(registered.status).toBe(201);
+  const { id } = registered.body as { id: string };
+  const member = { authorization: `Bearer ${tenant.member.accessToken}` };
+
+  const listed = await onHost(tenantHost, "/api/auth/passkeys", { headers: member });
+  expect(listed.status).toBe(200);
+  const list = (await listed.json()) as { items: { id: string; name: string }[] };
+  expect(list.items.map((p) => p.id)).toEqual([id]);
+  expect(JSON.stringify(list)).not.toMatch(/publicKey|credentialId|counter/);
+
+  // another tenant's owner, and another user of the same tenant: 404, nothing changed
+  const rename = (headers: Record<string, string>) =>
+    app.request(`/api/auth/passkeys/${id}`, {
+      method: "PATCH",
+      headers: { ...headers, "content-type": "application/json" },
+      body: JSON.stringify({ name: "Stolen" }),
+    });
+  expect((await rename(other.owner.headers)).status).toBe(404);
+  expect((await rename(tenant.owner.headers)).status).toBe(404);
+  const removeAs = (headers: Record<string, string>) =>
+    app.request(`/api/auth/passkeys/${id}`, { method: "DELETE", headers });
+  expect((await removeAs(other.owner.headers)).status).toBe(404);
+  expect((await removeAs(tenant.owner.headers)).status).toBe(404);
+  expect(
+    (
+      (await (await app.request("/api/auth/passkeys", { headers: other.owner.headers })).json()) as {
+        items: unknown[];
+      }
+    ).items,
+  ).toEqual([]);
+
+  const renamed = await rename(member);
+  expect(renamed.status).toBe(200);
+  expect(((await renamed.json()) as { name: string }).name).toBe("Stolen");
+  expect((await removeAs(member)).status).toBe(204);
+  expect((await removeAs(member)).status).toBe(404);
+  // removed: it signs in no more
+  expect((await signInWith(await assertion(page), tenantHost)).status).toBe(401);
+
+  const actions = await app.db
+    .select({ action: auditEvents.action })
+    .from(auditEvents)
+    .where(and(eq(auditEvents.tenantId, tenant.id), eq(auditEvents.targetId, id)));
+  expect(actions.map((a) => a.action).sort()).toEqual([
+    "passkey.registered",
+    "passkey.removed",
+    "passkey.renamed",
+  ]);
+  const events = await app.db
+    .select({ type: webhookEvents.type, data: webhookEvents.data })
+    .from(webhookEvents)
+    .where(eq(webhookEvents.tenantId, tenant.id));
+  const ours = events.filter((e) => (e.data as { passkeyId?: string }).passkeyId === id);
+  expect(ours.map((e) => e.type).sort()).toEqual(["passkey.registered", "passkey.removed"]);
+  await page.close();
+});
