@@ -5,6 +5,7 @@ import { parseArgs } from "node:util";
 import forge from "node-forge";
 import { isHostName, isHttpOrigin } from "./config/production.ts";
 import { rotateJwt } from "./security/jwt-key-rotation.ts";
+import { rotateTenantSecretKey } from "./security/tenant-secret-key-rotation.ts";
 
 /**
  * `bun run keys:generate --out DIR --host HOST`: every key a Production install needs, each in its
@@ -21,6 +22,7 @@ export const EXIT = {
 
 const HELP = `Usage: bun run keys:generate --out DIR --host HOST [--origin ORIGIN]
        bun run keys:generate --rotate jwt --out DIR [--switch | --retire]
+       bun run keys:generate --rotate tenant-secrets --out DIR [--retire]
 
 Writes into DIR (created if absent, mode 0700), each file mode 0600:
   jwt-<date>.key.pem / .pub.pem    RSA 3072 JWT signing key pair, key id jwt-<date>
@@ -50,6 +52,12 @@ each step rewrites only the JWT key lines of DIR/production.env and prints them:
              adds its public half as Security__Jwt__VerificationKeys__0 (signing is unchanged)
   --switch   signs with that key; the old key's public half stays a verification key
   --retire   removes the old key's verification entry (after Security:Jwt:AccessTokenMinutes)
+
+--rotate tenant-secrets rewrites only the tenant-secret key lines (docs/secrets-and-storage.md):
+  (no flag)  writes the next master key (tenant-secrets-<date>[-N].key, key id ts-<date>[-N]) as
+             current and keeps the old one as Security__TenantSecrets__PreviousKeys__0; then run
+             bun run secrets:rotate until it exits 0
+  --retire   removes PreviousKeys (only after secrets:rotate exited 0); names the old key file
 
 Exit codes: 0 written; 1 a file exists already or cannot be written (nothing or, on a write
 failure, part was written), or a rotation step that does not follow the last one (nothing
@@ -206,16 +214,20 @@ function main(argv: string[]): number {
       return EXIT.ok;
     }
     if (values.rotate !== undefined || values.switch || values.retire) {
-      if (values.rotate !== "jwt")
-        throw new Error("--rotate takes jwt (the other keys: docs/runbooks/key-rotation.md)");
-      if (!values.out) throw new Error("--rotate jwt needs --out DIR");
+      if (values.rotate !== "jwt" && values.rotate !== "tenant-secrets")
+        throw new Error(
+          "--rotate takes jwt or tenant-secrets (the other keys: docs/runbooks/key-rotation.md)",
+        );
+      if (!values.out) throw new Error(`--rotate ${values.rotate} needs --out DIR`);
       if (values.switch && values.retire) throw new Error("--switch and --retire exclude each other");
+      if (values.switch && values.rotate === "tenant-secrets")
+        throw new Error("--switch is a JWT step; tenant-secrets has publish (no flag) and --retire");
       if (values.host || values.origin)
         throw new Error("--host and --origin are for a new folder, not --rotate");
-      const { code, message } = rotateJwt(
-        values.out,
-        values.switch ? "switch" : values.retire ? "retire" : "publish",
-      );
+      const { code, message } =
+        values.rotate === "jwt"
+          ? rotateJwt(values.out, values.switch ? "switch" : values.retire ? "retire" : "publish")
+          : rotateTenantSecretKey(values.out, values.retire ? "retire" : "publish");
       (code === EXIT.ok ? process.stdout : process.stderr).write(message);
       return code;
     }

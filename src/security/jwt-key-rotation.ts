@@ -1,6 +1,7 @@
 import { generateKeyPairSync } from "node:crypto";
-import { chmodSync, existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { type RotationResult, refused, rewriteOwnedLines, writeKeyFile } from "./env-file-keys.ts";
 
 /**
  * `bun run keys:generate --rotate jwt --out DIR [--switch | --retire]`: the three roll-outs of
@@ -66,13 +67,6 @@ function nextKeyId(dir: string, now: Date, taken: string): string {
   }
 }
 
-export interface RotationResult {
-  code: 0 | 1;
-  message: string;
-}
-
-const refused = (why: string): RotationResult => ({ code: 1, message: `${why}; nothing changed\n` });
-
 /** The JWT settings after `step`, the key files to write and what to do next; or why not. */
 function plan(
   dir: string,
@@ -127,37 +121,26 @@ export function rotateJwt(out: string, step: RotationStep, now = new Date()): Ro
   const written: string[] = [];
   if (newKeyId) {
     const pair = generateKeyPairSync("rsa", { modulusLength: 3072 });
-    for (const [name, content] of [
-      [`${newKeyId}.key.pem`, pair.privateKey.export({ type: "pkcs8", format: "pem" }).toString()],
-      [`${newKeyId}.pub.pem`, pair.publicKey.export({ type: "spki", format: "pem" }).toString()],
-    ] as const) {
-      writeFileSync(join(dir, name), content, { mode: 0o600, flag: "wx" });
-      chmodSync(join(dir, name), 0o600);
-      written.push(join(dir, name));
-    }
+    written.push(
+      writeKeyFile(
+        dir,
+        `${newKeyId}.key.pem`,
+        pair.privateKey.export({ type: "pkcs8", format: "pem" }).toString(),
+      ),
+      writeKeyFile(
+        dir,
+        `${newKeyId}.pub.pem`,
+        pair.publicKey.export({ type: "spki", format: "pem" }).toString(),
+      ),
+    );
   }
-  const before = jwtLines(jwt);
-  const after = jwtLines(next);
-  // the key lines where they were, every other line as it was; replaced in one rename
-  const at = lines.findIndex((l) => OWNED.test(l));
-  const rewritten = lines.filter((l) => !OWNED.test(l));
-  rewritten.splice(at, 0, ...after);
-  const partial = `${envPath}.partial`;
-  writeFileSync(partial, rewritten.join("\n"), { mode: 0o600 });
-  chmodSync(partial, 0o600);
-  renameSync(partial, envPath);
-  const diff = [
-    ...before.filter((l) => !after.includes(l)).map((l) => `  - ${l}`),
-    ...after.filter((l) => !before.includes(l)).map((l) => `  + ${l}`),
-  ];
-  return {
-    code: 0,
-    message: [
-      ...(written.length ? [`Wrote ${written.join(" and ")} (mode 0600).`] : []),
-      `Changed in ${envPath} (- removed, + added):`,
-      ...diff,
-      nextStep,
-      "",
-    ].join("\n"),
-  };
+  return rewriteOwnedLines({
+    envPath,
+    lines,
+    owned: OWNED,
+    before: jwtLines(jwt),
+    after: jwtLines(next),
+    written,
+    nextStep,
+  });
 }

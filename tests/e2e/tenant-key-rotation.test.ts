@@ -1,0 +1,166 @@
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { eq } from "drizzle-orm";
+import { tenantSecrets } from "../../src/db/schema/index.ts";
+import { openSecret, parseTenantSecretKeys, sealSecret } from "../../src/security/tenant-secrets.ts";
+import { useTestDatabase } from "../helpers/app.ts";
+import { tracked } from "../helpers/children.ts";
+import { createTenant } from "../helpers/identity.ts";
+import { cleanEnv, ROOT } from "../helpers/process.ts";
+import { type OwnRedis, ownRedisServer } from "../helpers/redis-server.ts";
+
+/**
+ * docs/secrets-and-storage.md's "rotate the tenant-secret master key", run as written: its commands
+ * are read from the page (the folder `/etc/plinth/keys` replaced by this test's) against a Production
+ * configuration loaded from production.env; secrets sealed under the first key end under the new
+ * one and open with it alone once the old key is retired.
+ */
+
+const HOST = "api.example.test";
+const root = mkdtempSync(join(tmpdir(), "plinth-tenant-keys-"));
+const dir = join(root, "keys");
+const t = useTestDatabase({ empty: true });
+let redis: OwnRedis;
+
+function run(command: string) {
+  const proc = Bun.spawnSync(["sh", "-c", `set -a; . ${dir}/production.env; set +a; exec ${command}`], {
+    cwd: ROOT,
+    env: cleanEnv({ DATABASE_URL: t.url, CACHE_URL: redis.url }),
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  return { code: proc.exitCode, out: proc.stdout.toString() + proc.stderr.toString() };
+}
+
+/** The tenant-secret lines of production.env as the API reads them (keys from their files). */
+function keyring() {
+  const env = Object.fromEntries(
+    readFileSync(join(dir, "production.env"), "utf8")
+      .split("\n")
+      .filter((l) => l.includes("="))
+      .map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]),
+  );
+  const file = (path: string | undefined) => readFileSync(path ?? "", "utf8").trim();
+  const previous = env.Security__TenantSecrets__PreviousKeys__0__KeyId
+    ? [
+        {
+          KeyId: env.Security__TenantSecrets__PreviousKeys__0__KeyId,
+          MasterKey: file(env.Security__TenantSecrets__PreviousKeys__0__MasterKey_FILE),
+        },
+      ]
+    : [];
+  const { keyring } = parseTenantSecretKeys({
+    KeyId: env.PLINTH_TENANT_SECRET_KEY_ID,
+    MasterKey: file(env.PLINTH_TENANT_SECRET_MASTER_KEY_FILE),
+    PreviousKeys: previous,
+  });
+  if (!keyring) throw new Error("production.env holds no usable tenant-secret keys");
+  return keyring;
+}
+
+/** The runbook's shell blocks, in order, with this test's key folder. */
+function runbookCommands(): string[] {
+  const page = readFileSync(join(ROOT, "docs/secrets-and-storage.md"), "utf8");
+  const start = page.indexOf("### Runbook: rotate the tenant-secret master key");
+  const section = page.slice(start, page.indexOf("\n## ", start + 1));
+  return [...section.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) =>
+    (m[1] ?? "").trim().replaceAll("/etc/plinth/keys", dir),
+  );
+}
+
+/** A Production API from production.env ("every replica restarted with the settings"): ready, then stopped. */
+async function restartApi(): Promise<void> {
+  const proc = tracked(
+    Bun.spawn(["sh", "-c", `set -a; . ${dir}/production.env; set +a; exec bun run start`], {
+      cwd: ROOT,
+      env: cleanEnv({ DATABASE_URL: t.url, CACHE_URL: redis.url, PORT: "0" }),
+      stdout: "pipe",
+      stderr: "pipe",
+    }),
+  );
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for await (const chunk of proc.stdout) {
+    buffer += decoder.decode(chunk, { stream: true });
+    if (buffer.includes('"msg":"listening"')) break;
+  }
+  expect(buffer).toContain('"msg":"listening"');
+  proc.kill("SIGTERM");
+  expect(await proc.exited).toBe(0);
+}
+
+beforeAll(async () => {
+  redis = await ownRedisServer();
+  const generated = Bun.spawnSync(["bun", "run", "keys:generate", "--out", dir, "--host", HOST], {
+    cwd: ROOT,
+  });
+  expect(generated.exitCode).toBe(0);
+  expect(run("bun run migrate").code).toBe(0);
+}, 60_000);
+afterAll(async () => {
+  await redis.stop();
+  rmSync(root, { recursive: true, force: true });
+});
+
+test("the tenant-secret key rotation runbook as written: publish, secrets:rotate, retire; every secret opens with the new key alone", async () => {
+  const commands = runbookCommands();
+  expect(commands).toEqual([
+    `bun run keys:generate --rotate tenant-secrets --out ${dir}`,
+    "bun run secrets:rotate",
+    `bun run keys:generate --rotate tenant-secrets --retire --out ${dir}`,
+  ]);
+  const date = new Date().toISOString().slice(0, 10);
+  const oldId = `ts-${date}`;
+  const newId = `ts-${date}-2`; // keys:generate made ts-<date> today
+
+  // secrets sealed under the first key, as the API seals them
+  const before = keyring();
+  expect(before.current.keyId).toBe(oldId);
+  const tenant = await createTenant(t.database.db);
+  const values = new Map(
+    ["smtp-password", "payment-api-key", "sms-token"].map((n) => [n, crypto.randomUUID()]),
+  );
+  for (const [name, value] of values)
+    await t.database.db
+      .insert(tenantSecrets)
+      .values({ tenantId: tenant.id, name, ...sealSecret(before, tenant.id, name, value) });
+  await restartApi(); // records the first key's fingerprint
+
+  // 1. publish: the new key is current, the old one a previous key
+  const oldKey = readFileSync(join(dir, `tenant-secrets-${date}.key`), "utf8").trim();
+  const publish = run(commands[0] ?? "");
+  expect(publish.code).toBe(0);
+  expect(publish.out).toContain(`+ PLINTH_TENANT_SECRET_KEY_ID=${newId}`);
+  expect(publish.out).toContain(`+ Security__TenantSecrets__PreviousKeys__0__KeyId=${oldId}`);
+  expect(publish.out).not.toContain(oldKey);
+  expect(publish.out).not.toContain(readFileSync(join(dir, `tenant-secrets-${date}-2.key`), "utf8").trim());
+  expect(statSync(join(dir, `tenant-secrets-${date}-2.key`)).mode & 0o777).toBe(0o600);
+  expect(statSync(join(dir, "production.env")).mode & 0o777).toBe(0o600);
+  // a second publish while this rotation is unfinished changes nothing; retiring before is refused too
+  const again = run(commands[0] ?? "");
+  expect(again.code).toBe(1);
+  expect(again.out).toContain("secrets:rotate");
+  // 2. every replica restarted with the settings
+  await restartApi();
+
+  // 3. every secret re-sealed under the new key
+  const rotated = run(commands[1] ?? "");
+  expect(rotated.code).toBe(0);
+  const rows = await t.database.db.select().from(tenantSecrets).where(eq(tenantSecrets.tenantId, tenant.id));
+  expect(rows.map((r) => r.keyId)).toEqual([newId, newId, newId]);
+
+  // 5. retire: the old key is gone from the settings; the API starts and every secret opens without it
+  const retired = run(commands[2] ?? "");
+  expect(retired.code).toBe(0);
+  expect(retired.out).toContain(join(dir, `tenant-secrets-${date}.key`));
+  expect(readFileSync(join(dir, "production.env"), "utf8")).not.toContain("PreviousKeys");
+  await restartApi();
+  const after = keyring();
+  expect([...after.byId.keys()]).toEqual([newId]);
+  for (const row of rows)
+    expect(openSecret(after, tenant.id, row.name, row)).toBe(values.get(row.name) ?? "");
+  // out of order: nothing left to retire
+  expect(run(commands[2] ?? "").code).toBe(1);
+}, 180_000);
