@@ -242,11 +242,9 @@ test("an XML comment inside the e-mail does not change the identity", async () =
   const injected = signed.replace(/user@evil\.com\.example\.com/g, "user@evil.com<!---->.example.com");
   expect(injected).toContain("<!---->");
   const result = await check(injected, request);
-  expect(result.identity?.email).not.toBe("user@evil.com");
-  if (result.identity) {
-    expect(result.identity.email).toBe("user@evil.com.example.com");
-    expect(result.identity.nameId).toBe("user@evil.com.example.com");
-  } else expect(result.checks[0]?.ok).toBe(false);
+  expect(result.checks.filter((c) => !c.ok)).toEqual([]);
+  expect(result.identity?.email).toBe("user@evil.com.example.com");
+  expect(result.identity?.nameId).toBe("user@evil.com.example.com");
 });
 
 test("a response that is not base64 or not XML, and a DOCTYPE, are refused as format", async () => {
