@@ -24,7 +24,7 @@ const ACTIONS = {
       outcome: "success",
       target: "`session`",
       details:
-        "`method` (`password`, `sms`, `passkey`, `switch`: from another tenant's session, `invitation`: an accepted invitation), `kind` (`token`, `browser`)",
+        "`method` (`password`, `sms`, `passkey`, `email_code`, `email_link`: a mailed code or link, `switch`: from another tenant's session, `invitation`: an accepted invitation, `signup`), `kind` (`token`, `browser`)",
       writtenBy:
         "`insertSessionIfUnchanged` (auth/sessions.ts): token and browser sessions, in the chain of the session's tenant",
     },
@@ -33,8 +33,9 @@ const ACTIONS = {
       outcome: "failure",
       target: "`user` (id or null)",
       details:
-        "`method`, `email` (password) or `phone` (masked, SMS), `reason` (passkey: why it was refused)",
-      writtenBy: "`verifyCredentials`, `verifySmsCode`, `finishPasskeySignIn` (rate limited)",
+        "`method`, `email` (password, e-mail code) or `phone` (masked, SMS), `reason` (passkey: why it was refused)",
+      writtenBy:
+        "`verifyCredentials`, `verifySmsCode`, `finishPasskeySignIn`, `verifyEmailCode` (rate limited)",
     },
   ],
   "auth.sign_out": {
@@ -341,6 +342,13 @@ const ACTIONS = {
     target: "`tenant`",
     details: "`code`",
     writtenBy: "`createTenant` (in the new tenant's chain)",
+  },
+  "tenant.settings_changed": {
+    what: "A tenant's sign-in settings changed (`privateIdentities`, `emailSignIn`).",
+    target: "`tenant`",
+    details: "`changed` (the names), and each changed setting's new value",
+    writtenBy:
+      "`updateTenantSettings` (PATCH /api/tenant/settings, PATCH /api/admin/tenants/{tenantId}/settings)",
   },
   "tenant.suspended": {
     what: "A tenant was suspended.",

@@ -51,6 +51,9 @@ export const AUDIT_DETAIL_KEYS = new Set([
   "userId",
   "impersonatorId",
   "filter",
+  "changed",
+  "privateIdentities",
+  "emailSignIn",
 ]);
 
 export interface AuditInput {

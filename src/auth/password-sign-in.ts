@@ -6,6 +6,7 @@ import { sessions, users } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
 import { hashPassword, passwordProblem, verifyPassword } from "../security/passwords.ts";
 import { assertAllowed } from "../security/windows.ts";
+import { completeSignIn } from "./complete-sign-in.ts";
 import type { AuthDeps } from "./deps.ts";
 import { opaqueToken } from "./opaque-tokens.ts";
 import {
@@ -15,7 +16,6 @@ import {
   invalidCredentials,
   issueRefreshToken,
   type SignIn,
-  startTokenSession,
   type TokenPair,
   tokenPairFor,
 } from "./sessions.ts";
@@ -102,7 +102,7 @@ export async function recordSignInFailure(
   deps: AuthDeps,
   ctx: Ctx,
   input: {
-    method: "password" | "sms" | "passkey";
+    method: "password" | "sms" | "passkey" | "email_code";
     email?: string;
     phone?: string;
     reason?: string;
@@ -123,7 +123,7 @@ export async function signInWithPassword(
   ctx: Ctx,
   input: { email: string; password: string },
 ): Promise<TokenPair> {
-  return startTokenSession(deps, await verifyCredentials(deps, ctx, input));
+  return completeSignIn(deps, await verifyCredentials(deps, ctx, input));
 }
 
 /**

@@ -30,7 +30,7 @@ export interface SignIn {
   /** The request that signed in (its address and agent go into the audit event). */
   ctx: Ctx;
   /** How: a credential, a switch from another tenant's session, an accepted invitation. */
-  method: "password" | "sms" | "passkey" | "switch" | "invitation" | "signup";
+  method: "password" | "sms" | "passkey" | "email_code" | "email_link" | "switch" | "invitation" | "signup";
 }
 
 /** The one answer to every failed sign-in, so none tells which part was wrong. */

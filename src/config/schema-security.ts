@@ -94,6 +94,23 @@ export const securitySections = {
     EmailVerification: z.object({
       TokenLifetimeMinutes: int(5, 1440, "How long an address verification link works (once)."),
     }),
+    EmailSignIn: z.object({
+      CodeLifetimeSeconds: int(
+        60,
+        600,
+        "How long an e-mailed sign-in code and its link work (once; either spends both).",
+      ),
+      SendLimit: int(1, 3, "Sign-in messages per address (and tenant) and window; more answer 429."),
+      SendWindowSeconds: int(1, 900, "E-mail sign-in send window."),
+      IpSendLimit: int(1, 20, "Sign-in messages per client IP and send window, all addresses together."),
+      VerifyLimit: int(
+        1,
+        5,
+        "Code attempts per address (and tenant) and window; this many wrong guesses also burn the code.",
+      ),
+      VerifyWindowSeconds: int(1, 900, "E-mail code verification window."),
+      IpVerifyLimit: int(1, 30, "Code attempts per client IP and verify window."),
+    }),
     Passkeys: z.object({
       RelyingPartyName: z
         .string()

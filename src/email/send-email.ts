@@ -8,7 +8,7 @@ import { type JobContext, jobWorker } from "../jobs/registry.ts";
 import { EMAIL_DATA_PURPOSE, type EmailDeps, sendEmailJob, type sendEmailPayload } from "./enqueue-email.ts";
 import { publicBaseUrl } from "./links.ts";
 import { EmailDeliveryError, type OutgoingEmail } from "./senders.ts";
-import { type EmailData, type EmailTemplateName, renderEmail } from "./templates.ts";
+import { type EmailData, type EmailTemplateName, renderEmail, secretFieldsOf } from "./templates.ts";
 
 export type SendEmailDeps = EmailDeps & Pick<Deps, "logger" | "redactor" | "emailProviders">;
 
@@ -168,6 +168,7 @@ async function outgoing(deps: SendEmailDeps, tx: Executor, row: MessageRow): Pro
     subject: rendered.subject,
     text: rendered.text,
     html: rendered.html,
+    secrets: secretFieldsOf(row.template as EmailTemplateName).map((field) => String(data[field] ?? "")),
     outboxId: row.id,
     template: row.template,
     tenantId: row.tenant_id,

@@ -1,7 +1,7 @@
 import { rootCertificates } from "node:tls";
 import nodemailer from "nodemailer";
 import type { Logger } from "../telemetry/logger.ts";
-import { redactLinks } from "./templates.ts";
+import { redactLinks, redactValues } from "./templates.ts";
 
 /** One rendered message as a provider takes it. */
 export interface OutgoingEmail {
@@ -12,6 +12,8 @@ export interface OutgoingEmail {
   subject: string;
   text: string;
   html: string;
+  /** The values a log line must not show besides the link's token (a sign-in code). */
+  secrets?: readonly string[];
   /** Which message and template, for log lines (never the content). */
   outboxId: string;
   template: string;
@@ -159,7 +161,7 @@ export function developmentEmailSender(logger: Logger): EmailSender {
         tenantId: message.tenantId,
         to: message.to,
         subject: message.subject,
-        text: redactLinks(message.text),
+        text: redactValues(redactLinks(message.text), message.secrets ?? []),
       });
       return { provider: "development", response: "logged" };
     },

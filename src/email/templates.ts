@@ -12,15 +12,22 @@ export interface EmailTemplate {
  * The templates Plinth sends and the values each needs from its caller (`data`). Every template
  * also gets `tenantName` and `tenantHost` (the tenant the message is about, or the platform's
  * name and host for platform staff) and `expiresInMinutes` where the caller gives it. `link` is
- * the one secret a message may carry: it is redacted in every log line.
+ * the one secret a message may carry (with the sign-in code beside the sign-in link, listed in
+ * `secrets`): both are redacted in every log line.
  */
 export const EMAIL_TEMPLATES = {
   "password-reset": { fields: ["name", "link", "expiresInMinutes"] },
   "email-verification": { fields: ["name", "link", "expiresInMinutes"] },
   invitation: { fields: ["inviterName", "role", "link", "expiresInMinutes"] },
   "sign-up-verification": { fields: ["name", "link", "expiresInMinutes"] },
-  "sign-in-link": { fields: ["name", "link", "expiresInMinutes"] },
-} as const satisfies Record<string, { fields: readonly string[] }>;
+  "sign-in-link": { fields: ["name", "code", "link", "expiresInMinutes"], secrets: ["code"] },
+} as const satisfies Record<string, { fields: readonly string[]; secrets?: readonly string[] }>;
+
+/** The values besides the link that a message's log line never shows (a sign-in code). */
+export function secretFieldsOf(name: EmailTemplateName): readonly string[] {
+  const template = EMAIL_TEMPLATES[name];
+  return "secrets" in template ? template.secrets : [];
+}
 
 export type EmailTemplateName = keyof typeof EMAIL_TEMPLATES;
 export const emailTemplateNames = Object.keys(EMAIL_TEMPLATES) as EmailTemplateName[];
@@ -87,10 +94,10 @@ const BUILT_IN: Record<EmailTemplateName, Record<string, EmailTemplate>> = {
   },
   "sign-in-link": {
     en: {
-      subject: "Your sign-in link for {{tenantName}}",
-      text: "Hello {{name}},\n\nopen this link within {{expiresInMinutes}} minutes to sign in to {{tenantName}}:\n\n{{link}}\n\nThe link works once. If you did not ask for it, ignore this message.\n\n{{tenantName}} · {{tenantHost}}\n",
+      subject: "Your sign-in code for {{tenantName}}",
+      text: "Hello {{name}},\n\nyour code to sign in to {{tenantName}} is {{code}}. Or open this link:\n\n{{link}}\n\nThe code and the link work once, within {{expiresInMinutes}} minutes; using one spends the other. If you did not ask for them, ignore this message.\n\n{{tenantName}} · {{tenantHost}}\n",
       html: htmlPage(
-        `<p>Hello {{name}},</p><p>open this link within {{expiresInMinutes}} minutes to sign in to {{tenantName}}:</p>${button}Sign in</a></p><p>The link works once. If you did not ask for it, ignore this message.</p>`,
+        `<p>Hello {{name}},</p><p>your code to sign in to {{tenantName}} is <strong style="font-size:large;letter-spacing:2px">{{code}}</strong>. Or open this link:</p>${button}Sign in</a></p><p>The code and the link work once, within {{expiresInMinutes}} minutes; using one spends the other. If you did not ask for them, ignore this message.</p>`,
       ),
     },
   },
@@ -193,3 +200,7 @@ export function renderEmail(
 /** A one-time link's token replaced by `[REDACTED]`: how a message appears in a log line. */
 export const redactLinks = (text: string): string =>
   text.replace(/([?&](?:token|code)=)[^&\s"'<>]+/gi, "$1[REDACTED]");
+
+/** Every occurrence of each secret value (a sign-in code) replaced by `[REDACTED]`. */
+export const redactValues = (text: string, secrets: readonly string[]): string =>
+  secrets.reduce((out, secret) => (secret ? out.replaceAll(secret, "[REDACTED]") : out), text);

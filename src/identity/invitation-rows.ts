@@ -123,7 +123,7 @@ export const noSuchInvitation = () => new AppError("not_found", "No such invitat
  * Whether the ctx's actor is held to the tenant's plan: its own users and keys are; a platform
  * administrator and Plinth itself are not (as for custom domains).
  */
-function heldToPlan(ctx: TenantCtx): boolean {
+export function heldToPlan(ctx: TenantCtx): boolean {
   if (ctx.actor.type === "user") return !mayChangePlatform(ctx.actor.platformRoles);
   return ctx.actor.type === "apiKey";
 }

@@ -3,6 +3,7 @@ import { z } from "zod";
 import { scopesReachMember } from "../api-keys/scopes.ts";
 import { recordAudit } from "../audit/record.ts";
 import { endSessions } from "../auth/sessions.ts";
+import type { BillingDeps } from "../billing/billing-deps.ts";
 import type { TenantCtx } from "../context.ts";
 import type { Executor } from "../db/client.ts";
 import { type DatabaseDeps, withDatabase, withTransaction } from "../db/operation.ts";
@@ -22,6 +23,7 @@ import { emitEvent } from "../events/outbox.ts";
 import { createdAtPosition, cursorCodec, type Page, pageOf } from "../pagination.ts";
 import { hashPassword, MIN_PASSWORD_LENGTH, passwordProblem } from "../security/passwords.ts";
 import { getTenant } from "../tenancy/tenants.ts";
+import { assertSeatFree, heldToPlan } from "./invitation-rows.ts";
 import { mayChangePlatform } from "./roles.ts";
 
 export const newUserSchema = z.object({
@@ -94,7 +96,7 @@ export type TenantUserDeps = DatabaseDeps & Pick<Deps, "clock" | "sessionCache">
  * (`mustChangePassword`), like the bootstrap admin. Only an owner adds an owner (403).
  */
 export async function createTenantUser(
-  deps: DatabaseDeps & Pick<Deps, "clock">,
+  deps: DatabaseDeps & Pick<Deps, "clock"> & Partial<Omit<BillingDeps, "database" | "clock">>,
   ctx: TenantCtx,
   input: NewUser,
 ): Promise<{ id: string }> {
@@ -114,6 +116,9 @@ export async function createTenantUser(
     // a shared identity already a member here with this address: the same person, added twice
     if (await memberWithEmail(tx, tenantId, email))
       throw new AppError("conflict", "A user with this e-mail or phone exists in this tenant.");
+    // a new member takes a seat as an invitation does (402/403); platform admins and the
+    // factories' system ctx are not held to the plan
+    if (heldToPlan(ctx)) await assertSeatFree(billingDepsOf(deps), ctx, tx, deps.clock.now());
     const inserted = await tx
       .insert(users)
       .values({
@@ -142,6 +147,20 @@ export async function createTenantUser(
     });
     return created;
   });
+}
+
+/** The billing deps a seat check needs: every caller held to the plan comes through a route's Deps. */
+function billingDepsOf(
+  deps: DatabaseDeps & Pick<Deps, "clock"> & Partial<Omit<BillingDeps, "database" | "clock">>,
+): BillingDeps {
+  const { database, cache, clock, logger, config } = deps;
+  if (!isDatabase(database) || cache === undefined || !logger || !config)
+    throw new Error("createTenantUser: a caller held to the plan needs the billing deps");
+  return { database, cache, clock, logger, config };
+}
+
+function isDatabase(database: DatabaseDeps["database"]): database is BillingDeps["database"] {
+  return "driver" in database && "ping" in database;
 }
 
 /** Whether `email` is a member of the tenant already, by any identity (its own or a shared one). */

@@ -20,7 +20,8 @@ import { type CounterStore, NO_HARD_LIMIT, type WindowMode, type WindowSpec } fr
  *     1 s, 2 s, 4 s… after the previous one, at most `AccountMaxDelaySeconds` (60). A success clears it.
  *   - `password-ip`: one client address across accounts, failures only (`IpAttemptLimit`).
  * SMS send and verify count per phone and per IP (`sms-send-*`, `sms-verify-*`); password reset
- * requests per account asked for and per IP (`reset-account`, `reset-ip`).
+ * requests per account asked for and per IP (`reset-account`, `reset-ip`); e-mail sign-in codes per
+ * account (tenant id + address) and per IP (`email-code-send-*`, `email-code-verify-*`).
  *
  * How an endpoint uses them:
  *   1. Before looking anything up: `assertAllowed(await windows.consume("password", { account, ip }))`.
@@ -36,7 +37,14 @@ import { type CounterStore, NO_HARD_LIMIT, type WindowMode, type WindowSpec } fr
  * `RateLimit`. When the counter store is unreachable every method throws a 503 `unavailable`
  * problem: the endpoint fails closed rather than allowing unlimited attempts.
  */
-export type WindowKind = "password" | "passwordReset" | "signUp" | "smsSend" | "smsVerify";
+export type WindowKind =
+  | "password"
+  | "passwordReset"
+  | "signUp"
+  | "smsSend"
+  | "smsVerify"
+  | "emailCodeSend"
+  | "emailCodeVerify";
 
 export interface WindowSubjects {
   /** Password windows: the account identifier as submitted. */
@@ -98,7 +106,7 @@ export const ADDRESS_SLOW_AFTER = 3;
 
 /** Every window of each kind, in the order they are checked (and advertised). */
 export function windowLimits(settings: Settings): Record<WindowKind, WindowLimit[]> {
-  const { Password, PasswordReset, Sms } = settings.Authentication;
+  const { Password, PasswordReset, Sms, EmailSignIn } = settings.Authentication;
   return {
     password: [
       {
@@ -153,6 +161,34 @@ export function windowLimits(settings: Settings): Record<WindowKind, WindowLimit
         dimension: "ip",
         limit: settings.Tenancy.SignUp.IpLimit,
         windowSeconds: settings.Tenancy.SignUp.WindowSeconds,
+      },
+    ],
+    emailCodeSend: [
+      {
+        name: "email-code-send-account",
+        dimension: "account",
+        limit: EmailSignIn.SendLimit,
+        windowSeconds: EmailSignIn.SendWindowSeconds,
+      },
+      {
+        name: "email-code-send-ip",
+        dimension: "ip",
+        limit: EmailSignIn.IpSendLimit,
+        windowSeconds: EmailSignIn.SendWindowSeconds,
+      },
+    ],
+    emailCodeVerify: [
+      {
+        name: "email-code-verify-account",
+        dimension: "account",
+        limit: EmailSignIn.VerifyLimit,
+        windowSeconds: EmailSignIn.VerifyWindowSeconds,
+      },
+      {
+        name: "email-code-verify-ip",
+        dimension: "ip",
+        limit: EmailSignIn.IpVerifyLimit,
+        windowSeconds: EmailSignIn.VerifyWindowSeconds,
       },
     ],
     smsSend: [

@@ -11,9 +11,9 @@ export const MAIL_BASE_URL = "https://app.plinth.test";
 
 /**
  * Sends every pending message to `to` as the `email.send` job would, reads them back from the real
- * SMTP server and returns the link each carries (work started in the background settled first).
+ * SMTP server and returns the text of each (work started in the background settled first).
  */
-export async function deliverLinks(h: TestHarness, smtp: TestSmtpServer, to: string): Promise<string[]> {
+export async function deliverTexts(h: TestHarness, smtp: TestSmtpServer, to: string): Promise<string[]> {
   await h.deps.pending.settled(5_000);
   const rows = await execute<{ id: string }>(
     h.db,
@@ -22,11 +22,19 @@ export async function deliverLinks(h: TestHarness, smtp: TestSmtpServer, to: str
   const before = smtp.received.length;
   for (const row of rows) await sendEmailMessage(h.deps, { messageId: row.id });
   const got = (await smtp.waitFor(before + rows.length)).slice(before);
-  return got.map((m) => {
-    const link = new RegExp(`${MAIL_BASE_URL.replaceAll(".", "\\.")}/\\S+`).exec(m.mail.text ?? "")?.[0];
-    if (!link) throw new Error("no link in the message");
-    return link;
-  });
+  return got.map((m) => m.mail.text ?? "");
+}
+
+/** The link a message's text carries (`{MAIL_BASE_URL}/…?token=…`). */
+export function linkIn(text: string): string {
+  const link = new RegExp(`${MAIL_BASE_URL.replaceAll(".", "\\.")}/\\S+`).exec(text)?.[0];
+  if (!link) throw new Error("no link in the message");
+  return link;
+}
+
+/** `deliverTexts`, then the link each message carries. */
+export async function deliverLinks(h: TestHarness, smtp: TestSmtpServer, to: string): Promise<string[]> {
+  return (await deliverTexts(h, smtp, to)).map(linkIn);
 }
 
 /** The single-use token a mailed link carries. */
@@ -58,5 +66,10 @@ export function useMailTestApp(options: { clock: Clock; settings?: Record<string
       ...options.settings,
     }),
   });
-  return { h, smtp, deliverLinks: (to: string) => deliverLinks(h, smtp(), to) };
+  return {
+    h,
+    smtp,
+    deliverLinks: (to: string) => deliverLinks(h, smtp(), to),
+    deliverTexts: (to: string) => deliverTexts(h, smtp(), to),
+  };
 }

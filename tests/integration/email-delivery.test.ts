@@ -236,6 +236,29 @@ test("a tenant whose provider is `development` gets its messages logged, the lin
   expect(line).not.toContain("secret-token-value-123");
 });
 
+test("a sign-in message's code is redacted in the development log line like the link's token", async () => {
+  const tenant = await createTenant(h.db);
+  const ctx = systemCtx("test", tenant.id);
+  await putTenantProvider(h.deps, ctx, {
+    type: "notification",
+    provider: "development",
+    status: "Active",
+    settings: {},
+    secretRefs: {},
+  });
+  const { id } = await enqueueEmail(h.deps, ctx, {
+    tenantId: tenant.id,
+    to: "dev@example.com",
+    template: "sign-in-link",
+    data: { name: "Dev", code: "480913", link: LINK, expiresInMinutes: 10 },
+  });
+  expect(await sendEmailMessage(h.deps, { messageId: id })).toBe("sent");
+  const line = h.logs.find((l) => l.includes(id) && l.includes("development provider"));
+  expect(line).toContain("token=[REDACTED]");
+  expect(line).toContain("is [REDACTED]");
+  expect(line).not.toContain("480913");
+});
+
 test("no log line holds the link or its token", async () => {
   const all = h.logs.join("\n");
   expect(all).not.toContain("secret-token-value-123");

@@ -4,7 +4,13 @@ import { decodeJwt } from "jose";
 import { ManualClock } from "../../src/clock.ts";
 import { execute } from "../../src/db/client.ts";
 import { tenantFeatureOverrides, tenants, users } from "../../src/db/schema/index.ts";
-import { bearer, json, type SignedInTenant, signedInTenant } from "../helpers/identity.ts";
+import {
+  bearer,
+  json,
+  type SignedInTenant,
+  signedInPlatformAdmin,
+  signedInTenant,
+} from "../helpers/identity.ts";
 import { tokenOf, useMailTestApp } from "../helpers/mailed-links.ts";
 
 // Issue #32 point 4: invitations, read back from a real SMTP server and followed.
@@ -179,6 +185,37 @@ describe("invitations", () => {
       .set({ enabled: false })
       .where(and(eq(tenantFeatureOverrides.tenantId, a.id), eq(tenantFeatureOverrides.featureKey, "seats")));
     const none = await invite(a, address());
+    expect(none.status).toBe(402);
+  });
+
+  test("adding a user with a password takes a seat as an invitation does; platform admins are not held", async () => {
+    const a = await signedInTenant(h);
+    await h.db
+      .insert(tenantFeatureOverrides)
+      .values({ tenantId: a.id, featureKey: "seats", enabled: true, limit: 5 });
+    const addUser = (headers: Record<string, string>, path = "/api/tenant/users") =>
+      h.request(path, json({ email: address(), name: "Added", password: PASSWORD, role: "member" }, headers));
+    // three members and one pending invitation: one seat left, which the added user takes
+    expect((await invite(a, address())).status).toBe(201);
+    expect((await addUser(a.owner.headers)).status).toBe(201);
+    const full = await addUser(a.admin.headers);
+    expect(full.status).toBe(403);
+    expect(((await full.json()) as { code: string }).code).toBe("usage_limit_reached");
+    expect((await invite(a, address())).status).toBe(403);
+    const admin = await signedInPlatformAdmin(h);
+    expect(
+      (
+        await addUser(
+          bearer(admin.accessToken).headers as Record<string, string>,
+          `/api/admin/tenants/${a.id}/users`,
+        )
+      ).status,
+    ).toBe(201);
+    await h.db
+      .update(tenantFeatureOverrides)
+      .set({ enabled: false })
+      .where(and(eq(tenantFeatureOverrides.tenantId, a.id), eq(tenantFeatureOverrides.featureKey, "seats")));
+    const none = await addUser(a.owner.headers);
     expect(none.status).toBe(402);
   });
 

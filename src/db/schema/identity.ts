@@ -152,6 +152,34 @@ export const smsCodes = pgTable(
   (t) => [index("sms_codes_lookup_idx").on(t.tenantId, t.phone, t.createdAt), tenantIsolation()],
 );
 
+/**
+ * E-mail sign-in codes (src/auth/email-sign-in.ts): one message carries a six-digit code and a link;
+ * either signs in once and spends both. The code is kept as an HMAC bound to tenant and address, the
+ * link's token as its SHA-256.
+ */
+export const emailSignInCodes = pgTable(
+  "email_sign_in_codes",
+  {
+    id: uuid().primaryKey().defaultRandom(),
+    tenantId: tenantIdColumn(),
+    userId: uuid()
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    email: text().notNull(),
+    codeHash: text().notNull(),
+    linkHash: text().notNull().unique(),
+    attempts: integer().notNull().default(0),
+    createdAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
+    expiresAt: timestamp({ withTimezone: true }).notNull(),
+    consumedAt: timestamp({ withTimezone: true }),
+  },
+  (t) => [
+    index("email_sign_in_codes_lookup_idx").on(t.tenantId, t.email, t.createdAt),
+    index("email_sign_in_codes_user_idx").on(t.userId),
+    tenantIsolation(),
+  ],
+);
+
 /** Built-in catalog of platform roles (seeded by the migrator). */
 export const platformRoles = pgTable("platform_roles", {
   code: text().primaryKey(),

@@ -15,6 +15,8 @@ export const tenants = pgTable("tenants", {
    * pool, never the shared identity they may have elsewhere (docs/decisions.md).
    */
   privateIdentities: boolean().notNull().default(false),
+  /** Its users may sign in with a code or link mailed to their address (src/auth/email-sign-in.ts). */
+  emailSignIn: boolean().notNull().default(false),
   ...timestamps,
 });
 

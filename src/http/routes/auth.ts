@@ -42,6 +42,9 @@ export const CREDENTIAL_PATHS = [
   "/api/auth/password/forgot",
   "/api/auth/password/reset",
   "/api/auth/email/verify",
+  "/api/auth/email/code",
+  "/api/auth/email/code/verify",
+  "/api/auth/email/link",
   "/api/auth/switch",
   "/api/auth/signup",
   "/api/auth/signup/verify",
@@ -57,6 +60,8 @@ export const WINDOW_KINDS: Record<string, WindowKind> = {
   [PASSWORD_CHANGE_PATH]: "password",
   "/api/auth/sms/send": "smsSend",
   "/api/auth/sms/verify": "smsVerify",
+  "/api/auth/email/code": "emailCodeSend",
+  "/api/auth/email/code/verify": "emailCodeVerify",
   "/api/auth/password/forgot": "passwordReset",
   "/api/auth/signup": "signUp",
 };

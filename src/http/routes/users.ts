@@ -87,8 +87,9 @@ const add = apiRoute(
     request: { body: jsonBody(newUser) },
     responses: {
       201: json("Created.", created),
+      402: problem("`payment_required`: the plan has no seats."),
       403: problem(
-        "`forbidden`: only an owner adds an owner (docs/roles.md); an API key adds members only (docs/api-keys.md).",
+        "`forbidden`: only an owner adds an owner (docs/roles.md); an API key adds members only (docs/api-keys.md). `usage_limit_reached`: every seat (members and pending invitations) is taken.",
       ),
       409: problem("E-mail or phone already used."),
     },
