@@ -8,7 +8,7 @@ import { opaqueToken, safeEqual, tokenHash } from "./opaque-tokens.ts";
 import { normaliseOrigin } from "./origins.ts";
 import { verifyCredentials } from "./password-sign-in.ts";
 import { cachedSession, type OpenSession, type Refusal } from "./session-lookup.ts";
-import { insertSessionIfUnchanged } from "./sessions.ts";
+import { insertSessionIfUnchanged, type SignIn } from "./sessions.ts";
 
 /** Data-protection purpose of the session cookie: a cookie of another application does not open. */
 const COOKIE_PURPOSE = "browser-session";
@@ -39,7 +39,12 @@ export async function signInBrowser(
   ctx: Ctx,
   input: { email: string; password: string },
 ): Promise<BrowserSignIn> {
-  const signIn = await verifyCredentials(deps, ctx, input);
+  return startBrowserSession(deps, await verifyCredentials(deps, ctx, input));
+}
+
+/** Opens a browser session for a verified sign-in: its sealed cookie value and CSRF token. */
+export async function startBrowserSession(deps: AuthDeps, signIn: SignIn): Promise<BrowserSignIn> {
+  const { ctx } = signIn;
   const now = deps.clock.now();
   const seconds = deps.config.settings.BrowserAuth.SessionHours * 3600;
   const cookie = opaqueToken();

@@ -208,7 +208,7 @@ async function signIn(page: Page, email: string, password: string) {
   await page.goto(`${origin}/console`);
   await page.getByLabel("E-mail").fill(email);
   await page.getByLabel("Password").fill(password);
-  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("button", { name: "Sign in", exact: true }).click();
   await page.waitForLoadState("load");
 }
 
@@ -265,7 +265,7 @@ test("sign in with a forced password change, then sign in again with the new pas
   await page.screenshot({ path: `${SHOTS}/sign-in-laptop.png` });
   await page.getByLabel("E-mail").fill(fixture.forcedEmail);
   await page.getByLabel("Password").fill(PASSWORD);
-  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("button", { name: "Sign in", exact: true }).click();
   await page.waitForURL(`${origin}/console/password`);
   await page.screenshot({ path: `${SHOTS}/password-laptop.png` });
   await page.getByLabel("Current password").fill(PASSWORD);
@@ -277,7 +277,7 @@ test("sign in with a forced password change, then sign in again with the new pas
   expect(await page.getByRole("status").textContent()).toContain("Password changed");
   await page.getByLabel("E-mail").fill(fixture.forcedEmail);
   await page.getByLabel("Password").fill(NEW_PASSWORD);
-  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("button", { name: "Sign in", exact: true }).click();
   await page.waitForURL(`${origin}/console`);
   expect(await page.getByRole("heading", { level: 1 }).textContent()).toBe("Overview");
   // the cookie is HttpOnly: page script sees no cookie at all

@@ -5,7 +5,13 @@ import type { Browser, CDPSession, Page } from "playwright-core";
 import { auditEvents, passkeys, webhookEvents } from "../../src/db/schema/index.ts";
 import { relaxedLimits, useTestApp } from "../helpers/app.ts";
 import { launchChromium } from "../helpers/chromium.ts";
-import { activeDomain, type SignedInTenant, signedInTenant } from "../helpers/identity.ts";
+import {
+  activeDomain,
+  PASSWORD,
+  readyPlatformUser,
+  type SignedInTenant,
+  signedInTenant,
+} from "../helpers/identity.ts";
 
 // Passkeys in Debian's Chromium with a CDP virtual authenticator (ctap2, internal, resident keys,
 // user verification): real navigator.credentials calls on pages Plinth serves, on the platform host
@@ -250,5 +256,47 @@ test("list, rename and remove are the caller's own; another tenant's id is 404; 
     .where(eq(webhookEvents.tenantId, tenant.id));
   const ours = events.filter((e) => (e.data as { passkeyId?: string }).passkeyId === id);
   expect(ours.map((e) => e.type).sort()).toEqual(["passkey.registered", "passkey.removed"]);
+  await page.close();
+});
+
+test("in the console a staff member adds a passkey, signs in with it alone, renames and removes it; no CSP violation", async () => {
+  const staff = await readyPlatformUser(app.db, { role: "platform_viewer" });
+  const { page } = await pageWithAuthenticator();
+  const violations: string[] = [];
+  page.on("console", (message) => {
+    if (/Content Security Policy|Refused to/i.test(message.text())) violations.push(message.text());
+  });
+  const base = `http://localhost:${port}`;
+  await page.goto(`${base}/console/sign-in`);
+  await page.fill("#email", staff.email);
+  await page.fill("#password", PASSWORD);
+  await Promise.all([page.waitForURL(`${base}/console`), page.click("button[type=submit]")]);
+
+  await page.goto(`${base}/console/passkeys`);
+  await page.fill("#passkey-name", "Console key");
+  await Promise.all([page.waitForURL(`${base}/console/passkeys?added`), page.click("#passkey-add button")]);
+  expect(await page.locator("tbody th").allTextContents()).toEqual(["Console key"]);
+  const [row] = await app.db.select().from(passkeys).where(eq(passkeys.userId, staff.id));
+  expect(row).toMatchObject({ tenantId: null, rpId: "localhost", name: "Console key" });
+
+  // signed out, the passkey alone signs in (no e-mail, no password)
+  await Promise.all([page.waitForURL(/sign-in\?signed-out/), page.click(".who button")]);
+  await Promise.all([page.waitForURL(`${base}/console`), page.click("#passkey-sign-in")]);
+  expect(await page.locator("h1").textContent()).toBe("Overview");
+  const [signIn] = await app.db
+    .select({ details: auditEvents.details })
+    .from(auditEvents)
+    .where(and(eq(auditEvents.action, "auth.sign_in"), eq(auditEvents.actorId, staff.id)))
+    .orderBy(sql`${auditEvents.id} desc`)
+    .limit(1);
+  expect(signIn?.details).toMatchObject({ method: "passkey", kind: "browser" });
+
+  await page.goto(`${base}/console/passkeys`);
+  await page.fill(`#name-${row?.id}`, "Renamed key");
+  await Promise.all([page.waitForURL(/renamed/), page.click("form.inline button.secondary")]);
+  expect(await page.locator("tbody th").allTextContents()).toEqual(["Renamed key"]);
+  await Promise.all([page.waitForURL(/removed/), page.click("form.inline button.danger")]);
+  expect(await page.locator("tbody th").count()).toBe(0);
+  expect(violations).toEqual([]);
   await page.close();
 });

@@ -9,7 +9,8 @@ import type { AppEnv } from "../request-context.ts";
 
 /**
  * The console's static files, served by the API itself (no CDN: it works on a closed network):
- * htmx from the pinned `htmx.org` package and the console's own stylesheet. Each URL carries a
+ * htmx from the pinned `htmx.org` package, @simplewebauthn/browser's bundle, the console's own
+ * stylesheet and passkey script. Each URL carries a
  * hash of the content, so it is cached for a year and a new release is a new URL.
  */
 export const CONSOLE_ASSETS = "/console/assets";
@@ -36,13 +37,26 @@ function asset(name: string, extension: string, type: string, ...files: string[]
   };
 }
 
-let loaded: { htmx: Asset; css: Asset } | undefined;
+interface ConsoleAssets {
+  htmx: Asset;
+  css: Asset;
+  /** @simplewebauthn/browser's bundle (the global `SimpleWebAuthnBrowser`) and the console's passkey script. */
+  webauthn: Asset;
+  passkeys: Asset;
+}
+
+const JS = "text/javascript; charset=utf-8";
+
+let loaded: ConsoleAssets | undefined;
 /** Read, hashed and compressed once, on first use. */
-export function consoleAssets(): { htmx: Asset; css: Asset } {
+export function consoleAssets(): ConsoleAssets {
   if (!loaded) {
     const htmxDist = dirname(fileURLToPath(import.meta.resolve("htmx.org/dist/htmx.min.js")));
+    const webauthnDist = dirname(fileURLToPath(import.meta.resolve("@simplewebauthn/browser")));
     loaded = {
-      htmx: asset("htmx", "js", "text/javascript; charset=utf-8", join(htmxDist, "htmx.min.js")),
+      htmx: asset("htmx", "js", JS, join(htmxDist, "htmx.min.js")),
+      webauthn: asset("webauthn", "js", JS, join(webauthnDist, "..", "dist", "bundle", "index.umd.min.js")),
+      passkeys: asset("passkeys", "js", JS, fileURLToPath(new URL("./passkeys.js", import.meta.url))),
       css: asset(
         "console",
         "css",

@@ -75,7 +75,14 @@ function impersonationBanner(viewer: Viewer | undefined): Html {
 }
 
 /** A whole console page: skip link, navigation, the signed-in user, the CSRF token for htmx. */
-export function layout(input: { title: string; section?: string; viewer?: Viewer; body: Html }): Html {
+export function layout(input: {
+  title: string;
+  section?: string;
+  viewer?: Viewer;
+  body: Html;
+  /** Script files (console assets' paths) the page adds after htmx, in order. */
+  scripts?: readonly string[];
+}): Html {
   const { htmx, css } = consoleAssets();
   const { viewer } = input;
   const headers = viewer ? JSON.stringify({ "X-CSRF-Token": viewer.csrfToken }) : undefined;
@@ -90,7 +97,10 @@ export function layout(input: { title: string; section?: string; viewer?: Viewer
 <link rel="icon" href="/favicon.ico" type="image/svg+xml">
 <link rel="stylesheet" href="${css.path}">
 <script src="${htmx.path}" defer></script>
-</head>
+${(input.scripts ?? []).map(
+  (src) => html`<script src="${src}" defer></script>
+`,
+)}</head>
 <body${headers ? html` hx-headers="${headers}"` : ""}>
 <a class="skip" href="#main">Skip to content</a>
 <header class="top">

@@ -12,13 +12,14 @@ import { isUuid } from "../../tenancy/tenants.ts";
 import { statusOf, toAppError } from "../problem-json.ts";
 import { anonymousCtxOf, ctxOf } from "../request-context.ts";
 import { setSessionCookie } from "../session-cookie.ts";
-import { consoleAssetRoutes } from "./assets.ts";
+import { consoleAssetRoutes, consoleAssets } from "./assets.ts";
 import { CONSOLE_POLICY, type ConsoleSection, type Html, layout, notice } from "./layout.ts";
 import { auditPages } from "./pages-audit.ts";
 import { domainPages } from "./pages-domains.ts";
 import { jobPages, schedulePages } from "./pages-jobs.ts";
 import { outboxPages } from "./pages-outbox.ts";
 import { overviewPage } from "./pages-overview.ts";
+import { passkeyPages, passkeySignInRoute } from "./pages-passkeys.ts";
 import { tenantPages } from "./pages-tenants.ts";
 import { consoleActed, formOf, pageResponse } from "./respond.ts";
 import {
@@ -32,7 +33,11 @@ import {
 } from "./session.ts";
 
 /** Console paths that take a password: the auth rate limit applies as on /api/auth/* (src/app.ts). */
-export const CONSOLE_CREDENTIAL_PATHS = ["/console/sign-in", "/console/password"] as const;
+export const CONSOLE_CREDENTIAL_PATHS = [
+  "/console/sign-in",
+  "/console/sign-in/passkey",
+  "/console/password",
+] as const;
 
 interface ConsolePage extends ConsoleSection {
   /** The page's routes: the page itself, its parts and its form posts. */
@@ -42,6 +47,8 @@ interface ConsolePage extends ConsoleSection {
 }
 
 const STAFF = [PLATFORM_ADMIN_ROLE, PLATFORM_VIEWER_ROLE] as const;
+/** The console paths open without a session: the sign-in page and its passkey sign-in. */
+const OPEN_PATHS = new Set(["/console/sign-in", "/console/sign-in/passkey"]);
 
 /**
  * The console's pages, each once: its section of the navigation (path, title, the roles that see
@@ -60,6 +67,7 @@ const CONSOLE_PAGES: readonly ConsolePage[] = [
   { path: "/console/tenants", title: "Tenants", seenBy: STAFF, routes: tenantPages },
   { path: "/console/domains", title: "Domains", seenBy: STAFF, routes: domainPages },
   { path: "/console/audit", title: "Audit", seenBy: STAFF, routes: auditPages },
+  { path: "/console/passkeys", title: "Passkeys", seenBy: STAFF, routes: passkeyPages },
   { path: "/console/outbox", title: "Outbox", seenBy: STAFF, routes: outboxPages, developmentOnly: true },
 ];
 
@@ -73,16 +81,20 @@ const ERROR_TITLES: Partial<Record<string, string>> = {
 };
 
 function signInForm(input: { message?: string; tone?: "ok" | "bad"; email?: string; next?: string }): Html {
+  const { webauthn, passkeys } = consoleAssets();
   return layout({
     title: "Sign in",
+    scripts: [webauthn.path, passkeys.path],
     body: html`<div class="sign-in">
 ${notice(input.message, input.tone ?? "bad")}
 <form class="stack" method="post" action="/console/sign-in">
 <input type="hidden" name="next" value="${safeNext(input.next)}">
-<label for="email">E-mail<input id="email" name="email" type="email" autocomplete="username" required value="${input.email ?? ""}" autofocus></label>
+<label for="email">E-mail<input id="email" name="email" type="email" autocomplete="username webauthn" required value="${input.email ?? ""}" autofocus></label>
 <label for="password">Password<input id="password" name="password" type="password" autocomplete="current-password" required></label>
 <button type="submit">Sign in</button>
 </form>
+<p id="passkey-status" class="notice" role="status" aria-live="polite"></p>
+<button type="button" id="passkey-sign-in" class="secondary" data-next="${safeNext(input.next)}">Sign in with a passkey</button>
 <p class="muted">For platform staff. Your session is a browser session (an HttpOnly cookie); every change needs this page's CSRF token.</p>
 </div>`,
   });
@@ -103,43 +115,9 @@ function impersonationRoutes(deps: Deps) {
   });
 }
 
-/**
- * `/console`: the operator console (docs/console.md), server-rendered HTML over the same domain
- * functions the admin API calls. Not API operations: not in the OpenAPI document.
- */
-export function consoleRoutes(deps: Deps) {
+/** The sign-in page, its password form and its passkey sign-in: open without a session. */
+function signInRoutes(deps: Deps, originAllowed: (origin: string) => boolean) {
   const router = new Hono<ConsoleEnv>();
-  const originAllowed = browserOriginCheck(deps.config);
-
-  // errors as console pages (with the same status the API would give), never as JSON
-  router.onError((error, c) => {
-    const problem = toAppError(error);
-    const status = statusOf[problem.code];
-    if (status >= 500) {
-      deps.logger.error("console error", {
-        requestId: c.get("requestId"),
-        path: c.req.path,
-        error: deps.redactor.text(error instanceof Error ? error.message : String(error)),
-      });
-    }
-    const title = ERROR_TITLES[problem.code] ?? (status >= 500 ? "Something went wrong" : "Refused");
-    const detail = status >= 500 ? "The error is logged with this request's id." : problem.message;
-    const body = layout({
-      title,
-      viewer: c.get("viewer"),
-      body: html`${notice(detail, "bad")}<p class="muted">Request id: <code>${c.get("requestId")}</code></p>
-<p><a href="/console">Back to the overview</a></p>`,
-    });
-    const headers: Record<string, string> = {
-      "content-security-policy": CONSOLE_POLICY,
-      "cache-control": "no-store",
-    };
-    if (problem.retryAfterSeconds !== undefined) headers["retry-after"] = String(problem.retryAfterSeconds);
-    return c.html(body, status as 400, headers);
-  });
-
-  router.route("/", consoleAssetRoutes());
-
   router.get("/console/sign-in", (c) => {
     if (c.get("tenant")) throw new AppError("not_found", "No such resource.");
     const q = c.req.query();
@@ -179,12 +157,55 @@ export function consoleRoutes(deps: Deps) {
     }
   });
 
+  router.route("/", passkeySignInRoute(deps, originAllowed));
+  return router;
+}
+
+/**
+ * `/console`: the operator console (docs/console.md), server-rendered HTML over the same domain
+ * functions the admin API calls. Not API operations: not in the OpenAPI document.
+ */
+export function consoleRoutes(deps: Deps) {
+  const router = new Hono<ConsoleEnv>();
+  const originAllowed = browserOriginCheck(deps.config);
+
+  // errors as console pages (with the same status the API would give), never as JSON
+  router.onError((error, c) => {
+    const problem = toAppError(error);
+    const status = statusOf[problem.code];
+    if (status >= 500) {
+      deps.logger.error("console error", {
+        requestId: c.get("requestId"),
+        path: c.req.path,
+        error: deps.redactor.text(error instanceof Error ? error.message : String(error)),
+      });
+    }
+    const title = ERROR_TITLES[problem.code] ?? (status >= 500 ? "Something went wrong" : "Refused");
+    const detail = status >= 500 ? "The error is logged with this request's id." : problem.message;
+    const body = layout({
+      title,
+      viewer: c.get("viewer"),
+      body: html`${notice(detail, "bad")}<p class="muted">Request id: <code>${c.get("requestId")}</code></p>
+<p><a href="/console">Back to the overview</a></p>`,
+    });
+    const headers: Record<string, string> = {
+      "content-security-policy": CONSOLE_POLICY,
+      "cache-control": "no-store",
+    };
+    if (problem.retryAfterSeconds !== undefined) headers["retry-after"] = String(problem.retryAfterSeconds);
+    return c.html(body, status as 400, headers);
+  });
+
+  router.route("/", consoleAssetRoutes());
+
+  router.route("/", signInRoutes(deps, originAllowed));
+
   const pages = pagesOf(deps);
   const session = consoleSession(deps, pages);
   // `/console/*` also matches `/console` itself
   router.use("/console/*", async (c, next) => {
     // the sign-in page and the assets are open; everything else is behind the session
-    if (c.req.path === "/console/sign-in" || c.req.path.startsWith("/console/assets/")) return next();
+    if (OPEN_PATHS.has(c.req.path) || c.req.path.startsWith("/console/assets/")) return next();
     return session(c, next);
   });
 

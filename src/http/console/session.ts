@@ -22,6 +22,8 @@ import type { ConsoleSection, Viewer } from "./layout.ts";
 const CSRF_COOKIE = "__Host-plinth_console_csrf";
 const CSRF_HEADER = "x-csrf-token";
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
+/** The console's own-account pages (pages-passkeys.ts): each staff member changes their own there. */
+const ownAccount = (path: string) => path === "/console/passkeys" || path.startsWith("/console/passkeys/");
 /** What a user who must change the password may still reach. */
 const BEFORE_CHANGE = new Set(["/console/password", "/console/sign-out"]);
 
@@ -151,7 +153,8 @@ export function consoleSession(
     if (!BEFORE_CHANGE.has(c.req.path)) {
       if (identity.tenantId !== null || !mayReadPlatform(identity.platformRoles))
         throw new AppError("forbidden", "The console is for platform staff.");
-      if (unsafe && !canChange)
+      // a viewer's own account (their passkeys) is theirs to change; the platform is not
+      if (unsafe && !canChange && !ownAccount(c.req.path))
         throw new AppError("forbidden", "The platform_viewer role reads; it changes nothing.");
     }
     await next();

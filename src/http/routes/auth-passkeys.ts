@@ -48,7 +48,7 @@ const registrationResponse = z
   });
 
 /** `PublicKeyCredential.toJSON()` of `navigator.credentials.get()`. */
-const authenticationResponse = z
+export const authenticationResponse = z
   .object({
     id: b64(1024),
     rawId: b64(1024),
