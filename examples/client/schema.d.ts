@@ -10534,7 +10534,19 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `forbidden`: only an owner adds an owner (docs/roles.md); an API key adds members only (docs/api-keys.md). */
+            /** @description `payment_required`: the plan has no seats. */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: only an owner adds an owner (docs/roles.md); an API key adds members only (docs/api-keys.md). `usage_limit_reached`: every seat (members and pending invitations) is taken. */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
