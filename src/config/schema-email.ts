@@ -30,6 +30,11 @@ export const emailSection = z.object({
     8,
     "Send attempts of a message before it is dead (the job engine's backoff between them).",
   ),
+  RetentionDays: int(
+    1,
+    30,
+    "Days a sent or failed message stays in the outbox (`email_messages`) before the daily `email.prune` job deletes it; its `email.send` job goes with the job retention (`BackgroundProcessing:JobRetentionDays`).",
+  ),
   Smtp: z.object({
     Host: z.string().min(1).optional().meta({ description: "SMTP server host name." }),
     Port: z

@@ -4,10 +4,11 @@ import { AUDIT_CHECKPOINT, type CheckpointDeps, writeAuditCheckpoint } from "../
 import { billingJobs } from "../billing/notifications.ts";
 import { systemCtx } from "../context.ts";
 import type { Deps } from "../deps.ts";
+import { emailPruneSchedule, emailPruneWorker } from "../email/prune-outbox.ts";
 import { emailJobs } from "../email/send-email.ts";
 import type { JobWorker } from "../jobs/registry.ts";
 import { createJobRegistry, systemNoop } from "../jobs/registry.ts";
-import { defineSchedule } from "../jobs/schedules.ts";
+import { defineSchedule, type ScheduleDefinition } from "../jobs/schedules.ts";
 import { checkpointStoreOf } from "../storage/audit-checkpoints.ts";
 import { pruneSchedule, webhookJobs } from "../webhooks/delivery-prune.ts";
 import { type Background, startBackground } from "./background.ts";
@@ -41,12 +42,18 @@ export const API_JOB_WORKERS = [
   ...billingJobs,
   ...webhookJobs,
   ...emailJobs,
+  emailPruneWorker,
   auditPruneWorker,
   auditCheckpointWorker,
 ];
 
 /** The job kinds an API process has a handler for (`system.noop` included): what a schedule may enqueue. */
 export const API_JOB_KINDS: readonly string[] = [systemNoop.kind, ...API_JOB_WORKERS.map((w) => w.kind.kind)];
+
+/** The schedules an API process seeds (the schedules loop): Plinth's own daily upkeep jobs. */
+export function apiSchedules(deps: Pick<Deps, "config">): ScheduleDefinition[] {
+  return [pruneSchedule, AUDIT_PRUNE_SCHEDULE, emailPruneSchedule, ...auditCheckpointSchedule(deps)];
+}
 
 /**
  * The background work of an API process (src/lifecycle.ts, under Bun and Deno alike): the job
@@ -62,7 +69,7 @@ export function startApiBackground(deps: Deps): Promise<Background> {
       subscriptions: subscriptionsLoop(),
       usageReconciliation: usageReconciliationLoop(),
       schedules: schedulesLoop({
-        schedules: [pruneSchedule, AUDIT_PRUNE_SCHEDULE, ...auditCheckpointSchedule(deps)],
+        schedules: apiSchedules(deps),
       }),
     },
   });
