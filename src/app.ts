@@ -58,6 +58,7 @@ import { problemRoutes } from "./http/routes/problems.ts";
 import { signUpRoutes } from "./http/routes/sign-up.ts";
 import { tenantFeatureRoutes } from "./http/routes/tenant-features.ts";
 import { tenantSettingsRoutes } from "./http/routes/tenant-settings.ts";
+import { tenantLifecycleRoutes } from "./http/routes/tenant-lifecycle.ts";
 import { tenantStorageRoutes } from "./http/routes/tenant-storage.ts";
 import { adminUserRoutes, tenantUserRoutes } from "./http/routes/users.ts";
 import { registerWebhookDocs } from "./http/routes/webhook-events.ts";
@@ -178,6 +179,7 @@ function mountRoutes(app: Router, deps: Deps, authenticated: MiddlewareHandler<A
   app.route("/", adminProviderRoutes(deps));
   app.route("/", adminSecretRoutes(deps));
   app.route("/", tenantStorageRoutes(deps));
+  app.route("/", tenantLifecycleRoutes(deps));
   app.route("/", adminDomainRoutes(deps));
   app.route("/", tenantDomainRoutes(deps));
   app.route("/", tlsPermissionRoutes(deps));

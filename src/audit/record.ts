@@ -54,6 +54,12 @@ export const AUDIT_DETAIL_KEYS = new Set([
   "changed",
   "privateIdentities",
   "emailSignIn",
+  "counts",
+  "tenantId",
+  "requestedBy",
+  "graceDays",
+  "scheduledFor",
+  "secrets",
 ]);
 
 export interface AuditInput {
@@ -87,6 +93,14 @@ export function cutAt(text: string, max: number): string {
   return text.slice(0, last >= 0xd800 && last <= 0xdbff ? max - 1 : max);
 }
 
+/** A flat record of counts (a deletion certificate's rows per table): names cut, numbers only, at most 500. */
+function countsOf(value: Record<string, unknown>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [name, count] of Object.entries(value).slice(0, 500))
+    if (typeof count === "number" && Number.isFinite(count)) out[cut(name)] = count;
+  return out;
+}
+
 /** The allow-listed, redacted copy of a details object that `recordAudit` stores. */
 export function auditDetails(details: Record<string, unknown> | undefined): Record<string, unknown> {
   const out: Record<string, unknown> = {};
@@ -102,6 +116,7 @@ export function auditDetails(details: Record<string, unknown> | undefined): Reco
         .slice(0, MAX_LIST)
         .map((item) => cut(String(item)))
         .sort();
+    else if (typeof value === "object") out[key] = countsOf(value as Record<string, unknown>);
   }
   return out;
 }

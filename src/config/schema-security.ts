@@ -182,6 +182,20 @@ export const securitySections = {
     }),
   }),
   Tenancy: z.object({
+    DeletionGraceDays: int(
+      0,
+      30,
+      "Days between a platform admin scheduling a tenant's deletion and the deletion (`POST /api/admin/tenants/{id}/deletion` without `graceDays`); it can be canceled until then.",
+    ),
+    ReservedDays: int(
+      0,
+      90,
+      "Days a deleted tenant's code and custom hostnames stay reserved: no new tenant may take them.",
+    ),
+    ExportLinkSeconds: z.number().int().min(60).max(604_800).default(3600).meta({
+      description:
+        "How long the presigned download link of a tenant export works, at most 604800 (a new link with every read of the export).",
+    }),
     SignUp: z.object({
       Enabled: flag(
         false,

@@ -10,6 +10,7 @@ import type { JobWorker } from "../jobs/registry.ts";
 import { createJobRegistry, systemNoop } from "../jobs/registry.ts";
 import { defineSchedule, type ScheduleDefinition } from "../jobs/schedules.ts";
 import { checkpointStoreOf } from "../storage/audit-checkpoints.ts";
+import { tenantExportWorker } from "../tenant-lifecycle/exports.ts";
 import { pruneSchedule, webhookJobs } from "../webhooks/delivery-prune.ts";
 import { type Background, startBackground } from "./background.ts";
 import { schedulesLoop } from "./schedules-loop.ts";
@@ -45,6 +46,7 @@ export const API_JOB_WORKERS = [
   emailPruneWorker,
   auditPruneWorker,
   auditCheckpointWorker,
+  tenantExportWorker,
 ];
 
 /** The job kinds an API process has a handler for (`system.noop` included): what a schedule may enqueue. */
@@ -63,7 +65,7 @@ export function apiSchedules(deps: Pick<Deps, "config">): ScheduleDefinition[] {
  */
 export function startApiBackground(deps: Deps): Promise<Background> {
   return startBackground(deps, {
-    registry: createJobRegistry().add(deps, API_JOB_WORKERS),
+    registry: createJobRegistry().add<Deps>(deps, API_JOB_WORKERS),
     loops: {
       tenantDomains: tenantDomainsLoop,
       subscriptions: subscriptionsLoop(),

@@ -96,6 +96,11 @@ export class ObjectStorage {
     return this.#o.maxUploadBytes;
   }
 
+  /** The client and bucket, for whole-prefix work (src/storage/prefix-objects.ts). */
+  get bucket(): { client: S3Client; bucket: string; clock: Clock } {
+    return { client: this.#o.client, bucket: this.#o.bucket, clock: this.#o.clock };
+  }
+
   #key(tenantId: string, key: string): string {
     try {
       return tenantObjectKey(tenantId, key);

@@ -123,6 +123,7 @@ function sampleParams(route: Route): { path: Record<string, string>; query: Reco
     deliveryId: crypto.randomUUID(),
     flowId: crypto.randomUUID(),
     invitationId: crypto.randomUUID(),
+    exportId: crypto.randomUUID(),
   };
   const pick = (names: string[]) =>
     Object.fromEntries(
@@ -517,7 +518,24 @@ const invitationCase = async (): Promise<Resource> => {
   };
 };
 
+/** An export of tenant B (the row only: reading it must not reach the job or storage). */
+const exportCase = async (): Promise<Resource> => {
+  const [row] = await execute<{ id: string }>(
+    app.db,
+    sql`insert into tenant_exports (tenant_id, requested_by) values (${tenantB.id}, 'test') returning id`,
+  );
+  if (!row) throw new Error("no export");
+  return {
+    params: { path: { exportId: row.id }, query: {} },
+    intact: async () =>
+      (
+        await execute<{ status: string }>(app.db, sql`select status from tenant_exports where id = ${row.id}`)
+      )[0]?.status === "pending",
+  };
+};
+
 const otherTenantsResource: Record<string, () => Promise<Resource>> = {
+  "GET /api/tenant/exports/:exportId": exportCase,
   "DELETE /api/tenant/invitations/:invitationId": invitationCase,
   "POST /api/tenant/invitations/:invitationId/resend": invitationCase,
   "POST /api/tenant/users/:userId/disable": userCase,

@@ -15,5 +15,6 @@ export * from "./security.ts";
 export * from "./sign-ups.ts";
 export * from "./single-use-tokens.ts";
 export * from "./storage.ts";
+export * from "./tenant-lifecycle.ts";
 export * from "./tenants.ts";
 export * from "./webhooks.ts";

@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { boolean, pgPolicy, pgTable, text, uuid } from "drizzle-orm/pg-core";
+import { boolean, jsonb, pgPolicy, pgTable, text, timestamp, uuid } from "drizzle-orm/pg-core";
 import { timestamps } from "./columns.ts";
 
 export const tenants = pgTable("tenants", {
@@ -17,6 +17,12 @@ export const tenants = pgTable("tenants", {
   privateIdentities: boolean().notNull().default(false),
   /** Its users may sign in with a code or link mailed to their address (src/auth/email-sign-in.ts). */
   emailSignIn: boolean().notNull().default(false),
+  /** When the tenant is to be deleted (docs/tenant-lifecycle.md); null: not scheduled. */
+  deletionScheduledFor: timestamp({ withTimezone: true }),
+  /** Who scheduled the deletion (`user:<id>`), for its certificate. */
+  deletionRequestedBy: text(),
+  /** Rows and objects deleted so far, by table and prefix: the certificate's counts, kept across a crash. */
+  deletionCounts: jsonb().$type<Record<string, number>>(),
   ...timestamps,
 });
 

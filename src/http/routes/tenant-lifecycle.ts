@@ -1,0 +1,107 @@
+import { z } from "@hono/zod-openapi";
+import type { Deps } from "../../deps.ts";
+import { getTenantExport, MIN_PASSPHRASE, startTenantExport } from "../../tenant-lifecycle/exports.ts";
+import { tenantAccess } from "../access.ts";
+import { apiRoute, json, jsonBody, problem, tenantIdParam } from "../openapi.ts";
+import { adminCtxOf, createRouter, tenantCtxOf } from "../request-context.ts";
+
+const started = z.object({ id: z.uuid() }).openapi("TenantExportStarted");
+const exportView = z
+  .object({
+    id: z.uuid(),
+    status: z.enum(["pending", "running", "succeeded", "failed"]),
+    progress: z.number().int().min(0).max(100).openapi({ description: "0–100." }),
+    downloadUrl: z.string().optional().openapi({
+      description: "Once succeeded: a presigned link to the `.tar.gz` archive, made for this read.",
+    }),
+    downloadExpiresAt: z.string().optional().openapi({ description: "When `downloadUrl` stops working." }),
+    manifest: z.record(z.string(), z.unknown()).optional().openapi({
+      description:
+        "Once succeeded: counts, SHA-256 of each file, the schema version (docs/tenant-lifecycle.md).",
+    }),
+    error: z.string().optional().openapi({ description: "Why a failed export failed." }),
+  })
+  .openapi("TenantExport");
+const exportIdParam = z.object({ exportId: z.uuid().openapi({ param: { name: "exportId", in: "path" } }) });
+
+const adminStart = apiRoute("platform", {
+  method: "post",
+  path: "/api/admin/tenants/{tenantId}/exports",
+  operationId: "adminStartTenantExport",
+  tags: ["admin"],
+  summary: "Export every row and object of a tenant into one archive (a job; follow it with the GET).",
+  request: {
+    params: tenantIdParam,
+    body: {
+      ...jsonBody(
+        z
+          .object({
+            secretsPassphrase: z.string().min(MIN_PASSPHRASE).max(1024).optional().openapi({
+              description:
+                "Include the provider secrets, sealed to a key derived from this passphrase (scrypt); without it they are left out. Stored nowhere.",
+            }),
+          })
+          .openapi("NewTenantExport"),
+      ),
+      required: false,
+    },
+  },
+  responses: {
+    202: json("The export was started.", started),
+    404: problem("No such tenant."),
+  },
+});
+
+const adminShow = apiRoute("platform", {
+  method: "get",
+  path: "/api/admin/tenants/{tenantId}/exports/{exportId}",
+  operationId: "adminGetTenantExport",
+  tags: ["admin"],
+  summary: "A tenant export: its state, progress and, once written, its manifest and a download link.",
+  request: { params: tenantIdParam.extend(exportIdParam.shape) },
+  responses: {
+    200: json("The export.", exportView),
+    404: problem("No such tenant or export."),
+  },
+});
+
+const ownerStart = apiRoute(tenantAccess(["owner"], { apiKey: "none" }), {
+  method: "post",
+  path: "/api/tenant/exports",
+  operationId: "startTenantExport",
+  tags: ["tenant"],
+  summary: "Export every row and object of your tenant into one archive, provider secrets left out (a job).",
+  responses: { 202: json("The export was started.", started) },
+});
+
+const ownerShow = apiRoute(tenantAccess(["owner"], { apiKey: "none" }), {
+  method: "get",
+  path: "/api/tenant/exports/{exportId}",
+  operationId: "getTenantExport",
+  tags: ["tenant"],
+  summary: "One of your tenant's exports: its state, progress and, once written, a download link.",
+  request: { params: exportIdParam },
+  responses: {
+    200: json("The export.", exportView),
+    404: problem("No such export."),
+  },
+});
+
+/** Tenant exports: platform admins for any tenant, owners for their own (docs/tenant-lifecycle.md). */
+export function tenantLifecycleRoutes(deps: Deps) {
+  return createRouter()
+    .openapi(adminStart, async (c) => {
+      const { tenantId } = c.req.valid("param");
+      const body = c.req.header("content-type") ? c.req.valid("json") : {};
+      const ctx = adminCtxOf(c, tenantId);
+      return c.json(await startTenantExport(deps, ctx, { secretsPassphrase: body?.secretsPassphrase }), 202);
+    })
+    .openapi(adminShow, async (c) => {
+      const { tenantId, exportId } = c.req.valid("param");
+      return c.json(await getTenantExport(deps, adminCtxOf(c, tenantId), { exportId }), 200);
+    })
+    .openapi(ownerStart, async (c) => c.json(await startTenantExport(deps, tenantCtxOf(c), {}), 202))
+    .openapi(ownerShow, async (c) =>
+      c.json(await getTenantExport(deps, tenantCtxOf(c), c.req.valid("param")), 200),
+    );
+}
