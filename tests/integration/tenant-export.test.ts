@@ -160,19 +160,15 @@ describe("tenant export", () => {
     try {
       expect(bytes.includes(Buffer.from("sk_live_abcdef0123456789"))).toBe(false);
       if (!manifest.secrets.included) throw new Error("the secrets should be in the archive");
+      const { salt } = manifest.secrets;
       const [row] = readFileSync(join(dir, "tables/tenant_secrets.ndjson"), "utf8")
         .trim()
         .split("\n")
         .map((l) => JSON.parse(l));
-      const key = deriveArchiveKey(passphrase, manifest.secrets.salt);
+      const key = deriveArchiveKey(passphrase, salt);
       expect(openFromArchive(key, tenant.id, row.name, row)).toBe("sk_live_abcdef0123456789");
       expect(() =>
-        openFromArchive(
-          deriveArchiveKey("a wrong passphrase!!", manifest.secrets.salt),
-          tenant.id,
-          row.name,
-          row,
-        ),
+        openFromArchive(deriveArchiveKey("a wrong passphrase!!", salt), tenant.id, row.name, row),
       ).toThrow();
     } finally {
       rmSync(dir, { recursive: true, force: true });
