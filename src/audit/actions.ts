@@ -1,8 +1,9 @@
 import { markdownTable } from "../markdown-table.ts";
 import type { AuditOutcome } from "./record.ts";
+import { TENANT_LIFECYCLE_ACTIONS } from "./tenant-lifecycle-actions.ts";
 
 /** One kind of row an action writes: docs/audit.md's action table has a line for each. */
-interface ActionRow {
+export interface ActionRow {
   /** What happened. */
   what: string;
   /** Set when the action writes rows of this outcome only (`auth.sign_in` has one row per outcome). */
@@ -356,36 +357,7 @@ const ACTIONS = {
     details: "—",
     writtenBy: "`suspendTenant`",
   },
-  "tenant.export_requested": {
-    what: "A tenant export was asked for (every row and object of the tenant into one archive).",
-    target: "`tenant_export`",
-    details: "`tenantId`, `secrets` (true: provider secrets sealed to a passphrase)",
-    writtenBy: "`startTenantExport` (POST /api/admin/tenants/{tenantId}/exports, POST /api/tenant/exports)",
-  },
-  "tenant.deletion_scheduled": {
-    what: "A tenant's deletion was scheduled after a grace period.",
-    target: "`tenant`",
-    details: "`graceDays`, `scheduledFor`",
-    writtenBy: "`scheduleTenantDeletion` (POST /api/admin/tenants/{tenantId}/deletion)",
-  },
-  "tenant.deletion_canceled": {
-    what: "A tenant's scheduled deletion was canceled.",
-    target: "`tenant`",
-    details: "`scheduledFor`",
-    writtenBy: "`cancelTenantDeletion` (DELETE /api/admin/tenants/{tenantId}/deletion)",
-  },
-  "tenant.deleted": {
-    what: "A tenant was deleted: its deletion certificate (platform chain).",
-    target: "`tenant`",
-    details: "`code`, `counts` (rows per table, objects per prefix), `requestedBy`, `scheduledFor`",
-    writtenBy: "the `tenant.delete` job (`deleteTenantData`)",
-  },
-  "tenant.imported": {
-    what: "A tenant was loaded from an export archive (platform chain).",
-    target: "`tenant`",
-    details: "`code`, `counts` (rows per table, objects)",
-    writtenBy: "`bun run tenant:import`",
-  },
+  ...TENANT_LIFECYCLE_ACTIONS,
   "platform.bootstrapped": {
     what: "The first platform administrator was created.",
     target: "`user`",
