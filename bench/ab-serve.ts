@@ -2,16 +2,24 @@
  * One tree's server for `bench/ab-trees.ts`: copied into a checkout's bench/ (any commit from
  * 50db25d on has `benchDeps`, `createPlatformAdmin` and `bunServeOptions`), it serves that tree's
  * app as server.ts does, on a fresh bench database, signs a platform administrator in and prints
- * `READY <port> <access token>`; SIGTERM stops it and drops the database.
+ * `READY <port> <access token>`; SIGTERM stops it and drops the database. With `AB_SIGN_IN=owner` it
+ * signs in a tenant's owner instead (a tenant of twenty users: `--path /api/tenant/users?limit=20`).
  */
 import postgres from "postgres";
 import { createApp } from "../src/app.ts";
 import { bunServeOptions } from "../src/http/bun-serve.ts";
-import { createPlatformAdmin, PASSWORD } from "../tests/helpers/identity.ts";
+import { createPlatformAdmin, createTenant, createUser, PASSWORD } from "../tests/helpers/identity.ts";
 import { benchDeps } from "./plinth-process.ts";
 
 const { deps, database } = await benchDeps("ab");
 const admin = await createPlatformAdmin(deps.database.db);
+let signIn: Record<string, string> = { email: admin.email };
+if (process.env.AB_SIGN_IN === "owner") {
+  const tenant = await createTenant(deps.database.db);
+  const owner = await createUser(deps.database.db, tenant.id, { role: "owner" });
+  for (let i = 0; i < 19; i++) await createUser(deps.database.db, tenant.id);
+  signIn = { email: owner.email, tenant: tenant.code };
+}
 const sql = postgres(database.url, { onnotice: () => {} });
 await sql`update users set must_change_password = false`;
 await sql.end();
@@ -19,7 +27,7 @@ const server = Bun.serve({ port: 0, ...bunServeOptions(createApp(deps), deps) })
 const login = await fetch(`http://127.0.0.1:${server.port}/api/auth/login`, {
   method: "POST",
   headers: { "content-type": "application/json" },
-  body: JSON.stringify({ email: admin.email, password: PASSWORD }),
+  body: JSON.stringify({ ...signIn, password: PASSWORD }),
 });
 if (login.status !== 200) throw new Error(`sign-in answered ${login.status}`);
 const { accessToken } = (await login.json()) as { accessToken: string };

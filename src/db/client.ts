@@ -10,7 +10,7 @@ import { withTimeout } from "../runtime/with-timeout.ts";
 import { observePgliteClient, observePostgresClient, type QueryObserver } from "../telemetry/db.ts";
 import { lockDirectory } from "./pglite-lock.ts";
 import * as schema from "./schema/index.ts";
-import { registerScopedRunner } from "./tenant-scope.ts";
+import { registerScopedReader, registerScopedRunner } from "./tenant-scope.ts";
 
 export type Schema = typeof schema;
 /** The Drizzle database, whichever driver is behind it. */
@@ -202,6 +202,7 @@ function openPostgres(url: string, options: OpenDatabaseOptions): Database {
   observePostgresClient(client, () => observer);
   const db = drizzlePostgres(client, { schema, casing: "snake_case" }) as unknown as Db;
   registerScopedRunner(db, client, (shim) => observePostgresClient(shim, () => observer));
+  registerScopedReader(db, client);
   const database: Database = {
     db,
     driver: "postgres",

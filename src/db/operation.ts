@@ -8,7 +8,13 @@
  */
 import type { Ctx } from "../context.ts";
 import type { Database, Executor, Tx } from "./client.ts";
-import { type DatabaseScope, type ScopeMode, scopedRunnerOf, scopeSetting } from "./tenant-scope.ts";
+import {
+  type DatabaseScope,
+  type ScopeMode,
+  scopedReaderOf,
+  scopedRunnerOf,
+  scopeSetting,
+} from "./tenant-scope.ts";
 
 /** What an operation needs of Deps to reach the database. */
 export interface DatabaseDeps {
@@ -44,18 +50,44 @@ export async function withTransaction<T, C extends Ctx>(
 
 /**
  * Runs `work` on the ctx's transaction when it carries one, else on the pool: for reads and single
- * statements that need no transaction of their own. No tenant context yet: a read in a scoped
- * transaction (src/db/tenant-scope.ts, mode `read`) measured twice the API's CPU per request on
- * `/api/tenant/users` (BEGIN and COMMIT cost ~45 µs of postgres.js each, reserving a connection as
- * much; docs/performance.md), far over the issue's 10 %. Under the API's role a read here sees no
- * tenant row until that path is cheap; the app still connects as the owner or a superuser.
+ * statements that need no transaction of their own. With a tenant's ctx every statement carries the
+ * tenant's context in front of it, in its own implicit transaction (src/db/tenant-scope.ts,
+ * `scopePrelude`): no BEGIN, COMMIT or reserved connection, so a read costs what it did without one
+ * (docs/performance.md, "Tenant context A/B"). A ctx without a tenant reads with no context: under
+ * the API's role it sees no tenant row (platform reads go through withPlatformDatabase).
  */
 export async function withDatabase<T>(
   deps: DatabaseDeps,
   ctx: Ctx,
   work: (db: Executor) => Promise<T>,
 ): Promise<T> {
-  return work(ctx.tx ?? deps.database.db);
+  if (ctx.tx) return work(ctx.tx);
+  const { db } = deps.database;
+  if (ctx.tenantId === null) return work(db);
+  const read = scopedReaderOf(db);
+  if (read) return read({ tenantId: ctx.tenantId }, work);
+  return work(db);
+}
+
+/**
+ * The named platform path for reads and single statements (loops, lookups before a tenant is known,
+ * platform lists): every statement sees every tenant's rows (`plinth.platform` = `on`, per statement
+ * as withDatabase's tenant context). Joins the ctx's transaction only when it is a platform one.
+ */
+export async function withPlatformDatabase<T>(
+  deps: DatabaseDeps,
+  ctx: Ctx,
+  work: (db: Executor) => Promise<T>,
+): Promise<T> {
+  if (ctx.tx) {
+    if (platformTransactions.has(ctx.tx)) return work(ctx.tx);
+    throw new Error("withPlatformDatabase inside a transaction that is not a platform one");
+  }
+  const { db } = deps.database;
+  const read = scopedReaderOf(db);
+  if (read) return read({ platform: true }, work);
+  // PGlite: one user, a superuser, whom policies never hold
+  return work(db);
 }
 
 /**

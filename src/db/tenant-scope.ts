@@ -73,6 +73,136 @@ interface Lane {
 
 const runners = new WeakMap<Db, ScopedRunner>();
 
+/** Runs `work` on an executor whose every statement carries `scope` (src/db/operation.ts, withDatabase). */
+export type ScopedReader = <T>(scope: DatabaseScope, work: (db: Tx) => Promise<T>) => Promise<T>;
+
+const readers = new WeakMap<Db, ScopedReader>();
+
+/** The per-statement reader of `db` (PostgreSQL through postgres.js), when it has one. */
+export function scopedReaderOf(db: unknown): ScopedReader | undefined {
+  return readers.get(db as Db);
+}
+
+/** One protocol message: its type byte, its length (itself included), its body. */
+function protocolMessage(type: string, ...parts: Buffer[]): Buffer {
+  const body = Buffer.concat(parts);
+  const head = Buffer.alloc(5);
+  head.write(type, 0, "latin1");
+  head.writeInt32BE(body.length + 4, 1);
+  return Buffer.concat([head, body]);
+}
+
+function int16(value: number): Buffer {
+  const buffer = Buffer.alloc(2);
+  buffer.writeInt16BE(value);
+  return buffer;
+}
+
+function int32(value: number): Buffer {
+  const buffer = Buffer.alloc(4);
+  buffer.writeInt32BE(value);
+  return buffer;
+}
+
+const NUL = Buffer.from([0]);
+/**
+ * Sets a setting for the rest of the implicit transaction and returns no row (set_config returns the
+ * value it set, never null), so postgres.js has no row to place: only its CommandComplete, which the
+ * patched driver passes by (patches/postgres@3.4.9.patch).
+ */
+const SET_LOCAL = (name: "plinth.tenant_id" | "plinth.platform") =>
+  Buffer.from(`select where set_config('${name}', $1, true) is null\0`);
+
+/**
+ * The scope as extended-protocol messages (Parse, Bind, Execute of the unnamed statement, no Sync),
+ * written ahead of a statement's own messages: the two run in one implicit transaction, ended by the
+ * statement's Sync, so the setting holds for that statement only and never outlives it (on a pooled
+ * connection behind PgBouncer in transaction mode as on a direct one). The value is a bound
+ * parameter, never part of the text. A tenant id that is not a uuid sets nothing (no tenant row).
+ */
+export function scopePrelude(scope: DatabaseScope): Buffer | undefined {
+  const [name, value] =
+    "platform" in scope
+      ? (["plinth.platform", "on"] as const)
+      : UUID.test(scope.tenantId)
+        ? (["plinth.tenant_id", scope.tenantId.toLowerCase()] as const)
+        : [undefined, undefined];
+  if (!name) return undefined;
+  const bytes = Buffer.from(value, "latin1");
+  return Buffer.concat([
+    protocolMessage("P", NUL, SET_LOCAL(name), int16(1), int32(0)),
+    protocolMessage("B", NUL, NUL, int16(0), int16(1), int32(bytes.length), bytes, int16(0)),
+    protocolMessage("E", NUL, int32(0)),
+  ]);
+}
+
+/** Preludes of the tenants seen lately: a request builds none of its own. */
+const preludes = new Map<string, Buffer | undefined>();
+const PRELUDES_KEPT = 4096;
+
+function preludeOf(scope: DatabaseScope): Buffer | undefined {
+  const key = "platform" in scope ? "" : scope.tenantId;
+  let prelude = preludes.get(key);
+  if (prelude === undefined && !preludes.has(key)) {
+    prelude = scopePrelude(scope);
+    if (preludes.size >= PRELUDES_KEPT) preludes.clear();
+    preludes.set(key, prelude);
+  }
+  return prelude;
+}
+
+interface ReadLane {
+  db: Tx;
+  /** The scope's prelude while a `work` runs on the lane; `null` when the lane is free. */
+  prelude: Buffer | undefined | null;
+}
+
+/**
+ * Builds `db`'s per-statement reader over its postgres.js client: each statement the work runs goes
+ * to the pool as usual, its scope's prelude ahead of it in the same message (no BEGIN, no COMMIT, no
+ * reserved connection; docs/decisions.md, "the context rides in each statement"). The work runs on a
+ * lane, a Drizzle executor kept on a free list, so statements built once per executor stay built.
+ */
+export function registerScopedReader(db: Db, client: postgres.Sql): void {
+  const dialect = new PgDialect({ casing: "snake_case" });
+  const { fullSchema, schema, tableNamesMap } = (db as Loose)._;
+  const relational = { fullSchema, schema, tableNamesMap };
+  const free: ReadLane[] = [];
+
+  const newLane = (): ReadLane => {
+    const lane = { prelude: null } as ReadLane;
+    const shim: Loose = {
+      options: client.options,
+      // through the pool's own `unsafe` (observed there: spans, the duration metric); extended protocol
+      // even without parameters, the prelude's carrier
+      unsafe: (text: string, params: unknown[] = [], options: Record<string, unknown> = {}) => {
+        const prelude = lane.prelude;
+        if (prelude === null) throw new Error("a scoped executor was used after its work ended");
+        if (prelude === undefined) return (client.unsafe as Loose)(text, params, options);
+        return (client.unsafe as Loose)(text, params, { ...options, simple: false, prelude });
+      },
+      savepoint: () => {
+        throw new Error("withDatabase runs statements one by one: open a transaction with withTransaction");
+      },
+    };
+    const session = new PostgresJsSession(shim, dialect, relational, {});
+    lane.db = new PostgresJsTransaction(dialect, session, relational) as unknown as Tx;
+    return lane;
+  };
+
+  const read: ScopedReader = async (scope, work) => {
+    const lane = free.pop() ?? newLane();
+    lane.prelude = preludeOf(scope);
+    try {
+      return await work(lane.db);
+    } finally {
+      lane.prelude = null;
+      free.push(lane);
+    }
+  };
+  readers.set(db, read);
+}
+
 /** The pipelined runner of `db` (PostgreSQL through postgres.js), when it has one. */
 export function scopedRunnerOf(db: unknown): ScopedRunner | undefined {
   return runners.get(db as Db);

@@ -5,7 +5,12 @@ import postgres from "postgres";
 import { systemCtx } from "../../src/context.ts";
 import { DEFAULT_APP_ROLE, ensureAppRole } from "../../src/db/app-role.ts";
 import { type Database, execute } from "../../src/db/client.ts";
-import { withDatabase, withPlatformTransaction, withTransaction } from "../../src/db/operation.ts";
+import {
+  withDatabase,
+  withPlatformDatabase,
+  withPlatformTransaction,
+  withTransaction,
+} from "../../src/db/operation.ts";
 import { tenantMemberships, users } from "../../src/db/schema/index.ts";
 import { scopedRunnerOf } from "../../src/db/tenant-scope.ts";
 import { createTestDatabase, openTestDatabase, type TestDatabase } from "../helpers/database.ts";
@@ -128,6 +133,68 @@ describe("the operations' paths as the API's role", () => {
     expect(renamed).toEqual([{ id: userA }]);
   });
 
+  test("withDatabase carries the ctx tenant's context in each statement", async () => {
+    const ctxA = systemCtx("test", tenantA.id);
+    const read = await withDatabase(appDeps(), ctxA, async (db) => {
+      // with parameters, then without (sent in the extended protocol too, the context ahead of it)
+      const first = await db.select({ id: users.id }).from(users).where(eq(users.tenantId, tenantA.id));
+      const second = await execute<{ id: string; v: string }>(
+        db,
+        sql`select id, current_setting('plinth.tenant_id', true) as v from users`,
+      );
+      return { first, second };
+    });
+    expect(read.first.map((r) => r.id)).toEqual([userA]);
+    expect(read.second).toEqual([{ id: userA, v: tenantA.id }]);
+    // B's row is not there to read, nor to write
+    expect(
+      await withDatabase(appDeps(), ctxA, (db) => db.select().from(users).where(eq(users.id, userB))),
+    ).toEqual([]);
+    await expect(
+      withDatabase(appDeps(), ctxA, (db) =>
+        db.insert(tenantMemberships).values({ tenantId: tenantB.id, userId: userA }),
+      ),
+    ).rejects.toMatchObject({ cause: { code: "42501" } });
+    // a single statement writes in the ctx tenant
+    const renamed = await withDatabase(appDeps(), ctxA, (db) =>
+      db.update(users).set({ name: "renamed in A" }).where(eq(users.id, userA)).returning({ id: users.id }),
+    );
+    expect(renamed).toEqual([{ id: userA }]);
+    // a tenant id that is no uuid names no tenant: nothing
+    expect(
+      await withDatabase(appDeps(), systemCtx("test", "not-a-uuid"), (db) => db.select().from(users)),
+    ).toEqual([]);
+    // statements of two tenants in flight at once on the one pooled connection: each its own context
+    const [a, b] = await Promise.all(
+      [tenantA.id, tenantB.id].map((tenantId) =>
+        withDatabase(appDeps(), systemCtx("test", tenantId), (db) => db.select({ id: users.id }).from(users)),
+      ),
+    );
+    expect(a?.map((r) => r.id)).toEqual([userA]);
+    expect(b?.map((r) => r.id)).toEqual([userB]);
+    // the executor is the work's only: used after it ended, it refuses
+    let kept: Parameters<Parameters<typeof withDatabase>[2]>[0] | undefined;
+    await withDatabase(appDeps(), ctxA, async (db) => {
+      kept = db;
+    });
+    await expect(kept?.select().from(users).then()).rejects.toMatchObject({
+      cause: { message: expect.stringContaining("used after its work ended") },
+    });
+  });
+
+  test("withPlatformDatabase is named and sees every tenant, statement by statement", async () => {
+    const all = await withPlatformDatabase(appDeps(), systemCtx("test"), (db) =>
+      db.select({ id: users.id }).from(users),
+    );
+    expect(all.map((r) => r.id)).toEqual(expect.arrayContaining([userA, userB]));
+    // never inside a tenant's transaction
+    await expect(
+      withTransaction(appDeps(), systemCtx("test", tenantA.id), (_tx, ctx) =>
+        withPlatformDatabase(appDeps(), ctx, (db) => db.select().from(users)),
+      ),
+    ).rejects.toThrow("not a platform one");
+  });
+
   test("the platform path is named and sees every tenant", async () => {
     const all = await withPlatformTransaction(appDeps(), systemCtx("test"), (tx) =>
       tx.select({ id: users.id }).from(users),
@@ -186,6 +253,23 @@ describe("the context ends with its transaction", () => {
         sql`select current_setting('plinth.platform', true) as v`,
       );
       expect(platform?.v).toBeFalsy();
+      // withDatabase's per-statement context ends with its statement, as does the platform one's
+      const [inRead] = await withDatabase(deps, systemCtx("test", tenantA.id), (db) =>
+        execute<{ v: string }>(db, sql`select current_setting('plinth.tenant_id', true) as v`),
+      );
+      expect(inRead?.v).toBe(tenantA.id);
+      expect(await setting(pooled)).toBeFalsy();
+      await withPlatformDatabase(deps, systemCtx("test"), (db) => execute(db, sql`select 1`));
+      const [afterPlatformRead] = await execute<{ v: string | null }>(
+        pooled.db,
+        sql`select current_setting('plinth.platform', true) as v`,
+      );
+      expect(afterPlatformRead?.v).toBeFalsy();
+      // so does one whose statement failed
+      await expect(
+        withDatabase(deps, systemCtx("test", tenantA.id), (db) => execute(db, sql`select 1/${0}::int`)),
+      ).rejects.toThrow();
+      expect(await setting(pooled)).toBeFalsy();
       // a failed transaction leaves nothing behind either
       await expect(
         withTransaction(deps, systemCtx("test", tenantA.id), async (tx) => {
