@@ -1,6 +1,9 @@
 // `bun run db:isolation` (part of `bun run check`): migrates an in-memory PGlite with every migration
 // in drizzle/ and fails, naming the table, when a table with a `tenant_id` column lacks row-level
-// security (ENABLE), FORCE (the owner held too) or a policy on `plinth.tenant_id` for every command.
+// security (ENABLE), FORCE (the owner held too) or a policy on `plinth.tenant_id` for every command, and
+// when a table without `tenant_id` that references a tenant table (a child reached through its
+// parent: refresh_tokens through sessions) lacks ENABLE, FORCE or a policy that reads through that
+// parent for every command (parentIsolation()).
 // `--fixture <file.sql>` (repeatable) runs more SQL after the migrations (the test proves the check fails on a
 // tenant table without them). docs/architecture.md, "Every tenant table is born with its policy".
 import { readFileSync } from "node:fs";
@@ -21,6 +24,7 @@ interface TenantTable {
 const database = await openDatabase("pglite:memory:");
 let failures: string[] = [];
 let count = 0;
+let childCount = 0;
 try {
   await migrate(database.db);
   // one statement at a time: PGlite prepares what it is sent, and a prepared statement is one command
@@ -42,7 +46,40 @@ try {
                       where a.attrelid = c.oid and a.attname = 'tenant_id' and not a.attisdropped)
         order by c.relname`,
   );
+  // children: no tenant_id, a foreign key to a table with one; the policy must read through a parent
+  const children = await execute<TenantTable & { parents: string }>(
+    database.db,
+    sql`select c.relname as name, c.relrowsecurity as enabled, c.relforcerowsecurity as forced,
+          string_agg(distinct p.relname, ', ') as parents,
+          (select count(*)::int from pg_policy y
+            where y.polrelid = c.oid and y.polcmd = '*' and y.polpermissive
+              and exists (select 1 from pg_constraint k2 join pg_class p2 on p2.oid = k2.confrelid
+                          where k2.conrelid = c.oid and k2.contype = 'f'
+                            and pg_get_expr(y.polqual, y.polrelid) like '%' || quote_ident(p2.relname) || '%'
+                            and pg_get_expr(y.polwithcheck, y.polrelid) like '%' || quote_ident(p2.relname) || '%'
+                            and exists (select 1 from pg_attribute a2 where a2.attrelid = p2.oid
+                                          and a2.attname = 'tenant_id' and not a2.attisdropped))) as policies
+        from pg_class c
+        join pg_constraint k on k.conrelid = c.oid and k.contype = 'f'
+        join pg_class p on p.oid = k.confrelid
+        where c.relnamespace = 'public'::regnamespace and c.relkind in ('r', 'p')
+          and not exists (select 1 from pg_attribute a
+                          where a.attrelid = c.oid and a.attname = 'tenant_id' and not a.attisdropped)
+          and exists (select 1 from pg_attribute a
+                      where a.attrelid = p.oid and a.attname = 'tenant_id' and not a.attisdropped)
+        group by c.oid, c.relname, c.relrowsecurity, c.relforcerowsecurity
+        order by c.relname`,
+  );
   count = tables.length;
+  childCount = children.length;
+  const childFailures = children.flatMap((t) => {
+    const missing = [
+      t.enabled ? "" : "ENABLE ROW LEVEL SECURITY",
+      t.forced ? "" : "FORCE ROW LEVEL SECURITY",
+      t.policies > 0 ? "" : `a policy through its parent (${t.parents}) for all commands (parentIsolation())`,
+    ].filter(Boolean);
+    return missing.length ? [`${t.name}: lacks ${missing.join(", ")}`] : [];
+  });
   failures = tables.flatMap((t) => {
     const missing = [
       t.enabled ? "" : "ENABLE ROW LEVEL SECURITY",
@@ -51,6 +88,7 @@ try {
     ].filter(Boolean);
     return missing.length ? [`${t.name}: lacks ${missing.join(", ")}`] : [];
   });
+  failures.push(...childFailures);
 } finally {
   await database.close();
 }
@@ -61,4 +99,6 @@ if (failures.length > 0) {
   );
   process.exit(1);
 }
-console.log(`db:isolation: ${count} tenant tables, each with RLS enabled, forced and a tenant policy`);
+console.log(
+  `db:isolation: ${count} tenant tables, each with RLS enabled, forced and a tenant policy; ${childCount} reached through a parent, each with RLS enabled, forced and a policy through it`,
+);

@@ -110,6 +110,43 @@ describe("raw SQL as the API's role", () => {
   });
 });
 
+describe("tables reached through a parent, as the API's role", () => {
+  test("a refresh token is seen and written in its session's tenant only", async () => {
+    const owner = postgres(t.directUrl, { max: 1, onnotice: () => {} });
+    try {
+      const tokenOf = async (tenantId: string, userId: string) => {
+        const [session] = await owner<{ id: string }[]>`
+          insert into sessions (user_id, tenant_id, expires_at)
+          values (${userId}, ${tenantId}, now() + interval '1 hour') returning id`;
+        await owner`insert into refresh_tokens (session_id, token_hash, expires_at)
+          values (${session?.id ?? ""}, ${crypto.randomUUID()}, now() + interval '1 hour')`;
+        return session?.id ?? "";
+      };
+      const sessionA = await tokenOf(tenantA.id, userA);
+      const sessionB = await tokenOf(tenantB.id, userB);
+      const seen = (tenantId: string) =>
+        app.begin(async (tx) => {
+          await tx`select set_config('plinth.tenant_id', ${tenantId}, true)`;
+          return tx<{ session_id: string }[]>`select session_id from refresh_tokens`;
+        });
+      expect((await seen(tenantA.id)).map((r) => r.session_id)).toEqual([sessionA]);
+      expect((await seen(tenantB.id)).map((r) => r.session_id)).toEqual([sessionB]);
+      const [none] = await app`select count(*)::int as n from refresh_tokens`;
+      expect(none?.n).toBe(0);
+      // a token for B's session, written in A's context: refused by the check through the parent
+      await expect(
+        app.begin(async (tx) => {
+          await tx`select set_config('plinth.tenant_id', ${tenantA.id}, true)`;
+          await tx`insert into refresh_tokens (session_id, token_hash, expires_at)
+            values (${sessionB}, ${crypto.randomUUID()}, now() + interval '1 hour')`;
+        }),
+      ).rejects.toMatchObject({ code: "42501" });
+    } finally {
+      await owner.end();
+    }
+  });
+});
+
 describe("the operations' paths as the API's role", () => {
   const appDeps = () => ({ database: appDb });
 
@@ -297,15 +334,22 @@ describe("db:isolation", () => {
     const clean = run();
     expect(clean.output).toContain("each with RLS enabled, forced and a tenant policy");
     expect(clean.code).toBe(0);
-    const fixtures = ["tenant-table-without-rls.sql", "tenant-table-not-forced.sql"].flatMap((file) => [
-      "--fixture",
-      join(ROOT, "tests/fixtures", file),
-    ]);
+    expect(clean.output).toContain(
+      "3 reached through a parent, each with RLS enabled, forced and a policy through it",
+    );
+    const fixtures = [
+      "tenant-table-without-rls.sql",
+      "tenant-table-not-forced.sql",
+      "child-table-without-policy.sql",
+    ].flatMap((file) => ["--fixture", join(ROOT, "tests/fixtures", file)]);
     const failed = run(fixtures);
     expect(failed.code).toBe(1);
     expect(failed.output).toContain(
       "unguarded_notes: lacks ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, a policy on plinth.tenant_id",
     );
     expect(failed.output).toContain("half_guarded_notes: lacks FORCE ROW LEVEL SECURITY\n");
+    expect(failed.output).toContain(
+      "unguarded_user_notes: lacks a policy through its parent (users) for all commands (parentIsolation())",
+    );
   }, 120_000);
 });

@@ -14,7 +14,7 @@ import {
   uuid,
 } from "drizzle-orm/pg-core";
 import { timestamps } from "./columns.ts";
-import { tenantIdColumn, tenantIsolation, tenants } from "./tenants.ts";
+import { parentIsolation, tenantIdColumn, tenantIsolation, tenants } from "./tenants.ts";
 
 /**
  * Where an identity (one sign-in) lives, docs/decisions.md "One identity, several tenants":
@@ -133,7 +133,10 @@ export const refreshTokens = pgTable(
     expiresAt: timestamp({ withTimezone: true }).notNull(),
     rotatedAt: timestamp({ withTimezone: true }),
   },
-  (t) => [index("refresh_tokens_session_idx").on(t.sessionId)],
+  (t) => [
+    index("refresh_tokens_session_idx").on(t.sessionId),
+    parentIsolation("refresh_tokens", "session_id", "sessions"),
+  ],
 );
 
 /** SMS sign-in codes, stored only as an HMAC under the pepper; single use, short-lived. */
@@ -198,5 +201,8 @@ export const platformRoleBindings = pgTable(
       .references(() => platformRoles.code),
     createdAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
   },
-  (t) => [primaryKey({ columns: [t.userId, t.role] })],
+  (t) => [
+    primaryKey({ columns: [t.userId, t.role] }),
+    parentIsolation("platform_role_bindings", "user_id", "users"),
+  ],
 );

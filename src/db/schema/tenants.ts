@@ -45,6 +45,23 @@ const tenantRow = sql`tenant_id = nullif(current_setting('plinth.tenant_id', tru
  * to the generated migration (docs/architecture.md, "Every tenant table is born with its policy";
  * `bun run db:isolation` fails without either).
  */
+/**
+ * The policy of a table that belongs to a tenant only through its parent (`refresh_tokens` through
+ * `sessions`, …): a row is admitted when its parent row is, the parent's own policy deciding (a
+ * policy's subquery is held by the parent's row-level security like any other query). Same name as
+ * tenantIsolation's; `bun run db:isolation` checks every child of a tenant table has it.
+ */
+export const parentIsolation = (table: string, key: string, parent: string) => {
+  const parentRow = sql.raw(`exists (select 1 from "${parent}" p where p.id = "${table}"."${key}")`);
+  return pgPolicy("tenant_isolation", {
+    as: "permissive",
+    for: "all",
+    to: "public",
+    using: parentRow,
+    withCheck: parentRow,
+  });
+};
+
 export const tenantIsolation = () =>
   pgPolicy("tenant_isolation", {
     as: "permissive",

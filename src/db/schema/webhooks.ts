@@ -12,7 +12,7 @@ import {
   uuid,
 } from "drizzle-orm/pg-core";
 import { timestamps } from "./columns.ts";
-import { tenantIdColumn, tenantIsolation } from "./tenants.ts";
+import { parentIsolation, tenantIdColumn, tenantIsolation } from "./tenants.ts";
 
 /**
  * A tenant's webhook destination. Its signing secrets are tenant secrets (`tenant_secrets`, names
@@ -101,7 +101,10 @@ export const webhookDeliveryAttempts = pgTable(
     errorClass: text(),
     attemptedAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
   },
-  (t) => [unique("webhook_delivery_attempts_unique").on(t.deliveryId, t.attempt)],
+  (t) => [
+    unique("webhook_delivery_attempts_unique").on(t.deliveryId, t.attempt),
+    parentIsolation("webhook_delivery_attempts", "delivery_id", "webhook_deliveries"),
+  ],
 );
 
 /** Which usage thresholds (80, 100 % of the limit) a tenant was told of, per feature and period: once each. */
