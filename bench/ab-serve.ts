@@ -3,7 +3,9 @@
  * 50db25d on has `benchDeps`, `createPlatformAdmin` and `bunServeOptions`), it serves that tree's
  * app as server.ts does, on a fresh bench database, signs a platform administrator in and prints
  * `READY <port> <access token>`; SIGTERM stops it and drops the database. With `AB_SIGN_IN=owner` it
- * signs in a tenant's owner instead (a tenant of twenty users: `--path /api/tenant/users?limit=20`).
+ * signs in a tenant's owner instead (a tenant of twenty users: `--path /api/tenant/users?limit=20`),
+ * whose plan's request rate, where the tree has one, is raised out of the way. `AB_SETTINGS` (JSON,
+ * `Section__Key` names) adds settings (bench/ab-trees.ts passes a tree's `::Key=Value,…` suffix).
  */
 import postgres from "postgres";
 import { createApp } from "../src/app.ts";
@@ -11,7 +13,7 @@ import { bunServeOptions } from "../src/http/bun-serve.ts";
 import { createPlatformAdmin, createTenant, createUser, PASSWORD } from "../tests/helpers/identity.ts";
 import { benchDeps } from "./plinth-process.ts";
 
-const { deps, database } = await benchDeps("ab");
+const { deps, database } = await benchDeps("ab", JSON.parse(process.env.AB_SETTINGS ?? "{}"));
 const admin = await createPlatformAdmin(deps.database.db);
 let signIn: Record<string, string> = { email: admin.email };
 if (process.env.AB_SIGN_IN === "owner") {
@@ -19,6 +21,10 @@ if (process.env.AB_SIGN_IN === "owner") {
   const owner = await createUser(deps.database.db, tenant.id, { role: "owner" });
   for (let i = 0; i < 19; i++) await createUser(deps.database.db, tenant.id);
   signIn = { email: owner.email, tenant: tenant.code };
+  const raw = postgres(database.url, { onnotice: () => {} });
+  await raw`insert into tenant_feature_overrides (tenant_id, feature_key, enabled, "limit")
+    select ${tenant.id}, key, true, 1000000000 from features where key = 'rate_limit_per_minute'`;
+  await raw.end();
 }
 const sql = postgres(database.url, { onnotice: () => {} });
 await sql`update users set must_change_password = false`;

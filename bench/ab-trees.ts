@@ -5,7 +5,8 @@
  *   bun bench/ab-trees.ts [--rounds 5] [--seconds 3] [--path /api/auth/me] <checkout>...
  *
  * A checkout is a `git worktree add --detach DIR <commit>` with node_modules (a link to one is
- * enough). Each tree's app runs in its own process (`bench/ab-serve.ts`, copied into the tree), beside
+ * enough); `DIR::Section__Key=value,…` serves it with those settings too (the same tree twice with a
+ * setting on and off: an A/B of one feature). Each tree's app runs in its own process (`bench/ab-serve.ts`, copied into the tree), beside
  * a bare `Bun.serve` process; wrk -t1 -c64 loads them in turn, round after round, so the machine's
  * load hits all alike. Per server: the median requests/s and ratio to the bare server of the same
  * round, and its CPU per request from /proc/<pid>/stat (all of its threads: JIT and GC included),
@@ -44,8 +45,15 @@ interface Served {
 }
 
 /** Starts `cmd` and waits for its `READY <port> <token>` line. */
-async function start(name: string, cmd: string[], cwd: string, path: string): Promise<Served> {
-  const proc = Bun.spawn(cmd, { cwd, stdout: "pipe", stderr: "inherit" });
+async function start(
+  name: string,
+  cmd: string[],
+  cwd: string,
+  path: string,
+  settings: Record<string, string> = {},
+): Promise<Served> {
+  const env = { ...process.env, AB_SETTINGS: JSON.stringify(settings) };
+  const proc = Bun.spawn(cmd, { cwd, env, stdout: "pipe", stderr: "inherit" });
   const reader = proc.stdout.getReader();
   let text = "";
   for (;;) {
@@ -73,11 +81,18 @@ const servers: Served[] = [
     "/",
   ),
 ];
-for (const tree of positionals) {
+for (const served of positionals) {
+  const [tree = "", extra = ""] = served.split("::");
+  const settings = Object.fromEntries(
+    extra
+      .split(",")
+      .filter(Boolean)
+      .map((pair) => pair.split("=") as [string, string]),
+  );
   const serveFile = join(resolve(tree), "bench", "ab-serve.ts");
   if (serveFile !== join(import.meta.dir, "ab-serve.ts"))
     copyFileSync(join(import.meta.dir, "ab-serve.ts"), serveFile);
-  servers.push(await start(tree, ["bun", "bench/ab-serve.ts"], tree, values.path));
+  servers.push(await start(served, ["bun", "bench/ab-serve.ts"], tree, values.path, settings));
 }
 
 async function wrk(server: Served, seconds: number): Promise<{ rps: number; cpuUs: number }> {

@@ -9,12 +9,14 @@
  * context ahead of it (src/db/tenant-scope.ts, `scopePrelude`); C, in a scoped transaction (reserved
  * connection, `begin; set_config` pipelined, COMMIT not waited for: the previous attempt). Per way:
  * this process's CPU per call, the least of the rounds (other load on the machine only adds), and
- * the median. PostgreSQL's own CPU is not in it; the statement count is (one per call in A and B).
+ * the median; and the CPU of the pool's PostgreSQL backends per call (from /proc: same machine).
  * Needs PostgreSQL on 127.0.0.1:5432 and Redis on 127.0.0.1:6379.
  */
+import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
+import { sql } from "drizzle-orm";
 import { systemCtx, type TenantCtx } from "../src/context.ts";
-import type { Tx } from "../src/db/client.ts";
+import { execute, openDatabase, type Tx } from "../src/db/client.ts";
 import { scopedRunnerOf } from "../src/db/tenant-scope.ts";
 import { closeDeps } from "../src/deps.ts";
 import { listTenantUsers } from "../src/identity/users.ts";
@@ -34,6 +36,9 @@ const IN_FLIGHT = 64;
 
 const { deps, database } = await benchDeps("tenant-context");
 const { db } = deps.database;
+// a connection of its own to find the pool's backends (their CPU: /proc, same machine)
+const admin = await openDatabase(database.url, { poolSize: 1 });
+const adminDb = admin.db;
 const tenant = await createTenant(db);
 for (let i = 0; i < 20; i++) await createUser(db, tenant.id);
 const ctx: TenantCtx = systemCtx("bench", tenant.id);
@@ -57,8 +62,30 @@ const ways: { name: string; call: () => Promise<unknown> }[] = [
   },
 ];
 
-async function round(call: () => Promise<unknown>): Promise<number> {
+/** CPU ticks (10 ms) of every PostgreSQL backend serving this process's pool, summed. */
+async function backendTicks(): Promise<number> {
+  const pids = await execute<{ pid: number }>(
+    adminDb,
+    sql`select pid from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`,
+  );
+  let ticks = 0;
+  for (const { pid } of pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // a backend that ended meanwhile
+    }
+  }
+  return ticks;
+}
+
+const serverCpu = ways.map(() => [] as number[]);
+
+async function round(call: () => Promise<unknown>, way?: number): Promise<number> {
   let next = 0;
+  const ticks = way === undefined ? 0 : await backendTicks();
   const start = process.cpuUsage();
   await Promise.all(
     Array.from({ length: IN_FLIGHT }, async () => {
@@ -69,24 +96,27 @@ async function round(call: () => Promise<unknown>): Promise<number> {
     }),
   );
   const used = process.cpuUsage(start);
+  if (way !== undefined) serverCpu[way]?.push((((await backendTicks()) - ticks) * 10_000) / CALLS);
   return (used.user + used.system) / CALLS;
 }
 
 for (const way of ways) await round(way.call); // warm-up: JIT, prepared statements, lanes
 const cpu = ways.map(() => [] as number[]);
-for (let r = 0; r < ROUNDS; r++) for (const [i, way] of ways.entries()) cpu[i]?.push(await round(way.call));
+for (let r = 0; r < ROUNDS; r++)
+  for (const [i, way] of ways.entries()) cpu[i]?.push(await round(way.call, i));
 
 const load = (await Bun.file("/proc/loadavg").text()).split(" ").slice(0, 3).join(" ");
 console.log(
   `\nlistTenantUsers, ${IN_FLIGHT} in flight, ${CALLS} calls, ${ROUNDS} interleaved rounds (${new Date().toISOString()}, load average ${load})\n`,
 );
-console.log("| way | CPU µs/call (least) | (median) | ÷ A (least) |");
-console.log("| --- | ---: | ---: | ---: |");
+console.log("| way | CPU µs/call (least) | (median) | ÷ A (least) | PostgreSQL CPU µs/call (median) |");
+console.log("| --- | ---: | ---: | ---: | ---: |");
 const least = cpu.map((xs) => Math.min(...xs));
 for (const [i, way] of ways.entries())
   console.log(
-    `| ${way.name} | ${least[i]?.toFixed(1)} | ${median(cpu[i] ?? []).toFixed(1)} | ${((least[i] ?? 0) / (least[0] ?? 1)).toFixed(2)} |`,
+    `| ${way.name} | ${least[i]?.toFixed(1)} | ${median(cpu[i] ?? []).toFixed(1)} | ${((least[i] ?? 0) / (least[0] ?? 1)).toFixed(2)} | ${median(serverCpu[i] ?? []).toFixed(1)} |`,
   );
+await admin.close();
 await closeDeps(deps);
 await database.drop();
 process.exit(0);

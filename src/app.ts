@@ -7,6 +7,7 @@ import { recordAuditLimited } from "./audit/record.ts";
 import { normaliseOrigin } from "./auth/origins.ts";
 import type { Settings } from "./config/schema.ts";
 import type { Deps } from "./deps.ts";
+import { PlanRateLimits } from "./billing/plan-rate-limits.ts";
 import { AppError } from "./errors.ts";
 import { CONSOLE_CREDENTIAL_PATHS, consoleRoutes } from "./http/console/routes.ts";
 import { authenticate } from "./http/middleware/authenticate.ts";
@@ -17,6 +18,7 @@ import {
   byApiKey,
   rateLimit,
   rateLimitPolicies,
+  tenantRateLimit,
 } from "./http/middleware/rate-limit.ts";
 import {
   limitBody,
@@ -267,6 +269,12 @@ export function createApp(deps: Deps) {
   // valid and before its scopes are checked: a key over its limit gets 429, never 401 or 403
   const apiKeyLimit = rateLimit(apiKeyPolicy(settings), limiter, byApiKey);
   app.use("/api/tenant/*", authenticated, apiKeyLimit);
+  // then the tenant's own bucket, of its plan's size (all its users and keys together): a noisy
+  // tenant is refused without touching another's (docs/billing.md, "Request rate per tenant")
+  if (settings.RateLimiting.Tenant.Enabled) {
+    const planRates = new PlanRateLimits(deps, settings.RateLimiting.Tenant.PlanSeconds);
+    app.use("/api/tenant/*", tenantRateLimit((tenantId) => planRates.perMinute(tenantId), limiter));
+  }
 
   mountRoutes(app, deps, authenticated);
 

@@ -82,6 +82,15 @@ export const builtInFeatures: FeatureDefinition[] = [
     period: "never",
   },
   {
+    key: "rate_limit_per_minute",
+    name: "Request rate",
+    description:
+      "Requests per minute to the tenant API (`/api/tenant/*`), all the tenant's users and keys together; over it, 429.",
+    kind: "rate",
+    unit: "requests/minute",
+    period: "never",
+  },
+  {
     key: "sso",
     name: "Single sign-on",
     description: "Sign-in through the tenant's own identity provider.",
@@ -111,6 +120,7 @@ export const builtInPlans: PlanDefinition[] = [
     sortOrder: 10,
     features: {
       api_calls: on(10_000),
+      rate_limit_per_minute: on(600),
       storage_bytes: on(GiB),
       custom_domains: off,
       api_keys: on(2),
@@ -131,6 +141,7 @@ export const builtInPlans: PlanDefinition[] = [
     sortOrder: 20,
     features: {
       api_calls: on(1_000_000),
+      rate_limit_per_minute: on(6_000),
       storage_bytes: on(100 * GiB),
       custom_domains: on(5),
       api_keys: on(25),
@@ -151,6 +162,7 @@ export const builtInPlans: PlanDefinition[] = [
     sortOrder: 30,
     features: {
       api_calls: on(null),
+      rate_limit_per_minute: on(60_000),
       storage_bytes: on(1024 * GiB),
       custom_domains: on(100),
       api_keys: on(500),
@@ -172,6 +184,7 @@ export const builtInPlans: PlanDefinition[] = [
     // storage stays on with a zero limit: data is kept, nothing new is stored
     features: {
       api_calls: off,
+      rate_limit_per_minute: on(60),
       storage_bytes: on(0),
       custom_domains: off,
       api_keys: off,

@@ -24,7 +24,10 @@ export interface FeatureEntitlement {
   unit: string;
   period: UsagePeriod;
   enabled: boolean;
-  /** For metered features: the most the tenant may use per period; null: unlimited. */
+  /**
+   * For metered features: the most the tenant may use per period; for rate features, per window
+   * (`rate_limit_per_minute`: requests per minute); null: unlimited.
+   */
   limit: number | null;
   /** Where the entry came from: the plan, the tenant's override, or the suspended set. */
   source: "plan" | "override" | "suspended";
@@ -82,7 +85,7 @@ export async function loadTenantFeatures(db: Executor, tenantId: string): Promis
       unit: row.unit,
       period: row.period,
       enabled: row.enabled ?? false,
-      limit: row.kind === "metered" ? (row.limit ?? null) : null,
+      limit: row.kind === "boolean" ? null : (row.limit ?? null),
       source: suspended ? "suspended" : "plan",
     };
   if (!suspended) {
@@ -96,7 +99,7 @@ export async function loadTenantFeatures(db: Executor, tenantId: string): Promis
       out[override.featureKey] = {
         ...base,
         enabled: override.enabled,
-        limit: base.kind === "metered" ? override.limit : null,
+        limit: base.kind === "boolean" ? null : override.limit,
         source: "override",
       };
     }

@@ -256,6 +256,17 @@ export const securitySections = {
       ),
       WindowSeconds: int(1, 60, "Per-API-key rate-limit window."),
     }),
+    Tenant: z.object({
+      Enabled: flag(
+        true,
+        "Limits each tenant's requests to `/api/tenant/*` to its plan's `rate_limit_per_minute` (docs/billing.md).",
+      ),
+      PlanSeconds: int(
+        1,
+        10,
+        "How long an API process holds a tenant's rate from its plan before reading it again.",
+      ),
+    }),
     WebhookTest: z.object({
       EndpointPermitLimit: int(
         1,

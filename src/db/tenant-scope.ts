@@ -113,48 +113,50 @@ const NUL = Buffer.from([0]);
 const SET_LOCAL = (name: "plinth.tenant_id" | "plinth.platform") =>
   Buffer.from(`select where set_config('${name}', $1, true) is null\0`);
 
+/** What the patched driver writes ahead of a statement (patches/postgres@3.4.9.patch). */
+export interface Prelude {
+  /** Bind and Execute (with the unnamed statement's Parse in front when there is no `name`). */
+  run: Buffer;
+  /** The named statement's Parse, written once per connection. */
+  parse?: Buffer;
+  name?: string;
+}
+
 /**
- * The scope as extended-protocol messages (Parse, Bind, Execute of the unnamed statement, no Sync),
- * written ahead of a statement's own messages: the two run in one implicit transaction, ended by the
- * statement's Sync, so the setting holds for that statement only and never outlives it (on a pooled
- * connection behind PgBouncer in transaction mode as on a direct one). The value is a bound
- * parameter, never part of the text. A tenant id that is not a uuid sets nothing (no tenant row).
+ * The scope as extended-protocol messages (Parse, Bind, Execute, no Sync), written ahead of a
+ * statement's own messages: the two run in one implicit transaction, ended by the statement's Sync,
+ * so the setting holds for that statement only and never outlives it (on a pooled connection behind
+ * PgBouncer in transaction mode as on a direct one). The value is a bound parameter, never part of
+ * the text. `named`: a statement prepared once per connection (a session-mode pool); else the unnamed
+ * statement, parsed every time (behind a transaction pooler nothing stays prepared). A tenant id
+ * that is not a uuid sets nothing (no tenant row).
  */
-export function scopePrelude(scope: DatabaseScope): Buffer | undefined {
-  const [name, value] =
+export function scopePrelude(scope: DatabaseScope, named: boolean): Prelude | undefined {
+  const [setting, value] =
     "platform" in scope
       ? (["plinth.platform", "on"] as const)
       : UUID.test(scope.tenantId)
         ? (["plinth.tenant_id", scope.tenantId.toLowerCase()] as const)
         : [undefined, undefined];
-  if (!name) return undefined;
+  if (!setting) return undefined;
+  const name = named ? `plinth_scope_${setting.slice("plinth.".length)}` : "";
+  const statement = Buffer.from(`${name}\0`);
+  const parse = protocolMessage("P", statement, SET_LOCAL(setting), int16(1), int32(0));
   const bytes = Buffer.from(value, "latin1");
-  return Buffer.concat([
-    protocolMessage("P", NUL, SET_LOCAL(name), int16(1), int32(0)),
-    protocolMessage("B", NUL, NUL, int16(0), int16(1), int32(bytes.length), bytes, int16(0)),
-    protocolMessage("E", NUL, int32(0)),
-  ]);
+  const bind = protocolMessage("B", NUL, statement, int16(0), int16(1), int32(bytes.length), bytes, int16(0));
+  const execute = protocolMessage("E", NUL, int32(0));
+  return named
+    ? { run: Buffer.concat([bind, execute]), parse, name }
+    : { run: Buffer.concat([parse, bind, execute]) };
 }
 
-/** Preludes of the tenants seen lately: a request builds none of its own. */
-const preludes = new Map<string, Buffer | undefined>();
+/** Preludes of the tenants seen lately, per pool: a request builds none of its own. */
 const PRELUDES_KEPT = 4096;
-
-function preludeOf(scope: DatabaseScope): Buffer | undefined {
-  const key = "platform" in scope ? "" : scope.tenantId;
-  let prelude = preludes.get(key);
-  if (prelude === undefined && !preludes.has(key)) {
-    prelude = scopePrelude(scope);
-    if (preludes.size >= PRELUDES_KEPT) preludes.clear();
-    preludes.set(key, prelude);
-  }
-  return prelude;
-}
 
 interface ReadLane {
   db: Tx;
   /** The scope's prelude while a `work` runs on the lane; `null` when the lane is free. */
-  prelude: Buffer | undefined | null;
+  prelude: Prelude | undefined | null;
 }
 
 /**
@@ -168,6 +170,19 @@ export function registerScopedReader(db: Db, client: postgres.Sql): void {
   const { fullSchema, schema, tableNamesMap } = (db as Loose)._;
   const relational = { fullSchema, schema, tableNamesMap };
   const free: ReadLane[] = [];
+  // named preludes where statements stay prepared (not behind a transaction pooler)
+  const named = client.options.prepare !== false;
+  const preludes = new Map<string, Prelude | undefined>();
+  const preludeOf = (scope: DatabaseScope): Prelude | undefined => {
+    const key = "platform" in scope ? "" : scope.tenantId;
+    let prelude = preludes.get(key);
+    if (prelude === undefined && !preludes.has(key)) {
+      prelude = scopePrelude(scope, named);
+      if (preludes.size >= PRELUDES_KEPT) preludes.clear();
+      preludes.set(key, prelude);
+    }
+    return prelude;
+  };
 
   const newLane = (): ReadLane => {
     const lane = { prelude: null } as ReadLane;

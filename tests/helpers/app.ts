@@ -64,6 +64,8 @@ export const relaxedLimits: Readonly<Record<string, string>> = {
   "RateLimiting:Global:WindowSeconds": "60",
   "RateLimiting:Auth:PermitLimit": "100000",
   "RateLimiting:Auth:WindowSeconds": "60",
+  // the per-tenant rate of the plan (free: 600 a minute); tests/integration/tenant-rate-limit.test.ts keeps it
+  "RateLimiting:Tenant:Enabled": "false",
 };
 
 /** `Section:Key` settings as the environment variables a process reads (`Section__Key`). */

@@ -15,7 +15,8 @@ import {
 import { timestamps } from "./columns.ts";
 import { tenantIdColumn, tenantIsolation } from "./tenants.ts";
 
-export const featureKinds = ["boolean", "metered"] as const;
+/** `rate`: a limit per window (the request rate), never counted in the usage ledger. */
+export const featureKinds = ["boolean", "metered", "rate"] as const;
 export type FeatureKind = (typeof featureKinds)[number];
 /** How a metered feature's usage resets: every calendar month (UTC) or never (a running total). */
 export const usagePeriods = ["month", "never"] as const;
@@ -38,7 +39,7 @@ export const features = pgTable(
     ...timestamps,
   },
   () => [
-    check("features_kind_check", sql`kind in ('boolean', 'metered')`),
+    check("features_kind_check", sql`kind in ('boolean', 'metered', 'rate')`),
     check("features_period_check", sql`period in ('month', 'never')`),
   ],
 );

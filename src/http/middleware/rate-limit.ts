@@ -185,6 +185,35 @@ export function rateLimit(
   };
 }
 
+/** The caller's tenant (a tenant user's, or an API key's); platform staff are not counted. */
+export const byTenant: Partition = (c) => c.get("principal")?.tenantId ?? null;
+
+/**
+ * The per-tenant limit: one bucket per tenant, whoever calls and from wherever (all its users and
+ * keys together), of the size its plan gives (`rate_limit_per_minute`, `limitOf`: null, not
+ * limited). Named `tenant` in `RateLimit-Policy` and `RateLimit`; a refused request gets 429
+ * `rate_limited` like the others. A limiter per distinct limit (a handful: one per plan and override).
+ */
+export function tenantRateLimit(
+  limitOf: (tenantId: string) => number | null | Promise<number | null>,
+  options: RateLimitOptions,
+): MiddlewareHandler<AppEnv> {
+  const limiters = new Map<number, MiddlewareHandler<AppEnv>>();
+  return async (c, next) => {
+    const tenantId = c.get("principal")?.tenantId;
+    if (!tenantId) return next();
+    let limit = limitOf(tenantId);
+    if (limit instanceof Promise) limit = await limit;
+    if (limit === null) return next();
+    let limiter = limiters.get(limit);
+    if (!limiter) {
+      limiter = rateLimit({ name: "tenant", limit, windowSeconds: 60, onUnavailable: "open" }, options, byTenant);
+      limiters.set(limit, limiter);
+    }
+    return limiter(c, next);
+  };
+}
+
 /**
  * Advertises the security windows a route counts against (password, SMS: src/security/windows.ts)
  * as `RateLimit-Policy` entries next to the request limiters', so every limit that can answer 429

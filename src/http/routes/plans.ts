@@ -16,7 +16,7 @@ const planSchema = z
       z.object({
         key: z.string(),
         name: z.string(),
-        kind: z.enum(["boolean", "metered"]),
+        kind: z.enum(["boolean", "metered", "rate"]),
         unit: z.string(),
         period: z.enum(["month", "never"]),
         enabled: z.boolean(),

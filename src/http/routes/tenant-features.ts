@@ -9,7 +9,7 @@ import { createRouter, tenantCtxOf } from "../request-context.ts";
 const featureSchema = z
   .object({
     key: z.string(),
-    kind: z.enum(["boolean", "metered"]),
+    kind: z.enum(["boolean", "metered", "rate"]),
     unit: z.string(),
     period: z.enum(["month", "never"]),
     enabled: z.boolean(),

@@ -1,0 +1,62 @@
+/**
+ * Each tenant's request rate from its plan (`rate_limit_per_minute`, a `rate` feature), for the
+ * per-tenant limiter (src/http/middleware/rate-limit.ts, `tenantRateLimit`). Held in process for
+ * `RateLimiting:Tenant:PlanSeconds` in front of the tenant features (themselves read through the
+ * cache), so a request of a tenant seen lately costs a map lookup and no promise; a plan change
+ * reaches every process within that time (docs/billing.md, "Request rate per tenant").
+ */
+import { systemCtx } from "../context.ts";
+import type { Logger } from "../telemetry/logger.ts";
+import type { BillingDeps } from "./billing-deps.ts";
+import { cachedTenantFeatures } from "./entitlements.ts";
+
+export const RATE_FEATURE = "rate_limit_per_minute";
+
+/** The most tenants held at once; past it the held entries are dropped and read again. */
+const HELD_TENANTS = 10_000;
+
+export class PlanRateLimits {
+  readonly #deps: BillingDeps;
+  readonly #heldMs: number;
+  readonly #held = new Map<string, { limit: number | null; until: number }>();
+  readonly #loading = new Map<string, Promise<number | null>>();
+  #lastFailureLog = 0;
+
+  constructor(deps: BillingDeps & { logger: Logger }, heldSeconds: number) {
+    this.#deps = deps;
+    this.#heldMs = heldSeconds * 1000;
+  }
+
+  /**
+   * Requests per minute the tenant's plan allows; null: no limit (the feature unlimited, or not in
+   * the plan). Synchronous while held. When the features cannot be read, null (the limiter fails
+   * open, as the per-key one does), logged at most every 30 s.
+   */
+  perMinute(tenantId: string): number | null | Promise<number | null> {
+    const held = this.#held.get(tenantId);
+    if (held && held.until > this.#deps.clock.now().getTime()) return held.limit;
+    return this.#loading.get(tenantId) ?? this.#load(tenantId);
+  }
+
+  #load(tenantId: string): Promise<number | null> {
+    const loading = cachedTenantFeatures(this.#deps, systemCtx("tenant-rate-limit", tenantId)).then(
+      ({ features }) => {
+        const feature = features[RATE_FEATURE];
+        const limit = feature?.enabled && feature.limit !== null ? feature.limit : null;
+        if (this.#held.size >= HELD_TENANTS) this.#held.clear();
+        this.#held.set(tenantId, { limit, until: this.#deps.clock.now().getTime() + this.#heldMs });
+        return limit;
+      },
+      (error: unknown) => {
+        const now = Date.now();
+        if (now - this.#lastFailureLog > 30_000) {
+          this.#lastFailureLog = now;
+          this.#deps.logger.warn("tenant rate limit unknown (features unreadable); not limiting", { error });
+        }
+        return null;
+      },
+    );
+    this.#loading.set(tenantId, loading);
+    return loading.finally(() => this.#loading.delete(tenantId));
+  }
+}
