@@ -5,9 +5,9 @@ import { SmartRouter } from "hono/router/smart-router";
 import { TrieRouter } from "hono/router/trie-router";
 import { recordAuditLimited } from "./audit/record.ts";
 import { normaliseOrigin } from "./auth/origins.ts";
+import { PlanRateLimits } from "./billing/plan-rate-limits.ts";
 import type { Settings } from "./config/schema.ts";
 import type { Deps } from "./deps.ts";
-import { PlanRateLimits } from "./billing/plan-rate-limits.ts";
 import { AppError } from "./errors.ts";
 import { CONSOLE_CREDENTIAL_PATHS, consoleRoutes } from "./http/console/routes.ts";
 import { authenticate } from "./http/middleware/authenticate.ts";
@@ -273,7 +273,10 @@ export function createApp(deps: Deps) {
   // tenant is refused without touching another's (docs/billing.md, "Request rate per tenant")
   if (settings.RateLimiting.Tenant.Enabled) {
     const planRates = new PlanRateLimits(deps, settings.RateLimiting.Tenant.PlanSeconds);
-    app.use("/api/tenant/*", tenantRateLimit((tenantId) => planRates.perMinute(tenantId), limiter));
+    app.use(
+      "/api/tenant/*",
+      tenantRateLimit((tenantId) => planRates.perMinute(tenantId), limiter),
+    );
   }
 
   mountRoutes(app, deps, authenticated);

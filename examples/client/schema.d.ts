@@ -3138,7 +3138,7 @@ export interface components {
         FeatureEntitlement: {
             key: string;
             /** @enum {string} */
-            kind: "boolean" | "metered";
+            kind: "boolean" | "metered" | "rate";
             unit: string;
             /** @enum {string} */
             period: "month" | "never";
@@ -3187,7 +3187,7 @@ export interface components {
                 key: string;
                 name: string;
                 /** @enum {string} */
-                kind: "boolean" | "metered";
+                kind: "boolean" | "metered" | "rate";
                 unit: string;
                 /** @enum {string} */
                 period: "month" | "never";

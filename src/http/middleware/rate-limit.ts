@@ -207,7 +207,11 @@ export function tenantRateLimit(
     if (limit === null) return next();
     let limiter = limiters.get(limit);
     if (!limiter) {
-      limiter = rateLimit({ name: "tenant", limit, windowSeconds: 60, onUnavailable: "open" }, options, byTenant);
+      limiter = rateLimit(
+        { name: "tenant", limit, windowSeconds: 60, onUnavailable: "open" },
+        options,
+        byTenant,
+      );
       limiters.set(limit, limiter);
     }
     return limiter(c, next);
