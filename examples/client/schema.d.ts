@@ -2776,7 +2776,7 @@ export interface components {
              * @description A job kind a handler is registered for.
              * @enum {string}
              */
-            kind: "system.noop" | "billing.subscription_changed" | "webhooks.deliver" | "webhooks.prune" | "email.send" | "audit.prune" | "audit.checkpoint" | "tenant.export";
+            kind: "system.noop" | "billing.subscription_changed" | "webhooks.deliver" | "webhooks.prune" | "email.send" | "email.prune" | "audit.prune" | "audit.checkpoint" | "tenant.export";
             /** @default {} */
             payload: {
                 [key: string]: unknown;
