@@ -5,7 +5,7 @@
  * - `bun scripts/openapi.ts types [file]` generates its TypeScript types with openapi-typescript
  *   (default `examples/client/schema.d.ts`, the types `examples/client/main.ts` uses).
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { type App, createApp } from "../src/app.ts";
@@ -59,6 +59,7 @@ if (import.meta.main) {
     process.exit(code);
   } else if (command === "types") {
     const out = file ?? TYPES_FILE;
+    const before = existsSync(resolve(out)) ? readFileSync(resolve(out), "utf8") : undefined;
     await withDocumentFile(async (doc) => {
       // openapi-typescript needs the TypeScript 5 compiler API, which TypeScript 7 (the project's) has
       // not. npx runs it from the document's temporary directory: started in the project it would find
@@ -84,6 +85,12 @@ if (import.meta.main) {
       );
       if ((await generate.exited) !== 0) process.exit(1);
     });
+    // the committed client types follow the document: a stale file is rewritten and fails the check,
+    // so a change to the document lands with its regenerated types
+    if (file === undefined && before !== readFileSync(resolve(out), "utf8")) {
+      console.error(`${out} was out of date with the document: regenerated it; commit it and run the check again`);
+      process.exit(1);
+    }
   } else {
     console.error("usage: bun scripts/openapi.ts write <file.json> | lint | types [file.d.ts]");
     process.exit(2);
