@@ -88,7 +88,9 @@ if (import.meta.main) {
     // the committed client types follow the document: a stale file is rewritten and fails the check,
     // so a change to the document lands with its regenerated types
     if (file === undefined && before !== readFileSync(resolve(out), "utf8")) {
-      console.error(`${out} was out of date with the document: regenerated it; commit it and run the check again`);
+      console.error(
+        `${out} was out of date with the document: regenerated it; commit it and run the check again`,
+      );
       process.exit(1);
     }
   } else {
