@@ -2,6 +2,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { and, eq, sql } from "drizzle-orm";
 import { decodeJwt } from "jose";
 import type { Browser, CDPSession, Page } from "playwright-core";
+import { ManualClock } from "../../src/clock.ts";
 import { auditEvents, passkeys, webhookEvents } from "../../src/db/schema/index.ts";
 import { relaxedLimits, useTestApp } from "../helpers/app.ts";
 import { launchChromium } from "../helpers/chromium.ts";
@@ -40,7 +41,9 @@ beforeAll(() => {
   });
   port = server.port ?? 0;
 });
+const clock = new ManualClock();
 const app = useTestApp({
+  clock,
   settings: relaxedLimits,
   env: () => ({ BrowserAuth__AllowedOrigins__0: `http://localhost:${port}` }),
 });
@@ -299,4 +302,63 @@ test("in the console a staff member adds a passkey, signs in with it alone, rena
   expect(await page.locator("tbody th").count()).toBe(0);
   expect(violations).toEqual([]);
   await page.close();
+});
+
+/** The reason of the newest refused passkey sign-in in the tenant's audit chain. */
+async function lastRefusal(tenantId: string): Promise<unknown> {
+  const [row] = await app.db
+    .select({ details: auditEvents.details })
+    .from(auditEvents)
+    .where(
+      and(
+        eq(auditEvents.tenantId, tenantId),
+        eq(auditEvents.action, "auth.sign_in"),
+        eq(auditEvents.outcome, "failure"),
+      ),
+    )
+    .orderBy(sql`${auditEvents.id} desc`)
+    .limit(1);
+  return (row?.details as { reason?: string } | undefined)?.reason;
+}
+
+test("a challenge answered after Passkeys:ChallengeSeconds (300 s) is refused", async () => {
+  const { page } = await pageWithAuthenticator();
+  await page.goto(`http://${tenantHost}:${port}/api/health`);
+  expect((await register(page, { token: tenant.owner.accessToken, name: "Second" })).status).toBe(201);
+  const late = await assertion(page);
+  clock.advance(301_000);
+  expect((await signInWith(late, tenantHost)).status).toBe(401);
+  expect(await lastRefusal(tenant.id)).toBe("challenge unknown, used, expired or of another host");
+  await page.close();
+});
+
+test("a cloned authenticator, its counter behind the stored one, is refused and the passkey kept as it was", async () => {
+  const first = await pageWithAuthenticator();
+  await first.page.goto(`http://${tenantHost}:${port}/api/health`);
+  const registered = await register(first.page, { token: tenant.owner.accessToken, name: "Cloned" });
+  expect(registered.status).toBe(201);
+  const { id } = registered.body as { id: string };
+  for (let i = 0; i < 2; i++)
+    expect((await signInWith(await assertion(first.page), tenantHost)).status).toBe(200);
+  const [before] = await app.db.select().from(passkeys).where(eq(passkeys.id, id));
+  expect(before?.counter).toBeGreaterThanOrEqual(2);
+
+  // the same private key in a second authenticator whose counter starts again at 0
+  const { credentials } = await first.cdp.send("WebAuthn.getCredentials", {
+    authenticatorId: first.authenticatorId,
+  });
+  const original = credentials[0];
+  if (!original) throw new Error("the authenticator holds no credential");
+  const clone = await pageWithAuthenticator();
+  await clone.cdp.send("WebAuthn.addCredential", {
+    authenticatorId: clone.authenticatorId,
+    credential: { ...original, signCount: 0 },
+  });
+  await clone.page.goto(`http://${tenantHost}:${port}/api/health`);
+  expect((await signInWith(await assertion(clone.page), tenantHost)).status).toBe(401);
+  expect(await lastRefusal(tenant.id)).toBe("counter regression");
+  const [after] = await app.db.select().from(passkeys).where(eq(passkeys.id, id));
+  expect(after?.counter).toBe(before?.counter ?? -1);
+  await clone.page.close();
+  await first.page.close();
 });
