@@ -10,6 +10,7 @@ import type { JobWorker } from "../jobs/registry.ts";
 import { createJobRegistry, systemNoop } from "../jobs/registry.ts";
 import { defineSchedule, type ScheduleDefinition } from "../jobs/schedules.ts";
 import { checkpointStoreOf } from "../storage/audit-checkpoints.ts";
+import { tenantDeleteWorker } from "../tenant-lifecycle/deletion.ts";
 import { tenantExportWorker } from "../tenant-lifecycle/exports.ts";
 import { pruneSchedule, webhookJobs } from "../webhooks/delivery-prune.ts";
 import { type Background, startBackground } from "./background.ts";
@@ -47,6 +48,7 @@ export const API_JOB_WORKERS = [
   auditPruneWorker,
   auditCheckpointWorker,
   tenantExportWorker,
+  tenantDeleteWorker,
 ];
 
 /** The job kinds an API process has a handler for (`system.noop` included): what a schedule may enqueue. */

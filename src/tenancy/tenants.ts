@@ -1,8 +1,9 @@
-import { and, asc, eq, gt, ilike, inArray, or } from "drizzle-orm";
+import { and, asc, eq, gt, ilike, inArray, or, sql } from "drizzle-orm";
 import { z } from "zod";
 import { recordAudit } from "../audit/record.ts";
 import { endSessions } from "../auth/sessions.ts";
 import type { Ctx } from "../context.ts";
+import { execute } from "../db/client.ts";
 import { type DatabaseDeps, withDatabase, withTransaction } from "../db/operation.ts";
 import { tenants } from "../db/schema/tenants.ts";
 import type { Deps } from "../deps.ts";
@@ -38,6 +39,12 @@ export async function createTenant(
       fields: [{ path: "code", message: "lower-case letters, digits and inner hyphens, at most 63" }],
     });
   return withTransaction(deps, ctx, async (tx, ctx) => {
+    // a deleted tenant's code stays its own for Tenancy:ReservedDays (docs/tenant-lifecycle.md)
+    const [reserved] = await execute(
+      tx,
+      sql`select 1 from tenant_reservations where kind = 'code' and value = ${code} and reserved_until > now()`,
+    );
+    if (reserved) throw new AppError("conflict", "A tenant with this code exists.");
     const [row] = await tx
       .insert(tenants)
       .values({ code, name: input.name })

@@ -1,9 +1,10 @@
 import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
+import { cancelTenantDeletion, scheduleTenantDeletion } from "../../tenant-lifecycle/deletion.ts";
 import { getTenantExport, MIN_PASSPHRASE, startTenantExport } from "../../tenant-lifecycle/exports.ts";
 import { tenantAccess } from "../access.ts";
 import { apiRoute, json, jsonBody, problem, tenantIdParam } from "../openapi.ts";
-import { adminCtxOf, createRouter, tenantCtxOf } from "../request-context.ts";
+import { adminCtxOf, createRouter, ctxOf, tenantCtxOf } from "../request-context.ts";
 
 const started = z.object({ id: z.uuid() }).openapi("TenantExportStarted");
 const exportView = z
@@ -87,6 +88,54 @@ const ownerShow = apiRoute(tenantAccess(["owner"], { apiKey: "none" }), {
   },
 });
 
+const deletionView = z
+  .object({
+    tenantId: z.uuid(),
+    scheduledFor: z.string().openapi({ description: "When the deletion job runs; cancel before then." }),
+  })
+  .openapi("TenantDeletion");
+
+const scheduleDeletion = apiRoute("platform", {
+  method: "post",
+  path: "/api/admin/tenants/{tenantId}/deletion",
+  operationId: "adminScheduleTenantDeletion",
+  tags: ["admin"],
+  summary:
+    "Schedule the tenant's deletion after a grace period (default `Tenancy:DeletionGraceDays`); scheduling again moves it.",
+  request: {
+    params: tenantIdParam,
+    body: {
+      ...jsonBody(
+        z
+          .object({
+            graceDays: z.number().int().min(0).max(365).optional().openapi({
+              description: "Days until the deletion (0: at once, by the job loop).",
+            }),
+          })
+          .openapi("NewTenantDeletion"),
+      ),
+      required: false,
+    },
+  },
+  responses: {
+    202: json("The deletion is scheduled.", deletionView),
+    404: problem("No such tenant."),
+  },
+});
+
+const cancelDeletion = apiRoute("platform", {
+  method: "delete",
+  path: "/api/admin/tenants/{tenantId}/deletion",
+  operationId: "adminCancelTenantDeletion",
+  tags: ["admin"],
+  summary: "Cancel the tenant's scheduled deletion, if it has not started.",
+  request: { params: tenantIdParam },
+  responses: {
+    204: { description: "Canceled." },
+    404: problem("No such tenant, or no deletion scheduled, or it has started."),
+  },
+});
+
 /** Tenant exports: platform admins for any tenant, owners for their own (docs/tenant-lifecycle.md). */
 export function tenantLifecycleRoutes(deps: Deps) {
   return createRouter()
@@ -99,6 +148,18 @@ export function tenantLifecycleRoutes(deps: Deps) {
     .openapi(adminShow, async (c) => {
       const { tenantId, exportId } = c.req.valid("param");
       return c.json(await getTenantExport(deps, adminCtxOf(c, tenantId), { exportId }), 200);
+    })
+    .openapi(scheduleDeletion, async (c) => {
+      const { tenantId } = c.req.valid("param");
+      const body = c.req.header("content-type") ? c.req.valid("json") : {};
+      return c.json(
+        await scheduleTenantDeletion(deps, ctxOf(c), { tenantId, graceDays: body?.graceDays }),
+        202,
+      );
+    })
+    .openapi(cancelDeletion, async (c) => {
+      await cancelTenantDeletion(deps, ctxOf(c), c.req.valid("param"));
+      return c.body(null, 204);
     })
     .openapi(ownerStart, async (c) => c.json(await startTenantExport(deps, tenantCtxOf(c), {}), 202))
     .openapi(ownerShow, async (c) =>
