@@ -20,12 +20,17 @@ import { invalidCredentials, type SignIn } from "./sessions.ts";
 import { loadIdentity, sameTenant } from "./user-identity.ts";
 
 /**
- * The options of `navigator.credentials.get()` on host `rpId` for a usernameless sign-in (no
- * credential listed: the authenticator offers its discoverable ones, conditional UI included), with
- * user verification. A challenge of a tenant that does not exist (an unknown code) is not stored:
- * its answer fails like any other.
+ * The options of `navigator.credentials.get()` on host `rpId`. Without a user, a usernameless
+ * sign-in: no credential listed, so the authenticator offers its discoverable ones (conditional UI
+ * included). With one (the second factor of a sign-in step, a step-up), that user's passkeys on
+ * this host, and the challenge is bound to them. User verification is required. A challenge of a
+ * tenant that does not exist (an unknown code) is not stored: its answer fails like any other.
  */
-export async function startPasskeySignIn(deps: PasskeyDeps, ctx: Ctx, input: { rpId: string }) {
+export async function startPasskeySignIn(
+  deps: PasskeyDeps,
+  ctx: Ctx,
+  input: { rpId: string; userId?: string },
+) {
   const tenantId = ctx.tenantId;
   const known =
     tenantId === null ||
@@ -33,11 +38,34 @@ export async function startPasskeySignIn(deps: PasskeyDeps, ctx: Ctx, input: { r
       db.select({ id: tenants.id }).from(tenants).where(eq(tenants.id, tenantId)).limit(1),
     ).then((rows) => rows.length > 0));
   const challenge = known
-    ? (await issueChallenge(deps, ctx, { purpose: "passkey_sign_in", rpId: input.rpId })).bytes
+    ? (
+        await issueChallenge(deps, ctx, {
+          purpose: "passkey_sign_in",
+          rpId: input.rpId,
+          userId: input.userId,
+        })
+      ).bytes
     : crypto.getRandomValues(new Uint8Array(32));
+  const { userId } = input;
+  const allowed =
+    userId === undefined
+      ? []
+      : await withDatabase(deps, ctx, (db) =>
+          db
+            .select({ id: passkeys.credentialId, transports: passkeys.transports })
+            .from(passkeys)
+            .where(
+              and(
+                eq(passkeys.userId, userId),
+                eq(passkeys.rpId, input.rpId),
+                sameTenant(passkeys.tenantId, tenantId),
+              ),
+            ),
+        );
   return generateAuthenticationOptions({
     rpID: input.rpId,
     challenge,
+    allowCredentials: allowed,
     timeout: challengeSecondsOf(deps) * 1000,
     userVerification: "required",
   });
@@ -46,36 +74,36 @@ export async function startPasskeySignIn(deps: PasskeyDeps, ctx: Ctx, input: { r
 /** The RFC 8176 `amr` value of a passkey: `swk` for a synced (backup-eligible) one, else `hwk`. */
 export const passkeyAmr = (backupEligible: boolean): "swk" | "hwk" => (backupEligible ? "swk" : "hwk");
 
-/** A verified passkey sign-in: the sign-in and what the passkey was. */
-export interface PasskeySignIn extends SignIn {
-  passkeyId: string;
-  amr: "swk" | "hwk";
-}
+/** What an assertion proved: the passkey's user and `amr`, or why it proved nothing. */
+type Proof =
+  | { proved: true; passkeyId: string; userId: string; amr: "swk" | "hwk" }
+  | { proved: false; reason: string; userId: string | null };
 
 /**
- * Verifies the answer of `navigator.credentials.get()`: the challenge issued on this host in the
- * ctx's tenant (spent once), an origin of the host, a passkey of this tenant and host whose user
- * handle matches, its signature with user verification, and a signature counter that moved
- * forward. Every failure is the same 401 (audited as a refused `passkey` sign-in with its reason); a
- * counter that did not move forward (a cloned authenticator, as the library and WebAuthn §6.1.1
- * warn) is refused and its passkey left as it was. On success the counter, the backed-up flag and
- * `lastUsedAt` are stored.
+ * Verifies the answer of `navigator.credentials.get()` on the ctx's transaction when it has one: the
+ * challenge issued on this host in the ctx's tenant (to `userId` when given) spent once, an origin
+ * of the host, a passkey of this tenant and host (of `userId` when given) whose user handle matches,
+ * its signature with user verification, and a signature counter that moved forward. A counter that
+ * did not (a cloned authenticator, as the library and WebAuthn §6.1.1 warn) proves nothing and the
+ * passkey is left as it was. A proof stores the counter, the backed-up flag and `lastUsedAt`.
  */
-export async function finishPasskeySignIn(
+export async function proveAssertion(
   deps: PasskeyDeps,
   ctx: Ctx,
-  input: { rpId: string; response: AuthenticationResponseJSON },
-): Promise<PasskeySignIn> {
-  const refuse = async (reason: string, userId: string | null = null): Promise<never> => {
-    await recordSignInFailure(deps, ctx, { method: "passkey", reason, userId });
-    throw invalidCredentials();
-  };
+  input: { rpId: string; response: AuthenticationResponseJSON; userId?: string },
+): Promise<Proof> {
+  const refused = (reason: string, userId: string | null = null): Proof => ({
+    proved: false,
+    reason,
+    userId,
+  });
   const spent = await spendChallenge(deps, ctx, {
     purpose: "passkey_sign_in",
     rpId: input.rpId,
     clientDataJSON: input.response.response.clientDataJSON,
+    userId: input.userId,
   });
-  if (!spent) return refuse("challenge unknown, used, expired or of another host");
+  if (!spent) return refused("challenge unknown, used, expired or of another host");
   const [passkey] = await withDatabase(deps, ctx, (db) =>
     db
       .select()
@@ -85,14 +113,15 @@ export async function finishPasskeySignIn(
           eq(passkeys.rpId, input.rpId),
           eq(passkeys.credentialId, input.response.id),
           sameTenant(passkeys.tenantId, ctx.tenantId),
+          input.userId === undefined ? undefined : eq(passkeys.userId, input.userId),
         ),
       )
       .limit(1),
   );
-  if (!passkey) return refuse("unknown passkey");
+  if (!passkey) return refused("unknown passkey", input.userId ?? null);
   const handle = input.response.response.userHandle;
   if (handle && handle !== isoBase64URL.fromBuffer(userHandleOf(passkey.userId)))
-    return refuse("user handle mismatch", passkey.userId);
+    return refused("user handle mismatch", passkey.userId);
   let verified: Awaited<ReturnType<typeof verifyAuthenticationResponse>>;
   try {
     verified = await verifyAuthenticationResponse({
@@ -110,9 +139,9 @@ export async function finishPasskeySignIn(
     });
   } catch (error) {
     const counter = error instanceof Error && /counter/i.test(error.message);
-    return refuse(counter ? "counter regression" : "signature not verified", passkey.userId);
+    return refused(counter ? "counter regression" : "signature not verified", passkey.userId);
   }
-  if (!verified.verified) return refuse("signature not verified", passkey.userId);
+  if (!verified.verified) return refused("signature not verified", passkey.userId);
   const info = verified.authenticationInfo;
   // conditional on the counter read: of two answers racing with one counter, one moves it
   const moved = await withTransaction(deps, ctx, (tx) =>
@@ -122,8 +151,44 @@ export async function finishPasskeySignIn(
       .where(and(eq(passkeys.id, passkey.id), eq(passkeys.counter, passkey.counter)))
       .returning({ id: passkeys.id }),
   );
-  if (moved.length === 0) return refuse("counter regression", passkey.userId);
-  const identity = await withDatabase(deps, ctx, (db) => loadIdentity(db, passkey.userId, ctx.tenantId));
-  if (identity?.status !== "Active") return refuse("user not active", passkey.userId);
-  return { identity, ctx, method: "passkey", passkeyId: passkey.id, amr: passkeyAmr(passkey.backupEligible) };
+  if (moved.length === 0) return refused("counter regression", passkey.userId);
+  return {
+    proved: true,
+    passkeyId: passkey.id,
+    userId: passkey.userId,
+    amr: passkeyAmr(passkey.backupEligible),
+  };
+}
+
+/** A verified passkey sign-in: the sign-in and what the passkey was. */
+export interface PasskeySignIn extends SignIn {
+  passkeyId: string;
+  amr: "swk" | "hwk";
+}
+
+/**
+ * Signs in with a passkey alone (`proveAssertion`, no user named: usernameless). Every failure is
+ * the same 401, audited as a refused `passkey` sign-in with its reason. The session's `amr` is the
+ * passkey's (`hwk` or `swk`).
+ */
+export async function finishPasskeySignIn(
+  deps: PasskeyDeps,
+  ctx: Ctx,
+  input: { rpId: string; response: AuthenticationResponseJSON },
+): Promise<PasskeySignIn> {
+  const refuse = async (reason: string, userId: string | null): Promise<never> => {
+    await recordSignInFailure(deps, ctx, { method: "passkey", reason, userId });
+    throw invalidCredentials();
+  };
+  const proof = await proveAssertion(deps, ctx, input);
+  if (!proof.proved) return refuse(proof.reason, proof.userId);
+  const identity = await withDatabase(deps, ctx, (db) => loadIdentity(db, proof.userId, ctx.tenantId));
+  if (identity?.status !== "Active") return refuse("user not active", proof.userId);
+  return {
+    identity,
+    ctx,
+    method: "passkey",
+    passkeyId: proof.passkeyId,
+    amr: proof.amr,
+  };
 }

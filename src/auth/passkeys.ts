@@ -7,6 +7,7 @@ import { isoBase64URL } from "@simplewebauthn/server/helpers";
 import { and, asc, count, eq } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import type { Ctx } from "../context.ts";
+import type { Executor } from "../db/client.ts";
 import { withDatabase, withTransaction } from "../db/operation.ts";
 import { passkeys, users } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
@@ -237,6 +238,12 @@ export async function finishPasskeyRegistration(
       });
     return row;
   });
+}
+
+/** Whether a user holds a passkey (in any tenant): a second factor of theirs (auth/second-factors.ts). */
+export async function passkeyEnrolled(db: Executor, userId: string): Promise<boolean> {
+  const [row] = await db.select({ id: passkeys.id }).from(passkeys).where(eq(passkeys.userId, userId)).limit(1);
+  return row !== undefined;
 }
 
 /** The caller's passkeys in the ctx's tenant (all hosts), oldest first. */
