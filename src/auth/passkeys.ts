@@ -242,7 +242,11 @@ export async function finishPasskeyRegistration(
 
 /** Whether a user holds a passkey (in any tenant): a second factor of theirs (auth/second-factors.ts). */
 export async function passkeyEnrolled(db: Executor, userId: string): Promise<boolean> {
-  const [row] = await db.select({ id: passkeys.id }).from(passkeys).where(eq(passkeys.userId, userId)).limit(1);
+  const [row] = await db
+    .select({ id: passkeys.id })
+    .from(passkeys)
+    .where(eq(passkeys.userId, userId))
+    .limit(1);
   return row !== undefined;
 }
 
