@@ -4,7 +4,7 @@
  * app as server.ts does, on a fresh bench database, signs a platform administrator in and prints
  * `READY <port> <access token>`; SIGTERM stops it and drops the database. With `AB_SIGN_IN=owner` it
  * signs in a tenant's owner instead (a tenant of twenty users: `--path /api/tenant/users?limit=20`),
- * whose plan's request rate, where the tree has one, is raised out of the way. `AB_SETTINGS` (JSON,
+ * whose plan's request rate and monthly api_calls are unlimited (an override). `AB_SETTINGS` (JSON,
  * `Section__Key` names) adds settings (bench/ab-trees.ts passes a tree's `::Key=Value,…` suffix).
  */
 import postgres from "postgres";
@@ -23,7 +23,7 @@ if (process.env.AB_SIGN_IN === "owner") {
   signIn = { email: owner.email, tenant: tenant.code };
   const raw = postgres(database.url, { onnotice: () => {} });
   await raw`insert into tenant_feature_overrides (tenant_id, feature_key, enabled, "limit")
-    select ${tenant.id}, key, true, 1000000000 from features where key = 'rate_limit_per_minute'`;
+    select ${tenant.id}, key, true, null from features where key in ('rate_limit_per_minute', 'api_calls')`;
   await raw.end();
 }
 const sql = postgres(database.url, { onnotice: () => {} });

@@ -25,6 +25,8 @@ export async function benchDeps(
       // the plan's rate per tenant (free: 600 a minute) would refuse a load test: on only where a
       // bench measures it (`::RateLimiting__Tenant__Enabled=true` in bench/ab-trees.ts)
       RateLimiting__Tenant__Enabled: "false",
+      // and the plan's api_calls a month (free: 10,000) would refuse it too
+      FeatureUsageReconciliation__CountApiCalls: "false",
       BackgroundProcessing__Enabled: "false",
       ...env,
     },

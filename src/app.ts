@@ -10,6 +10,7 @@ import type { Settings } from "./config/schema.ts";
 import type { Deps } from "./deps.ts";
 import { AppError } from "./errors.ts";
 import { CONSOLE_CREDENTIAL_PATHS, consoleRoutes } from "./http/console/routes.ts";
+import { meterApiCalls } from "./http/middleware/api-calls.ts";
 import { authenticate } from "./http/middleware/authenticate.ts";
 import { guardOf } from "./http/middleware/guards.ts";
 import {
@@ -271,13 +272,18 @@ export function createApp(deps: Deps) {
   app.use("/api/tenant/*", authenticated, apiKeyLimit);
   // then the tenant's own bucket, of its plan's size (all its users and keys together): a noisy
   // tenant is refused without touching another's (docs/billing.md, "Request rate per tenant")
-  if (settings.RateLimiting.Tenant.Enabled) {
-    const planRates = new PlanRateLimits(deps, settings.RateLimiting.Tenant.PlanSeconds);
+  const planLimits = new PlanRateLimits(deps, settings.RateLimiting.Tenant.PlanSeconds);
+  if (settings.RateLimiting.Tenant.Enabled)
     app.use(
       "/api/tenant/*",
-      tenantRateLimit((tenantId) => planRates.perMinute(tenantId), limiter),
+      tenantRateLimit((tenantId) => planLimits.perMinute(tenantId), limiter),
     );
-  }
+  // then counted as api_calls, and refused past the plan's month (docs/billing.md, "api_calls")
+  if (settings.FeatureUsageReconciliation.CountApiCalls)
+    app.use(
+      "/api/tenant/*",
+      meterApiCalls(deps.apiCalls, (tenantId) => planLimits.apiCallsPerMonth(tenantId)),
+    );
 
   mountRoutes(app, deps, authenticated);
 

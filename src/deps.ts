@@ -34,6 +34,7 @@ import { type Fetch, tracedFetch } from "./telemetry/fetch.ts";
 import { bufferedLines, createLogger, type Logger } from "./telemetry/logger.ts";
 import { disabledTelemetry, type Telemetry } from "./telemetry/otel.ts";
 import { createTenantLookup, type TenantLookup } from "./tenancy/tenant-lookup.ts";
+import { ApiCallMeter } from "./usage/api-calls.ts";
 import { type HostResolver, systemResolver } from "./webhooks/destinations.ts";
 
 /** Everything the app, the loops and domain functions need, built once per process. */
@@ -75,6 +76,8 @@ export interface Deps {
   loopStatus: LoopStatusBoard;
   /** Resolves webhook destinations (the addresses checked are the ones connected to). */
   hostResolver: HostResolver;
+  /** `api_calls` counted in process and written to the usage ledger in batches (src/usage/api-calls.ts). */
+  apiCalls: ApiCallMeter;
 }
 
 export interface CreateDepsOptions {
@@ -271,10 +274,16 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
     storage:
       options.storage === undefined ? createObjectStorage(config, { clock, telemetry }) : options.storage,
     hostResolver: options.hostResolver ?? systemResolver,
+    apiCalls: new ApiCallMeter(
+      { database, cache, clock, logger },
+      config.settings.FeatureUsageReconciliation.ApiCallsFlushSeconds,
+    ),
   };
 }
 
 export async function closeDeps(deps: Deps): Promise<void> {
+  // the last api_calls counts, while the database is open
+  await deps.apiCalls.stop().catch(() => {});
   await Promise.allSettled([deps.database.close(), deps.cache?.close(), deps.telemetry.shutdown()]);
 }
 

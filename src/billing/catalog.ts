@@ -34,10 +34,10 @@ export const builtInFeatures: FeatureDefinition[] = [
   {
     key: "api_calls",
     name: "API calls",
-    description: "Calls to the tenant's metered API endpoints, per calendar month (UTC).",
+    description:
+      "Requests to the tenant API (`/api/tenant/*`), per calendar month (UTC), counted by Plinth; over the limit, 403.",
     kind: "metered",
     unit: "calls",
-    recordedBy: "application",
     period: "month",
   },
   {

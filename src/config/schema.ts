@@ -235,6 +235,15 @@ export const configSchema = z.object({
     Enabled: flag(true, "Runs the feature-usage reconciliation loop."),
     BatchSize: int(1, 100, "Usage counters (tenant × feature × period) reconciled per batch."),
     IntervalMinutes: int(1, 60, "Interval of the reconciliation loop."),
+    CountApiCalls: flag(
+      true,
+      "Counts each request to the tenant API (`/api/tenant/*`) as `api_calls` and refuses them past the plan's monthly limit (docs/billing.md).",
+    ),
+    ApiCallsFlushSeconds: int(
+      1,
+      10,
+      "How often an API process writes its `api_calls` counts to the usage ledger.",
+    ),
   }),
   Webhooks: z.object({
     RetrySeconds: z.array(z.number().int().min(0)).default([5, 300, 1800, 7200, 18000, 36000, 36000]).meta({

@@ -461,8 +461,8 @@ test("read a tenant's usage against its limit and its webhook endpoints' health,
   const cells = await usage.locator("td").allTextContents();
   // feature, period, used, limit (the default plan: 10,000 a month)
   expect(cells.slice(1, 3)).toEqual(["8,500", "10,000"]);
-  // Plinth never counts api_calls itself: the row says who does
-  expect(await usage.locator("th").textContent()).toContain("recorded by your application");
+  // Plinth counts api_calls itself (issue #30): no badge sends the reader to the application
+  expect(await usage.locator("th").textContent()).not.toContain("recorded by your application");
   expect(await usage.locator("meter").getAttribute("value")).toBe("8500");
   expect(await page.getByRole("link", { name: fixture.hostname }).count()).toBe(1);
   // webhook endpoints' health, and never a token from a destination's query string

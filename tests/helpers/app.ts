@@ -66,6 +66,8 @@ export const relaxedLimits: Readonly<Record<string, string>> = {
   "RateLimiting:Auth:WindowSeconds": "60",
   // the per-tenant rate of the plan (free: 600 a minute); tests/integration/tenant-rate-limit.test.ts keeps it
   "RateLimiting:Tenant:Enabled": "false",
+  // and the plan's api_calls a month (free: 10,000), counted and refused past (tenant-rate-limit.test.ts)
+  "FeatureUsageReconciliation:CountApiCalls": "false",
 };
 
 /** `Section:Key` settings as the environment variables a process reads (`Section__Key`). */
@@ -166,6 +168,8 @@ function appOver(deps: Deps, app: App, logs: string[]): TestApp {
         peerAddress: peer,
       }),
     close: async () => {
+      // the api_calls counted so far, written while the database and cache are open
+      await deps.apiCalls.stop().catch(() => {});
       await deps.cache?.close();
     },
   };

@@ -1,7 +1,10 @@
 import { expect, test } from "bun:test";
+import { sql } from "drizzle-orm";
 import { updateFeatureOverride } from "../../src/billing/update-feature-override.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
+import { execute } from "../../src/db/client.ts";
+import { getCurrentUsage } from "../../src/usage/current-usage.ts";
 import { useTestApp } from "../helpers/app.ts";
 import { json, signedInTenant } from "../helpers/identity.ts";
 
@@ -108,4 +111,52 @@ test("a plan change reaches the limiter within RateLimiting:Tenant:PlanSeconds",
   const response = await users(t.owner.headers);
   expect(response.status).toBe(200);
   expect(response.headers.get("ratelimit-policy")).toContain('"tenant";q=50;w=60');
+});
+
+const monthUsage = (tenantId: string) =>
+  getCurrentUsage(app.deps, systemCtx("test", tenantId), { feature: "api_calls", period: "month" });
+
+test("api_calls: each tenant request counts one, written to the usage ledger in a batch", async () => {
+  const t = await signedInTenant(app);
+  for (let i = 0; i < 3; i++) expect((await users(t.owner.headers)).status).toBe(200);
+  expect((await app.request("/api/tenant/features", { headers: t.admin.headers })).status).toBe(200);
+  await app.deps.apiCalls.flush();
+  expect(await monthUsage(t.id)).toBe(4);
+  // one ledger event for the four, not one per request
+  const [events] = await execute<{ n: number; total: number }>(
+    app.deps.database.db,
+    sql`select count(*)::int as n, sum(quantity)::int as total from usage_events
+        where tenant_id = ${t.id} and feature_key = 'api_calls'`,
+  );
+  expect(events).toEqual({ n: 1, total: 4 });
+  // nothing new: the next flush writes nothing
+  await app.deps.apiCalls.flush();
+  expect(await monthUsage(t.id)).toBe(4);
+});
+
+test("api_calls past the plan's monthly limit: 403 usage_limit_reached, the features page open; another tenant unaffected", async () => {
+  const capped = await signedInTenant(app);
+  const other = await signedInTenant(app);
+  await updateFeatureOverride(app.deps, systemCtx("test", capped.id), {
+    featureKey: "api_calls",
+    enabled: true,
+    limit: 4,
+    reason: "test",
+  });
+  for (let i = 0; i < 4; i++) expect((await users(capped.owner.headers)).status).toBe(200);
+  await app.deps.apiCalls.flush();
+  const refused = await users(capped.owner.headers);
+  expect(refused.status).toBe(403);
+  expect(((await refused.json()) as { code: string }).code).toBe("usage_limit_reached");
+  expect((await app.request("/api/tenant/features", { headers: capped.owner.headers })).status).toBe(200);
+  expect((await users(other.owner.headers)).status).toBe(200);
+  // a larger limit lifts it once the process reads the plan again
+  await updateFeatureOverride(app.deps, systemCtx("test", capped.id), {
+    featureKey: "api_calls",
+    enabled: true,
+    limit: 100,
+    reason: "test",
+  });
+  clock.advance(6_000);
+  expect((await users(capped.owner.headers)).status).toBe(200);
 });

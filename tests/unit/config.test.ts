@@ -62,6 +62,8 @@ describe("defaults", () => {
       Enabled: true,
       BatchSize: 100,
       IntervalMinutes: 60,
+      CountApiCalls: true,
+      ApiCallsFlushSeconds: 10,
     });
     expect(settings.Server.Port).toBe(8080);
   });
