@@ -58,6 +58,8 @@ import { membershipRoutes } from "./http/routes/memberships.ts";
 import { paymentWebhookRoutes } from "./http/routes/payment-webhooks.ts";
 import { planRoutes } from "./http/routes/plans.ts";
 import { problemRoutes } from "./http/routes/problems.ts";
+import { SCIM_BASE, scimErrorResponse, scimRoutes } from "./http/routes/scim.ts";
+import { scimTokenRoutes } from "./http/routes/scim-tokens.ts";
 import { signUpRoutes } from "./http/routes/sign-up.ts";
 import { tenantFeatureRoutes } from "./http/routes/tenant-features.ts";
 import { tenantLifecycleRoutes } from "./http/routes/tenant-lifecycle.ts";
@@ -140,14 +142,17 @@ function answerErrors(app: Router, deps: Deps): void {
         error: describeError(error, deps.redactor.text, { stack: true }),
       });
     }
+    // a SCIM client reads SCIM errors (RFC 7644 §3.12), whatever raised them
+    if (isScimPath(c.req.path)) return scimErrorResponse(c, problem);
     return problemJson(c, problem);
   });
   // a path that exists under other methods is 405 with Allow, not 404 (which would say it does not exist)
   const allowedMethods = methodsByPath(() => app.routes);
   app.notFound((c) => {
     const allowed = allowedMethods(c.req.path);
-    if (allowed.length === 0) return problemJson(c, new AppError("not_found", "No such resource."));
-    return problemJson(
+    const answer = isScimPath(c.req.path) ? scimErrorResponse : problemJson;
+    if (allowed.length === 0) return answer(c, new AppError("not_found", "No such resource."));
+    return answer(
       c,
       new HttpError("method_not_allowed", `This resource answers ${allowed.join(", ")}.`, {
         allow: allowed.join(", "),
@@ -155,6 +160,8 @@ function answerErrors(app: Router, deps: Deps): void {
     );
   });
 }
+
+const isScimPath = (path: string) => path === SCIM_BASE || path.startsWith(`${SCIM_BASE}/`);
 
 /** Every area's routes (each declares who may call it: src/http/access.ts). */
 function mountRoutes(app: Router, deps: Deps, authenticated: MiddlewareHandler<AppEnv>): void {
@@ -177,6 +184,8 @@ function mountRoutes(app: Router, deps: Deps, authenticated: MiddlewareHandler<A
   app.route("/", adminScheduleRoutes(deps));
   app.route("/", tenantUserRoutes(deps));
   app.route("/", tenantApiKeyRoutes(deps));
+  app.route("/", scimTokenRoutes(deps));
+  app.route("/", scimRoutes(deps));
   app.route("/", adminTenantRoutes(deps));
   app.route("/", tenantSettingsRoutes(deps));
   app.route("/", adminProviderRoutes(deps));

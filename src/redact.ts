@@ -41,6 +41,9 @@ export function createRedactor(secretValues: Iterable<string>): Redactor {
         (whole: string, id?: string) =>
           id ? (whole.length === 16 ? whole : `plk_${id}_${REDACTED}`) : `plk_${REDACTED}`,
       );
+    // a tenant's SCIM token (docs/scim.md), likewise: its prefix stays readable
+    if (out.includes("plscim_"))
+      out = out.replace(/(plscim_[0-9A-Za-z]{12})_[0-9A-Za-z]+/g, `$1_${REDACTED}`);
     // a one-time link's token (`?token=…`, `&token=…`), wherever a link is logged
     if (out.includes("token=")) out = out.replace(/([?&]token=)[^&\s"'<>]+/gi, `$1${REDACTED}`);
     if (out.includes("Bearer") || out.includes("Basic")) {

@@ -1,17 +1,9 @@
 import { markdownTable } from "../markdown-table.ts";
-import type { AuditOutcome } from "./record.ts";
+import type { ActionRow } from "./action-row.ts";
+import { SCIM_ACTIONS } from "./scim-actions.ts";
 import { TENANT_LIFECYCLE_ACTIONS } from "./tenant-lifecycle-actions.ts";
 
-/** One kind of row an action writes: docs/audit.md's action table has a line for each. */
-export interface ActionRow {
-  /** What happened. */
-  what: string;
-  /** Set when the action writes rows of this outcome only (`auth.sign_in` has one row per outcome). */
-  outcome?: AuditOutcome;
-  target: string;
-  details: string;
-  writtenBy: string;
-}
+export type { ActionRow };
 
 /**
  * Every action the audit log records, each described once: `AUDIT_ACTIONS` (what `recordAudit`
@@ -371,6 +363,7 @@ const ACTIONS = {
     details: "`httpMethod`, `path`, `reason`",
     writtenBy: "`app.onError` for every 403 `forbidden` to a signed-in caller (rate limited)",
   },
+  ...SCIM_ACTIONS,
 } as const satisfies Record<string, ActionRow | readonly ActionRow[]>;
 
 export type AuditAction = keyof typeof ACTIONS;

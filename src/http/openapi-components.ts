@@ -96,6 +96,12 @@ export function registerComponents(app: Pick<OpenAPIHono, "openAPIRegistry">): v
     description:
       "A tenant API key (`Authorization: Bearer plk_…`, docs/api-keys.md), on the tenant routes its scopes allow.",
   });
+  registry.registerComponent("securitySchemes", "scimToken", {
+    type: "http",
+    scheme: "bearer",
+    bearerFormat: "plscim_",
+    description: "A tenant's SCIM token (`POST /api/tenant/scim/tokens`, docs/scim.md), on /scim/v2 only.",
+  });
   registry.registerComponent("securitySchemes", "sessionCookie", {
     type: "apiKey",
     in: "cookie",

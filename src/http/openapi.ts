@@ -138,6 +138,12 @@ function withHeaders(access: Access, responses: Record<string, object>, cookies 
   );
 }
 
+/** The headers every answer of a signed-in operation has, on each of `responses` (a route built without `apiRoute`). */
+export const withResponseHeaders = (
+  responses: Record<string, object>,
+  options: { location?: boolean } = {},
+) => withHeaders("signedIn", responses, false, options.location);
+
 type ApiRouteConfig = RouteConfig & { operationId: string; tags: string[]; summary: string };
 
 /**
@@ -222,6 +228,10 @@ export const DOCUMENT_TAGS = [
   { name: "billing", description: "Plans, subscriptions, features, usage, payment webhooks." },
   { name: "storage", description: "A tenant's object storage through presigned URLs." },
   { name: "tls", description: "The TLS gateway's on-demand certificate permission check." },
+  {
+    name: "scim",
+    description: "SCIM 2.0 provisioning of a tenant's members and groups (RFC 7644), with a SCIM token.",
+  },
   { name: "health", description: "Liveness and readiness probes." },
   { name: "meta", description: "This document and its reference page." },
   { name: "webhooks", description: "Events Plinth POSTs to tenants' webhook endpoints (Standard Webhooks)." },

@@ -57,6 +57,8 @@ export type AppEnv = {
     /** Set by the `edge` middleware for `clientIp(c)`. */
     trustedProxies?: import("./client-ip.ts").TrustedProxies;
     principal?: Principal;
+    /** The SCIM token a /scim/v2 request presented, once checked (src/http/routes/scim.ts). */
+    scimToken?: { tokenId: string; tenantId: string };
     /** The caller's identity as loaded with the session (middleware/authenticate.ts). */
     identity?: import("../auth/user-identity.ts").Identity;
     tenant?: ResolvedTenant;

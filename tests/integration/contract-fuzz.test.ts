@@ -278,7 +278,14 @@ test("every operation, fuzzed from its schemas: no 5xx, every answer as document
       const problem = (await response.json().catch(() => ({}))) as {
         code?: string;
         errors?: { path: string }[];
+        scimType?: string;
+        detail?: string;
       };
+      // a SCIM error (docs/scim.md) names the field in its detail, as `invalidValue`
+      if (c.path.startsWith("/scim/v2/") && problem.scimType === "invalidValue") {
+        problem.code = "validation_failed";
+        problem.errors = [{ path: /(?:^|\. )([\w.]+): /.exec(problem.detail ?? "")?.[1] ?? "" }];
+      }
       // a segment no route's pattern matches (`/api/docs/assets/{file}` takes `standalone-….js`) is
       // named `path`: no operation's parameter holds it
       const named = problem.errors?.some(

@@ -46,10 +46,12 @@ test("every operation has an operationId, a tag, a summary, its security, named 
         for (const [type, media] of Object.entries(response.content ?? {})) {
           expect(media.schema.$ref, `${where} ${status} ${type}`).toBeDefined();
           if (Number(status) >= 400 && !path.startsWith("/api/health"))
-            expect([type, media.schema.$ref], where).toEqual([
-              "application/problem+json",
-              "#/components/schemas/Problem",
-            ]);
+            // SCIM clients read SCIM errors (RFC 7644 §3.12, docs/scim.md), everyone else a Problem
+            expect([type, media.schema.$ref], where).toEqual(
+              path.startsWith("/scim/v2/")
+                ? ["application/scim+json", "#/components/schemas/ScimError"]
+                : ["application/problem+json", "#/components/schemas/Problem"],
+            );
         }
       }
       if (!path.startsWith("/api/health"))

@@ -534,8 +534,30 @@ const exportCase = async (): Promise<Resource> => {
   };
 };
 
+/** A SCIM token of tenant B (written as its owner's request would: tenant B has no `sso` plan here). */
+const scimTokenCase = async (): Promise<Resource> => {
+  const [row] = await execute<{ id: string }>(
+    app.db,
+    sql`insert into scim_tokens (tenant_id, name, prefix, secret_hash)
+        values (${tenantB.id}, 'cross', ${`plscim_${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`}, ${"0".repeat(64)})
+        returning id`,
+  );
+  const id = row?.id ?? "";
+  return {
+    params: { path: { id }, query: {} },
+    intact: async () =>
+      (
+        await execute<{ revoked: boolean }>(
+          app.db,
+          sql`select revoked_at is not null as revoked from scim_tokens where id = ${id}`,
+        )
+      )[0]?.revoked === false,
+  };
+};
+
 const otherTenantsResource: Record<string, () => Promise<Resource>> = {
   "GET /api/tenant/exports/:exportId": exportCase,
+  "DELETE /api/tenant/scim/tokens/:id": scimTokenCase,
   "DELETE /api/tenant/invitations/:invitationId": invitationCase,
   "POST /api/tenant/invitations/:invitationId/resend": invitationCase,
   "POST /api/tenant/users/:userId/disable": userCase,

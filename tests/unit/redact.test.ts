@@ -70,3 +70,14 @@ test("tenant API keys are hidden wherever they appear, their id part left readab
   expect(r.text("plk_Ab3dEf6hIj9LX")).toBe(`plk_${REDACTED}`);
   expect(r.text("the plk_ prefix alone")).toBe("the plk_ prefix alone");
 });
+
+test("SCIM tokens are hidden wherever they appear, their prefix left readable", () => {
+  const r = createRedactor([]);
+  const token = `plscim_Ab3dEf6hIj9L_${"x7Y".repeat(10)}Zq`;
+  for (const line of [`invalid token ${token}.`, `{"token":"${token}"}`, `url?t=${token}`]) {
+    const out = r.text(line);
+    expect(out).not.toContain("x7Yx7Y");
+  }
+  expect(r.text(`token ${token} end`)).toBe(`token plscim_Ab3dEf6hIj9L_${REDACTED} end`);
+  expect(r.text("prefix plscim_Ab3dEf6hIj9L end")).toBe("prefix plscim_Ab3dEf6hIj9L end");
+});

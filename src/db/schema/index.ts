@@ -10,6 +10,7 @@ export * from "./jobs.ts";
 export * from "./passkeys.ts";
 export * from "./providers.ts";
 export * from "./saml.ts";
+export * from "./scim.ts";
 export * from "./secrets.ts";
 export * from "./security.ts";
 export * from "./sign-ups.ts";

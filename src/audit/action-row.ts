@@ -1,0 +1,12 @@
+import type { AuditOutcome } from "./record.ts";
+
+/** One kind of row an action writes: docs/audit.md's action table has a line for each. */
+export interface ActionRow {
+  /** What happened. */
+  what: string;
+  /** Set when the action writes rows of this outcome only (`auth.sign_in` has one row per outcome). */
+  outcome?: AuditOutcome;
+  target: string;
+  details: string;
+  writtenBy: string;
+}

@@ -1,0 +1,35 @@
+import type { ActionRow } from "./action-row.ts";
+
+/** The actions of SCIM provisioning (docs/scim.md), part of `AUDIT_ACTIONS` (actions.ts). */
+export const SCIM_ACTIONS = {
+  "scim.user_created": {
+    what: "The tenant's directory provisioned a member over SCIM (a new identity of the tenant's own pool).",
+    target: "`user`",
+    details: "`email`, `status` (`Active`, `Disabled`), `role`",
+    writtenBy: "`createScimUser` (a SCIM token: actor `system` `scim:<token id>`)",
+  },
+  "scim.user_updated": {
+    what: "The tenant's directory replaced or patched a member's SCIM attributes (deactivating also writes `user.disabled`; deleting writes `user.deleted`).",
+    target: "`user`",
+    details: "`email`, `status`",
+    writtenBy: "`replaceScimUser`, `patchScimUser`",
+  },
+  "scim.user_reactivated": {
+    what: "The tenant's directory set a deactivated member active again.",
+    target: "`user`",
+    details: "—",
+    writtenBy: "`replaceScimUser`, `patchScimUser`",
+  },
+  "scim_token.created": {
+    what: "A tenant owner created a SCIM token.",
+    target: "`scim_token`",
+    details: "`name`, `prefix`",
+    writtenBy: "`createScimToken`",
+  },
+  "scim_token.revoked": {
+    what: "A tenant owner deleted a SCIM token.",
+    target: "`scim_token`",
+    details: "`name`, `prefix`",
+    writtenBy: "`deleteScimToken`",
+  },
+} as const satisfies Record<string, ActionRow>;
