@@ -47,6 +47,7 @@ import { tenantApiKeyRoutes } from "./http/routes/api-keys.ts";
 import { adminAuditRoutes, tenantAuditRoutes } from "./http/routes/audit.ts";
 import { authRoutes, CREDENTIAL_PATHS, WINDOW_KINDS } from "./http/routes/auth.ts";
 import { emailSignInRoutes } from "./http/routes/auth-email-sign-in.ts";
+import { authMfaRoutes } from "./http/routes/auth-mfa.ts";
 import { authPasskeyRoutes } from "./http/routes/auth-passkeys.ts";
 import { authRecoveryRoutes } from "./http/routes/auth-recovery.ts";
 import { authSessionRoutes, memberSessionRoutes } from "./http/routes/auth-sessions.ts";
@@ -170,6 +171,7 @@ function mountRoutes(app: Router, deps: Deps, authenticated: MiddlewareHandler<A
   app.route("/", authRoutes(deps, authenticated));
   app.route("/", authRecoveryRoutes(deps, authenticated));
   app.route("/", emailSignInRoutes(deps));
+  app.route("/", authMfaRoutes(deps, authenticated));
   app.route("/", authSessionRoutes(deps, authenticated));
   app.route("/", authPasskeyRoutes(deps, authenticated));
   app.route("/", memberSessionRoutes(deps));

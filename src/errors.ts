@@ -13,6 +13,7 @@ export const errorCodes = [
   "payment_required",
   "forbidden",
   "password_change_required",
+  "step_up_required",
   "usage_limit_reached",
   "not_found",
   "method_not_allowed",
@@ -37,6 +38,12 @@ export interface RateLimitRefusal {
   resetSeconds: number;
 }
 
+/** What a step-up asks for: a second factor (`acr`) proved at most `maxAgeSeconds` ago. */
+export interface StepUp {
+  acr: string;
+  maxAgeSeconds: number;
+}
+
 /** The one typed error of the application: a code, a detail safe to show, and what the code needs. */
 export class AppError extends Error {
   override name = "AppError";
@@ -50,13 +57,23 @@ export class AppError extends Error {
    * seconds until it accepts again; the transport names it (HTTP: the `RateLimit` header).
    */
   readonly rateLimit?: RateLimitRefusal;
+  /**
+   * `step_up_required`: the sign-in must be at most this many seconds old and with a second factor
+   * (the transport states it: HTTP `WWW-Authenticate` with `max_age` and `acr_values`, RFC 9470).
+   */
+  readonly stepUp?: StepUp;
   /** Whether a detail was given; otherwise the transport shows the code's title. */
   readonly hasDetail: boolean;
 
   constructor(
     code: ErrorCode,
     detail?: string,
-    options: { fields?: FieldError[]; retryAfterSeconds?: number; rateLimit?: RateLimitRefusal } = {},
+    options: {
+      fields?: FieldError[];
+      retryAfterSeconds?: number;
+      rateLimit?: RateLimitRefusal;
+      stepUp?: StepUp;
+    } = {},
   ) {
     super(detail ?? code);
     this.code = code;
@@ -64,6 +81,7 @@ export class AppError extends Error {
     this.fields = options.fields;
     this.retryAfterSeconds = options.retryAfterSeconds;
     this.rateLimit = options.rateLimit;
+    this.stepUp = options.stepUp;
   }
 }
 

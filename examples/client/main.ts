@@ -25,7 +25,10 @@ export async function main(
   // sign in: a token pair, or a Problem (401 for any wrong credential, 429 when a window is full)
   const signIn = await api.POST("/api/auth/login", { body: credentials });
   if (signIn.error) throw new Error(describe(signIn.error));
-  const { accessToken } = signIn.data;
+  // a user with a second factor gets the step instead: POST /api/auth/mfa/verify { mfaToken, code }
+  if ("mfaToken" in signIn.data)
+    throw new Error(`a second factor is required (${signIn.data.methods.join(", ")})`);
+  const { accessToken, refreshToken } = signIn.data;
   const headers = { authorization: `Bearer ${accessToken}` };
 
   // who am I
@@ -57,7 +60,7 @@ export async function main(
   }
 
   // the status of a call is there too: 204 bodies are typed as absent
-  const signOut = await api.POST("/api/auth/logout", { body: { refreshToken: signIn.data.refreshToken } });
+  const signOut = await api.POST("/api/auth/logout", { body: { refreshToken } });
   if (signOut.error) throw new Error(describe(signOut.error));
   console.log(`signed out (${signOut.response.status})`);
   return { users, domainCreated: domain.error === undefined };

@@ -2,6 +2,7 @@ import { and, asc, eq, isNull, sql } from "drizzle-orm";
 import { z } from "zod";
 import { recordAudit } from "../audit/record.ts";
 import { endSessions } from "../auth/sessions.ts";
+import { requireRecentSecondFactor } from "../auth/step-up.ts";
 import { assertFeature } from "../billing/entitlements.ts";
 import { isoOrNull } from "../clock.ts";
 import type { TenantCtx } from "../context.ts";
@@ -113,6 +114,7 @@ export async function createApiKey(
   input: NewApiKey,
 ): Promise<ApiKeyView & { key: string }> {
   const createdBy = assertUser(ctx);
+  await requireRecentSecondFactor(deps, ctx);
   const parsed = newApiKeySchema.parse(input);
   const now = deps.clock.now();
   const expiresAt = parsed.expiresAt === undefined ? null : new Date(parsed.expiresAt);

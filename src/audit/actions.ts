@@ -1,5 +1,6 @@
 import { markdownTable } from "../markdown-table.ts";
 import type { ActionRow } from "./action-row.ts";
+import { MFA_ACTIONS } from "./mfa-actions.ts";
 import { SCIM_ACTIONS } from "./scim-actions.ts";
 import { TENANT_LIFECYCLE_ACTIONS } from "./tenant-lifecycle-actions.ts";
 
@@ -79,24 +80,7 @@ const ACTIONS = {
     details: "`reason`, `expiresAt`, `sessions` (the new session's id)",
     writtenBy: "`startImpersonation`",
   },
-  "passkey.registered": {
-    what: "A user registered a passkey (WebAuthn credential) for themself.",
-    target: "`passkey`",
-    details: "`name`, `hostname` (the relying-party id), `userId`",
-    writtenBy: "`finishPasskeyRegistration` (POST /api/auth/passkeys/register/verify, the console)",
-  },
-  "passkey.renamed": {
-    what: "A user renamed one of their passkeys.",
-    target: "`passkey`",
-    details: "`name` (the new one)",
-    writtenBy: "`renamePasskey`",
-  },
-  "passkey.removed": {
-    what: "A user removed one of their passkeys.",
-    target: "`passkey`",
-    details: "`name`, `hostname`, `userId`",
-    writtenBy: "`removePasskey`",
-  },
+  ...MFA_ACTIONS,
   "user.created": {
     what: "A tenant user was added.",
     target: "`user`",

@@ -4,6 +4,7 @@ import type { Ctx } from "../context.ts";
 import { withTransaction } from "../db/operation.ts";
 import { sessions } from "../db/schema/index.ts";
 import type { AuthDeps } from "./deps.ts";
+import { type MfaRequired, mfaStepFor } from "./mfa-step.ts";
 import { opaqueToken, safeEqual, tokenHash } from "./opaque-tokens.ts";
 import { normaliseOrigin } from "./origins.ts";
 import { verifyCredentials } from "./password-sign-in.ts";
@@ -38,8 +39,9 @@ export async function signInBrowser(
   deps: AuthDeps,
   ctx: Ctx,
   input: { email: string; password: string },
-): Promise<BrowserSignIn> {
-  return startBrowserSession(deps, await verifyCredentials(deps, ctx, input));
+): Promise<BrowserSignIn | MfaRequired> {
+  const signIn = await verifyCredentials(deps, ctx, input);
+  return (await mfaStepFor(deps, signIn, "browser")) ?? startBrowserSession(deps, signIn);
 }
 
 /** Opens a browser session for a verified sign-in: its sealed cookie value and CSRF token. */

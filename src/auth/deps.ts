@@ -16,6 +16,7 @@ export interface AuthDeps
     | "pending"
     | "counters"
     | "telemetry"
+    | "tenantSecretKeyring"
   > {
   tokens: TokenService;
   sms: SmsSender;

@@ -10,6 +10,7 @@ import { AppError } from "../errors.ts";
 import { assertAllowed } from "../security/windows.ts";
 import { completeSignIn } from "./complete-sign-in.ts";
 import type { AuthDeps } from "./deps.ts";
+import type { MfaRequired } from "./mfa-step.ts";
 import { hmac, opaqueToken, safeEqual, tokenHash } from "./opaque-tokens.ts";
 import { recordSignInFailure } from "./password-sign-in.ts";
 import { clientIpOf, invalidCredentials, type TokenPair } from "./sessions.ts";
@@ -116,7 +117,7 @@ export async function verifyEmailCode(
   deps: AuthDeps,
   ctx: Ctx,
   input: { email: string; code: string },
-): Promise<TokenPair> {
+): Promise<TokenPair | MfaRequired> {
   try {
     return await signInWithEmailCode(deps, ctx, input);
   } catch (error) {
@@ -134,7 +135,7 @@ async function signInWithEmailCode(
   deps: AuthDeps,
   ctx: Ctx,
   input: { email: string; code: string },
-): Promise<TokenPair> {
+): Promise<TokenPair | MfaRequired> {
   const email = normaliseEmail(input.email);
   if (!/^\d{6}$/.test(input.code)) throw invalidCredentials();
   const account = accountOf(ctx, email);
@@ -193,7 +194,7 @@ export async function signInWithEmailLink(
   deps: AuthDeps,
   ctx: Ctx,
   input: { token: string },
-): Promise<TokenPair> {
+): Promise<TokenPair | MfaRequired> {
   const now = deps.clock.now();
   const match = and(
     eq(emailSignInCodes.linkHash, tokenHash(input.token)),

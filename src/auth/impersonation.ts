@@ -106,9 +106,8 @@ export async function startImpersonation(
     { ...opened.identity, tenantId: opened.identity.tenantId },
     opened.sessionId,
     opened.refreshToken,
-    {
-      impersonatorId: admin.userId,
-    },
+    // the user did not authenticate: the admin did, with their own session's methods, not stated here
+    { impersonatorId: admin.userId, auth: { amr: [], authTime: now } },
   );
 }
 

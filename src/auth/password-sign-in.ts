@@ -8,6 +8,7 @@ import { hashPassword, passwordProblem, verifyPassword } from "../security/passw
 import { assertAllowed } from "../security/windows.ts";
 import { completeSignIn } from "./complete-sign-in.ts";
 import type { AuthDeps } from "./deps.ts";
+import type { MfaRequired } from "./mfa-step.ts";
 import { opaqueToken } from "./opaque-tokens.ts";
 import {
   callerOf,
@@ -16,9 +17,11 @@ import {
   invalidCredentials,
   issueRefreshToken,
   type SignIn,
+  sessionAuthOf,
   type TokenPair,
   tokenPairFor,
 } from "./sessions.ts";
+import { requireRecentSecondFactor } from "./step-up.ts";
 import { findSignInUser, loadIdentity, normaliseEmail } from "./user-identity.ts";
 
 // A real argon2id hash of a random password: unknown accounts cost the same time as known ones.
@@ -102,7 +105,7 @@ export async function recordSignInFailure(
   deps: AuthDeps,
   ctx: Ctx,
   input: {
-    method: "password" | "sms" | "passkey" | "email_code";
+    method: "password" | "sms" | "passkey" | "email_code" | "mfa";
     email?: string;
     phone?: string;
     reason?: string;
@@ -122,7 +125,7 @@ export async function signInWithPassword(
   deps: AuthDeps,
   ctx: Ctx,
   input: { email: string; password: string },
-): Promise<TokenPair> {
+): Promise<TokenPair | MfaRequired> {
   return completeSignIn(deps, await verifyCredentials(deps, ctx, input));
 }
 
@@ -138,6 +141,7 @@ export async function changePassword(
   input: { currentPassword: string; newPassword: string },
 ): Promise<TokenPair | null> {
   const caller = callerOf(ctx);
+  await requireRecentSecondFactor(deps, ctx);
   const [user] = await withDatabase(deps, ctx, (db) =>
     db
       .select({
@@ -147,6 +151,9 @@ export async function changePassword(
         name: users.name,
         sessionKind: sessions.kind,
         sessionExpiresAt: sessions.expiresAt,
+        amr: sessions.amr,
+        authTime: sessions.authTime,
+        createdAt: sessions.createdAt,
       })
       .from(users)
       .innerJoin(sessions, and(eq(sessions.id, caller.sessionId), eq(sessions.userId, users.id)))
@@ -195,6 +202,8 @@ export async function changePassword(
       .set({ revokedAt: now, revokedReason: "password changed" })
       .where(and(eq(sessions.userId, caller.userId), isNull(sessions.revokedAt)));
     if (user.sessionKind !== "token") return { sessionId: null, refreshToken: null };
+    // the fresh session keeps how the user authenticated (a second factor stays proved)
+    const auth = sessionAuthOf(user);
     const [session] = await tx
       .insert(sessions)
       .values({
@@ -206,18 +215,20 @@ export async function changePassword(
         expiresAt: user.sessionExpiresAt,
         userAgent: ctx.userAgent ?? null,
         clientIp: ctx.clientIp ?? null,
+        ...auth,
       })
       .returning({ id: sessions.id });
     if (!session) throw new Error("session insert returned nothing");
     return {
       sessionId: session.id,
       refreshToken: await issueRefreshToken(tx, session.id, user.sessionExpiresAt),
+      auth,
     };
   });
   if (!opened) throw new AppError("unauthorized", "The current password is wrong.");
   await endSessions(deps, ctx, { userId: caller.userId });
-  if (!opened.sessionId || !opened.refreshToken) return null;
+  if (!opened.sessionId || !opened.refreshToken || !("auth" in opened)) return null;
   const identity = await withDatabase(deps, ctx, (db) => loadIdentity(db, caller.userId, user.tenantId));
   if (!identity) throw new AppError("unauthorized");
-  return tokenPairFor(deps, identity, opened.sessionId, opened.refreshToken);
+  return tokenPairFor(deps, identity, opened.sessionId, opened.refreshToken, { auth: opened.auth });
 }

@@ -31,7 +31,44 @@ export interface SignIn {
   ctx: Ctx;
   /** How: a credential, a switch from another tenant's session, an accepted invitation. */
   method: "password" | "sms" | "passkey" | "email_code" | "email_link" | "switch" | "invitation" | "signup";
+  /**
+   * How the user authenticated (RFC 8176) and when, when not just now by `method` alone: a second
+   * factor adds `otp`/`mfa`, a switch carries its session's over.
+   */
+  auth?: SessionAuth;
 }
+
+/** How and when a session's user authenticated: the `amr` and `auth_time` of its access tokens. */
+export interface SessionAuth {
+  amr: string[];
+  authTime: Date;
+}
+
+/** RFC 8176 values of a sign-in by `method` alone (an e-mailed link has none in the registry). */
+const METHOD_AMR: Record<SignIn["method"], string[]> = {
+  password: ["pwd"],
+  sms: ["sms"],
+  passkey: ["hwk"],
+  email_code: ["otp"],
+  email_link: [],
+  switch: [],
+  invitation: [],
+  signup: [],
+};
+
+/** The `amr` and `auth_time` a sign-in opens its session with. */
+export const authOf = (signIn: SignIn, now: Date): SessionAuth =>
+  signIn.auth ?? { amr: METHOD_AMR[signIn.method], authTime: now };
+
+/** A session row's authentication as its tokens state it (`authTime` null: a session from before). */
+export const sessionAuthOf = (row: {
+  amr: string[];
+  authTime: Date | null;
+  createdAt: Date;
+}): SessionAuth => ({
+  amr: row.amr,
+  authTime: row.authTime ?? row.createdAt,
+});
 
 /** The one answer to every failed sign-in, so none tells which part was wrong. */
 export const invalidCredentials = () => new AppError("unauthorized", "Invalid credentials.");
@@ -45,9 +82,16 @@ export function callerOf(ctx: Ctx): { userId: string; sessionId: string } {
 /** The client address the security windows count against (`unknown` when the transport has none). */
 export const clientIpOf = (ctx: Ctx): string => ctx.clientIp ?? "unknown";
 
-function claimsOf(identity: Identity, sessionId: string, impersonatorId?: string | null): AccessClaims {
+function claimsOf(
+  identity: Identity,
+  sessionId: string,
+  auth: SessionAuth,
+  impersonatorId?: string | null,
+): AccessClaims {
   return {
     ...(impersonatorId ? { impersonatorId } : {}),
+    amr: auth.amr,
+    authTime: Math.floor(auth.authTime.getTime() / 1000),
     userId: identity.userId,
     tenantId: identity.tenantId,
     sessionId,
@@ -68,10 +112,12 @@ export async function tokenPairFor(
   identity: Identity,
   sessionId: string,
   refreshToken: string,
-  options: { impersonatorId?: string | null } = {},
+  options: { impersonatorId?: string | null; auth: SessionAuth },
 ): Promise<TokenPair> {
   return {
-    accessToken: await deps.tokens.issueAccessToken(claimsOf(identity, sessionId, options.impersonatorId)),
+    accessToken: await deps.tokens.issueAccessToken(
+      claimsOf(identity, sessionId, options.auth, options.impersonatorId),
+    ),
     tokenType: "Bearer",
     expiresIn: deps.tokens.accessTokenSeconds,
     refreshToken,
@@ -89,7 +135,7 @@ export async function tokenPairFor(
 export async function insertSessionIfUnchanged(
   tx: Executor,
   signIn: SignIn,
-  values: Omit<typeof sessions.$inferInsert, "userId" | "tenantId">,
+  values: Omit<typeof sessions.$inferInsert, "userId" | "tenantId" | "amr" | "authTime">,
 ): Promise<string> {
   const { identity, seenPasswordHash } = signIn;
   const [user] = await tx
@@ -125,6 +171,7 @@ export async function insertSessionIfUnchanged(
       userAgent: signIn.ctx.userAgent ?? null,
       clientIp: signIn.ctx.clientIp ?? null,
       ...values,
+      ...authOf(signIn, values.createdAt ?? new Date()),
       userId: identity.userId,
       tenantId: identity.tenantId,
     })
@@ -176,7 +223,9 @@ export async function startTokenSession(
     });
     return { sessionId, refreshToken: await issueRefreshToken(tx, sessionId, expiresAt) };
   });
-  return tokenPairFor(deps, signIn.identity, opened.sessionId, opened.refreshToken);
+  return tokenPairFor(deps, signIn.identity, opened.sessionId, opened.refreshToken, {
+    auth: authOf(signIn, now),
+  });
 }
 
 /**
@@ -204,6 +253,9 @@ export async function refreshSession(
         revokedAt: sessions.revokedAt,
         sessionExpiresAt: sessions.expiresAt,
         impersonatorId: sessions.impersonatorId,
+        amr: sessions.amr,
+        authTime: sessions.authTime,
+        createdAt: sessions.createdAt,
       })
       .from(refreshTokens)
       .innerJoin(sessions, eq(sessions.id, refreshTokens.sessionId))
@@ -249,6 +301,7 @@ export async function refreshSession(
   }
   return tokenPairFor(deps, rotated.identity, row.sessionId, rotated.refreshToken, {
     impersonatorId: row.impersonatorId,
+    auth: sessionAuthOf(row),
   });
 }
 

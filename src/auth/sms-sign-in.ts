@@ -6,6 +6,7 @@ import { smsCodes, users } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
 import { assertAllowed } from "../security/windows.ts";
 import type { AuthDeps } from "./deps.ts";
+import { type MfaRequired, mfaStepFor } from "./mfa-step.ts";
 import { hmac, safeEqual } from "./opaque-tokens.ts";
 import { recordSignInFailure } from "./password-sign-in.ts";
 import { clientIpOf, invalidCredentials, startTokenSession, type TokenPair } from "./sessions.ts";
@@ -107,7 +108,7 @@ export async function verifySmsCode(
   deps: AuthDeps,
   ctx: Ctx,
   input: { phone: string; code: string },
-): Promise<TokenPair> {
+): Promise<TokenPair | MfaRequired> {
   try {
     return await signInWithSmsCode(deps, ctx, input);
   } catch (error) {
@@ -127,7 +128,7 @@ async function signInWithSmsCode(
   deps: AuthDeps,
   ctx: Ctx,
   input: { phone: string; code: string },
-): Promise<TokenPair> {
+): Promise<TokenPair | MfaRequired> {
   const { tenantId } = ctx;
   const phone = normalisePhone(input.phone);
   if (!phone || !/^\d{6}$/.test(input.code)) throw invalidCredentials();
@@ -181,5 +182,6 @@ async function signInWithSmsCode(
   });
   if (identity?.status !== "Active") throw invalidCredentials();
   await deps.windows.reset("smsVerify", { phone: subject });
-  return startTokenSession(deps, { identity, ctx, method: "sms" });
+  const signIn = { identity, ctx, method: "sms" } as const;
+  return (await mfaStepFor(deps, signIn, "token")) ?? startTokenSession(deps, signIn);
 }

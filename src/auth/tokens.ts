@@ -30,6 +30,12 @@ export const VERIFIED_TOKENS_MAX = 10_000;
 /** Leeway for exp/nbf between servers' clocks. */
 export const CLOCK_TOLERANCE_SECONDS = 30;
 
+/**
+ * The `acr` of a sign-in with a second factor (tokens whose `amr` holds `mfa` state it; a step-up
+ * challenge asks for it in `acr_values`): the OpenID PAPE multi-factor policy URI.
+ */
+export const MFA_ACR = "http://schemas.openid.net/pape/policies/2007/06/multi-factor";
+
 /** What an access token says about its bearer. */
 export interface AccessClaims {
   userId: string;
@@ -41,6 +47,10 @@ export interface AccessClaims {
   passwordChangeRequired: boolean;
   /** An impersonation: the platform admin acting as the user (`act: { sub }`, RFC 8693 §4.1). */
   impersonatorId?: string;
+  /** How the user authenticated (`amr`, RFC 8176: `pwd`, `sms`, `otp`, `hwk`, `swk`, `mfa`). */
+  amr: string[];
+  /** When the user authenticated (`auth_time`, seconds since the epoch): the sign-in or a step-up. */
+  authTime: number;
 }
 
 export class InvalidTokenError extends Error {
@@ -123,6 +133,8 @@ function claimsOf(payload: JWTPayload): AccessClaims {
     roles: strings(payload.roles),
     platformRoles: strings(payload.proles),
     passwordChangeRequired: payload.pwc === true,
+    amr: strings(payload.amr),
+    authTime: typeof payload.auth_time === "number" ? payload.auth_time : (payload.iat ?? 0),
     ...(actorOf(payload.act) ? { impersonatorId: actorOf(payload.act) } : {}),
   };
 }
@@ -235,6 +247,9 @@ export async function createTokenService(
         proles: claims.platformRoles.length ? claims.platformRoles : undefined,
         pwc: claims.passwordChangeRequired || undefined,
         act: claims.impersonatorId ? { sub: claims.impersonatorId } : undefined,
+        amr: claims.amr,
+        auth_time: claims.authTime,
+        acr: claims.amr.includes("mfa") ? MFA_ACR : undefined,
       })
         .setProtectedHeader({ alg: ALG, kid: material.currentKeyId, typ: ACCESS_TOKEN_TYP })
         .setSubject(claims.userId)

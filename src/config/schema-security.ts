@@ -160,6 +160,25 @@ export const securitySections = {
         .optional()
         .meta(secret("With Provider `http`: Bearer token for the gateway.")),
     }),
+    Mfa: z.object({
+      StepTokenSeconds: int(
+        30,
+        300,
+        "How long the `mfaToken` of a sign-in that needs a second factor works (once).",
+      ),
+      VerifyLimit: int(1, 5, "Second-factor attempts per user and window (sign-in step and step-up)."),
+      VerifyWindowSeconds: int(1, 900, "Second-factor attempt window."),
+      IpVerifyLimit: int(1, 30, "Second-factor attempts per client IP and window, all users together."),
+      StepUpMaxAgeMinutes: int(
+        1,
+        10,
+        "Sensitive operations (password change, API key creation, webhook secret rotation, enrolling or removing a factor) of a user with a second factor need one proved within this many minutes (step-up, RFC 9470).",
+      ),
+      Issuer: z.string().min(1).max(64).default("Plinth").meta({
+        description:
+          "The issuer an authenticator app shows beside the account (`otpauth://` URI); the tenant's name is used where there is one.",
+      }),
+    }),
     SessionCacheSeconds: int(
       0,
       5,

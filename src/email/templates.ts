@@ -21,6 +21,7 @@ export const EMAIL_TEMPLATES = {
   invitation: { fields: ["inviterName", "role", "link", "expiresInMinutes"] },
   "sign-up-verification": { fields: ["name", "link", "expiresInMinutes"] },
   "sign-in-link": { fields: ["name", "code", "link", "expiresInMinutes"], secrets: ["code"] },
+  "mfa-backup-code-used": { fields: ["name", "remaining"] },
 } as const satisfies Record<string, { fields: readonly string[]; secrets?: readonly string[] }>;
 
 /** The values besides the link that a message's log line never shows (a sign-in code). */
@@ -98,6 +99,15 @@ const BUILT_IN: Record<EmailTemplateName, Record<string, EmailTemplate>> = {
       text: "Hello {{name}},\n\nyour code to sign in to {{tenantName}} is {{code}}. Or open this link:\n\n{{link}}\n\nThe code and the link work once, within {{expiresInMinutes}} minutes; using one spends the other. If you did not ask for them, ignore this message.\n\n{{tenantName}} · {{tenantHost}}\n",
       html: htmlPage(
         `<p>Hello {{name}},</p><p>your code to sign in to {{tenantName}} is <strong style="font-size:large;letter-spacing:2px">{{code}}</strong>. Or open this link:</p>${button}Sign in</a></p><p>The code and the link work once, within {{expiresInMinutes}} minutes; using one spends the other. If you did not ask for them, ignore this message.</p>`,
+      ),
+    },
+  },
+  "mfa-backup-code-used": {
+    en: {
+      subject: "A backup code was used to sign in to {{tenantName}}",
+      text: "Hello {{name}},\n\none of your backup codes was just used in place of your authenticator. {{remaining}} unused codes are left.\n\nIf this was not you, change your password and replace your backup codes at once, and tell your administrator.\n\n{{tenantName}} · {{tenantHost}}\n",
+      html: htmlPage(
+        "<p>Hello {{name}},</p><p>one of your backup codes was just used in place of your authenticator. {{remaining}} unused codes are left.</p><p>If this was not you, change your password and replace your backup codes at once, and tell your administrator.</p>",
       ),
     },
   },

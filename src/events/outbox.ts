@@ -20,6 +20,9 @@ export const webhookEventTypes = [
   "usage.threshold_reached",
   "webhook.test",
   "webhook.endpoint_disabled",
+  "mfa.enrolled",
+  "mfa.removed",
+  "mfa.backup_code_used",
 ] as const;
 export type WebhookEventType = (typeof webhookEventTypes)[number];
 
@@ -55,6 +58,9 @@ export interface WebhookEventData {
   };
   "webhook.test": { endpointId: string; message: string };
   "webhook.endpoint_disabled": { endpointId: string; url: string; failingSince: string; reason: string };
+  "mfa.enrolled": { userId: string; method: string };
+  "mfa.removed": { userId: string; method: string };
+  "mfa.backup_code_used": { userId: string; remaining: number };
 }
 
 export const DELIVER_KIND = "webhooks.deliver";

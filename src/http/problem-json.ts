@@ -14,6 +14,7 @@ export const statusOf = {
   payment_required: 402,
   forbidden: 403,
   password_change_required: 403,
+  step_up_required: 401,
   usage_limit_reached: 403,
   not_found: 404,
   method_not_allowed: 405,
@@ -62,10 +63,19 @@ export function problemJson(c: Context, error: AppError): Response {
   if (error.rateLimit)
     headers.ratelimit = `"${error.rateLimit.policy}";r=0;t=${error.rateLimit.resetSeconds}`;
   if (error instanceof HttpError) Object.assign(headers, error.headers);
+  if (error.stepUp) headers["www-authenticate"] = stepUpChallenge(error.stepUp);
   // every 401 carries a challenge (RFC 9110 §15.5.2), the sign-in and webhook refusals too: those
   // that did not set their own get the bare bearer challenge of RFC 6750 §3
   if (status === 401) headers["www-authenticate"] ??= 'Bearer realm="plinth"';
   return c.json(body, status, headers);
+}
+
+/**
+ * RFC 9470 §3: the bearer challenge saying the sign-in is too old or too weak for this operation, and
+ * what would do (`acr_values`, `max_age`); the client steps up (`POST /api/auth/mfa/step-up`) and retries.
+ */
+export function stepUpChallenge(stepUp: { acr: string; maxAgeSeconds: number }): string {
+  return `Bearer realm="plinth", error="insufficient_user_authentication", error_description="A recent sign-in with a second factor is required", acr_values="${stepUp.acr}", max_age=${stepUp.maxAgeSeconds}`;
 }
 
 /** Maps anything thrown to an `AppError`; unknown errors become a bare 500 (logged, never echoed). */

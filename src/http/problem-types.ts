@@ -52,6 +52,12 @@ export const problemTypes: Record<ErrorCode, ProblemType> = {
     when: "The account must change its password before anything else (a new account or a reset by an administrator).",
     action: "Change the password with `POST /api/auth/password`, then continue.",
   },
+  step_up_required: {
+    title: "A recent second factor is required",
+    when: 'A sensitive operation (a password change, an API key, a webhook secret rotation, enrolling or removing a factor) needs a sign-in with a second factor within the last minutes (`WWW-Authenticate: Bearer error="insufficient_user_authentication"` with `max_age` and `acr_values`, RFC 9470).',
+    action:
+      "Prove a second factor again with `POST /api/auth/mfa/step-up` (a fresh access token comes back), then repeat the request.",
+  },
   usage_limit_reached: {
     title: "Usage limit reached",
     when: "The tenant has used all its plan allows of a metered resource (users, custom domains, storage…).",

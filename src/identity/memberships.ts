@@ -1,6 +1,6 @@
 import { and, asc, eq, or } from "drizzle-orm";
 import type { AuthDeps } from "../auth/deps.ts";
-import { callerOf, startTokenSession, type TokenPair } from "../auth/sessions.ts";
+import { callerOf, sessionAuthOf, startTokenSession, type TokenPair } from "../auth/sessions.ts";
 import { loadIdentity } from "../auth/user-identity.ts";
 import type { Ctx } from "../context.ts";
 import { type DatabaseDeps, withDatabase } from "../db/operation.ts";
@@ -69,7 +69,13 @@ export async function switchTenant(
   if (!target || (input.within !== null && target.id !== input.within)) throw noSuchTenant();
   const [session] = await withDatabase(deps, ctx, (db) =>
     db
-      .select({ kind: sessions.kind, expiresAt: sessions.expiresAt })
+      .select({
+        kind: sessions.kind,
+        expiresAt: sessions.expiresAt,
+        amr: sessions.amr,
+        authTime: sessions.authTime,
+        createdAt: sessions.createdAt,
+      })
       .from(sessions)
       .where(eq(sessions.id, caller.sessionId)),
   );
@@ -77,5 +83,10 @@ export async function switchTenant(
     throw new AppError("forbidden", "Switch with a bearer token; a browser signs in on the tenant.");
   const identity = await withDatabase(deps, ctx, (db) => loadIdentity(db, caller.userId, target.id));
   if (identity?.status !== "Active") throw noSuchTenant();
-  return startTokenSession(deps, { identity, ctx, method: "switch" }, { expiresAt: session.expiresAt });
+  // the same person, authenticated as before: the new session carries the old one's amr and auth_time
+  return startTokenSession(
+    deps,
+    { identity, ctx, method: "switch", auth: sessionAuthOf(session) },
+    { expiresAt: session.expiresAt },
+  );
 }

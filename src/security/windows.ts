@@ -21,7 +21,8 @@ import { type CounterStore, NO_HARD_LIMIT, type WindowMode, type WindowSpec } fr
  *   - `password-ip`: one client address across accounts, failures only (`IpAttemptLimit`).
  * SMS send and verify count per phone and per IP (`sms-send-*`, `sms-verify-*`); password reset
  * requests per account asked for and per IP (`reset-account`, `reset-ip`); e-mail sign-in codes per
- * account (tenant id + address) and per IP (`email-code-send-*`, `email-code-verify-*`).
+ * account (tenant id + address) and per IP (`email-code-send-*`, `email-code-verify-*`); second-factor
+ * codes per user and per IP (`mfa-verify-user`, `mfa-verify-ip`: the sign-in step and step-up).
  *
  * How an endpoint uses them:
  *   1. Before looking anything up: `assertAllowed(await windows.consume("password", { account, ip }))`.
@@ -44,7 +45,8 @@ export type WindowKind =
   | "smsSend"
   | "smsVerify"
   | "emailCodeSend"
-  | "emailCodeVerify";
+  | "emailCodeVerify"
+  | "mfaVerify";
 
 export interface WindowSubjects {
   /** Password windows: the account identifier as submitted. */
@@ -106,7 +108,7 @@ export const ADDRESS_SLOW_AFTER = 3;
 
 /** Every window of each kind, in the order they are checked (and advertised). */
 export function windowLimits(settings: Settings): Record<WindowKind, WindowLimit[]> {
-  const { Password, PasswordReset, Sms, EmailSignIn } = settings.Authentication;
+  const { Password, PasswordReset, Sms, EmailSignIn, Mfa } = settings.Authentication;
   return {
     password: [
       {
@@ -212,6 +214,20 @@ export function windowLimits(settings: Settings): Record<WindowKind, WindowLimit
         dimension: "ip",
         limit: Sms.IpVerifyLimit,
         windowSeconds: Sms.VerifyWindowSeconds,
+      },
+    ],
+    mfaVerify: [
+      {
+        name: "mfa-verify-user",
+        dimension: "account",
+        limit: Mfa.VerifyLimit,
+        windowSeconds: Mfa.VerifyWindowSeconds,
+      },
+      {
+        name: "mfa-verify-ip",
+        dimension: "ip",
+        limit: Mfa.IpVerifyLimit,
+        windowSeconds: Mfa.VerifyWindowSeconds,
       },
     ],
   };

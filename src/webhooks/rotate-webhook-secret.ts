@@ -1,3 +1,4 @@
+import { requireRecentSecondFactor } from "../auth/step-up.ts";
 import type { TenantCtx } from "../context.ts";
 import { withTransaction } from "../db/operation.ts";
 import { readTenantSecret, writeTenantSecret } from "../providers/tenant-secret-store.ts";
@@ -22,6 +23,7 @@ export async function rotateWebhookSecret(
   ctx: TenantCtx,
   input: { id: string },
 ): Promise<{ endpoint: WebhookEndpointView; secret: string }> {
+  await requireRecentSecondFactor(deps, ctx);
   const secret = newSigningSecret();
   const now = deps.clock.now();
   const row = await withTransaction(deps, ctx, async (tx, txCtx) => {

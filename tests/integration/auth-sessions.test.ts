@@ -48,6 +48,7 @@ describe("session lookup", () => {
       email: user.email,
       password: PASSWORD,
     });
+    if ("mfaRequired" in signIn) throw new Error("no second factor was enrolled");
     expect(signIn.passwordChangeRequired).toBe(false);
     const open = await openBrowserSession(app.deps, signIn.cookie);
     if ("refused" in open) throw new Error(open.refused);

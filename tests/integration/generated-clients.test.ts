@@ -88,7 +88,8 @@ test("openapi-fetch over the document's server: sign in → tenant → user → 
   const admin = await readyPlatformUser(app.deps.database.db);
   const signedIn = await api.POST("/api/auth/login", { body: { email: admin.email, password: PASSWORD } });
   expect(signedIn.response.status).toBe(200);
-  const headers = { authorization: `Bearer ${signedIn.data?.accessToken}` };
+  if (!signedIn.data || "mfaRequired" in signedIn.data) throw new Error("no second factor was enrolled");
+  const headers = { authorization: `Bearer ${signedIn.data.accessToken}` };
   const code = `fet${crypto.randomUUID().slice(0, 6)}`;
   const tenant = await api.POST("/api/admin/tenants", { body: { code, name: "Fetch" }, headers });
   expect(tenant.response.status).toBe(201);

@@ -22,6 +22,8 @@ const claims = (n: number) => ({
   roles: [],
   platformRoles: ["platform_admin"],
   passwordChangeRequired: false,
+  amr: ["pwd"],
+  authTime: 1_795_000_000,
 });
 
 let verifySpy: ReturnType<typeof spyOn> | undefined;

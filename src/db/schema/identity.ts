@@ -112,6 +112,13 @@ export const sessions = pgTable(
     /** An impersonation: the platform admin acting as the user, and why (docs/auth.md). */
     impersonatorId: uuid().references((): AnyPgColumn => users.id, { onDelete: "cascade" }),
     impersonationReason: text(),
+    /**
+     * How the session's user last authenticated (RFC 8176 values: `pwd`, `sms`, `otp`, `mfa`…) and
+     * when: the sign-in, or a later step-up with a second factor. Access tokens carry both (`amr`,
+     * `auth_time`); null `authTime` (sessions from before) reads as `createdAt`.
+     */
+    amr: text().array().notNull().default(sql`'{}'::text[]`),
+    authTime: timestamp({ withTimezone: true }),
   },
   (t) => [
     index("sessions_impersonator_idx").on(t.impersonatorId).where(sql`${t.impersonatorId} is not null`),

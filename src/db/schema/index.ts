@@ -7,6 +7,7 @@ export * from "./email.ts";
 export * from "./identity.ts";
 export * from "./invitations.ts";
 export * from "./jobs.ts";
+export * from "./mfa.ts";
 export * from "./passkeys.ts";
 export * from "./providers.ts";
 export * from "./saml.ts";

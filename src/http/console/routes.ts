@@ -31,11 +31,13 @@ import {
   seeOther,
   setCsrfCookie,
 } from "./session.ts";
+import { consoleMfaSignInRoutes, mfaStepPage } from "./sign-in-mfa.ts";
 
 /** Console paths that take a password: the auth rate limit applies as on /api/auth/* (src/app.ts). */
 export const CONSOLE_CREDENTIAL_PATHS = [
   "/console/sign-in",
   "/console/sign-in/passkey",
+  "/console/sign-in/mfa",
   "/console/password",
 ] as const;
 
@@ -47,8 +49,8 @@ interface ConsolePage extends ConsoleSection {
 }
 
 const STAFF = [PLATFORM_ADMIN_ROLE, PLATFORM_VIEWER_ROLE] as const;
-/** The console paths open without a session: the sign-in page and its passkey sign-in. */
-const OPEN_PATHS = new Set(["/console/sign-in", "/console/sign-in/passkey"]);
+/** The console paths open without a session: the sign-in page, its passkey sign-in, its second step. */
+const OPEN_PATHS = new Set(["/console/sign-in", "/console/sign-in/passkey", "/console/sign-in/mfa"]);
 
 /**
  * The console's pages, each once: its section of the navigation (path, title, the roles that see
@@ -142,6 +144,7 @@ function signInRoutes(deps: Deps, originAllowed: (origin: string) => boolean) {
         email,
         password: form.password ?? "",
       });
+      if ("mfaRequired" in session) return pageResponse(c, mfaStepPage(session, form.next));
       const { cookie, csrfToken, expiresIn, passwordChangeRequired } = session;
       setSessionCookie(c, deps.config, cookie, expiresIn);
       setCsrfCookie(c, csrfToken, expiresIn);
@@ -256,6 +259,6 @@ ${notice(message, "bad")}
   });
 
   for (const page of pages) router.route("/", page.routes(deps));
-  router.route("/", impersonationRoutes(deps));
+  for (const more of [impersonationRoutes, consoleMfaSignInRoutes]) router.route("/", more(deps));
   return router;
 }

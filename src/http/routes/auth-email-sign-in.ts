@@ -2,7 +2,7 @@ import { z } from "@hono/zod-openapi";
 import { sendEmailSignIn, signInWithEmailLink, verifyEmailCode } from "../../auth/email-sign-in.ts";
 import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
 import { anonymousCtxOf, createRouter } from "../request-context.ts";
-import { type AuthRouteDeps, signInTenant, tokenPair } from "./auth.ts";
+import { type AuthRouteDeps, signInResult, signInTenant } from "./auth.ts";
 
 const tenantCode = z
   .string()
@@ -49,7 +49,7 @@ const routes = {
       ),
     },
     responses: {
-      200: json("Signed in.", tokenPair),
+      200: json("Signed in, or the second-factor step.", signInResult),
       401: problem("Wrong, expired or used code (the same answer for an unknown address)."),
       429: problem("Too many attempts."),
     },
@@ -74,7 +74,7 @@ const routes = {
       ),
     },
     responses: {
-      200: json("Signed in.", tokenPair),
+      200: json("Signed in, or the second-factor step.", signInResult),
       404: problem("The link is unknown, used or expired (the same answer for each)."),
     },
   }),

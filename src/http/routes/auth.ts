@@ -14,6 +14,7 @@ import { tenantCodeAllowed, UNKNOWN_TENANT_ID } from "../middleware/tenancy.ts";
 import { accessOf, apiRoute, json, jsonBody, problem, routerPath } from "../openapi.ts";
 import { type AppEnv, anonymousCtxOf, createRouter, ctxOf } from "../request-context.ts";
 import { clearSessionCookie, setSessionCookie } from "../session-cookie.ts";
+import { browserSession, mfaRequired, signInResult, tokenPair } from "./auth-schemas.ts";
 
 /**
  * An E.164 number as the SMS sign-in reads it: `+`, then 7 to 15 digits (the first not 0), with
@@ -51,7 +52,12 @@ export const CREDENTIAL_PATHS = [
   "/api/auth/passkeys/login/options",
   "/api/auth/passkeys/login/verify",
   "/api/auth/passkeys/register/verify",
+  "/api/auth/mfa/verify",
+  "/api/auth/mfa/step-up",
+  "/api/auth/mfa/totp/confirm",
 ] as const;
+
+export { browserSession, mfaRequired, signInResult, tokenPair };
 
 /** The security windows each credential endpoint counts against (advertised as policies, app.ts). */
 export const WINDOW_KINDS: Record<string, WindowKind> = {
@@ -64,17 +70,10 @@ export const WINDOW_KINDS: Record<string, WindowKind> = {
   "/api/auth/email/code/verify": "emailCodeVerify",
   "/api/auth/password/forgot": "passwordReset",
   "/api/auth/signup": "signUp",
+  "/api/auth/mfa/verify": "mfaVerify",
+  "/api/auth/mfa/step-up": "mfaVerify",
+  "/api/auth/mfa/totp/confirm": "mfaVerify",
 };
-
-export const tokenPair = z
-  .object({
-    accessToken: z.string(),
-    tokenType: z.literal("Bearer"),
-    expiresIn: z.number().int(),
-    refreshToken: z.string(),
-    passwordChangeRequired: z.boolean(),
-  })
-  .openapi("TokenPair");
 
 const credentials = z
   .object({
@@ -100,7 +99,10 @@ const routes = {
     summary: "Sign in with e-mail and password.",
     request: { body: jsonBody(credentials) },
     responses: {
-      200: json("Signed in.", tokenPair),
+      200: json(
+        "Signed in, or (a user with a second factor) the step to complete at POST /api/auth/mfa/verify.",
+        signInResult,
+      ),
       401: problem("Invalid credentials (the same answer for an unknown account)."),
       429: problem("Too many attempts."),
     },
@@ -187,7 +189,10 @@ const routes = {
           .openapi("SmsVerification"),
       ),
     },
-    responses: { 200: json("Signed in.", tokenPair), 401: problem("Wrong, expired or used code.") },
+    responses: {
+      200: json("Signed in, or the second-factor step.", signInResult),
+      401: problem("Wrong, expired or used code."),
+    },
   }),
   me: apiRoute("signedIn", {
     method: "get",
@@ -236,14 +241,8 @@ const routes = {
       request: { body: jsonBody(credentials) },
       responses: {
         200: json(
-          "Signed in; send csrfToken back as X-CSRF-Token on state-changing requests.",
-          z
-            .object({
-              csrfToken: z.string(),
-              expiresIn: z.number().int(),
-              passwordChangeRequired: z.boolean(),
-            })
-            .openapi("BrowserSession"),
+          "Signed in (send csrfToken back as X-CSRF-Token on state-changing requests), or the second-factor step (no cookie yet).",
+          z.union([browserSession, mfaRequired]).openapi("BrowserSignInResult"),
         ),
         401: problem("Invalid credentials (the same answer for an unknown account)."),
         403: problem("Origin not allowed."),
@@ -371,7 +370,10 @@ export function authRoutes(deps: AuthRouteDeps, authenticated: MiddlewareHandler
       }
       const { tenant, ...credentials } = c.req.valid("json");
       const ctx = anonymousCtxOf(c, await signInTenant(deps, c, tenant));
-      const { cookie, ...session } = await signInBrowser(deps, ctx, credentials);
+      const signedIn = await signInBrowser(deps, ctx, credentials);
+      c.header("cache-control", "no-store");
+      if ("mfaRequired" in signedIn) return c.json(signedIn, 200);
+      const { cookie, ...session } = signedIn;
       setSessionCookie(c, deps.config, cookie, session.expiresIn);
       c.header("cache-control", "no-store");
       return c.json(session, 200);

@@ -51,6 +51,11 @@ const eventData = {
   "webhook.endpoint_disabled": z
     .object({ endpointId: z.uuid(), url: z.string(), failingSince: z.string(), reason: z.string() })
     .openapi("WebhookEndpointDisabledEventData"),
+  "mfa.enrolled": z.object({ userId: z.uuid(), method: z.string() }).openapi("MfaEnrolledEventData"),
+  "mfa.removed": z.object({ userId: z.uuid(), method: z.string() }).openapi("MfaRemovedEventData"),
+  "mfa.backup_code_used": z
+    .object({ userId: z.uuid(), remaining: z.number().int() })
+    .openapi("MfaBackupCodeUsedEventData"),
 } satisfies Record<(typeof webhookEventTypes)[number], z.ZodType>;
 
 const schemaName = (type: string) =>

@@ -1,0 +1,50 @@
+import type { Executor } from "../db/client.ts";
+import { backupCodesLeft } from "./backup-codes.ts";
+import { totpEnrolled } from "./totp-factor.ts";
+
+/**
+ * A kind of second factor, as the sign-in step lists it (`methods`) and as a session's `amr` states it
+ * once proved (RFC 8176). docs/auth.md "Second factors: adding a kind" says how another kind (passkeys)
+ * plugs in: a line in `SECOND_FACTORS`, and a `FactorCheck` handed to `finishMfaSignIn` / `stepUp`.
+ */
+export interface SecondFactor {
+  /** The name in `methods` (`totp`, `backup_code`, `passkey`). */
+  method: string;
+  /** What proving it adds to the session's `amr` (`mfa` is added by the step itself). */
+  amr: readonly string[];
+  /** Whether the user can prove it now (enrolled and confirmed). */
+  enrolled(db: Executor, userId: string): Promise<boolean>;
+  /**
+   * A fallback (backup codes): listed only beside a factor that is not one, and never by itself makes
+   * a sign-in need the step.
+   */
+  fallback?: true;
+}
+
+/** Every second factor Plinth knows, in the order `methods` lists them. A new kind adds its line. */
+export const SECOND_FACTORS: readonly SecondFactor[] = [
+  { method: "totp", amr: ["otp"], enrolled: totpEnrolled },
+  {
+    method: "backup_code",
+    amr: ["otp"],
+    enrolled: async (db, userId) => (await backupCodesLeft(db, userId)) > 0,
+    fallback: true,
+  },
+];
+
+/** The second factors a user can prove now (none when only fallbacks are left). */
+export async function enrolledMethods(db: Executor, userId: string): Promise<string[]> {
+  const found: SecondFactor[] = [];
+  for (const factor of SECOND_FACTORS) if (await factor.enrolled(db, userId)) found.push(factor);
+  return found.some((f) => !f.fallback) ? found.map((f) => f.method) : [];
+}
+
+/** Whether the user has a second factor that is not a fallback. */
+export async function hasSecondFactor(db: Executor, userId: string): Promise<boolean> {
+  return (await enrolledMethods(db, userId)).length > 0;
+}
+
+/** The `amr` values proving `method` adds. */
+export function amrOfMethod(method: string): readonly string[] {
+  return SECOND_FACTORS.find((f) => f.method === method)?.amr ?? [];
+}

@@ -1,0 +1,102 @@
+import { and, eq, isNull } from "drizzle-orm";
+import type { Ctx } from "../context.ts";
+import { withDatabase, withTransaction } from "../db/operation.ts";
+import { sessions } from "../db/schema/index.ts";
+import { AppError } from "../errors.ts";
+import { assertAllowed } from "../security/windows.ts";
+import type { AuthDeps } from "./deps.ts";
+import { codeCheck, type FactorCheck } from "./mfa-step.ts";
+import { enrolledMethods } from "./second-factors.ts";
+import { callerOf, clientIpOf, type SessionAuth, sessionAuthOf } from "./sessions.ts";
+import { MFA_ACR } from "./tokens.ts";
+import { loadIdentity } from "./user-identity.ts";
+
+/**
+ * The reusable step-up guard of a sensitive operation (password change, API key creation, webhook
+ * secret rotation, enrolling or removing a factor; SSO and SCIM configuration call it too): a user
+ * with a second factor must have proved one on this session within `Authentication:Mfa:StepUpMaxAgeMinutes`
+ * (or `maxAgeSeconds`), else `step_up_required` (HTTP 401 with RFC 9470's challenge). Reads the session
+ * row itself, so a step-up a moment ago counts at once. A user without a second factor has nothing to
+ * step up with and passes (the tenant's policy sends them to enrol); API keys and Plinth itself pass.
+ */
+export async function requireRecentSecondFactor(
+  deps: Pick<AuthDeps, "database" | "clock" | "config">,
+  ctx: Ctx,
+  options: { maxAgeSeconds?: number } = {},
+): Promise<void> {
+  if (ctx.actor.type !== "user") return;
+  const { userId, sessionId } = callerOf(ctx);
+  const maxAgeSeconds =
+    options.maxAgeSeconds ?? deps.config.settings.Authentication.Mfa.StepUpMaxAgeMinutes * 60;
+  const [session] = await withDatabase(deps, ctx, (db) =>
+    db
+      .select({ amr: sessions.amr, authTime: sessions.authTime, createdAt: sessions.createdAt })
+      .from(sessions)
+      .where(eq(sessions.id, sessionId))
+      .limit(1),
+  );
+  if (!session) throw new AppError("unauthorized");
+  const auth = sessionAuthOf(session);
+  const fresh = deps.clock.now().getTime() - auth.authTime.getTime() <= maxAgeSeconds * 1000;
+  if (auth.amr.includes("mfa") && fresh) return;
+  const methods = await withDatabase(deps, ctx, (db) => enrolledMethods(db, userId));
+  if (methods.length === 0) return;
+  throw new AppError("step_up_required", "Prove a second factor again (POST /api/auth/mfa/step-up).", {
+    stepUp: { acr: MFA_ACR, maxAgeSeconds },
+  });
+}
+
+/**
+ * Step-up on the caller's session with a second factor `check` proves (counted in the second-factor
+ * windows): the session's `amr` gains the factor's values and `mfa`, its `auth_time` becomes now. A
+ * token session gets a fresh access token saying so (its refresh token stays, and later ones say so
+ * too); a browser session needs nothing more (null).
+ */
+export async function stepUpSession(
+  deps: AuthDeps,
+  ctx: Ctx,
+  input: { method: string; check: FactorCheck },
+): Promise<{ accessToken: string; tokenType: "Bearer"; expiresIn: number } | null> {
+  const { userId, sessionId } = callerOf(ctx);
+  assertAllowed(await deps.windows.consume("mfaVerify", { account: userId, ip: clientIpOf(ctx) }));
+  const methods = await withDatabase(deps, ctx, (db) => enrolledMethods(db, userId));
+  const wrong = () => new AppError("unauthorized", "The second factor does not match.");
+  if (!methods.includes(input.method)) throw wrong();
+  const now = deps.clock.now();
+  const stepped = await withTransaction(deps, ctx, async (tx, txCtx) => {
+    const proved = await input.check(txCtx, { userId, tenantId: ctx.tenantId });
+    if (!proved) throw wrong();
+    const [session] = await tx
+      .select({ amr: sessions.amr, kind: sessions.kind, impersonatorId: sessions.impersonatorId })
+      .from(sessions)
+      .where(and(eq(sessions.id, sessionId), isNull(sessions.revokedAt)));
+    if (!session) throw new AppError("unauthorized");
+    const auth: SessionAuth = { amr: [...new Set([...session.amr, ...proved, "mfa"])], authTime: now };
+    await tx.update(sessions).set(auth).where(eq(sessions.id, sessionId));
+    return { auth, kind: session.kind, identity: await loadIdentity(tx, userId, ctx.tenantId) };
+  });
+  await deps.windows.reset("mfaVerify", { account: userId });
+  if (stepped.kind !== "token") return null;
+  if (!stepped.identity) throw new AppError("unauthorized");
+  const { identity, auth } = stepped;
+  const accessToken = await deps.tokens.issueAccessToken({
+    userId,
+    tenantId: identity.tenantId,
+    sessionId,
+    roles: identity.roles,
+    platformRoles: identity.platformRoles,
+    passwordChangeRequired: identity.mustChangePassword,
+    amr: auth.amr,
+    authTime: Math.floor(auth.authTime.getTime() / 1000),
+  });
+  return { accessToken, tokenType: "Bearer", expiresIn: deps.tokens.accessTokenSeconds };
+}
+
+/** `POST /api/auth/mfa/step-up` with a TOTP code or a backup code. */
+export async function stepUpWithCode(
+  deps: AuthDeps,
+  ctx: Ctx,
+  input: { code?: string; backupCode?: string },
+): Promise<{ accessToken: string; tokenType: "Bearer"; expiresIn: number } | null> {
+  return stepUpSession(deps, ctx, codeCheck(deps, input));
+}

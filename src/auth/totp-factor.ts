@@ -1,0 +1,209 @@
+import { and, eq, isNotNull, isNull, lt, or } from "drizzle-orm";
+import { recordAudit } from "../audit/record.ts";
+import type { Ctx } from "../context.ts";
+import type { Executor, Tx } from "../db/client.ts";
+import { withDatabase, withTransaction } from "../db/operation.ts";
+import { backupCodes, tenants, totpFactors, users } from "../db/schema/index.ts";
+import { AppError } from "../errors.ts";
+import { emitEvent } from "../events/outbox.ts";
+import { enqueueContext } from "../jobs/enqueue.ts";
+import { openSecret, sealSecret, type TenantSecretKeyring } from "../security/tenant-secrets.ts";
+import { assertAllowed } from "../security/windows.ts";
+import { replaceBackupCodes } from "./backup-codes.ts";
+import type { AuthDeps } from "./deps.ts";
+import { hasSecondFactor } from "./second-factors.ts";
+import { callerOf, clientIpOf } from "./sessions.ts";
+import { newTotpSecret, totpQrSvg, totpStepOf, totpUri } from "./totp.ts";
+
+/**
+ * The name a TOTP secret is sealed under, bound to its user (where a tenant secret binds its tenant):
+ * a sealed secret copied onto another user's row does not open.
+ */
+const sealedFor = (userId: string) => ({ binding: `user:${userId}`, name: "mfa-totp" });
+
+function keyringOf(deps: Pick<AuthDeps, "tenantSecretKeyring">): TenantSecretKeyring {
+  if (!deps.tenantSecretKeyring)
+    throw new AppError("unavailable", "TOTP needs Security:TenantSecrets, which is not configured.");
+  return deps.tenantSecretKeyring;
+}
+
+function openTotpSecret(
+  deps: Pick<AuthDeps, "tenantSecretKeyring">,
+  row: { userId: string; secretKeyId: string; secretNonce: string; secretCiphertext: string },
+): string {
+  const { binding, name } = sealedFor(row.userId);
+  return openSecret(keyringOf(deps), binding, name, {
+    keyId: row.secretKeyId,
+    nonce: row.secretNonce,
+    ciphertext: row.secretCiphertext,
+  });
+}
+
+/** Whether the user has a confirmed TOTP authenticator. */
+export async function totpEnrolled(db: Executor, userId: string): Promise<boolean> {
+  const [row] = await db
+    .select({ id: totpFactors.id })
+    .from(totpFactors)
+    .where(and(eq(totpFactors.userId, userId), isNotNull(totpFactors.confirmedAt)))
+    .limit(1);
+  return row !== undefined;
+}
+
+/**
+ * Starts (or restarts) the caller's TOTP enrolment: a new secret, sealed, and its `otpauth://` URI and
+ * QR code, shown this once. Unconfirmed until `confirmTotp`; 409 while a confirmed one exists.
+ */
+export async function startTotpEnrolment(deps: AuthDeps, ctx: Ctx): Promise<{ uri: string; qrSvg: string }> {
+  const { userId } = callerOf(ctx);
+  const keyring = keyringOf(deps);
+  const [user] = await withDatabase(deps, ctx, (db) =>
+    db.select({ email: users.email }).from(users).where(eq(users.id, userId)).limit(1),
+  );
+  if (!user) throw new AppError("unauthorized");
+  const [tenant] = ctx.tenantId
+    ? await withDatabase(deps, ctx, (db) =>
+        db
+          .select({ name: tenants.name })
+          .from(tenants)
+          .where(eq(tenants.id, ctx.tenantId ?? ""))
+          .limit(1),
+      )
+    : [];
+  const secret = newTotpSecret();
+  const { binding, name } = sealedFor(userId);
+  const sealed = sealSecret(keyring, binding, name, secret);
+  await withTransaction(deps, ctx, async (tx) => {
+    if (await totpEnrolled(tx, userId))
+      throw new AppError("conflict", "A TOTP authenticator is enrolled already; remove it first.");
+    await tx.delete(totpFactors).where(eq(totpFactors.userId, userId));
+    await tx.insert(totpFactors).values({
+      userId,
+      secretKeyId: sealed.keyId,
+      secretNonce: sealed.nonce,
+      secretCiphertext: sealed.ciphertext,
+      createdAt: deps.clock.now(),
+    });
+  });
+  const uri = totpUri({
+    secret,
+    issuer: tenant?.name ?? deps.config.settings.Authentication.Mfa.Issuer,
+    account: user.email,
+  });
+  return { uri, qrSvg: await totpQrSvg(uri) };
+}
+
+/** The time step `code` proves for the secret of `row` now, or null. */
+function stepOf(deps: AuthDeps, row: typeof totpFactors.$inferSelect, code: string): number | null {
+  return totpStepOf(openTotpSecret(deps, row), code.trim(), deps.clock.now().getTime());
+}
+
+/**
+ * Confirms the caller's pending enrolment with a first code (counted in the second-factor windows)
+ * and answers a fresh set of ten backup codes, shown this once. Audited as `mfa.enrolled`, emitted as
+ * the tenant's `mfa.enrolled` event.
+ */
+export async function confirmTotp(
+  deps: AuthDeps,
+  ctx: Ctx,
+  input: { code: string },
+): Promise<{ backupCodes: string[] }> {
+  const { userId } = callerOf(ctx);
+  assertAllowed(await deps.windows.consume("mfaVerify", { account: userId, ip: clientIpOf(ctx) }));
+  const [pending] = await withDatabase(deps, ctx, (db) =>
+    db
+      .select()
+      .from(totpFactors)
+      .where(and(eq(totpFactors.userId, userId), isNull(totpFactors.confirmedAt)))
+      .limit(1),
+  );
+  if (!pending)
+    throw new AppError("not_found", "No TOTP enrolment to confirm (POST /api/auth/mfa/totp first).");
+  const step = stepOf(deps, pending, input.code);
+  if (step === null)
+    throw new AppError("validation_failed", "The code does not match.", {
+      fields: [{ path: "code", message: "does not match the authenticator's current code" }],
+    });
+  const now = deps.clock.now();
+  const codes = await withTransaction(deps, ctx, async (tx) => {
+    const [confirmed] = await tx
+      .update(totpFactors)
+      .set({ confirmedAt: now, lastUsedStep: step })
+      .where(and(eq(totpFactors.id, pending.id), isNull(totpFactors.confirmedAt)))
+      .returning({ id: totpFactors.id });
+    if (!confirmed) throw new AppError("conflict", "The enrolment changed meanwhile; start again.");
+    const issued = await replaceBackupCodes(tx, userId, now);
+    await factorChanged(deps, tx, ctx, { action: "mfa.enrolled", userId, method: "totp" });
+    return issued;
+  });
+  await deps.windows.reset("mfaVerify", { account: userId });
+  return { backupCodes: codes };
+}
+
+/**
+ * Removes the caller's TOTP authenticator (the route asks for a fresh second factor first). When no
+ * other second factor is left, the backup codes go with it. Audited as `mfa.removed`.
+ */
+export async function removeTotp(deps: AuthDeps, ctx: Ctx): Promise<void> {
+  const { userId } = callerOf(ctx);
+  await withTransaction(deps, ctx, async (tx) => {
+    const removed = await tx
+      .delete(totpFactors)
+      .where(eq(totpFactors.userId, userId))
+      .returning({ id: totpFactors.id });
+    if (removed.length === 0) throw new AppError("not_found", "No TOTP authenticator is enrolled.");
+    if (!(await hasSecondFactor(tx, userId)))
+      await tx.delete(backupCodes).where(eq(backupCodes.userId, userId));
+    await factorChanged(deps, tx, ctx, { action: "mfa.removed", userId, method: "totp" });
+  });
+}
+
+/** The audit row and the tenant's webhook event of an enrolment or a removal, on `tx`. */
+export async function factorChanged(
+  deps: AuthDeps,
+  tx: Tx,
+  ctx: Ctx,
+  input: { action: "mfa.enrolled" | "mfa.removed"; userId: string; method: string },
+): Promise<void> {
+  await recordAudit(tx, ctx, {
+    action: input.action,
+    target: { type: "user", id: input.userId },
+    details: { method: input.method },
+  });
+  if (ctx.tenantId)
+    await emitEvent(tx, enqueueContext(deps), {
+      tenantId: ctx.tenantId,
+      type: input.action,
+      data: { userId: input.userId, method: input.method },
+    });
+}
+
+/**
+ * Spends a TOTP code of the user on the ctx's transaction: true when it matches (±1 step) a step
+ * after the last one used, which becomes the last one used (one conditional update, so a code
+ * replayed, even concurrently, is refused).
+ */
+export async function useTotpCode(
+  deps: AuthDeps,
+  ctx: Ctx & { tx: Tx },
+  input: { userId: string; code: string },
+): Promise<boolean> {
+  const [row] = await ctx.tx
+    .select()
+    .from(totpFactors)
+    .where(and(eq(totpFactors.userId, input.userId), isNotNull(totpFactors.confirmedAt)))
+    .limit(1);
+  if (!row) return false;
+  const step = stepOf(deps, row, input.code);
+  if (step === null) return false;
+  const [spent] = await ctx.tx
+    .update(totpFactors)
+    .set({ lastUsedStep: step })
+    .where(
+      and(
+        eq(totpFactors.id, row.id),
+        or(isNull(totpFactors.lastUsedStep), lt(totpFactors.lastUsedStep, step)),
+      ),
+    )
+    .returning({ id: totpFactors.id });
+  return spent !== undefined;
+}

@@ -1,0 +1,67 @@
+import { Hono } from "hono";
+import { html } from "hono/html";
+import { browserOriginCheck } from "../../auth/browser-sessions.ts";
+import { verifyMfaSignIn } from "../../auth/mfa-sign-in.ts";
+import type { MfaRequired } from "../../auth/mfa-step.ts";
+import type { Deps } from "../../deps.ts";
+import { AppError } from "../../errors.ts";
+import { toAppError } from "../problem-json.ts";
+import { anonymousCtxOf } from "../request-context.ts";
+import { setSessionCookie } from "../session-cookie.ts";
+import { type Html, layout, notice } from "./layout.ts";
+import { formOf, pageResponse } from "./respond.ts";
+import { type ConsoleEnv, originRefused, safeNext, seeOther, setCsrfCookie } from "./session.ts";
+
+/** The second step of a console sign-in: a code from the authenticator, or a backup code. */
+export function mfaForm(input: { mfaToken: string; next?: string; message?: string }): Html {
+  return layout({
+    title: "Second factor",
+    body: html`<div class="sign-in">
+${notice(input.message, "bad")}
+<form class="stack" method="post" action="/console/sign-in/mfa">
+<input type="hidden" name="next" value="${safeNext(input.next)}">
+<input type="hidden" name="mfaToken" value="${input.mfaToken}">
+<label for="code">Code from your authenticator<input id="code" name="code" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{6}" autofocus></label>
+<label for="backup">Or a backup code<input id="backup" name="backupCode" autocomplete="off"></label>
+<button type="submit">Continue</button>
+</form>
+<p class="muted">This step works once and for a few minutes; then sign in again.</p>
+</div>`,
+  });
+}
+
+/** The console's answer to a sign-in that needs a second factor (no cookie yet). */
+export const mfaStepPage = (step: MfaRequired, next?: string) => mfaForm({ mfaToken: step.mfaToken, next });
+
+/** `POST /console/sign-in/mfa`: completes the step, sets the browser session, goes on. */
+export function consoleMfaSignInRoutes(deps: Deps) {
+  const originAllowed = browserOriginCheck(deps.config);
+  return new Hono<ConsoleEnv>().post("/console/sign-in/mfa", async (c) => {
+    if (c.get("tenant")) throw new AppError("not_found", "No such resource.");
+    const origin = c.req.header("origin");
+    if (!origin || !originAllowed(origin)) throw originRefused(origin);
+    const form = await formOf(c);
+    const mfaToken = form.mfaToken ?? "";
+    const proof = form.backupCode ? { backupCode: form.backupCode } : { code: form.code ?? "" };
+    try {
+      const done = await verifyMfaSignIn(deps, anonymousCtxOf(c, null), {
+        mfaToken,
+        ...proof,
+        browserAllowed: true,
+      });
+      if (done.kind !== "browser") throw new AppError("unauthorized", "Sign in again.");
+      const { cookie, csrfToken, expiresIn, passwordChangeRequired } = done.session;
+      setSessionCookie(c, deps.config, cookie, expiresIn);
+      setCsrfCookie(c, csrfToken, expiresIn);
+      return seeOther(c, passwordChangeRequired ? "/console/password" : safeNext(form.next));
+    } catch (error) {
+      const problem = toAppError(error);
+      if (problem.code !== "unauthorized" && problem.code !== "validation_failed") throw error;
+      return pageResponse(
+        c,
+        mfaForm({ mfaToken, next: form.next, message: "The code is wrong, or the step has expired." }),
+        401,
+      );
+    }
+  });
+}

@@ -1,0 +1,212 @@
+import { z } from "@hono/zod-openapi";
+import type { MiddlewareHandler } from "hono";
+import { browserOriginCheck } from "../../auth/browser-sessions.ts";
+import type { AuthDeps } from "../../auth/deps.ts";
+import { disableTotp, enrolTotp, getMfaStatus, regenerateBackupCodes } from "../../auth/mfa-settings.ts";
+import { verifyMfaSignIn } from "../../auth/mfa-sign-in.ts";
+import { stepUpWithCode } from "../../auth/step-up.ts";
+import { confirmTotp } from "../../auth/totp-factor.ts";
+import { accessOf, apiRoute, json, jsonBody, problem, routerPath } from "../openapi.ts";
+import { type AppEnv, anonymousCtxOf, createRouter, ctxOf } from "../request-context.ts";
+import { setSessionCookie } from "../session-cookie.ts";
+import { browserSession, tokenPair } from "./auth.ts";
+
+const code = z
+  .string()
+  .min(1)
+  .max(16)
+  .openapi({ description: "The authenticator's current six-digit code." });
+const backupCode = z.string().min(1).max(32).openapi({ description: "One of the user's backup codes." });
+const mfaToken = z.string().min(1).max(128).openapi({ description: "The step token of the sign-in." });
+/** A second factor as typed: a TOTP code, or one of the backup codes (exactly one of them). */
+const factorProof = z.union([
+  z.object({ code }).strict().openapi("TotpCodeProof"),
+  z.object({ backupCode }).strict().openapi("BackupCodeProof"),
+]);
+const backupCodes = z
+  .object({
+    backupCodes: z.array(z.string()).openapi({
+      description: "Ten single-use backup codes, shown this once (only their hashes are kept).",
+    }),
+  })
+  .openapi("BackupCodes");
+
+const routes = {
+  verify: apiRoute(
+    "public",
+    {
+      method: "post",
+      path: "/api/auth/mfa/verify",
+      operationId: "verifyMfaSignIn",
+      tags: ["auth"],
+      summary: "Complete a sign-in that answered `mfaRequired` with a second factor.",
+      description:
+        "The `mfaToken` works once, for `Authentication:Mfa:StepTokenSeconds`; a wrong code leaves it usable " +
+        "(the attempts count in the second-factor windows). A step begun at the browser sign-in sets the " +
+        "session cookie (only from BrowserAuth:AllowedOrigins) and answers the CSRF token.",
+      request: {
+        body: jsonBody(
+          z
+            .union([
+              z.object({ mfaToken, code }).strict().openapi("MfaCodeVerification"),
+              z.object({ mfaToken, backupCode }).strict().openapi("MfaBackupCodeVerification"),
+            ])
+            .openapi("MfaVerification"),
+        ),
+      },
+      responses: {
+        200: json(
+          "Signed in: the token pair, or (browser) the session.",
+          z.union([tokenPair, browserSession]).openapi("MfaSignIn"),
+        ),
+        401: problem("Unknown, used or expired step, or a wrong code."),
+        403: problem("A browser sign-in's step completed from an origin not allowed."),
+        429: problem("Too many attempts."),
+      },
+    },
+    { cookies: true },
+  ),
+  status: apiRoute("signedIn", {
+    method: "get",
+    path: "/api/auth/mfa",
+    operationId: "getMySecondFactors",
+    tags: ["auth"],
+    summary: "The caller's second factors.",
+    responses: {
+      200: json(
+        "The methods a sign-in step offers, TOTP's state and the unused backup codes.",
+        z
+          .object({
+            methods: z.array(z.string()),
+            totp: z.enum(["none", "pending", "enrolled"]),
+            backupCodesLeft: z.number().int(),
+          })
+          .openapi("SecondFactors"),
+      ),
+    },
+  }),
+  enrolTotp: apiRoute("signedIn", {
+    method: "post",
+    path: "/api/auth/mfa/totp",
+    operationId: "enrolTotp",
+    tags: ["auth"],
+    summary: "Start a TOTP enrolment: the otpauth:// URI and its QR code (SVG), shown this once.",
+    responses: {
+      200: json(
+        "Scan it, then confirm with a first code.",
+        z.object({ uri: z.string(), qrSvg: z.string() }).openapi("TotpEnrolment"),
+      ),
+      401: problem("A recent second factor is required (step-up)."),
+      409: problem("A TOTP authenticator is enrolled already."),
+    },
+  }),
+  confirmTotp: apiRoute("signedIn", {
+    method: "post",
+    path: "/api/auth/mfa/totp/confirm",
+    operationId: "confirmTotp",
+    tags: ["auth"],
+    summary: "Confirm the TOTP enrolment with a first code; answers ten backup codes, shown once.",
+    request: { body: jsonBody(z.object({ code }).openapi("TotpConfirmation")) },
+    responses: {
+      200: json("Enrolled.", backupCodes),
+      400: problem("The code does not match."),
+      404: problem("No enrolment to confirm."),
+      429: problem("Too many attempts."),
+    },
+  }),
+  removeTotp: apiRoute("signedIn", {
+    method: "delete",
+    path: "/api/auth/mfa/totp",
+    operationId: "removeTotp",
+    tags: ["auth"],
+    summary: "Remove the TOTP authenticator (after a fresh second factor).",
+    responses: {
+      204: { description: "Removed (the backup codes too when no other factor is left)." },
+      401: problem("A recent second factor is required (step-up)."),
+      404: problem("No TOTP authenticator is enrolled."),
+    },
+  }),
+  backupCodes: apiRoute("signedIn", {
+    method: "post",
+    path: "/api/auth/mfa/backup-codes",
+    operationId: "regenerateBackupCodes",
+    tags: ["auth"],
+    summary: "Replace the backup codes with a new set of ten (after a fresh second factor).",
+    responses: {
+      200: json("The new codes, shown this once; the old ones stop working.", backupCodes),
+      401: problem("A recent second factor is required (step-up)."),
+      409: problem("No second factor is enrolled."),
+    },
+  }),
+  stepUp: apiRoute(
+    "signedIn",
+    {
+      method: "post",
+      path: "/api/auth/mfa/step-up",
+      operationId: "stepUp",
+      tags: ["auth"],
+      summary: "Prove a second factor again on this session (RFC 9470 step-up).",
+      description:
+        "Answers a 401 `insufficient_user_authentication` challenge: the session's `amr` gains the factor and " +
+        "`mfa`, its `auth_time` becomes now. A token session gets a fresh access token (its refresh token " +
+        "stays); a browser session answers 204.",
+      request: { body: jsonBody(factorProof.openapi("StepUpProof")) },
+      responses: {
+        200: json(
+          "Stepped up: an access token saying so.",
+          z
+            .object({ accessToken: z.string(), tokenType: z.literal("Bearer"), expiresIn: z.number().int() })
+            .openapi("StepUpToken"),
+        ),
+        204: { description: "Stepped up (browser session)." },
+        401: problem("Wrong code."),
+        429: problem("Too many attempts."),
+      },
+    },
+    { cookies: true },
+  ),
+};
+
+/** The sign-in step and the caller's own second factors (docs/auth.md "Second factors"). */
+export function authMfaRoutes(deps: AuthDeps, authenticated: MiddlewareHandler<AppEnv>) {
+  const browserOriginAllowed = browserOriginCheck(deps.config);
+  const router = createRouter();
+  for (const route of Object.values(routes))
+    if (accessOf(route) === "signedIn") router.use(routerPath(route), authenticated);
+  return router
+    .openapi(routes.verify, async (c) => {
+      const origin = c.req.header("origin");
+      const done = await verifyMfaSignIn(deps, anonymousCtxOf(c, c.get("tenant")?.id ?? null), {
+        ...c.req.valid("json"),
+        browserAllowed: origin !== undefined && browserOriginAllowed(origin),
+      });
+      c.header("cache-control", "no-store");
+      if (done.kind === "token") return c.json(done.pair, 200);
+      const { cookie, ...session } = done.session;
+      setSessionCookie(c, deps.config, cookie, session.expiresIn);
+      return c.json(session, 200);
+    })
+    .openapi(routes.status, async (c) => c.json(await getMfaStatus(deps, ctxOf(c)), 200))
+    .openapi(routes.enrolTotp, async (c) => {
+      c.header("cache-control", "no-store");
+      return c.json(await enrolTotp(deps, ctxOf(c)), 200);
+    })
+    .openapi(routes.confirmTotp, async (c) => {
+      c.header("cache-control", "no-store");
+      return c.json(await confirmTotp(deps, ctxOf(c), c.req.valid("json")), 200);
+    })
+    .openapi(routes.removeTotp, async (c) => {
+      await disableTotp(deps, ctxOf(c));
+      return c.body(null, 204);
+    })
+    .openapi(routes.backupCodes, async (c) => {
+      c.header("cache-control", "no-store");
+      return c.json(await regenerateBackupCodes(deps, ctxOf(c)), 200);
+    })
+    .openapi(routes.stepUp, async (c) => {
+      const token = await stepUpWithCode(deps, ctxOf(c), c.req.valid("json"));
+      if (!token) return c.body(null, 204);
+      c.header("cache-control", "no-store");
+      return c.json(token, 200);
+    });
+}

@@ -1,0 +1,36 @@
+import { z } from "@hono/zod-openapi";
+
+/** The shapes a sign-in answers, shared by every sign-in route (password, SMS, e-mail, passkeys, the step). */
+
+export const tokenPair = z
+  .object({
+    accessToken: z.string(),
+    tokenType: z.literal("Bearer"),
+    expiresIn: z.number().int(),
+    refreshToken: z.string(),
+    passwordChangeRequired: z.boolean(),
+  })
+  .openapi("TokenPair");
+
+/** A sign-in that needs a second factor: no tokens, no cookie; `POST /api/auth/mfa/verify` completes it. */
+export const mfaRequired = z
+  .object({
+    mfaRequired: z.literal(true),
+    mfaToken: z.string().openapi({ description: "Works once, for `expiresIn` seconds." }),
+    methods: z.array(z.string()).openapi({
+      description: "The second factors the user can prove: `totp`, `backup_code` (and `passkey`).",
+    }),
+    expiresIn: z.number().int(),
+  })
+  .openapi("MfaRequired");
+
+export const browserSession = z
+  .object({
+    csrfToken: z.string(),
+    expiresIn: z.number().int(),
+    passwordChangeRequired: z.boolean(),
+  })
+  .openapi("BrowserSession");
+
+/** A sign-in's answer: the token pair, or the second-factor step. */
+export const signInResult = z.union([tokenPair, mfaRequired]).openapi("SignInResult");
