@@ -3,7 +3,7 @@ import { recordAudit } from "../audit/record.ts";
 import { opaqueToken } from "../auth/opaque-tokens.ts";
 import { assertFeature } from "../billing/entitlements.ts";
 import type { TenantCtx } from "../context.ts";
-import type { Tx } from "../db/client.ts";
+import { execute, type Tx } from "../db/client.ts";
 import { withTransaction } from "../db/operation.ts";
 import { tenantDomains, tenants } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
@@ -56,6 +56,12 @@ export async function createCustomDomain(
   const now = deps.clock.now();
   const row = await withTransaction(deps, ctx, async (tx, txCtx) => {
     if (limit !== null) await assertUnderLimit(tx, tenantId, limit);
+    // a deleted tenant's hostnames stay out of reach for Tenancy:ReservedDays (docs/tenant-lifecycle.md)
+    const [reserved] = await execute(
+      tx,
+      sql`select 1 from tenant_reservations where kind = 'host' and value = ${hostname} and reserved_until > ${now.toISOString()}::timestamptz`,
+    );
+    if (reserved) throw new AppError("conflict", "This hostname is reserved: it served a deleted tenant.");
     const [inserted] = await tx
       .insert(tenantDomains)
       .values({

@@ -23,7 +23,7 @@ import { sealSecret, type TenantSecretKeyring } from "../security/tenant-secrets
 import { deleteKeys, putFile } from "../storage/prefix-objects.ts";
 import { TENANT_CODE } from "../tenancy/tenants.ts";
 import { deriveArchiveKey, openFromArchive } from "./archive-sealing.ts";
-import { quoteIdentifier } from "./tenant-tables.ts";
+import { quoteIdentifier, type TenantTable, tenantTables } from "./tenant-tables.ts";
 import { ARCHIVE_FORMAT, type Manifest, schemaVersion } from "./write-export.ts";
 
 export type ImportDeps = Pick<Deps, "database" | "storage" | "tenantSecretKeyring" | "clock">;
@@ -62,7 +62,7 @@ async function openArchive(deps: ImportDeps, path: string, dir: string): Promise
     throw new ArchiveRefusedError(
       `the archive was written at schema ${manifest.schemaVersion}; this database is at ${version} (migrate the one behind first)`,
     );
-  for (const file of [...manifest.tables, ...manifest.objects]) {
+  for (const file of [...manifest.tables, ...(manifest.references ?? []), ...manifest.objects]) {
     const full = join(dir, file.file);
     let size: number;
     try {
@@ -109,18 +109,60 @@ function rewriteRow(table: string, row: Record<string, unknown>, r: Rewrite): Re
   return row;
 }
 
-async function insertRows(tx: Tx, table: string, rows: Record<string, unknown>[]): Promise<void> {
-  const name = quoteIdentifier(table);
+/**
+ * The insert of one table's rows: a nullable reference to a row this installation does not have
+ * (the platform admin who created or impersonated something in the source) is loaded as null;
+ * `skipExisting` (shared rows: an identity that may be here already) leaves out rows already here.
+ */
+async function insertStatement(tx: Tx, table: string, skipExisting: boolean): Promise<string> {
+  const q = quoteIdentifier;
+  const columns = await execute<{ name: string }>(
+    tx,
+    sql`select attname as name from pg_attribute where attrelid = ${q(table)}::regclass and attnum > 0 and not attisdropped order by attnum`,
+  );
+  const nullable = new Map<string, { parent: string; column: string }>();
+  for (const key of (await tenantTablesOf(tx)).get(table)?.references ?? [])
+    if (!key.required && key.columns.length === 1 && key.columns[0] && key.parentColumns[0])
+      nullable.set(key.columns[0], { parent: key.parent, column: key.parentColumns[0] });
+  const values = columns.map(({ name }) => {
+    const key = nullable.get(name);
+    return key
+      ? `case when exists (select 1 from ${q(key.parent)} x where x.${q(key.column)} = r.${q(name)}) then r.${q(name)} end`
+      : `r.${q(name)}`;
+  });
+  return `insert into ${q(table)} (${columns.map((c) => q(c.name)).join(", ")}) overriding system value
+          select ${values.join(", ")} from jsonb_populate_recordset(null::${q(table)}, $rows) r
+          ${skipExisting ? "on conflict do nothing" : ""}`;
+}
+
+const catalogs = new WeakMap<Tx, Promise<Map<string, TenantTable>>>();
+function tenantTablesOf(tx: Tx): Promise<Map<string, TenantTable>> {
+  let found = catalogs.get(tx);
+  if (!found) {
+    found = tenantTables(tx).then((tables) => new Map(tables.map((t) => [t.name, t])));
+    catalogs.set(tx, found);
+  }
+  return found;
+}
+
+async function insertRows(tx: Tx, statement: string, rows: Record<string, unknown>[]): Promise<void> {
+  const [before, after] = statement.split("$rows");
   await tx.execute(
     sql
-      .raw(
-        `insert into ${name} overriding system value select * from jsonb_populate_recordset(null::${name}, `,
-      )
-      .append(sql`${JSON.stringify(rows)}::jsonb)`),
+      .raw(before ?? "")
+      .append(sql`${JSON.stringify(rows)}::jsonb`)
+      .append(sql.raw(after ?? "")),
   );
 }
 
-async function loadTable(tx: Tx, dir: string, file: Manifest["tables"][number], r: Rewrite): Promise<number> {
+async function loadTable(
+  tx: Tx,
+  dir: string,
+  file: Manifest["tables"][number],
+  r: Rewrite,
+  skipExisting = false,
+): Promise<number> {
+  const statement = await insertStatement(tx, file.table, skipExisting);
   const lines = createInterface({
     input: createReadStream(join(dir, file.file)),
     crlfDelay: Number.POSITIVE_INFINITY,
@@ -131,12 +173,12 @@ async function loadTable(tx: Tx, dir: string, file: Manifest["tables"][number], 
     if (!line) continue;
     batch.push(rewriteRow(file.table, JSON.parse(line) as Record<string, unknown>, r));
     if (batch.length === INSERT_ROWS) {
-      await insertRows(tx, file.table, batch);
+      await insertRows(tx, statement, batch);
       count += batch.length;
       batch = [];
     }
   }
-  if (batch.length > 0) await insertRows(tx, file.table, batch);
+  if (batch.length > 0) await insertRows(tx, statement, batch);
   return count + batch.length;
 }
 
@@ -207,6 +249,7 @@ export async function importTenantArchive(
     return await withPlatformTransaction(deps, ctx, async (tx, ctx) => {
       await checkTarget(tx, tenantId, code);
       const counts: Record<string, number> = {};
+      for (const file of manifest.references ?? []) await loadTable(tx, dir, file, rewrite, true);
       for (const file of manifest.tables)
         if (!NOT_IMPORTED.has(file.table)) counts[file.table] = await loadTable(tx, dir, file, rewrite);
       await advanceSequences(tx, Object.keys(counts));

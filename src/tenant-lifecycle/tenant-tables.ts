@@ -40,17 +40,23 @@ export interface TenantTable {
   name: string;
   /** A condition on alias `t` with `$1` the tenant id (identifiers from the catalog, quoted). */
   where: string;
+  /** The same condition on another alias. */
+  whereAs: (alias: string) => string;
   /** The tenant tables it references (parents first on insert, last on delete). */
   dependsOn: string[];
   /** Reached only through a parent's foreign key. */
   child: boolean;
+  /** Its foreign keys to other tables (its parents among the tenant tables and the catalogs). */
+  references: ForeignKey[];
 }
 
-interface ForeignKey {
+export interface ForeignKey {
   table: string;
   parent: string;
   columns: string[];
   parentColumns: string[];
+  /** Every column of the key is NOT NULL: the row cannot exist without its parent. */
+  required: boolean;
 }
 
 const quote = (name: string): string => `"${name.replaceAll('"', '""')}"`;
@@ -63,13 +69,21 @@ async function catalog(db: Executor) {
         from pg_class c join pg_namespace n on n.oid = c.relnamespace
         where n.nspname = current_schema() and c.relkind in ('r', 'p') order by c.relname`,
   );
-  const keys = await execute<{ table: string; parent: string; columns: string[]; parent_columns: string[] }>(
+  const keys = await execute<{
+    table: string;
+    parent: string;
+    columns: string[];
+    parent_columns: string[];
+    required: boolean;
+  }>(
     db,
     sql`select c.relname as table, p.relname as parent,
           array(select a.attname::text from unnest(k.conkey) with ordinality u(n, i)
                 join pg_attribute a on a.attrelid = k.conrelid and a.attnum = u.n order by u.i) as columns,
           array(select a.attname::text from unnest(k.confkey) with ordinality u(n, i)
-                join pg_attribute a on a.attrelid = k.confrelid and a.attnum = u.n order by u.i) as parent_columns
+                join pg_attribute a on a.attrelid = k.confrelid and a.attnum = u.n order by u.i) as parent_columns,
+          (select bool_and(a.attnotnull) from unnest(k.conkey) u(n)
+                join pg_attribute a on a.attrelid = k.conrelid and a.attnum = u.n) as required
         from pg_constraint k join pg_class c on c.oid = k.conrelid join pg_class p on p.oid = k.confrelid
         join pg_namespace n on n.oid = c.relnamespace
         where k.contype = 'f' and n.nspname = current_schema() order by c.relname, k.conname`,
@@ -79,6 +93,7 @@ async function catalog(db: Executor) {
     parent: k.parent,
     columns: k.columns,
     parentColumns: k.parent_columns,
+    required: k.required,
   }));
   return { tables, foreignKeys };
 }
@@ -126,9 +141,12 @@ async function findTenantTables(db: Executor): Promise<{ tables: TenantTable[]; 
     const dependsOn = foreignKeys
       .filter((k) => k.table === table.name && k.parent !== table.name && where.has(k.parent))
       .map((k) => k.parent);
+    const references = foreignKeys.filter((k) => k.table === table.name && k.parent !== table.name);
     found.push({
+      references,
       name: table.name,
       where: condition("t"),
+      whereAs: condition,
       dependsOn: [...new Set(dependsOn)],
       child: child.has(table.name),
     });

@@ -25,7 +25,7 @@ import { openSecret, type TenantSecretKeyring } from "../security/tenant-secrets
 import type { ObjectStorage } from "../storage/object-storage.ts";
 import { listPrefix, putFile, readStored } from "../storage/prefix-objects.ts";
 import { ARCHIVE_KDF, sealForArchive } from "./archive-sealing.ts";
-import { selectRows, type TenantTable, tenantTables } from "./tenant-tables.ts";
+import { quoteIdentifier, selectRows, type TenantTable, tenantTables } from "./tenant-tables.ts";
 
 export const ARCHIVE_FORMAT = "plinth-tenant-export/1";
 export const exportArchiveKey = (tenantId: string, exportId: string) =>
@@ -53,6 +53,11 @@ export interface Manifest {
   exportedAt: string;
   tenant: { id: string; code: string; name: string };
   tables: Array<ManifestFile & { table: string }>;
+  /**
+   * Rows of other owners the tenant's rows cannot exist without (a shared identity its memberships
+   * name), loaded first at import when absent; `password_hash` left out.
+   */
+  references: Array<ManifestFile & { table: string }>;
   objects: Array<ManifestFile & { key: string; contentType: string | null }>;
   secrets: { included: false } | { included: true; kdf: typeof ARCHIVE_KDF; salt: string };
 }
@@ -141,7 +146,7 @@ async function writeTables(
   tenantId: string,
   sealing: SecretSealing | null,
   onTable: (done: number, total: number) => Promise<void>,
-): Promise<Manifest["tables"]> {
+): Promise<Pick<Manifest, "tables" | "references">> {
   mkdirSync(join(dir, "tables"));
   return withPlatformTransaction(deps, systemCtx("tenant-export"), async (tx) => {
     const tables = await tenantTables(tx);
@@ -163,8 +168,41 @@ async function writeTables(
       written.push({ table: table.name, file, rows, size: out.size, sha256 });
       await onTable(i + 1, tables.length);
     }
-    return written;
+    return { tables: written, references: await writeReferences(tx, dir, tables, tenantId) };
   });
+}
+
+/** A `select` of the rows of `parent` that the tenant's rows require and that are not the tenant's. */
+function referencedRows(parent: TenantTable, tables: TenantTable[]): string | null {
+  const q = quoteIdentifier;
+  const needed = tables.flatMap((child) =>
+    child.references
+      .filter((k) => k.required && k.parent === parent.name)
+      .map(
+        (k) =>
+          `(${k.parentColumns.map((c) => `r.${q(c)}`).join(", ")}) in (select ${k.columns.map((c) => `t.${q(c)}`).join(", ")} from ${q(child.name)} t where ${child.where})`,
+      ),
+  );
+  if (needed.length === 0) return null;
+  return `select (to_jsonb(r) - 'password_hash')::text as row from ${q(parent.name)} r
+          where not coalesce((${parent.whereAs("r")}), false) and (${needed.join(" or ")})`;
+}
+
+async function writeReferences(tx: Tx, dir: string, tables: TenantTable[], tenantId: string) {
+  const written: Manifest["references"] = [];
+  for (const parent of tables) {
+    const query = referencedRows(parent, tables);
+    if (!query) continue;
+    const rows = await execute<{ row: string }>(tx, sql.raw(query.replaceAll("$1", `'${tenantId}'`)));
+    if (rows.length === 0) continue;
+    mkdirSync(join(dir, "references"), { recursive: true });
+    const file = `references/${parent.name}.ndjson`;
+    const out = new HashedFile(join(dir, file));
+    for (const { row } of rows) await out.write(`${row}\n`);
+    const sha256 = await out.close();
+    written.push({ table: parent.name, file, rows: rows.length, size: out.size, sha256 });
+  }
+  return written;
 }
 
 async function writeObjects(storage: ObjectStorage | null, dir: string, tenantId: string) {
@@ -216,7 +254,7 @@ export async function writeTenantExport(
     if (!deps.storage) throw new Error("object storage is not configured (Storage:S3:Bucket)");
     await setProgress(deps, exportId, { status: "running", progress: 0, error: null });
     const sealing = archiveSealing(deps, row);
-    const tables = await writeTables(deps, dir, tenant.id, sealing, (done, total) =>
+    const { tables, references } = await writeTables(deps, dir, tenant.id, sealing, (done, total) =>
       setProgress(deps, exportId, { progress: Math.floor((done / total) * 80) }),
     );
     const objects = await writeObjects(deps.storage, dir, tenant.id);
@@ -227,6 +265,7 @@ export async function writeTenantExport(
       exportedAt: deps.clock.now().toISOString(),
       tenant,
       tables,
+      references,
       objects,
       secrets:
         sealing && row.secretsSealing
@@ -238,6 +277,7 @@ export async function writeTenantExport(
     await createTar({ gzip: true, file: archive, cwd: dir, portable: true }, [
       "manifest.json",
       "tables",
+      ...(references.length ? ["references"] : []),
       ...(objects.length ? ["objects"] : []),
     ]);
     const key = exportArchiveKey(tenant.id, exportId);

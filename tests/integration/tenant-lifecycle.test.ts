@@ -157,6 +157,19 @@ test("seed, export, delete (interrupted, resumed), scan, import into a fresh dat
         insert into webhook_delivery_attempts (delivery_id, attempt, status_code, duration_ms)
         select id, 1, 500, 12 from d`,
   );
+  // a shared identity (a person who may belong to other tenants too) as a member, and a session a
+  // platform admin opened as the owner (impersonation): rows that name what is not the tenant's
+  const shared = `shared${Date.now()}@example.com`;
+  await execute(
+    h.db,
+    sql`with u as (insert into users (pool, email, name, password_hash) values ('shared', ${shared}, 'Shared', 'x') returning id)
+        insert into tenant_memberships (tenant_id, user_id, role) select ${tenant.id}, id, 'member' from u`,
+  );
+  await execute(
+    h.db,
+    sql`insert into sessions (user_id, tenant_id, expires_at, impersonator_id, impersonation_reason)
+        values (${tenant.owner.id}, ${tenant.id}, now() + interval '1 hour', ${admin.id}, 'support')`,
+  );
   // a first export by the owner: its archive is under the tenant-exports prefix
   expect((await h.request("/api/tenant/exports", { method: "POST", headers: owner })).status).toBe(202);
   await runExport();
@@ -282,7 +295,15 @@ test("seed, export, delete (interrupted, resumed), scan, import into a fresh dat
   expect(new Set(jobs.map((j) => j.kind))).toEqual(new Set(["tenant.delete"]));
   expect((await bucketKeys()).filter((key) => key.includes(tenant.id))).toEqual([]);
   expect(gateway.byHostname(domain.hostname)).toBeUndefined();
-  // its code stays reserved
+  // the shared identity is not the tenant's: it stays, without its membership
+  expect((await execute(h.db, sql`select 1 from users where email = ${shared}`)).length).toBe(1);
+  // its code and hostname stay reserved
+  await expect(
+    createCustomDomain(h.deps, systemCtx("test", (await signedInTenant(h)).id), {
+      hostname: domain.hostname,
+      forPlatform: true,
+    }),
+  ).rejects.toThrow("reserved");
   expect(
     (await h.request("/api/admin/tenants", post(later.headers, { code: tenant.code, name: "Taker" }))).status,
   ).toBe(409);
@@ -312,6 +333,16 @@ test("seed, export, delete (interrupted, resumed), scan, import into a fresh dat
   for (const file of view.manifest.tables)
     if (!NOT_IMPORTED.has(file.table))
       expect([file.table, restored[file.table]]).toEqual([file.table, file.rows]);
+  const [member] = await execute<{ pool: string; password_hash: string | null }>(
+    target.database.db,
+    sql`select pool, password_hash from users where email = ${shared}`,
+  );
+  expect(member).toEqual({ pool: "shared", password_hash: null });
+  const [impersonated] = await execute<{ impersonator_id: string | null }>(
+    target.database.db,
+    sql`select impersonator_id from sessions where impersonation_reason = 'support' and tenant_id = ${tenant.id}`,
+  );
+  expect(impersonated?.impersonator_id).toBeNull();
   const keyring = parseTenantSecretKeys({
     KeyId: "ts-target",
     MasterKey: targetKey,
