@@ -62,6 +62,7 @@ import { problemRoutes } from "./http/routes/problems.ts";
 import { SCIM_BASE, scimErrorResponse, scimRoutes } from "./http/routes/scim.ts";
 import { scimTokenRoutes } from "./http/routes/scim-tokens.ts";
 import { signUpRoutes } from "./http/routes/sign-up.ts";
+import { ssoSignInRoutes } from "./http/routes/sso-sign-in.ts";
 import { tenantFeatureRoutes } from "./http/routes/tenant-features.ts";
 import { tenantLifecycleRoutes } from "./http/routes/tenant-lifecycle.ts";
 import { tenantSettingsRoutes } from "./http/routes/tenant-settings.ts";
@@ -179,6 +180,7 @@ function mountRoutes(app: Router, deps: Deps, authenticated: MiddlewareHandler<A
   app.route("/", adminImpersonationRoutes(deps));
   app.route("/", invitationRoutes(deps));
   app.route("/", signUpRoutes(deps));
+  app.route("/", ssoSignInRoutes(deps));
   app.route("/", adminUserRoutes(deps));
   app.route("/", adminPlatformUserRoutes(deps));
   app.route("/", adminJobRoutes(deps));

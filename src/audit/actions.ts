@@ -2,6 +2,7 @@ import { markdownTable } from "../markdown-table.ts";
 import type { ActionRow } from "./action-row.ts";
 import { MFA_ACTIONS } from "./mfa-actions.ts";
 import { SCIM_ACTIONS } from "./scim-actions.ts";
+import { SSO_ACTIONS } from "./sso-actions.ts";
 import { TENANT_LIFECYCLE_ACTIONS } from "./tenant-lifecycle-actions.ts";
 
 export type { ActionRow };
@@ -18,7 +19,7 @@ const ACTIONS = {
       outcome: "success",
       target: "`session`",
       details:
-        "`method` (`password`, `sms`, `passkey`, `email_code`, `email_link`: a mailed code or link, `switch`: from another tenant's session, `invitation`: an accepted invitation, `signup`), `kind` (`token`, `browser`)",
+        "`method` (`password`, `sms`, `passkey`, `email_code`, `email_link`: a mailed code or link, `switch`: from another tenant's session, `invitation`: an accepted invitation, `signup`, `sso`: a finished single sign-on), `kind` (`token`, `browser`)",
       writtenBy:
         "`insertSessionIfUnchanged` (auth/sessions.ts): token and browser sessions, in the chain of the session's tenant",
     },
@@ -27,9 +28,9 @@ const ACTIONS = {
       outcome: "failure",
       target: "`user` (id or null)",
       details:
-        "`method`, `email` (password, e-mail code) or `phone` (masked, SMS), `reason` (passkey: why it was refused)",
+        "`method`, `email` (password, e-mail code) or `phone` (masked, SMS), `reason` (passkey: why it was refused; sso: the failed `check` in words, target `sso_connection`)",
       writtenBy:
-        "`verifyCredentials`, `verifySmsCode`, `finishPasskeySignIn`, `verifyEmailCode` (rate limited)",
+        "`verifyCredentials`, `verifySmsCode`, `finishPasskeySignIn`, `verifyEmailCode`, `failSsoSignIn` (rate limited)",
     },
   ],
   "auth.sign_out": {
@@ -201,6 +202,7 @@ const ACTIONS = {
     details: "`hostname`; `reason: claim expired` when the loop removes an expired claim",
     writtenBy: "`deleteCustomDomain`; `expireDomainClaims` (actor: system `tenant-domains`)",
   },
+  ...SSO_ACTIONS,
   "subscription.event": {
     what: "A tenant's subscription changed.",
     target: "`subscription` (tenant id)",

@@ -30,7 +30,16 @@ export interface SignIn {
   /** The request that signed in (its address and agent go into the audit event). */
   ctx: Ctx;
   /** How: a credential, a switch from another tenant's session, an accepted invitation. */
-  method: "password" | "sms" | "passkey" | "email_code" | "email_link" | "switch" | "invitation" | "signup";
+  method:
+    | "password"
+    | "sms"
+    | "passkey"
+    | "email_code"
+    | "email_link"
+    | "switch"
+    | "invitation"
+    | "signup"
+    | "sso";
   /**
    * How the user authenticated (RFC 8176) and when, when not just now by `method` alone: a second
    * factor adds `otp`/`mfa`, a switch carries its session's over.
@@ -54,6 +63,8 @@ const METHOD_AMR: Record<SignIn["method"], string[]> = {
   switch: [],
   invitation: [],
   signup: [],
+  // not an RFC 8176 value: the tenant's identity provider authenticated the user (docs/sso.md)
+  sso: ["sso"],
 };
 
 /** The `amr` and `auth_time` a sign-in opens its session with. */

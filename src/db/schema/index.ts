@@ -16,6 +16,7 @@ export * from "./secrets.ts";
 export * from "./security.ts";
 export * from "./sign-ups.ts";
 export * from "./single-use-tokens.ts";
+export * from "./sso.ts";
 export * from "./storage.ts";
 export * from "./tenant-lifecycle.ts";
 export * from "./tenants.ts";

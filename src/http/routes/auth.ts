@@ -55,6 +55,8 @@ export const CREDENTIAL_PATHS = [
   "/api/auth/mfa/verify",
   "/api/auth/mfa/step-up",
   "/api/auth/mfa/totp/confirm",
+  "/api/auth/sso/discover",
+  "/api/auth/sso/exchange",
 ] as const;
 
 export { browserSession, mfaRequired, signInResult, tokenPair };

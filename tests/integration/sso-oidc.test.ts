@@ -1,0 +1,197 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { eq } from "drizzle-orm";
+import type { Browser } from "playwright-core";
+import { ssoConnections, tenantEmailDomains, tenantMemberships, users } from "../../src/db/schema/index.ts";
+import { writeTenantSecret } from "../../src/providers/tenant-secret-store.ts";
+import { type OidcPeer, startOidcPeer } from "../fixtures/oidc-provider.ts";
+import { relaxedLimits, useTestApp } from "../helpers/app.ts";
+import { launchChromium } from "../helpers/chromium.ts";
+import { json, newMasterKey, type SignedInTenant, signedInTenant } from "../helpers/identity.ts";
+import { freePort } from "../helpers/redis-server.ts";
+
+/**
+ * OIDC single sign-on end to end: a real OpenID provider (oidc-provider, run by the test), the
+ * browser leg in Chromium, discovery by a verified domain, just-in-time provisioning and the code
+ * exchange (docs/sso.md).
+ */
+
+let apiPort = 0;
+let appPort = 0;
+let peer: OidcPeer;
+let api: ReturnType<typeof Bun.serve>;
+let appSite: ReturnType<typeof Bun.serve>;
+let browser: Browser;
+const masterKey = newMasterKey();
+
+beforeAll(async () => {
+  apiPort = await freePort();
+  appPort = await freePort();
+  peer = await startOidcPeer({ redirectUri: `http://127.0.0.1:${apiPort}/api/auth/sso/oidc/callback` });
+});
+const t = useTestApp({
+  settings: () => ({
+    ...relaxedLimits,
+    "Server:PublicBaseUrl": `http://127.0.0.1:${apiPort}`,
+    "BrowserAuth:AllowedOrigins:0": `http://127.0.0.1:${appPort}`,
+    "Security:TenantSecrets:KeyId": "k1",
+    "Security:TenantSecrets:MasterKey": masterKey,
+  }),
+});
+let tenant: SignedInTenant;
+let other: SignedInTenant;
+const appOrigin = () => `http://127.0.0.1:${appPort}`;
+
+beforeAll(async () => {
+  api = Bun.serve({
+    hostname: "127.0.0.1",
+    port: apiPort,
+    fetch: (request) => t.app.fetch(request, { peerAddress: "127.0.0.1" }),
+  });
+  appSite = Bun.serve({
+    hostname: "127.0.0.1",
+    port: appPort,
+    fetch: () =>
+      new Response("<!doctype html><title>app</title><p>signed in", {
+        headers: { "content-type": "text/html" },
+      }),
+  });
+  browser = await launchChromium();
+  tenant = await signedInTenant(t, { plan: "enterprise" });
+  other = await signedInTenant(t, { plan: "enterprise" });
+}, 60_000);
+
+afterAll(async () => {
+  await browser?.close();
+  api?.stop(true);
+  appSite?.stop(true);
+  await peer?.stop();
+});
+
+/** A domain no other test uses. */
+const uniqueDomain = () => `corp-${crypto.randomUUID().slice(0, 8)}.example`;
+
+/** Tenant `tenantId` holds `domain` verified and an active OIDC connection to the test provider. */
+async function ssoTenant(
+  tenantId: string,
+  domain: string,
+  extra: Partial<typeof ssoConnections.$inferInsert> = {},
+) {
+  const db = t.deps.database.db;
+  await db
+    .insert(tenantEmailDomains)
+    .values({ tenantId, domain, status: "verified", verificationToken: "x" });
+  const keyring = t.deps.tenantSecretKeyring;
+  if (!keyring) throw new Error("no keyring");
+  const [connection] = await db
+    .insert(ssoConnections)
+    .values({
+      tenantId,
+      type: "oidc",
+      issuer: peer.issuer,
+      clientId: peer.clientId,
+      clientSecretName: "sso.test.client_secret",
+      groupRoles: { "plinth-admins": "admin" },
+      ...extra,
+    })
+    .returning();
+  await writeTenantSecret(db, keyring, tenantId, {
+    name: "sso.test.client_secret",
+    value: peer.clientSecret,
+    now: new Date(),
+  });
+  if (!connection) throw new Error("no connection");
+  return connection;
+}
+
+/** The browser leg: to the provider, its login form, back through the callback to `returnTo`. */
+async function signInAtProvider(redirectUrl: string, login: string): Promise<URL> {
+  const context = await browser.newContext();
+  try {
+    const page = await context.newPage();
+    await page.goto(redirectUrl);
+    await page.fill('input[name="login"]', login);
+    await page.fill('input[name="password"]', "any");
+    await Promise.all([
+      page.waitForURL((url) => url.origin === appOrigin()),
+      page.click('button[type="submit"]'),
+    ]);
+    return new URL(page.url());
+  } finally {
+    await context.close();
+  }
+}
+
+const discover = (email: string, returnTo?: string) =>
+  t.request("/api/auth/sso/discover", json({ email, ...(returnTo ? { returnTo } : {}) }));
+
+describe("OIDC sign-in", () => {
+  test("an address of a verified domain signs in at the provider, is provisioned with its mapped role, and exchanges the code once", async () => {
+    const domain = uniqueDomain();
+    await ssoTenant(tenant.id, domain);
+    const email = `ada@${domain}`;
+    peer.users.set(email, { name: "Ada Lovelace", groups: ["plinth-admins", "other"] });
+    const res = await discover(email, `${appOrigin()}/done`);
+    expect(res.status).toBe(200);
+    const { redirectUrl } = (await res.json()) as { redirectUrl: string };
+    const authorize = new URL(redirectUrl);
+    expect(authorize.origin).toBe(peer.issuer);
+    expect(authorize.searchParams.get("code_challenge_method")).toBe("S256");
+    expect(authorize.searchParams.get("nonce")).toBeTruthy();
+    expect(authorize.searchParams.get("login_hint")).toBe(email);
+
+    const back = await signInAtProvider(redirectUrl, email);
+    expect(back.pathname).toBe("/done");
+    const code = back.searchParams.get("code");
+    expect(code).toBeTruthy();
+
+    const exchanged = await t.request("/api/auth/sso/exchange", json({ code }));
+    expect(exchanged.status).toBe(200);
+    const pair = (await exchanged.json()) as { accessToken: string };
+    // the session's amr names the method
+    const claims = JSON.parse(Buffer.from(pair.accessToken.split(".")[1] ?? "", "base64url").toString()) as {
+      amr?: string[];
+    };
+    expect(claims.amr).toEqual(["sso"]);
+    const me = await t.request("/api/auth/me", { headers: { authorization: `Bearer ${pair.accessToken}` } });
+    expect(me.status).toBe(200);
+    expect(await me.json()).toMatchObject({
+      user: { email, name: "Ada Lovelace" },
+      tenant: { id: tenant.id },
+      roles: ["admin"],
+    });
+    // the code is single-use
+    expect((await t.request("/api/auth/sso/exchange", json({ code }))).status).toBe(401);
+
+    const db = t.deps.database.db;
+    const [user] = await db.select().from(users).where(eq(users.email, email));
+    expect(user).toMatchObject({ pool: "tenant", tenantId: tenant.id, passwordHash: null });
+    const [membership] = await db
+      .select()
+      .from(tenantMemberships)
+      .where(eq(tenantMemberships.userId, user?.id ?? ""));
+    expect(membership?.role).toBe("admin");
+  }, 60_000);
+
+  test("an address of a domain no tenant verified is not routed (404)", async () => {
+    const domain = uniqueDomain();
+    const db = t.deps.database.db;
+    await ssoTenant(other.id, domain);
+    await db
+      .update(tenantEmailDomains)
+      .set({ status: "pending" })
+      .where(eq(tenantEmailDomains.domain, domain));
+    expect((await discover(`bob@${domain}`)).status).toBe(404);
+    expect((await discover(`bob@nowhere-${crypto.randomUUID().slice(0, 6)}.example`)).status).toBe(404);
+  });
+
+  test("a returnTo outside the allowed origins is refused, naming returnTo", async () => {
+    const res = await discover("x@example.com", "https://evil.example/steal");
+    expect(res.status).toBe(400);
+    expect(JSON.stringify(await res.json())).toContain("returnTo");
+  });
+
+  test("a made-up code or state is refused", async () => {
+    expect((await t.request("/api/auth/sso/exchange", json({ code: "made-up" }))).status).toBe(401);
+    expect((await t.request("/api/auth/sso/oidc/callback?state=made-up&code=x")).status).toBe(404);
+  });
+});
