@@ -30,6 +30,7 @@ SCALED_FILES=(
   tests/integration/read-through.test.ts
   tests/integration/output-cache.test.ts
   tests/integration/tenant-rls.test.ts
+  tests/integration/tenant-rate-limit.test.ts
 )
 
 single=$(mktemp)
