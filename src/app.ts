@@ -61,6 +61,7 @@ import { planRoutes } from "./http/routes/plans.ts";
 import { problemRoutes } from "./http/routes/problems.ts";
 import { SCIM_BASE, scimErrorResponse, scimRoutes } from "./http/routes/scim.ts";
 import { scimTokenRoutes } from "./http/routes/scim-tokens.ts";
+import { securityPolicyRoutes } from "./http/routes/security-policy.ts";
 import { signUpRoutes } from "./http/routes/sign-up.ts";
 import { ssoSignInRoutes } from "./http/routes/sso-sign-in.ts";
 import { tenantFeatureRoutes } from "./http/routes/tenant-features.ts";
@@ -173,6 +174,7 @@ function mountRoutes(app: Router, deps: Deps, authenticated: MiddlewareHandler<A
   app.route("/", authRecoveryRoutes(deps, authenticated));
   app.route("/", emailSignInRoutes(deps));
   app.route("/", authMfaRoutes(deps, authenticated));
+  app.route("/", securityPolicyRoutes(deps));
   app.route("/", authSessionRoutes(deps, authenticated));
   app.route("/", authPasskeyRoutes(deps, authenticated));
   app.route("/", memberSessionRoutes(deps));

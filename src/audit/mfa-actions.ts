@@ -44,4 +44,16 @@ export const MFA_ACTIONS = {
     details: "—",
     writtenBy: "`regenerateBackupCodes`",
   },
+  "tenant.security_policy_changed": {
+    what: "A tenant's second-factor policy changed (`requireMfa`, `enrolmentGraceDays`).",
+    target: "`tenant`",
+    details: "`before`, `after`",
+    writtenBy: "`updateSecurityPolicy` (auth/security-policy.ts; after a fresh second factor)",
+  },
+  "mfa.reset": {
+    what: "An owner, admin or platform admin removed every second factor of a member (recovery); the member is e-mailed.",
+    target: "`user`",
+    details: "`removed` (the kinds removed)",
+    writtenBy: "`resetMemberFactors` (auth/mfa-reset.ts)",
+  },
 } as const satisfies Record<string, ActionRow>;

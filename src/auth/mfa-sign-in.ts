@@ -1,11 +1,20 @@
 import type { Ctx } from "../context.ts";
+import { AppError } from "../errors.ts";
 import { type BrowserSignIn, startBrowserSession } from "./browser-sessions.ts";
 import type { AuthDeps } from "./deps.ts";
-import { codeCheck, completeMfaStep, type FactorCheck } from "./mfa-step.ts";
+import { codeCheck, completeMfaStep, type FactorCheck, peekMfaStep } from "./mfa-step.ts";
+import { amrOfMethod } from "./second-factors.ts";
 import { startTokenSession, type TokenPair } from "./sessions.ts";
+import { beginTotpEnrolment, confirmPendingTotp } from "./totp-factor.ts";
 
 /** A completed sign-in step: a token session's pair, or a browser session (its cookie to set). */
-export type MfaCompletion = { kind: "token"; pair: TokenPair } | { kind: "browser"; session: BrowserSignIn };
+export type MfaCompletion = (
+  | { kind: "token"; pair: TokenPair }
+  | { kind: "browser"; session: BrowserSignIn }
+) & {
+  /** An enrolment step: the backup codes of the factor just enrolled, shown this once. */
+  backupCodes?: string[];
+};
 
 /**
  * Completes a sign-in step with any kind of second factor (`check` proves it; docs/auth.md "Second
@@ -15,7 +24,13 @@ export type MfaCompletion = { kind: "token"; pair: TokenPair } | { kind: "browse
 export async function finishMfaSignIn(
   deps: AuthDeps,
   ctx: Ctx,
-  input: { mfaToken: string; method: string; check: FactorCheck; browserAllowed: boolean },
+  input: {
+    mfaToken: string;
+    method: string;
+    check: FactorCheck;
+    browserAllowed: boolean;
+    enrolment?: boolean;
+  },
 ): Promise<MfaCompletion> {
   const { signIn, kind } = await completeMfaStep(deps, ctx, input);
   if (kind === "browser") return { kind, session: await startBrowserSession(deps, signIn) };
@@ -28,5 +43,35 @@ export async function verifyMfaSignIn(
   ctx: Ctx,
   input: { mfaToken: string; code?: string; backupCode?: string; browserAllowed: boolean },
 ): Promise<MfaCompletion> {
-  return finishMfaSignIn(deps, ctx, { ...input, ...codeCheck(deps, input) });
+  const step = await peekMfaStep(deps, ctx, input.mfaToken);
+  const code = input.code;
+  if (step.methods.length > 0 || code === undefined)
+    return finishMfaSignIn(deps, ctx, { ...input, ...codeCheck(deps, input) });
+  // an enrolment step: the code confirms the TOTP enrolled with POST /api/auth/mfa/enrolment
+  let backupCodes: string[] | undefined;
+  const done = await finishMfaSignIn(deps, ctx, {
+    ...input,
+    method: "totp",
+    enrolment: true,
+    check: async (txCtx, user) => {
+      backupCodes = (await confirmPendingTotp(deps, txCtx, { userId: user.userId, code })) ?? undefined;
+      return backupCodes ? amrOfMethod("totp") : null;
+    },
+  });
+  return { ...done, ...(backupCodes ? { backupCodes } : {}) };
+}
+
+/**
+ * `POST /api/auth/mfa/enrolment`: a TOTP enrolment for the user of an enrolment step (a sign-in the
+ * policy holds, without a factor yet); the step stays open for `POST /api/auth/mfa/verify`.
+ */
+export async function startStepEnrolment(
+  deps: AuthDeps,
+  ctx: Ctx,
+  input: { mfaToken: string },
+): Promise<{ uri: string; qrSvg: string }> {
+  const step = await peekMfaStep(deps, ctx, input.mfaToken);
+  if (step.methods.length > 0)
+    throw new AppError("conflict", "The user has a second factor: complete the step with it.");
+  return beginTotpEnrolment(deps, { ...ctx, tenantId: step.tenantId }, step.userId);
 }

@@ -10,6 +10,7 @@ import type { AuthDeps } from "./deps.ts";
 import { tokenHash } from "./opaque-tokens.ts";
 import { recordSignInFailure } from "./password-sign-in.ts";
 import { amrOfMethod, enrolledMethods } from "./second-factors.ts";
+import { enrolmentDue } from "./security-policy.ts";
 import { authOf, clientIpOf, type SignIn } from "./sessions.ts";
 import { consumeSingleUseToken, issueSingleUseToken } from "./single-use-tokens.ts";
 import { useTotpCode } from "./totp-factor.ts";
@@ -24,6 +25,11 @@ export interface MfaRequired {
   methods: string[];
   /** Seconds the step token works (`Authentication:Mfa:StepTokenSeconds`). */
   expiresIn: number;
+  /**
+   * The user has no second factor and must enrol one to sign in (the tenant's policy, or platform
+   * staff in Production): `POST /api/auth/mfa/enrolment`, then `POST /api/auth/mfa/verify` with a code.
+   */
+  enrolmentRequired?: true;
 }
 
 /** Which session the completed step opens: the sign-in's own kind. */
@@ -59,7 +65,8 @@ export async function mfaStepFor(
 ): Promise<MfaRequired | null> {
   const { userId, tenantId } = signIn.identity;
   const methods = await withDatabase(deps, signIn.ctx, (db) => enrolledMethods(db, userId));
-  if (methods.length === 0) return null;
+  const enrolment = methods.length === 0;
+  if (enrolment && !(await enrolmentDue(deps, signIn.ctx, signIn.identity))) return null;
   const seconds = deps.config.settings.Authentication.Mfa.StepTokenSeconds;
   const issued = await issueSingleUseToken(deps, signIn.ctx, {
     purpose: PURPOSE,
@@ -68,7 +75,13 @@ export async function mfaStepFor(
     subject: `${signIn.method} ${kind}`,
     lifetimeSeconds: seconds,
   });
-  return { mfaRequired: true, mfaToken: issued.token, methods, expiresIn: seconds };
+  return {
+    mfaRequired: true,
+    mfaToken: issued.token,
+    methods,
+    expiresIn: seconds,
+    ...(enrolment ? { enrolmentRequired: true as const } : {}),
+  };
 }
 
 /**
@@ -119,13 +132,21 @@ export async function peekMfaStep(
 export async function completeMfaStep(
   deps: AuthDeps,
   ctx: Ctx,
-  input: { mfaToken: string; method: string; check: FactorCheck; browserAllowed?: boolean },
+  input: {
+    mfaToken: string;
+    method: string;
+    check: FactorCheck;
+    browserAllowed?: boolean;
+    enrolment?: boolean;
+  },
 ): Promise<{ signIn: SignIn; kind: StepKind }> {
   const step = await peekMfaStep(deps, ctx, input.mfaToken);
   if (step.kind === "browser" && !input.browserAllowed)
     throw new AppError("forbidden", "This origin may not use browser authentication.");
   assertAllowed(await deps.windows.consume("mfaVerify", { account: step.userId, ip: clientIpOf(ctx) }));
-  if (!step.methods.includes(input.method)) throw wrongFactor();
+  // an enrolment step (no factor yet) is completed by confirming the factor just enrolled
+  const allowed = input.enrolment ? step.methods.length === 0 : step.methods.includes(input.method);
+  if (!allowed) throw wrongFactor();
   const now = deps.clock.now();
   const stepCtx: Ctx = { ...ctx, tenantId: step.tenantId };
   const done = await withTransaction(deps, stepCtx, async (tx, txCtx) => {

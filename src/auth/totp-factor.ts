@@ -54,7 +54,15 @@ export async function totpEnrolled(db: Executor, userId: string): Promise<boolea
  * QR code, shown this once. Unconfirmed until `confirmTotp`; 409 while a confirmed one exists.
  */
 export async function startTotpEnrolment(deps: AuthDeps, ctx: Ctx): Promise<{ uri: string; qrSvg: string }> {
-  const { userId } = callerOf(ctx);
+  return beginTotpEnrolment(deps, ctx, callerOf(ctx).userId);
+}
+
+/** A new pending TOTP enrolment of `userId` (the signed-in caller, or the user of an enrolment step). */
+export async function beginTotpEnrolment(
+  deps: AuthDeps,
+  ctx: Ctx,
+  userId: string,
+): Promise<{ uri: string; qrSvg: string }> {
   const keyring = keyringOf(deps);
   const [user] = await withDatabase(deps, ctx, (db) =>
     db.select({ email: users.email }).from(users).where(eq(users.id, userId)).limit(1),
@@ -123,20 +131,45 @@ export async function confirmTotp(
     throw new AppError("validation_failed", "The code does not match.", {
       fields: [{ path: "code", message: "does not match the authenticator's current code" }],
     });
-  const now = deps.clock.now();
-  const codes = await withTransaction(deps, ctx, async (tx) => {
-    const [confirmed] = await tx
-      .update(totpFactors)
-      .set({ confirmedAt: now, lastUsedStep: step })
-      .where(and(eq(totpFactors.id, pending.id), isNull(totpFactors.confirmedAt)))
-      .returning({ id: totpFactors.id });
-    if (!confirmed) throw new AppError("conflict", "The enrolment changed meanwhile; start again.");
-    const issued = await replaceBackupCodes(tx, userId, now);
-    await factorChanged(deps, tx, ctx, { action: "mfa.enrolled", userId, method: "totp" });
+  const codes = await withTransaction(deps, ctx, async (_tx, txCtx) => {
+    const issued = await confirmPendingTotp(deps, txCtx, { userId, code: input.code });
+    if (!issued) throw new AppError("conflict", "The enrolment changed meanwhile; start again.");
     return issued;
   });
   await deps.windows.reset("mfaVerify", { account: userId });
   return { backupCodes: codes };
+}
+
+/**
+ * Confirms the user's pending TOTP enrolment with `code` on the ctx's transaction: its step becomes
+ * the last one used, a fresh set of backup codes is made (answered) and `mfa.enrolled` recorded and
+ * emitted. Null when there is no pending enrolment or the code does not match it.
+ */
+export async function confirmPendingTotp(
+  deps: AuthDeps,
+  ctx: Ctx & { tx: Tx },
+  input: { userId: string; code: string },
+): Promise<string[] | null> {
+  const { tx } = ctx;
+  const { userId } = input;
+  const [pending] = await tx
+    .select()
+    .from(totpFactors)
+    .where(and(eq(totpFactors.userId, userId), isNull(totpFactors.confirmedAt)))
+    .limit(1);
+  if (!pending) return null;
+  const step = stepOf(deps, pending, input.code);
+  if (step === null) return null;
+  const now = deps.clock.now();
+  const [confirmed] = await tx
+    .update(totpFactors)
+    .set({ confirmedAt: now, lastUsedStep: step })
+    .where(and(eq(totpFactors.id, pending.id), isNull(totpFactors.confirmedAt)))
+    .returning({ id: totpFactors.id });
+  if (!confirmed) return null;
+  const issued = await replaceBackupCodes(tx, userId, now);
+  await factorChanged(deps, tx, ctx, { action: "mfa.enrolled", userId, method: "totp" });
+  return issued;
 }
 
 /**

@@ -3,8 +3,11 @@ import { createHmac } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { decodeJwt } from "jose";
 import { Secret, URI } from "otpauth";
+import { enrolmentDue } from "../../src/auth/security-policy.ts";
 import { totpStepOf } from "../../src/auth/totp.ts";
+import { loadIdentity } from "../../src/auth/user-identity.ts";
 import { ManualClock } from "../../src/clock.ts";
+import { systemCtx } from "../../src/context.ts";
 import { execute } from "../../src/db/client.ts";
 import { relaxedLimits, useTestApp } from "../helpers/app.ts";
 import {
@@ -13,6 +16,7 @@ import {
   login,
   newMasterKey,
   PASSWORD,
+  readyPlatformUser,
   type SignedInUser,
   signedInTenant,
 } from "../helpers/identity.ts";
@@ -314,4 +318,59 @@ test("an impersonated session cannot enrol or remove a factor", async () => {
   expect((await h.request("/api/auth/mfa/totp", { method: "DELETE", ...bearer(accessToken) })).status).toBe(
     403,
   );
+});
+
+test("requireMfa=everyone: a member without a factor gets the step, then the enrolment path, which signs them in", async () => {
+  const tenant = await signedInTenant(h);
+  const put = (body: unknown, user: SignedInUser) =>
+    h.request("/api/tenant/security-policy", { ...json(body, user.headers), method: "PUT" });
+  expect((await put({ requireMfa: "everyone" }, tenant.member)).status).toBe(403);
+  const changed = await put({ requireMfa: "everyone", enrolmentGraceDays: 0 }, tenant.owner);
+  expect(changed.status).toBe(200);
+  expect(await changed.json()).toMatchObject({ requireMfa: "everyone", enrolmentGraceDays: 0 });
+
+  const step = await passwordStep(tenant.member.email, tenant.code);
+  expect(step.methods).toEqual([]);
+  expect((step as Step & { enrolmentRequired?: boolean }).enrolmentRequired).toBe(true);
+  expect((await verify({ mfaToken: step.mfaToken, code: "123456" })).status).toBe(401);
+  const enrolment = await h.request("/api/auth/mfa/enrolment", json({ mfaToken: step.mfaToken }));
+  expect(enrolment.status).toBe(200);
+  const app = URI.parse(((await enrolment.json()) as { uri: string }).uri);
+  const done = await verify({
+    mfaToken: step.mfaToken,
+    code: app.generate({ timestamp: clock.now().getTime() }),
+  });
+  expect(done.status).toBe(200);
+  const signedIn = (await done.json()) as { accessToken: string; backupCodes: string[] };
+  expect(decodeJwt(signedIn.accessToken).amr).toEqual(["pwd", "otp", "mfa"]);
+  expect(signedIn.backupCodes).toHaveLength(10);
+  nextStep();
+  expect((await passwordStep(tenant.member.email, tenant.code)).methods).toEqual(["totp", "backup_code"]);
+});
+
+test("requireMfa=admins with a grace period: members are not held; an admin signs in until the grace ends, then must enrol", async () => {
+  const tenant = await signedInTenant(h);
+  const changed = await h.request("/api/tenant/security-policy", {
+    ...json({ requireMfa: "admins", enrolmentGraceDays: 3 }, tenant.owner.headers),
+    method: "PUT",
+  });
+  expect(changed.status).toBe(200);
+  const shown = await h.request("/api/tenant/security-policy", tenant.admin);
+  expect(await shown.json()).toMatchObject({ requireMfa: "admins", enrolmentGraceDays: 3 });
+  const tokens = async (email: string) =>
+    ((await (await login(h, { email, tenant: tenant.code })).json()) as { accessToken?: string }).accessToken;
+  expect(await tokens(tenant.admin.email)).toBeString();
+  clock.advance(4 * 86_400_000);
+  expect(await tokens(tenant.member.email)).toBeString();
+  const step = await passwordStep(tenant.admin.email, tenant.code);
+  expect((step as Step & { enrolmentRequired?: boolean }).enrolmentRequired).toBe(true);
+});
+
+test("platform staff without a factor must enrol in Production (no grace), not elsewhere", async () => {
+  const staff = await readyPlatformUser(h.db);
+  const identity = await loadIdentity(h.db, staff.id, null);
+  if (!identity) throw new Error("no identity");
+  const production = { ...h.deps, config: { ...h.deps.config, environment: "Production" as const } };
+  expect(await enrolmentDue(production, systemCtx("test"), identity)).toBe(true);
+  expect(await enrolmentDue(h.deps, systemCtx("test"), identity)).toBe(false);
 });

@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { boolean, jsonb, pgPolicy, pgTable, text, timestamp, uuid } from "drizzle-orm/pg-core";
+import { boolean, integer, jsonb, pgPolicy, pgTable, text, timestamp, uuid } from "drizzle-orm/pg-core";
 import { timestamps } from "./columns.ts";
 
 export const tenants = pgTable("tenants", {
@@ -15,6 +15,16 @@ export const tenants = pgTable("tenants", {
    * pool, never the shared identity they may have elsewhere (docs/decisions.md).
    */
   privateIdentities: boolean().notNull().default(false),
+  /**
+   * The tenant's second-factor policy (docs/auth.md "Policies"): who must have one (`off`, `admins`:
+   * owners and admins, `everyone`), the days a member without one may still sign in without it after
+   * the policy began to hold them (`mfaRequiredSince`), then the sign-in sends them to enrol.
+   */
+  requireMfa: text({ enum: ["off", "admins", "everyone"] })
+    .notNull()
+    .default("off"),
+  mfaGraceDays: integer().notNull().default(7),
+  mfaRequiredSince: timestamp({ withTimezone: true }),
   /** Its users may sign in with a code or link mailed to their address (src/auth/email-sign-in.ts). */
   emailSignIn: boolean().notNull().default(false),
   /** When the tenant is to be deleted (docs/tenant-lifecycle.md); null: not scheduled. */

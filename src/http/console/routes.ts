@@ -144,7 +144,7 @@ function signInRoutes(deps: Deps, originAllowed: (origin: string) => boolean) {
         email,
         password: form.password ?? "",
       });
-      if ("mfaRequired" in session) return pageResponse(c, mfaStepPage(session, form.next));
+      if ("mfaRequired" in session) return pageResponse(c, await mfaStepPage(deps, c, session, form.next));
       const { cookie, csrfToken, expiresIn, passwordChangeRequired } = session;
       setSessionCookie(c, deps.config, cookie, expiresIn);
       setCsrfCookie(c, csrfToken, expiresIn);

@@ -1,7 +1,7 @@
-import { Hono } from "hono";
-import { html } from "hono/html";
+import { type Context, Hono } from "hono";
+import { html, raw } from "hono/html";
 import { browserOriginCheck } from "../../auth/browser-sessions.ts";
-import { verifyMfaSignIn } from "../../auth/mfa-sign-in.ts";
+import { startStepEnrolment, verifyMfaSignIn } from "../../auth/mfa-sign-in.ts";
 import type { MfaRequired } from "../../auth/mfa-step.ts";
 import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
@@ -13,11 +13,12 @@ import { formOf, pageResponse } from "./respond.ts";
 import { type ConsoleEnv, originRefused, safeNext, seeOther, setCsrfCookie } from "./session.ts";
 
 /** The second step of a console sign-in: a code from the authenticator, or a backup code. */
-export function mfaForm(input: { mfaToken: string; next?: string; message?: string }): Html {
+export function mfaForm(input: { mfaToken: string; next?: string; message?: string; qrSvg?: string }): Html {
   return layout({
-    title: "Second factor",
+    title: input.qrSvg ? "Enrol a second factor" : "Second factor",
     body: html`<div class="sign-in">
 ${notice(input.message, "bad")}
+${input.qrSvg ? html`<p>Your account must have a second factor. Scan this code with an authenticator app, then enter the code it shows.</p><figure class="qr">${raw(input.qrSvg)}</figure>` : ""}
 <form class="stack" method="post" action="/console/sign-in/mfa">
 <input type="hidden" name="next" value="${safeNext(input.next)}">
 <input type="hidden" name="mfaToken" value="${input.mfaToken}">
@@ -30,8 +31,15 @@ ${notice(input.message, "bad")}
   });
 }
 
-/** The console's answer to a sign-in that needs a second factor (no cookie yet). */
-export const mfaStepPage = (step: MfaRequired, next?: string) => mfaForm({ mfaToken: step.mfaToken, next });
+/**
+ * The console's answer to a sign-in that needs a second factor (no cookie yet); staff without one
+ * (held in Production) get the enrolment's QR code (an SVG made here, no script) above the code field.
+ */
+export async function mfaStepPage(deps: Deps, c: Context<ConsoleEnv>, step: MfaRequired, next?: string) {
+  if (!step.enrolmentRequired) return mfaForm({ mfaToken: step.mfaToken, next });
+  const { qrSvg } = await startStepEnrolment(deps, anonymousCtxOf(c, null), { mfaToken: step.mfaToken });
+  return mfaForm({ mfaToken: step.mfaToken, next, qrSvg });
+}
 
 /** `POST /console/sign-in/mfa`: completes the step, sets the browser session, goes on. */
 export function consoleMfaSignInRoutes(deps: Deps) {

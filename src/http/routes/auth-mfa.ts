@@ -3,7 +3,7 @@ import type { MiddlewareHandler } from "hono";
 import { browserOriginCheck } from "../../auth/browser-sessions.ts";
 import type { AuthDeps } from "../../auth/deps.ts";
 import { disableTotp, enrolTotp, getMfaStatus, regenerateBackupCodes } from "../../auth/mfa-settings.ts";
-import { verifyMfaSignIn } from "../../auth/mfa-sign-in.ts";
+import { startStepEnrolment, verifyMfaSignIn } from "../../auth/mfa-sign-in.ts";
 import { stepUpWithCode } from "../../auth/step-up.ts";
 import { confirmTotp } from "../../auth/totp-factor.ts";
 import { accessOf, apiRoute, json, jsonBody, problem, routerPath } from "../openapi.ts";
@@ -23,6 +23,7 @@ const factorProof = z.union([
   z.object({ code }).strict().openapi("TotpCodeProof"),
   z.object({ backupCode }).strict().openapi("BackupCodeProof"),
 ]);
+const totpEnrolment = z.object({ uri: z.string(), qrSvg: z.string() }).openapi("TotpEnrolment");
 const backupCodes = z
   .object({
     backupCodes: z.array(z.string()).openapi({
@@ -31,7 +32,30 @@ const backupCodes = z
   })
   .openapi("BackupCodes");
 
+/** What an enrolment step's completion adds: the new factor's backup codes, shown this once. */
+const enrolled = {
+  backupCodes: z.array(z.string()).optional().openapi({
+    description: "Set when the step was an enrolment: ten backup codes, shown this once.",
+  }),
+};
+
 const routes = {
+  enrolment: apiRoute("public", {
+    method: "post",
+    path: "/api/auth/mfa/enrolment",
+    operationId: "startMfaEnrolment",
+    tags: ["auth"],
+    summary: "Enrol TOTP during a sign-in step that requires enrolment (`enrolmentRequired`).",
+    description:
+      "Answers the otpauth:// URI and its QR code (SVG) for the step's user; the step stays open: " +
+      "POST /api/auth/mfa/verify with the first code confirms the factor and completes the sign-in.",
+    request: { body: jsonBody(z.object({ mfaToken }).openapi("MfaEnrolmentRequest")) },
+    responses: {
+      200: json("Scan it, then verify the step with a code.", totpEnrolment),
+      401: problem("Unknown, used or expired step."),
+      409: problem("The user has a second factor already: verify the step with it."),
+    },
+  }),
   verify: apiRoute(
     "public",
     {
@@ -57,7 +81,7 @@ const routes = {
       responses: {
         200: json(
           "Signed in: the token pair, or (browser) the session.",
-          z.union([tokenPair, browserSession]).openapi("MfaSignIn"),
+          z.union([tokenPair.extend(enrolled), browserSession.extend(enrolled)]).openapi("MfaSignIn"),
         ),
         401: problem("Unknown, used or expired step, or a wrong code."),
         403: problem("A browser sign-in's step completed from an origin not allowed."),
@@ -92,10 +116,7 @@ const routes = {
     tags: ["auth"],
     summary: "Start a TOTP enrolment: the otpauth:// URI and its QR code (SVG), shown this once.",
     responses: {
-      200: json(
-        "Scan it, then confirm with a first code.",
-        z.object({ uri: z.string(), qrSvg: z.string() }).openapi("TotpEnrolment"),
-      ),
+      200: json("Scan it, then confirm with a first code.", totpEnrolment),
       401: problem("A recent second factor is required (step-up)."),
       409: problem("A TOTP authenticator is enrolled already."),
     },
@@ -181,10 +202,15 @@ export function authMfaRoutes(deps: AuthDeps, authenticated: MiddlewareHandler<A
         browserAllowed: origin !== undefined && browserOriginAllowed(origin),
       });
       c.header("cache-control", "no-store");
-      if (done.kind === "token") return c.json(done.pair, 200);
+      const codes = done.backupCodes ? { backupCodes: done.backupCodes } : {};
+      if (done.kind === "token") return c.json({ ...done.pair, ...codes }, 200);
       const { cookie, ...session } = done.session;
       setSessionCookie(c, deps.config, cookie, session.expiresIn);
-      return c.json(session, 200);
+      return c.json({ ...session, ...codes }, 200);
+    })
+    .openapi(routes.enrolment, async (c) => {
+      c.header("cache-control", "no-store");
+      return c.json(await startStepEnrolment(deps, anonymousCtxOf(c), c.req.valid("json")), 200);
     })
     .openapi(routes.status, async (c) => c.json(await getMfaStatus(deps, ctxOf(c)), 200))
     .openapi(routes.enrolTotp, async (c) => {

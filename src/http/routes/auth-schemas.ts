@@ -21,6 +21,10 @@ export const mfaRequired = z
       description: "The second factors the user can prove: `totp`, `backup_code` (and `passkey`).",
     }),
     expiresIn: z.number().int(),
+    enrolmentRequired: z.literal(true).optional().openapi({
+      description:
+        "No second factor yet and the policy requires one: enrol with POST /api/auth/mfa/enrolment, then verify.",
+    }),
   })
   .openapi("MfaRequired");
 

@@ -57,6 +57,7 @@ export const CREDENTIAL_PATHS = [
   "/api/auth/mfa/totp/confirm",
   "/api/auth/sso/discover",
   "/api/auth/sso/exchange",
+  "/api/auth/mfa/enrolment",
 ] as const;
 
 export { browserSession, mfaRequired, signInResult, tokenPair };
