@@ -53,6 +53,7 @@ import { authRecoveryRoutes } from "./http/routes/auth-recovery.ts";
 import { authSessionRoutes, memberSessionRoutes } from "./http/routes/auth-sessions.ts";
 import { adminDomainRoutes, tenantDomainRoutes, tlsPermissionRoutes } from "./http/routes/custom-domains.ts";
 import { docsRoutes } from "./http/routes/docs.ts";
+import { emailDomainRoutes } from "./http/routes/email-domains.ts";
 import { healthRoutes } from "./http/routes/health.ts";
 import { invitationRoutes } from "./http/routes/invitations.ts";
 import { membershipRoutes } from "./http/routes/memberships.ts";
@@ -183,6 +184,7 @@ function mountRoutes(app: Router, deps: Deps, authenticated: MiddlewareHandler<A
   app.route("/", invitationRoutes(deps));
   app.route("/", signUpRoutes(deps));
   app.route("/", ssoSignInRoutes(deps));
+  app.route("/", emailDomainRoutes(deps));
   app.route("/", adminUserRoutes(deps));
   app.route("/", adminPlatformUserRoutes(deps));
   app.route("/", adminJobRoutes(deps));

@@ -17,9 +17,8 @@ export const SSO_ACTIONS = {
   "email_domain.removed": {
     what: "A tenant's e-mail domain was removed.",
     target: "`email_domain`",
-    details: "`domain`; `reason` (`claim expired`, `ownership moved`) when Plinth removed it",
-    writtenBy:
-      "`removeEmailDomain`; `expireEmailDomainClaims` (actor: system `tenant-domains`); `checkEmailDomain`",
+    details: "`domain`",
+    writtenBy: "`removeEmailDomain`",
   },
   "sso_connection.created": {
     what: "A single sign-on connection was added.",

@@ -555,7 +555,28 @@ const scimTokenCase = async (): Promise<Resource> => {
   };
 };
 
+/** An e-mail domain tenant B claimed (its owner's request would need the `sso` plan). */
+const emailDomainCase = async (): Promise<Resource> => {
+  const [row] = await execute<{ id: string }>(
+    app.db,
+    sql`insert into tenant_email_domains (tenant_id, domain, verification_token)
+        values (${tenantB.id}, ${`cross-${crypto.randomUUID().slice(0, 8)}.example`}, 't') returning id`,
+  );
+  const id = row?.id ?? "";
+  const stateOf = async () =>
+    (
+      await execute<{ state: string }>(
+        app.db,
+        sql`select status || updated_at::text as state from tenant_email_domains where id = ${id}`,
+      )
+    )[0]?.state;
+  const before = await stateOf();
+  return { params: { path: { id }, query: {} }, intact: async () => (await stateOf()) === before };
+};
+
 const otherTenantsResource: Record<string, () => Promise<Resource>> = {
+  "POST /api/tenant/email-domains/:id/check": emailDomainCase,
+  "DELETE /api/tenant/email-domains/:id": emailDomainCase,
   "GET /api/tenant/exports/:exportId": exportCase,
   "DELETE /api/tenant/scim/tokens/:id": scimTokenCase,
   "DELETE /api/tenant/invitations/:invitationId": invitationCase,

@@ -1,0 +1,112 @@
+import { z } from "@hono/zod-openapi";
+import {
+  addEmailDomain,
+  checkEmailDomain,
+  listEmailDomains,
+  removeEmailDomain,
+} from "../../sso/email-domains.ts";
+import type { SsoDeps } from "../../sso/sso-deps.ts";
+import { tenantAccess } from "../access.ts";
+import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
+import { createRouter, tenantCtxOf } from "../request-context.ts";
+
+const emailDomain = z
+  .object({
+    id: z.uuid(),
+    domain: z.string(),
+    status: z.enum(["pending", "failed", "verified"]),
+    verification: z.object({
+      type: z.literal("TXT"),
+      name: z
+        .string()
+        .openapi({ description: "The TXT record name: `<VerificationRecordPrefix>.<domain>`." }),
+      value: z.string().openapi({ description: "The value the TXT record must hold." }),
+    }),
+    lastFailure: z.object({ code: z.string(), reason: z.string() }).nullable(),
+    lastCheckedAt: z.string().nullable(),
+    verifiedAt: z.string().nullable(),
+    expiresAt: z.string().nullable().openapi({
+      description:
+        "When an unverified claim is removed (`TenantDomains:ClaimExpiryDays`); null once verified.",
+    }),
+    createdAt: z.string(),
+  })
+  .openapi("EmailDomain");
+const idParam = z.object({ id: z.string().openapi({ param: { name: "id", in: "path" } }) });
+const read = tenantAccess(["owner", "admin"], { apiKey: "none" });
+const write = tenantAccess(["owner"], { apiKey: "none" });
+
+const routes = {
+  add: apiRoute(
+    write,
+    {
+      method: "post",
+      path: "/api/tenant/email-domains",
+      operationId: "tenantAddEmailDomain",
+      tags: ["tenant"],
+      summary: "Claim an e-mail domain for single sign-on: answers the TXT record to publish.",
+      request: {
+        body: jsonBody(
+          z
+            .object({ domain: z.string().min(1).max(300).openapi({ example: "example.com" }) })
+            .openapi("NewEmailDomain"),
+        ),
+      },
+      responses: {
+        201: json("Claimed, pending until its TXT record is checked.", emailDomain),
+        402: problem("`payment_required`: the tenant's plan has no `sso`."),
+        409: problem("This tenant has already added this domain (other tenants' claims are never revealed)."),
+      },
+    },
+    { location: true },
+  ),
+  list: apiRoute(read, {
+    method: "get",
+    path: "/api/tenant/email-domains",
+    operationId: "tenantListEmailDomains",
+    tags: ["tenant"],
+    summary: "The tenant's e-mail domains, newest first.",
+    responses: {
+      200: json("The domains.", z.object({ items: z.array(emailDomain) }).openapi("EmailDomainList")),
+    },
+  }),
+  check: apiRoute(write, {
+    method: "post",
+    path: "/api/tenant/email-domains/{id}/check",
+    operationId: "tenantCheckEmailDomain",
+    tags: ["tenant"],
+    summary:
+      "Check the domain's TXT record now: verified when it holds the value (one verified owner per domain).",
+    request: { params: idParam },
+    responses: {
+      200: json("Checked: `verified`, or `failed` with the reason.", emailDomain),
+      404: problem("No such e-mail domain."),
+    },
+  }),
+  remove: apiRoute(write, {
+    method: "delete",
+    path: "/api/tenant/email-domains/{id}",
+    operationId: "tenantRemoveEmailDomain",
+    tags: ["tenant"],
+    summary: "Remove an e-mail domain: its addresses are no longer routed to the tenant's connection.",
+    request: { params: idParam },
+    responses: { 204: { description: "Removed." }, 404: problem("No such e-mail domain.") },
+  }),
+};
+
+/** A tenant's verified e-mail domains for single sign-on (docs/sso.md): owners change, admins read. */
+export function emailDomainRoutes(deps: SsoDeps) {
+  return createRouter()
+    .openapi(routes.add, async (c) => {
+      const domain = await addEmailDomain(deps, tenantCtxOf(c), c.req.valid("json"));
+      return c.json(domain, 201, { location: `/api/tenant/email-domains/${domain.id}` });
+    })
+    .openapi(routes.list, async (c) => c.json({ items: await listEmailDomains(deps, tenantCtxOf(c)) }, 200))
+    .openapi(routes.check, async (c) =>
+      c.json(await checkEmailDomain(deps, tenantCtxOf(c), { id: c.req.valid("param").id }), 200),
+    )
+    .openapi(routes.remove, async (c) => {
+      await removeEmailDomain(deps, tenantCtxOf(c), { id: c.req.valid("param").id });
+      return c.body(null, 204);
+    });
+}

@@ -1,0 +1,237 @@
+import { and, desc, eq, ne, sql } from "drizzle-orm";
+import { recordAudit } from "../audit/record.ts";
+import { opaqueToken } from "../auth/opaque-tokens.ts";
+import { assertFeature } from "../billing/entitlements.ts";
+import type { TenantCtx } from "../context.ts";
+import { claimExpiry } from "../custom-domains/domain-rows.ts";
+import { verificationRecordName } from "../custom-domains/hostname-policy.ts";
+import { dnsResolver } from "../custom-domains/settings.ts";
+import { withDatabase, withTransaction } from "../db/operation.ts";
+import { tenantEmailDomains } from "../db/schema/sso.ts";
+import { AppError } from "../errors.ts";
+import { parseHostname } from "../tenancy/hostnames.ts";
+import { isUuid } from "../tenancy/tenants.ts";
+import type { SsoDeps } from "./sso-deps.ts";
+
+type EmailDomainRow = typeof tenantEmailDomains.$inferSelect;
+
+/** An e-mail domain as the API shows it: the TXT record to publish, and where verification stands. */
+export interface EmailDomainView {
+  id: string;
+  domain: string;
+  status: EmailDomainRow["status"];
+  verification: { type: "TXT"; name: string; value: string };
+  lastFailure: { code: string; reason: string } | null;
+  lastCheckedAt: string | null;
+  verifiedAt: string | null;
+  expiresAt: string | null;
+  createdAt: string;
+}
+
+const iso = (d: Date | null) => (d ? d.toISOString() : null);
+
+function viewOf(deps: SsoDeps, row: EmailDomainRow): EmailDomainView {
+  return {
+    id: row.id,
+    domain: row.domain,
+    status: row.status,
+    verification: {
+      type: "TXT",
+      name: verificationRecordName(deps.config.settings.TenantDomains.VerificationRecordPrefix, row.domain),
+      value: row.verificationToken,
+    },
+    lastFailure:
+      row.lastFailureCode && row.lastFailureReason
+        ? { code: row.lastFailureCode, reason: row.lastFailureReason }
+        : null,
+    lastCheckedAt: iso(row.lastCheckedAt),
+    verifiedAt: iso(row.verifiedAt),
+    expiresAt: iso(row.expiresAt),
+    createdAt: row.createdAt.toISOString(),
+  };
+}
+
+const notFound = () => new AppError("not_found", "No such e-mail domain.");
+
+async function findRow(deps: SsoDeps, ctx: TenantCtx, id: string): Promise<EmailDomainRow> {
+  if (!isUuid(id)) throw notFound();
+  const [row] = await withDatabase(deps, ctx, (db) =>
+    db
+      .select()
+      .from(tenantEmailDomains)
+      .where(and(eq(tenantEmailDomains.id, id), eq(tenantEmailDomains.tenantId, ctx.tenantId))),
+  );
+  if (!row) throw notFound();
+  return row;
+}
+
+/**
+ * Claims an e-mail domain for the ctx tenant (`POST /api/tenant/email-domains`): pending, with a
+ * verification value of its own to publish as a TXT record at `<VerificationRecordPrefix>.<domain>`,
+ * removed after `TenantDomains:ClaimExpiryDays` unless verified. 402 without the `sso` feature; 409
+ * when the tenant has the domain already. Other tenants' claims are neither refused nor revealed:
+ * the first to prove ownership holds it (`checkEmailDomain`).
+ */
+export async function addEmailDomain(
+  deps: SsoDeps,
+  ctx: TenantCtx,
+  input: { domain: string },
+): Promise<EmailDomainView> {
+  await assertFeature(deps, ctx, { feature: "sso" });
+  const folded = input.domain.replace(/[A-Z]/g, (ch) => ch.toLowerCase()).replace(/\.$/, "");
+  const parsed = parseHostname(folded, { deniedSuffixes: deps.config.settings.TenantDomains.DeniedSuffixes });
+  if (!parsed.ok)
+    throw new AppError("validation_failed", "The domain is not valid.", {
+      fields: [{ path: "domain", message: parsed.reason }],
+    });
+  const now = deps.clock.now();
+  const row = await withTransaction(deps, ctx, async (tx, txCtx) => {
+    const [inserted] = await tx
+      .insert(tenantEmailDomains)
+      .values({
+        tenantId: ctx.tenantId,
+        domain: parsed.hostname,
+        verificationToken: `plinth-sso-${opaqueToken(24)}`,
+        expiresAt: claimExpiry(deps, now),
+        createdAt: now,
+        updatedAt: now,
+      })
+      .onConflictDoNothing({ target: [tenantEmailDomains.tenantId, tenantEmailDomains.domain] })
+      .returning();
+    if (!inserted) throw new AppError("conflict", "This tenant has already added this domain.");
+    await recordAudit(tx, txCtx, {
+      action: "email_domain.added",
+      target: { type: "email_domain", id: inserted.id },
+      details: { domain: inserted.domain },
+    });
+    return inserted;
+  });
+  return viewOf(deps, row);
+}
+
+/** The tenant's e-mail domains, newest first (a tenant holds a handful: no paging beyond 200). */
+export async function listEmailDomains(deps: SsoDeps, ctx: TenantCtx): Promise<EmailDomainView[]> {
+  const rows = await withDatabase(deps, ctx, (db) =>
+    db
+      .select()
+      .from(tenantEmailDomains)
+      .where(eq(tenantEmailDomains.tenantId, ctx.tenantId))
+      .orderBy(desc(tenantEmailDomains.createdAt))
+      .limit(200),
+  );
+  return rows.map((row) => viewOf(deps, row));
+}
+
+/** Removes one of the tenant's e-mail domains (its addresses stop being routed at once). */
+export async function removeEmailDomain(deps: SsoDeps, ctx: TenantCtx, input: { id: string }): Promise<void> {
+  await findRow(deps, ctx, input.id);
+  await withTransaction(deps, ctx, async (tx, txCtx) => {
+    const [gone] = await tx
+      .delete(tenantEmailDomains)
+      .where(and(eq(tenantEmailDomains.id, input.id), eq(tenantEmailDomains.tenantId, ctx.tenantId)))
+      .returning();
+    if (!gone) throw notFound();
+    await recordAudit(tx, txCtx, {
+      action: "email_domain.removed",
+      target: { type: "email_domain", id: gone.id },
+      details: { domain: gone.domain },
+    });
+  });
+}
+
+/**
+ * Checks a claim's TXT record now, through the DoH resolver custom domains use
+ * (`TenantDomains:DnsJsonEndpoint`; 503 when it is not set). The record holding this claim's value
+ * verifies it: one verified owner per domain across the platform, so another tenant's verified
+ * claim on the domain loses it (`failed`, `ownership_moved`) in the same transaction. Otherwise the
+ * claim is `failed` with the reason (a verified claim stays verified: re-checking never un-verifies).
+ */
+export async function checkEmailDomain(
+  deps: SsoDeps,
+  ctx: TenantCtx,
+  input: { id: string },
+): Promise<EmailDomainView> {
+  const row = await findRow(deps, ctx, input.id);
+  const settings = deps.config.settings.TenantDomains;
+  if (!settings.DnsJsonEndpoint)
+    throw new AppError(
+      "unavailable",
+      "Domain verification is not configured (TenantDomains:DnsJsonEndpoint).",
+    );
+  const name = verificationRecordName(settings.VerificationRecordPrefix, row.domain);
+  const answer = await dnsResolver(settings, deps.fetch).query(name, "TXT");
+  const now = deps.clock.now();
+  const holds =
+    answer.kind === "ok" && answer.records.some((value) => value.trim() === row.verificationToken);
+  const updated = await withTransaction(deps, ctx, async (tx, txCtx) => {
+    if (!holds) {
+      if (row.status === "verified") return row;
+      const failure =
+        answer.kind === "nxdomain"
+          ? { code: "dns_nxdomain", reason: `${name} does not exist (NXDOMAIN).` }
+          : answer.kind === "error"
+            ? { code: "dns_error", reason: `The TXT lookup of ${name} failed: ${answer.detail}.` }
+            : answer.records.length === 0
+              ? { code: "txt_missing", reason: `No TXT record at ${name}.` }
+              : {
+                  code: "txt_mismatch",
+                  reason: `The TXT record at ${name} does not hold this domain's value.`,
+                };
+      const [failed] = await tx
+        .update(tenantEmailDomains)
+        .set({
+          status: "failed",
+          lastCheckedAt: now,
+          lastFailureCode: failure.code,
+          lastFailureReason: failure.reason,
+          updatedAt: now,
+        })
+        .where(eq(tenantEmailDomains.id, row.id))
+        .returning();
+      return failed ?? row;
+    }
+    // the platform path: the claim that loses the domain is another tenant's
+    const moved = await tx.execute(sql`select set_config('plinth.platform', 'on', true)`).then(() =>
+      tx
+        .update(tenantEmailDomains)
+        .set({
+          status: "failed",
+          verifiedAt: null,
+          lastFailureCode: "ownership_moved",
+          lastFailureReason: "Another tenant proved ownership of this domain with its own TXT record.",
+          expiresAt: claimExpiry(deps, now),
+          updatedAt: now,
+        })
+        .where(
+          and(
+            eq(tenantEmailDomains.domain, row.domain),
+            eq(tenantEmailDomains.status, "verified"),
+            ne(tenantEmailDomains.id, row.id),
+          ),
+        )
+        .returning({ tenantId: tenantEmailDomains.tenantId }),
+    );
+    await tx.execute(sql`select set_config('plinth.platform', '', true)`);
+    const [verified] = await tx
+      .update(tenantEmailDomains)
+      .set({
+        status: "verified",
+        lastCheckedAt: now,
+        lastFailureCode: null,
+        lastFailureReason: null,
+        verifiedAt: row.verifiedAt ?? now,
+        expiresAt: null,
+        updatedAt: now,
+      })
+      .where(eq(tenantEmailDomains.id, row.id))
+      .returning();
+    if (row.status !== "verified")
+      await recordAudit(tx, txCtx, {
+        action: "email_domain.verified",
+        target: { type: "email_domain", id: row.id },
+        details: { domain: row.domain, movedFrom: moved[0]?.tenantId ?? null },
+      });
+    return verified ?? row;
+  });
+  return viewOf(deps, updated);
+}
