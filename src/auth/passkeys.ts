@@ -4,7 +4,7 @@ import {
   verifyRegistrationResponse,
 } from "@simplewebauthn/server";
 import { isoBase64URL } from "@simplewebauthn/server/helpers";
-import { and, asc, count, eq } from "drizzle-orm";
+import { and, asc, count, eq, sql } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import type { Ctx } from "../context.ts";
 import type { Executor } from "../db/client.ts";
@@ -13,6 +13,7 @@ import { passkeys, users } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
 import { emitEvent } from "../events/outbox.ts";
 import { enqueueContext } from "../jobs/enqueue.ts";
+import { createdAtPosition, cursorCodec, type Page, type PageRequest, pageOf } from "../pagination.ts";
 import type { AuthDeps } from "./deps.ts";
 import { normaliseOrigin } from "./origins.ts";
 import { callerOf } from "./sessions.ts";
@@ -51,6 +52,9 @@ const viewColumns = {
   createdAt: passkeys.createdAt,
   lastUsedAt: passkeys.lastUsedAt,
 };
+
+/** Where a page of passkeys ends: the last one's creation time (PostgreSQL's exact text) and id. */
+const passkeyCursor = cursorCodec(createdAtPosition);
 
 /** The WebAuthn user handle of a user: the 16 bytes of their id (no e-mail, nothing personal). */
 export function userHandleOf(userId: string): Uint8Array<ArrayBuffer> {
@@ -188,7 +192,13 @@ export async function finishPasskeyRegistration(
     clientDataJSON: input.response.response.clientDataJSON,
     userId,
   });
-  if (!spent) throw notVerified();
+  // no ceremony of the caller's on this host holds the answer's challenge (made up, expired, used):
+  // nothing to verify, as a dead mailed link is a 404
+  if (!spent)
+    throw new AppError(
+      "not_found",
+      "No passkey registration waits for this answer (expired or used); start again.",
+    );
   const verified = await verifyRegistrationResponse({
     response: input.response,
     expectedChallenge: spent.challenge,
@@ -251,15 +261,35 @@ export async function passkeyEnrolled(db: Executor, userId: string): Promise<boo
 }
 
 /** The caller's passkeys in the ctx's tenant (all hosts), oldest first. */
-export async function listPasskeys(deps: PasskeyDeps, ctx: Ctx): Promise<PasskeyView[]> {
+export async function listPasskeys(
+  deps: PasskeyDeps,
+  ctx: Ctx,
+  input: PageRequest = { limit: MAX_PASSKEYS },
+): Promise<Page<PasskeyView>> {
   const { userId } = callerOf(ctx);
-  return withDatabase(deps, ctx, (db) =>
+  const after = passkeyCursor.decodeOptional(input.cursor);
+  const rows = await withDatabase(deps, ctx, (db) =>
     db
-      .select(viewColumns)
+      .select({ ...viewColumns, position: sql<string>`${passkeys.createdAt}::text` })
       .from(passkeys)
-      .where(and(eq(passkeys.userId, userId), sameTenant(passkeys.tenantId, ctx.tenantId)))
+      .where(
+        and(
+          eq(passkeys.userId, userId),
+          sameTenant(passkeys.tenantId, ctx.tenantId),
+          after
+            ? sql`(${passkeys.createdAt}, ${passkeys.id}) > (${after.createdAt}::timestamptz, ${after.id}::uuid)`
+            : undefined,
+        ),
+      )
       .orderBy(asc(passkeys.createdAt), asc(passkeys.id))
-      .limit(MAX_PASSKEYS),
+      .limit(input.limit + 1),
+  );
+  return pageOf(
+    rows,
+    input.limit,
+    ({ position: _position, ...row }) => row,
+    (row) => ({ createdAt: row.position, id: row.id }),
+    passkeyCursor,
   );
 }
 

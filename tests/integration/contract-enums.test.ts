@@ -37,11 +37,18 @@ const HTTP_METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]);
 /** IANA's DNS resource-record types and OAuth access-token types, as their registries spell them. */
 const DNS_TYPES = new Set(["A", "AAAA", "CNAME", "TXT"]);
 const TOKEN_TYPES = new Set(["Bearer"]);
+/** W3C WebAuthn's credential type (PublicKeyCredentialType), as the browser sends it. */
+const WEBAUTHN_TYPES = new Set(["public-key"]);
 
 function breaksRule({ where, values }: Found): string[] {
   if (where.endsWith("/properties/status") && values.every((v) => SPEC_STATES.has(v))) return [];
   const registry = (v: string) =>
-    TIME_ZONES.has(v) || MEDIA_TYPE.test(v) || HTTP_METHODS.has(v) || DNS_TYPES.has(v) || TOKEN_TYPES.has(v);
+    TIME_ZONES.has(v) ||
+    MEDIA_TYPE.test(v) ||
+    HTTP_METHODS.has(v) ||
+    DNS_TYPES.has(v) ||
+    TOKEN_TYPES.has(v) ||
+    WEBAUTHN_TYPES.has(v);
   if (values.every(registry)) return [];
   return values.filter((v) => !LOWER.test(v)).map((v) => `${where}: ${JSON.stringify(v)}`);
 }

@@ -143,6 +143,8 @@ test("every operation, fuzzed from its schemas: no 5xx, every answer as document
   };
 
   const cases: Case[] = [];
+  /** Operations that state a 503: a part this test app has not configured (object storage). */
+  const unavailable = new Set<string>();
   for (const [template, item] of Object.entries(doc.paths))
     for (const [method, op] of Object.entries(item)) {
       const parameters = (op.parameters ?? []).map((p) =>
@@ -170,6 +172,7 @@ test("every operation, fuzzed from its schemas: no 5xx, every answer as document
           (p) => query[p.name] === undefined || !p.schema || parameterAllowed(p.schema, query[p.name]),
         ) &&
         (bodySchema === undefined || bodyAllowed(bodySchema, body));
+      if (op.responses["503"] !== undefined) unavailable.add(label);
       cases.push({ label: `${label} (valid)`, method, path: build(pathValues), query, body, allowed });
       // a value the document says only an earlier answer gives, made up: refused, naming it
       for (const p of queryParams.filter((q) => issued.has(q.name)))
@@ -272,7 +275,9 @@ test("every operation, fuzzed from its schemas: no 5xx, every answer as document
       refusedValid.push(
         `${c.label}: ${JSON.stringify(((await response.clone().json()) as { errors?: unknown[] }).errors)} ${JSON.stringify(c.body)?.slice(0, 300)}`,
       );
-    if (response.status >= 500 && !(response.status === 503 && c.path.includes("/storage/")))
+    // the test app has no object storage: a 503 the operation states is its answer, any other 5xx fails
+    const stated503 = [...unavailable].some((op) => c.label.startsWith(`${op} `));
+    if (response.status >= 500 && !(response.status === 503 && stated503))
       failures.push(`${c.label}: ${response.status} ${await response.text()}`);
     else if (c.nulField) {
       const problem = (await response.json().catch(() => ({}))) as {

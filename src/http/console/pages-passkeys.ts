@@ -63,7 +63,7 @@ export function passkeyPages(deps: Deps) {
 
   router.get("/console/passkeys", async (c) => {
     const viewer = viewerOf(c);
-    const items = await listPasskeys(deps, ctxOf(c));
+    const { items } = await listPasskeys(deps, ctxOf(c)); // one page holds them all (at most MAX_PASSKEYS)
     const done = Object.keys(DONE).find((key) => c.req.query(key) !== undefined);
     const { webauthn, passkeys } = consoleAssets();
     return pageResponse(

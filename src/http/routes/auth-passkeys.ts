@@ -12,7 +12,7 @@ import {
 } from "../../auth/passkeys.ts";
 import { startTokenSession } from "../../auth/sessions.ts";
 import { AppError } from "../../errors.ts";
-import { accessOf, apiRoute, json, jsonBody, problem, routerPath } from "../openapi.ts";
+import { accessOf, apiRoute, json, jsonBody, pageQuery, problem, routerPath } from "../openapi.ts";
 import { type AppEnv, anonymousCtxOf, createRouter, ctxOf } from "../request-context.ts";
 import { type AuthRouteDeps, signInTenant, tokenPair } from "./auth.ts";
 
@@ -132,6 +132,10 @@ const routes = {
       },
       responses: {
         201: json("Registered.", passkey),
+        400: problem(
+          "The answer does not verify against its ceremony (origin, relying party, signature, user verification).",
+        ),
+        404: problem("No registration ceremony of the caller's on this host holds the answer's challenge."),
         409: problem("`conflict`: registered already, or the user holds the most passkeys allowed."),
       },
     },
@@ -176,12 +180,14 @@ const routes = {
       path: "/api/auth/passkeys",
       operationId: "listMyPasskeys",
       tags: ["auth"],
-      summary: "The caller's passkeys in this tenant, oldest first (at most 25: one page).",
+      summary: "The caller's passkeys in this tenant, oldest first, a page at a time.",
+      request: { query: z.object(pageQuery) },
       responses: {
         200: json(
-          "The passkeys; `nextCursor` is always null.",
+          "A page of passkeys; pass `nextCursor` as `cursor` for the next one (null on the last page).",
           z.object({ items: z.array(passkey), nextCursor: z.string().nullable() }).openapi("PasskeyList"),
         ),
+        400: problem("The limit or the cursor is not valid."),
       },
     },
     { cookies: true },
@@ -266,8 +272,8 @@ export function authPasskeyRoutes(deps: AuthRouteDeps, authenticated: Middleware
       return c.json(await startTokenSession(deps, signIn), 200);
     })
     .openapi(routes.list, async (c) => {
-      const items = await listPasskeys(deps, ctxOf(c));
-      return c.json({ items: items.map(passkeyJson), nextCursor: null }, 200);
+      const page = await listPasskeys(deps, ctxOf(c), c.req.valid("query"));
+      return c.json({ items: page.items.map(passkeyJson), nextCursor: page.nextCursor }, 200);
     })
     .openapi(routes.rename, async (c) => {
       const renamed = await renamePasskey(deps, ctxOf(c), {

@@ -50,6 +50,7 @@ const adminStart = apiRoute("platform", {
   responses: {
     202: json("The export was started.", started),
     404: problem("No such tenant."),
+    503: problem("Object storage is not configured."),
   },
 });
 
@@ -72,7 +73,10 @@ const ownerStart = apiRoute(tenantAccess(["owner"], { apiKey: "none" }), {
   operationId: "startTenantExport",
   tags: ["tenant"],
   summary: "Export every row and object of your tenant into one archive, provider secrets left out (a job).",
-  responses: { 202: json("The export was started.", started) },
+  responses: {
+    202: json("The export was started.", started),
+    503: problem("Object storage is not configured."),
+  },
 });
 
 const ownerShow = apiRoute(tenantAccess(["owner"], { apiKey: "none" }), {
