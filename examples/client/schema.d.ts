@@ -616,7 +616,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The caller's passkeys in this tenant, oldest first (at most 25: one page). */
+        /** The caller's passkeys in this tenant, oldest first, a page at a time. */
         get: operations["listMyPasskeys"];
         put?: never;
         post?: never;
@@ -8154,7 +8154,7 @@ export interface operations {
                     "application/json": components["schemas"]["Passkey"];
                 };
             };
-            /** @description `validation_failed` (the `errors` name the fields), `host_not_allowed` or `bad_request`. */
+            /** @description The answer does not verify against its ceremony (origin, relying party, signature, user verification). */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -8194,7 +8194,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_found`: no such resource, or the token belongs to another tenant than the host's. */
+            /** @description No registration ceremony of the caller's on this host holds the answer's challenge. */
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -8516,7 +8516,12 @@ export interface operations {
     };
     listMyPasskeys: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Items per page, 1–200 (default 50). */
+                limit?: number;
+                /** @description The previous page's `nextCursor`, as it came (opaque: base64url of a JSON position; the `next` link of the 200 answer says where it comes from). Any other value — one this list did not return, edited, another list's — is a 400 naming `cursor`. */
+                cursor?: string;
+            };
             header?: {
                 /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
@@ -8528,7 +8533,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The passkeys; `nextCursor` is always null. */
+            /** @description A page of passkeys; pass `nextCursor` as `cursor` for the next one (null on the last page). */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -8541,7 +8546,7 @@ export interface operations {
                     "application/json": components["schemas"]["PasskeyList"];
                 };
             };
-            /** @description `validation_failed` (the `errors` name the fields), `host_not_allowed` or `bad_request`. */
+            /** @description The limit or the cursor is not valid. */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -18785,7 +18790,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `unavailable`: a dependency (database, cache) is unavailable; try again later. */
+            /** @description Object storage is not configured. */
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -19306,7 +19311,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `unavailable`: a dependency (database, cache) is unavailable; try again later. */
+            /** @description Object storage is not configured. */
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
