@@ -20,6 +20,30 @@ export const SCIM_ACTIONS = {
     details: "—",
     writtenBy: "`replaceScimUser`, `patchScimUser`",
   },
+  "scim.group_created": {
+    what: "The tenant's directory created a group (a group named after a role gives it: docs/scim.md).",
+    target: "`scim_group`",
+    details: "`name`, `role` (the role it gives, or `none`), `count` (members added)",
+    writtenBy: "`createScimGroup`",
+  },
+  "scim.group_updated": {
+    what: "The tenant's directory replaced or patched a group (its name, its members).",
+    target: "`scim_group`",
+    details: "`name`, `role`, `count` (members added or removed)",
+    writtenBy: "`replaceScimGroup`, `patchScimGroup`",
+  },
+  "scim.group_deleted": {
+    what: "The tenant's directory deleted a group.",
+    target: "`scim_group`",
+    details: "`name`",
+    writtenBy: "`deleteScimGroup`",
+  },
+  "scim.member_role_changed": {
+    what: "A member's role changed because its groups did (every process drops its cached sessions of the member).",
+    target: "`user`",
+    details: "`from`, `to`",
+    writtenBy: "`syncRoles` (scim/scim-roles.ts)",
+  },
   "scim_token.created": {
     what: "A tenant owner created a SCIM token.",
     target: "`scim_token`",

@@ -318,3 +318,111 @@ test("deactivating a member ends its sessions; another tenant's Users are 404", 
   expect(lastOwner.status).toBe(409);
   expect(lastOwner.body.schemas).toEqual([ERROR]);
 });
+
+const GROUP = "urn:ietf:params:scim:schemas:core:2.0:Group";
+
+test("Groups: create, filter, PATCH members as Okta and Entra ID send them; a role group gives its role", async () => {
+  const { tenant, token } = await scimTenant();
+  const other = await scimTenant();
+  const call = scim(token);
+  const roleOf = async (userId: string) => {
+    const users = (await (
+      await app.request("/api/tenant/users", { headers: tenant.owner.headers })
+    ).json()) as {
+      items: { id: string; role: string }[];
+    };
+    return users.items.find((u) => u.id === userId)?.role;
+  };
+  const { body: user } = await call("POST", "/Users", userBody("grouped@example.com"));
+  const userId = user.id as string;
+  const created = await call("POST", "/Groups", {
+    schemas: [GROUP],
+    displayName: "Admins",
+    externalId: "okta-admins",
+    members: [{ value: userId, display: "grouped@example.com" }],
+  });
+  expect(created.status).toBe(201);
+  expect(created.location).toEndWith(`/scim/v2/Groups/${created.body.id}`);
+  expect(created.body.members).toMatchObject([{ value: userId, display: "grouped@example.com" }]);
+  const groupId = created.body.id as string;
+  expect(await roleOf(userId)).toBe("admin");
+  expect(await roleOf(tenant.member.id)).toBe("member");
+  expect((await call("POST", "/Groups", { schemas: [GROUP], displayName: "admins" })).body.scimType).toBe(
+    "uniqueness",
+  );
+
+  // filter and excludedAttributes, as Entra ID reads a group
+  const found = await call(
+    "GET",
+    `/Groups?filter=${encodeURIComponent('displayName eq "Admins"')}&excludedAttributes=members`,
+  );
+  expect(found.body.totalResults).toBe(1);
+  expect(found.body.Resources[0].members).toBeUndefined();
+  const byMember = await call(
+    "GET",
+    `/Groups?filter=${encodeURIComponent(`id eq "${groupId}" and members[value eq "${userId}"]`)}`,
+  );
+  expect(byMember.body.totalResults).toBe(1);
+
+  // Entra ID: Add members with a path, Remove by a filtered path
+  const added = await call("PATCH", `/Groups/${groupId}`, {
+    schemas: [PATCH],
+    Operations: [{ op: "Add", path: "members", value: [{ value: tenant.member.id }] }],
+  });
+  expect(added.status).toBe(200);
+  expect(await roleOf(tenant.member.id)).toBe("admin");
+  // the member's session now acts as an admin: the admin-only key list answers
+  expect((await app.request("/api/tenant/api-keys", { headers: tenant.member.headers })).status).toBe(200);
+  await call("PATCH", `/Groups/${groupId}`, {
+    schemas: [PATCH],
+    Operations: [{ op: "Remove", path: `members[value eq "${tenant.member.id}"]` }],
+  });
+  expect(await roleOf(tenant.member.id)).toBe("member");
+  expect((await app.request("/api/tenant/api-keys", { headers: tenant.member.headers })).status).toBe(403);
+
+  // Okta: rename with a value object, members added and removed
+  const renamed = await call("PATCH", `/Groups/${groupId}`, {
+    schemas: [PATCH],
+    Operations: [{ op: "replace", value: { id: groupId, displayName: "Sales" } }],
+  });
+  expect(renamed.body.displayName).toBe("Sales");
+  expect(await roleOf(userId)).toBe("member");
+  // an unknown member and another tenant's member are refused
+  const foreignMember = await call("PATCH", `/Groups/${groupId}`, {
+    schemas: [PATCH],
+    Operations: [{ op: "add", path: "members", value: [{ value: other.tenant.owner.id }] }],
+  });
+  expect(foreignMember.body).toMatchObject({ status: "400", scimType: "invalidValue" });
+
+  // another tenant's token: 404
+  const foreign = scim(other.token);
+  expect((await foreign("GET", `/Groups/${groupId}`)).status).toBe(404);
+  expect((await foreign("DELETE", `/Groups/${groupId}`)).status).toBe(404);
+  expect((await foreign("GET", "/Groups")).body.totalResults).toBe(0);
+
+  // the last owner keeps the role: an Owners group that loses them is refused
+  const owners = await call("POST", "/Groups", {
+    schemas: [GROUP],
+    displayName: "Plinth Owners",
+    members: [{ value: tenant.owner.id }],
+  });
+  expect(await roleOf(tenant.owner.id)).toBe("owner");
+  const dropped = await call("PUT", `/Groups/${owners.body.id}`, {
+    schemas: [GROUP],
+    displayName: "Plinth Owners",
+    members: [],
+  });
+  expect(dropped.status).toBe(409);
+  expect(await roleOf(tenant.owner.id)).toBe("owner");
+
+  // PUT replaces the members; DELETE takes the role back
+  await call("PUT", `/Groups/${groupId}`, {
+    schemas: [GROUP],
+    displayName: "Owners",
+    members: [{ value: userId }],
+  });
+  expect(await roleOf(userId)).toBe("owner");
+  expect((await call("DELETE", `/Groups/${groupId}`)).status).toBe(204);
+  expect(await roleOf(userId)).toBe("member");
+  expect((await call("GET", `/Groups/${groupId}`)).status).toBe(404);
+});
