@@ -8,6 +8,7 @@ import { and, eq } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
 import { withDatabase, withTransaction } from "../db/operation.ts";
 import { passkeys, tenants } from "../db/schema/index.ts";
+import type { FactorCheck } from "./mfa-step.ts";
 import {
   challengeSecondsOf,
   issueChallenge,
@@ -163,13 +164,13 @@ export async function proveAssertion(
 /** A verified passkey sign-in: the sign-in and what the passkey was. */
 export interface PasskeySignIn extends SignIn {
   passkeyId: string;
-  amr: "swk" | "hwk";
 }
 
 /**
  * Signs in with a passkey alone (`proveAssertion`, no user named: usernameless). Every failure is
  * the same 401, audited as a refused `passkey` sign-in with its reason. The session's `amr` is the
- * passkey's (`hwk` or `swk`).
+ * passkey's (`hwk` or `swk`) and `mfa`: the authenticator verified the user (a PIN or biometric) on
+ * top of holding the key, so it counts as a recent second factor for step-up.
  */
 export async function finishPasskeySignIn(
   deps: PasskeyDeps,
@@ -189,6 +190,23 @@ export async function finishPasskeySignIn(
     ctx,
     method: "passkey",
     passkeyId: proof.passkeyId,
-    amr: proof.amr,
+    auth: { amr: [proof.amr, "mfa"], authTime: deps.clock.now() },
+  };
+}
+
+/**
+ * The `FactorCheck` of a passkey (auth/mfa-step.ts): the assertion proved for the step's (or the
+ * caller's) user on this host, on the step's transaction; its `amr` value, or null.
+ */
+export function passkeyCheck(
+  deps: PasskeyDeps,
+  input: { rpId: string; response: AuthenticationResponseJSON },
+): { method: "passkey"; check: FactorCheck } {
+  return {
+    method: "passkey",
+    check: async (ctx, user) => {
+      const proof = await proveAssertion(deps, ctx, { ...input, userId: user.userId });
+      return proof.proved ? [proof.amr] : null;
+    },
   };
 }

@@ -7,7 +7,6 @@ import { isoBase64URL } from "@simplewebauthn/server/helpers";
 import { and, asc, count, eq, sql } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import type { Ctx } from "../context.ts";
-import type { Executor } from "../db/client.ts";
 import { withDatabase, withTransaction } from "../db/operation.ts";
 import { passkeys, users } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
@@ -22,6 +21,7 @@ import {
   issueSingleUseToken,
   type SingleUseTokenPurpose,
 } from "./single-use-tokens.ts";
+import { requireRecentSecondFactor } from "./step-up.ts";
 import { sameTenant } from "./user-identity.ts";
 
 /** Passkeys one user may hold in one tenant (or on the platform): one page of the list. */
@@ -129,10 +129,12 @@ export async function spendChallenge(
 /**
  * The options of `navigator.credentials.create()` for the caller on host `rpId`: a discoverable
  * credential (a passkey: usernameless sign-in) with user verification, none of the caller's
- * passkeys on this host again.
+ * passkeys on this host again. A user who has a second factor already steps up first.
  */
 export async function startPasskeyRegistration(deps: PasskeyDeps, ctx: Ctx, input: { rpId: string }) {
   const { userId } = callerOf(ctx);
+  // enrolling a factor: a user who has one proves it again first (RFC 9470 step-up)
+  await requireRecentSecondFactor(deps, ctx);
   const [user] = await withDatabase(deps, ctx, (db) =>
     db.select({ email: users.email, name: users.name }).from(users).where(eq(users.id, userId)),
   );
@@ -250,16 +252,6 @@ export async function finishPasskeyRegistration(
   });
 }
 
-/** Whether a user holds a passkey (in any tenant): a second factor of theirs (auth/second-factors.ts). */
-export async function passkeyEnrolled(db: Executor, userId: string): Promise<boolean> {
-  const [row] = await db
-    .select({ id: passkeys.id })
-    .from(passkeys)
-    .where(eq(passkeys.userId, userId))
-    .limit(1);
-  return row !== undefined;
-}
-
 /** The caller's passkeys in the ctx's tenant (all hosts), oldest first. */
 export async function listPasskeys(
   deps: PasskeyDeps,
@@ -322,11 +314,12 @@ export async function renamePasskey(
 }
 
 /**
- * Removes one of the caller's passkeys; 404 for any other id. Audited as `passkey.removed`; tenant
+ * Removes one of the caller's passkeys, after a recent second factor (step-up); 404 for any other id. Audited as `passkey.removed`; tenant
  * users' also emit the `passkey.removed` event.
  */
 export async function removePasskey(deps: PasskeyDeps, ctx: Ctx, input: { id: string }): Promise<void> {
   const { userId } = callerOf(ctx);
+  await requireRecentSecondFactor(deps, ctx);
   await withTransaction(deps, ctx, async (tx) => {
     const [row] = await tx
       .delete(passkeys)

@@ -1,4 +1,6 @@
+import { eq } from "drizzle-orm";
 import type { Executor } from "../db/client.ts";
+import { passkeys } from "../db/schema/index.ts";
 import { backupCodesLeft } from "./backup-codes.ts";
 import { totpEnrolled } from "./totp-factor.ts";
 
@@ -21,9 +23,21 @@ export interface SecondFactor {
   fallback?: true;
 }
 
+/** Whether a user holds a passkey (in any tenant; src/auth/passkeys.ts). */
+async function passkeyEnrolled(db: Executor, userId: string): Promise<boolean> {
+  const [row] = await db
+    .select({ id: passkeys.id })
+    .from(passkeys)
+    .where(eq(passkeys.userId, userId))
+    .limit(1);
+  return row !== undefined;
+}
+
 /** Every second factor Plinth knows, in the order `methods` lists them. A new kind adds its line. */
 export const SECOND_FACTORS: readonly SecondFactor[] = [
   { method: "totp", amr: ["otp"], enrolled: totpEnrolled },
+  // `hwk` or `swk` as the passkey says: its check answers the real value (auth/passkey-sign-in.ts)
+  { method: "passkey", amr: ["hwk"], enrolled: passkeyEnrolled },
   {
     method: "backup_code",
     amr: ["otp"],

@@ -8,10 +8,13 @@ import { relaxedLimits, useTestApp } from "../helpers/app.ts";
 import { launchChromium } from "../helpers/chromium.ts";
 import {
   activeDomain,
+  createUser,
   PASSWORD,
   readyPlatformUser,
   type SignedInTenant,
+  type SignedInUser,
   signedInTenant,
+  signIn,
 } from "../helpers/identity.ts";
 
 // Passkeys in Debian's Chromium with a CDP virtual authenticator (ctap2, internal, resident keys,
@@ -65,6 +68,11 @@ afterAll(async () => {
   await browser?.close();
   server?.stop(true);
 });
+
+/** A new member of the tenant, signed in with a password, with no second factor yet. */
+async function freshUser(): Promise<SignedInUser> {
+  return signIn(app, await createUser(app.db, tenant.id, { role: "member" }), tenant.code);
+}
 
 /** A page with a virtual authenticator of its own (a passkey-capable platform authenticator). */
 async function pageWithAuthenticator(): Promise<{ page: Page; cdp: CDPSession; authenticatorId: string }> {
@@ -159,6 +167,8 @@ test("a tenant owner registers a passkey on the tenant's domain and signs in wit
   const claims = decodeJwt(pair.accessToken);
   expect(claims.sub).toBe(tenant.owner.id);
   expect(claims.tid).toBe(tenant.id);
+  // RFC 8176: a device-bound passkey (not backup eligible), user verified: hwk and mfa
+  expect(claims.amr).toEqual(["hwk", "mfa"]);
 
   // the same assertion again: its challenge is spent
   expect((await signInWith(signed, tenantHost)).status).toBe(401);
@@ -201,21 +211,22 @@ test("an assertion made on one host is refused on another, and the counter and f
   await page.close();
 });
 
-test("list, rename and remove are the caller's own; another tenant's id is 404; audit rows and events are written", async () => {
+test("list, rename and remove are the caller's own; removal steps up with the passkey; another tenant's id is 404; audit rows and events", async () => {
   const { page } = await pageWithAuthenticator();
   await page.goto(`http://${tenantHost}:${port}/api/health`);
-  const registered = await register(page, { token: tenant.member.accessToken, name: "Key" });
+  const user = await freshUser();
+  const registered = await register(page, { token: user.accessToken, name: "Key" });
   expect(registered.status).toBe(201);
   const { id } = registered.body as { id: string };
-  const member = { authorization: `Bearer ${tenant.member.accessToken}` };
 
-  const listed = await onHost(tenantHost, "/api/auth/passkeys", { headers: member });
+  const listed = await onHost(tenantHost, "/api/auth/passkeys", { headers: user.headers });
   expect(listed.status).toBe(200);
   const list = (await listed.json()) as { items: { id: string; name: string }[] };
   expect(list.items.map((p) => p.id)).toEqual([id]);
   expect(JSON.stringify(list)).not.toMatch(/publicKey|credentialId|counter/);
 
   // another tenant's owner, and another user of the same tenant: 404, nothing changed
+  const stranger = await freshUser();
   const rename = (headers: Record<string, string>) =>
     app.request(`/api/auth/passkeys/${id}`, {
       method: "PATCH",
@@ -223,24 +234,43 @@ test("list, rename and remove are the caller's own; another tenant's id is 404; 
       body: JSON.stringify({ name: "Stolen" }),
     });
   expect((await rename(other.owner.headers)).status).toBe(404);
-  expect((await rename(tenant.owner.headers)).status).toBe(404);
+  expect((await rename(stranger.headers)).status).toBe(404);
   const removeAs = (headers: Record<string, string>) =>
     app.request(`/api/auth/passkeys/${id}`, { method: "DELETE", headers });
   expect((await removeAs(other.owner.headers)).status).toBe(404);
-  expect((await removeAs(tenant.owner.headers)).status).toBe(404);
-  expect(
-    (
-      (await (await app.request("/api/auth/passkeys", { headers: other.owner.headers })).json()) as {
-        items: unknown[];
-      }
-    ).items,
-  ).toEqual([]);
+  expect((await removeAs(stranger.headers)).status).toBe(404);
+  const othersList = await app.request("/api/auth/passkeys", { headers: other.owner.headers });
+  expect(((await othersList.json()) as { items: unknown[] }).items).toEqual([]);
 
-  const renamed = await rename(member);
+  const renamed = await rename(user.headers);
   expect(renamed.status).toBe(200);
   expect(((await renamed.json()) as { name: string }).name).toBe("Stolen");
-  expect((await removeAs(member)).status).toBe(204);
-  expect((await removeAs(member)).status).toBe(404);
+
+  // removing a factor needs a fresh one: RFC 9470's challenge, then a step-up with the passkey
+  const refused = await removeAs(user.headers);
+  expect(refused.status).toBe(401);
+  expect(refused.headers.get("www-authenticate")).toContain('error="insufficient_user_authentication"');
+  const stepped = await page.evaluate(async (token) => {
+    const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
+    const options = await (
+      await fetch("/api/auth/passkeys/step-up/options", { method: "POST", headers })
+    ).json();
+    const credential = await (navigator as unknown as { credentials: Credentials }).credentials.get({
+      publicKey: PublicKeyCredential.parseRequestOptionsFromJSON(options),
+    });
+    const answer = await fetch("/api/auth/mfa/step-up", {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ passkey: credential.toJSON() }),
+    });
+    return { status: answer.status, body: await answer.json() };
+  }, user.accessToken);
+  expect(stepped.status).toBe(200);
+  const fresh = (stepped.body as { accessToken: string }).accessToken;
+  expect(decodeJwt(fresh).amr).toEqual(["pwd", "hwk", "mfa"]);
+  const freshHeaders = { authorization: `Bearer ${fresh}` };
+  expect((await removeAs(freshHeaders)).status).toBe(204);
+  expect((await removeAs(freshHeaders)).status).toBe(404);
   // removed: it signs in no more
   expect((await signInWith(await assertion(page), tenantHost)).status).toBe(401);
 
@@ -259,6 +289,56 @@ test("list, rename and remove are the caller's own; another tenant's id is 404; 
     .where(eq(webhookEvents.tenantId, tenant.id));
   const ours = events.filter((e) => (e.data as { passkeyId?: string }).passkeyId === id);
   expect(ours.map((e) => e.type).sort()).toEqual(["passkey.registered", "passkey.removed"]);
+  await page.close();
+});
+
+test("a passkey is the second factor of a password sign-in: the step lists it, its assertion completes the step once", async () => {
+  const { page } = await pageWithAuthenticator();
+  await page.goto(`http://${tenantHost}:${port}/api/health`);
+  const user = await freshUser();
+  expect((await register(page, { token: user.accessToken, name: "Second factor" })).status).toBe(201);
+
+  const first = await onHost(tenantHost, "/api/auth/login", {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ email: user.email, password: PASSWORD }),
+  });
+  expect(first.status).toBe(200);
+  const step = (await first.json()) as { mfaRequired: boolean; mfaToken: string; methods: string[] };
+  expect(step).toMatchObject({ mfaRequired: true, methods: ["passkey"] });
+  expect(step).not.toHaveProperty("accessToken");
+
+  const proof = await page.evaluate(async (mfaToken) => {
+    const headers = { "content-type": "application/json" };
+    const options = await (
+      await fetch("/api/auth/passkeys/login/options", {
+        method: "POST",
+        headers,
+        body: JSON.stringify({ mfaToken }),
+      })
+    ).json();
+    const credential = await (navigator as unknown as { credentials: Credentials }).credentials.get({
+      publicKey: PublicKeyCredential.parseRequestOptionsFromJSON(options),
+    });
+    return {
+      allowed: (options as { allowCredentials: unknown[] }).allowCredentials.length,
+      passkey: credential.toJSON(),
+    };
+  }, step.mfaToken);
+  expect(proof.allowed).toBe(1);
+  const verify = () =>
+    onHost(tenantHost, "/api/auth/mfa/verify", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ mfaToken: step.mfaToken, passkey: proof.passkey }),
+    });
+  const done = await verify();
+  expect(done.status).toBe(200);
+  const claims = decodeJwt(((await done.json()) as { accessToken: string }).accessToken);
+  expect(claims.sub).toBe(user.id);
+  expect(claims.amr).toEqual(["pwd", "hwk", "mfa"]);
+  // the step token and the challenge are spent
+  expect((await verify()).status).toBe(401);
   await page.close();
 });
 
@@ -324,7 +404,7 @@ async function lastRefusal(tenantId: string): Promise<unknown> {
 test("a challenge answered after Passkeys:ChallengeSeconds (300 s) is refused", async () => {
   const { page } = await pageWithAuthenticator();
   await page.goto(`http://${tenantHost}:${port}/api/health`);
-  expect((await register(page, { token: tenant.owner.accessToken, name: "Second" })).status).toBe(201);
+  expect((await register(page, { token: (await freshUser()).accessToken, name: "Late" })).status).toBe(201);
   const late = await assertion(page);
   clock.advance(301_000);
   expect((await signInWith(late, tenantHost)).status).toBe(401);
@@ -335,7 +415,7 @@ test("a challenge answered after Passkeys:ChallengeSeconds (300 s) is refused", 
 test("a cloned authenticator, its counter behind the stored one, is refused and the passkey kept as it was", async () => {
   const first = await pageWithAuthenticator();
   await first.page.goto(`http://${tenantHost}:${port}/api/health`);
-  const registered = await register(first.page, { token: tenant.owner.accessToken, name: "Cloned" });
+  const registered = await register(first.page, { token: (await freshUser()).accessToken, name: "Cloned" });
   expect(registered.status).toBe(201);
   const { id } = registered.body as { id: string };
   for (let i = 0; i < 2; i++)

@@ -1,15 +1,18 @@
 import { z } from "@hono/zod-openapi";
+import type { AuthenticationResponseJSON } from "@simplewebauthn/server";
 import type { MiddlewareHandler } from "hono";
 import { browserOriginCheck } from "../../auth/browser-sessions.ts";
 import type { AuthDeps } from "../../auth/deps.ts";
 import { disableTotp, enrolTotp, getMfaStatus, regenerateBackupCodes } from "../../auth/mfa-settings.ts";
-import { startStepEnrolment, verifyMfaSignIn } from "../../auth/mfa-sign-in.ts";
-import { stepUpWithCode } from "../../auth/step-up.ts";
+import { finishMfaSignIn, startStepEnrolment, verifyMfaSignIn } from "../../auth/mfa-sign-in.ts";
+import { passkeyCheck } from "../../auth/passkey-sign-in.ts";
+import { stepUpSession, stepUpWithCode } from "../../auth/step-up.ts";
 import { confirmTotp } from "../../auth/totp-factor.ts";
 import { accessOf, apiRoute, json, jsonBody, problem, routerPath } from "../openapi.ts";
 import { type AppEnv, anonymousCtxOf, createRouter, ctxOf } from "../request-context.ts";
 import { setSessionCookie } from "../session-cookie.ts";
 import { browserSession, tokenPair } from "./auth.ts";
+import { authenticationResponse, rpIdOf } from "./auth-passkeys.ts";
 
 const code = z
   .string()
@@ -18,10 +21,13 @@ const code = z
   .openapi({ description: "The authenticator's current six-digit code." });
 const backupCode = z.string().min(1).max(32).openapi({ description: "One of the user's backup codes." });
 const mfaToken = z.string().min(1).max(128).openapi({ description: "The step token of the sign-in." });
-/** A second factor as typed: a TOTP code, or one of the backup codes (exactly one of them). */
+/** A second factor: a TOTP code, one of the backup codes, or a passkey's assertion (exactly one of them). */
 const factorProof = z.union([
   z.object({ code }).strict().openapi("TotpCodeProof"),
   z.object({ backupCode }).strict().openapi("BackupCodeProof"),
+  z.object({ passkey: authenticationResponse }).strict().openapi("PasskeyProof", {
+    description: "A passkey's assertion for the options of POST /api/auth/passkeys/step-up/options.",
+  }),
 ]);
 const totpEnrolment = z.object({ uri: z.string(), qrSvg: z.string() }).openapi("TotpEnrolment");
 const backupCodes = z
@@ -74,6 +80,13 @@ const routes = {
             .union([
               z.object({ mfaToken, code }).strict().openapi("MfaCodeVerification"),
               z.object({ mfaToken, backupCode }).strict().openapi("MfaBackupCodeVerification"),
+              z
+                .object({ mfaToken, passkey: authenticationResponse })
+                .strict()
+                .openapi("MfaPasskeyVerification", {
+                  description:
+                    "A passkey's assertion for the options of POST /api/auth/passkeys/login/options with this mfaToken.",
+                }),
             ])
             .openapi("MfaVerification"),
         ),
@@ -197,10 +210,20 @@ export function authMfaRoutes(deps: AuthDeps, authenticated: MiddlewareHandler<A
   return router
     .openapi(routes.verify, async (c) => {
       const origin = c.req.header("origin");
-      const done = await verifyMfaSignIn(deps, anonymousCtxOf(c, c.get("tenant")?.id ?? null), {
-        ...c.req.valid("json"),
-        browserAllowed: origin !== undefined && browserOriginAllowed(origin),
-      });
+      const ctx = anonymousCtxOf(c, c.get("tenant")?.id ?? null);
+      const body = c.req.valid("json");
+      const browserAllowed = origin !== undefined && browserOriginAllowed(origin);
+      const done =
+        "passkey" in body
+          ? await finishMfaSignIn(deps, ctx, {
+              mfaToken: body.mfaToken,
+              browserAllowed,
+              ...passkeyCheck(deps, {
+                rpId: rpIdOf(c),
+                response: body.passkey as AuthenticationResponseJSON,
+              }),
+            })
+          : await verifyMfaSignIn(deps, ctx, { ...body, browserAllowed });
       c.header("cache-control", "no-store");
       const codes = done.backupCodes ? { backupCodes: done.backupCodes } : {};
       if (done.kind === "token") return c.json({ ...done.pair, ...codes }, 200);
@@ -230,7 +253,15 @@ export function authMfaRoutes(deps: AuthDeps, authenticated: MiddlewareHandler<A
       return c.json(await regenerateBackupCodes(deps, ctxOf(c)), 200);
     })
     .openapi(routes.stepUp, async (c) => {
-      const token = await stepUpWithCode(deps, ctxOf(c), c.req.valid("json"));
+      const body = c.req.valid("json");
+      const token =
+        "passkey" in body
+          ? await stepUpSession(
+              deps,
+              ctxOf(c),
+              passkeyCheck(deps, { rpId: rpIdOf(c), response: body.passkey as AuthenticationResponseJSON }),
+            )
+          : await stepUpWithCode(deps, ctxOf(c), body);
       if (!token) return c.body(null, 204);
       c.header("cache-control", "no-store");
       return c.json(token, 200);

@@ -1,6 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import type { AuthenticationResponseJSON, RegistrationResponseJSON } from "@simplewebauthn/server";
 import type { Context, MiddlewareHandler } from "hono";
+import { peekMfaStep } from "../../auth/mfa-step.ts";
 import { finishPasskeySignIn, startPasskeySignIn } from "../../auth/passkey-sign-in.ts";
 import {
   finishPasskeyRegistration,
@@ -10,7 +11,7 @@ import {
   renamePasskey,
   startPasskeyRegistration,
 } from "../../auth/passkeys.ts";
-import { startTokenSession } from "../../auth/sessions.ts";
+import { callerOf, startTokenSession } from "../../auth/sessions.ts";
 import { AppError } from "../../errors.ts";
 import { accessOf, apiRoute, json, jsonBody, pageQuery, problem, routerPath } from "../openapi.ts";
 import { type AppEnv, anonymousCtxOf, createRouter, ctxOf } from "../request-context.ts";
@@ -146,8 +147,27 @@ const routes = {
     path: "/api/auth/passkeys/login/options",
     operationId: "startPasskeySignIn",
     tags: ["auth"],
-    summary: "Options for navigator.credentials.get(): a usernameless sign-in on this host.",
-    request: { body: jsonBody(z.object({ tenant: tenantField }).openapi("PasskeySignInStart")) },
+    summary:
+      "Options for navigator.credentials.get(): a usernameless sign-in on this host, or a sign-in step.",
+    description:
+      "Without `mfaToken`: no credential listed (the authenticator offers its discoverable passkeys; conditional UI). " +
+      "With the `mfaToken` of a sign-in that answered `mfaRequired` with `passkey` among its methods: that user's " +
+      "passkeys on this host; answer with POST /api/auth/mfa/verify `{ mfaToken, passkey }`.",
+    request: {
+      body: jsonBody(
+        z
+          .object({
+            tenant: tenantField,
+            mfaToken: z
+              .string()
+              .min(1)
+              .max(128)
+              .optional()
+              .openapi({ description: "A sign-in step's token." }),
+          })
+          .openapi("PasskeySignInStart"),
+      ),
+    },
     responses: {
       200: json(
         "PublicKeyCredentialRequestOptionsJSON (no credentials listed: the authenticator offers its own).",
@@ -173,6 +193,24 @@ const routes = {
       ),
     },
   }),
+  stepUpOptions: apiRoute(
+    "signedIn",
+    {
+      method: "post",
+      path: "/api/auth/passkeys/step-up/options",
+      operationId: "startPasskeyStepUp",
+      tags: ["auth"],
+      summary: "Options for navigator.credentials.get() to step up with one of the caller's passkeys.",
+      description: "Answer with POST /api/auth/mfa/step-up `{ passkey }` (RFC 9470 step-up).",
+      responses: {
+        200: json(
+          "PublicKeyCredentialRequestOptionsJSON listing the caller's passkeys on this host.",
+          ceremonyOptions("PasskeyStepUpOptions", "WebAuthn `PublicKeyCredentialRequestOptionsJSON`."),
+        ),
+      },
+    },
+    { cookies: true },
+  ),
   list: apiRoute(
     "signedIn",
     {
@@ -257,9 +295,27 @@ export function authPasskeyRoutes(deps: AuthRouteDeps, authenticated: Middleware
       return c.json(passkeyJson(created), 201);
     })
     .openapi(routes.loginOptions, async (c) => {
-      const ctx = anonymousCtxOf(c, await signInTenant(deps, c, c.req.valid("json").tenant));
+      const { tenant, mfaToken } = c.req.valid("json");
+      const ctx = anonymousCtxOf(c, await signInTenant(deps, c, tenant));
       c.header("cache-control", "no-store");
-      return c.json(await startPasskeySignIn(deps, ctx, { rpId: rpIdOf(c) }), 200);
+      if (mfaToken === undefined)
+        return c.json(await startPasskeySignIn(deps, ctx, { rpId: rpIdOf(c) }), 200);
+      // the step's own tenant and user (unknown on another tenant's host: 401)
+      const step = await peekMfaStep(deps, ctx, mfaToken);
+      if (!step.methods.includes("passkey"))
+        throw new AppError("unauthorized", "This sign-in has no passkey.");
+      const options = await startPasskeySignIn(
+        deps,
+        { ...ctx, tenantId: step.tenantId },
+        { rpId: rpIdOf(c), userId: step.userId },
+      );
+      return c.json(options, 200);
+    })
+    .openapi(routes.stepUpOptions, async (c) => {
+      const ctx = ctxOf(c);
+      const { userId } = callerOf(ctx);
+      c.header("cache-control", "no-store");
+      return c.json(await startPasskeySignIn(deps, ctx, { rpId: rpIdOf(c), userId }), 200);
     })
     .openapi(routes.loginVerify, async (c) => {
       const { tenant, response } = c.req.valid("json");
