@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { and, eq, sql } from "drizzle-orm";
+import { and, eq, isNull, sql } from "drizzle-orm";
 import { decodeJwt } from "jose";
 import type { Browser, CDPSession, Page } from "playwright-core";
 import { ManualClock } from "../../src/clock.ts";
-import { auditEvents, passkeys, webhookEvents } from "../../src/db/schema/index.ts";
+import { auditEvents, passkeys, sessions, webhookEvents } from "../../src/db/schema/index.ts";
 import { relaxedLimits, useTestApp } from "../helpers/app.ts";
 import { launchChromium } from "../helpers/chromium.ts";
 import {
@@ -344,7 +344,7 @@ test("a passkey is the second factor of a password sign-in: the step lists it, i
 
 test("in the console a staff member adds a passkey, signs in with it alone, renames and removes it; no CSP violation", async () => {
   const staff = await readyPlatformUser(app.db, { role: "platform_viewer" });
-  const { page } = await pageWithAuthenticator();
+  const { page, cdp, authenticatorId } = await pageWithAuthenticator();
   const violations: string[] = [];
   page.on("console", (message) => {
     if (/Content Security Policy|Refused to/i.test(message.text())) violations.push(message.text());
@@ -362,9 +362,10 @@ test("in the console a staff member adds a passkey, signs in with it alone, rena
   const [row] = await app.db.select().from(passkeys).where(eq(passkeys.userId, staff.id));
   expect(row).toMatchObject({ tenantId: null, rpId: "localhost", name: "Console key" });
 
-  // signed out, the passkey alone signs in (no e-mail, no password)
+  // signed out, the passkey alone signs in (no e-mail, no password): the sign-in page's conditional
+  // request (the e-mail field's autofill), which the virtual authenticator answers at once
   await Promise.all([page.waitForURL(/sign-in\?signed-out/), page.click(".who button")]);
-  await Promise.all([page.waitForURL(`${base}/console`), page.click("#passkey-sign-in")]);
+  await page.waitForURL(`${base}/console`);
   expect(await page.locator("h1").textContent()).toBe("Overview");
   const [signIn] = await app.db
     .select({ details: auditEvents.details })
@@ -373,6 +374,24 @@ test("in the console a staff member adds a passkey, signs in with it alone, rena
     .orderBy(sql`${auditEvents.id} desc`)
     .limit(1);
   expect(signIn?.details).toMatchObject({ method: "passkey", kind: "browser" });
+
+  // the password now asks for the second step, which the passkey completes. The user touches
+  // nothing while typing the password (the sign-in page's conditional request stays open), then
+  // the authenticator on the step page
+  await cdp.send("WebAuthn.setAutomaticPresenceSimulation", { authenticatorId, enabled: false });
+  await Promise.all([page.waitForURL(/sign-in\?signed-out/), page.click(".who button")]);
+  await page.fill("#email", staff.email);
+  await page.fill("#password", PASSWORD);
+  await Promise.all([page.waitForURL(`${base}/console/sign-in`), page.click("button[type=submit]")]);
+  expect(await page.locator("h1").textContent()).toBe("Second factor");
+  await cdp.send("WebAuthn.setAutomaticPresenceSimulation", { authenticatorId, enabled: true });
+  await Promise.all([page.waitForURL(`${base}/console`), page.click("#passkey-second-factor")]);
+  const [stepped] = await app.db
+    .select({ amr: sessions.amr })
+    .from(sessions)
+    // the one open session: the earlier ones were signed out
+    .where(and(eq(sessions.userId, staff.id), isNull(sessions.revokedAt)));
+  expect(stepped?.amr).toEqual(["pwd", "hwk", "mfa"]);
 
   await page.goto(`${base}/console/passkeys`);
   await page.fill(`#name-${row?.id}`, "Renamed key");

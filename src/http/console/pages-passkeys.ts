@@ -3,7 +3,8 @@ import { Hono } from "hono";
 import { html } from "hono/html";
 import { z } from "zod";
 import { startBrowserSession } from "../../auth/browser-sessions.ts";
-import { finishPasskeySignIn } from "../../auth/passkey-sign-in.ts";
+import { finishMfaSignIn } from "../../auth/mfa-sign-in.ts";
+import { finishPasskeySignIn, passkeyCheck } from "../../auth/passkey-sign-in.ts";
 import { listPasskeys, type PasskeyView, removePasskey, renamePasskey } from "../../auth/passkeys.ts";
 import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
@@ -101,11 +102,17 @@ export function passkeyPages(deps: Deps) {
   return router;
 }
 
-const passkeySignIn = z.object({ response: authenticationResponse, next: z.string().max(512).optional() });
+const passkeySignIn = z.object({
+  response: authenticationResponse,
+  next: z.string().max(512).optional(),
+  /** The second step of a password sign-in (sign-in-mfa.ts) this passkey completes. */
+  mfaToken: z.string().min(1).max(128).optional(),
+});
 
 /**
- * `POST /console/sign-in/passkey` `{ response, next }` (JSON, from the sign-in page's script): a
- * staff member's passkey alone opens the console's browser session, as the password form does.
+ * `POST /console/sign-in/passkey` `{ response, next, mfaToken? }` (JSON, from the sign-in pages'
+ * script): a staff member's passkey alone opens the console's browser session, as the password form
+ * does; with `mfaToken`, it completes the second step of a password sign-in instead.
  * Answers `{ next }` (where to go), or 401 `{ detail }` for anything not verified.
  */
 export function passkeySignInRoute(deps: Deps, originAllowed: (origin: string) => boolean) {
@@ -117,14 +124,17 @@ export function passkeySignInRoute(deps: Deps, originAllowed: (origin: string) =
     if (!body.success) return c.json({ detail: "The request is not valid." }, 400);
     try {
       // no tenant: platform staff sign in on the platform host
-      const signIn = await finishPasskeySignIn(deps, anonymousCtxOf(c, null), {
-        rpId: rpIdOf(c),
-        response: body.data.response as AuthenticationResponseJSON,
-      });
-      const { cookie, csrfToken, expiresIn, passwordChangeRequired } = await startBrowserSession(
-        deps,
-        signIn,
-      );
+      const ctx = anonymousCtxOf(c, null);
+      const input = { rpId: rpIdOf(c), response: body.data.response as AuthenticationResponseJSON };
+      const { mfaToken } = body.data;
+      const done = mfaToken
+        ? await finishMfaSignIn(deps, ctx, { mfaToken, browserAllowed: true, ...passkeyCheck(deps, input) })
+        : {
+            kind: "browser" as const,
+            session: await startBrowserSession(deps, await finishPasskeySignIn(deps, ctx, input)),
+          };
+      if (done.kind !== "browser") return c.json({ detail: "Sign in again." }, 401);
+      const { cookie, csrfToken, expiresIn, passwordChangeRequired } = done.session;
       setSessionCookie(c, deps.config, cookie, expiresIn);
       setCsrfCookie(c, csrfToken, expiresIn);
       c.header("cache-control", "no-store");

@@ -45,6 +45,23 @@
     });
   }
 
+  // the second step of a password sign-in, proved with a passkey of the user's
+  const step = document.getElementById("passkey-second-factor");
+  if (step) {
+    step.addEventListener("click", async () => {
+      const { mfaToken, next } = step.dataset;
+      show("Follow your browser's prompt…");
+      try {
+        const options = await post("/api/auth/passkeys/login/options", { mfaToken });
+        const response = await webauthn.startAuthentication({ optionsJSON: options });
+        const done = await post("/console/sign-in/passkey", { response, mfaToken, next });
+        window.location.assign(done.next);
+      } catch (error) {
+        show(`Not signed in: ${refused(error)}`);
+      }
+    });
+  }
+
   const signIn = document.getElementById("passkey-sign-in");
   if (signIn) {
     const next = signIn.dataset.next ?? "/console";

@@ -8,14 +8,27 @@ import { AppError } from "../../errors.ts";
 import { toAppError } from "../problem-json.ts";
 import { anonymousCtxOf } from "../request-context.ts";
 import { setSessionCookie } from "../session-cookie.ts";
+import { consoleAssets } from "./assets.ts";
 import { type Html, layout, notice } from "./layout.ts";
 import { formOf, pageResponse } from "./respond.ts";
 import { type ConsoleEnv, originRefused, safeNext, seeOther, setCsrfCookie } from "./session.ts";
 
-/** The second step of a console sign-in: a code from the authenticator, or a backup code. */
-export function mfaForm(input: { mfaToken: string; next?: string; message?: string; qrSvg?: string }): Html {
+/** The second step of a console sign-in: a code from the authenticator, a backup code, or a passkey. */
+export function mfaForm(input: {
+  mfaToken: string;
+  next?: string;
+  message?: string;
+  qrSvg?: string;
+  methods?: string[];
+}): Html {
+  const { webauthn, passkeys } = consoleAssets();
+  const passkey = input.methods?.includes("passkey")
+    ? html`<p id="passkey-status" class="notice" role="status" aria-live="polite"></p>
+<button type="button" id="passkey-second-factor" class="secondary" data-mfa-token="${input.mfaToken}" data-next="${safeNext(input.next)}">Use a passkey</button>`
+    : "";
   return layout({
     title: input.qrSvg ? "Enrol a second factor" : "Second factor",
+    scripts: passkey ? [webauthn.path, passkeys.path] : [],
     body: html`<div class="sign-in">
 ${notice(input.message, "bad")}
 ${input.qrSvg ? html`<p>Your account must have a second factor. Scan this code with an authenticator app, then enter the code it shows.</p><figure class="qr">${raw(input.qrSvg)}</figure>` : ""}
@@ -26,6 +39,7 @@ ${input.qrSvg ? html`<p>Your account must have a second factor. Scan this code w
 <label for="backup">Or a backup code<input id="backup" name="backupCode" autocomplete="off"></label>
 <button type="submit">Continue</button>
 </form>
+${passkey}
 <p class="muted">This step works once and for a few minutes; then sign in again.</p>
 </div>`,
   });
@@ -36,7 +50,7 @@ ${input.qrSvg ? html`<p>Your account must have a second factor. Scan this code w
  * (held in Production) get the enrolment's QR code (an SVG made here, no script) above the code field.
  */
 export async function mfaStepPage(deps: Deps, c: Context<ConsoleEnv>, step: MfaRequired, next?: string) {
-  if (!step.enrolmentRequired) return mfaForm({ mfaToken: step.mfaToken, next });
+  if (!step.enrolmentRequired) return mfaForm({ mfaToken: step.mfaToken, next, methods: step.methods });
   const { qrSvg } = await startStepEnrolment(deps, anonymousCtxOf(c, null), { mfaToken: step.mfaToken });
   return mfaForm({ mfaToken: step.mfaToken, next, qrSvg });
 }
