@@ -584,8 +584,31 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Options for navigator.credentials.get(): a usernameless sign-in on this host. */
+        /**
+         * Options for navigator.credentials.get(): a usernameless sign-in on this host, or a sign-in step.
+         * @description Without `mfaToken`: no credential listed (the authenticator offers its discoverable passkeys; conditional UI). With the `mfaToken` of a sign-in that answered `mfaRequired` with `passkey` among its methods: that user's passkeys on this host; answer with POST /api/auth/mfa/verify `{ mfaToken, passkey }`.
+         */
         post: operations["startPasskeySignIn"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/passkeys/step-up/options": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Options for navigator.credentials.get() to step up with one of the caller's passkeys.
+         * @description Answer with POST /api/auth/mfa/step-up `{ passkey }` (RFC 9470 step-up).
+         */
+        post: operations["startPasskeyStepUp"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2961,7 +2984,7 @@ export interface components {
             /** @description Set when the step was an enrolment: ten backup codes, shown this once. */
             backupCodes?: string[];
         });
-        MfaVerification: components["schemas"]["MfaCodeVerification"] | components["schemas"]["MfaBackupCodeVerification"];
+        MfaVerification: components["schemas"]["MfaCodeVerification"] | components["schemas"]["MfaBackupCodeVerification"] | components["schemas"]["MfaPasskeyVerification"];
         MfaCodeVerification: {
             /** @description The step token of the sign-in. */
             mfaToken: string;
@@ -2973,6 +2996,31 @@ export interface components {
             mfaToken: string;
             /** @description One of the user's backup codes. */
             backupCode: string;
+        };
+        /** @description A passkey's assertion for the options of POST /api/auth/passkeys/login/options with this mfaToken. */
+        MfaPasskeyVerification: {
+            /** @description The step token of the sign-in. */
+            mfaToken: string;
+            passkey: components["schemas"]["PasskeyAuthenticationResponse"];
+        };
+        /** @description The assertion `navigator.credentials.get()` answered, as JSON (WebAuthn Level 3 `toJSON()`). */
+        PasskeyAuthenticationResponse: {
+            id: string;
+            rawId: string;
+            /** @enum {string} */
+            type: "public-key";
+            response: {
+                clientDataJSON: string;
+                authenticatorData: string;
+                signature: string;
+                userHandle?: string;
+            } & {
+                [key: string]: unknown;
+            };
+            clientExtensionResults: {
+                [key: string]: unknown;
+            };
+            authenticatorAttachment?: string;
         };
         TotpEnrolment: {
             uri: string;
@@ -3002,7 +3050,7 @@ export interface components {
             tokenType: "Bearer";
             expiresIn: number;
         };
-        StepUpProof: components["schemas"]["TotpCodeProof"] | components["schemas"]["BackupCodeProof"];
+        StepUpProof: components["schemas"]["TotpCodeProof"] | components["schemas"]["BackupCodeProof"] | components["schemas"]["PasskeyProof"];
         TotpCodeProof: {
             /** @description The authenticator's current six-digit code. */
             code: string;
@@ -3010,6 +3058,10 @@ export interface components {
         BackupCodeProof: {
             /** @description One of the user's backup codes. */
             backupCode: string;
+        };
+        /** @description A passkey's assertion for the options of POST /api/auth/passkeys/step-up/options. */
+        PasskeyProof: {
+            passkey: components["schemas"]["PasskeyAuthenticationResponse"];
         };
         SecurityPolicy: {
             /**
@@ -3105,30 +3157,21 @@ export interface components {
         PasskeySignInStart: {
             /** @description Tenant code (on the platform host). */
             tenant?: string;
+            /** @description A sign-in step's token. */
+            mfaToken?: string;
+        };
+        /** @description WebAuthn `PublicKeyCredentialRequestOptionsJSON`. */
+        PasskeyStepUpOptions: {
+            challenge: string;
+            rpId?: string;
+            timeout?: number;
+        } & {
+            [key: string]: unknown;
         };
         PasskeySignIn: {
             response: components["schemas"]["PasskeyAuthenticationResponse"];
             /** @description Tenant code (on the platform host). */
             tenant?: string;
-        };
-        /** @description The assertion `navigator.credentials.get()` answered, as JSON (WebAuthn Level 3 `toJSON()`). */
-        PasskeyAuthenticationResponse: {
-            id: string;
-            rawId: string;
-            /** @enum {string} */
-            type: "public-key";
-            response: {
-                clientDataJSON: string;
-                authenticatorData: string;
-                signature: string;
-                userHandle?: string;
-            } & {
-                [key: string]: unknown;
-            };
-            clientExtensionResults: {
-                [key: string]: unknown;
-            };
-            authenticatorAttachment?: string;
         };
         PasskeyList: {
             items: components["schemas"]["Passkey"][];
@@ -8425,6 +8468,142 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    startPasskeyStepUp: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+                /** @description Tenant code, on the platform host only, under `Tenancy:Resolution:TenantCodePaths` (default `/api/auth/`); refused elsewhere with 400. `?tenant=` does the same. */
+                "X-Tenant"?: components["parameters"]["TenantCode"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description PublicKeyCredentialRequestOptionsJSON listing the caller's passkeys on this host. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Set-Cookie": components["headers"]["Set-Cookie"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PasskeyStepUpOptions"];
+                };
+            };
+            /** @description `validation_failed` (the `errors` name the fields), `host_not_allowed` or `bad_request`. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Set-Cookie": components["headers"]["Set-Cookie"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: no, a malformed, an expired or a revoked token, session or API key (an API key on an admin route). */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "Set-Cookie": components["headers"]["Set-Cookie"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: the caller's role (an API key: its scopes) may not do this (or a refused origin or CSRF token); `password_change_required`: change the password first. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Set-Cookie": components["headers"]["Set-Cookie"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: no such resource, or the token belongs to another tenant than the host's. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Set-Cookie": components["headers"]["Set-Cookie"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over `Server:MaxBodyBytes`. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Set-Cookie": components["headers"]["Set-Cookie"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: a rate-limit policy or security window is full; see `Retry-After`. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "Set-Cookie": components["headers"]["Set-Cookie"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: an unexpected error (logged with the request id, never echoed). */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Set-Cookie": components["headers"]["Set-Cookie"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: a dependency (database, cache) is unavailable; try again later. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "Set-Cookie": components["headers"]["Set-Cookie"];
                     [name: string]: unknown;
                 };
                 content: {
