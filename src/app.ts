@@ -57,6 +57,7 @@ import { emailDomainRoutes } from "./http/routes/email-domains.ts";
 import { healthRoutes } from "./http/routes/health.ts";
 import { invitationRoutes } from "./http/routes/invitations.ts";
 import { membershipRoutes } from "./http/routes/memberships.ts";
+import { mfaResetRoutes } from "./http/routes/mfa-reset.ts";
 import { paymentWebhookRoutes } from "./http/routes/payment-webhooks.ts";
 import { planRoutes } from "./http/routes/plans.ts";
 import { problemRoutes } from "./http/routes/problems.ts";
@@ -178,6 +179,7 @@ function mountRoutes(app: Router, deps: Deps, authenticated: MiddlewareHandler<A
   app.route("/", emailSignInRoutes(deps));
   app.route("/", authMfaRoutes(deps, authenticated));
   app.route("/", securityPolicyRoutes(deps));
+  app.route("/", mfaResetRoutes(deps));
   app.route("/", authSessionRoutes(deps, authenticated));
   app.route("/", authPasskeyRoutes(deps, authenticated));
   app.route("/", memberSessionRoutes(deps));

@@ -503,6 +503,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/tenant/users/{userId}/mfa": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Remove every second factor of a member (recovery; after a fresh second factor). The member is e-mailed. */
+        delete: operations["resetTenantUserFactors"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/tenants/{tenantId}/users/{userId}/mfa": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Remove every second factor of a tenant's user, owners included (platform admins). */
+        delete: operations["adminResetTenantUserFactors"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/auth/sessions": {
         parameters: {
             query?: never;
@@ -2583,6 +2617,23 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "mfa.reset": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The `mfa.reset` event, POSTed to every enabled endpoint subscribed to it. */
+        post: operations["webhookMfaReset"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface components {
     schemas: {
@@ -2817,6 +2868,18 @@ export interface components {
             /** Format: uuid */
             userId: string;
             remaining: number;
+        };
+        MfaResetEvent: {
+            /** @enum {string} */
+            type: "mfa.reset";
+            /** @description When the event happened (ISO 8601). */
+            timestamp: string;
+            data: components["schemas"]["MfaResetEventData"];
+        };
+        MfaResetEventData: {
+            /** Format: uuid */
+            userId: string;
+            removed: string[];
         };
         PaymentEvent: {
             id: string;
@@ -3078,6 +3141,10 @@ export interface components {
             /** @enum {string} */
             requireMfa?: "off" | "admins" | "everyone";
             enrolmentGraceDays?: number;
+        };
+        MfaReset: {
+            /** @description The kinds removed (`totp`, `backup_code`, `passkey`). */
+            removed: string[];
         };
         UserSessionList: {
             items: components["schemas"]["UserSession"][];
@@ -4015,8 +4082,8 @@ export interface components {
              * @example https://hooks.customer.example/plinth
              */
             url: string;
-            /** @description Event types delivered here, or `*` for all: user.created, user.disabled, user.deleted, passkey.registered, passkey.removed, invitation.created, invitation.accepted, invitation.revoked, domain.activated, domain.failed, subscription.changed, usage.threshold_reached, webhook.test, webhook.endpoint_disabled, mfa.enrolled, mfa.removed, mfa.backup_code_used. */
-            events: ("*" | "user.created" | "user.disabled" | "user.deleted" | "passkey.registered" | "passkey.removed" | "invitation.created" | "invitation.accepted" | "invitation.revoked" | "domain.activated" | "domain.failed" | "subscription.changed" | "usage.threshold_reached" | "webhook.test" | "webhook.endpoint_disabled" | "mfa.enrolled" | "mfa.removed" | "mfa.backup_code_used")[];
+            /** @description Event types delivered here, or `*` for all: user.created, user.disabled, user.deleted, passkey.registered, passkey.removed, invitation.created, invitation.accepted, invitation.revoked, domain.activated, domain.failed, subscription.changed, usage.threshold_reached, webhook.test, webhook.endpoint_disabled, mfa.enrolled, mfa.removed, mfa.backup_code_used, mfa.reset. */
+            events: ("*" | "user.created" | "user.disabled" | "user.deleted" | "passkey.registered" | "passkey.removed" | "invitation.created" | "invitation.accepted" | "invitation.revoked" | "domain.activated" | "domain.failed" | "subscription.changed" | "usage.threshold_reached" | "webhook.test" | "webhook.endpoint_disabled" | "mfa.enrolled" | "mfa.removed" | "mfa.backup_code_used" | "mfa.reset")[];
             description?: string;
         };
         WebhookEndpointList: {
@@ -4027,8 +4094,8 @@ export interface components {
         WebhookEndpointChange: {
             /** Format: uri */
             url?: string;
-            /** @description Event types delivered here, or `*` for all: user.created, user.disabled, user.deleted, passkey.registered, passkey.removed, invitation.created, invitation.accepted, invitation.revoked, domain.activated, domain.failed, subscription.changed, usage.threshold_reached, webhook.test, webhook.endpoint_disabled, mfa.enrolled, mfa.removed, mfa.backup_code_used. */
-            events?: ("*" | "user.created" | "user.disabled" | "user.deleted" | "passkey.registered" | "passkey.removed" | "invitation.created" | "invitation.accepted" | "invitation.revoked" | "domain.activated" | "domain.failed" | "subscription.changed" | "usage.threshold_reached" | "webhook.test" | "webhook.endpoint_disabled" | "mfa.enrolled" | "mfa.removed" | "mfa.backup_code_used")[];
+            /** @description Event types delivered here, or `*` for all: user.created, user.disabled, user.deleted, passkey.registered, passkey.removed, invitation.created, invitation.accepted, invitation.revoked, domain.activated, domain.failed, subscription.changed, usage.threshold_reached, webhook.test, webhook.endpoint_disabled, mfa.enrolled, mfa.removed, mfa.backup_code_used, mfa.reset. */
+            events?: ("*" | "user.created" | "user.disabled" | "user.deleted" | "passkey.registered" | "passkey.removed" | "invitation.created" | "invitation.accepted" | "invitation.revoked" | "domain.activated" | "domain.failed" | "subscription.changed" | "usage.threshold_reached" | "webhook.test" | "webhook.endpoint_disabled" | "mfa.enrolled" | "mfa.removed" | "mfa.backup_code_used" | "mfa.reset")[];
             enabled?: boolean;
             description?: string;
         };
@@ -7634,6 +7701,261 @@ export interface operations {
             };
             /** @description `unsupported_media_type`: the body is not `application/json`. */
             415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: a rate-limit policy or security window is full; see `Retry-After`. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: an unexpected error (logged with the request id, never echoed). */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: a dependency (database, cache) is unavailable; try again later. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    resetTenantUserFactors: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                userId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Reset. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MfaReset"];
+                };
+            };
+            /** @description `validation_failed` (the `errors` name the fields), `host_not_allowed` or `bad_request`. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A recent second factor is required (step-up). */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: an owner's factors, or your own. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such user in this tenant. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over `Server:MaxBodyBytes`. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: a rate-limit policy or security window is full; see `Retry-After`. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: an unexpected error (logged with the request id, never echoed). */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: a dependency (database, cache) is unavailable; try again later. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    adminResetTenantUserFactors: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                tenantId: string;
+                userId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Reset. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MfaReset"];
+                };
+            };
+            /** @description `validation_failed` (the `errors` name the fields), `host_not_allowed` or `bad_request`. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: no, a malformed, an expired or a revoked token, session or API key (an API key on an admin route). */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: not a platform administrator (or a refused origin or CSRF token); `password_change_required`. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such user in this tenant. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over `Server:MaxBodyBytes`. */
+            413: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     RateLimit: components["headers"]["RateLimit"];
@@ -26097,6 +26419,42 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["MfaBackupCodeUsedEvent"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx answer is a success. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other answer (a 4xx, 5xx, or a redirect, never followed), or none within `Webhooks:TimeoutSeconds`, is a failed attempt, retried after `Webhooks:RetrySeconds`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhookMfaReset: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The message id: the same on every attempt of a delivery (deduplicate on it). */
+                "webhook-id": string;
+                /** @description Seconds since the epoch when this attempt was signed. */
+                "webhook-timestamp": string;
+                /** @description `v1,<Base64 HMAC-SHA256 of id.timestamp.body>`; two, space-separated, during a secret rotation. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MfaResetEvent"];
             };
         };
         responses: {

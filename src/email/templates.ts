@@ -22,6 +22,7 @@ export const EMAIL_TEMPLATES = {
   "sign-up-verification": { fields: ["name", "link", "expiresInMinutes"] },
   "sign-in-link": { fields: ["name", "code", "link", "expiresInMinutes"], secrets: ["code"] },
   "mfa-backup-code-used": { fields: ["name", "remaining"] },
+  "mfa-reset": { fields: ["name"] },
 } as const satisfies Record<string, { fields: readonly string[]; secrets?: readonly string[] }>;
 
 /** The values besides the link that a message's log line never shows (a sign-in code). */
@@ -99,6 +100,15 @@ const BUILT_IN: Record<EmailTemplateName, Record<string, EmailTemplate>> = {
       text: "Hello {{name}},\n\nyour code to sign in to {{tenantName}} is {{code}}. Or open this link:\n\n{{link}}\n\nThe code and the link work once, within {{expiresInMinutes}} minutes; using one spends the other. If you did not ask for them, ignore this message.\n\n{{tenantName}} · {{tenantHost}}\n",
       html: htmlPage(
         `<p>Hello {{name}},</p><p>your code to sign in to {{tenantName}} is <strong style="font-size:large;letter-spacing:2px">{{code}}</strong>. Or open this link:</p>${button}Sign in</a></p><p>The code and the link work once, within {{expiresInMinutes}} minutes; using one spends the other. If you did not ask for them, ignore this message.</p>`,
+      ),
+    },
+  },
+  "mfa-reset": {
+    en: {
+      subject: "Your second factors for {{tenantName}} were reset",
+      text: "Hello {{name}},\n\nan administrator of {{tenantName}} removed your second factors (authenticator app, backup codes, passkeys). You now sign in with your password alone, or enrol a new factor when you next sign in.\n\nIf you did not ask for this, tell your administrator at once.\n\n{{tenantName}} · {{tenantHost}}\n",
+      html: htmlPage(
+        "<p>Hello {{name}},</p><p>an administrator of {{tenantName}} removed your second factors (authenticator app, backup codes, passkeys). You now sign in with your password alone, or enrol a new factor when you next sign in.</p><p>If you did not ask for this, tell your administrator at once.</p>",
       ),
     },
   },

@@ -23,6 +23,7 @@ export const webhookEventTypes = [
   "mfa.enrolled",
   "mfa.removed",
   "mfa.backup_code_used",
+  "mfa.reset",
 ] as const;
 export type WebhookEventType = (typeof webhookEventTypes)[number];
 
@@ -61,6 +62,7 @@ export interface WebhookEventData {
   "mfa.enrolled": { userId: string; method: string };
   "mfa.removed": { userId: string; method: string };
   "mfa.backup_code_used": { userId: string; remaining: number };
+  "mfa.reset": { userId: string; removed: string[] };
 }
 
 export const DELIVER_KIND = "webhooks.deliver";

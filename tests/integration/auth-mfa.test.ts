@@ -374,3 +374,28 @@ test("platform staff without a factor must enrol in Production (no grace), not e
   expect(await enrolmentDue(production, systemCtx("test"), identity)).toBe(true);
   expect(await enrolmentDue(h.deps, systemCtx("test"), identity)).toBe(false);
 });
+
+test("recovery: an admin resets a member's factors (audited, mailed); an owner's only a platform admin", async () => {
+  const tenant = await signedInTenant(h);
+  await enrol(tenant.member);
+  await enrol(tenant.owner);
+  const reset = (path: string, user: SignedInUser) =>
+    h.request(path, { method: "DELETE", ...bearer(user.accessToken) });
+  expect((await reset(`/api/tenant/users/${tenant.owner.id}/mfa`, tenant.admin)).status).toBe(403);
+  expect((await reset(`/api/tenant/users/${tenant.admin.id}/mfa`, tenant.admin)).status).toBe(403);
+  const done = await reset(`/api/tenant/users/${tenant.member.id}/mfa`, tenant.admin);
+  expect(done.status).toBe(200);
+  expect(await done.json()).toEqual({ removed: ["totp", "backup_code"] });
+  const plain = await login(h, { email: tenant.member.email, tenant: tenant.code });
+  expect(((await plain.json()) as { accessToken?: string }).accessToken).toBeString();
+  const rows = await execute<{ n: number }>(
+    h.db,
+    sql`select (select count(*)::int from audit_events where action = 'mfa.reset' and target_id = ${tenant.member.id})
+      + (select count(*)::int from email_messages where template = 'mfa-reset' and recipient = ${tenant.member.email}) as n`,
+  );
+  expect(rows[0]?.n).toBe(2);
+  const { signedInPlatformAdmin } = await import("../helpers/identity.ts");
+  const admin = await signedInPlatformAdmin(h);
+  const owner = await reset(`/api/admin/tenants/${tenant.id}/users/${tenant.owner.id}/mfa`, admin);
+  expect(owner.status).toBe(200);
+});

@@ -584,6 +584,7 @@ const otherTenantsResource: Record<string, () => Promise<Resource>> = {
   "POST /api/tenant/users/:userId/disable": userCase,
   "DELETE /api/tenant/users/:userId": userCase,
   "DELETE /api/tenant/users/:userId/sessions": userCase,
+  "DELETE /api/tenant/users/:userId/mfa": userCase,
   "GET /api/tenant/domains/:id": domainCase,
   "POST /api/tenant/domains/:id/check": domainCase,
   "DELETE /api/tenant/domains/:id": domainCase,

@@ -56,6 +56,7 @@ const eventData = {
   "mfa.backup_code_used": z
     .object({ userId: z.uuid(), remaining: z.number().int() })
     .openapi("MfaBackupCodeUsedEventData"),
+  "mfa.reset": z.object({ userId: z.uuid(), removed: z.array(z.string()) }).openapi("MfaResetEventData"),
 } satisfies Record<(typeof webhookEventTypes)[number], z.ZodType>;
 
 const schemaName = (type: string) =>
