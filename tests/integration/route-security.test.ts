@@ -661,7 +661,8 @@ async function revokeWalkKeys(): Promise<void> {
  */
 const KEY_REACH: Record<string, (method: string, path: string) => boolean> = {
   "users:read": (m, p) => m === "GET" && p.startsWith("/api/tenant/users"),
-  "users:write": (m, p) => m !== "GET" && p.startsWith("/api/tenant/users/"),
+  // resetting a member's second factors takes a person after a fresh factor: no key (docs/auth.md)
+  "users:write": (m, p) => m !== "GET" && p.startsWith("/api/tenant/users/") && !p.endsWith("/mfa"),
   // creating a user takes the dedicated scope (docs/api-keys.md)
   "users:admin": (m, p) => m === "POST" && p === "/api/tenant/users",
   "domains:read": (m, p) => m === "GET" && p.startsWith("/api/tenant/domains"),
