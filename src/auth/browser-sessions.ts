@@ -10,6 +10,7 @@ import { normaliseOrigin } from "./origins.ts";
 import { verifyCredentials } from "./password-sign-in.ts";
 import { cachedSession, type OpenSession, type Refusal } from "./session-lookup.ts";
 import { insertSessionIfUnchanged, type SignIn } from "./sessions.ts";
+import { assertSsoNotEnforced } from "./sso-enforcement.ts";
 
 /** Data-protection purpose of the session cookie: a cookie of another application does not open. */
 const COOKIE_PURPOSE = "browser-session";
@@ -41,6 +42,7 @@ export async function signInBrowser(
   input: { email: string; password: string },
 ): Promise<BrowserSignIn | MfaRequired> {
   const signIn = await verifyCredentials(deps, ctx, input);
+  await assertSsoNotEnforced(deps, signIn);
   return (await mfaStepFor(deps, signIn, "browser")) ?? startBrowserSession(deps, signIn);
 }
 

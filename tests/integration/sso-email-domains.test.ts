@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type DohServer, startDohServer } from "../fixtures/doh-server.ts";
 import { relaxedLimits, useTestApp } from "../helpers/app.ts";
-import { json, type SignedInTenant, signedInTenant } from "../helpers/identity.ts";
+import { json, login, type SignedInTenant, signedInTenant } from "../helpers/identity.ts";
 
 /**
  * Verified e-mail domains (docs/sso.md): claimed with a TXT record, checked through the DoH resolver
@@ -113,5 +113,41 @@ describe("e-mail domains", () => {
     const res = await add(a, "localhost");
     expect(res.status).toBe(400);
     expect(JSON.stringify(await res.json())).toContain("domain");
+  });
+});
+
+describe("enforcement", () => {
+  test("while enforced, a verified domain's member is refused the password; the break-glass owner and other domains are not", async () => {
+    const c = await signedInTenant(t, { plan: "enterprise" });
+    // the factory's users are all @example.com: verify it for c (taking it from any earlier holder)
+    const claim = (await (await add(c, "example.com")).json()) as EmailDomain;
+    doh.setTxt(claim.verification.name, claim.verification.value);
+    expect(((await (await check(c, claim.id)).json()) as EmailDomain).status).toBe("verified");
+    const put = (body: unknown, who: "owner" | "admin" = "owner") =>
+      t.request("/api/tenant/sso/enforcement", { ...json(body, c[who].headers), method: "PUT" });
+    expect((await put({ enforced: true }, "admin")).status).toBe(403);
+    expect((await put({ enforced: true, breakGlassUserId: c.member.id })).status).toBe(400);
+    const on = await put({ enforced: true });
+    expect(on.status).toBe(200);
+    expect(await on.json()).toEqual({ enforced: true, breakGlassUserId: c.owner.id });
+
+    const password = (email: string) => login(t, { email, tenant: c.code });
+    expect((await password(c.member.email)).status).toBe(403);
+    expect((await password(c.admin.email)).status).toBe(403);
+    expect((await password(c.owner.email)).status).toBe(200);
+    // another tenant's members with the same domain are not held by c's enforcement
+    expect((await login(t, { email: a.member.email, tenant: a.code })).status).toBe(200);
+
+    expect((await put({ enforced: false })).status).toBe(200);
+    expect((await password(c.member.email)).status).toBe(200);
+    expect((await put({ enforced: true }, "owner")).status).toBe(200);
+    expect(
+      (
+        await t.request("/api/tenant/sso/enforcement", {
+          ...json({ enforced: true }, free.owner.headers),
+          method: "PUT",
+        })
+      ).status,
+    ).toBe(402);
   });
 });

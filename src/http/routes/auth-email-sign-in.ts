@@ -51,6 +51,9 @@ const routes = {
     responses: {
       200: json("Signed in, or the second-factor step.", signInResult),
       401: problem("Wrong, expired or used code (the same answer for an unknown address)."),
+      403: problem(
+        "`forbidden`: the tenant enforces single sign-on for this address's domain (docs/sso.md).",
+      ),
       429: problem("Too many attempts."),
     },
   }),
@@ -76,6 +79,9 @@ const routes = {
     responses: {
       200: json("Signed in, or the second-factor step.", signInResult),
       404: problem("The link is unknown, used or expired (the same answer for each)."),
+      403: problem(
+        "`forbidden`: the tenant enforces single sign-on for this address's domain (docs/sso.md).",
+      ),
     },
   }),
 };

@@ -107,6 +107,9 @@ const routes = {
         signInResult,
       ),
       401: problem("Invalid credentials (the same answer for an unknown account)."),
+      403: problem(
+        "`forbidden`: the tenant enforces single sign-on for this address's domain (docs/sso.md).",
+      ),
       429: problem("Too many attempts."),
     },
   }),

@@ -5,6 +5,7 @@ import {
   listEmailDomains,
   removeEmailDomain,
 } from "../../sso/email-domains.ts";
+import { setSsoEnforcement } from "../../sso/enforcement.ts";
 import type { SsoDeps } from "../../sso/sso-deps.ts";
 import { tenantAccess } from "../access.ts";
 import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
@@ -92,9 +93,35 @@ const routes = {
     request: { params: idParam },
     responses: { 204: { description: "Removed." }, 404: problem("No such e-mail domain.") },
   }),
+  enforcement: apiRoute(write, {
+    method: "put",
+    path: "/api/tenant/sso/enforcement",
+    operationId: "tenantSetSsoEnforcement",
+    tags: ["tenant"],
+    summary:
+      "Enforce single sign-on for the tenant's verified domains: password and e-mail-code sign-in refused.",
+    description:
+      "While enforced, an address of one of the tenant's verified e-mail domains cannot sign in to the tenant with a password or an e-mailed code (403), except the break-glass owner (`breakGlassUserId`, by default the owner turning it on). Platform staff are never held.",
+    request: {
+      body: jsonBody(
+        z
+          .object({ enforced: z.boolean(), breakGlassUserId: z.uuid().optional() })
+          .openapi("SsoEnforcementChange"),
+      ),
+    },
+    responses: {
+      200: json(
+        "Set.",
+        z
+          .object({ enforced: z.boolean(), breakGlassUserId: z.string().nullable() })
+          .openapi("SsoEnforcement"),
+      ),
+      402: problem("`payment_required`: the tenant's plan has no `sso`."),
+    },
+  }),
 };
 
-/** A tenant's verified e-mail domains for single sign-on (docs/sso.md): owners change, admins read. */
+/** A tenant's verified e-mail domains and SSO enforcement (docs/sso.md): owners change, admins read. */
 export function emailDomainRoutes(deps: SsoDeps) {
   return createRouter()
     .openapi(routes.add, async (c) => {
@@ -104,6 +131,9 @@ export function emailDomainRoutes(deps: SsoDeps) {
     .openapi(routes.list, async (c) => c.json({ items: await listEmailDomains(deps, tenantCtxOf(c)) }, 200))
     .openapi(routes.check, async (c) =>
       c.json(await checkEmailDomain(deps, tenantCtxOf(c), { id: c.req.valid("param").id }), 200),
+    )
+    .openapi(routes.enforcement, async (c) =>
+      c.json(await setSsoEnforcement(deps, tenantCtxOf(c), c.req.valid("json")), 200),
     )
     .openapi(routes.remove, async (c) => {
       await removeEmailDomain(deps, tenantCtxOf(c), { id: c.req.valid("param").id });
