@@ -2,6 +2,7 @@ import { eq } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import type { Ctx, TenantCtx } from "../context.ts";
 import { withDatabase, withTransaction } from "../db/operation.ts";
+import { users } from "../db/schema/identity.ts";
 import { tenants } from "../db/schema/tenants.ts";
 import { AppError } from "../errors.ts";
 import type { AuthDeps } from "./deps.ts";
@@ -85,12 +86,18 @@ export async function updateSecurityPolicy(
 
 /**
  * Whether a user without a second factor must enrol before this sign-in gets a session: platform
- * staff in Production always; a tenant's member when its policy holds them (`everyone`, or `admins`
+ * staff in Production once `Authentication:Mfa:StaffGraceDays` (7) have passed since the account was made; a tenant's member when its policy holds them (`everyone`, or `admins`
  * and they are an owner or admin) and the grace period since the policy began has run out.
  */
 export async function enrolmentDue(deps: AuthDeps, ctx: Ctx, identity: Identity): Promise<boolean> {
-  if (identity.tenantId === null)
-    return identity.platformRoles.length > 0 && deps.config.environment === "Production";
+  if (identity.tenantId === null) {
+    if (identity.platformRoles.length === 0 || deps.config.environment !== "Production") return false;
+    const [staff] = await withDatabase(deps, ctx, (db) =>
+      db.select({ createdAt: users.createdAt }).from(users).where(eq(users.id, identity.userId)),
+    );
+    const graceDays = deps.config.settings.Authentication.Mfa.StaffGraceDays;
+    return deps.clock.now().getTime() >= (staff?.createdAt.getTime() ?? 0) + graceDays * 86_400_000;
+  }
   const tenantId = identity.tenantId;
   const [policy] = await withDatabase(deps, ctx, (db) =>
     db.select(columns).from(tenants).where(eq(tenants.id, tenantId)),

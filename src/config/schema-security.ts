@@ -169,6 +169,11 @@ export const securitySections = {
       VerifyLimit: int(1, 5, "Second-factor attempts per user and window (sign-in step and step-up)."),
       VerifyWindowSeconds: int(1, 900, "Second-factor attempt window."),
       IpVerifyLimit: int(1, 30, "Second-factor attempts per client IP and window, all users together."),
+      StaffGraceDays: int(
+        0,
+        7,
+        "In Production platform staff must have a second factor: days after a staff account is created that it may still sign in without one (then every sign-in asks it to enrol).",
+      ),
       StepUpMaxAgeMinutes: int(
         1,
         10,

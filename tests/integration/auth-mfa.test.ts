@@ -366,11 +366,14 @@ test("requireMfa=admins with a grace period: members are not held; an admin sign
   expect((step as Step & { enrolmentRequired?: boolean }).enrolmentRequired).toBe(true);
 });
 
-test("platform staff without a factor must enrol in Production (no grace), not elsewhere", async () => {
+test("platform staff without a factor must enrol in Production after their grace, not elsewhere", async () => {
   const staff = await readyPlatformUser(h.db);
   const identity = await loadIdentity(h.db, staff.id, null);
   if (!identity) throw new Error("no identity");
   const production = { ...h.deps, config: { ...h.deps.config, environment: "Production" as const } };
+  // a new staff account has StaffGraceDays (7) to enrol, then every sign-in asks it to
+  expect(await enrolmentDue(production, systemCtx("test"), identity)).toBe(false);
+  clock.advance(8 * 86_400_000);
   expect(await enrolmentDue(production, systemCtx("test"), identity)).toBe(true);
   expect(await enrolmentDue(h.deps, systemCtx("test"), identity)).toBe(false);
 });
