@@ -66,6 +66,7 @@ import { scimGroupRoutes } from "./http/routes/scim-groups.ts";
 import { scimTokenRoutes } from "./http/routes/scim-tokens.ts";
 import { securityPolicyRoutes } from "./http/routes/security-policy.ts";
 import { signUpRoutes } from "./http/routes/sign-up.ts";
+import { ssoSamlRoutes } from "./http/routes/sso-saml.ts";
 import { ssoSignInRoutes } from "./http/routes/sso-sign-in.ts";
 import { tenantFeatureRoutes } from "./http/routes/tenant-features.ts";
 import { tenantLifecycleRoutes } from "./http/routes/tenant-lifecycle.ts";
@@ -189,6 +190,7 @@ function mountRoutes(app: Router, deps: Deps, authenticated: MiddlewareHandler<A
   app.route("/", signUpRoutes(deps));
   app.route("/", ssoSignInRoutes(deps));
   app.route("/", emailDomainRoutes(deps));
+  app.route("/", ssoSamlRoutes(deps));
   app.route("/", adminUserRoutes(deps));
   app.route("/", adminPlatformUserRoutes(deps));
   app.route("/", adminJobRoutes(deps));

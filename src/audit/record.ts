@@ -19,6 +19,7 @@ export type AuditOutcome = (typeof AUDIT_OUTCOMES)[number];
  */
 export const AUDIT_DETAIL_KEYS = new Set([
   "method",
+  "check",
   "email",
   "phone",
   "reason",

@@ -574,9 +574,24 @@ const emailDomainCase = async (): Promise<Resource> => {
   return { params: { path: { id }, query: {} }, intact: async () => (await stateOf()) === before };
 };
 
+/** A SAML connection of tenant B (the row only: its SP metadata needs no IdP). */
+const samlConnectionCase = async (): Promise<Resource> => {
+  const [row] = await execute<{ id: string }>(
+    app.db,
+    sql`insert into sso_connections (tenant_id, type, status, settings) values (${tenantB.id}, 'saml', 'inactive', '{}') returning id`,
+  );
+  if (!row) throw new Error("no connection");
+  return {
+    params: { path: { id: row.id }, query: {} },
+    intact: async () =>
+      (await execute(app.db, sql`select 1 from sso_connections where id = ${row.id}`)).length === 1,
+  };
+};
+
 const otherTenantsResource: Record<string, () => Promise<Resource>> = {
   "POST /api/tenant/email-domains/:id/check": emailDomainCase,
   "DELETE /api/tenant/email-domains/:id": emailDomainCase,
+  "GET /api/tenant/sso/connections/:id/saml-metadata": samlConnectionCase,
   "GET /api/tenant/exports/:exportId": exportCase,
   "DELETE /api/tenant/scim/tokens/:id": scimTokenCase,
   "DELETE /api/tenant/invitations/:invitationId": invitationCase,
