@@ -2555,6 +2555,23 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "email_domain.verified": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The `email_domain.verified` event, POSTed to every enabled endpoint subscribed to it. */
+        post: operations["webhookEmailDomainVerified"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "subscription.changed": {
         parameters: {
             query?: never;
@@ -2830,6 +2847,18 @@ export interface components {
             hostname: string;
             code: string;
             reason: string;
+        };
+        EmailDomainVerifiedEvent: {
+            /** @enum {string} */
+            type: "email_domain.verified";
+            /** @description When the event happened (ISO 8601). */
+            timestamp: string;
+            data: components["schemas"]["EmailDomainVerifiedEventData"];
+        };
+        EmailDomainVerifiedEventData: {
+            /** Format: uuid */
+            emailDomainId: string;
+            domain: string;
         };
         SubscriptionChangedEvent: {
             /** @enum {string} */
@@ -4153,8 +4182,8 @@ export interface components {
              * @example https://hooks.customer.example/plinth
              */
             url: string;
-            /** @description Event types delivered here, or `*` for all: user.created, user.disabled, user.deleted, passkey.registered, passkey.removed, invitation.created, invitation.accepted, invitation.revoked, domain.activated, domain.failed, subscription.changed, usage.threshold_reached, webhook.test, webhook.endpoint_disabled, mfa.enrolled, mfa.removed, mfa.backup_code_used, mfa.reset. */
-            events: ("*" | "user.created" | "user.disabled" | "user.deleted" | "passkey.registered" | "passkey.removed" | "invitation.created" | "invitation.accepted" | "invitation.revoked" | "domain.activated" | "domain.failed" | "subscription.changed" | "usage.threshold_reached" | "webhook.test" | "webhook.endpoint_disabled" | "mfa.enrolled" | "mfa.removed" | "mfa.backup_code_used" | "mfa.reset")[];
+            /** @description Event types delivered here, or `*` for all: user.created, user.disabled, user.deleted, passkey.registered, passkey.removed, invitation.created, invitation.accepted, invitation.revoked, domain.activated, domain.failed, email_domain.verified, subscription.changed, usage.threshold_reached, webhook.test, webhook.endpoint_disabled, mfa.enrolled, mfa.removed, mfa.backup_code_used, mfa.reset. */
+            events: ("*" | "user.created" | "user.disabled" | "user.deleted" | "passkey.registered" | "passkey.removed" | "invitation.created" | "invitation.accepted" | "invitation.revoked" | "domain.activated" | "domain.failed" | "email_domain.verified" | "subscription.changed" | "usage.threshold_reached" | "webhook.test" | "webhook.endpoint_disabled" | "mfa.enrolled" | "mfa.removed" | "mfa.backup_code_used" | "mfa.reset")[];
             description?: string;
         };
         WebhookEndpointList: {
@@ -4165,8 +4194,8 @@ export interface components {
         WebhookEndpointChange: {
             /** Format: uri */
             url?: string;
-            /** @description Event types delivered here, or `*` for all: user.created, user.disabled, user.deleted, passkey.registered, passkey.removed, invitation.created, invitation.accepted, invitation.revoked, domain.activated, domain.failed, subscription.changed, usage.threshold_reached, webhook.test, webhook.endpoint_disabled, mfa.enrolled, mfa.removed, mfa.backup_code_used, mfa.reset. */
-            events?: ("*" | "user.created" | "user.disabled" | "user.deleted" | "passkey.registered" | "passkey.removed" | "invitation.created" | "invitation.accepted" | "invitation.revoked" | "domain.activated" | "domain.failed" | "subscription.changed" | "usage.threshold_reached" | "webhook.test" | "webhook.endpoint_disabled" | "mfa.enrolled" | "mfa.removed" | "mfa.backup_code_used" | "mfa.reset")[];
+            /** @description Event types delivered here, or `*` for all: user.created, user.disabled, user.deleted, passkey.registered, passkey.removed, invitation.created, invitation.accepted, invitation.revoked, domain.activated, domain.failed, email_domain.verified, subscription.changed, usage.threshold_reached, webhook.test, webhook.endpoint_disabled, mfa.enrolled, mfa.removed, mfa.backup_code_used, mfa.reset. */
+            events?: ("*" | "user.created" | "user.disabled" | "user.deleted" | "passkey.registered" | "passkey.removed" | "invitation.created" | "invitation.accepted" | "invitation.revoked" | "domain.activated" | "domain.failed" | "email_domain.verified" | "subscription.changed" | "usage.threshold_reached" | "webhook.test" | "webhook.endpoint_disabled" | "mfa.enrolled" | "mfa.removed" | "mfa.backup_code_used" | "mfa.reset")[];
             enabled?: boolean;
             description?: string;
         };
@@ -26673,6 +26702,42 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["DomainFailedEvent"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx answer is a success. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other answer (a 4xx, 5xx, or a redirect, never followed), or none within `Webhooks:TimeoutSeconds`, is a failed attempt, retried after `Webhooks:RetrySeconds`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhookEmailDomainVerified: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The message id: the same on every attempt of a delivery (deduplicate on it). */
+                "webhook-id": string;
+                /** @description Seconds since the epoch when this attempt was signed. */
+                "webhook-timestamp": string;
+                /** @description `v1,<Base64 HMAC-SHA256 of id.timestamp.body>`; two, space-separated, during a secret rotation. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EmailDomainVerifiedEvent"];
             };
         };
         responses: {

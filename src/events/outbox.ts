@@ -16,6 +16,7 @@ export const webhookEventTypes = [
   "invitation.revoked",
   "domain.activated",
   "domain.failed",
+  "email_domain.verified",
   "subscription.changed",
   "usage.threshold_reached",
   "webhook.test",
@@ -39,6 +40,7 @@ export interface WebhookEventData {
   "invitation.revoked": { invitationId: string; email: string };
   "domain.activated": { domainId: string; hostname: string };
   "domain.failed": { domainId: string; hostname: string; code: string; reason: string };
+  "email_domain.verified": { emailDomainId: string; domain: string };
   "subscription.changed": {
     tenantId: string;
     subscriptionId: string;

@@ -9,6 +9,7 @@ import { dnsResolver } from "../custom-domains/settings.ts";
 import { withDatabase, withTransaction } from "../db/operation.ts";
 import { tenantEmailDomains } from "../db/schema/sso.ts";
 import { AppError } from "../errors.ts";
+import { emitEvent } from "../events/outbox.ts";
 import { parseHostname } from "../tenancy/hostnames.ts";
 import { isUuid } from "../tenancy/tenants.ts";
 import type { SsoDeps } from "./sso-deps.ts";
@@ -225,12 +226,18 @@ export async function checkEmailDomain(
       })
       .where(eq(tenantEmailDomains.id, row.id))
       .returning();
-    if (row.status !== "verified")
+    if (row.status !== "verified") {
+      await emitEvent(tx, deps, {
+        tenantId: ctx.tenantId,
+        type: "email_domain.verified",
+        data: { emailDomainId: row.id, domain: row.domain },
+      });
       await recordAudit(tx, txCtx, {
         action: "email_domain.verified",
         target: { type: "email_domain", id: row.id },
         details: { domain: row.domain, movedFrom: moved[0]?.tenantId ?? null },
       });
+    }
     return verified ?? row;
   });
   return viewOf(deps, updated);

@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { sql } from "drizzle-orm";
+import { execute } from "../../src/db/client.ts";
 import { type DohServer, startDohServer } from "../fixtures/doh-server.ts";
 import { relaxedLimits, useTestApp } from "../helpers/app.ts";
 import { json, login, type SignedInTenant, signedInTenant } from "../helpers/identity.ts";
@@ -64,6 +66,11 @@ describe("e-mail domains", () => {
     doh.setTxt(claim.verification.name, claim.verification.value);
     const verified = (await (await check(a, claim.id)).json()) as EmailDomain;
     expect(verified).toMatchObject({ status: "verified", lastFailure: null });
+    const events = await execute<{ data: { domain: string } }>(
+      t.deps.database.db,
+      sql`select data from webhook_events where tenant_id = ${a.id} and type = 'email_domain.verified'`,
+    );
+    expect(events.map((e) => e.data.domain)).toContain(domain);
 
     const list = (await (
       await t.request("/api/tenant/email-domains", { headers: a.admin.headers })

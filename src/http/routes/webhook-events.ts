@@ -31,6 +31,9 @@ const eventData = {
   "domain.failed": z
     .object({ domainId: z.uuid(), hostname: z.string(), code: z.string(), reason: z.string() })
     .openapi("DomainFailedEventData"),
+  "email_domain.verified": z
+    .object({ emailDomainId: z.uuid(), domain: z.string() })
+    .openapi("EmailDomainVerifiedEventData"),
   "subscription.changed": z
     .object({
       tenantId: z.uuid(),
