@@ -1,4 +1,5 @@
 import { parseArgs } from "node:util";
+import { rotateTotpSecrets } from "./auth/totp-rotation.ts";
 import { loadCliContext, withCliDatabase } from "./cli.ts";
 import { type AppConfig, sourceNote } from "./config/load.ts";
 import { systemCtx } from "./context.ts";
@@ -99,18 +100,22 @@ export async function runSecretsRotate(
     onBatch: (rotated) => logger.info("batch re-encrypted", { rotated }),
   });
   for (const failed of result.failed) logger.error("tenant secret does not decrypt; left unchanged", failed);
+  // TOTP authenticators are sealed under the same keys (bound to their user): re-sealed too
+  const totp = await rotateTotpSecrets(deps, systemCtx("secrets:rotate"), { batchSize: flags.batchSize });
+  for (const failed of totp.failed) logger.error("TOTP secret does not decrypt; left unchanged", failed);
   logger.info("tenant secret rotation finished", {
     currentKeyId: keyring.current.keyId,
     rotated: result.rotated,
-    undecryptable: result.failed.length,
-    remaining: result.remaining,
+    totpRotated: totp.rotated,
+    undecryptable: result.failed.length + totp.failed.length,
+    remaining: result.remaining + totp.remaining,
   });
-  if (result.failed.length > 0) return EXIT.undecryptable;
-  if (result.remaining > 0) {
+  if (result.failed.length + totp.failed.length > 0) return EXIT.undecryptable;
+  if (result.remaining + totp.remaining > 0) {
     logger.warn(
       "some tenant secrets are still not under the current key; rerun before retiring the old key",
       {
-        remaining: result.remaining,
+        remaining: result.remaining + totp.remaining,
       },
     );
     return EXIT.incomplete;

@@ -19,7 +19,7 @@ import { newTotpSecret, totpQrSvg, totpStepOf, totpUri } from "./totp.ts";
  * The name a TOTP secret is sealed under, bound to its user (where a tenant secret binds its tenant):
  * a sealed secret copied onto another user's row does not open.
  */
-const sealedFor = (userId: string) => ({ binding: `user:${userId}`, name: "mfa-totp" });
+export const sealedFor = (userId: string) => ({ binding: `user:${userId}`, name: "mfa-totp" });
 
 function keyringOf(deps: Pick<AuthDeps, "tenantSecretKeyring">): TenantSecretKeyring {
   if (!deps.tenantSecretKeyring)

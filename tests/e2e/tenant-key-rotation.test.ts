@@ -3,11 +3,12 @@ import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { eq } from "drizzle-orm";
-import { tenantSecrets } from "../../src/db/schema/index.ts";
+import { sealedFor } from "../../src/auth/totp-factor.ts";
+import { tenantSecrets, totpFactors } from "../../src/db/schema/index.ts";
 import { openSecret, parseTenantSecretKeys, sealSecret } from "../../src/security/tenant-secrets.ts";
 import { useTestDatabase } from "../helpers/app.ts";
 import { tracked } from "../helpers/children.ts";
-import { createTenant } from "../helpers/identity.ts";
+import { createTenant, createUser } from "../helpers/identity.ts";
 import { cleanEnv, ROOT } from "../helpers/process.ts";
 import { type OwnRedis, ownRedisServer } from "../helpers/redis-server.ts";
 
@@ -15,7 +16,8 @@ import { type OwnRedis, ownRedisServer } from "../helpers/redis-server.ts";
  * docs/secrets-and-storage.md's "rotate the tenant-secret master key", run as written: its commands
  * are read from the page (the folder `/etc/plinth/keys` replaced by this test's) against a Production
  * configuration loaded from production.env; secrets sealed under the first key end under the new
- * one and open with it alone once the old key is retired.
+ * one and open with it alone once the old key is retired, TOTP authenticators (sealed under the
+ * same keys) too.
  */
 
 const HOST = "api.example.test";
@@ -126,6 +128,17 @@ test("the tenant-secret key rotation runbook as written: publish, secrets:rotate
     await t.database.db
       .insert(tenantSecrets)
       .values({ tenantId: tenant.id, name, ...sealSecret(before, tenant.id, name, value) });
+  // and a user's TOTP authenticator, sealed under the same keys (bound to the user)
+  const { id: userId } = await createUser(t.database.db, tenant.id);
+  const totpSecret = "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP";
+  const { binding, name: totpName } = sealedFor(userId);
+  const sealedTotp = sealSecret(before, binding, totpName, totpSecret);
+  await t.database.db.insert(totpFactors).values({
+    userId,
+    secretKeyId: sealedTotp.keyId,
+    secretNonce: sealedTotp.nonce,
+    secretCiphertext: sealedTotp.ciphertext,
+  });
   await restartApi(); // records the first key's fingerprint
 
   // 1. publish: the new key is current, the old one a previous key
@@ -161,6 +174,15 @@ test("the tenant-secret key rotation runbook as written: publish, secrets:rotate
   expect([...after.byId.keys()]).toEqual([newId]);
   for (const row of rows)
     expect(openSecret(after, tenant.id, row.name, row)).toBe(values.get(row.name) ?? "");
+  const [factor] = await t.database.db.select().from(totpFactors).where(eq(totpFactors.userId, userId));
+  expect(factor?.secretKeyId).toBe(newId);
+  expect(
+    openSecret(after, binding, totpName, {
+      keyId: factor?.secretKeyId ?? "",
+      nonce: factor?.secretNonce ?? "",
+      ciphertext: factor?.secretCiphertext ?? "",
+    }),
+  ).toBe(totpSecret);
   // out of order: nothing left to retire
   expect(run(commands[2] ?? "").code).toBe(1);
 }, 180_000);
