@@ -46,6 +46,7 @@ import { adminTenantRoutes } from "./http/routes/admin-tenants.ts";
 import { tenantApiKeyRoutes } from "./http/routes/api-keys.ts";
 import { adminAuditRoutes, tenantAuditRoutes } from "./http/routes/audit.ts";
 import { authRoutes, CREDENTIAL_PATHS, WINDOW_KINDS } from "./http/routes/auth.ts";
+import { emailChangeRoutes } from "./http/routes/auth-email-change.ts";
 import { emailSignInRoutes } from "./http/routes/auth-email-sign-in.ts";
 import { authMfaRoutes } from "./http/routes/auth-mfa.ts";
 import { authPasskeyRoutes } from "./http/routes/auth-passkeys.ts";
@@ -181,6 +182,7 @@ function mountRoutes(app: Router, deps: Deps, authenticated: MiddlewareHandler<A
   app.route("/", authMfaRoutes(deps, authenticated));
   app.route("/", securityPolicyRoutes(deps));
   app.route("/", mfaResetRoutes(deps));
+  app.route("/", emailChangeRoutes(deps, authenticated));
   app.route("/", authSessionRoutes(deps, authenticated));
   app.route("/", authPasskeyRoutes(deps, authenticated));
   app.route("/", memberSessionRoutes(deps));

@@ -316,6 +316,18 @@ const ACTIONS = {
       "`code`, `ownerId`, `identity` (`existing`: a shared sign-in owns it; `new`: an account created)",
     writtenBy: "`completeSignUp` (POST /api/auth/signup/verify)",
   },
+  "user.email_change_requested": {
+    what: "A user asked to change their address; a link went to the new one, a notice to the current one.",
+    target: "`user`",
+    details: "—",
+    writtenBy: "`requestEmailChange` (POST /api/auth/email/change), in the chain of the session's tenant",
+  },
+  "user.email_changed": {
+    what: "A user's address changed, confirmed with the link sent to the new address.",
+    target: "`user`",
+    details: "`from`, `to` (the addresses)",
+    writtenBy: "`confirmEmailChange` (POST /api/auth/email/change/confirm)",
+  },
   "tenant.created": {
     what: "A tenant was created.",
     target: "`tenant`",

@@ -40,7 +40,7 @@ const getDummyHash = () => {
  * IP's permit (reserve, then settle). A stranger hammering an account from one address gets that
  * address refused; the owner signing in from another address is not.
  */
-async function passwordAttempt<T>(
+export async function passwordAttempt<T>(
   deps: AuthDeps,
   subjects: { account: string; ip: string },
   attempt: () => Promise<T>,

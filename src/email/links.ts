@@ -16,6 +16,7 @@ export const EMAIL_LINK_PATHS = {
   invitation: "/auth/accept-invitation",
   signUp: "/auth/sign-up/verify",
   signInLink: "/auth/sign-in/link",
+  emailChange: "/auth/confirm-email-change",
 } as const;
 
 /** `{public base URL}{path}?token=…`: the one link a message may carry. */

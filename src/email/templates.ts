@@ -23,6 +23,8 @@ export const EMAIL_TEMPLATES = {
   "sign-in-link": { fields: ["name", "code", "link", "expiresInMinutes"], secrets: ["code"] },
   "mfa-backup-code-used": { fields: ["name", "remaining"] },
   "mfa-reset": { fields: ["name"] },
+  "email-change": { fields: ["name", "link", "expiresInMinutes"] },
+  "email-change-notice": { fields: ["name", "newEmail"] },
 } as const satisfies Record<string, { fields: readonly string[]; secrets?: readonly string[] }>;
 
 /** The values besides the link that a message's log line never shows (a sign-in code). */
@@ -42,8 +44,31 @@ const htmlPage = (body: string) =>
 
 const button = `<p><a href="{{link}}" style="display:inline-block;padding:8px 16px;background:#1f6feb;color:#fff;text-decoration:none;border-radius:4px">`;
 
+/** A change of address: the link to the new address, the notice to the current one (English only). */
+const EMAIL_CHANGE: Record<string, EmailTemplate> = {
+  en: {
+    subject: "Confirm your new e-mail address for {{tenantName}}",
+    text: "Hello {{name}},\n\nopen this link within {{expiresInMinutes}} minutes to make this address the one of your {{tenantName}} account:\n\n{{link}}\n\nThe link works once. Until you open it, your account keeps its current address. If you did not ask for this, ignore this message.\n\n{{tenantName}} · {{tenantHost}}\n",
+    html: htmlPage(
+      `<p>Hello {{name}},</p><p>open this link within {{expiresInMinutes}} minutes to make this address the one of your {{tenantName}} account:</p>${button}Confirm my new address</a></p><p>The link works once. Until you open it, your account keeps its current address. If you did not ask for this, ignore this message.</p>`,
+    ),
+  },
+};
+
+const EMAIL_CHANGE_NOTICE: Record<string, EmailTemplate> = {
+  en: {
+    subject: "A change of your {{tenantName}} e-mail address was requested",
+    text: "Hello {{name}},\n\nsomeone signed in to your {{tenantName}} account asked to change its address to {{newEmail}}. Nothing changes until the new address is confirmed with the link sent to it.\n\nIf this was not you, change your password now and end your other sessions.\n\n{{tenantName}} · {{tenantHost}}\n",
+    html: htmlPage(
+      `<p>Hello {{name}},</p><p>someone signed in to your {{tenantName}} account asked to change its address to {{newEmail}}. Nothing changes until the new address is confirmed with the link sent to it.</p><p>If this was not you, change your password now and end your other sessions.</p>`,
+    ),
+  },
+};
+
 /** Plinth's own wording, per template and locale; a deployment overrides any part (Email:TemplatesDirectory). */
 const BUILT_IN: Record<EmailTemplateName, Record<string, EmailTemplate>> = {
+  "email-change": EMAIL_CHANGE,
+  "email-change-notice": EMAIL_CHANGE_NOTICE,
   "password-reset": {
     en: {
       subject: "Reset your {{tenantName}} password",

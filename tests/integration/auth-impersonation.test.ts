@@ -74,6 +74,11 @@ test("an impersonated session cannot change the password or touch API keys; its 
     as(json({ currentPassword: "whatever-it-is-1", newPassword: "violet-harbour-tangent-42" })),
   );
   expect(password.status).toBe(403);
+  const address = await h.request(
+    "/api/auth/email/change",
+    as(json({ newEmail: "taken-over@example.com", currentPassword: "whatever-it-is-1" })),
+  );
+  expect(address.status).toBe(403);
   expect((await h.request("/api/tenant/api-keys", as())).status).toBe(403);
   const key = await h.request("/api/tenant/api-keys", as(json({ name: "sneaky", scopes: ["users:read"] })));
   expect(key.status).toBe(403);

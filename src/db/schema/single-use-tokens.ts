@@ -12,6 +12,7 @@ export const singleUseTokenPurposes = [
   "passkey_registration",
   "passkey_sign_in",
   "mfa_sign_in",
+  "email_change",
 ] as const;
 export type SingleUseTokenPurpose = (typeof singleUseTokenPurposes)[number];
 
@@ -39,7 +40,7 @@ export const singleUseTokens = pgTable(
     index("single_use_tokens_tenant_idx").on(t.tenantId),
     check(
       "single_use_tokens_purpose_check",
-      sql`${t.purpose} in ('password_reset', 'email_verification', 'invitation', 'sign_up', 'sign_in_link', 'passkey_registration', 'passkey_sign_in', 'mfa_sign_in')`,
+      sql`${t.purpose} in ('password_reset', 'email_verification', 'invitation', 'sign_up', 'sign_in_link', 'passkey_registration', 'passkey_sign_in', 'mfa_sign_in', 'email_change')`,
     ),
     tenantIsolation(),
   ],

@@ -18,13 +18,14 @@ const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 
 /**
  * What an impersonated session may not touch (docs/auth.md, "Impersonation"): the user's password
- * (change and reset), second factors and passkeys, and the tenant's API keys.
+ * (change and reset), second factors and passkeys, the address (its change), and the tenant's API keys.
  */
 const REFUSED_TO_IMPERSONATION = [
   PASSWORD_CHANGE_PATH,
   "/api/auth/password/",
   "/api/auth/mfa",
   "/api/auth/passkeys",
+  "/api/auth/email/change",
   "/api/tenant/api-keys",
 ];
 const refusedToImpersonation = (path: string) =>
