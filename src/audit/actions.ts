@@ -1,4 +1,5 @@
 import { markdownTable } from "../markdown-table.ts";
+import { ACCOUNT_ACTIONS } from "./account-actions.ts";
 import type { ActionRow } from "./action-row.ts";
 import { MFA_ACTIONS } from "./mfa-actions.ts";
 import { SCIM_ACTIONS } from "./scim-actions.ts";
@@ -316,30 +317,11 @@ const ACTIONS = {
       "`code`, `ownerId`, `identity` (`existing`: a shared sign-in owns it; `new`: an account created)",
     writtenBy: "`completeSignUp` (POST /api/auth/signup/verify)",
   },
-  "user.email_change_requested": {
-    what: "A user asked to change their address; a link went to the new one, a notice to the current one.",
-    target: "`user`",
-    details: "—",
-    writtenBy: "`requestEmailChange` (POST /api/auth/email/change), in the chain of the session's tenant",
-  },
-  "user.email_changed": {
-    what: "A user's address changed, confirmed with the link sent to the new address.",
-    target: "`user`",
-    details: "`from`, `to` (the addresses)",
-    writtenBy: "`confirmEmailChange` (POST /api/auth/email/change/confirm)",
-  },
   "tenant.created": {
     what: "A tenant was created.",
     target: "`tenant`",
     details: "`code`",
     writtenBy: "`createTenant` (in the new tenant's chain)",
-  },
-  "tenant.settings_changed": {
-    what: "A tenant's sign-in settings changed (`privateIdentities`, `emailSignIn`).",
-    target: "`tenant`",
-    details: "`changed` (the names), and each changed setting's new value",
-    writtenBy:
-      "`updateTenantSettings` (PATCH /api/tenant/settings, PATCH /api/admin/tenants/{tenantId}/settings)",
   },
   "tenant.suspended": {
     what: "A tenant was suspended.",
@@ -348,6 +330,7 @@ const ACTIONS = {
     writtenBy: "`suspendTenant`",
   },
   ...TENANT_LIFECYCLE_ACTIONS,
+  ...ACCOUNT_ACTIONS,
   "platform.bootstrapped": {
     what: "The first platform administrator was created.",
     target: "`user`",
