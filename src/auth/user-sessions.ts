@@ -2,7 +2,7 @@ import { and, desc, eq, gt, isNull, ne, type SQL, sql } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import type { Ctx, TenantCtx } from "../context.ts";
 import { type DatabaseDeps, withDatabase, withTransaction } from "../db/operation.ts";
-import { sessions, tenantMemberships } from "../db/schema/index.ts";
+import { sessions, tenantMemberships, users } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { createdAtPosition, cursorCodec, type Page, type PageRequest, pageOf } from "../pagination.ts";
@@ -28,7 +28,7 @@ export interface UserSessionView {
 }
 
 /** Where a page of sessions ends: the last one's creation time (PostgreSQL's exact text) and id. */
-const sessionCursor = cursorCodec(createdAtPosition);
+export const sessionCursor = cursorCodec(createdAtPosition);
 
 const open = (now: Date): SQL | undefined => and(isNull(sessions.revokedAt), gt(sessions.expiresAt, now));
 
@@ -72,6 +72,46 @@ export async function listUserSessions(
     ({ position: _position, ...row }) => ({ ...row, current: row.id === caller.sessionId }),
     (row) => ({ createdAt: row.position, id: row.id }),
     sessionCursor,
+  );
+}
+
+/** One open session in a tenant, as the console's tenant page shows it. */
+export interface TenantSessionView {
+  id: string;
+  userId: string;
+  email: string;
+  kind: "token" | "browser";
+  createdAt: Date;
+  lastUsedAt: Date;
+  client: string | null;
+  address: string | null;
+  impersonatorId: string | null;
+}
+
+/** The open sessions in the ctx's tenant, most recently used first, at most `limit`. */
+export async function listTenantSessions(
+  deps: UserSessionDeps,
+  ctx: TenantCtx,
+  input: { limit: number },
+): Promise<TenantSessionView[]> {
+  return withDatabase(deps, ctx, (db) =>
+    db
+      .select({
+        id: sessions.id,
+        userId: sessions.userId,
+        email: users.email,
+        kind: sessions.kind,
+        createdAt: sessions.createdAt,
+        lastUsedAt: sessions.lastUsedAt,
+        client: sessions.userAgent,
+        address: sessions.clientIp,
+        impersonatorId: sessions.impersonatorId,
+      })
+      .from(sessions)
+      .innerJoin(users, eq(users.id, sessions.userId))
+      .where(and(eq(sessions.tenantId, ctx.tenantId), open(deps.clock.now())))
+      .orderBy(desc(sessions.lastUsedAt), desc(sessions.id))
+      .limit(input.limit),
   );
 }
 

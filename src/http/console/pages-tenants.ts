@@ -1,5 +1,6 @@
 import { Hono } from "hono";
 import { html } from "hono/html";
+import { endMemberSessions, listTenantSessions, type TenantSessionView } from "../../auth/user-sessions.ts";
 import { applySubscriptionEvent } from "../../billing/apply-subscription-event.ts";
 import { builtInFeatures } from "../../billing/catalog.ts";
 import { getSubscription } from "../../billing/get-subscription.ts";
@@ -81,15 +82,16 @@ type TenantDetail = Awaited<ReturnType<typeof loadTenantDetail>>;
 async function loadTenantDetail(deps: Deps, ctx: Ctx, input: { tenantId: string }) {
   const tenant = await getTenant(deps, ctx, input);
   const tenantCtx = { ...ctx, tenantId: tenant.id };
-  const [subscription, usage, users, invitations, domains, endpoints] = await Promise.all([
+  const [subscription, usage, users, invitations, sessions, domains, endpoints] = await Promise.all([
     getSubscription(deps, tenantCtx),
     getUsageReport(deps, tenantCtx),
     listTenantUsers(deps, tenantCtx, { limit: 100 }),
     listInvitations(deps, tenantCtx, { limit: 100 }),
+    listTenantSessions(deps, tenantCtx, { limit: 100 }),
     listCustomDomains(deps, tenantCtx, { limit: 100 }).then((page) => page.items),
     listWebhookEndpoints(deps, tenantCtx, { limit: 100 }).then((page) => page.items),
   ]);
-  return { tenant, subscription, usage, users, invitations, domains, endpoints };
+  return { tenant, subscription, usage, users, invitations, sessions, domains, endpoints };
 }
 
 function tenantSummaryHtml(deps: Pick<Deps, "config">, viewer: Viewer, data: TenantDetail): Html {
@@ -120,6 +122,22 @@ ${state === "suspended" ? html`<dt>Suspended</dt><dd>${when(subscription?.suspen
       : ""
   }</div></section>
 </div>`;
+}
+
+/** The tenant's open sessions, with a button (administrators) that ends every session of a member. */
+function memberSessionsHtml(viewer: Viewer, tenantId: string, sessions: TenantSessionView[]): Html {
+  return html`<h2 id="h-sessions">Member sessions</h2>
+<div class="table-wrap"><table class="stack" aria-labelledby="h-sessions">
+<thead><tr><th scope="col">Member</th><th scope="col">Kind</th><th scope="col">Signed in</th><th scope="col">Last used</th><th scope="col">Client</th><th scope="col">Address</th><th scope="col">End</th></tr></thead>
+<tbody>${
+    sessions.length
+      ? sessions.map(
+          (s) =>
+            html`<tr><th scope="row">${s.email}</th><td data-label="Kind">${s.kind}${s.impersonatorId ? html` <span class="badge warn">impersonated</span>` : ""}</td><td data-label="Signed in">${when(s.createdAt)}</td><td data-label="Last used">${when(s.lastUsedAt)}</td><td data-label="Client">${s.client ?? "—"}</td><td data-label="Address">${s.address ?? "—"}</td><td data-label="End">${actionButton(viewer, { action: `/console/tenants/${tenantId}/users/${s.userId}/end-sessions`, label: "End the member's sessions", danger: true })}</td></tr>`,
+        )
+      : html`<tr><td colspan="7" class="muted">No open sessions.</td></tr>`
+  }</tbody></table></div>
+${sessions.length === 100 ? html`<p class="muted">The 100 most recently used sessions are shown.</p>` : ""}`;
 }
 
 function tenantTablesHtml({ usage, users, invitations, domains, endpoints }: TenantDetail): Html {
@@ -188,13 +206,29 @@ export function tenantPages(deps: Deps) {
     const viewer = viewerOf(c);
     const data = await loadTenantDetail(deps, ctxOf(c, null), { tenantId: c.req.param("tenantId") });
     const done = c.req.query("done");
-    const body = html`${notice(done ? `Subscription ${done}.` : undefined, "ok")}
+    const message =
+      done === "sessions"
+        ? "The member's sessions in this tenant ended."
+        : done
+          ? `Subscription ${done}.`
+          : undefined;
+    const body = html`${notice(message, "ok")}
 ${tenantSummaryHtml(deps, viewer, data)}
-${tenantTablesHtml(data)}`;
+${tenantTablesHtml(data)}
+${memberSessionsHtml(viewer, data.tenant.id, data.sessions)}`;
     return pageResponse(
       c,
       layout({ title: `Tenant ${data.tenant.code}`, section: "/console/tenants", viewer, body }),
     );
+  });
+
+  router.post("/console/tenants/:tenantId/users/:userId/end-sessions", async (c) => {
+    const { tenantId, userId } = c.req.param();
+    if (!isUuid(tenantId) || !isUuid(userId)) throw new AppError("not_found", "No such member.");
+    // the same change as DELETE /api/admin/tenants/{tenantId}/users/{userId}/sessions
+    const { ended } = await endMemberSessions(deps, adminCtxOf(c, tenantId), { userId });
+    consoleActed(deps, c, "auth.session_ended", { type: "user", id: userId }, { count: ended });
+    return seeOther(c, `/console/tenants/${tenantId}?done=sessions`);
   });
 
   for (const event of ["suspend", "reactivate"] as const) {

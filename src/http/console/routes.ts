@@ -20,6 +20,7 @@ import { jobPages, schedulePages } from "./pages-jobs.ts";
 import { outboxPages } from "./pages-outbox.ts";
 import { overviewPage } from "./pages-overview.ts";
 import { passkeyPages, passkeySignInRoute } from "./pages-passkeys.ts";
+import { sessionPages } from "./pages-sessions.ts";
 import { tenantPages } from "./pages-tenants.ts";
 import { consoleActed, formOf, pageResponse } from "./respond.ts";
 import {
@@ -70,6 +71,7 @@ const CONSOLE_PAGES: readonly ConsolePage[] = [
   { path: "/console/domains", title: "Domains", seenBy: STAFF, routes: domainPages },
   { path: "/console/audit", title: "Audit", seenBy: STAFF, routes: auditPages },
   { path: "/console/passkeys", title: "Passkeys", seenBy: STAFF, routes: passkeyPages },
+  { path: "/console/sessions", title: "Sessions", seenBy: STAFF, routes: sessionPages },
   { path: "/console/outbox", title: "Outbox", seenBy: STAFF, routes: outboxPages, developmentOnly: true },
 ];
 
