@@ -8,12 +8,14 @@ import { enqueueEmail } from "../email/enqueue-email.ts";
 import { EMAIL_LINK_PATHS, emailLink } from "../email/links.ts";
 import { AppError } from "../errors.ts";
 import { assertAllowed } from "../security/windows.ts";
+import { type BrowserSignIn, startBrowserSession } from "./browser-sessions.ts";
 import { completeSignIn } from "./complete-sign-in.ts";
 import type { AuthDeps } from "./deps.ts";
-import type { MfaRequired } from "./mfa-step.ts";
+import { type MfaRequired, mfaStepFor } from "./mfa-step.ts";
 import { hmac, opaqueToken, safeEqual, tokenHash } from "./opaque-tokens.ts";
 import { recordSignInFailure } from "./password-sign-in.ts";
-import { clientIpOf, invalidCredentials, type TokenPair } from "./sessions.ts";
+import { clientIpOf, invalidCredentials, type SignIn, type TokenPair } from "./sessions.ts";
+import { assertSsoNotEnforced } from "./sso-enforcement.ts";
 import { findSignInUser, type Identity, loadIdentity, normaliseEmail } from "./user-identity.ts";
 
 /**
@@ -118,6 +120,18 @@ export async function verifyEmailCode(
   ctx: Ctx,
   input: { email: string; code: string },
 ): Promise<TokenPair | MfaRequired> {
+  return completeSignIn(deps, await checkEmailCode(deps, ctx, input));
+}
+
+/**
+ * The code's check alone (the verification of `verifyEmailCode`): the sign-in it proves, for a
+ * token pair (`completeSignIn`) or a browser session (`completeBrowserEmailSignIn`).
+ */
+export async function checkEmailCode(
+  deps: AuthDeps,
+  ctx: Ctx,
+  input: { email: string; code: string },
+): Promise<SignIn> {
   try {
     return await signInWithEmailCode(deps, ctx, input);
   } catch (error) {
@@ -135,7 +149,7 @@ async function signInWithEmailCode(
   deps: AuthDeps,
   ctx: Ctx,
   input: { email: string; code: string },
-): Promise<TokenPair | MfaRequired> {
+): Promise<SignIn> {
   const email = normaliseEmail(input.email);
   if (!/^\d{6}$/.test(input.code)) throw invalidCredentials();
   const account = accountOf(ctx, email);
@@ -179,7 +193,19 @@ async function signInWithEmailCode(
   );
   if (!identity) throw invalidCredentials();
   await deps.windows.reset("emailCodeVerify", { account });
-  return completeSignIn(deps, { identity, ctx, method: "email_code" });
+  return { identity, ctx, method: "email_code" };
+}
+
+/**
+ * A verified e-mail sign-in as a browser session: the second-factor step first when the user has one
+ * (as `signInBrowser` does for a password), else the session's sealed cookie and CSRF token.
+ */
+export async function completeBrowserEmailSignIn(
+  deps: AuthDeps,
+  signIn: SignIn,
+): Promise<BrowserSignIn | MfaRequired> {
+  await assertSsoNotEnforced(deps, signIn);
+  return (await mfaStepFor(deps, signIn, "browser")) ?? startBrowserSession(deps, signIn);
 }
 
 /** A dead link: unknown, used, expired or of another tenant, as every mailed link answers it. */
@@ -195,6 +221,11 @@ export async function signInWithEmailLink(
   ctx: Ctx,
   input: { token: string },
 ): Promise<TokenPair | MfaRequired> {
+  return completeSignIn(deps, await checkEmailLink(deps, ctx, input));
+}
+
+/** The link's check alone (of `signInWithEmailLink`): the sign-in it proves. */
+export async function checkEmailLink(deps: AuthDeps, ctx: Ctx, input: { token: string }): Promise<SignIn> {
   const now = deps.clock.now();
   const match = and(
     eq(emailSignInCodes.linkHash, tokenHash(input.token)),
@@ -205,11 +236,7 @@ export async function signInWithEmailLink(
       ? await withPlatformTransaction(deps, ctx, (tx) => spendCode(tx, match, now))
       : await withTransaction(deps, ctx, (tx) => spendCode(tx, match, now));
   if (!identity) throw invalidLink();
-  return completeSignIn(deps, {
-    identity,
-    ctx: { ...ctx, tenantId: identity.tenantId },
-    method: "email_link",
-  });
+  return { identity, ctx: { ...ctx, tenantId: identity.tenantId }, method: "email_link" };
 }
 
 /**

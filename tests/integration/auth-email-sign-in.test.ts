@@ -19,7 +19,11 @@ import { linkIn, tokenOf, useMailTestApp } from "../helpers/mailed-links.ts";
  */
 
 const clock = new ManualClock(new Date());
-const { h, deliverTexts } = useMailTestApp({ clock });
+const ORIGIN = "https://app.plinth.test";
+const { h, deliverTexts } = useMailTestApp({
+  clock,
+  settings: { "BrowserAuth:AllowedOrigins:0": ORIGIN },
+});
 
 const start = (body: { email: string; tenant?: string }, peer?: string) =>
   h.request("/api/auth/email/code", json(body), peer);
@@ -219,4 +223,43 @@ test("platform admins read and change a tenant's settings; an unknown setting is
   expect(
     (await patch({ emailSignIn: true }, `/api/admin/tenants/${crypto.randomUUID()}/settings`)).status,
   ).toBe(404);
+});
+
+test("a browser signs in with the code or the link from an allowed origin only: the session cookie", async () => {
+  const tenant = await signedInTenant(h);
+  expect((await settings(tenant, { emailSignIn: true })).status).toBe(200);
+  const email = tenant.member.email;
+  const browser = (path: string, body: unknown, origin = ORIGIN) => h.request(path, json(body, { origin }));
+  const cookieOf = (response: Response) =>
+    (response.headers.getSetCookie().find((line) => line.startsWith("__Host-plinth_session=")) ?? "").split(
+      ";",
+    )[0] ?? "";
+
+  expect((await start({ email, tenant: tenant.code })).status).toBe(202);
+  const { code, token } = await mailed(email);
+  const elsewhere = await browser(
+    "/api/auth/browser/email/code/verify",
+    { email, code, tenant: tenant.code },
+    "https://evil.example",
+  );
+  expect(elsewhere.status).toBe(403);
+  const signedIn = await browser("/api/auth/browser/email/code/verify", { email, code, tenant: tenant.code });
+  expect(signedIn.status).toBe(200);
+  expect(Object.keys((await signedIn.json()) as object).sort()).toEqual([
+    "csrfToken",
+    "expiresIn",
+    "passwordChangeRequired",
+  ]);
+  const cookie = cookieOf(signedIn);
+  expect(cookie).not.toBe("");
+  const me = await h.request("/api/auth/me", { headers: { cookie, origin: ORIGIN } });
+  expect(me.status).toBe(200);
+  // the link of the same message was spent with the code
+  expect((await browser("/api/auth/browser/email/link", { token })).status).toBe(404);
+
+  expect((await start({ email, tenant: tenant.code })).status).toBe(202);
+  const second = await mailed(email);
+  const viaLink = await browser("/api/auth/browser/email/link", { token: second.token });
+  expect(viaLink.status).toBe(200);
+  expect(cookieOf(viaLink)).not.toBe("");
 });

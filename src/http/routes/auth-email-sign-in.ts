@@ -1,8 +1,21 @@
 import { z } from "@hono/zod-openapi";
-import { sendEmailSignIn, signInWithEmailLink, verifyEmailCode } from "../../auth/email-sign-in.ts";
+import type { Context } from "hono";
+import { browserOriginCheck } from "../../auth/browser-sessions.ts";
+import {
+  checkEmailCode,
+  checkEmailLink,
+  completeBrowserEmailSignIn,
+  sendEmailSignIn,
+  signInWithEmailLink,
+  verifyEmailCode,
+} from "../../auth/email-sign-in.ts";
+import type { SignIn } from "../../auth/sessions.ts";
+import { AppError } from "../../errors.ts";
 import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
-import { anonymousCtxOf, createRouter } from "../request-context.ts";
+import { type AppEnv, anonymousCtxOf, createRouter } from "../request-context.ts";
+import { setSessionCookie } from "../session-cookie.ts";
 import { type AuthRouteDeps, signInResult, signInTenant } from "./auth.ts";
+import { browserSignInResult } from "./auth-schemas.ts";
 
 const tenantCode = z
   .string()
@@ -10,6 +23,15 @@ const tenantCode = z
   .max(64)
   .optional()
   .openapi({ description: "Tenant code (on the platform host)." });
+
+const emailSignInCode = z
+  .object({ email: z.string().min(1).max(320), code: z.string().min(1).max(16), tenant: tenantCode })
+  .openapi("EmailSignInCode");
+const emailSignInLink = z
+  .object({
+    token: z.string().min(16).max(256).openapi({ description: "The `token` of the link in the message." }),
+  })
+  .openapi("EmailSignInLink");
 
 const routes = {
   start: apiRoute("public", {
@@ -38,15 +60,7 @@ const routes = {
     tags: ["auth"],
     summary: "Sign in with the code of a sign-in message.",
     request: {
-      body: jsonBody(
-        z
-          .object({
-            email: z.string().min(1).max(320),
-            code: z.string().min(1).max(16),
-            tenant: tenantCode,
-          })
-          .openapi("EmailSignInCode"),
-      ),
+      body: jsonBody(emailSignInCode),
     },
     responses: {
       200: json("Signed in, or the second-factor step.", signInResult),
@@ -64,17 +78,7 @@ const routes = {
     tags: ["auth"],
     summary: "Sign in with the token of a sign-in message's link.",
     request: {
-      body: jsonBody(
-        z
-          .object({
-            token: z
-              .string()
-              .min(16)
-              .max(256)
-              .openapi({ description: "The `token` of the link in the message." }),
-          })
-          .openapi("EmailSignInLink"),
-      ),
+      body: jsonBody(emailSignInLink),
     },
     responses: {
       200: json("Signed in, or the second-factor step.", signInResult),
@@ -84,10 +88,69 @@ const routes = {
       ),
     },
   }),
+  browserVerify: apiRoute(
+    "public",
+    {
+      method: "post",
+      path: "/api/auth/browser/email/code/verify",
+      operationId: "browserVerifyEmailSignInCode",
+      tags: ["auth"],
+      summary:
+        "Browser sign-in with the code of a sign-in message: sets the session cookie (or the second-factor step).",
+      description:
+        "As POST /api/auth/email/code/verify, from an `Origin` in BrowserAuth:AllowedOrigins only.",
+      request: { body: jsonBody(emailSignInCode) },
+      responses: {
+        200: json(
+          "Signed in (send csrfToken back as X-CSRF-Token), or the second-factor step.",
+          browserSignInResult,
+        ),
+        401: problem("Wrong, expired or used code (the same answer for an unknown address)."),
+        403: problem("Origin not allowed."),
+        429: problem("Too many attempts."),
+      },
+    },
+    { cookies: true },
+  ),
+  browserLink: apiRoute(
+    "public",
+    {
+      method: "post",
+      path: "/api/auth/browser/email/link",
+      operationId: "browserSignInWithEmailLink",
+      tags: ["auth"],
+      summary:
+        "Browser sign-in with the token of a sign-in message's link: sets the session cookie (or the second-factor step).",
+      description: "As POST /api/auth/email/link, from an `Origin` in BrowserAuth:AllowedOrigins only.",
+      request: { body: jsonBody(emailSignInLink) },
+      responses: {
+        200: json(
+          "Signed in (send csrfToken back as X-CSRF-Token), or the second-factor step.",
+          browserSignInResult,
+        ),
+        403: problem("Origin not allowed."),
+        404: problem("The link is unknown, used or expired (the same answer for each)."),
+      },
+    },
+    { cookies: true },
+  ),
 };
 
 /** Sign-in by a code or link mailed to the address, where the tenant allows it (src/auth/email-sign-in.ts). */
 export function emailSignInRoutes(deps: AuthRouteDeps) {
+  const originAllowed = browserOriginCheck(deps.config);
+  /** A verified sign-in as a browser session: only from an allowed origin, checked before the credential. */
+  const asBrowser = async (c: Context<AppEnv>, check: () => Promise<SignIn>) => {
+    const origin = c.req.header("origin");
+    if (!origin || !originAllowed(origin))
+      throw new AppError("forbidden", "This origin may not use browser authentication.");
+    const signedIn = await completeBrowserEmailSignIn(deps, await check());
+    c.header("cache-control", "no-store");
+    if ("mfaRequired" in signedIn) return signedIn;
+    const { cookie, ...session } = signedIn;
+    setSessionCookie(c, deps.config, cookie, session.expiresIn);
+    return session;
+  };
   return createRouter()
     .openapi(routes.start, async (c) => {
       const { tenant, email } = c.req.valid("json");
@@ -110,5 +173,22 @@ export function emailSignInRoutes(deps: AuthRouteDeps) {
       );
       c.header("cache-control", "no-store");
       return c.json(pair, 200);
-    });
+    })
+    .openapi(routes.browserVerify, async (c) => {
+      const { tenant, ...input } = c.req.valid("json");
+      return c.json(
+        await asBrowser(c, async () =>
+          checkEmailCode(deps, anonymousCtxOf(c, await signInTenant(deps, c, tenant)), input),
+        ),
+        200,
+      );
+    })
+    .openapi(routes.browserLink, async (c) =>
+      c.json(
+        await asBrowser(c, () =>
+          checkEmailLink(deps, anonymousCtxOf(c, c.get("tenant")?.id ?? null), c.req.valid("json")),
+        ),
+        200,
+      ),
+    );
 }

@@ -38,3 +38,6 @@ export const browserSession = z
 
 /** A sign-in's answer: the token pair, or the second-factor step. */
 export const signInResult = z.union([tokenPair, mfaRequired]).openapi("SignInResult");
+
+/** A browser sign-in's answer: the session (its cookie set), or the second-factor step. */
+export const browserSignInResult = z.union([browserSession, mfaRequired]).openapi("BrowserSignInResult");

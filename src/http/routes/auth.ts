@@ -14,7 +14,7 @@ import { tenantCodeAllowed, UNKNOWN_TENANT_ID } from "../middleware/tenancy.ts";
 import { accessOf, apiRoute, json, jsonBody, problem, routerPath } from "../openapi.ts";
 import { type AppEnv, anonymousCtxOf, createRouter, ctxOf } from "../request-context.ts";
 import { clearSessionCookie, setSessionCookie } from "../session-cookie.ts";
-import { browserSession, mfaRequired, signInResult, tokenPair } from "./auth-schemas.ts";
+import { browserSession, browserSignInResult, mfaRequired, signInResult, tokenPair } from "./auth-schemas.ts";
 
 /**
  * An E.164 number as the SMS sign-in reads it: `+`, then 7 to 15 digits (the first not 0), with
@@ -48,6 +48,8 @@ export const CREDENTIAL_PATHS = [
   "/api/auth/email/link",
   "/api/auth/email/change",
   "/api/auth/email/change/confirm",
+  "/api/auth/browser/email/code/verify",
+  "/api/auth/browser/email/link",
   "/api/auth/switch",
   "/api/auth/signup",
   "/api/auth/signup/verify",
@@ -74,6 +76,7 @@ export const WINDOW_KINDS: Record<string, WindowKind> = {
   "/api/auth/email/code": "emailCodeSend",
   "/api/auth/email/change": "password",
   "/api/auth/email/code/verify": "emailCodeVerify",
+  "/api/auth/browser/email/code/verify": "emailCodeVerify",
   "/api/auth/password/forgot": "passwordReset",
   "/api/auth/signup": "signUp",
   "/api/auth/mfa/verify": "mfaVerify",
@@ -251,7 +254,7 @@ const routes = {
       responses: {
         200: json(
           "Signed in (send csrfToken back as X-CSRF-Token on state-changing requests), or the second-factor step (no cookie yet).",
-          z.union([browserSession, mfaRequired]).openapi("BrowserSignInResult"),
+          browserSignInResult,
         ),
         401: problem("Invalid credentials (the same answer for an unknown account)."),
         403: problem("Origin not allowed."),
