@@ -10,6 +10,7 @@ import { withDatabase, withTransaction } from "../db/operation.ts";
 import { tenantEmailDomains } from "../db/schema/sso.ts";
 import { AppError } from "../errors.ts";
 import { emitEvent } from "../events/outbox.ts";
+import { createdAtPosition, cursorCodec, type Page, type PageRequest, pageOf } from "../pagination.ts";
 import { parseHostname } from "../tenancy/hostnames.ts";
 import { isUuid } from "../tenancy/tenants.ts";
 import type { SsoDeps } from "./sso-deps.ts";
@@ -111,17 +112,38 @@ export async function addEmailDomain(
 }
 
 /** The tenant's e-mail domains, newest first (a tenant holds a handful: no paging beyond 200). */
-export async function listEmailDomains(deps: SsoDeps, ctx: TenantCtx): Promise<EmailDomainView[]> {
+export async function listEmailDomains(
+  deps: SsoDeps,
+  ctx: TenantCtx,
+  input: PageRequest,
+): Promise<Page<EmailDomainView>> {
+  const after = domainCursor.decodeOptional(input.cursor);
   const rows = await withDatabase(deps, ctx, (db) =>
     db
-      .select()
+      .select({ row: tenantEmailDomains, position: sql<string>`${tenantEmailDomains.createdAt}::text` })
       .from(tenantEmailDomains)
-      .where(eq(tenantEmailDomains.tenantId, ctx.tenantId))
-      .orderBy(desc(tenantEmailDomains.createdAt))
-      .limit(200),
+      .where(
+        and(
+          eq(tenantEmailDomains.tenantId, ctx.tenantId),
+          after
+            ? sql`(${tenantEmailDomains.createdAt}, ${tenantEmailDomains.id}) < (${after.createdAt}::timestamptz, ${after.id}::uuid)`
+            : undefined,
+        ),
+      )
+      .orderBy(desc(tenantEmailDomains.createdAt), desc(tenantEmailDomains.id))
+      .limit(input.limit + 1),
   );
-  return rows.map((row) => viewOf(deps, row));
+  return pageOf(
+    rows,
+    input.limit,
+    ({ row }) => viewOf(deps, row),
+    ({ row, position }) => ({ createdAt: position, id: row.id }),
+    domainCursor,
+  );
 }
+
+/** Where a page of e-mail domains ends: the last one's creation time (PostgreSQL's exact text) and id. */
+const domainCursor = cursorCodec(createdAtPosition);
 
 /** Removes one of the tenant's e-mail domains (its addresses stop being routed at once). */
 export async function removeEmailDomain(deps: SsoDeps, ctx: TenantCtx, input: { id: string }): Promise<void> {

@@ -17,7 +17,7 @@ export interface SsoEnforcement {
  * Turns SSO enforcement on or off for the ctx tenant (`PUT /api/tenant/sso/enforcement`): while on,
  * password and e-mail-code sign-in are refused for addresses of its verified domains
  * (src/auth/sso-enforcement.ts), except the break-glass owner: `breakGlassUserId`, by default the
- * owner turning it on; it must be an Active owner of the tenant (400 naming it). 402 without `sso`.
+ * owner turning it on; it must be an Active owner of the tenant (404 otherwise). 402 without `sso`.
  */
 export async function setSsoEnforcement(
   deps: SsoDeps,
@@ -27,10 +27,9 @@ export async function setSsoEnforcement(
   await assertFeature(deps, ctx, { feature: "sso" });
   const caller = ctx.actor.type === "user" ? ctx.actor.userId : null;
   const breakGlassUserId = input.enforced ? (input.breakGlassUserId ?? caller) : null;
+  // a reference to a user the tenant has no Active owner by: 404, as a path id would be
   const refuse = () =>
-    new AppError("validation_failed", "The break-glass user is not an Active owner of this tenant.", {
-      fields: [{ path: "breakGlassUserId", message: "must be an Active owner of this tenant" }],
-    });
+    new AppError("not_found", "No Active owner of this tenant has this id (breakGlassUserId).");
   if (breakGlassUserId !== null) {
     if (!isUuid(breakGlassUserId)) throw refuse();
     const [owner] = await withDatabase(deps, ctx, (db) =>

@@ -9,8 +9,9 @@ export const DEFAULT_RETURN_PATH = "/auth/sso/complete";
 /**
  * The `returnTo` of a sign-in, checked: an absolute http(s) URL under an origin of
  * `BrowserAuth:AllowedOrigins` or under `Server:PublicBaseUrl` (the application's front end, the
- * console); none: `<PublicBaseUrl>/auth/sso/complete`. Anything else is a 400 naming `returnTo`, so
- * a sign-in code is never sent to a site the operator did not list.
+ * console); none: `<PublicBaseUrl>/auth/sso/complete`. A value that is no such URL is a 400 naming
+ * `returnTo`; a well-formed URL under another origin is a 403 (as the console answers an origin it does
+ * not serve), so a sign-in code is never sent to a site the operator did not list.
  */
 export function checkReturnTo(config: AppConfig, returnTo: string | undefined): string {
   const base = publicBaseUrl(config.settings);
@@ -31,7 +32,11 @@ export function checkReturnTo(config: AppConfig, returnTo: string | undefined): 
     ...config.settings.BrowserAuth.AllowedOrigins.map(normaliseOrigin),
     normaliseOrigin(base),
   ]);
-  if (!allowed.has(url.origin)) throw refuse("its origin is not in BrowserAuth:AllowedOrigins");
+  if (!allowed.has(url.origin))
+    throw new AppError(
+      "forbidden",
+      `returnTo's origin ${url.origin} is not in BrowserAuth:AllowedOrigins (nor Server:PublicBaseUrl).`,
+    );
   url.hash = "";
   return url.toString();
 }

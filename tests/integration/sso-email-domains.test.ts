@@ -133,7 +133,8 @@ describe("enforcement", () => {
     const put = (body: unknown, who: "owner" | "admin" = "owner") =>
       t.request("/api/tenant/sso/enforcement", { ...json(body, c[who].headers), method: "PUT" });
     expect((await put({ enforced: true }, "admin")).status).toBe(403);
-    expect((await put({ enforced: true, breakGlassUserId: c.member.id })).status).toBe(400);
+    // a member, not an owner: no Active owner has this id
+    expect((await put({ enforced: true, breakGlassUserId: c.member.id })).status).toBe(404);
     const on = await put({ enforced: true });
     expect(on.status).toBe(200);
     expect(await on.json()).toEqual({ enforced: true, breakGlassUserId: c.owner.id });

@@ -184,10 +184,13 @@ describe("OIDC sign-in", () => {
     expect((await discover(`bob@nowhere-${crypto.randomUUID().slice(0, 6)}.example`)).status).toBe(404);
   });
 
-  test("a returnTo outside the allowed origins is refused, naming returnTo", async () => {
+  test("a returnTo outside the allowed origins is refused (403, naming the origin); one that is no URL is a 400 naming returnTo", async () => {
     const res = await discover("x@example.com", "https://evil.example/steal");
-    expect(res.status).toBe(400);
-    expect(JSON.stringify(await res.json())).toContain("returnTo");
+    expect(res.status).toBe(403);
+    expect(JSON.stringify(await res.json())).toContain("https://evil.example");
+    const bad = await discover("x@example.com", "not a url");
+    expect(bad.status).toBe(400);
+    expect(JSON.stringify(await bad.json())).toContain("returnTo");
   });
 
   test("a made-up code or state is refused", async () => {

@@ -334,9 +334,13 @@ describe("db:isolation", () => {
     const clean = run();
     expect(clean.output).toContain("each with RLS enabled, forced and a tenant policy");
     expect(clean.code).toBe(0);
-    expect(clean.output).toContain(
-      "3 reached through a parent, each with RLS enabled, forced and a policy through it",
-    );
+    // at least the three of migration 0033 (refresh_tokens, webhook_delivery_attempts,
+    // platform_role_bindings); later tables (a user's second factors) join them
+    const children =
+      /(\d+) reached through a parent, each with RLS enabled, forced and a policy through it/.exec(
+        clean.output,
+      );
+    expect(Number(children?.[1])).toBeGreaterThanOrEqual(3);
     const fixtures = [
       "tenant-table-without-rls.sql",
       "tenant-table-not-forced.sql",

@@ -173,6 +173,7 @@ const routes = {
         "PublicKeyCredentialRequestOptionsJSON (no credentials listed: the authenticator offers its own).",
         ceremonyOptions("PasskeySignInOptions", "WebAuthn `PublicKeyCredentialRequestOptionsJSON`."),
       ),
+      401: problem("The `mfaToken` is unknown, used or expired: sign in again."),
     },
   }),
   loginVerify: apiRoute("public", {

@@ -54,7 +54,7 @@ const domainSchema = z
 const domainList = page(domainSchema).openapi("TenantDomainList");
 /** A DNS name: LDH labels of 1–63 characters, at least two of them, one trailing dot allowed. */
 // the last label is not all digits nor 0x…: such a name is an IP address to a URL parser (WHATWG)
-const HOSTNAME_PATTERN =
+export const HOSTNAME_PATTERN =
   /^(?=.{1,253}\.?$)(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+(?![0-9]+\.?$)(?!0[xX])[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.?$/;
 
 const newDomain = z

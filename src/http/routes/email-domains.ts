@@ -8,8 +8,9 @@ import {
 import { setSsoEnforcement } from "../../sso/enforcement.ts";
 import type { SsoDeps } from "../../sso/sso-deps.ts";
 import { tenantAccess } from "../access.ts";
-import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
+import { apiRoute, json, jsonBody, pageQuery, problem } from "../openapi.ts";
 import { createRouter, tenantCtxOf } from "../request-context.ts";
+import { HOSTNAME_PATTERN } from "./custom-domains.ts";
 
 const emailDomain = z
   .object({
@@ -49,7 +50,13 @@ const routes = {
       request: {
         body: jsonBody(
           z
-            .object({ domain: z.string().min(1).max(300).openapi({ example: "example.com" }) })
+            .object({
+              domain: z
+                .string()
+                .min(1)
+                .max(300)
+                .openapi({ pattern: HOSTNAME_PATTERN.source, example: "example.com" }),
+            })
             .openapi("NewEmailDomain"),
         ),
       },
@@ -66,9 +73,16 @@ const routes = {
     path: "/api/tenant/email-domains",
     operationId: "tenantListEmailDomains",
     tags: ["tenant"],
-    summary: "The tenant's e-mail domains, newest first.",
+    summary: "The tenant's e-mail domains, newest first, a page at a time.",
+    request: { query: z.object(pageQuery) },
     responses: {
-      200: json("The domains.", z.object({ items: z.array(emailDomain) }).openapi("EmailDomainList")),
+      200: json(
+        "A page of domains; pass `nextCursor` as `cursor` for the next one (null on the last page).",
+        z
+          .object({ items: z.array(emailDomain), nextCursor: z.string().nullable() })
+          .openapi("EmailDomainList"),
+      ),
+      400: problem("The limit or the cursor is not valid."),
     },
   }),
   check: apiRoute(write, {
@@ -117,6 +131,7 @@ const routes = {
           .openapi("SsoEnforcement"),
       ),
       402: problem("`payment_required`: the tenant's plan has no `sso`."),
+      404: problem("`breakGlassUserId` is no Active owner of this tenant."),
     },
   }),
 };
@@ -128,7 +143,9 @@ export function emailDomainRoutes(deps: SsoDeps) {
       const domain = await addEmailDomain(deps, tenantCtxOf(c), c.req.valid("json"));
       return c.json(domain, 201, { location: `/api/tenant/email-domains/${domain.id}` });
     })
-    .openapi(routes.list, async (c) => c.json({ items: await listEmailDomains(deps, tenantCtxOf(c)) }, 200))
+    .openapi(routes.list, async (c) =>
+      c.json(await listEmailDomains(deps, tenantCtxOf(c), c.req.valid("query")), 200),
+    )
     .openapi(routes.check, async (c) =>
       c.json(await checkEmailDomain(deps, tenantCtxOf(c), { id: c.req.valid("param").id }), 200),
     )

@@ -59,6 +59,8 @@ const routes = {
           .object({
             email: z.string().min(3).max(320),
             returnTo: z.string().max(2048).optional().openapi({
+              format: "uri",
+              pattern: "^https?://[^\\s/?#@]+(?:[/?#]\\S*)?$",
               description:
                 "Where the code goes: a URL under an origin of `BrowserAuth:AllowedOrigins` or `Server:PublicBaseUrl`; default `<PublicBaseUrl>/auth/sso/complete`.",
             }),
@@ -68,6 +70,9 @@ const routes = {
     },
     responses: {
       200: json("Send the browser here.", z.object({ redirectUrl: z.string() }).openapi("SsoRedirect")),
+      403: problem(
+        "`returnTo` is under an origin not in `BrowserAuth:AllowedOrigins` (nor `Server:PublicBaseUrl`).",
+      ),
       404: problem("No single sign-on applies to this address."),
     },
   }),
