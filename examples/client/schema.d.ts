@@ -1022,7 +1022,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The tenant's e-mail domains, newest first. */
+        /** The tenant's e-mail domains, newest first, a page at a time. */
         get: operations["tenantListEmailDomains"];
         put?: never;
         /** Claim an e-mail domain for single sign-on: answers the TXT record to publish. */
@@ -3489,7 +3489,10 @@ export interface components {
         };
         SsoDiscovery: {
             email: string;
-            /** @description Where the code goes: a URL under an origin of `BrowserAuth:AllowedOrigins` or `Server:PublicBaseUrl`; default `<PublicBaseUrl>/auth/sso/complete`. */
+            /**
+             * Format: uri
+             * @description Where the code goes: a URL under an origin of `BrowserAuth:AllowedOrigins` or `Server:PublicBaseUrl`; default `<PublicBaseUrl>/auth/sso/complete`.
+             */
             returnTo?: string;
         };
         SsoTestReport: {
@@ -3551,6 +3554,7 @@ export interface components {
         };
         EmailDomainList: {
             items: components["schemas"]["EmailDomain"][];
+            nextCursor: string | null;
         };
         SsoEnforcement: {
             enforced: boolean;
@@ -9513,6 +9517,19 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The `mfaToken` is unknown, used or expired: sign in again. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `payload_too_large`: the body is over `Server:MaxBodyBytes`. */
             413: {
                 headers: {
@@ -11801,6 +11818,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `returnTo` is under an origin not in `BrowserAuth:AllowedOrigins` (nor `Server:PublicBaseUrl`). */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description No single sign-on applies to this address. */
             404: {
                 headers: {
@@ -12138,7 +12167,12 @@ export interface operations {
     };
     tenantListEmailDomains: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Items per page, 1–200 (default 50). */
+                limit?: number;
+                /** @description The previous page's `nextCursor`, as it came (opaque: base64url of a JSON position; the `next` link of the 200 answer says where it comes from). Any other value — one this list did not return, edited, another list's — is a 400 naming `cursor`. */
+                cursor?: string;
+            };
             header?: {
                 /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
@@ -12148,7 +12182,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The domains. */
+            /** @description A page of domains; pass `nextCursor` as `cursor` for the next one (null on the last page). */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -12160,7 +12194,7 @@ export interface operations {
                     "application/json": components["schemas"]["EmailDomainList"];
                 };
             };
-            /** @description `validation_failed` (the `errors` name the fields), `host_not_allowed` or `bad_request`. */
+            /** @description The limit or the cursor is not valid. */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -12631,7 +12665,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not_found`: no such resource, or the token belongs to another tenant than the host's. */
+            /** @description `breakGlassUserId` is no Active owner of this tenant. */
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
