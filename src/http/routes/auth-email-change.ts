@@ -23,7 +23,7 @@ const routes = {
         body: jsonBody(
           z
             .object({
-              newEmail: z.string().min(1).max(320),
+              newEmail: z.email().max(320),
               currentPassword: z.string().min(1).max(1024),
             })
             .openapi("EmailChangeRequest"),
