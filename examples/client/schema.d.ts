@@ -3310,6 +3310,7 @@ export interface components {
             removed: string[];
         };
         EmailChangeRequest: {
+            /** Format: email */
             newEmail: string;
             currentPassword: string;
         };
