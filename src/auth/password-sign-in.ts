@@ -10,6 +10,7 @@ import { completeSignIn } from "./complete-sign-in.ts";
 import type { AuthDeps } from "./deps.ts";
 import type { MfaRequired } from "./mfa-step.ts";
 import { opaqueToken } from "./opaque-tokens.ts";
+import { sessionAuthOf } from "./session-auth.ts";
 import {
   callerOf,
   clientIpOf,
@@ -17,7 +18,6 @@ import {
   invalidCredentials,
   issueRefreshToken,
   type SignIn,
-  sessionAuthOf,
   type TokenPair,
   tokenPairFor,
 } from "./sessions.ts";

@@ -7,7 +7,8 @@ import { assertAllowed } from "../security/windows.ts";
 import type { AuthDeps } from "./deps.ts";
 import { codeCheck, type FactorCheck } from "./mfa-step.ts";
 import { enrolledMethods } from "./second-factors.ts";
-import { callerOf, clientIpOf, type SessionAuth, sessionAuthOf } from "./sessions.ts";
+import { type SessionAuth, sessionAuthOf } from "./session-auth.ts";
+import { callerOf, clientIpOf } from "./sessions.ts";
 import { MFA_ACR } from "./tokens.ts";
 import { loadIdentity } from "./user-identity.ts";
 

@@ -1,6 +1,7 @@
 import { and, asc, eq, or } from "drizzle-orm";
 import type { AuthDeps } from "../auth/deps.ts";
-import { callerOf, sessionAuthOf, startTokenSession, type TokenPair } from "../auth/sessions.ts";
+import { sessionAuthOf } from "../auth/session-auth.ts";
+import { callerOf, startTokenSession, type TokenPair } from "../auth/sessions.ts";
 import { loadIdentity } from "../auth/user-identity.ts";
 import type { Ctx } from "../context.ts";
 import { type DatabaseDeps, withDatabase } from "../db/operation.ts";
