@@ -1,9 +1,8 @@
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { tenantFeatureOverrides } from "../../src/db/schema/index.ts";
-import { type ApiProcess, startApi } from "../helpers/api-process.ts";
-import { relaxedLimits, settingsEnv, useTestDatabase } from "../helpers/app.ts";
-import { createTenant, createUser, PASSWORD } from "../helpers/identity.ts";
-import { rsaKeys } from "../helpers/production-env.ts";
+import { useApiPair } from "../helpers/api-pair.ts";
+import { useTestDatabase } from "../helpers/app.ts";
+import { createTenant, createUser } from "../helpers/identity.ts";
 
 /**
  * Two real API processes over one database: a member the directory deactivates (SCIM PATCH
@@ -12,57 +11,10 @@ import { rsaKeys } from "../helpers/production-env.ts";
  */
 
 const t = useTestDatabase({ poolSize: 4 });
-const servers: ApiProcess[] = [];
-let ports: number[] = [];
-
-beforeAll(async () => {
-  const keys = rsaKeys();
-  for (let i = 0; i < 2; i++)
-    servers.push(
-      startApi({
-        DATABASE_URL: t.url,
-        BackgroundProcessing__Enabled: "false",
-        Security__Jwt__CurrentKeyId: "e2e-scim",
-        Security__Jwt__PrivateKey: keys.privateKeyPem,
-        ...settingsEnv(relaxedLimits),
-      }),
-    );
-  ports = await Promise.all(servers.map((server) => server.listening(30_000)));
-}, 60_000);
-
-afterAll(async () => {
-  await Promise.all(servers.map((server) => server.stop()));
-}, 30_000);
-
-const on = (port: number, path: string, init: RequestInit = {}) =>
-  fetch(`http://127.0.0.1:${port}${path}`, init);
-async function signIn(port: number, email: string, tenant: string): Promise<string> {
-  const response = await on(port, "/api/auth/login", {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ email, password: PASSWORD, tenant }),
-  });
-  expect(response.status).toBe(200);
-  return ((await response.json()) as { accessToken: string }).accessToken;
-}
-
-/** How long after `committed` each process first refuses `token` (it must answer 200 until then). */
-async function refusedAfter(token: string, committed: number): Promise<number[]> {
-  return Promise.all(
-    ports.map(async (port) => {
-      for (;;) {
-        const sent = performance.now();
-        const response = await on(port, "/api/auth/me", { headers: { authorization: `Bearer ${token}` } });
-        if (response.status === 401) return sent - committed;
-        expect(response.status).toBe(200);
-        if (sent - committed > 5_000) throw new Error(`port ${port} still accepts the session after 5 s`);
-      }
-    }),
-  );
-}
+const { pair, on, signIn, refusedAfter } = useApiPair(t, "e2e-scim");
 
 test("a member the directory deactivates or deletes is refused by every API process within a second", async () => {
-  const [first = 0, second = 0] = ports;
+  const [first = 0, second = 0] = pair.ports;
   const tenant = await createTenant(t.database.db);
   await t.database.db
     .insert(tenantFeatureOverrides)
