@@ -1,5 +1,6 @@
 import { expect, test } from "bun:test";
 import { relaxedLimits, useTestApp } from "../helpers/app.ts";
+import { Jar } from "../helpers/cookie-jar.ts";
 import { PASSWORD, readyPlatformUser, signedInTenant, signIn } from "../helpers/identity.ts";
 
 // Issue #32: the console's own sessions page (list, end one, end every other) and the tenant page's
@@ -7,23 +8,6 @@ import { PASSWORD, readyPlatformUser, signedInTenant, signIn } from "../helpers/
 
 const ORIGIN = "https://ops.plinth.test";
 const app = useTestApp({ settings: relaxedLimits, env: { BrowserAuth__AllowedOrigins__0: ORIGIN } });
-
-/** A browser's cookie jar, reduced to what the console sets. */
-class Jar {
-  readonly cookies = new Map<string, string>();
-  take(response: Response): Response {
-    for (const line of response.headers.getSetCookie()) {
-      const [pair = ""] = line.split(";");
-      const at = pair.indexOf("=");
-      if (/max-age=0/i.test(line)) this.cookies.delete(pair.slice(0, at));
-      else this.cookies.set(pair.slice(0, at), pair.slice(at + 1));
-    }
-    return response;
-  }
-  header(): string {
-    return [...this.cookies].map(([k, v]) => `${k}=${v}`).join("; ");
-  }
-}
 
 const form = (jar: Jar, body: Record<string, string>): RequestInit => ({
   method: "POST",

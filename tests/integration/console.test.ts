@@ -9,6 +9,7 @@ import {
 } from "../../src/db/schema/index.ts";
 import { startIntervalLoop } from "../../src/loops/interval-loop.ts";
 import { relaxedLimits, useTestApp } from "../helpers/app.ts";
+import { Jar } from "../helpers/cookie-jar.ts";
 import { activeDomain, createTenant, createUser, PASSWORD, readyPlatformUser } from "../helpers/identity.ts";
 
 // The console over HTTP, without a browser: its door (session cookie, origin, CSRF token, forced
@@ -17,25 +18,6 @@ import { activeDomain, createTenant, createUser, PASSWORD, readyPlatformUser } f
 
 const ORIGIN = "https://ops.plinth.test";
 const app = useTestApp({ settings: relaxedLimits, env: { BrowserAuth__AllowedOrigins__0: ORIGIN } });
-
-/** A browser's cookie jar, reduced to what the console sets. */
-class Jar {
-  readonly cookies = new Map<string, string>();
-  take(response: Response): Response {
-    for (const line of response.headers.getSetCookie()) {
-      const [pair = ""] = line.split(";");
-      const at = pair.indexOf("=");
-      const name = pair.slice(0, at);
-      const value = pair.slice(at + 1);
-      if (/max-age=0/i.test(line) || value === "") this.cookies.delete(name);
-      else this.cookies.set(name, value);
-    }
-    return response;
-  }
-  header(): string {
-    return [...this.cookies].map(([k, v]) => `${k}=${v}`).join("; ");
-  }
-}
 
 async function get(jar: Jar, path: string, headers: Record<string, string> = {}) {
   return jar.take(await app.request(path, { headers: { cookie: jar.header(), ...headers } }));
