@@ -67,8 +67,9 @@ afterAll(async () => {
   await peer?.stop();
 });
 
-/** A domain no other test uses. */
-const uniqueDomain = () => `corp-${crypto.randomUUID().slice(0, 8)}.example`;
+// A domain no other test uses. The x: eight hex digits alone may spell an IP address (0a7a3a72 is
+// 10.122.58.114), which the hostname rules refuse as a wildcard-DNS name, one domain in ~80
+const uniqueDomain = () => `corp-${crypto.randomUUID().slice(0, 8)}x.example`;
 
 /** Tenant `tenantId` holds `domain` verified and an active OIDC connection to the test provider. */
 async function ssoTenant(
