@@ -1,6 +1,6 @@
 // node-saml's own parser and XPath helpers (the ones it verifies signatures with): @xmldom/xmldom's
 // and xpath's typings pull the DOM library into every file, which breaks Bun's fetch types.
-import { parseDomFromString, xpath } from "@node-saml/node-saml/lib/xml";
+import { parseDomFromString, xpath } from "@node-saml/node-saml/lib/xml.js";
 
 /** The little of a DOM element the SAML module reads. */
 export interface XmlElement {
