@@ -20,6 +20,14 @@
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const data = answer.status === 204 ? null : await answer.json().catch(() => null);
+    // RFC 9470: the operation wants a fresh second factor; the console's prompt asks for it, then
+    // brings the user back to this page to do it again
+    const challenge = answer.headers.get("www-authenticate") ?? "";
+    if (answer.status === 401 && challenge.includes("insufficient_user_authentication")) {
+      const back = window.location.pathname;
+      window.location.assign(`/console/step-up?back=${encodeURIComponent(back)}`);
+      throw new Error("A recent second factor is needed first.");
+    }
     if (!answer.ok) throw new Error(data?.detail ?? `The server answered ${answer.status}.`);
     return data;
   }
@@ -58,6 +66,24 @@
         window.location.assign(done.next);
       } catch (error) {
         show(`Not signed in: ${refused(error)}`);
+      }
+    });
+  }
+
+  // the step-up prompt (step-up.ts): a passkey proves the factor through POST /api/auth/mfa/step-up,
+  // then the prompt's form (the change's own fields) is submitted as it stands
+  const stepUp = document.getElementById("passkey-step-up");
+  if (stepUp) {
+    stepUp.addEventListener("click", async () => {
+      const form = document.getElementById(stepUp.dataset.form);
+      show("Follow your browser's prompt…");
+      try {
+        const options = await post("/api/auth/passkeys/login/options", {});
+        const response = await webauthn.startAuthentication({ optionsJSON: options });
+        await post("/api/auth/mfa/step-up", { passkey: response }, form.elements.csrf.value);
+        form.submit();
+      } catch (error) {
+        show(`Not confirmed: ${refused(error)}`);
       }
     });
   }

@@ -17,6 +17,7 @@ import { CONSOLE_POLICY, type ConsoleSection, type Html, layout, notice } from "
 import { auditPages } from "./pages-audit.ts";
 import { domainPages } from "./pages-domains.ts";
 import { jobPages, schedulePages } from "./pages-jobs.ts";
+import { mfaPages } from "./pages-mfa.ts";
 import { outboxPages } from "./pages-outbox.ts";
 import { overviewPage } from "./pages-overview.ts";
 import { passkeyPages, passkeySignInRoute } from "./pages-passkeys.ts";
@@ -33,6 +34,7 @@ import {
   setCsrfCookie,
 } from "./session.ts";
 import { consoleMfaSignInRoutes, mfaStepPage } from "./sign-in-mfa.ts";
+import { asksForStepUp, stepUpFirst, stepUpPrompt, stepUpRoutes } from "./step-up.ts";
 
 /** Console paths that take a password: the auth rate limit applies as on /api/auth/* (src/app.ts). */
 export const CONSOLE_CREDENTIAL_PATHS = [
@@ -70,6 +72,7 @@ const CONSOLE_PAGES: readonly ConsolePage[] = [
   { path: "/console/tenants", title: "Tenants", seenBy: STAFF, routes: tenantPages },
   { path: "/console/domains", title: "Domains", seenBy: STAFF, routes: domainPages },
   { path: "/console/audit", title: "Audit", seenBy: STAFF, routes: auditPages },
+  { path: "/console/mfa", title: "Second factors", seenBy: STAFF, routes: mfaPages },
   { path: "/console/passkeys", title: "Passkeys", seenBy: STAFF, routes: passkeyPages },
   { path: "/console/sessions", title: "Sessions", seenBy: STAFF, routes: sessionPages },
   { path: "/console/outbox", title: "Outbox", seenBy: STAFF, routes: outboxPages, developmentOnly: true },
@@ -176,6 +179,8 @@ export function consoleRoutes(deps: Deps) {
 
   // errors as console pages (with the same status the API would give), never as JSON
   router.onError((error, c) => {
+    // a change that needs a fresh second factor asks for one and runs again (step-up.ts)
+    if (asksForStepUp(c, error) && c.get("viewer")) return stepUpPrompt(deps, c);
     const problem = toAppError(error);
     const status = statusOf[problem.code];
     if (status >= 500) {
@@ -213,6 +218,7 @@ export function consoleRoutes(deps: Deps) {
     if (OPEN_PATHS.has(c.req.path) || c.req.path.startsWith("/console/assets/")) return next();
     return session(c, next);
   });
+  router.use("/console/*", stepUpFirst(deps));
 
   const passwordForm = (c: Context<ConsoleEnv>, message?: string) => {
     const viewer = c.get("viewer");
@@ -261,6 +267,7 @@ ${notice(message, "bad")}
   });
 
   for (const page of pages) router.route("/", page.routes(deps));
-  for (const more of [impersonationRoutes, consoleMfaSignInRoutes]) router.route("/", more(deps));
+  for (const more of [impersonationRoutes, consoleMfaSignInRoutes, stepUpRoutes])
+    router.route("/", more(deps));
   return router;
 }

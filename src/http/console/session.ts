@@ -22,9 +22,11 @@ import type { ConsoleSection, Viewer } from "./layout.ts";
 const CSRF_COOKIE = "__Host-plinth_console_csrf";
 const CSRF_HEADER = "x-csrf-token";
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
-/** The console's own-account pages (passkeys, sessions): each staff member changes their own there. */
+/** The console's own-account pages (factors, passkeys, sessions, the step-up prompt): each staff member changes their own there. */
 const ownAccount = (path: string) =>
-  ["/console/passkeys", "/console/sessions"].some((own) => path === own || path.startsWith(`${own}/`));
+  ["/console/mfa", "/console/passkeys", "/console/sessions", "/console/step-up"].some(
+    (own) => path === own || path.startsWith(`${own}/`),
+  );
 /** What a user who must change the password may still reach. */
 const BEFORE_CHANGE = new Set(["/console/password", "/console/sign-out"]);
 

@@ -1,0 +1,67 @@
+import { type Context, Hono } from "hono";
+import { disableTotp, enrolTotp, getMfaStatus, regenerateBackupCodes } from "../../auth/mfa-settings.ts";
+import { callerOf } from "../../auth/sessions.ts";
+import { confirmTotp } from "../../auth/totp-factor.ts";
+import type { Deps } from "../../deps.ts";
+import { toAppError } from "../problem-json.ts";
+import { ctxOf } from "../request-context.ts";
+import { type Html, layout } from "./layout.ts";
+import { backupCodesBody, MFA_DONE, mfaBody, totpConfirmAgainBody, totpEnrolmentBody } from "./mfa-views.ts";
+import { consoleActed, formOf, pageResponse } from "./respond.ts";
+import { type ConsoleEnv, seeOther, viewerOf } from "./session.ts";
+
+const SECTION = "/console/mfa";
+const userIdOf = (c: Context<ConsoleEnv>) => callerOf(ctxOf(c)).userId;
+
+/**
+ * `/console/mfa`: the signed-in staff member's second factors (docs/console.md "Second factors"),
+ * through the functions `/api/auth/mfa/*` calls: enrol an authenticator app (QR code, a first code,
+ * the backup codes once), new backup codes, remove the authenticator. The changes that need a fresh
+ * second factor get the step-up prompt (step-up.ts) and then run.
+ */
+export function mfaPages(deps: Deps) {
+  const router = new Hono<ConsoleEnv>();
+  const page = (c: Context<ConsoleEnv>, title: string, body: Html, status?: 400) =>
+    pageResponse(c, layout({ title, section: SECTION, viewer: viewerOf(c), body }), status);
+
+  router.get(SECTION, async (c) => {
+    const status = await getMfaStatus(deps, ctxOf(c));
+    const done = Object.keys(MFA_DONE).find((key) => c.req.query(key) !== undefined);
+    return page(c, "Second factors", mfaBody(viewerOf(c), status, done));
+  });
+
+  router.post(`${SECTION}/totp`, async (c) => {
+    const enrolment = await enrolTotp(deps, ctxOf(c));
+    return page(c, "Set up an authenticator app", totpEnrolmentBody(viewerOf(c), enrolment));
+  });
+
+  router.post(`${SECTION}/totp/confirm`, async (c) => {
+    const code = ((await formOf(c)).code ?? "").trim();
+    try {
+      const { backupCodes } = await confirmTotp(deps, ctxOf(c), { code });
+      consoleActed(deps, c, "mfa.enrolled", { type: "user", id: userIdOf(c) });
+      return page(c, "Your backup codes", backupCodesBody(backupCodes, "Authenticator app enrolled."));
+    } catch (error) {
+      if (toAppError(error).code !== "validation_failed") throw error;
+      const message = "That code does not match: enter the code the app shows now.";
+      return page(c, "Set up an authenticator app", totpConfirmAgainBody(viewerOf(c), message), 400);
+    }
+  });
+
+  router.post(`${SECTION}/backup-codes`, async (c) => {
+    const { backupCodes } = await regenerateBackupCodes(deps, ctxOf(c));
+    consoleActed(deps, c, "mfa.backup_codes_regenerated", { type: "user", id: userIdOf(c) });
+    return page(
+      c,
+      "Your backup codes",
+      backupCodesBody(backupCodes, "New backup codes: the old ones no longer work."),
+    );
+  });
+
+  router.post(`${SECTION}/totp/remove`, async (c) => {
+    await disableTotp(deps, ctxOf(c));
+    consoleActed(deps, c, "mfa.removed", { type: "user", id: userIdOf(c) });
+    return seeOther(c, `${SECTION}?removed`);
+  });
+  return router;
+}
