@@ -5,7 +5,9 @@ import { createTokenService, type TokenService } from "./auth/tokens.ts";
 import { type Cache, createCache } from "./cache/index.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import type { AppConfig } from "./config/load.ts";
+import { systemCtx } from "./context.ts";
 import { type Database, openDatabase } from "./db/client.ts";
+import { withDatabase } from "./db/operation.ts";
 import { templateDir } from "./db/pglite-template.ts";
 import { createSchemaGate, type SchemaGate } from "./db/schema-gate.ts";
 import { type EmailProviders, platformEmailProvider, tenantAwareEmailProviders } from "./email/providers.ts";
@@ -115,7 +117,7 @@ function smsSenderOf(
   config: AppConfig,
   parts: { database: Database; keyring: TenantSecretKeyring | null; logger: Logger; fetch: Fetch },
 ) {
-  const { database, keyring, logger, fetch } = parts;
+  const { keyring, logger, fetch } = parts;
   const sms = config.settings.Authentication.Sms;
   const globalSms =
     sms.Provider === "http" && sms.HttpUrl && sms.HttpApiKey
@@ -124,11 +126,15 @@ function smsSenderOf(
   return tenantAwareSmsSender({
     global: globalSms,
     resolve: (tenantId) =>
-      resolveProvider(database.db, tenantId, "sms", { provider: sms.Provider, settings: {} }),
+      withDatabase(parts, systemCtx("sms", tenantId), (db) =>
+        resolveProvider(db, tenantId, "sms", { provider: sms.Provider, settings: {} }),
+      ),
     secrets: async (provider) => {
       if (!keyring)
         throw new Error("Security:TenantSecrets is not configured: tenant provider secrets cannot be read");
-      return readProviderSecrets(database.db, keyring, provider);
+      return withDatabase(parts, systemCtx("provider secrets", provider.tenantId), (db) =>
+        readProviderSecrets(db, keyring, provider),
+      );
     },
     logger,
     fetch,
@@ -140,7 +146,7 @@ function emailProvidersOf(
   config: AppConfig,
   parts: { database: Database; keyring: TenantSecretKeyring | null; logger: Logger; fetch: Fetch },
 ): EmailProviders {
-  const { database, keyring, logger, fetch } = parts;
+  const { keyring, logger, fetch } = parts;
   const settings = config.settings.Email;
   const platform = platformEmailProvider({
     settings,
@@ -156,11 +162,15 @@ function emailProvidersOf(
   return tenantAwareEmailProviders({
     platform,
     resolve: (tenantId) =>
-      resolveProvider(database.db, tenantId, "notification", { provider: platform.name, settings: {} }),
+      withDatabase(parts, systemCtx("email", tenantId), (db) =>
+        resolveProvider(db, tenantId, "notification", { provider: platform.name, settings: {} }),
+      ),
     secrets: async (provider) => {
       if (!keyring)
         throw new Error("Security:TenantSecrets is not configured: tenant provider secrets cannot be read");
-      return readProviderSecrets(database.db, keyring, provider);
+      return withDatabase(parts, systemCtx("provider secrets", provider.tenantId), (db) =>
+        readProviderSecrets(db, keyring, provider),
+      );
     },
     logger,
     fetch,

@@ -1,6 +1,7 @@
 import { and, eq } from "drizzle-orm";
 import type { Refusal } from "../auth/session-lookup.ts";
-import type { TenantCtx } from "../context.ts";
+import { systemCtx, type TenantCtx } from "../context.ts";
+import { withPlatformDatabase } from "../db/operation.ts";
 import { apiKeys, subscriptions, tenants } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { apiKeyDigest, apiKeyHash, hashMatches, newApiKey, newPrefix, prefixOf } from "./format.ts";
@@ -52,29 +53,34 @@ const UNKNOWN: KeyRecord = {
 
 type LookupDeps = Pick<Deps, "database" | "sessionCache" | "clock">;
 
+/** A platform lookup: the key's own row names its tenant (the request's is not known before it). */
+const KEY_LOOKUP = systemCtx("api key lookup");
+
 /** The key row of `prefix` (`UNKNOWN` when there is none), cached for `API_KEY_CACHE_MS` either way. */
 async function keyRecord(deps: LookupDeps, prefix: string): Promise<KeyRecord> {
   const cacheKey = `k:${prefix}`;
   const hit = deps.sessionCache.get(cacheKey);
   if (hit) return hit.value as KeyRecord;
-  const [row] = await deps.database.db
-    .select({
-      keyId: apiKeys.id,
-      tenantId: apiKeys.tenantId,
-      scopes: apiKeys.scopes,
-      secretHash: apiKeys.secretHash,
-      previousSecretHash: apiKeys.previousSecretHash,
-      previousExpiresAt: apiKeys.previousExpiresAt,
-      expiresAt: apiKeys.expiresAt,
-      revokedAt: apiKeys.revokedAt,
-      tenantStatus: tenants.status,
-      subscriptionStatus: subscriptions.status,
-    })
-    .from(apiKeys)
-    .innerJoin(tenants, eq(tenants.id, apiKeys.tenantId))
-    .leftJoin(subscriptions, and(eq(subscriptions.tenantId, apiKeys.tenantId)))
-    .where(eq(apiKeys.prefix, prefix))
-    .limit(1);
+  const [row] = await withPlatformDatabase(deps, KEY_LOOKUP, (db) =>
+    db
+      .select({
+        keyId: apiKeys.id,
+        tenantId: apiKeys.tenantId,
+        scopes: apiKeys.scopes,
+        secretHash: apiKeys.secretHash,
+        previousSecretHash: apiKeys.previousSecretHash,
+        previousExpiresAt: apiKeys.previousExpiresAt,
+        expiresAt: apiKeys.expiresAt,
+        revokedAt: apiKeys.revokedAt,
+        tenantStatus: tenants.status,
+        subscriptionStatus: subscriptions.status,
+      })
+      .from(apiKeys)
+      .innerJoin(tenants, eq(tenants.id, apiKeys.tenantId))
+      .leftJoin(subscriptions, and(eq(subscriptions.tenantId, apiKeys.tenantId)))
+      .where(eq(apiKeys.prefix, prefix))
+      .limit(1),
+  );
   const record: KeyRecord = !row
     ? UNKNOWN
     : {

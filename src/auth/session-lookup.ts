@@ -1,5 +1,7 @@
 import { and, eq, isNull, type SQL } from "drizzle-orm";
-import type { Db } from "../db/client.ts";
+import { systemCtx } from "../context.ts";
+import type { Executor } from "../db/client.ts";
+import { withPlatformDatabase } from "../db/operation.ts";
 import { sessions, tenantMemberships, tenants, users } from "../db/schema/index.ts";
 import type { AuthDeps } from "./deps.ts";
 import type { SessionEntry } from "./session-cache.ts";
@@ -25,7 +27,7 @@ export interface Refusal {
  * The session behind a request and its user's identity in the session's tenant (its role there), in
  * one query; null when it has ended or its user is no longer an Active member there.
  */
-async function openSession(db: Db, where: SQL, now: Date): Promise<SessionEntry | null> {
+async function openSession(db: Executor, where: SQL, now: Date): Promise<SessionEntry | null> {
   const [row] = await db
     .select({
       ...identityColumns,
@@ -60,6 +62,12 @@ async function openSession(db: Db, where: SQL, now: Date): Promise<SessionEntry 
   };
 }
 
+/**
+ * Who looks a session up: a platform lookup (the request's tenant is not known before its session is,
+ * and the session row names it), by the session's id from a verified token or its cookie's hash.
+ */
+const SESSION_LOOKUP = systemCtx("session lookup");
+
 /** An open session through the session cache: most requests cost no database round trip. */
 export async function cachedSession(
   deps: Pick<AuthDeps, "database" | "sessionCache" | "clock">,
@@ -69,7 +77,9 @@ export async function cachedSession(
 ): Promise<OpenSession | null> {
   const hit = deps.sessionCache.get(key);
   if (hit) return hit.value as OpenSession;
-  const entry = await openSession(deps.database.db, where(), deps.clock.now());
+  const entry = await withPlatformDatabase(deps, SESSION_LOOKUP, (db) =>
+    openSession(db, where(), deps.clock.now()),
+  );
   if (!entry) return null;
   deps.sessionCache.set(key, entry);
   return entry.value as OpenSession;

@@ -4,8 +4,8 @@ import { z } from "zod";
 import { recordAudit } from "../audit/record.ts";
 import { assertFeature } from "../billing/entitlements.ts";
 import { isoOrNull } from "../clock.ts";
-import type { TenantCtx } from "../context.ts";
-import { withDatabase, withTransaction } from "../db/operation.ts";
+import { systemCtx, type TenantCtx } from "../context.ts";
+import { withDatabase, withPlatformDatabase, withTransaction } from "../db/operation.ts";
 import { scimTokens, tenants } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
@@ -177,6 +177,8 @@ export interface OpenScimToken {
 /** Compared with a presented token whose prefix is unknown, so both cost the same. */
 const UNKNOWN_HASH = digestOf(`${PREFIX}${base62(12)}_${base62(32)}`).toString("hex");
 
+const SCIM_TOKEN_LOOKUP = systemCtx("scim token lookup");
+
 /**
  * The tenant a presented SCIM token belongs to, or null (unknown, revoked, of a tenant not Active):
  * the secret is compared in constant time with the stored SHA-256 before anything else is told. Read
@@ -188,19 +190,21 @@ export async function openScimToken(
 ): Promise<OpenScimToken | null> {
   const prefix = TOKEN.exec(presented)?.[1];
   if (!prefix) return null;
-  // the token's own row tells the tenant: this read carries no tenant context (as the API keys' lookup)
-  const [row] = await deps.database.db
-    .select({
-      id: scimTokens.id,
-      tenantId: scimTokens.tenantId,
-      secretHash: scimTokens.secretHash,
-      revokedAt: scimTokens.revokedAt,
-      tenantStatus: tenants.status,
-    })
-    .from(scimTokens)
-    .innerJoin(tenants, eq(tenants.id, scimTokens.tenantId))
-    .where(eq(scimTokens.prefix, prefix))
-    .limit(1);
+  // a platform lookup: the token's own row names its tenant (as the API keys' lookup)
+  const [row] = await withPlatformDatabase(deps, SCIM_TOKEN_LOOKUP, (db) =>
+    db
+      .select({
+        id: scimTokens.id,
+        tenantId: scimTokens.tenantId,
+        secretHash: scimTokens.secretHash,
+        revokedAt: scimTokens.revokedAt,
+        tenantStatus: tenants.status,
+      })
+      .from(scimTokens)
+      .innerJoin(tenants, eq(tenants.id, scimTokens.tenantId))
+      .where(eq(scimTokens.prefix, prefix))
+      .limit(1),
+  );
   const matches = timingSafeEqual(digestOf(presented), Buffer.from(row?.secretHash ?? UNKNOWN_HASH, "hex"));
   if (!row || !matches || row.revokedAt !== null || row.tenantStatus !== "Active") return null;
   return { tokenId: row.id, tenantId: row.tenantId };

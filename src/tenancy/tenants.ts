@@ -38,7 +38,9 @@ export async function createTenant(
     throw new AppError("validation_failed", "The tenant code is not valid.", {
       fields: [{ path: "code", message: "lower-case letters, digits and inner hyphens, at most 63" }],
     });
-  return withTransaction(deps, ctx, async (tx, ctx) => {
+  // the new tenant's rows are written in its own context (its id chosen here, before the insert)
+  const id = crypto.randomUUID();
+  return withTransaction(deps, { ...ctx, tenantId: id }, async (tx, ctx) => {
     // a deleted tenant's code stays its own for Tenancy:ReservedDays (docs/tenant-lifecycle.md)
     const [reserved] = await execute(
       tx,
@@ -47,7 +49,7 @@ export async function createTenant(
     if (reserved) throw new AppError("conflict", "A tenant with this code exists.");
     const [row] = await tx
       .insert(tenants)
-      .values({ code, name: input.name })
+      .values({ id, code, name: input.name })
       .onConflictDoNothing({ target: tenants.code })
       .returning(columns);
     if (!row) throw new AppError("conflict", "A tenant with this code exists.");

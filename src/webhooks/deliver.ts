@@ -3,6 +3,7 @@ import type { z } from "zod";
 import { recordAudit } from "../audit/record.ts";
 import { systemCtx } from "../context.ts";
 import { type Executor, execute } from "../db/client.ts";
+import { withPlatformDatabase, withPlatformTransaction } from "../db/operation.ts";
 import type { Deps } from "../deps.ts";
 import {
   DELIVER_JOB_ATTEMPTS,
@@ -22,6 +23,9 @@ export const MAX_RESPONSE_BYTES = 64 * 1024;
 const DAY_MS = 86_400_000;
 
 export type DeliveryDeps = WebhookDeps & Pick<Deps, "telemetry">;
+
+/** The delivery loop's work is on the platform path: a job names its delivery, whose row names the tenant. */
+const DELIVERY = systemCtx("webhooks");
 
 interface DeliveryRow {
   id: string;
@@ -66,18 +70,21 @@ export async function deliverAttempt(
   payload: z.output<typeof deliverPayload>,
   job?: Pick<JobContext, "signal">,
 ): Promise<"succeeded" | "failed" | "skipped"> {
-  const db = deps.database.db;
   const nowText = deps.clock.now().toISOString();
-  const row = await deliveryToSend(db, payload.deliveryId, nowText);
+  const row = await withPlatformDatabase(deps, DELIVERY, (db) =>
+    deliveryToSend(db, payload.deliveryId, nowText),
+  );
   // gone with its endpoint, finished, or this attempt already recorded by an earlier run
   if (row?.status !== "pending" || row.attempts >= payload.attempt) return "skipped";
   const settings = deps.config.settings.Webhooks;
   if (!row.enabled && row.event_type !== "webhook.test") {
-    await execute(
-      db,
-      sql`update webhook_deliveries
-          set status = 'failed', last_error_class = 'endpoint_disabled', next_attempt_at = null, updated_at = ${nowText}::timestamptz
-          where id = ${row.id} and status = 'pending'`,
+    await withPlatformDatabase(deps, DELIVERY, (db) =>
+      execute(
+        db,
+        sql`update webhook_deliveries
+            set status = 'failed', last_error_class = 'endpoint_disabled', next_attempt_at = null, updated_at = ${nowText}::timestamptz
+            where id = ${row.id} and status = 'pending'`,
+      ),
     );
     return "skipped";
   }
@@ -148,9 +155,10 @@ type SendResult = Awaited<ReturnType<typeof sendDelivery>>;
  */
 async function recordSucceeded(deps: DeliveryDeps, row: DeliveryRow, attempt: number, result: SendResult) {
   const doneText = deps.clock.now().toISOString();
-  await execute(
-    deps.database.db,
-    sql`with attempt as (
+  await withPlatformDatabase(deps, DELIVERY, (db) =>
+    execute(
+      db,
+      sql`with attempt as (
           insert into webhook_delivery_attempts (delivery_id, attempt, status_code, duration_ms, error_class, attempted_at)
           values (${row.id}, ${attempt}, ${result.statusCode}, ${result.durationMs}, null, ${doneText}::timestamptz)
           on conflict (delivery_id, attempt) do nothing
@@ -165,12 +173,13 @@ async function recordSucceeded(deps: DeliveryDeps, row: DeliveryRow, attempt: nu
         )
         update webhook_endpoints set failing_since = null
         where id in (select endpoint_id from delivery) and failing_since is not null`,
+    ),
   );
 }
 
 /** A failed attempt, the next one enqueued (or the delivery given up) and the endpoint's streak, together. */
 async function recordFailed(deps: DeliveryDeps, row: DeliveryRow, attempt: number, result: SendResult) {
-  await deps.database.db.transaction(async (tx) => {
+  await withPlatformTransaction(deps, DELIVERY, async (tx) => {
     const now = deps.clock.now();
     const nowText = now.toISOString();
     const inserted = await execute(

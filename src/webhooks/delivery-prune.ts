@@ -1,6 +1,8 @@
 import { sql } from "drizzle-orm";
 import { z } from "zod";
+import { systemCtx } from "../context.ts";
 import { execute } from "../db/client.ts";
+import { withPlatformDatabase } from "../db/operation.ts";
 import type { Deps } from "../deps.ts";
 import { jobKind, jobWorker } from "../jobs/registry.ts";
 import { defineSchedule } from "../jobs/schedules.ts";
@@ -10,6 +12,8 @@ const DAY_MS = 86_400_000;
 
 export const PRUNE_KIND = "webhooks.prune";
 const PRUNE_BATCH = 5_000;
+/** Retention crosses tenants: the platform path. */
+const PRUNE = systemCtx("webhooks.prune");
 
 /**
  * Deletes events older than `Webhooks:LogRetentionDays` with nothing left to deliver, and their
@@ -21,14 +25,16 @@ export async function pruneDeliveryLog(deps: Pick<Deps, "database" | "clock" | "
   );
   let total = 0;
   for (;;) {
-    const rows = await execute(
-      deps.database.db,
-      sql`delete from webhook_events where id in (
+    const rows = await withPlatformDatabase(deps, PRUNE, (db) =>
+      execute(
+        db,
+        sql`delete from webhook_events where id in (
             select ev.id from webhook_events ev
             where ev.occurred_at < ${cutoff.toISOString()}::timestamptz
               and not exists (select 1 from webhook_deliveries d where d.event_id = ev.id and d.status = 'pending')
             limit ${PRUNE_BATCH})
           returning id`,
+      ),
     );
     total += rows.length;
     if (rows.length < PRUNE_BATCH) return total;
