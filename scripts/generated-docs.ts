@@ -3,7 +3,7 @@
  * - `bun scripts/generated-docs.ts roles` (`bun run docs:roles`): docs/roles.md from the access each
  *   route declares (`apiRoute(access, …)`, src/http/access.ts);
  * - `bun scripts/generated-docs.ts audit` (`bun run docs:audit`): the action table of docs/audit.md
- *   from src/audit/actions.ts;
+ *   from src/audit/actions.ts and the areas' declarations (src/http/area-registry.ts);
  * - `bun scripts/generated-docs.ts check` (`bun run docs:check`, part of `bun run check`): exit 1
  *   when a route under /api/ declares no access, or when either doc is out of date.
  */
@@ -11,6 +11,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { withAuditActionTable } from "../src/audit/actions.ts";
 import { declaredRoutes, undeclaredRoutes } from "../src/http/access.ts";
+import { AREA_AUDIT_ACTIONS } from "../src/http/area-registry.ts";
 import { renderRolesReference } from "../src/http/roles-reference.ts";
 import { withOfflineApp } from "./openapi.ts";
 
@@ -18,7 +19,7 @@ const ROLES = resolve(import.meta.dir, "../docs/roles.md");
 const AUDIT = resolve(import.meta.dir, "../docs/audit.md");
 
 const routes = () => withOfflineApp((app) => declaredRoutes(app.routes));
-const auditDoc = () => withAuditActionTable(readFileSync(AUDIT, "utf8"));
+const auditDoc = () => withAuditActionTable(readFileSync(AUDIT, "utf8"), AREA_AUDIT_ACTIONS);
 
 async function check(): Promise<string[]> {
   const table = await routes();

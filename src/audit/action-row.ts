@@ -10,3 +10,6 @@ export interface ActionRow {
   details: string;
   writtenBy: string;
 }
+
+/** Actions, each described once by its rows (the audit trail's own, or an area's: src/http/area.ts). */
+export type ActionRows = Readonly<Record<string, ActionRow | readonly ActionRow[]>>;

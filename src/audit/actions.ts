@@ -1,17 +1,18 @@
 import { markdownTable } from "../markdown-table.ts";
 import { ACCOUNT_ACTIONS } from "./account-actions.ts";
-import type { ActionRow } from "./action-row.ts";
+import type { ActionRow, ActionRows } from "./action-row.ts";
 import { MFA_ACTIONS } from "./mfa-actions.ts";
 import { SCIM_ACTIONS } from "./scim-actions.ts";
 import { SSO_ACTIONS } from "./sso-actions.ts";
 import { TENANT_LIFECYCLE_ACTIONS } from "./tenant-lifecycle-actions.ts";
 
-export type { ActionRow };
+export type { ActionRow, ActionRows };
 
 /**
- * Every action the audit log records, each described once: `AUDIT_ACTIONS` (what `recordAudit`
- * accepts, the console's filter) and the action table of docs/audit.md (`bun run docs:audit`) both
- * come from here. Add an action here, with its row.
+ * The audit trail's own actions, each described once: with the actions the areas declare
+ * (`defineArea({ auditActions })`, src/http/area.ts) they are what `recordAudit` accepts, the
+ * console's filter and the action table of docs/audit.md (`bun run docs:audit`), in that order. A new
+ * area declares its actions with the area, not here.
  */
 const ACTIONS = {
   "auth.sign_in": [
@@ -347,20 +348,28 @@ const ACTIONS = {
   ...SCIM_ACTIONS,
 } as const satisfies Record<string, ActionRow | readonly ActionRow[]>;
 
-export type AuditAction = keyof typeof ACTIONS;
+/**
+ * The actions of the listed areas, by name: src/http/area-registry.ts fills it in (declaration
+ * merging), so that `recordAudit` takes an area's action once src/http/areas.ts lists the area.
+ */
+// biome-ignore lint/suspicious/noEmptyInterface: filled in by src/http/area-registry.ts
+export interface AreaAuditActions {}
 
-/** Every action the log records, in the order docs/audit.md lists them. */
-export const AUDIT_ACTIONS = Object.keys(ACTIONS) as readonly AuditAction[];
+export type AuditAction = keyof typeof ACTIONS | keyof AreaAuditActions;
 
-/** The action table of docs/audit.md (`bun run docs:audit` writes it there; a test keeps them equal). */
-export function renderAuditActions(): string {
+/** The trail's own actions, in the order docs/audit.md lists them (the areas' follow: area-registry.ts). */
+export const TRAIL_AUDIT_ACTIONS = Object.keys(ACTIONS) as readonly AuditAction[];
+
+/** The action table of docs/audit.md: the trail's actions, then each area's (a test keeps them equal). */
+export function renderAuditActions(areaActions: readonly ActionRows[]): string {
   const rows: string[][] = [];
-  for (const [action, described] of Object.entries(ACTIONS)) {
-    for (const row of [described].flat() as readonly ActionRow[]) {
-      const name = row.outcome ? `\`${action}\` (${row.outcome})` : `\`${action}\``;
-      rows.push([name, row.what, row.target, row.details, row.writtenBy]);
+  for (const actions of [ACTIONS, ...areaActions])
+    for (const [action, described] of Object.entries(actions)) {
+      for (const row of [described].flat() as readonly ActionRow[]) {
+        const name = row.outcome ? `\`${action}\` (${row.outcome})` : `\`${action}\``;
+        rows.push([name, row.what, row.target, row.details, row.writtenBy]);
+      }
     }
-  }
   return `${markdownTable(["action", "what", "target", "details", "written by"], rows).join("\n")}\n`;
 }
 
@@ -369,9 +378,9 @@ const TABLE_BEGINS =
 const TABLE_ENDS = "<!-- End of the generated action table. -->";
 
 /** docs/audit.md with its action table (between the two markers) rendered afresh. */
-export function withAuditActionTable(markdown: string): string {
+export function withAuditActionTable(markdown: string, areaActions: readonly ActionRows[]): string {
   const begins = markdown.indexOf(TABLE_BEGINS);
   const ends = markdown.indexOf(TABLE_ENDS);
   if (begins < 0 || ends < begins) throw new Error("docs/audit.md lost the markers of its action table");
-  return `${markdown.slice(0, begins + TABLE_BEGINS.length)}\n\n${renderAuditActions()}\n${markdown.slice(ends)}`;
+  return `${markdown.slice(0, begins + TABLE_BEGINS.length)}\n\n${renderAuditActions(areaActions)}\n${markdown.slice(ends)}`;
 }

@@ -4,11 +4,11 @@ import { type Executor, execute } from "../db/client.ts";
 import { type DatabaseDeps, withTransaction } from "../db/operation.ts";
 import type { Deps } from "../deps.ts";
 import { createRedactor } from "../redact.ts";
-import { AUDIT_ACTIONS, type AuditAction } from "./actions.ts";
+import type { AuditAction } from "./actions.ts";
 import { auditRowHash, chainOf, GENESIS_HASH } from "./chain.ts";
 
-/** Every action the log records: src/audit/actions.ts describes each (docs/audit.md's table). */
-export { AUDIT_ACTIONS, type AuditAction };
+/** An action the log records: src/audit/actions.ts and the areas describe each (docs/audit.md's table). */
+export type { AuditAction };
 
 export const AUDIT_OUTCOMES = ["success", "failure", "denied"] as const;
 export type AuditOutcome = (typeof AUDIT_OUTCOMES)[number];

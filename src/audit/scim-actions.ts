@@ -1,6 +1,6 @@
 import type { ActionRow } from "./action-row.ts";
 
-/** The actions of SCIM provisioning (docs/scim.md), part of `AUDIT_ACTIONS` (actions.ts). */
+/** The actions of SCIM provisioning (docs/scim.md), part of the trail's own (actions.ts). */
 export const SCIM_ACTIONS = {
   "scim.user_created": {
     what: "The tenant's directory provisioned a member over SCIM (a new identity of the tenant's own pool).",

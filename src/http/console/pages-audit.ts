@@ -1,11 +1,11 @@
 import { Hono } from "hono";
 import { html } from "hono/html";
 import { type AuditEventView, auditCursor, listAuditEvents } from "../../audit/read.ts";
-import { AUDIT_ACTIONS } from "../../audit/record.ts";
 import type { Ctx } from "../../context.ts";
 import type { Deps } from "../../deps.ts";
 import type { Page } from "../../pagination.ts";
 import { getTenantCodes, isUuid } from "../../tenancy/tenants.ts";
+import { AUDIT_ACTIONS } from "../area-registry.ts";
 import { ctxOf } from "../request-context.ts";
 import { type Html, layout, notice, when } from "./layout.ts";
 import { consoleCursor, instant, pageResponse } from "./respond.ts";

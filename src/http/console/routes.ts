@@ -9,11 +9,13 @@ import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
 import { PLATFORM_ADMIN_ROLE, PLATFORM_VIEWER_ROLE } from "../../identity/roles.ts";
 import { isUuid } from "../../tenancy/tenants.ts";
+import { AREA_CONSOLE_PAGES } from "../area-registry.ts";
 import { statusOf, toAppError } from "../problem-json.ts";
 import { anonymousCtxOf, ctxOf } from "../request-context.ts";
 import { setSessionCookie } from "../session-cookie.ts";
 import { consoleAssetRoutes, consoleAssets } from "./assets.ts";
-import { CONSOLE_POLICY, type ConsoleSection, type Html, layout, notice } from "./layout.ts";
+import type { ConsolePage } from "./console-page.ts";
+import { CONSOLE_POLICY, type Html, layout, notice } from "./layout.ts";
 import { auditPages } from "./pages-audit.ts";
 import { domainPages } from "./pages-domains.ts";
 import { jobPages, schedulePages } from "./pages-jobs.ts";
@@ -44,23 +46,17 @@ export const CONSOLE_CREDENTIAL_PATHS = [
   "/console/password",
 ] as const;
 
-interface ConsolePage extends ConsoleSection {
-  /** The page's routes: the page itself, its parts and its form posts. */
-  routes: (deps: Deps) => Hono<ConsoleEnv>;
-  /** Mounted (and in the navigation) in Development only. */
-  developmentOnly?: true;
-}
-
 const STAFF = [PLATFORM_ADMIN_ROLE, PLATFORM_VIEWER_ROLE] as const;
 /** The console paths open without a session: the sign-in page, its passkey sign-in, its second step. */
 const OPEN_PATHS = new Set(["/console/sign-in", "/console/sign-in/passkey", "/console/sign-in/mfa"]);
 
 /**
- * The console's pages, each once: its section of the navigation (path, title, the roles that see
- * it there) and its routes, mounted in this order. Every route is behind `consoleSession` (platform
- * staff only; viewers read, nothing more).
+ * The console's own pages, each once: its section of the navigation (path, title, the roles that
+ * see it there) and its routes, mounted in this order, before the pages the areas declare
+ * (`defineArea({ consolePages })`, src/http/area.ts). Every route is behind `consoleSession`
+ * (platform staff only; viewers read, nothing more).
  */
-const CONSOLE_PAGES: readonly ConsolePage[] = [
+const CONSOLE_OWN_PAGES: readonly ConsolePage[] = [
   {
     path: "/console",
     title: "Overview",
@@ -77,6 +73,7 @@ const CONSOLE_PAGES: readonly ConsolePage[] = [
   { path: "/console/sessions", title: "Sessions", seenBy: STAFF, routes: sessionPages },
   { path: "/console/outbox", title: "Outbox", seenBy: STAFF, routes: outboxPages, developmentOnly: true },
 ];
+const CONSOLE_PAGES: readonly ConsolePage[] = [...CONSOLE_OWN_PAGES, ...AREA_CONSOLE_PAGES];
 
 const ERROR_TITLES: Partial<Record<string, string>> = {
   forbidden: "Not allowed",

@@ -10,6 +10,7 @@ import { updateFeatureOverride } from "../../billing/update-feature-override.ts"
 import { getUsageReport } from "../../billing/usage-report.ts";
 import { isoOrNull } from "../../clock.ts";
 import type { Deps } from "../../deps.ts";
+import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, pageQuery, problem, tenantIdParam } from "../openapi.ts";
 import { adminCtxOf, createRouter } from "../request-context.ts";
 import { featuresSchema, featuresView } from "./tenant-features.ts";
@@ -316,3 +317,6 @@ export function adminBillingRoutes(deps: Deps) {
       );
     });
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const billingArea = defineArea({ name: "admin-billing", routes: [adminBillingRoutes] });

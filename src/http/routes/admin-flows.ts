@@ -4,6 +4,7 @@ import { AppError } from "../../errors.ts";
 import { cancelFlow } from "../../jobs/admin/cancel-flow.ts";
 import { getFlow } from "../../jobs/admin/get-flow.ts";
 import { jobStatuses } from "../../jobs/admin/job-view.ts";
+import { defineArea } from "../area.ts";
 import { apiRoute, json, pageQuery, problem } from "../openapi.ts";
 import { createRouter, ctxOf } from "../request-context.ts";
 import { jobDetail } from "./admin-jobs.ts";
@@ -76,3 +77,6 @@ export function adminFlowRoutes(deps: Deps) {
       return c.json(await cancelFlow(deps, ctxOf(c, null), { flowId: c.req.valid("param").flowId }), 200);
     });
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const flowsArea = defineArea({ name: "admin-flows", routes: [adminFlowRoutes] });

@@ -1,6 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import type { AuthDeps } from "../../auth/deps.ts";
 import { startImpersonation } from "../../auth/impersonation.ts";
+import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
 import { createRouter, ctxOf } from "../request-context.ts";
 import { tokenPair } from "./auth.ts";
@@ -43,3 +44,9 @@ export function adminImpersonationRoutes(deps: AuthDeps) {
     return c.json(await startImpersonation(deps, ctxOf(c, null), c.req.valid("json")), 200);
   });
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const impersonationsArea = defineArea({
+  name: "admin-impersonations",
+  routes: [adminImpersonationRoutes],
+});

@@ -12,6 +12,7 @@ import { retryDeadJob } from "../../jobs/admin/retry-job.ts";
 import { retryJobs } from "../../jobs/admin/retry-jobs.ts";
 import { MAX_JOB_PRIORITY, setJobPriority } from "../../jobs/admin/set-job-priority.ts";
 import { MAX_PROGRESS_BYTES, MAX_RESULT_BYTES } from "../../jobs/registry.ts";
+import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, pageQuery, problem } from "../openapi.ts";
 import { createRouter, ctxOf } from "../request-context.ts";
 
@@ -256,3 +257,6 @@ export function adminJobRoutes(deps: Deps) {
       return c.json(await setJobPriority(deps, ctxOf(c, null), { id, ...c.req.valid("json") }), 200);
     });
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const jobsArea = defineArea({ name: "admin-jobs", routes: [adminJobRoutes] });

@@ -2,6 +2,7 @@ import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { createPlatformUser, newPlatformUserSchema } from "../../identity/platform-users.ts";
 import { platformRoleNames } from "../../identity/roles.ts";
+import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
 import { createRouter, ctxOf } from "../request-context.ts";
 
@@ -37,3 +38,9 @@ export function adminPlatformUserRoutes(deps: Deps) {
     c.json(await createPlatformUser(deps, ctxOf(c, null), c.req.valid("json")), 201),
   );
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const platformUsersArea = defineArea({
+  name: "admin-platform-users",
+  routes: [adminPlatformUserRoutes],
+});

@@ -8,6 +8,7 @@ import {
   type TenantProvider,
   updateTenantProviderStatus,
 } from "../../providers/tenant-providers.ts";
+import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, page, pageQuery, problem } from "../openapi.ts";
 import { adminCtxOf, createRouter } from "../request-context.ts";
 
@@ -122,3 +123,6 @@ export function adminProviderRoutes(deps: Deps) {
       return c.json(view(row), 200);
     });
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const providersArea = defineArea({ name: "admin-providers", routes: [adminProviderRoutes] });

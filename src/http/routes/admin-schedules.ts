@@ -9,6 +9,7 @@ import {
   runScheduleNow,
 } from "../../jobs/schedules.ts";
 import { API_JOB_KINDS } from "../../loops/api-background.ts";
+import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, page, pageQuery, problem } from "../openapi.ts";
 import { createRouter, ctxOf } from "../request-context.ts";
 
@@ -151,3 +152,6 @@ export function adminScheduleRoutes(deps: Deps) {
       return c.json(await runScheduleNow(deps, ctxOf(c, null), { name: c.req.valid("param").name }), 202);
     });
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const schedulesArea = defineArea({ name: "admin-schedules", routes: [adminScheduleRoutes] });

@@ -6,6 +6,7 @@ import {
   putTenantSecret,
   type TenantSecretInfo,
 } from "../../providers/tenant-secret-store.ts";
+import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, page, pageQuery, problem } from "../openapi.ts";
 import { adminCtxOf, createRouter } from "../request-context.ts";
 
@@ -95,3 +96,6 @@ export function adminSecretRoutes(deps: Deps) {
       return c.body(null, 204);
     });
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const secretsArea = defineArea({ name: "admin-secrets", routes: [adminSecretRoutes] });

@@ -1,6 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { createTenant, getTenant, listTenants, suspendTenant } from "../../tenancy/tenants.ts";
+import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, page, pageQuery, problem, tenantIdParam } from "../openapi.ts";
 import { createRouter, ctxOf } from "../request-context.ts";
 
@@ -87,3 +88,6 @@ export function adminTenantRoutes(deps: Deps) {
     .openapi(show, async (c) => c.json(await getTenant(deps, ctxOf(c), c.req.valid("param")), 200))
     .openapi(suspend, async (c) => c.json(await suspendTenant(deps, ctxOf(c), c.req.valid("param")), 200));
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const tenantsArea = defineArea({ name: "admin-tenants", routes: [adminTenantRoutes] });

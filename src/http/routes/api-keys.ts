@@ -10,6 +10,7 @@ import {
 import { apiKeyScopes } from "../../api-keys/scopes.ts";
 import type { Deps } from "../../deps.ts";
 import { tenantAccess } from "../access.ts";
+import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, page, pageQuery, problem } from "../openapi.ts";
 import { createRouter, tenantCtxOf } from "../request-context.ts";
 
@@ -157,3 +158,6 @@ export function tenantApiKeyRoutes(deps: Deps) {
       ),
     );
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const apiKeysArea = defineArea({ name: "api-keys", routes: [tenantApiKeyRoutes] });

@@ -11,6 +11,7 @@ import type { Ctx } from "../../context.ts";
 import type { Deps } from "../../deps.ts";
 import { describeError } from "../../redact.ts";
 import { tenantAccess } from "../access.ts";
+import { defineArea } from "../area.ts";
 import { apiRoute, pageQuery, problem } from "../openapi.ts";
 import { type AppEnv, createRouter, ctxOf, tenantCtxOf } from "../request-context.ts";
 
@@ -171,3 +172,6 @@ export function adminAuditRoutes(deps: Deps) {
     return c.json(await listAuditEvents(deps, ctx, { ...filter, limit, cursor }), 200);
   });
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const auditArea = defineArea({ name: "audit", routes: [tenantAuditRoutes, adminAuditRoutes] });

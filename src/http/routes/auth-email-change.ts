@@ -1,6 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import type { MiddlewareHandler } from "hono";
 import { confirmEmailChange, requestEmailChange } from "../../auth/email-change.ts";
+import { defineArea } from "../area.ts";
 import { accessOf, apiRoute, jsonBody, problem, routerPath } from "../openapi.ts";
 import { type AppEnv, anonymousCtxOf, createRouter, ctxOf } from "../request-context.ts";
 import type { AuthRouteDeps } from "./auth.ts";
@@ -80,3 +81,6 @@ export function emailChangeRoutes(deps: AuthRouteDeps, authenticated: Middleware
       return c.body(null, 204);
     });
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const emailChangeArea = defineArea({ name: "auth-email-change", routes: [emailChangeRoutes] });

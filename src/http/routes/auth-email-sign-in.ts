@@ -11,6 +11,7 @@ import {
 } from "../../auth/email-sign-in.ts";
 import type { SignIn } from "../../auth/sessions.ts";
 import { AppError } from "../../errors.ts";
+import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
 import { type AppEnv, anonymousCtxOf, createRouter } from "../request-context.ts";
 import { setSessionCookie } from "../session-cookie.ts";
@@ -192,3 +193,6 @@ export function emailSignInRoutes(deps: AuthRouteDeps) {
       ),
     );
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const emailSignInArea = defineArea({ name: "auth-email-sign-in", routes: [emailSignInRoutes] });

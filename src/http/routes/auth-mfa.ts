@@ -8,6 +8,7 @@ import { finishMfaSignIn, startStepEnrolment, verifyMfaSignIn } from "../../auth
 import { passkeyCheck } from "../../auth/passkey-sign-in.ts";
 import { stepUpSession, stepUpWithCode } from "../../auth/step-up.ts";
 import { confirmTotp } from "../../auth/totp-factor.ts";
+import { defineArea } from "../area.ts";
 import { accessOf, apiRoute, json, jsonBody, problem, routerPath } from "../openapi.ts";
 import { type AppEnv, anonymousCtxOf, createRouter, ctxOf } from "../request-context.ts";
 import { setSessionCookie } from "../session-cookie.ts";
@@ -267,3 +268,6 @@ export function authMfaRoutes(deps: AuthDeps, authenticated: MiddlewareHandler<A
       return c.json(token, 200);
     });
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const authMfaArea = defineArea({ name: "auth-mfa", routes: [authMfaRoutes] });

@@ -13,6 +13,7 @@ import {
 } from "../../auth/passkeys.ts";
 import { callerOf, startTokenSession } from "../../auth/sessions.ts";
 import { AppError } from "../../errors.ts";
+import { defineArea } from "../area.ts";
 import { accessOf, apiRoute, json, jsonBody, pageQuery, problem, routerPath } from "../openapi.ts";
 import { type AppEnv, anonymousCtxOf, createRouter, ctxOf } from "../request-context.ts";
 import { type AuthRouteDeps, signInTenant, tokenPair } from "./auth.ts";
@@ -344,3 +345,6 @@ export function authPasskeyRoutes(deps: AuthRouteDeps, authenticated: Middleware
       return c.body(null, 204);
     });
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const passkeysArea = defineArea({ name: "auth-passkeys", routes: [authPasskeyRoutes] });

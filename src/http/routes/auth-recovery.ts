@@ -1,6 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import type { MiddlewareHandler } from "hono";
 import { requestPasswordReset, resetPassword, verifyEmail } from "../../auth/password-reset.ts";
+import { defineArea } from "../area.ts";
 import { accessOf, apiRoute, jsonBody, problem, routerPath } from "../openapi.ts";
 import { type AppEnv, anonymousCtxOf, createRouter } from "../request-context.ts";
 import { type AuthRouteDeps, signInTenant } from "./auth.ts";
@@ -91,3 +92,6 @@ export function authRecoveryRoutes(deps: AuthRouteDeps, authenticated: Middlewar
       return c.body(null, 204);
     });
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const authRecoveryArea = defineArea({ name: "auth-recovery", routes: [authRecoveryRoutes] });

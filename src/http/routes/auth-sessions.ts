@@ -8,6 +8,7 @@ import {
   type UserSessionDeps,
 } from "../../auth/user-sessions.ts";
 import { tenantAccess } from "../access.ts";
+import { defineArea } from "../area.ts";
 import { accessOf, apiRoute, json, pageQuery, problem, routerPath } from "../openapi.ts";
 import { type AppEnv, adminCtxOf, createRouter, ctxOf, tenantCtxOf } from "../request-context.ts";
 
@@ -135,3 +136,9 @@ export function memberSessionRoutes(deps: UserSessionDeps) {
       return c.body(null, 204);
     });
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const sessionsArea = defineArea({ name: "auth-sessions", routes: [authSessionRoutes] });
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const memberSessionsArea = defineArea({ name: "member-sessions", routes: [memberSessionRoutes] });

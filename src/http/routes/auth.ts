@@ -9,6 +9,7 @@ import { AppError } from "../../errors.ts";
 import { listMemberships } from "../../identity/memberships.ts";
 import type { WindowKind } from "../../security/windows.ts";
 import type { TenantLookup } from "../../tenancy/tenant-lookup.ts";
+import { defineArea } from "../area.ts";
 import { PASSWORD_CHANGE_PATH } from "../middleware/authenticate.ts";
 import { tenantCodeAllowed, UNKNOWN_TENANT_ID } from "../middleware/tenancy.ts";
 import { accessOf, apiRoute, json, jsonBody, problem, routerPath } from "../openapi.ts";
@@ -396,3 +397,6 @@ export function authRoutes(deps: AuthRouteDeps, authenticated: MiddlewareHandler
       return c.body(null, 204);
     });
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const authArea = defineArea({ name: "auth", routes: [authRoutes] });

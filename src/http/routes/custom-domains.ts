@@ -7,6 +7,7 @@ import { getTlsPermission } from "../../custom-domains/get-tls-permission.ts";
 import { listCustomDomains } from "../../custom-domains/list-custom-domains.ts";
 import type { Deps } from "../../deps.ts";
 import { type Access, tenantAccess } from "../access.ts";
+import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, page, pageQuery, problem, tenantIdParam } from "../openapi.ts";
 import { adminCtxOf, anonymousCtxOf, createRouter, tenantCtxOf } from "../request-context.ts";
 
@@ -241,3 +242,9 @@ export function tlsPermissionRoutes(deps: Deps) {
     ),
   );
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const customDomainsArea = defineArea({
+  name: "custom-domains",
+  routes: [adminDomainRoutes, tenantDomainRoutes, tlsPermissionRoutes],
+});

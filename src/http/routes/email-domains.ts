@@ -8,6 +8,7 @@ import {
 import { setSsoEnforcement } from "../../sso/enforcement.ts";
 import type { SsoDeps } from "../../sso/sso-deps.ts";
 import { tenantAccess } from "../access.ts";
+import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, pageQuery, problem } from "../openapi.ts";
 import { createRouter, tenantCtxOf } from "../request-context.ts";
 import { HOSTNAME_PATTERN } from "./custom-domains.ts";
@@ -157,3 +158,6 @@ export function emailDomainRoutes(deps: SsoDeps) {
       return c.body(null, 204);
     });
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const emailDomainsArea = defineArea({ name: "email-domains", routes: [emailDomainRoutes] });

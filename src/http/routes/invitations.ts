@@ -7,6 +7,7 @@ import { resendInvitation } from "../../identity/resend-invitation.ts";
 import { revokeInvitation } from "../../identity/revoke-invitation.ts";
 import { tenantRoles } from "../../identity/roles.ts";
 import { tenantAccess } from "../access.ts";
+import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, pageQuery, problem } from "../openapi.ts";
 import { anonymousCtxOf, createRouter, tenantCtxOf } from "../request-context.ts";
 import { tokenPair } from "./auth.ts";
@@ -154,3 +155,6 @@ export function invitationRoutes(deps: Deps) {
       return c.json(await acceptInvitation(deps, anonymousCtxOf(c), c.req.valid("json")), 200);
     });
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const invitationsArea = defineArea({ name: "invitations", routes: [invitationRoutes] });

@@ -2,6 +2,7 @@ import { z } from "@hono/zod-openapi";
 import type { MiddlewareHandler } from "hono";
 import type { AuthDeps } from "../../auth/deps.ts";
 import { switchTenant } from "../../identity/memberships.ts";
+import { defineArea } from "../area.ts";
 import { accessOf, apiRoute, json, jsonBody, problem, routerPath } from "../openapi.ts";
 import { type AppEnv, createRouter, ctxOf } from "../request-context.ts";
 import { tokenPair } from "./auth.ts";
@@ -46,3 +47,6 @@ export function membershipRoutes(deps: AuthDeps, authenticated: MiddlewareHandle
     return c.json(pair, 200);
   });
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const membershipsArea = defineArea({ name: "memberships", routes: [membershipRoutes] });

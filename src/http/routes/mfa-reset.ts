@@ -2,6 +2,7 @@ import { z } from "@hono/zod-openapi";
 import type { AuthDeps } from "../../auth/deps.ts";
 import { resetMemberFactors } from "../../auth/mfa-reset.ts";
 import { tenantAccess } from "../access.ts";
+import { defineArea } from "../area.ts";
 import { apiRoute, json, problem } from "../openapi.ts";
 import { adminCtxOf, createRouter, tenantCtxOf } from "../request-context.ts";
 
@@ -49,3 +50,6 @@ export function mfaResetRoutes(deps: AuthDeps) {
       return c.json(await resetMemberFactors(deps, adminCtxOf(c, tenantId), { userId }), 200);
     });
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const mfaResetArea = defineArea({ name: "mfa-reset", routes: [mfaResetRoutes] });

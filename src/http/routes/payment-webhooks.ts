@@ -2,6 +2,7 @@ import { z } from "@hono/zod-openapi";
 import { receivePaymentWebhook, webhookEvent } from "../../billing/payment-webhooks.ts";
 import { SIGNATURE_HEADER } from "../../billing/webhook-signature.ts";
 import type { Deps } from "../../deps.ts";
+import { defineArea } from "../area.ts";
 import { apiRoute, json, problem, tenantIdParam } from "../openapi.ts";
 import { anonymousCtxOf, createRouter } from "../request-context.ts";
 
@@ -58,3 +59,6 @@ export function paymentWebhookRoutes(deps: Deps) {
     return c.json(result, 200);
   });
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const paymentWebhooksArea = defineArea({ name: "payment-webhooks", routes: [paymentWebhookRoutes] });

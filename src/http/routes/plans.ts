@@ -1,6 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import { listPlans } from "../../billing/list-plans.ts";
 import type { Deps } from "../../deps.ts";
+import { defineArea } from "../area.ts";
 import { outputCacheFor } from "../middleware/output-cache.ts";
 import { apiRoute, json, page, pageQuery } from "../openapi.ts";
 import { anonymousCtxOf, createRouter } from "../request-context.ts";
@@ -47,3 +48,6 @@ export function planRoutes(deps: Deps) {
     return c.json(await listPlans(deps, anonymousCtxOf(c), c.req.valid("query")), 200);
   });
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const plansArea = defineArea({ name: "plans", routes: [planRoutes] });

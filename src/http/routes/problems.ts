@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { AppError, type ErrorCode, errorCodes } from "../../errors.ts";
+import { defineArea } from "../area.ts";
 import { apiRoute, problem } from "../openapi.ts";
 import { statusOf } from "../problem-json.ts";
 import { problemTypePath, problemTypes } from "../problem-types.ts";
@@ -133,3 +134,6 @@ export function problemRoutes() {
       return c.html(found, 200, headers);
     });
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const problemsArea = defineArea({ name: "problems", routes: [problemRoutes] });

@@ -10,6 +10,7 @@ import {
   replaceScimGroup,
 } from "../../scim/scim-groups.ts";
 import { project } from "../../scim/scim-projection.ts";
+import { defineArea } from "../area.ts";
 import { createRouter } from "../request-context.ts";
 import {
   baseOf,
@@ -132,3 +133,6 @@ export function scimGroupRoutes(deps: Deps) {
       return c.body(null, 204);
     });
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const scimGroupsArea = defineArea({ name: "scim-groups", routes: [scimGroupRoutes] });

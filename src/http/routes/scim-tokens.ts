@@ -2,6 +2,7 @@ import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { createScimToken, deleteScimToken, listScimTokens } from "../../scim/scim-tokens.ts";
 import { tenantAccess } from "../access.ts";
+import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, page, pageQuery, problem } from "../openapi.ts";
 import { createRouter, tenantCtxOf } from "../request-context.ts";
 
@@ -92,3 +93,6 @@ export function scimTokenRoutes(deps: Deps) {
       return c.body(null, 204);
     });
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const scimTokensArea = defineArea({ name: "scim-tokens", routes: [scimTokenRoutes] });

@@ -11,6 +11,7 @@ import {
   patchScimUser,
   replaceScimUser,
 } from "../../scim/scim-users.ts";
+import { defineArea } from "../area.ts";
 import { createRouter } from "../request-context.ts";
 import {
   baseOf,
@@ -185,3 +186,6 @@ export function scimRoutes(deps: Deps) {
       return c.body(null, 204);
     });
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const scimArea = defineArea({ name: "scim", routes: [scimRoutes] });

@@ -2,6 +2,7 @@ import { z } from "@hono/zod-openapi";
 import type { AuthDeps } from "../../auth/deps.ts";
 import { getSecurityPolicy, requireMfaValues, updateSecurityPolicy } from "../../auth/security-policy.ts";
 import { tenantAccess } from "../access.ts";
+import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
 import { createRouter, tenantCtxOf } from "../request-context.ts";
 
@@ -59,3 +60,6 @@ export function securityPolicyRoutes(deps: AuthDeps) {
       c.json(view(await updateSecurityPolicy(deps, tenantCtxOf(c), c.req.valid("json"))), 200),
     );
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const securityPolicyArea = defineArea({ name: "security-policy", routes: [securityPolicyRoutes] });

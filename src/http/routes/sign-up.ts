@@ -1,6 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { completeSignUp, requestSignUp, signUpSchema } from "../../identity/sign-up.ts";
+import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
 import { anonymousCtxOf, createRouter } from "../request-context.ts";
 import { tokenPair } from "./auth.ts";
@@ -68,3 +69,6 @@ export function signUpRoutes(deps: Deps) {
       return c.json(await completeSignUp(deps, anonymousCtxOf(c), c.req.valid("json")), 200);
     });
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const signUpArea = defineArea({ name: "sign-up", routes: [signUpRoutes] });

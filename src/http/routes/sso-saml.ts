@@ -3,6 +3,7 @@ import { completeSamlSignIn } from "../../sso/saml/saml-acs.ts";
 import { getSamlServiceProviderMetadata } from "../../sso/saml/saml-metadata-route.ts";
 import type { SsoDeps } from "../../sso/sso-deps.ts";
 import { tenantAccess } from "../access.ts";
+import { defineArea } from "../area.ts";
 import { apiRoute, headerRef, problem } from "../openapi.ts";
 import { anonymousCtxOf, createRouter, tenantCtxOf } from "../request-context.ts";
 import { answerOutcome, ssoTestReport } from "./sso-sign-in.ts";
@@ -88,3 +89,6 @@ export function ssoSamlRoutes(deps: SsoDeps) {
       return c.body(xml, 200, { "content-type": "application/samlmetadata+xml" }) as never;
     });
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const ssoSamlArea = defineArea({ name: "sso-saml", routes: [ssoSamlRoutes] });

@@ -7,6 +7,7 @@ import { exchangeSsoCode } from "../../sso/exchange.ts";
 import type { SsoOutcome } from "../../sso/finish-sign-in.ts";
 import { completeOidcSignIn } from "../../sso/oidc/oidc-callback.ts";
 import type { SsoDeps } from "../../sso/sso-deps.ts";
+import { defineArea } from "../area.ts";
 import { apiRoute, headerRef, json, jsonBody, problem } from "../openapi.ts";
 import type { AppEnv } from "../request-context.ts";
 import { anonymousCtxOf, createRouter } from "../request-context.ts";
@@ -165,3 +166,6 @@ export function ssoSignInRoutes(deps: SsoDeps) {
       return c.json(session, 200);
     });
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const ssoSignInArea = defineArea({ name: "sso-sign-in", routes: [ssoSignInRoutes] });

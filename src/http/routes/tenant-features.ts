@@ -3,6 +3,7 @@ import type { TenantFeatures } from "../../billing/entitlements.ts";
 import { getTenantFeatures } from "../../billing/get-tenant-features.ts";
 import type { Deps } from "../../deps.ts";
 import { tenantAccess } from "../access.ts";
+import { defineArea } from "../area.ts";
 import { apiRoute, json } from "../openapi.ts";
 import { createRouter, tenantCtxOf } from "../request-context.ts";
 
@@ -47,3 +48,6 @@ export function tenantFeatureRoutes(deps: Deps) {
     return c.json(featuresView(await getTenantFeatures(deps, tenantCtxOf(c))), 200);
   });
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const featuresArea = defineArea({ name: "tenant-features", routes: [tenantFeatureRoutes] });

@@ -3,6 +3,7 @@ import type { Deps } from "../../deps.ts";
 import { cancelTenantDeletion, scheduleTenantDeletion } from "../../tenant-lifecycle/deletion.ts";
 import { getTenantExport, MIN_PASSPHRASE, startTenantExport } from "../../tenant-lifecycle/exports.ts";
 import { tenantAccess } from "../access.ts";
+import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, problem, tenantIdParam } from "../openapi.ts";
 import { adminCtxOf, createRouter, ctxOf, tenantCtxOf } from "../request-context.ts";
 
@@ -170,3 +171,6 @@ export function tenantLifecycleRoutes(deps: Deps) {
       c.json(await getTenantExport(deps, tenantCtxOf(c), c.req.valid("param")), 200),
     );
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const tenantLifecycleArea = defineArea({ name: "tenant-lifecycle", routes: [tenantLifecycleRoutes] });

@@ -2,6 +2,7 @@ import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { getTenantSettings, updateTenantSettings } from "../../tenancy/tenant-settings.ts";
 import { tenantAccess } from "../access.ts";
+import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, problem, tenantIdParam } from "../openapi.ts";
 import { adminCtxOf, createRouter, tenantCtxOf } from "../request-context.ts";
 
@@ -79,3 +80,6 @@ export function tenantSettingsRoutes(deps: Deps) {
       ),
     );
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const tenantSettingsArea = defineArea({ name: "tenant-settings", routes: [tenantSettingsRoutes] });

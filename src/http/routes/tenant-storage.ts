@@ -7,6 +7,7 @@ import {
   listTenantObjects,
 } from "../../storage/tenant-objects.ts";
 import { tenantAccess } from "../access.ts";
+import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, pageQuery, problem } from "../openapi.ts";
 import { createRouter, tenantCtxOf } from "../request-context.ts";
 
@@ -163,3 +164,6 @@ export function tenantStorageRoutes(deps: Deps) {
       return c.body(null, 204);
     });
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const storageArea = defineArea({ name: "tenant-storage", routes: [tenantStorageRoutes] });

@@ -9,6 +9,7 @@ import {
   newUserSchema,
 } from "../../identity/users.ts";
 import { tenantAccess } from "../access.ts";
+import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, pageQuery, problem } from "../openapi.ts";
 import { adminCtxOf, createRouter, tenantCtxOf } from "../request-context.ts";
 
@@ -147,3 +148,9 @@ export function tenantUserRoutes(deps: Deps) {
       return c.body(null, 204);
     });
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const adminUsersArea = defineArea({ name: "admin-users", routes: [adminUserRoutes] });
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const tenantUsersArea = defineArea({ name: "tenant-users", routes: [tenantUserRoutes] });

@@ -11,6 +11,7 @@ import { rotateWebhookSecret } from "../../webhooks/rotate-webhook-secret.ts";
 import { testWebhookEndpoint } from "../../webhooks/test-webhook-endpoint.ts";
 import { updateWebhookEndpoint } from "../../webhooks/update-webhook-endpoint.ts";
 import { tenantAccess } from "../access.ts";
+import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, page, pageQuery, problem, tenantIdParam } from "../openapi.ts";
 import { adminCtxOf, createRouter, tenantCtxOf } from "../request-context.ts";
 
@@ -311,3 +312,9 @@ export function adminWebhookRoutes(deps: Deps) {
     return c.json({ items, nextCursor: endpoints.nextCursor }, 200);
   });
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const webhooksArea = defineArea({
+  name: "webhooks",
+  routes: [tenantWebhookRoutes, adminWebhookRoutes],
+});

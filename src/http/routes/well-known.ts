@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
+import { defineArea } from "../area.ts";
 import { apiRoute, headerRef } from "../openapi.ts";
 import { createRouter } from "../request-context.ts";
 
@@ -60,3 +61,6 @@ export function wellKnownRoutes(deps: Deps) {
     return c.json(body, 200);
   });
 }
+
+/** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
+export const wellKnownArea = defineArea({ name: "well-known", routes: [wellKnownRoutes] });
