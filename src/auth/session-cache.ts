@@ -9,7 +9,10 @@ import type { Logger } from "../telemetry/logger.ts";
  */
 export const SESSION_CHANNEL = "plinth_sessions";
 
-/** What ended: one session, every session of a user, or of a tenant; or an API key changed. */
+/**
+ * What ended: one session, every session of a user, or of a tenant; or an API key changed. A user's
+ * change also stands for a change of what the caches know of them (a role, a membership).
+ */
 export type SessionChange =
   | { sessionId: string }
   | { userId: string }
@@ -26,6 +29,14 @@ export interface SessionEntry {
   value: unknown;
 }
 
+/** What a process remembers of a user beside their sessions (their memberships), by user id. */
+export interface UserEntry {
+  userId: string;
+  /** The tenants the value speaks of: a change of any of them evicts it. */
+  tenantIds: readonly string[];
+  value: unknown;
+}
+
 /**
  * Open sessions seen recently, so an authenticated request costs no database round trip.
  * Entries live `ttlMs` at most; a session that ends is evicted at once in this process and, through
@@ -33,6 +44,9 @@ export interface SessionEntry {
  */
 export class SessionCache {
   readonly #entries = new Map<string, SessionEntry & { until: number }>();
+  readonly #users = new Map<string, UserEntry & { until: number }>();
+  /** Counts evictions, so a value read before one is not remembered after it (see `userGeneration`). */
+  #generation = 0;
   readonly #ttlMs: number;
   readonly #max: number;
   readonly #clock: Clock;
@@ -62,7 +76,36 @@ export class SessionCache {
     this.#entries.set(key, { ...entry, until: this.#clock.now().getTime() + ttlMs });
   }
 
+  /** A user's remembered state, within the TTL and since the last change that spoke of it. */
+  getUser(userId: string): UserEntry | undefined {
+    const entry = this.#users.get(userId);
+    if (!entry) return undefined;
+    if (entry.until <= this.#clock.now().getTime()) {
+      this.#users.delete(userId);
+      return undefined;
+    }
+    return entry;
+  }
+
+  /** Take before reading what `setUser` will remember: a change heard meanwhile makes that a no-op. */
+  userGeneration(): number {
+    return this.#generation;
+  }
+
+  /** Remembers a user's state read at `generation`, unless a change was heard since. */
+  setUser(entry: UserEntry, generation: number): void {
+    if (this.#ttlMs <= 0 || generation !== this.#generation) return;
+    if (this.#users.size >= this.#max) this.#users.clear();
+    this.#users.set(entry.userId, { ...entry, until: this.#clock.now().getTime() + this.#ttlMs });
+  }
+
   evict(change: SessionChange): void {
+    this.#generation++;
+    if ("userId" in change) this.#users.delete(change.userId);
+    else if ("tenantId" in change)
+      for (const [userId, entry] of this.#users) {
+        if (entry.tenantIds.includes(change.tenantId)) this.#users.delete(userId);
+      }
     for (const [key, entry] of this.#entries) {
       if (
         ("sessionId" in change && entry.sessionId === change.sessionId) ||
@@ -76,7 +119,9 @@ export class SessionCache {
   }
 
   clear(): void {
+    this.#generation++;
     this.#entries.clear();
+    this.#users.clear();
   }
 
   /** Listens for changes from other processes. Without LISTEN (a pooler), the TTL still bounds staleness. */
@@ -100,4 +145,13 @@ export class SessionCache {
 /** Tells every process (this one included, through its listener) that sessions ended. */
 export async function announceSessionChange(db: Executor, change: SessionChange): Promise<void> {
   await execute(db, sql`select pg_notify(${SESSION_CHANNEL}, ${JSON.stringify(change)})`);
+}
+
+/**
+ * What the caches hold of a user changed without a session ending (a membership joined or
+ * reactivated): this process forgets it at once, every process as `db`'s transaction commits.
+ */
+export async function announceUserChange(cache: SessionCache, db: Executor, userId: string): Promise<void> {
+  cache.evict({ userId });
+  await announceSessionChange(db, { userId });
 }

@@ -1,5 +1,6 @@
 import { and, eq, gt, isNull } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
+import { announceUserChange } from "../auth/session-cache.ts";
 import { startTokenSession, type TokenPair } from "../auth/sessions.ts";
 import { consumeSingleUseToken } from "../auth/single-use-tokens.ts";
 import { loadIdentity } from "../auth/user-identity.ts";
@@ -131,6 +132,8 @@ export async function acceptInvitation(
       .onConflictDoNothing()
       .returning({ userId: tenantMemberships.userId });
     if (joined.length === 0) throw new AppError("conflict", "You are a member of this tenant already.");
+    // an identity signed in elsewhere lists this tenant at once in every process
+    if (existing) await announceUserChange(deps.sessionCache, tx, userId);
     await tx
       .update(tenantInvitations)
       .set({ status: "Accepted", acceptedAt: now, acceptedBy: userId, updatedAt: now })

@@ -44,6 +44,26 @@ export async function listMemberships(deps: DatabaseDeps, ctx: Ctx): Promise<Mem
   return rows.map(({ role, ...tenant }) => ({ tenant, role }));
 }
 
+/**
+ * `listMemberships` through the session cache: a known user's `/api/auth/me` costs no database round
+ * trip. Evicted in every process by a change of the user (`{ userId }`: a role, a membership joined,
+ * disabled or removed) or of a tenant in the list (`{ tenantId }`: suspended); at most
+ * `Authentication:SessionCacheSeconds` old should a notice be lost.
+ */
+export async function cachedMemberships(
+  deps: DatabaseDeps & Pick<AuthDeps, "sessionCache">,
+  ctx: Ctx,
+): Promise<Membership[]> {
+  const { userId } = callerOf(ctx);
+  const hit = deps.sessionCache.getUser(userId);
+  if (hit) return hit.value as Membership[];
+  const generation = deps.sessionCache.userGeneration();
+  const memberships = await listMemberships(deps, ctx);
+  const tenantIds = memberships.map((m) => m.tenant.id);
+  deps.sessionCache.setUser({ userId, tenantIds, value: memberships }, generation);
+  return memberships;
+}
+
 const noSuchTenant = () => new AppError("not_found", "No such tenant.");
 
 /**

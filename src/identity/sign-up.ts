@@ -1,6 +1,7 @@
 import { and, eq, isNull } from "drizzle-orm";
 import { z } from "zod";
 import { recordAudit } from "../audit/record.ts";
+import { announceUserChange } from "../auth/session-cache.ts";
 import { clientIpOf, startTokenSession, type TokenPair } from "../auth/sessions.ts";
 import { consumeSingleUseToken, issueSingleUseToken } from "../auth/single-use-tokens.ts";
 import { loadIdentity, normaliseEmail } from "../auth/user-identity.ts";
@@ -136,6 +137,7 @@ export async function completeSignUp(deps: Deps, ctx: Ctx, input: { token: strin
     }
     if (!userId) throw new Error("the sign-up user insert returned no row");
     await tx.insert(tenantMemberships).values({ tenantId: tenant.id, userId, role: "owner", createdAt: now });
+    if (existing) await announceUserChange(deps.sessionCache, tx, userId);
     const ownerCtx = { ...txCtx, tenantId: tenant.id };
     await recordAudit(tx, ownerCtx, {
       action: "tenant.signed_up",

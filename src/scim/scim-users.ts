@@ -1,5 +1,6 @@
 import { and, asc, eq, ne, sql } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
+import { announceUserChange } from "../auth/session-cache.ts";
 import type { TenantCtx } from "../context.ts";
 import type { Executor, Tx } from "../db/client.ts";
 import { withDatabase, withTransaction } from "../db/operation.ts";
@@ -234,6 +235,7 @@ async function writeUser(deps: ScimDeps, ctx: TenantCtx, userId: string, user: U
         .where(and(eq(tenantMemberships.tenantId, ctx.tenantId), eq(tenantMemberships.userId, userId)));
       if (record.pool === "tenant")
         await tx.update(users).set({ status: "Active", updatedAt: now }).where(eq(users.id, userId));
+      await announceUserChange(deps.sessionCache, tx, userId);
       await recordAudit(tx, ctx, { action: "scim.user_reactivated", target: { type: "user", id: userId } });
     }
   });

@@ -4,7 +4,7 @@ import { applySubscriptionEvent } from "../../src/billing/apply-subscription-eve
 import { systemClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
 import type { Db } from "../../src/db/client.ts";
-import { tenantDomains, tenants, users } from "../../src/db/schema/index.ts";
+import { tenantDomains, tenantMemberships, tenants, users } from "../../src/db/schema/index.ts";
 import type { Deps } from "../../src/deps.ts";
 import {
   BootstrapRefusedError,
@@ -14,6 +14,7 @@ import {
 import { createPlatformUser } from "../../src/identity/platform-users.ts";
 import type { PlatformRole } from "../../src/identity/roles.ts";
 import { createTenantUser } from "../../src/identity/users.ts";
+import { hashPassword } from "../../src/security/passwords.ts";
 import { createTenant as createTenantOperation } from "../../src/tenancy/tenants.ts";
 import type { TestApp } from "./app.ts";
 import { silentLogger } from "./cache.ts";
@@ -55,6 +56,22 @@ export async function createUser(
   // a factory user has already replaced the password it was given (createTenantUser flags it)
   await db.update(users).set({ mustChangePassword: false }).where(eq(users.id, id));
   return { id, email };
+}
+
+/** A shared identity (as an accepted invitation leaves one) with a membership of each tenant given. */
+export async function createSharedUser(
+  db: Db,
+  memberOf: { tenantId: string; role?: "owner" | "admin" | "member" }[],
+): Promise<{ id: string; email: string }> {
+  const email = `p${crypto.randomUUID().slice(0, 8)}@example.com`;
+  const [user] = await db
+    .insert(users)
+    .values({ pool: "shared", email, name: "Pat", passwordHash: await hashPassword(PASSWORD) })
+    .returning({ id: users.id });
+  if (!user) throw new Error("no user");
+  for (const { tenantId, role = "member" } of memberOf)
+    await db.insert(tenantMemberships).values({ tenantId, userId: user.id, role });
+  return { id: user.id, email };
 }
 
 /**

@@ -1,9 +1,7 @@
 import { expect, test } from "bun:test";
 import { ManualClock } from "../../src/clock.ts";
-import { tenantMemberships, users } from "../../src/db/schema/index.ts";
-import { hashPassword } from "../../src/security/passwords.ts";
 import { useTestApp } from "../helpers/app.ts";
-import { activeDomain, createTenant, login, PASSWORD } from "../helpers/identity.ts";
+import { activeDomain, createSharedUser, createTenant, login } from "../helpers/identity.ts";
 
 /**
  * Issue #32: the password windows of a shared identity (one person in several tenants) are per
@@ -23,24 +21,12 @@ const app = useTestApp({
 });
 const db = () => app.testDatabase.database.db;
 
-async function sharedPerson(tenantIds: string[]) {
-  const email = `p${crypto.randomUUID().slice(0, 8)}@example.com`;
-  const [user] = await db()
-    .insert(users)
-    .values({ pool: "shared", email, name: "Pat", passwordHash: await hashPassword(PASSWORD) })
-    .returning({ id: users.id });
-  if (!user) throw new Error("no user");
-  for (const tenantId of tenantIds)
-    await db().insert(tenantMemberships).values({ tenantId, userId: user.id, role: "member" });
-  return { id: user.id, email };
-}
-
 test("a stranger hammering tenant A's host locks the person out of neither tenant B nor A from elsewhere", async () => {
   const a = await createTenant(db());
   const b = await createTenant(db());
   const hostA = await activeDomain(db(), a.id, `login.${a.code}.test`);
   const hostB = await activeDomain(db(), b.id, `login.${b.code}.test`);
-  const pat = await sharedPerson([a.id, b.id]);
+  const pat = await createSharedUser(db(), [{ tenantId: a.id }, { tenantId: b.id }]);
   const stranger = "203.0.113.40";
   const wrongOnA = (peer: string) =>
     login(app, { email: pat.email, password: "wrong-guess-0001" }, { host: hostA, peer });

@@ -3,7 +3,7 @@ import { and, eq, sql } from "drizzle-orm";
 import { decodeJwt } from "jose";
 import { ManualClock } from "../../src/clock.ts";
 import { execute } from "../../src/db/client.ts";
-import { tenantFeatureOverrides, tenants, users } from "../../src/db/schema/index.ts";
+import { tenantFeatureOverrides, tenantMemberships, tenants, users } from "../../src/db/schema/index.ts";
 import {
   bearer,
   json,
@@ -37,6 +37,35 @@ const accept = (body: { token: string; name?: string; password?: string }) =>
 const tidOf = (token: string) => (decodeJwt(token) as { tid: string }).tid;
 
 describe("invitations", () => {
+  test("/me lists a known user's tenants from the session cache: a tenant joined or left shows at once", async () => {
+    const [a, b, c] = [await signedInTenant(h), await signedInTenant(h), await signedInTenant(h)];
+    const email = address();
+    const joinedA = await accept({ token: await inviteLink(a, email), name: "Rae", password: PASSWORD });
+    const inA = (await joinedA.json()) as { accessToken: string };
+    const userId = (decodeJwt(inA.accessToken) as { sub: string }).sub;
+    const listed = async () => {
+      const me = (await (await h.request("/api/auth/me", bearer(inA.accessToken))).json()) as {
+        memberships: { tenant: { id: string } }[];
+      };
+      return me.memberships.map((m) => m.tenant.id).sort();
+    };
+    expect(await listed()).toEqual([a.id]);
+    // written behind the API's back (no notice): seen once Authentication:SessionCacheSeconds (5) pass
+    await h.db.insert(tenantMemberships).values({ tenantId: c.id, userId, role: "member" });
+    expect(await listed()).toEqual([a.id]);
+    clock.advance(5_001);
+    expect(await listed()).toEqual([a.id, c.id].sort());
+    // through the API: at once
+    expect((await accept({ token: await inviteLink(b, email) })).status).toBe(200);
+    expect(await listed()).toEqual([a.id, b.id, c.id].sort());
+    const removed = await h.request(`/api/tenant/users/${userId}`, {
+      method: "DELETE",
+      headers: b.owner.headers,
+    });
+    expect(removed.status).toBe(204);
+    expect(await listed()).toEqual([a.id, c.id].sort());
+  });
+
   test("a new address gets an account; invited by a second tenant it joins it, /me lists both, switch changes the tenant", async () => {
     const a = await signedInTenant(h);
     const b = await signedInTenant(h);

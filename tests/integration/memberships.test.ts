@@ -1,12 +1,12 @@
 import { describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import { decodeJwt } from "jose";
-import { tenantMemberships, users } from "../../src/db/schema/index.ts";
-import { hashPassword } from "../../src/security/passwords.ts";
+import { users } from "../../src/db/schema/index.ts";
 import { relaxedLimits, useTestApp } from "../helpers/app.ts";
 import {
   activeDomain,
   bearer,
+  createSharedUser,
   createUser,
   json,
   login,
@@ -20,26 +20,13 @@ import {
 
 const app = useTestApp({ settings: relaxedLimits });
 
-/** A shared identity (as an accepted invitation leaves one) with a membership of each tenant. */
-async function sharedPerson(memberOf: { tenantId: string; role: "owner" | "admin" | "member" }[]) {
-  const email = `p${crypto.randomUUID().slice(0, 8)}@example.com`;
-  const [user] = await app.db
-    .insert(users)
-    .values({ pool: "shared", email, name: "Pat", passwordHash: await hashPassword(PASSWORD) })
-    .returning({ id: users.id });
-  if (!user) throw new Error("no user");
-  for (const { tenantId, role } of memberOf)
-    await app.db.insert(tenantMemberships).values({ tenantId, userId: user.id, role });
-  return { id: user.id, email };
-}
-
 const claimsOf = (token: string) => decodeJwt(token) as { tid: string | null; roles: string[]; sub: string };
 
 describe("a person in two tenants", () => {
   test("signs in to each with one password; /me lists both; switch changes the tenant claim", async () => {
     const a = await signedInTenant(app);
     const b = await signedInTenant(app);
-    const pat = await sharedPerson([
+    const pat = await createSharedUser(app.db, [
       { tenantId: a.id, role: "admin" },
       { tenantId: b.id, role: "member" },
     ]);
@@ -111,14 +98,14 @@ describe("a person in two tenants", () => {
     expect(switched.status).toBe(404);
     expect((await login(app, { email: staff.email, tenant: a.code })).status).toBe(401);
     // and a shared identity does not sign in as staff (no tenant: staff only)
-    const pat = await sharedPerson([{ tenantId: a.id, role: "member" }]);
+    const pat = await createSharedUser(app.db, [{ tenantId: a.id, role: "member" }]);
     expect((await login(app, { email: pat.email })).status).toBe(401);
   });
 
   test("disabling or removing a member in one tenant leaves the other", async () => {
     const a = await signedInTenant(app);
     const b = await signedInTenant(app);
-    const pat = await sharedPerson([
+    const pat = await createSharedUser(app.db, [
       { tenantId: a.id, role: "member" },
       { tenantId: b.id, role: "member" },
     ]);
@@ -181,7 +168,7 @@ describe("a person in two tenants", () => {
     const a = await signedInTenant(app);
     const white = await signedInTenant(app);
     const host = await activeDomain(app.db, white.id, `wl${crypto.randomUUID().slice(0, 6)}.example.net`);
-    const pat = await sharedPerson([{ tenantId: a.id, role: "owner" }]);
+    const pat = await createSharedUser(app.db, [{ tenantId: a.id, role: "owner" }]);
     const elsewhere = await login(app, { email: pat.email }, { host });
     const unknown = await login(
       app,

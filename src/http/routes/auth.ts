@@ -6,7 +6,7 @@ import { changePassword, signInWithPassword } from "../../auth/password-sign-in.
 import { logout, refreshSession, revokeCallerSession } from "../../auth/sessions.ts";
 import { sendSmsCode, verifySmsCode } from "../../auth/sms-sign-in.ts";
 import { AppError } from "../../errors.ts";
-import { listMemberships } from "../../identity/memberships.ts";
+import { cachedMemberships } from "../../identity/memberships.ts";
 import type { WindowKind } from "../../security/windows.ts";
 import type { TenantLookup } from "../../tenancy/tenant-lookup.ts";
 import { defineArea } from "../area.ts";
@@ -370,7 +370,7 @@ export function authRoutes(deps: AuthRouteDeps, authenticated: MiddlewareHandler
           tenant,
           roles: identity.roles,
           platformRoles: identity.platformRoles,
-          memberships: await listMemberships(deps, ctxOf(c)),
+          memberships: await cachedMemberships(deps, ctxOf(c)),
           impersonator: impersonatorOf(c.get("principal")),
         },
         200,
