@@ -2,6 +2,9 @@ export const REDACTED = "[REDACTED]";
 
 const SECRET_NAME = /pass(word)?|secret|token|pepper|private_?key|master_?key|api_?key|authorization|cookie/i;
 
+/** Only hexadecimal digits and dashes (a UUID). */
+const HEX_TEXT = /^[0-9A-Fa-f-]*$/;
+
 export type Redactor = {
   /** Replaces every known secret value (and credentials in URLs, bearer tokens) in a string. */
   text(value: string): string;
@@ -26,8 +29,12 @@ export function createRedactor(secretValues: Iterable<string>): Redactor {
     ? new RegExp(ordered.map((n) => n.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("|"), "g")
     : null;
   const shortest = ordered.at(-1)?.length ?? Number.POSITIVE_INFINITY;
+  // hexadecimal digits and dashes alone (a request id, a UUID) hold none of the patterns below, nor
+  // a configured secret unless one is made of those characters only: such text is returned as is
+  const hexSecret = ordered.some((needle) => HEX_TEXT.test(needle));
 
   const text = (value: string): string => {
+    if (!hexSecret && HEX_TEXT.test(value)) return value;
     let out = value;
     if (anySecret && out.length >= shortest) out = out.replace(anySecret, REDACTED);
     // the patterns only where they can match: most strings (paths, ids) skip both

@@ -45,7 +45,9 @@ export interface UserEntry {
 export class SessionCache {
   readonly #entries = new Map<string, SessionEntry & { until: number }>();
   readonly #users = new Map<string, UserEntry & { until: number }>();
-  /** Counts evictions, so a value read before one is not remembered after it (see `userGeneration`). */
+  /** The loads under way, one per user: a burst of a user's requests on a miss costs one query. */
+  readonly #loading = new Map<string, Promise<unknown>>();
+  /** Counts evictions, so a value read before one is not remembered after it. */
   #generation = 0;
   readonly #ttlMs: number;
   readonly #max: number;
@@ -76,31 +78,39 @@ export class SessionCache {
     this.#entries.set(key, { ...entry, until: this.#clock.now().getTime() + ttlMs });
   }
 
-  /** A user's remembered state, within the TTL and since the last change that spoke of it. */
-  getUser(userId: string): UserEntry | undefined {
-    const entry = this.#users.get(userId);
-    if (!entry) return undefined;
-    if (entry.until <= this.#clock.now().getTime()) {
+  /**
+   * A user's remembered state, else what `load` reads (one load at a time per user), remembered for
+   * the TTL unless a change of the user or of one of its tenants was heard while it was read.
+   */
+  user<T>(userId: string, load: () => Promise<{ value: T; tenantIds: readonly string[] }>): Promise<T> {
+    const hit = this.#users.get(userId);
+    if (hit !== undefined) {
+      if (hit.until > this.#clock.now().getTime()) return Promise.resolve(hit.value as T);
       this.#users.delete(userId);
-      return undefined;
     }
-    return entry;
-  }
-
-  /** Take before reading what `setUser` will remember: a change heard meanwhile makes that a no-op. */
-  userGeneration(): number {
-    return this.#generation;
-  }
-
-  /** Remembers a user's state read at `generation`, unless a change was heard since. */
-  setUser(entry: UserEntry, generation: number): void {
-    if (this.#ttlMs <= 0 || generation !== this.#generation) return;
-    if (this.#users.size >= this.#max) this.#users.clear();
-    this.#users.set(entry.userId, { ...entry, until: this.#clock.now().getTime() + this.#ttlMs });
+    const under = this.#loading.get(userId);
+    if (under !== undefined) return under as Promise<T>;
+    const generation = this.#generation;
+    const loading = load()
+      .then(({ value, tenantIds }) => {
+        if (this.#ttlMs > 0 && generation === this.#generation) {
+          if (this.#users.size >= this.#max) this.#users.clear();
+          const until = this.#clock.now().getTime() + this.#ttlMs;
+          this.#users.set(userId, { userId, tenantIds, value, until });
+        }
+        return value;
+      })
+      .finally(() => {
+        if (this.#loading.get(userId) === loading) this.#loading.delete(userId);
+      });
+    this.#loading.set(userId, loading);
+    return loading;
   }
 
   evict(change: SessionChange): void {
     this.#generation++;
+    // a load under way may have read what this change made stale: the next request reads afresh
+    this.#loading.clear();
     if ("userId" in change) this.#users.delete(change.userId);
     else if ("tenantId" in change)
       for (const [userId, entry] of this.#users) {
@@ -122,6 +132,7 @@ export class SessionCache {
     this.#generation++;
     this.#entries.clear();
     this.#users.clear();
+    this.#loading.clear();
   }
 
   /** Listens for changes from other processes. Without LISTEN (a pooler), the TTL still bounds staleness. */

@@ -48,20 +48,17 @@ export async function listMemberships(deps: DatabaseDeps, ctx: Ctx): Promise<Mem
  * `listMemberships` through the session cache: a known user's `/api/auth/me` costs no database round
  * trip. Evicted in every process by a change of the user (`{ userId }`: a role, a membership joined,
  * disabled or removed) or of a tenant in the list (`{ tenantId }`: suspended); at most
- * `Authentication:SessionCacheSeconds` old should a notice be lost.
+ * `Authentication:SessionCacheSeconds` old should a notice be lost; a burst of the user's requests on a
+ * miss shares one read.
  */
-export async function cachedMemberships(
+export function cachedMemberships(
   deps: DatabaseDeps & Pick<AuthDeps, "sessionCache">,
   ctx: Ctx,
 ): Promise<Membership[]> {
-  const { userId } = callerOf(ctx);
-  const hit = deps.sessionCache.getUser(userId);
-  if (hit) return hit.value as Membership[];
-  const generation = deps.sessionCache.userGeneration();
-  const memberships = await listMemberships(deps, ctx);
-  const tenantIds = memberships.map((m) => m.tenant.id);
-  deps.sessionCache.setUser({ userId, tenantIds, value: memberships }, generation);
-  return memberships;
+  return deps.sessionCache.user(callerOf(ctx).userId, async () => {
+    const memberships = await listMemberships(deps, ctx);
+    return { value: memberships, tenantIds: memberships.map((m) => m.tenant.id) };
+  });
 }
 
 const noSuchTenant = () => new AppError("not_found", "No such tenant.");

@@ -84,6 +84,17 @@ export function createLogger(options: LoggerOptions, base: LogFields = {}): Logg
   };
   // the request line's fixed parts, redacted once (the names are not secret-looking, see the test)
   const requestMsg = quote(redactor.text("request"));
+  // methods and paths repeat from request to request: each redacted and quoted once (bounded)
+  const quoted = new Map<string, string>();
+  const quotedRedacted = (text: string): string => {
+    let json = quoted.get(text);
+    if (json === undefined) {
+      json = quote(redactor.text(text));
+      if (quoted.size >= QUOTED_MAX) quoted.clear();
+      quoted.set(text, json);
+    }
+    return json;
+  };
   const request = (entry: RequestLine) => {
     const level: LogLevel = entry.status >= 500 ? "error" : "info";
     if (rank[level] < rank[options.level]) return;
@@ -93,7 +104,7 @@ export function createLogger(options: LoggerOptions, base: LogFields = {}): Logg
     let line = `{"time":"${timestamp()}","level":"${level}","msg":${requestMsg}`;
     if (trace) line += `,"traceId":"${trace.traceId}","spanId":"${trace.spanId}"`;
     write(
-      `${line},"method":${quote(redactor.text(entry.method))},"path":${quote(redactor.text(entry.path))},"status":${finite(entry.status)},"durationMs":${finite(entry.durationMs)},"requestId":${quote(redactor.text(entry.requestId))}${entry.clientRequestId === undefined ? "" : `,"clientRequestId":${quote(redactor.text(entry.clientRequestId))}`}}`,
+      `${line},"method":${quotedRedacted(entry.method)},"path":${quotedRedacted(entry.path)},"status":${finite(entry.status)},"durationMs":${finite(entry.durationMs)},"requestId":${quote(redactor.text(entry.requestId))}${entry.clientRequestId === undefined ? "" : `,"clientRequestId":${quote(redactor.text(entry.clientRequestId))}`}}`,
     );
   };
   // a field that shadows a reserved or base key: the object spread decides, as it always did
@@ -124,6 +135,9 @@ function member(redactor: Redactor, key: string, value: unknown): string {
   else json = JSON.stringify(redactor.value(value), jsonSafe);
   return `${prefix(key)}${json}`;
 }
+
+/** How many distinct methods and paths a logger keeps redacted (`request`); then it starts again. */
+const QUOTED_MAX = 4_096;
 
 /** A number as JSON.stringify writes it (NaN and the infinities as null). */
 const finite = (value: number): string => (Number.isFinite(value) ? String(value) : "null");

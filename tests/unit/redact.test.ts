@@ -81,3 +81,11 @@ test("SCIM tokens are hidden wherever they appear, their prefix left readable", 
   expect(r.text(`token ${token} end`)).toBe(`token plscim_Ab3dEf6hIj9L_${REDACTED} end`);
   expect(r.text("prefix plscim_Ab3dEf6hIj9L end")).toBe("prefix plscim_Ab3dEf6hIj9L end");
 });
+
+test("a request id passes as it is, unless a configured secret could hide in its digits", () => {
+  const id = "5f0c2a4e-9b1d-4c3e-8a7f-0d6e1b2c3a4f";
+  expect(createRedactor(["s3cr3t-value", fakePem("MIIEvQIBADANBgkqhkiG9w0BAQEFAASC")]).text(id)).toBe(id);
+  // a secret of hexadecimal digits alone (a key as hex): still found inside one
+  expect(createRedactor(["9b1d-4c3e"]).text(id)).toBe(`5f0c2a4e-${REDACTED}-8a7f-0d6e1b2c3a4f`);
+  expect(createRedactor(["9B1D4C3E"]).text("9B1D4C3E")).toBe(REDACTED);
+});
