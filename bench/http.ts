@@ -42,14 +42,7 @@ import { closeDeps, type Deps } from "../src/deps.ts";
 import { bunServeOptions } from "../src/http/bun-serve.ts";
 import { authenticate } from "../src/http/middleware/authenticate.ts";
 import { rateLimit, rateLimitPolicies } from "../src/http/middleware/rate-limit.ts";
-import {
-  limitBody,
-  limitJsonDepth,
-  MAX_JSON_DEPTH,
-  noStoreWhenAuthenticated,
-  requestIdLogHeaders,
-} from "../src/http/middleware/request.ts";
-import { refuseUnstorableInput } from "../src/http/middleware/storable-input.ts";
+import { guardRequest, requestIdLogHeaders } from "../src/http/middleware/request.ts";
 import { resolveTenancy } from "../src/http/middleware/tenancy.ts";
 import { createRouter } from "../src/http/request-context.ts";
 import { createTenant, createUser, PASSWORD, readyPlatformUser } from "../tests/helpers/identity.ts";
@@ -281,10 +274,7 @@ async function stageCosts(deps: Deps, token: string): Promise<{ name: string; us
     if (depth >= 3)
       app.use(resolveTenancy({ settings, environment: deps.config.environment, lookup: deps.tenants }));
     if (depth >= 4) {
-      app.use(limitBody(settings.Server.MaxBodyBytes));
-      app.use(limitJsonDepth(MAX_JSON_DEPTH));
-      app.use(refuseUnstorableInput());
-      app.use(noStoreWhenAuthenticated());
+      app.use(guardRequest(settings.Server.MaxBodyBytes));
     }
     if (depth >= 5) app.use("/api/auth/me", authenticate(deps));
     app.get("/api/auth/me", (c) => c.json({ ok: true }));

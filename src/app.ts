@@ -22,14 +22,7 @@ import {
   rateLimitPolicies,
   tenantRateLimit,
 } from "./http/middleware/rate-limit.ts";
-import {
-  limitBody,
-  limitJsonDepth,
-  MAX_JSON_DEPTH,
-  noStoreWhenAuthenticated,
-  requestIdLogHeaders,
-} from "./http/middleware/request.ts";
-import { refuseUnstorableInput } from "./http/middleware/storable-input.ts";
+import { guardRequest, requestIdLogHeaders } from "./http/middleware/request.ts";
 import { resolveTenancy } from "./http/middleware/tenancy.ts";
 import { traceRequests } from "./http/middleware/tracing.ts";
 import { DOCUMENT_TAGS, registerComponents, registerDocumentRoutes } from "./http/openapi.ts";
@@ -195,11 +188,9 @@ export function createApp(deps: Deps) {
   for (const [path, kind] of Object.entries(WINDOW_KINDS))
     app.use(path, advertisePolicies(windowPolicies(deps.config.settings, kind)));
   app.use("/api/tenant/webhooks/:id/test", advertisePolicies(testSendPolicies(deps.config.settings)));
-  app.use(limitBody(deps.config.settings.Server.MaxBodyBytes));
-  app.use(limitJsonDepth(MAX_JSON_DEPTH));
-  // one guard for every operation: text PostgreSQL cannot store is a 400 naming the field, never a 500
-  app.use(refuseUnstorableInput());
-  app.use(noStoreWhenAuthenticated());
+  // the body limits, then one guard for every operation (text PostgreSQL cannot store is a 400
+  // naming the field, never a 500), then no-store on an authenticated answer
+  app.use(guardRequest(deps.config.settings.Server.MaxBodyBytes));
 
   answerErrors(app, deps);
 

@@ -36,6 +36,22 @@ const API_KEY_AREA = "/api/tenant/";
 const ADMIN_AREA = "/api/admin/";
 
 /**
+ * The token of an `Authorization: Bearer <token>` header. Another scheme carries no bearer token (a
+ * bare challenge, 401); a Bearer header must hold one token, nothing else. The common form (`Bearer`
+ * and one space) is read without running the token, ~800 characters, through a capturing pattern.
+ */
+function bearerToken(header: string): string {
+  if (header.startsWith("Bearer ")) {
+    const token = header.slice(7);
+    if (token !== "" && !/\s/.test(token)) return token;
+  }
+  if (!/^Bearer(\s|$)/i.test(header)) throw unauthorized("Use the Bearer authentication scheme.");
+  const match = /^Bearer\s+(\S+)$/i.exec(header);
+  if (!match?.[1]) throw unauthorized("Malformed Authorization header.", { invalidToken: true });
+  return match[1];
+}
+
+/**
  * Authenticates a request from `Authorization: Bearer <access token>`, `Authorization: Bearer
  * plk_…` (a tenant API key, on `/api/tenant/*` only: docs/api-keys.md) or, for browsers, the
  * session cookie (only from `BrowserAuth:AllowedOrigins`, and with the CSRF header on
@@ -50,15 +66,12 @@ export function authenticate(deps: AuthDeps): MiddlewareHandler<AppEnv> {
     const header = c.req.header("authorization");
     let found: Awaited<ReturnType<typeof openTokenSession>>;
     if (header !== undefined) {
-      // another scheme carries no bearer token (a bare challenge); a Bearer one must be well formed
-      if (!/^Bearer(\s|$)/i.test(header)) throw unauthorized("Use the Bearer authentication scheme.");
-      const match = /^Bearer\s+(\S+)$/i.exec(header);
-      if (!match?.[1]) throw unauthorized("Malformed Authorization header.", { invalidToken: true });
-      if (isApiKeyShaped(match[1])) {
+      const token = bearerToken(header);
+      if (isApiKeyShaped(token)) {
         // platform administration knows no API keys: not even looked up there
         if (c.req.path.startsWith(ADMIN_AREA))
           throw unauthorized("API keys are not accepted on platform administration routes.");
-        const key = await openApiKey(deps, match[1]);
+        const key = await openApiKey(deps, token);
         if ("refused" in key) throw unauthorized(key.refused, { invalidToken: true });
         if (!c.req.path.startsWith(API_KEY_AREA))
           throw new AppError("forbidden", "API keys are accepted on tenant routes only (/api/tenant/).");
@@ -68,7 +81,7 @@ export function authenticate(deps: AuthDeps): MiddlewareHandler<AppEnv> {
         recordUse(tenantCtxOf(c), key.keyId);
         return next();
       }
-      found = await openTokenSession(deps, match[1]);
+      found = await openTokenSession(deps, token);
       if ("refused" in found) throw unauthorized(found.refused, { invalidToken: true });
     } else {
       const cookie = readSessionCookie(c);

@@ -5,6 +5,7 @@ import type { Logger } from "../../telemetry/logger.ts";
 import { forwardedFrom, normaliseIp, type TrustedProxies, trustedProxies } from "../client-ip.ts";
 import type { AppEnv } from "../request-context.ts";
 import { readSessionCookie } from "../session-cookie.ts";
+import { refuseUnstorableInput } from "./storable-input.ts";
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -149,6 +150,29 @@ export function limitJsonDepth(maxDepth: number): MiddlewareHandler<AppEnv> {
       throw new AppError("bad_request", `The JSON body is nested deeper than ${maxDepth} levels.`);
     }
     return next();
+  };
+}
+
+/**
+ * The body limit, the JSON depth limit, the input guard (`refuseUnstorableInput`) and no-store, in
+ * this order, as one middleware: every request passes them, and each middleware of its own is a
+ * step of Hono's compose (an async call and two promises). A GET or HEAD skips the two body limits.
+ */
+export function guardRequest(maxBodyBytes: number): MiddlewareHandler<AppEnv> {
+  const limit = limitBody(maxBodyBytes);
+  const depth = limitJsonDepth(MAX_JSON_DEPTH);
+  const input = refuseUnstorableInput();
+  const noStore = noStoreWhenAuthenticated();
+  return (c, next) => {
+    const afterInput = async () => {
+      await noStore(c, next);
+    };
+    if (c.req.method === "GET" || c.req.method === "HEAD") return input(c, afterInput);
+    return limit(c, async () => {
+      await depth(c, async () => {
+        await input(c, afterInput);
+      });
+    });
   };
 }
 
