@@ -2,10 +2,11 @@ import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import forge from "node-forge";
 import { isHostName, isHttpOrigin } from "./config/production.ts";
+import { dataProtectionCertificate } from "./security/data-protection-certificate.ts";
 import { rotateJwt } from "./security/jwt-key-rotation.ts";
-import { rotateTenantSecretKey } from "./security/tenant-secret-key-rotation.ts";
+import { rotateKey } from "./security/key-rotation-steps.ts";
+import { checkpointKeyPair, ROTATED_KEYS } from "./security/rotated-keys.ts";
 
 /**
  * `bun run keys:generate --out DIR --host HOST`: every key a Production install needs, each in its
@@ -22,7 +23,7 @@ export const EXIT = {
 
 const HELP = `Usage: bun run keys:generate --out DIR --host HOST [--origin ORIGIN]
        bun run keys:generate --rotate jwt --out DIR [--switch | --retire]
-       bun run keys:generate --rotate tenant-secrets --out DIR [--retire]
+       bun run keys:generate --rotate NAME --out DIR [--retire]
 
 Writes into DIR (created if absent, mode 0700), each file mode 0600:
   jwt-<date>.key.pem / .pub.pem    RSA 3072 JWT signing key pair, key id jwt-<date>
@@ -53,11 +54,13 @@ each step rewrites only the JWT key lines of DIR/production.env and prints them:
   --switch   signs with that key; the old key's public half stays a verification key
   --retire   removes the old key's verification entry (after Security:Jwt:AccessTokenMinutes)
 
---rotate tenant-secrets rewrites only the tenant-secret key lines (docs/secrets-and-storage.md):
-  (no flag)  writes the next master key (tenant-secrets-<date>[-N].key, key id ts-<date>[-N]) as
-             current and keeps the old one as Security__TenantSecrets__PreviousKeys__0; then run
-             bun run secrets:rotate until it exits 0
-  --retire   removes PreviousKeys (only after secrets:rotate exited 0); names the old key file
+--rotate NAME (tenant-secrets, data-protection, sms-code-pepper, audit-checkpoint) writes the
+next key beside the current one and rewrites only its lines (docs/secrets-and-storage.md):
+  (no flag)  the new key becomes current; tenant-secrets and data-protection keep the old one as
+             PreviousKeys__0 / PreviousCertificates__0 until the re-seal command (bun run
+             secrets:rotate, bun run secrets:rotate --data-protection) exits 0; the pepper and the
+             audit checkpoint key are replaced at once
+  --retire   removes the previous key (only after the re-seal exited 0); names its files
 
 Exit codes: 0 written; 1 a file exists already or cannot be written (nothing or, on a write
 failure, part was written), or a rotation step that does not follow the last one (nothing
@@ -76,22 +79,6 @@ interface Output {
   content: string | Buffer;
 }
 
-function dataProtectionCertificate(host: string, password: string, now: Date): Buffer {
-  const { privateKey } = generateKeyPairSync("rsa", { modulusLength: 3072 });
-  const key = forge.pki.privateKeyFromPem(privateKey.export({ type: "pkcs1", format: "pem" }).toString());
-  const cert = forge.pki.createCertificate();
-  cert.publicKey = forge.pki.setRsaPublicKey(key.n, key.e);
-  cert.serialNumber = `01${randomBytes(15).toString("hex")}`;
-  cert.validity.notBefore = now;
-  cert.validity.notAfter = new Date(now.getTime() + 10 * 365 * 86_400_000);
-  const subject = [{ name: "commonName", value: `${host} data protection` }];
-  cert.setSubject(subject);
-  cert.setIssuer(subject);
-  cert.sign(key, forge.md.sha256.create());
-  const p12 = forge.pkcs12.toPkcs12Asn1(key, [cert], password, { algorithm: "aes256" });
-  return Buffer.from(forge.asn1.toDer(p12).getBytes(), "binary");
-}
-
 /** The files keys:generate writes, by name (DIR-relative), in writing order. */
 export function generateKeyFiles(options: GenerateOptions): Output[] {
   const now = options.now ?? new Date();
@@ -102,7 +89,7 @@ export function generateKeyFiles(options: GenerateOptions): Output[] {
   const jwtKeyId = `jwt-${date}`;
   const tenantKeyId = `ts-${date}`;
   const jwt = generateKeyPairSync("rsa", { modulusLength: 3072 });
-  const checkpoint = generateKeyPairSync("ed25519");
+  const checkpoint = checkpointKeyPair();
   const certificatePassword = randomBytes(24).toString("base64url");
   const files = {
     jwtPrivate: `${jwtKeyId}.key.pem`,
@@ -151,18 +138,15 @@ export function generateKeyFiles(options: GenerateOptions): Output[] {
   return [
     { name: files.jwtPrivate, content: jwt.privateKey.export({ type: "pkcs8", format: "pem" }).toString() },
     { name: files.jwtPublic, content: jwt.publicKey.export({ type: "spki", format: "pem" }).toString() },
-    { name: files.certificate, content: dataProtectionCertificate(host, certificatePassword, now) },
+    {
+      name: files.certificate,
+      content: dataProtectionCertificate(`${host} data protection`, certificatePassword, now),
+    },
     { name: files.certificatePassword, content: `${certificatePassword}\n` },
     { name: files.masterKey, content: `${randomBytes(32).toString("base64")}\n` },
     { name: files.pepper, content: `${randomBytes(32).toString("base64url")}\n` },
-    {
-      name: files.checkpointPrivate,
-      content: checkpoint.privateKey.export({ type: "pkcs8", format: "pem" }).toString(),
-    },
-    {
-      name: files.checkpointPublic,
-      content: checkpoint.publicKey.export({ type: "spki", format: "pem" }).toString(),
-    },
+    { name: files.checkpointPrivate, content: checkpoint.privatePem },
+    { name: files.checkpointPublic, content: checkpoint.publicPem },
     { name: "production.env", content: env },
   ];
 }
@@ -214,20 +198,18 @@ function main(argv: string[]): number {
       return EXIT.ok;
     }
     if (values.rotate !== undefined || values.switch || values.retire) {
-      if (values.rotate !== "jwt" && values.rotate !== "tenant-secrets")
-        throw new Error(
-          "--rotate takes jwt or tenant-secrets (the other keys: docs/runbooks/key-rotation.md)",
-        );
+      const key = ROTATED_KEYS.get(values.rotate ?? "");
+      if (values.rotate !== "jwt" && !key)
+        throw new Error(`--rotate takes one of: jwt, ${[...ROTATED_KEYS.keys()].join(", ")}`);
       if (!values.out) throw new Error(`--rotate ${values.rotate} needs --out DIR`);
       if (values.switch && values.retire) throw new Error("--switch and --retire exclude each other");
-      if (values.switch && values.rotate === "tenant-secrets")
-        throw new Error("--switch is a JWT step; tenant-secrets has publish (no flag) and --retire");
+      if (values.switch && key)
+        throw new Error(`--switch is a JWT step; ${values.rotate} has publish (no flag) and --retire`);
       if (values.host || values.origin)
         throw new Error("--host and --origin are for a new folder, not --rotate");
-      const { code, message } =
-        values.rotate === "jwt"
-          ? rotateJwt(values.out, values.switch ? "switch" : values.retire ? "retire" : "publish")
-          : rotateTenantSecretKey(values.out, values.retire ? "retire" : "publish");
+      const { code, message } = key
+        ? rotateKey(key, values.out, values.retire ? "retire" : "publish")
+        : rotateJwt(values.out, values.switch ? "switch" : values.retire ? "retire" : "publish");
       (code === EXIT.ok ? process.stdout : process.stderr).write(message);
       return code;
     }

@@ -46,8 +46,11 @@ old values decrypt. Runs in batches, one transaction each; safe to rerun and to 
 
 Data protection (Security:DataProtection) rotates its ring keys by itself every KeyLifetimeDays;
 these options act on the ring instead of tenant secrets:
-  --data-protection                   Create a new ring key now (early rotation); old keys keep
-                                      unprotecting. Other processes use it within 5 minutes.
+  --data-protection                   Wrap every ring key a PreviousCertificates entry wrapped with
+                                      the current certificate (after a certificate change; exit 0:
+                                      the previous certificate may go), then create a new ring key
+                                      now (early rotation); old keys keep unprotecting. Other
+                                      processes use it within 5 minutes.
   --revoke-data-protection-key <id>   Revoke one ring key (after a compromise): payloads under it
                                       (cookies, ...) stop opening.
   --list-data-protection-keys         List ring keys (ids, dates, whether this configuration
@@ -60,7 +63,8 @@ Options:
 Exit codes: 0 done (every secret is under the current key; only now may the old key be retired);
 1 configuration or database failure (rerun); 2 some secrets decrypt with no configured key (listed
 by tenant, name and key id; left unchanged); 3 incomplete: some secrets are still not under the
-current key (locked by another run, or written under an old key meanwhile), rerun until 0; 4 no
+current key (locked by another run, or written under an old key meanwhile) or, with
+--data-protection, some ring keys are still wrapped by another certificate, rerun until 0; 4 no
 such data-protection key; 5 a configured key is not the one the data was protected with (a
 different master key under a key id already in use, or ring keys no configured certificate
 unwraps; named by key id), nothing changed: never retire a key on this; 64 bad usage.
@@ -139,8 +143,16 @@ async function runDataProtection(
       });
       return EXIT.keyMismatch;
     }
+    const { rewrapped, remaining } = await dp.rewrapKeys();
+    if (rewrapped > 0)
+      logger.info("data protection keys wrapped with the current certificate", { rewrapped });
     logger.info("data protection key created and active", { keyId: await dp.rotateNow() });
-    return EXIT.ok;
+    if (remaining === 0) return EXIT.ok;
+    logger.warn(
+      "some data protection keys are still wrapped by another certificate (made meanwhile by a process on the old configuration?): restart every process with the new certificate, then rerun before removing PreviousCertificates",
+      { remaining },
+    );
+    return EXIT.incomplete;
   }
   if (action === "list") {
     const keys = await dp.listKeys();

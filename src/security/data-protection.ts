@@ -1,20 +1,12 @@
-import {
-  constants,
-  createCipheriv,
-  createDecipheriv,
-  hkdfSync,
-  privateDecrypt,
-  publicEncrypt,
-  randomBytes,
-  randomUUID,
-} from "node:crypto";
-import { and, asc, eq, gt, isNull, lte, sql } from "drizzle-orm";
+import { createCipheriv, createDecipheriv, hkdfSync, randomBytes, randomUUID } from "node:crypto";
+import { and, asc, count, eq, gt, isNull, lte, ne, sql } from "drizzle-orm";
 import type { Clock } from "../clock.ts";
 import type { AppConfig } from "../config/load.ts";
 import type { Db } from "../db/client.ts";
 import { dataProtectionKeys } from "../db/schema/data-protection.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import { type LoadedCertificate, loadCertificate } from "./certificates.ts";
+import { unwrapRingKey, wrapRingKey } from "./ring-key-wrapping.ts";
 
 /**
  * Data protection for cookies and other payloads at rest. A key ring of 256-bit keys lives in
@@ -145,6 +137,36 @@ export class DataProtection {
     return revoked.length > 0;
   }
 
+  /**
+   * After a certificate change: wraps every live ring key that a previous certificate wrapped with
+   * the current one instead (the key itself is unchanged, so its payloads still open), so that
+   * `PreviousCertificates` can be removed. `remaining`: live keys still under another certificate
+   * (none this configuration unwraps, or one a process on the old configuration made meanwhile).
+   */
+  async rewrapKeys(): Promise<{ rewrapped: number; remaining: number }> {
+    const { db, certificate } = this.#options;
+    const thumbprint = this.#thumbprint;
+    if (!certificate || !thumbprint) return { rewrapped: 0, remaining: 0 };
+    const elsewhere = and(
+      isNull(dataProtectionKeys.revokedAt),
+      ne(dataProtectionKeys.certificateThumbprint, thumbprint),
+    );
+    let rewrapped = 0;
+    for (const row of await db.select().from(dataProtectionKeys).where(elsewhere)) {
+      const material = this.#unwrap(row);
+      if (!material) continue;
+      const updated = await db
+        .update(dataProtectionKeys)
+        .set({ keyMaterial: wrapRingKey(certificate, material), certificateThumbprint: thumbprint })
+        .where(and(eq(dataProtectionKeys.id, row.id), eq(dataProtectionKeys.keyMaterial, row.keyMaterial)))
+        .returning({ id: dataProtectionKeys.id });
+      rewrapped += updated.length;
+    }
+    const [left] = await db.select({ n: count() }).from(dataProtectionKeys).where(elsewhere);
+    await this.#reload();
+    return { rewrapped, remaining: left?.n ?? 0 };
+  }
+
   async listKeys(): Promise<DataProtectionKeyInfo[]> {
     const rows = await this.#options.db
       .select()
@@ -168,14 +190,7 @@ export class DataProtection {
       ? this.#unwrappers.get(row.certificateThumbprint)
       : undefined;
     if (row.protection !== "rsa-oaep-sha256" || !certificate) return null;
-    try {
-      return privateDecrypt(
-        { key: certificate.privateKey, padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: "sha256" },
-        Buffer.from(row.keyMaterial, "base64"),
-      );
-    } catch {
-      return null;
-    }
+    return unwrapRingKey(certificate, row.keyMaterial);
   }
 
   async #reload(): Promise<void> {
@@ -254,12 +269,7 @@ export class DataProtection {
       }
       const id = randomUUID();
       const key = randomBytes(32);
-      const keyMaterial = certificate
-        ? publicEncrypt(
-            { key: certificate.publicKey, padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: "sha256" },
-            key,
-          ).toString("base64")
-        : key.toString("base64");
+      const keyMaterial = certificate ? wrapRingKey(certificate, key) : key.toString("base64");
       await tx.insert(dataProtectionKeys).values({
         id,
         protection: certificate ? "rsa-oaep-sha256" : "none",

@@ -20,7 +20,7 @@ export function envValue(lines: string[], name: string): string | undefined {
 }
 
 /** Writes a new key file (mode 0600, refusing to overwrite one); returns its path. */
-export function writeKeyFile(dir: string, name: string, content: string): string {
+export function writeKeyFile(dir: string, name: string, content: string | Buffer): string {
   const path = join(dir, name);
   writeFileSync(path, content, { mode: 0o600, flag: "wx" });
   chmodSync(path, 0o600);
@@ -59,4 +59,13 @@ export function rewriteOwnedLines(input: {
       "",
     ].join("\n"),
   };
+}
+
+/** `<date>` of `now`, else `<date>-2`, `-3`, …: the first suffix `free` accepts (a new key's name). */
+export function nextDatedSuffix(now: Date, free: (suffix: string) => boolean): string {
+  const date = now.toISOString().slice(0, 10);
+  for (let n = 1; ; n++) {
+    const suffix = n === 1 ? date : `${date}-${n}`;
+    if (free(suffix)) return suffix;
+  }
 }

@@ -1,7 +1,13 @@
 import { generateKeyPairSync } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { type RotationResult, refused, rewriteOwnedLines, writeKeyFile } from "./env-file-keys.ts";
+import {
+  nextDatedSuffix,
+  type RotationResult,
+  refused,
+  rewriteOwnedLines,
+  writeKeyFile,
+} from "./env-file-keys.ts";
 
 /**
  * `bun run keys:generate --rotate jwt --out DIR [--switch | --retire]`: the three roll-outs of
@@ -59,12 +65,9 @@ function jwtLines(jwt: JwtLines): string[] {
 
 /** A key id with no files in `dir`: jwt-<date>, else jwt-<date>-2, -3, … */
 function nextKeyId(dir: string, now: Date, taken: string): string {
-  const date = now.toISOString().slice(0, 10);
-  for (let n = 1; ; n++) {
-    const id = n === 1 ? `jwt-${date}` : `jwt-${date}-${n}`;
-    if (id !== taken && !existsSync(join(dir, `${id}.key.pem`)) && !existsSync(join(dir, `${id}.pub.pem`)))
-      return id;
-  }
+  const free = (id: string) =>
+    id !== taken && !existsSync(join(dir, `${id}.key.pem`)) && !existsSync(join(dir, `${id}.pub.pem`));
+  return `jwt-${nextDatedSuffix(now, (s) => free(`jwt-${s}`))}`;
 }
 
 /** The JWT settings after `step`, the key files to write and what to do next; or why not. */

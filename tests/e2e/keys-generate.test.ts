@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { useTestDatabase } from "../helpers/app.ts";
@@ -46,6 +46,21 @@ describe("bun run keys:generate", () => {
     expect(help.out).toContain("Exit codes");
     expect(run("bun run keys:generate --out /tmp/x").code).toBe(64);
     expect(run("bun run keys:generate --out /tmp/x --host https://a.example").code).toBe(64);
+  });
+
+  test("--rotate names the keys it knows; a folder without production.env changes nothing", () => {
+    const unknown = run(`bun run keys:generate --rotate session-cookies --out ${dir}`);
+    expect(unknown.code).toBe(64);
+    expect(unknown.out).toContain(
+      "--rotate takes one of: jwt, tenant-secrets, data-protection, sms-code-pepper, audit-checkpoint",
+    );
+    expect(run(`bun run keys:generate --rotate sms-code-pepper --switch --out ${dir}`).code).toBe(64);
+    for (const name of ["jwt", "tenant-secrets", "data-protection", "sms-code-pepper", "audit-checkpoint"]) {
+      const missing = run(`bun run keys:generate --rotate ${name} --out ${dir}-missing`);
+      expect(missing.code).toBe(1);
+      expect(missing.out).toContain(`${dir}-missing/production.env does not exist (run keys:generate first)`);
+      expect(existsSync(`${dir}-missing`)).toBe(false);
+    }
   });
 
   test("writes every key mode 0600 and production.env with secrets only by _FILE reference; never overwrites", () => {

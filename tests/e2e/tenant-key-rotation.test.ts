@@ -1,16 +1,12 @@
-import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { expect, test } from "bun:test";
+import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { eq } from "drizzle-orm";
 import { sealedFor } from "../../src/auth/totp-factor.ts";
 import { tenantSecrets, totpFactors } from "../../src/db/schema/index.ts";
 import { openSecret, parseTenantSecretKeys, sealSecret } from "../../src/security/tenant-secrets.ts";
-import { useTestDatabase } from "../helpers/app.ts";
-import { tracked } from "../helpers/children.ts";
 import { createTenant, createUser } from "../helpers/identity.ts";
-import { cleanEnv, ROOT } from "../helpers/process.ts";
-import { type OwnRedis, ownRedisServer } from "../helpers/redis-server.ts";
+import { useKeyFolder } from "../helpers/key-folder.ts";
 
 /**
  * docs/secrets-and-storage.md's "rotate the tenant-secret master key", run as written: its commands
@@ -20,30 +16,15 @@ import { type OwnRedis, ownRedisServer } from "../helpers/redis-server.ts";
  * same keys) too.
  */
 
-const HOST = "api.example.test";
-const root = mkdtempSync(join(tmpdir(), "plinth-tenant-keys-"));
-const dir = join(root, "keys");
-const t = useTestDatabase({ empty: true });
-let redis: OwnRedis;
-
-function run(command: string) {
-  const proc = Bun.spawnSync(["sh", "-c", `set -a; . ${dir}/production.env; set +a; exec ${command}`], {
-    cwd: ROOT,
-    env: cleanEnv({ DATABASE_URL: t.url, CACHE_URL: redis.url }),
-    stdout: "pipe",
-    stderr: "pipe",
-  });
-  return { code: proc.exitCode, out: proc.stdout.toString() + proc.stderr.toString() };
-}
+const keys = useKeyFolder();
+const { dir } = keys;
+const t = keys.t;
+const run = (command: string) => keys.run(command);
+const restartApi = () => keys.restartApi();
 
 /** The tenant-secret lines of production.env as the API reads them (keys from their files). */
 function keyring() {
-  const env = Object.fromEntries(
-    readFileSync(join(dir, "production.env"), "utf8")
-      .split("\n")
-      .filter((l) => l.includes("="))
-      .map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]),
-  );
+  const env = keys.env();
   const file = (path: string | undefined) => readFileSync(path ?? "", "utf8").trim();
   const previous = env.Security__TenantSecrets__PreviousKeys__0__KeyId
     ? [
@@ -62,52 +43,11 @@ function keyring() {
   return keyring;
 }
 
-/** The runbook's shell blocks, in order, with this test's key folder. */
-function runbookCommands(): string[] {
-  const page = readFileSync(join(ROOT, "docs/secrets-and-storage.md"), "utf8");
-  const start = page.indexOf("### Runbook: rotate the tenant-secret master key");
-  const section = page.slice(start, page.indexOf("\n## ", start + 1));
-  return [...section.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) =>
-    (m[1] ?? "").trim().replaceAll("/etc/plinth/keys", dir),
-  );
-}
-
-/** A Production API from production.env ("every replica restarted with the settings"): ready, then stopped. */
-async function restartApi(): Promise<void> {
-  const proc = tracked(
-    Bun.spawn(["sh", "-c", `set -a; . ${dir}/production.env; set +a; exec bun run start`], {
-      cwd: ROOT,
-      env: cleanEnv({ DATABASE_URL: t.url, CACHE_URL: redis.url, PORT: "0" }),
-      stdout: "pipe",
-      stderr: "pipe",
-    }),
-  );
-  const decoder = new TextDecoder();
-  let buffer = "";
-  for await (const chunk of proc.stdout) {
-    buffer += decoder.decode(chunk, { stream: true });
-    if (buffer.includes('"msg":"listening"')) break;
-  }
-  expect(buffer).toContain('"msg":"listening"');
-  proc.kill("SIGTERM");
-  expect(await proc.exited).toBe(0);
-}
-
-beforeAll(async () => {
-  redis = await ownRedisServer();
-  const generated = Bun.spawnSync(["bun", "run", "keys:generate", "--out", dir, "--host", HOST], {
-    cwd: ROOT,
-  });
-  expect(generated.exitCode).toBe(0);
-  expect(run("bun run migrate").code).toBe(0);
-}, 60_000);
-afterAll(async () => {
-  await redis.stop();
-  rmSync(root, { recursive: true, force: true });
-});
-
 test("the tenant-secret key rotation runbook as written: publish, secrets:rotate, retire; every secret opens with the new key alone", async () => {
-  const commands = runbookCommands();
+  const commands = keys.runbookCommands(
+    "docs/secrets-and-storage.md",
+    "### Runbook: rotate the tenant-secret master key",
+  );
   expect(commands).toEqual([
     `bun run keys:generate --rotate tenant-secrets --out ${dir}`,
     "bun run secrets:rotate",

@@ -67,6 +67,19 @@ function ring(
   });
 }
 
+/** After a certificate change: the other certificate current, the first one kept as a previous one. */
+function changedRing(t: TestDatabase, clock: ManualClock) {
+  return new DataProtection({
+    db: t.database.db,
+    applicationName: "plinth-test",
+    certificate: loadCertificate(otherCerts.pfxPath, otherCerts.password),
+    previousCertificates: [loadCertificate(certs.pfxPath, certs.password)],
+    clock,
+    logger,
+    keyLifetimeDays: 90,
+  });
+}
+
 async function refused(promise: Promise<unknown>): Promise<boolean> {
   try {
     await promise;
@@ -162,15 +175,7 @@ describe("data protection key ring", () => {
       const clock = new ManualClock("2026-01-01T00:00:00Z");
       const before = ring(t, clock).forPurpose("cookie");
       const old = await before.protect("under the old certificate");
-      const after = new DataProtection({
-        db: t.database.db,
-        applicationName: "plinth-test",
-        certificate: loadCertificate(otherCerts.pfxPath, otherCerts.password),
-        previousCertificates: [loadCertificate(certs.pfxPath, certs.password)],
-        clock,
-        logger,
-        keyLifetimeDays: 90,
-      });
+      const after = changedRing(t, clock);
       expect(await after.forPurpose("cookie").unprotect(old)).toBe("under the old certificate");
       const fresh = await after.forPurpose("cookie").protect("new");
       const keyOf = (p: string) => Buffer.from(p, "base64url").subarray(1, 17).toString("hex");
@@ -180,6 +185,22 @@ describe("data protection key ring", () => {
       // once the old certificate is dropped from the configuration, old payloads stop opening
       expect(await refused(ring(t, clock, { cert: "other" }).forPurpose("cookie").unprotect(old))).toBe(true);
       expect(await ring(t, clock, { cert: "other" }).forPurpose("cookie").unprotect(fresh)).toBe("new");
+    }));
+
+  test("re-wrap after a certificate change: the old keys move to the new certificate, whose ring then opens old payloads alone", () =>
+    withDatabase(async (t) => {
+      const clock = new ManualClock("2026-01-01T00:00:00Z");
+      const old = await ring(t, clock).forPurpose("cookie").protect("under the old certificate");
+      // without the old certificate nothing can be re-wrapped: the key stays where it was
+      expect(await ring(t, clock, { cert: "other" }).rewrapKeys()).toEqual({ rewrapped: 0, remaining: 1 });
+      const changed = changedRing(t, clock);
+      expect(await changed.rewrapKeys()).toEqual({ rewrapped: 1, remaining: 0 });
+      expect(await changed.rewrapKeys()).toEqual({ rewrapped: 0, remaining: 0 });
+      const alone = ring(t, clock, { cert: "other" });
+      expect(await alone.forPurpose("cookie").unprotect(old)).toBe("under the old certificate");
+      expect((await alone.listKeys()).map((k) => k.usable)).toEqual([true]);
+      // and the first certificate alone no longer unwraps it
+      expect(await refused(ring(t, clock).forPurpose("cookie").unprotect(old))).toBe(true);
     }));
 
   test("a revoked key no longer opens its payloads; the next protect makes a new key", () =>
