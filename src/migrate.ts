@@ -79,7 +79,11 @@ interface Flags {
    * `npm run dev`: without bootstrap input and without an administrator, create one with a generated
    * password and report it here (the only place it ever appears); a given input is reported without it.
    */
-  quickstart?: { admin?: { email: string; password?: string; existed?: boolean } };
+  quickstart?: {
+    admin?: { email: string; password?: string; existed?: boolean };
+    /** Why the given administrator was refused (the variable and the rule it broke, never the value). */
+    refused?: string[];
+  };
 }
 
 /**
@@ -239,6 +243,7 @@ export async function runMigrator(
       const problems = await checkBootstrapInput(input);
       if (problems.length > 0) {
         logger.error("bootstrap input refused", { problems });
+        if (quickstart) quickstart.refused = problems;
         return EXIT.bootstrapInput;
       }
       bootstrap = true;

@@ -3,6 +3,7 @@ import { openDatabase } from "./db/client.ts";
 import { bunServeOptions } from "./http/bun-serve.ts";
 import { type RuntimeAdapter, runApi } from "./lifecycle.ts";
 import { reportMigratorFailure, runMigrator } from "./migrate.ts";
+import { MIN_PASSWORD_LENGTH, MIN_PASSWORD_SCORE } from "./security/passwords.ts";
 
 const HELP = `Usage: bun run start [--migrate] [--embedded]
 
@@ -62,12 +63,14 @@ async function main(argv: string[]): Promise<number> {
               })
             : undefined;
           try {
-            return await runMigrator(
+            const code = await runMigrator(
               config,
               direct ?? deps.database,
               { bootstrap: false, down: false, status: false, quickstart },
               deps.logger,
             );
+            if (quickstart?.refused) process.stderr.write(refusedBlock(quickstart.refused));
+            return code;
           } catch (error) {
             return reportMigratorFailure(deps.logger, error, deps.redactor.text);
           } finally {
@@ -78,7 +81,26 @@ async function main(argv: string[]): Promise<number> {
   });
 }
 
-type QuickstartReport = { admin?: { email: string; password?: string; existed?: boolean } };
+type QuickstartReport = NonNullable<Parameters<typeof runMigrator>[2]["quickstart"]>;
+
+/** Instead of the block, when the administrator `npm run dev` was given is refused: why, and the rule. */
+function refusedBlock(problems: string[]): string {
+  const password = problems.some((p) => p.startsWith("PLINTH_BOOTSTRAP_PLATFORM_ADMIN_PASSWORD "));
+  return `${[
+    "",
+    "Plinth did not start: the administrator in PLINTH_BOOTSTRAP_PLATFORM_ADMIN_* was refused.",
+    ...problems.map((p) => `  ${p}`),
+    ...(password
+      ? [
+          `  The rule: at least ${MIN_PASSWORD_LENGTH} characters, not built from the e-mail address or name, and hard`,
+          `  to guess (zxcvbn score ${MIN_PASSWORD_SCORE} of 4): a long passphrase or a generated password.`,
+        ]
+      : []),
+    "  Or unset PLINTH_BOOTSTRAP_PLATFORM_ADMIN_*: npm run dev then makes an administrator with a",
+    "  generated password and prints it once.",
+    "",
+  ].join("\n")}\n`;
+}
 
 /** The one block `npm run dev` prints: where everything is, and the administrator it made. */
 function quickstartBlock(port: number, report: QuickstartReport): string {
