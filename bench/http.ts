@@ -19,7 +19,7 @@
  *      peer is 6).
  * Each round loads every server once (interleaved, so the machine's load hits all alike); the table
  * gives the median requests/s, the median of each round's ratio to the peer's figure of the same
- * round, and the server's own CPU per request (this process's `cpuUsage` over the run: wrk,
+ * round, and the server's own CPU per request, median and least of the rounds (this process's `cpuUsage` over the run: wrk,
  * PostgreSQL and Redis are not in it), which other load on a shared machine moves less.
  *
  * `--stages` (alone with `--rounds 0`): where a `/api/auth/me` request's time goes, in process (no
@@ -207,15 +207,15 @@ if (ROUNDS > 0) {
     `\nwrk -t1 -c${CONNECTIONS}, ${ROUNDS} interleaved rounds of ${SECONDS} s per server (${new Date().toISOString()}, load average ${load})\n`,
   );
   console.log(
-    "| server | req/s (median) | ÷ peer (median of rounds) | ÷ peer (range) | goal | server CPU µs/req |",
+    "| server | req/s (median) | ÷ peer (median of rounds) | ÷ peer (range) | goal | server CPU µs/req (median) | (least) |",
   );
-  console.log("| --- | ---: | ---: | ---: | ---: | ---: |");
+  console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
   for (const [i, target] of targets.entries()) {
     const r = ratios[i] ?? [];
     const ratio = target.peer === undefined ? "—" : `${median(r).toFixed(2)} (÷ ${target.peer + 1})`;
     const range = r.length ? `${Math.min(...r).toFixed(2)}–${Math.max(...r).toFixed(2)}` : "—";
     console.log(
-      `| ${i + 1}. ${target.name} | ${Math.round(median(samples[i] ?? [])).toLocaleString("en")} | ${ratio} | ${range} | ${target.goal ? `≥ ${target.goal}` : ""} | ${median(cpu[i] ?? []).toFixed(1)} |`,
+      `| ${i + 1}. ${target.name} | ${Math.round(median(samples[i] ?? [])).toLocaleString("en")} | ${ratio} | ${range} | ${target.goal ? `≥ ${target.goal}` : ""} | ${median(cpu[i] ?? []).toFixed(1)} | ${Math.min(...(cpu[i] ?? [])).toFixed(1)} |`,
     );
   }
 }
