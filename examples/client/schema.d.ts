@@ -915,7 +915,7 @@ export interface paths {
         put?: never;
         /**
          * Accept an invitation with its link's token: a token pair in the tenant.
-         * @description The address's existing shared sign-in joins the tenant (name and password are not needed); any other address gets a new account with `name` and `password`. A link that is unknown, expired, revoked or used is 404, the same answer for each.
+         * @description The address's existing shared sign-in joins the tenant (name and password are not needed); any other address gets a new account with `name` and `password`. A link that is unknown, expired, revoked or used is 404, the same answer for each. The link proves the address, not the person: an identity with a second factor (or one the tenant's policy makes enrol) gets the `mfaRequired` step instead of tokens, completed at POST /api/auth/mfa/verify; the membership is made either way.
          */
         post: operations["acceptInvitation"];
         delete?: never;
@@ -5437,6 +5437,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `forbidden`: the tenant enforces single sign-on for this address's domain (docs/sso.md). */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `payload_too_large`: the body is over `Server:MaxBodyBytes`. */
             413: {
                 headers: {
@@ -9749,7 +9761,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Signed in. */
+            /** @description Signed in: the token pair. The passkey is a second factor, so no step follows today; the answer is the sign-in's common one (`SignInResult`) because every sign-in ends in the same policies. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -9758,7 +9770,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["TokenPair"];
+                    "application/json": components["schemas"]["SignInResult"];
                 };
             };
             /** @description `validation_failed` (the `errors` name the fields), `host_not_allowed` or `bad_request`. */
@@ -9780,6 +9792,18 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: the tenant enforces single sign-on for this address's domain (docs/sso.md). */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11419,7 +11443,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Joined and signed in. */
+            /** @description Joined and signed in, or joined and the second-factor step. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -11428,7 +11452,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["TokenPair"];
+                    "application/json": components["schemas"]["SignInResult"];
                 };
             };
             /** @description A new account needs `name` and a strong enough `password`. */

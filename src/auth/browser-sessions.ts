@@ -3,14 +3,14 @@ import type { AppConfig } from "../config/load.ts";
 import type { Ctx } from "../context.ts";
 import { withTransaction } from "../db/operation.ts";
 import { sessions } from "../db/schema/index.ts";
+import { signInStep } from "./complete-sign-in.ts";
 import type { AuthDeps } from "./deps.ts";
-import { type MfaRequired, mfaStepFor } from "./mfa-step.ts";
+import type { MfaRequired } from "./mfa-step.ts";
 import { opaqueToken, safeEqual, tokenHash } from "./opaque-tokens.ts";
 import { normaliseOrigin } from "./origins.ts";
 import { verifyCredentials } from "./password-sign-in.ts";
 import { cachedSession, type OpenSession, type Refusal } from "./session-lookup.ts";
 import { insertSessionIfUnchanged, type SignIn } from "./sessions.ts";
-import { assertSsoNotEnforced } from "./sso-enforcement.ts";
 
 /** Data-protection purpose of the session cookie: a cookie of another application does not open. */
 const COOKIE_PURPOSE = "browser-session";
@@ -41,9 +41,15 @@ export async function signInBrowser(
   ctx: Ctx,
   input: { email: string; password: string },
 ): Promise<BrowserSignIn | MfaRequired> {
-  const signIn = await verifyCredentials(deps, ctx, input);
-  await assertSsoNotEnforced(deps, signIn);
-  return (await mfaStepFor(deps, signIn, "browser")) ?? startBrowserSession(deps, signIn);
+  return completeBrowserSignIn(deps, await verifyCredentials(deps, ctx, input));
+}
+
+/** The browser form of `completeSignIn`: the same step (`signInStep`), else a browser session. */
+export async function completeBrowserSignIn(
+  deps: AuthDeps,
+  signIn: SignIn,
+): Promise<BrowserSignIn | MfaRequired> {
+  return (await signInStep(deps, signIn, "browser")) ?? startBrowserSession(deps, signIn);
 }
 
 /** Opens a browser session for a verified sign-in: its sealed cookie value and CSRF token. */

@@ -8,14 +8,12 @@ import { enqueueEmail } from "../email/enqueue-email.ts";
 import { EMAIL_LINK_PATHS, emailLink } from "../email/links.ts";
 import { AppError } from "../errors.ts";
 import { assertAllowed } from "../security/windows.ts";
-import { type BrowserSignIn, startBrowserSession } from "./browser-sessions.ts";
 import { completeSignIn } from "./complete-sign-in.ts";
 import type { AuthDeps } from "./deps.ts";
-import { type MfaRequired, mfaStepFor } from "./mfa-step.ts";
+import type { MfaRequired } from "./mfa-step.ts";
 import { hmac, opaqueToken, safeEqual, tokenHash } from "./opaque-tokens.ts";
 import { recordSignInFailure } from "./password-sign-in.ts";
 import { clientIpOf, invalidCredentials, type SignIn, type TokenPair } from "./sessions.ts";
-import { assertSsoNotEnforced } from "./sso-enforcement.ts";
 import { findSignInUser, type Identity, loadIdentity, normaliseEmail } from "./user-identity.ts";
 
 /**
@@ -194,18 +192,6 @@ async function signInWithEmailCode(
   if (!identity) throw invalidCredentials();
   await deps.windows.reset("emailCodeVerify", { account });
   return { identity, ctx, method: "email_code" };
-}
-
-/**
- * A verified e-mail sign-in as a browser session: the second-factor step first when the user has one
- * (as `signInBrowser` does for a password), else the session's sealed cookie and CSRF token.
- */
-export async function completeBrowserEmailSignIn(
-  deps: AuthDeps,
-  signIn: SignIn,
-): Promise<BrowserSignIn | MfaRequired> {
-  await assertSsoNotEnforced(deps, signIn);
-  return (await mfaStepFor(deps, signIn, "browser")) ?? startBrowserSession(deps, signIn);
 }
 
 /** A dead link: unknown, used, expired or of another tenant, as every mailed link answers it. */

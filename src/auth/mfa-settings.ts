@@ -23,7 +23,7 @@ export async function getMfaStatus(
       .from(totpFactors)
       .where(eq(totpFactors.userId, userId));
     return {
-      methods: await enrolledMethods(db, userId),
+      methods: await enrolledMethods(db, userId, ctx.tenantId),
       totp: !totp ? "none" : totp.confirmedAt ? "enrolled" : "pending",
       backupCodesLeft: await backupCodesLeft(db, userId),
     };
@@ -50,7 +50,7 @@ export async function regenerateBackupCodes(deps: AuthDeps, ctx: Ctx): Promise<{
   const { userId } = callerOf(ctx);
   await requireRecentSecondFactor(deps, ctx);
   const codes = await withTransaction(deps, ctx, async (tx) => {
-    if (!(await hasSecondFactor(tx, userId)))
+    if (!(await hasSecondFactor(tx, userId, ctx.tenantId)))
       throw new AppError("conflict", "Enrol a second factor first; backup codes come with it.");
     const issued = await replaceBackupCodes(tx, userId, deps.clock.now());
     await recordAudit(tx, ctx, {

@@ -56,7 +56,7 @@ const wrongFactor = () => new AppError("unauthorized", "The second factor does n
 
 /**
  * The step a verified sign-in must take before it gets a session, or null when the user has no
- * second factor. The step token (256 random bits, stored as SHA-256 in `single_use_tokens`, purpose
+ * second factor (or the sign-in proved one already). The step token (256 random bits, stored as SHA-256 in `single_use_tokens`, purpose
  * `mfa_sign_in`) is bound to the user, the tenant signed in to, the first factor and the session kind.
  */
 export async function mfaStepFor(
@@ -64,8 +64,10 @@ export async function mfaStepFor(
   signIn: SignIn,
   kind: StepKind,
 ): Promise<MfaRequired | null> {
+  // a sign-in that proved a second factor itself (a passkey alone) has taken the step
+  if (signIn.auth?.amr.includes("mfa")) return null;
   const { userId, tenantId } = signIn.identity;
-  const methods = await withDatabase(deps, signIn.ctx, (db) => enrolledMethods(db, userId));
+  const methods = await withDatabase(deps, signIn.ctx, (db) => enrolledMethods(db, userId, tenantId));
   const enrolment = methods.length === 0;
   if (enrolment && !(await enrolmentDue(deps, signIn.ctx, signIn.identity))) return null;
   const seconds = deps.config.settings.Authentication.Mfa.StepTokenSeconds;
@@ -118,9 +120,12 @@ export async function peekMfaStep(
   // the step itself says which tenant (or platform staff) it signs in to
   if (!row?.userId || (ctx.tenantId !== null && row.tenantId !== ctx.tenantId)) throw unknownStep();
   const [method, kind] = (row.subject ?? "").split(" ") as [SignIn["method"], StepKind];
-  const { userId } = row;
-  const methods = await withDatabase(deps, ctx, (db) => enrolledMethods(db, userId));
-  return { userId, tenantId: row.tenantId, methods, kind, createdAt: row.createdAt, method };
+  const { userId, tenantId } = row;
+  // what the user can prove in the step's tenant, read in its context (the platform host has none)
+  const methods = await withDatabase(deps, { ...ctx, tenantId }, (db) =>
+    enrolledMethods(db, userId, tenantId),
+  );
+  return { userId, tenantId, methods, kind, createdAt: row.createdAt, method };
 }
 
 /**

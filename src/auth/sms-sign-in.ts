@@ -5,11 +5,12 @@ import { withDatabase, withTransaction } from "../db/operation.ts";
 import { smsCodes, users } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
 import { assertAllowed } from "../security/windows.ts";
+import { completeSignIn } from "./complete-sign-in.ts";
 import type { AuthDeps } from "./deps.ts";
-import { type MfaRequired, mfaStepFor } from "./mfa-step.ts";
+import type { MfaRequired } from "./mfa-step.ts";
 import { hmac, safeEqual } from "./opaque-tokens.ts";
 import { recordSignInFailure } from "./password-sign-in.ts";
-import { clientIpOf, invalidCredentials, startTokenSession, type TokenPair } from "./sessions.ts";
+import { clientIpOf, invalidCredentials, type TokenPair } from "./sessions.ts";
 import { maskPhone } from "./sms.ts";
 import { findSignInUser, loadIdentity, sameTenant } from "./user-identity.ts";
 
@@ -183,5 +184,5 @@ async function signInWithSmsCode(
   if (identity?.status !== "Active") throw invalidCredentials();
   await deps.windows.reset("smsVerify", { phone: subject });
   const signIn = { identity, ctx, method: "sms" } as const;
-  return (await mfaStepFor(deps, signIn, "token")) ?? startTokenSession(deps, signIn);
+  return completeSignIn(deps, signIn);
 }

@@ -5,15 +5,18 @@ import { AppError } from "../errors.ts";
 import type { AuthDeps } from "./deps.ts";
 import type { SignIn } from "./sessions.ts";
 
+/** The sign-ins with a credential Plinth holds itself, which the identity provider cannot revoke. */
+const HELD: readonly SignIn["method"][] = ["password", "email_code", "email_link", "sms", "passkey"];
+
 /**
- * Refuses a password or e-mail-code sign-in (403) for an address of one of the sign-in tenant's
+ * Refuses a password, SMS, passkey or e-mail-code sign-in (403) for an address of one of the sign-in tenant's
  * verified e-mail domains while the tenant enforces single sign-on (docs/sso.md, "Enforcement"),
  * except the tenant's break-glass owner. Platform staff (no tenant) are never held. Checked after
  * the credential, so the answer tells only someone who knew it.
  */
 export async function assertSsoNotEnforced(deps: AuthDeps, signIn: SignIn): Promise<void> {
   const { tenantId, email, userId } = signIn.identity;
-  if (tenantId === null || !["password", "email_code", "email_link"].includes(signIn.method)) return;
+  if (tenantId === null || !HELD.includes(signIn.method)) return;
   const domain = email.slice(email.lastIndexOf("@") + 1).toLowerCase();
   const [held] = await withDatabase(deps, signIn.ctx, (db) =>
     db

@@ -40,7 +40,7 @@ export async function requireRecentSecondFactor(
   const auth = sessionAuthOf(session);
   const fresh = deps.clock.now().getTime() - auth.authTime.getTime() <= maxAgeSeconds * 1000;
   if (auth.amr.includes("mfa") && fresh) return;
-  const methods = await withDatabase(deps, ctx, (db) => enrolledMethods(db, userId));
+  const methods = await withDatabase(deps, ctx, (db) => enrolledMethods(db, userId, ctx.tenantId));
   if (methods.length === 0) return;
   throw new AppError("step_up_required", "Prove a second factor again (POST /api/auth/mfa/step-up).", {
     stepUp: { acr: MFA_ACR, maxAgeSeconds },
@@ -60,7 +60,7 @@ export async function stepUpSession(
 ): Promise<{ accessToken: string; tokenType: "Bearer"; expiresIn: number } | null> {
   const { userId, sessionId } = callerOf(ctx);
   assertAllowed(await deps.windows.consume("mfaVerify", { account: userId, ip: clientIpOf(ctx) }));
-  const methods = await withDatabase(deps, ctx, (db) => enrolledMethods(db, userId));
+  const methods = await withDatabase(deps, ctx, (db) => enrolledMethods(db, userId, ctx.tenantId));
   const wrong = () => new AppError("unauthorized", "The second factor does not match.");
   if (!methods.includes(input.method)) throw wrong();
   const now = deps.clock.now();

@@ -2,7 +2,7 @@ import { and, eq, isNotNull, isNull, lt, or } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import type { Ctx } from "../context.ts";
 import type { Executor, Tx } from "../db/client.ts";
-import { withDatabase, withTransaction } from "../db/operation.ts";
+import { withDatabase, withPlatformDatabase, withTransaction } from "../db/operation.ts";
 import { backupCodes, tenants, totpFactors, users } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
 import { emitEvent } from "../events/outbox.ts";
@@ -11,7 +11,7 @@ import { openSecret, sealSecret, type TenantSecretKeyring } from "../security/te
 import { assertAllowed } from "../security/windows.ts";
 import { replaceBackupCodes } from "./backup-codes.ts";
 import type { AuthDeps } from "./deps.ts";
-import { hasSecondFactor } from "./second-factors.ts";
+import { hasPasskey } from "./second-factors.ts";
 import { callerOf, clientIpOf } from "./sessions.ts";
 import { newTotpSecret, totpQrSvg, totpStepOf, totpUri } from "./totp.ts";
 
@@ -178,14 +178,15 @@ export async function confirmPendingTotp(
  */
 export async function removeTotp(deps: AuthDeps, ctx: Ctx): Promise<void> {
   const { userId } = callerOf(ctx);
+  // the backup codes are the user's in every tenant: kept while a passkey of any tenant needs them
+  const passkeyAnywhere = await withPlatformDatabase(deps, ctx, (db) => hasPasskey(db, userId, "any"));
   await withTransaction(deps, ctx, async (tx) => {
     const removed = await tx
       .delete(totpFactors)
       .where(eq(totpFactors.userId, userId))
       .returning({ id: totpFactors.id });
     if (removed.length === 0) throw new AppError("not_found", "No TOTP authenticator is enrolled.");
-    if (!(await hasSecondFactor(tx, userId)))
-      await tx.delete(backupCodes).where(eq(backupCodes.userId, userId));
+    if (!passkeyAnywhere) await tx.delete(backupCodes).where(eq(backupCodes.userId, userId));
     await factorChanged(deps, tx, ctx, { action: "mfa.removed", userId, method: "totp" });
   });
 }

@@ -1,7 +1,9 @@
 import { and, eq, gt, isNull } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
+import { completeSignIn } from "../auth/complete-sign-in.ts";
+import type { MfaRequired } from "../auth/mfa-step.ts";
 import { announceUserChange } from "../auth/session-cache.ts";
-import { startTokenSession, type TokenPair } from "../auth/sessions.ts";
+import type { TokenPair } from "../auth/sessions.ts";
 import { consumeSingleUseToken } from "../auth/single-use-tokens.ts";
 import { loadIdentity } from "../auth/user-identity.ts";
 import type { Ctx } from "../context.ts";
@@ -80,7 +82,7 @@ async function newIdentity(tx: Tx, invitation: Invitation, input: AcceptInput, n
 
 /**
  * Accepts an invitation with the token its link carries, and signs the invitee in to the tenant (a
- * token pair). The link proves the address: an address with a shared identity joins it (its
+ * token pair, or the second-factor step of an identity that has a factor, as every sign-in ends). The link proves the address: an address with a shared identity joins it (its
  * password stays; `name` and `password` are not needed), any other gets a new identity with them
  * (the tenant's own when it keeps identities private). The invitation is used up in the same
  * transaction as the membership, the audit row (`invitation.accepted`) and the events; a link that
@@ -90,7 +92,7 @@ export async function acceptInvitation(
   deps: InvitationDeps,
   ctx: Ctx,
   input: AcceptInput,
-): Promise<TokenPair> {
+): Promise<TokenPair | MfaRequired> {
   const now = deps.clock.now();
   return withTransaction(deps, ctx, async (tx, txCtx) => {
     // spent in this transaction: a refusal below (a missing password) leaves the link usable
@@ -157,6 +159,7 @@ export async function acceptInvitation(
       type: "user.created",
       data: { userId, email: invitation.email, role: invitation.role },
     });
-    return startTokenSession(deps, { identity, ctx: txCtx, method: "invitation" });
+    // the link proves the address, not the person: an identity with a second factor takes the step
+    return completeSignIn(deps, { identity, ctx: txCtx, method: "invitation" });
   });
 }

@@ -1,5 +1,4 @@
 import { expect, test } from "bun:test";
-import { createHmac } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { decodeJwt } from "jose";
 import { Secret, URI } from "otpauth";
@@ -20,6 +19,7 @@ import {
   type SignedInUser,
   signedInTenant,
 } from "../helpers/identity.ts";
+import { enrolTotp, rfcCode } from "../helpers/mfa.ts";
 
 /** TOTP, backup codes, the sign-in step, step-up (issue #33; docs/auth.md "Second factors"). */
 
@@ -35,39 +35,9 @@ const h = useTestApp({
   env: { BrowserAuth__AllowedOrigins__0: ORIGIN },
 });
 
-/** An authenticator written here from RFC 6238 itself (node:crypto only): independent of `otpauth`. */
-function rfcCode(secret: Buffer, atMs: number, digits = 6, algorithm = "sha1"): string {
-  const counter = Buffer.alloc(8);
-  counter.writeBigUInt64BE(BigInt(Math.floor(atMs / 1000 / 30)));
-  const mac = createHmac(algorithm, secret).update(counter).digest();
-  const offset = (mac[mac.length - 1] ?? 0) & 0x0f;
-  const binary = mac.readUInt32BE(offset) & 0x7fffffff;
-  return String(binary % 10 ** digits).padStart(digits, "0");
-}
-
 const nextStep = () => clock.advance(30_000);
 
-/** Enrols TOTP for `user` through the API: the secret as an app would read it from the URI, and the codes. */
-async function enrol(user: SignedInUser) {
-  const started = await h.request("/api/auth/mfa/totp", { method: "POST", ...bearer(user.accessToken) });
-  expect(started.status).toBe(200);
-  const { uri, qrSvg } = (await started.json()) as { uri: string; qrSvg: string };
-  expect(qrSvg).toStartWith("<svg");
-  expect(qrSvg).not.toContain("<script");
-  const app = URI.parse(uri);
-  const secret = Buffer.from((app as unknown as { secret: Secret }).secret.bytes);
-  const confirmed = await h.request(
-    "/api/auth/mfa/totp/confirm",
-    json(
-      { code: app.generate({ timestamp: clock.now().getTime() }) },
-      bearer(user.accessToken).headers as Record<string, string>,
-    ),
-  );
-  expect(confirmed.status).toBe(200);
-  const { backupCodes } = (await confirmed.json()) as { backupCodes: string[] };
-  nextStep();
-  return { uri, secret, backupCodes };
-}
+const enrol = (user: SignedInUser) => enrolTotp(h, clock, user);
 
 type Step = { mfaRequired: true; mfaToken: string; methods: string[] };
 

@@ -2,7 +2,7 @@ import type { AuthenticationResponseJSON } from "@simplewebauthn/server";
 import { Hono } from "hono";
 import { html } from "hono/html";
 import { z } from "zod";
-import { startBrowserSession } from "../../auth/browser-sessions.ts";
+import { completeBrowserSignIn } from "../../auth/browser-sessions.ts";
 import { finishMfaSignIn } from "../../auth/mfa-sign-in.ts";
 import { finishPasskeySignIn, passkeyCheck } from "../../auth/passkey-sign-in.ts";
 import { listPasskeys, type PasskeyView, removePasskey, renamePasskey } from "../../auth/passkeys.ts";
@@ -131,9 +131,10 @@ export function passkeySignInRoute(deps: Deps, originAllowed: (origin: string) =
         ? await finishMfaSignIn(deps, ctx, { mfaToken, browserAllowed: true, ...passkeyCheck(deps, input) })
         : {
             kind: "browser" as const,
-            session: await startBrowserSession(deps, await finishPasskeySignIn(deps, ctx, input)),
+            session: await completeBrowserSignIn(deps, await finishPasskeySignIn(deps, ctx, input)),
           };
-      if (done.kind !== "browser") return c.json({ detail: "Sign in again." }, 401);
+      if (done.kind !== "browser" || "mfaRequired" in done.session)
+        return c.json({ detail: "Sign in again." }, 401);
       const { cookie, csrfToken, expiresIn, passwordChangeRequired } = done.session;
       setSessionCookie(c, deps.config, cookie, expiresIn);
       setCsrfCookie(c, csrfToken, expiresIn);

@@ -1,10 +1,9 @@
 import { z } from "@hono/zod-openapi";
 import type { Context } from "hono";
-import { browserOriginCheck } from "../../auth/browser-sessions.ts";
+import { browserOriginCheck, completeBrowserSignIn } from "../../auth/browser-sessions.ts";
 import {
   checkEmailCode,
   checkEmailLink,
-  completeBrowserEmailSignIn,
   sendEmailSignIn,
   signInWithEmailLink,
   verifyEmailCode,
@@ -145,7 +144,7 @@ export function emailSignInRoutes(deps: AuthRouteDeps) {
     const origin = c.req.header("origin");
     if (!origin || !originAllowed(origin))
       throw new AppError("forbidden", "This origin may not use browser authentication.");
-    const signedIn = await completeBrowserEmailSignIn(deps, await check());
+    const signedIn = await completeBrowserSignIn(deps, await check());
     c.header("cache-control", "no-store");
     if ("mfaRequired" in signedIn) return signedIn;
     const { cookie, ...session } = signedIn;

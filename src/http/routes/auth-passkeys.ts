@@ -1,6 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import type { AuthenticationResponseJSON, RegistrationResponseJSON } from "@simplewebauthn/server";
 import type { Context, MiddlewareHandler } from "hono";
+import { completeSignIn } from "../../auth/complete-sign-in.ts";
 import { peekMfaStep } from "../../auth/mfa-step.ts";
 import { finishPasskeySignIn, startPasskeySignIn } from "../../auth/passkey-sign-in.ts";
 import {
@@ -11,12 +12,12 @@ import {
   renamePasskey,
   startPasskeyRegistration,
 } from "../../auth/passkeys.ts";
-import { callerOf, startTokenSession } from "../../auth/sessions.ts";
+import { callerOf } from "../../auth/sessions.ts";
 import { AppError } from "../../errors.ts";
 import { defineArea } from "../area.ts";
 import { accessOf, apiRoute, json, jsonBody, pageQuery, problem, routerPath } from "../openapi.ts";
 import { type AppEnv, anonymousCtxOf, createRouter, ctxOf } from "../request-context.ts";
-import { type AuthRouteDeps, signInTenant, tokenPair } from "./auth.ts";
+import { type AuthRouteDeps, signInResult, signInTenant } from "./auth.ts";
 
 /** base64url text of a ceremony's answer, bounded (a public key, a signature, client data). */
 const b64 = (max: number) =>
@@ -189,7 +190,14 @@ const routes = {
       ),
     },
     responses: {
-      200: json("Signed in.", tokenPair),
+      200: json(
+        "Signed in: the token pair. The passkey is a second factor, so no step follows today; the answer is the " +
+          "sign-in's common one (`SignInResult`) because every sign-in ends in the same policies.",
+        signInResult,
+      ),
+      403: problem(
+        "`forbidden`: the tenant enforces single sign-on for this address's domain (docs/sso.md).",
+      ),
       401: problem(
         "Not verified: unknown passkey, used or expired challenge, another host, counter regression.",
       ),
@@ -327,7 +335,7 @@ export function authPasskeyRoutes(deps: AuthRouteDeps, authenticated: Middleware
         response: response as AuthenticationResponseJSON,
       });
       c.header("cache-control", "no-store");
-      return c.json(await startTokenSession(deps, signIn), 200);
+      return c.json(await completeSignIn(deps, signIn), 200);
     })
     .openapi(routes.list, async (c) => {
       const page = await listPasskeys(deps, ctxOf(c), c.req.valid("query"));

@@ -205,6 +205,9 @@ const routes = {
     responses: {
       200: json("Signed in, or the second-factor step.", signInResult),
       401: problem("Wrong, expired or used code."),
+      403: problem(
+        "`forbidden`: the tenant enforces single sign-on for this address's domain (docs/sso.md).",
+      ),
     },
   }),
   me: apiRoute("signedIn", {

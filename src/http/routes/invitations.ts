@@ -10,7 +10,7 @@ import { tenantAccess } from "../access.ts";
 import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, pageQuery, problem } from "../openapi.ts";
 import { anonymousCtxOf, createRouter, tenantCtxOf } from "../request-context.ts";
-import { tokenPair } from "./auth.ts";
+import { signInResult } from "./auth.ts";
 
 const newInvitation = z
   .object({
@@ -112,7 +112,9 @@ const accept = apiRoute("public", {
   description:
     "The address's existing shared sign-in joins the tenant (name and password are not needed); any " +
     "other address gets a new account with `name` and `password`. A link that is unknown, expired, " +
-    "revoked or used is 404, the same answer for each.",
+    "revoked or used is 404, the same answer for each. The link proves the address, not the person: an " +
+    "identity with a second factor (or one the tenant's policy makes enrol) gets the `mfaRequired` step " +
+    "instead of tokens, completed at POST /api/auth/mfa/verify; the membership is made either way.",
   request: {
     body: jsonBody(
       z
@@ -125,7 +127,7 @@ const accept = apiRoute("public", {
     ),
   },
   responses: {
-    200: json("Joined and signed in.", tokenPair),
+    200: json("Joined and signed in, or joined and the second-factor step.", signInResult),
     400: problem("A new account needs `name` and a strong enough `password`."),
     404: problem("The link is not valid (expired, revoked or used)."),
     409: problem("Already a member of the tenant."),
