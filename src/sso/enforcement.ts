@@ -70,3 +70,14 @@ export async function setSsoEnforcement(
   });
   return { enforced: input.enforced, breakGlassUserId };
 }
+
+/** The ctx tenant's enforcement as it stands (off when never set): what the console's SSO page shows. */
+export async function getSsoEnforcement(deps: SsoDeps, ctx: TenantCtx): Promise<SsoEnforcement> {
+  const [row] = await withDatabase(deps, ctx, (db) =>
+    db
+      .select({ enforced: tenantSsoSettings.enforced, breakGlassUserId: tenantSsoSettings.breakGlassUserId })
+      .from(tenantSsoSettings)
+      .where(eq(tenantSsoSettings.tenantId, ctx.tenantId)),
+  );
+  return row ?? { enforced: false, breakGlassUserId: null };
+}

@@ -36,20 +36,29 @@ const HTMX_CONFIG = JSON.stringify({
   historyCacheSize: 0,
 });
 
+/**
+ * Who is using the console: platform staff (`platform_admin`, `platform_viewer`), or a tenant's
+ * owner or admin, who sees their tenant's pages and their own account only (docs/console.md).
+ */
+export type ConsoleRole = PlatformRole | "tenant_owner" | "tenant_admin";
+export const TENANT_ROLES: readonly ConsoleRole[] = ["tenant_owner", "tenant_admin"];
+
 /** A section of the console's navigation: a page of the list in routes.ts (`CONSOLE_PAGES`). */
 export interface ConsoleSection {
   /** The page's path; a page names it as its `section` to be marked current. */
   path: string;
   title: string;
-  /** The platform roles that see it in the navigation. */
-  seenBy: readonly PlatformRole[];
+  /** The roles that see it in the navigation (and, for a tenant's users, may open it at all). */
+  seenBy: readonly ConsoleRole[];
 }
 
 export interface Viewer {
   email: string;
-  /** `platform_admin`: may change things; `platform_viewer` only reads. */
+  /** `platform_admin`: may change things; `platform_viewer` only reads; a tenant's owner or admin: their tenant's pages say. */
   canChange: boolean;
-  role: PlatformRole;
+  role: ConsoleRole;
+  /** The tenant of a tenant's owner or admin (null for platform staff). */
+  tenantCode?: string | null;
   csrfToken: string;
   /** The sections this viewer's role sees, in order. */
   sections: readonly ConsoleSection[];
@@ -111,7 +120,7 @@ ${
         (s) =>
           html`<li><a href="${s.path}"${s.path === input.section ? html` aria-current="page"` : ""}>${s.title}</a></li>`,
       )}</ul></nav>
-<div class="who"><span>${viewer.email} · <span class="badge muted">${viewer.role}</span></span>
+<div class="who"><span>${viewer.email}${viewer.tenantCode ? html` · <code>${viewer.tenantCode}</code>` : ""} · <span class="badge muted">${viewer.role}</span></span>
 <form method="post" action="/console/sign-out">${csrfField(viewer)}<button class="secondary" type="submit">Sign out</button></form></div>`
     : ""
 }
@@ -173,6 +182,7 @@ const TONE: Record<string, string> = {
   suspended: "bad",
   enabled: "ok",
   disabled: "muted",
+  verified: "ok",
 };
 
 export function badge(value: string): Html {

@@ -10,12 +10,13 @@ import { AppError } from "../../errors.ts";
 import { PLATFORM_ADMIN_ROLE, PLATFORM_VIEWER_ROLE } from "../../identity/roles.ts";
 import { isUuid } from "../../tenancy/tenants.ts";
 import { AREA_CONSOLE_PAGES } from "../area-registry.ts";
+import { UNKNOWN_TENANT_ID } from "../middleware/tenancy.ts";
 import { statusOf, toAppError } from "../problem-json.ts";
 import { anonymousCtxOf, ctxOf } from "../request-context.ts";
 import { setSessionCookie } from "../session-cookie.ts";
 import { consoleAssetRoutes, consoleAssets } from "./assets.ts";
 import type { ConsolePage } from "./console-page.ts";
-import { CONSOLE_POLICY, type Html, layout, notice } from "./layout.ts";
+import { CONSOLE_POLICY, type Html, layout, notice, TENANT_ROLES } from "./layout.ts";
 import { auditPages } from "./pages-audit.ts";
 import { domainPages } from "./pages-domains.ts";
 import { jobPages, schedulePages } from "./pages-jobs.ts";
@@ -47,6 +48,8 @@ export const CONSOLE_CREDENTIAL_PATHS = [
 ] as const;
 
 const STAFF = [PLATFORM_ADMIN_ROLE, PLATFORM_VIEWER_ROLE] as const;
+/** The own-account pages: platform staff and a tenant's owners and admins alike. */
+const EVERYONE = [...STAFF, ...TENANT_ROLES];
 /** The console paths open without a session: the sign-in page, its passkey sign-in, its second step. */
 const OPEN_PATHS = new Set(["/console/sign-in", "/console/sign-in/passkey", "/console/sign-in/mfa"]);
 
@@ -54,7 +57,8 @@ const OPEN_PATHS = new Set(["/console/sign-in", "/console/sign-in/passkey", "/co
  * The console's own pages, each once: its section of the navigation (path, title, the roles that
  * see it there) and its routes, mounted in this order, before the pages the areas declare
  * (`defineArea({ consolePages })`, src/http/area.ts). Every route is behind `consoleSession`
- * (platform staff only; viewers read, nothing more).
+ * (platform staff, whose viewers read, nothing more; a tenant's owners and admins see their
+ * tenant's pages and their own account only: session.ts).
  */
 const CONSOLE_OWN_PAGES: readonly ConsolePage[] = [
   {
@@ -68,9 +72,9 @@ const CONSOLE_OWN_PAGES: readonly ConsolePage[] = [
   { path: "/console/tenants", title: "Tenants", seenBy: STAFF, routes: tenantPages },
   { path: "/console/domains", title: "Domains", seenBy: STAFF, routes: domainPages },
   { path: "/console/audit", title: "Audit", seenBy: STAFF, routes: auditPages },
-  { path: "/console/mfa", title: "Second factors", seenBy: STAFF, routes: mfaPages },
-  { path: "/console/passkeys", title: "Passkeys", seenBy: STAFF, routes: passkeyPages },
-  { path: "/console/sessions", title: "Sessions", seenBy: STAFF, routes: sessionPages },
+  { path: "/console/mfa", title: "Second factors", seenBy: EVERYONE, routes: mfaPages },
+  { path: "/console/passkeys", title: "Passkeys", seenBy: EVERYONE, routes: passkeyPages },
+  { path: "/console/sessions", title: "Sessions", seenBy: EVERYONE, routes: sessionPages },
   { path: "/console/outbox", title: "Outbox", seenBy: STAFF, routes: outboxPages, developmentOnly: true },
 ];
 const CONSOLE_PAGES: readonly ConsolePage[] = [...CONSOLE_OWN_PAGES, ...AREA_CONSOLE_PAGES];
@@ -82,9 +86,16 @@ const ERROR_TITLES: Partial<Record<string, string>> = {
   validation_failed: "Not valid",
   password_change_required: "Change your password first",
   rate_limited: "Too many attempts",
+  payment_required: "Not in your plan",
 };
 
-function signInForm(input: { message?: string; tone?: "ok" | "bad"; email?: string; next?: string }): Html {
+function signInForm(input: {
+  message?: string;
+  tone?: "ok" | "bad";
+  email?: string;
+  tenant?: string;
+  next?: string;
+}): Html {
   const { webauthn, passkeys } = consoleAssets();
   return layout({
     title: "Sign in",
@@ -95,11 +106,12 @@ ${notice(input.message, input.tone ?? "bad")}
 <input type="hidden" name="next" value="${safeNext(input.next)}">
 <label for="email">E-mail<input id="email" name="email" type="email" autocomplete="username webauthn" required value="${input.email ?? ""}" autofocus></label>
 <label for="password">Password<input id="password" name="password" type="password" autocomplete="current-password" required></label>
+<label for="tenant">Organisation code <span class="muted">(a tenant's owners and admins; empty for platform staff)</span><input id="tenant" name="tenant" autocomplete="organization" maxlength="64" value="${input.tenant ?? ""}"></label>
 <button type="submit">Sign in</button>
 </form>
 <p id="passkey-status" class="notice" role="status" aria-live="polite"></p>
 <button type="button" id="passkey-sign-in" class="secondary" data-next="${safeNext(input.next)}">Sign in with a passkey</button>
-<p class="muted">For platform staff. Your session is a browser session (an HttpOnly cookie); every change needs this page's CSRF token.</p>
+<p class="muted">For platform staff, and a tenant's owners and admins (their tenant's security and single sign-on). Your session is a browser session (an HttpOnly cookie); every change needs this page's CSRF token.</p>
 </div>`,
   });
 }
@@ -140,9 +152,11 @@ function signInRoutes(deps: Deps, originAllowed: (origin: string) => boolean) {
     if (!origin || !originAllowed(origin)) throw originRefused(origin);
     const form = await formOf(c);
     const email = form.email ?? "";
+    const code = (form.tenant ?? "").trim().toLowerCase();
     try {
-      // no tenant: platform staff sign in on the platform host
-      const session = await signInBrowser(deps, anonymousCtxOf(c, null), {
+      // no code: platform staff; a code: a tenant's user (an unknown code fails as a wrong password)
+      const tenantId = code ? ((await deps.tenants.byCode(code))?.id ?? UNKNOWN_TENANT_ID) : null;
+      const session = await signInBrowser(deps, anonymousCtxOf(c, tenantId), {
         email,
         password: form.password ?? "",
       });
@@ -156,7 +170,7 @@ function signInRoutes(deps: Deps, originAllowed: (origin: string) => boolean) {
       if (problem.code !== "unauthorized" && problem.code !== "validation_failed") throw error;
       return pageResponse(
         c,
-        signInForm({ message: "The e-mail or password is wrong.", email, next: form.next }),
+        signInForm({ message: "The e-mail or password is wrong.", email, tenant: code, next: form.next }),
         401,
       );
     }

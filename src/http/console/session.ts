@@ -12,7 +12,7 @@ import {
 } from "../../identity/roles.ts";
 import type { AppEnv } from "../request-context.ts";
 import { readSessionCookie } from "../session-cookie.ts";
-import type { ConsoleSection, Viewer } from "./layout.ts";
+import type { ConsoleRole, ConsoleSection, Viewer } from "./layout.ts";
 
 /**
  * The console's CSRF token, kept so server-rendered pages can put it in their forms and in htmx's
@@ -27,6 +27,17 @@ const ownAccount = (path: string) =>
   ["/console/mfa", "/console/passkeys", "/console/sessions", "/console/step-up"].some(
     (own) => path === own || path.startsWith(`${own}/`),
   );
+/** The tenant's pages a tenant's owner or admin opens (besides their own account's). */
+const tenantPage = (path: string) =>
+  ["/console/security-policy", "/console/sso"].some((page) => path === page || path.startsWith(`${page}/`));
+/** Where a tenant's owner or admin lands: the console's overview is the platform's. */
+export const TENANT_HOME = "/console/security-policy";
+/** The console role of a tenant user: owners and admins only (members have no console). */
+function tenantConsoleRole(roles: readonly string[]): ConsoleRole | null {
+  if (roles.includes("owner")) return "tenant_owner";
+  if (roles.includes("admin")) return "tenant_admin";
+  return null;
+}
 /** What a user who must change the password may still reach. */
 const BEFORE_CHANGE = new Set(["/console/password", "/console/sign-out"]);
 
@@ -125,18 +136,21 @@ export function consoleSession(
       sessionId,
     });
     c.set("identity", identity);
-    const canChange = mayChangePlatform(identity.platformRoles);
-    const role = canChange ? PLATFORM_ADMIN_ROLE : PLATFORM_VIEWER_ROLE;
+    const inTenant = identity.tenantId !== null;
+    const tenantRole = inTenant ? tenantConsoleRole(identity.roles) : null;
+    const canChange = inTenant ? tenantRole !== null : mayChangePlatform(identity.platformRoles);
+    const role: ConsoleRole = tenantRole ?? (canChange ? PLATFORM_ADMIN_ROLE : PLATFORM_VIEWER_ROLE);
     const principal = c.get("principal");
     c.set("viewer", {
       email: identity.email,
       canChange,
       role,
       csrfToken,
+      tenantCode: identity.tenantCode,
       sections: sections.filter((section) => section.seenBy.includes(role)),
       // only administrators impersonate: a viewer's page costs no look-up
       impersonations:
-        canChange && principal && identity.tenantId === null
+        canChange && principal && !inTenant
           ? await listOpenImpersonations(deps, {
               tenantId: null,
               actor: {
@@ -154,11 +168,23 @@ export function consoleSession(
       return seeOther(c, "/console/password");
     }
     if (!BEFORE_CHANGE.has(c.req.path)) {
-      if (identity.tenantId !== null || !mayReadPlatform(identity.platformRoles))
-        throw new AppError("forbidden", "The console is for platform staff.");
-      // a viewer's own account (their passkeys) is theirs to change; the platform is not
-      if (unsafe && !canChange && !ownAccount(c.req.path))
-        throw new AppError("forbidden", "The platform_viewer role reads; it changes nothing.");
+      if (inTenant) {
+        // a tenant's owner or admin: their tenant's pages and their own account, nothing of the platform's
+        if (tenantRole === null)
+          throw new AppError(
+            "forbidden",
+            "The console is for platform staff and a tenant's owners and admins.",
+          );
+        if (c.req.path === "/console" && !unsafe) return seeOther(c, TENANT_HOME);
+        if (!tenantPage(c.req.path) && !ownAccount(c.req.path))
+          throw new AppError("not_found", "No such resource.");
+      } else {
+        if (!mayReadPlatform(identity.platformRoles))
+          throw new AppError("forbidden", "The console is for platform staff.");
+        // a viewer's own account (their passkeys) is theirs to change; the platform is not
+        if (unsafe && !canChange && !ownAccount(c.req.path))
+          throw new AppError("forbidden", "The platform_viewer role reads; it changes nothing.");
+      }
     }
     await next();
   };

@@ -9,6 +9,8 @@ import { setSsoEnforcement } from "../../sso/enforcement.ts";
 import type { SsoDeps } from "../../sso/sso-deps.ts";
 import { tenantAccess } from "../access.ts";
 import { defineArea } from "../area.ts";
+import { TENANT_ROLES } from "../console/layout.ts";
+import { ssoPages } from "../console/pages-sso.ts";
 import { apiRoute, json, jsonBody, pageQuery, problem } from "../openapi.ts";
 import { createRouter, tenantCtxOf } from "../request-context.ts";
 import { HOSTNAME_PATTERN } from "./custom-domains.ts";
@@ -160,4 +162,9 @@ export function emailDomainRoutes(deps: SsoDeps) {
 }
 
 /** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
-export const emailDomainsArea = defineArea({ name: "email-domains", routes: [emailDomainRoutes] });
+export const emailDomainsArea = defineArea({
+  name: "email-domains",
+  routes: [emailDomainRoutes],
+  // one page for a tenant's enterprise sign-in: its domains, enforcement and SCIM tokens
+  consolePages: [{ path: "/console/sso", title: "Single sign-on", seenBy: TENANT_ROLES, routes: ssoPages }],
+});

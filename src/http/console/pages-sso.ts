@@ -1,0 +1,137 @@
+import { type Context, Hono } from "hono";
+import { cachedTenantFeatures } from "../../billing/entitlements.ts";
+import type { TenantCtx } from "../../context.ts";
+import type { Deps } from "../../deps.ts";
+import { AppError } from "../../errors.ts";
+import { createScimToken, deleteScimToken, listScimTokens } from "../../scim/scim-tokens.ts";
+import {
+  addEmailDomain,
+  checkEmailDomain,
+  listEmailDomains,
+  removeEmailDomain,
+} from "../../sso/email-domains.ts";
+import { getSsoEnforcement, setSsoEnforcement } from "../../sso/enforcement.ts";
+import { isUuid } from "../../tenancy/tenants.ts";
+import { tenantCtxOf } from "../request-context.ts";
+import { layout } from "./layout.ts";
+import { consoleActed, formOf, pageResponse } from "./respond.ts";
+import { type ConsoleEnv, seeOther, viewerOf } from "./session.ts";
+import { SSO_DONE, SSO_SECTION, type SsoPageData, scimTokenShownBody, ssoBody } from "./sso-views.ts";
+
+/** One page holds every domain and token a tenant has in practice; the API pages beyond. */
+const PAGE = { limit: 100 };
+
+/** The page's data, through the functions `GET /api/tenant/email-domains` and `…/scim/tokens` call. */
+async function ssoPageData(deps: Deps, ctx: TenantCtx, owner: boolean): Promise<SsoPageData> {
+  const { plan, features } = await cachedTenantFeatures(deps, ctx);
+  const inPlan = features.sso?.enabled === true;
+  if (!inPlan)
+    return {
+      inPlan,
+      plan,
+      domains: [],
+      enforcement: { enforced: false, breakGlassUserId: null },
+      scimTokens: null,
+    };
+  const [domains, enforcement, tokens] = await Promise.all([
+    listEmailDomains(deps, ctx, PAGE),
+    getSsoEnforcement(deps, ctx),
+    owner ? listScimTokens(deps, ctx, PAGE) : null,
+  ]);
+  return { inPlan, plan, domains: domains.items, enforcement, scimTokens: tokens?.items ?? null };
+}
+
+/** The SSO settings change only for the tenant's owners (as the API's `tenantAccess(["owner"])`). */
+function ownerCtx(c: Context<ConsoleEnv>): TenantCtx {
+  if (viewerOf(c).role !== "tenant_owner")
+    throw new AppError("forbidden", "Only the tenant's owners change its single sign-on.");
+  return tenantCtxOf(c);
+}
+
+const idOf = (c: Context<ConsoleEnv>, what: string) => {
+  const id = c.req.param("id") ?? "";
+  if (!isUuid(id)) throw new AppError("not_found", `No such ${what}.`);
+  return id;
+};
+
+/**
+ * `/console/sso`: a tenant's enterprise sign-in for its owners (docs/console.md "Tenant pages"):
+ * verified e-mail domains (add, check, delete), SSO enforcement, SCIM tokens (create, shown once;
+ * rotate; revoke), through the functions the `/api/tenant/email-domains`, `/api/tenant/sso/enforcement`
+ * and `/api/tenant/scim/tokens` operations call. Admins read. Without `sso` in the plan the page says
+ * so in words.
+ */
+export function ssoPages(deps: Deps) {
+  const router = new Hono<ConsoleEnv>();
+  const done = (c: Context<ConsoleEnv>, key: keyof typeof SSO_DONE) => seeOther(c, `${SSO_SECTION}?${key}`);
+  const tokenShown = (c: Context<ConsoleEnv>, token: { name: string; token: string }, lead: string) =>
+    pageResponse(
+      c,
+      layout({
+        title: "Your SCIM token",
+        section: SSO_SECTION,
+        viewer: viewerOf(c),
+        body: scimTokenShownBody(token, lead),
+      }),
+    );
+
+  router.get(SSO_SECTION, async (c) => {
+    const viewer = viewerOf(c);
+    const data = await ssoPageData(deps, tenantCtxOf(c), viewer.role === "tenant_owner");
+    const key = Object.keys(SSO_DONE).find((k) => c.req.query(k) !== undefined);
+    const body = ssoBody(viewer, data, key);
+    return pageResponse(c, layout({ title: "Single sign-on", section: SSO_SECTION, viewer, body }));
+  });
+
+  router.post(`${SSO_SECTION}/domains`, async (c) => {
+    const domain = (await formOf(c)).domain ?? "";
+    const added = await addEmailDomain(deps, ownerCtx(c), { domain });
+    consoleActed(deps, c, "email_domain.added", { type: "email_domain", id: added.id });
+    return done(c, "added");
+  });
+  router.post(`${SSO_SECTION}/domains/:id/check`, async (c) => {
+    const id = idOf(c, "e-mail domain");
+    await checkEmailDomain(deps, ownerCtx(c), { id });
+    consoleActed(deps, c, "email_domain.check_requested", { type: "email_domain", id });
+    return done(c, "checked");
+  });
+  router.post(`${SSO_SECTION}/domains/:id/delete`, async (c) => {
+    const id = idOf(c, "e-mail domain");
+    await removeEmailDomain(deps, ownerCtx(c), { id });
+    consoleActed(deps, c, "email_domain.removed", { type: "email_domain", id });
+    return done(c, "removed");
+  });
+
+  router.post(`${SSO_SECTION}/enforcement`, async (c) => {
+    const enforced = (await formOf(c)).enforced === "true";
+    const ctx = ownerCtx(c);
+    await setSsoEnforcement(deps, ctx, { enforced });
+    consoleActed(deps, c, "sso.enforcement_changed", { type: "tenant", id: ctx.tenantId }, { enforced });
+    return done(c, enforced ? "enforced" : "relaxed");
+  });
+
+  router.post(`${SSO_SECTION}/scim-tokens`, async (c) => {
+    const name = ((await formOf(c)).name ?? "").trim() || "SCIM";
+    const created = await createScimToken(deps, ownerCtx(c), { name });
+    consoleActed(deps, c, "scim_token.created", { type: "scim_token", id: created.id });
+    return tokenShown(c, created, "SCIM token created.");
+  });
+  // a rotation: a new token of the same name, then the old one revoked (the directory switches to the new one)
+  router.post(`${SSO_SECTION}/scim-tokens/:id/rotate`, async (c) => {
+    const id = idOf(c, "SCIM token");
+    const ctx = ownerCtx(c);
+    const old = (await listScimTokens(deps, ctx, PAGE)).items.find((t) => t.id === id);
+    if (!old) throw new AppError("not_found", "No such SCIM token.");
+    const created = await createScimToken(deps, ctx, { name: old.name });
+    await deleteScimToken(deps, ctx, { id });
+    consoleActed(deps, c, "scim_token.rotated", { type: "scim_token", id }, { newId: created.id });
+    return tokenShown(c, created, "SCIM token rotated: the old one no longer works.");
+  });
+  router.post(`${SSO_SECTION}/scim-tokens/:id/revoke`, async (c) => {
+    const id = idOf(c, "SCIM token");
+    await deleteScimToken(deps, ownerCtx(c), { id });
+    consoleActed(deps, c, "scim_token.revoked", { type: "scim_token", id });
+    return done(c, "revoked");
+  });
+  return router;
+}
