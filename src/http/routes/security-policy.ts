@@ -2,9 +2,9 @@ import { z } from "@hono/zod-openapi";
 import type { AuthDeps } from "../../auth/deps.ts";
 import { getSecurityPolicy, requireMfaValues, updateSecurityPolicy } from "../../auth/security-policy.ts";
 import { tenantAccess } from "../access.ts";
+import { defineArea } from "../area.ts";
 import { TENANT_ROLES } from "../console/layout.ts";
 import { securityPolicyPages } from "../console/pages-security-policy.ts";
-import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
 import { createRouter, tenantCtxOf } from "../request-context.ts";
 
@@ -68,6 +68,11 @@ export const securityPolicyArea = defineArea({
   name: "security-policy",
   routes: [securityPolicyRoutes],
   consolePages: [
-    { path: "/console/security-policy", title: "Security policy", seenBy: TENANT_ROLES, routes: securityPolicyPages },
+    {
+      path: "/console/security-policy",
+      title: "Security policy",
+      seenBy: TENANT_ROLES,
+      routes: securityPolicyPages,
+    },
   ],
 });
