@@ -94,9 +94,10 @@ export async function ensureAppRole(
 
 /**
  * The role this connection's statements run as, when row-level security holds it (neither superuser
- * nor BYPASSRLS), else null. The API does not yet carry the tenant context on every read (sign-in,
- * session and key lookups, the loops, reads through withDatabase), so such a role would see no
- * tenant's rows: start-up refuses it until the API does (docs/deployment.md, "The database roles").
+ * nor BYPASSRLS), else null. The API does not yet carry the tenant context on every path (the loops,
+ * platform lists and operations not yet on the named platform path), so such a role would see no
+ * tenant's rows there: Production's start-up refuses it until it does; Development and Staging warn
+ * (docs/deployment.md, "The database roles").
  */
 export async function roleHeldByRowSecurity(db: Executor): Promise<string | null> {
   const [row] = await execute<{ role: string; passes: boolean }>(

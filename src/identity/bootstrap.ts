@@ -3,7 +3,7 @@ import { z } from "zod";
 import { recordAudit } from "../audit/record.ts";
 import type { Ctx } from "../context.ts";
 import { execute } from "../db/client.ts";
-import { type DatabaseDeps, withDatabase, withTransaction } from "../db/operation.ts";
+import { type DatabaseDeps, withPlatformDatabase, withPlatformTransaction } from "../db/operation.ts";
 import { platformRoleBindings, users } from "../db/schema/index.ts";
 import { hashPassword, MIN_PASSWORD_LENGTH, passwordProblem } from "../security/passwords.ts";
 import { PLATFORM_ADMIN_ROLE } from "./roles.ts";
@@ -43,7 +43,8 @@ export class BootstrapRefusedError extends Error {
 
 /** True when any user holds a platform role (also false when the tables do not exist yet). */
 export async function platformAdminExists(deps: DatabaseDeps, ctx: Ctx): Promise<boolean> {
-  return withDatabase(deps, ctx, async (db) => {
+  // any user's binding, whichever pool: the platform path
+  return withPlatformDatabase(deps, ctx, async (db) => {
     const [table] = await execute<{ exists: boolean }>(
       db,
       sql`select to_regclass('public.platform_role_bindings') is not null as exists`,
@@ -68,7 +69,8 @@ export async function bootstrapPlatformAdmin(
   const problems = await checkBootstrapInput(input);
   if (problems.length > 0) throw new Error(`bootstrap input refused: ${problems.join("; ")}`);
   const passwordHash = await hashPassword(parsed.password);
-  return withTransaction(deps, ctx, async (tx, ctx) => {
+  // a platform user and its binding: the platform path
+  return withPlatformTransaction(deps, ctx, async (tx, ctx) => {
     await execute(tx, sql`lock table platform_role_bindings in exclusive mode`);
     if (await platformAdminExists(deps, ctx)) {
       throw new BootstrapRefusedError("a platform administrator already exists");

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { recordAudit } from "../audit/record.ts";
 import type { Ctx } from "../context.ts";
-import { type DatabaseDeps, withTransaction } from "../db/operation.ts";
+import { type DatabaseDeps, withPlatformTransaction } from "../db/operation.ts";
 import { platformRoleBindings, users } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
@@ -33,7 +33,8 @@ export async function createPlatformUser(
       fields: [{ path: "password", message: weakness }],
     });
   const passwordHash = await hashPassword(user.password);
-  const created = await withTransaction(deps, ctx, async (tx, ctx) => {
+  // a platform user and its role binding: the platform path
+  const created = await withPlatformTransaction(deps, ctx, async (tx, ctx) => {
     const [row] = await tx
       .insert(users)
       .values({

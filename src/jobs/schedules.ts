@@ -4,7 +4,7 @@ import { recordAudit } from "../audit/record.ts";
 import { type Clock, isoOrNull, isoText } from "../clock.ts";
 import type { Ctx } from "../context.ts";
 import { type Database, type Executor, execute } from "../db/client.ts";
-import { withDatabase, withTransaction } from "../db/operation.ts";
+import { withDatabase, withPlatformTransaction, withTransaction } from "../db/operation.ts";
 import { type CatchUpPolicy, catchUpPolicies } from "../db/schema/jobs.ts";
 import { AppError } from "../errors.ts";
 import { cursorCodec, type Page, type PageRequest, pageOf } from "../pagination.ts";
@@ -288,7 +288,7 @@ export async function putSchedule(
     });
   const now = deps.clock.now();
   const at = sql`${now.toISOString()}::timestamptz`;
-  const row = await withTransaction(deps, ctx, async (tx, ctx) => {
+  const row = await withPlatformTransaction(deps, ctx, async (tx, ctx) => {
     const [upserted] = await execute<ScheduleRow & { created: boolean }>(
       tx,
       sql`insert into job_schedules as j (name, cron, time_zone, kind, payload, enabled, catch_up, last_slot, created_at, updated_at)
@@ -320,7 +320,7 @@ export async function deleteSchedule(
   ctx: Ctx,
   input: { name: string },
 ): Promise<void> {
-  await withTransaction(deps, ctx, async (tx, ctx) => {
+  await withPlatformTransaction(deps, ctx, async (tx, ctx) => {
     const rows = await execute<{ name: string }>(
       tx,
       sql`delete from job_schedules where name = ${input.name} returning name`,
@@ -337,7 +337,7 @@ export async function runScheduleNow(
   input: { name: string },
 ): Promise<{ jobId: number }> {
   const now = deps.clock.now();
-  const id = await withTransaction(deps, ctx, async (tx, ctx) => {
+  const id = await withPlatformTransaction(deps, ctx, async (tx, ctx) => {
     const [row] = await execute<ScheduleRow>(tx, sql`select * from job_schedules where name = ${input.name}`);
     if (!row) throw new AppError("not_found", "No schedule with this name.");
     const job = await enqueue(

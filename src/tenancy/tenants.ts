@@ -121,7 +121,8 @@ export async function suspendTenant(
   ctx: Ctx,
   input: { tenantId: string },
 ): Promise<Tenant> {
-  const row = await withTransaction(deps, ctx, async (tx, ctx) => {
+  // the suspended tenant's sessions and audit row: in its context
+  const row = await withTransaction(deps, { ...ctx, tenantId: input.tenantId }, async (tx, ctx) => {
     await getTenant(deps, ctx, input);
     const [suspended] = await tx
       .update(tenants)

@@ -12,7 +12,7 @@ import { assertAllowed } from "../../src/security/windows.ts";
 import type { HostResolver } from "../../src/webhooks/destinations.ts";
 import { REDIS_URL, rawRedis, uniquePrefix } from "./cache.ts";
 import { stopChildren } from "./children.ts";
-import { createTestDatabase, type TestDatabase } from "./database.ts";
+import { appDatabaseOf, createTestDatabase, type TestDatabase } from "./database.ts";
 import { type OpenApiDocument, responseValidator } from "./openapi-validator.ts";
 import { rsaKeys, validProductionEnv } from "./production-env.ts";
 
@@ -100,7 +100,8 @@ export async function testDeps(
 ): Promise<Deps> {
   const logs = input.logs;
   const deps = await createDeps(config, {
-    database: input.database,
+    // the app under test connects as PLINTH_TEST_API_ROLE when set (tests/helpers/database.ts)
+    database: appDatabaseOf(input.database),
     clock: input.clock,
     cachePrefix: input.cachePrefix,
     counters: input.counters,
@@ -232,6 +233,9 @@ function lazyDatabase(current: () => TestDatabase): TestDatabase {
     },
     get database() {
       return current().database;
+    },
+    get appDatabase() {
+      return current().appDatabase;
     },
     drop: () => current().drop(),
   };

@@ -20,6 +20,15 @@ export const SERVER_URL =
 export const TOPOLOGY: "single" | "scaled" =
   process.env.PLINTH_TEST_TOPOLOGY === "scaled" ? "scaled" : "single";
 
+/**
+ * The role the app under test connects as when set (PLINTH_TEST_API_ROLE=plinth_app): the app built
+ * by testDeps and every process given `env` reach the test database as that role, held by row-level
+ * security, while the test's own `database` stays the owner's connection (setup and assertions that
+ * see every row). Unset: the app connects as the owner too. Issue #30: the suite is to run as the app
+ * role by default once every path carries its context (docs/testing.md, "As the API's role").
+ */
+export const API_ROLE_UNDER_TEST: string | null = process.env.PLINTH_TEST_API_ROLE || null;
+
 /** PgBouncer (`pool_mode = transaction`) in front of SERVER_URL's PostgreSQL. */
 export const POOLER_URL = process.env.PLINTH_TEST_POOLER_URL ?? "postgres://postgres@127.0.0.1:6432/postgres";
 
@@ -91,7 +100,10 @@ export interface TestDatabase {
   url: string;
   /** Straight to PostgreSQL; beside `url` in the scaled topology. */
   directUrl: string;
+  /** The owner's connection: the test's setup and assertions. */
   database: Database;
+  /** What the app under test is given (testDeps swaps `database` for it): API_ROLE_UNDER_TEST's, else `database`. */
+  appDatabase: Database;
   /** The variables a process needs to reach this database in this topology. */
   env: Record<string, string>;
   drop(): Promise<void>;
@@ -119,13 +131,21 @@ export async function createTestDatabase(
   const url = testDatabaseUrl(name);
   const directUrl = databaseUrl(name);
   const database = await openTestDatabase(url, { poolSize: options.poolSize ?? 5 });
+  // an empty database (the migrator's tests) has no grants for the app role: the owner's alone
+  const role = options.empty ? null : API_ROLE_UNDER_TEST;
+  const appDatabase = role
+    ? await openTestDatabase(asRole(url, role), { poolSize: options.poolSize ?? 5 })
+    : database;
+  appDatabases.set(database, appDatabase);
   return {
     name,
     url,
     directUrl,
     database,
-    env: topologyEnv(url),
+    appDatabase,
+    env: topologyEnv(role ? asRole(url, role) : url),
     drop: async () => {
+      if (appDatabase !== database) await appDatabase.close();
       await database.close();
       const cleanup = postgres(SERVER_URL, { max: 1, onnotice: () => {} });
       try {
@@ -135,6 +155,21 @@ export async function createTestDatabase(
       }
     },
   };
+}
+
+const appDatabases = new WeakMap<Database, Database>();
+
+/** The connection the app under test gets for a test database's owner connection (itself when none). */
+export function appDatabaseOf(database: Database): Database {
+  return appDatabases.get(database) ?? database;
+}
+
+/** `url` with `role` as its user (the local PostgreSQL and PgBouncer trust it on loopback: no password). */
+export function asRole(url: string, role: string): string {
+  const parsed = new URL(url);
+  parsed.username = role;
+  parsed.password = "";
+  return parsed.toString();
 }
 
 /** The database URL of test database `name` in this topology. */

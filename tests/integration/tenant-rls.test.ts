@@ -13,7 +13,7 @@ import {
 } from "../../src/db/operation.ts";
 import { tenantMemberships, users } from "../../src/db/schema/index.ts";
 import { scopedRunnerOf } from "../../src/db/tenant-scope.ts";
-import { createTestDatabase, openTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import { asRole, createTestDatabase, openTestDatabase, type TestDatabase } from "../helpers/database.ts";
 import { createTenant, createUser } from "../helpers/identity.ts";
 import { ROOT } from "../helpers/process.ts";
 
@@ -32,13 +32,7 @@ let tenantB: { id: string };
 let userA: string;
 let userB: string;
 
-/** `url` with the API's role as its user (local PostgreSQL trusts it; no password). */
-function asAppRole(url: string): string {
-  const parsed = new URL(url);
-  parsed.username = DEFAULT_APP_ROLE;
-  parsed.password = "";
-  return parsed.toString();
-}
+const asAppRole = (url: string) => asRole(url, DEFAULT_APP_ROLE);
 
 beforeAll(async () => {
   t = await createTestDatabase();
@@ -107,6 +101,32 @@ describe("raw SQL as the API's role", () => {
     ).rejects.toMatchObject({ code: "42501" });
     const [b] = await t.database.db.select({ name: users.name }).from(users).where(eq(users.id, userB));
     expect(b?.name).toBe("Test User");
+  });
+
+  test("a shared identity is seen in the tenants it is a member of, and in no other", async () => {
+    const email = `shared${crypto.randomUUID().slice(0, 8)}@example.com`;
+    const [shared] = await t.database.db
+      .insert(users)
+      .values({ tenantId: null, pool: "shared", email, name: "Shared" })
+      .returning({ id: users.id });
+    const sharedId = shared?.id ?? "";
+    await t.database.db
+      .insert(tenantMemberships)
+      .values({ tenantId: tenantA.id, userId: sharedId, role: "member" });
+    const seenIn = async (tenantId: string) =>
+      app.begin(async (tx) => {
+        await tx`select set_config('plinth.tenant_id', ${tenantId}, true)`;
+        return tx<{ id: string }[]>`select id from users where id = ${sharedId}`;
+      });
+    try {
+      expect((await seenIn(tenantA.id)).length).toBe(1);
+      expect((await seenIn(tenantB.id)).length).toBe(0);
+      // and without a context, not at all
+      expect((await app<{ id: string }[]>`select id from users where id = ${sharedId}`).length).toBe(0);
+    } finally {
+      // the other tests count tenant A's users
+      await t.database.db.delete(users).where(eq(users.id, sharedId));
+    }
   });
 });
 

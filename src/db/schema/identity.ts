@@ -14,7 +14,7 @@ import {
   uuid,
 } from "drizzle-orm/pg-core";
 import { timestamps } from "./columns.ts";
-import { parentIsolation, tenantIdColumn, tenantIsolation, tenants } from "./tenants.ts";
+import { parentIsolation, tenantIdColumn, tenantIsolation, tenants, userIsolation } from "./tenants.ts";
 
 /**
  * Where an identity (one sign-in) lives, docs/decisions.md "One identity, several tenants":
@@ -58,7 +58,7 @@ export const users = pgTable(
       "users_pool_check",
       sql`${t.pool} in ('platform', 'tenant', 'shared') and (${t.pool} = 'tenant') = (${t.tenantId} is not null)`,
     ),
-    tenantIsolation(),
+    userIsolation(),
   ],
 );
 

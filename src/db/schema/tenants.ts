@@ -80,3 +80,19 @@ export const tenantIsolation = () =>
     using: tenantRow,
     withCheck: tenantRow,
   });
+
+/**
+ * The users table's policy: a tenant's own users (pool `tenant`) and the users who are its members (a
+ * shared identity has no tenant_id; its membership row, itself held to the tenant, admits it), or
+ * every user on the platform path. Platform staff (no membership) are seen on the platform path only.
+ */
+export const userIsolation = () => {
+  const userRow = sql`${tenantRow} or exists (select 1 from "tenant_memberships" m where m.user_id = "users"."id")`;
+  return pgPolicy("tenant_isolation", {
+    as: "permissive",
+    for: "all",
+    to: "public",
+    using: userRow,
+    withCheck: userRow,
+  });
+};

@@ -1,6 +1,6 @@
-import { type AuditAction, recordAudit } from "../../audit/record.ts";
+import { type AuditAction, recordAudit, withChainTransaction } from "../../audit/record.ts";
 import type { Ctx } from "../../context.ts";
-import { withTransaction } from "../../db/operation.ts";
+import type { Tx } from "../../db/client.ts";
 import { describeFilter, type JobFilter } from "./job-filter.ts";
 import type { JobAdminDeps } from "./job-view.ts";
 
@@ -51,7 +51,7 @@ export async function jobAdminActed(
     ...(input.detail ? { detail: input.detail } : {}),
     ...(ctx.requestId ? { requestId: ctx.requestId } : {}),
   });
-  await withTransaction(deps, ctx, (tx, ctx) =>
+  const record = (tx: Tx) =>
     recordAudit(tx, ctx, {
       action: AUDITED[input.action] ?? "job.retried",
       target: input.jobId === undefined ? null : { type: "job", id: String(input.jobId) },
@@ -63,6 +63,7 @@ export async function jobAdminActed(
         status: input.filter?.status,
         kind: input.filter?.kind,
       },
-    }),
-  );
+    });
+  // in the change's transaction when the ctx carries one, else in its own in the chain's context
+  await (ctx.tx ? record(ctx.tx) : withChainTransaction(deps, ctx, ctx.tenantId, record));
 }
