@@ -1,4 +1,4 @@
-import type { Context, MiddlewareHandler } from "hono";
+import type { Context, MiddlewareHandler, Next } from "hono";
 import type { Clock } from "../../clock.ts";
 import type { Environment, Settings } from "../../config/schema.ts";
 import { AppError } from "../../errors.ts";
@@ -141,34 +141,7 @@ export function rateLimit(
   const prefix = `rl:${policy.name}:`;
   const policyHeader = `"${policy.name}";q=${policy.limit};w=${policy.windowSeconds}`;
   let lastOpenLog = 0;
-  return async (c, next) => {
-    const bucket = partition(c);
-    if (bucket === null) return next();
-    const key = prefix + bucket;
-    let outcome: RateOutcome | undefined = leases.take(key, options.clock.now().getTime());
-    if (outcome === undefined)
-      try {
-        outcome = await take(key);
-      } catch (error) {
-        if (policy.onUnavailable === "closed") {
-          options.logger.error("rate-limit store unavailable; failing closed", {
-            policy: policy.name,
-            error,
-          });
-          throw new AppError("unavailable", "Temporarily unavailable, try again shortly.", {
-            retryAfterSeconds: 5,
-          });
-        }
-        const now = Date.now();
-        if (now - lastOpenLog > 30_000) {
-          lastOpenLog = now;
-          options.logger.warn("rate-limit store unavailable; letting requests through", {
-            policy: policy.name,
-            error,
-          });
-        }
-        return next();
-      }
+  const answer = (c: Context<AppEnv>, next: Next, outcome: RateOutcome) => {
     const state = `"${policy.name}";r=${outcome.remaining};t=${Math.ceil(outcome.resetMs / 1000)}`;
     // appended, so a route under several policies lists them all (the refusal keeps them too)
     c.header("ratelimit-policy", policyHeader, { append: true });
@@ -181,7 +154,41 @@ export function rateLimit(
         { retryAfterSeconds: retryAfter },
       );
     }
-    await next();
+    return next();
+  };
+  const fromStore = async (c: Context<AppEnv>, next: Next, key: string) => {
+    let outcome: RateOutcome;
+    try {
+      outcome = await take(key);
+    } catch (error) {
+      if (policy.onUnavailable === "closed") {
+        options.logger.error("rate-limit store unavailable; failing closed", {
+          policy: policy.name,
+          error,
+        });
+        throw new AppError("unavailable", "Temporarily unavailable, try again shortly.", {
+          retryAfterSeconds: 5,
+        });
+      }
+      const now = Date.now();
+      if (now - lastOpenLog > 30_000) {
+        lastOpenLog = now;
+        options.logger.warn("rate-limit store unavailable; letting requests through", {
+          policy: policy.name,
+          error,
+        });
+      }
+      return next();
+    }
+    return answer(c, next, outcome);
+  };
+  // a permit from the process's lease is decided without an await (most requests of a busy client)
+  return (c, next) => {
+    const bucket = partition(c);
+    if (bucket === null) return next();
+    const key = prefix + bucket;
+    const leased = leases.take(key, options.clock.now().getTime());
+    return leased === undefined ? fromStore(c, next, key) : answer(c, next, leased);
   };
 }
 

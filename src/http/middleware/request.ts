@@ -1,4 +1,4 @@
-import type { MiddlewareHandler } from "hono";
+import type { Context, MiddlewareHandler, Next } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { AppError } from "../../errors.ts";
 import type { Logger } from "../../telemetry/logger.ts";
@@ -143,13 +143,16 @@ const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\b/i;
  * The text read here is what the handler then reads (Hono caches the body).
  */
 export function limitJsonDepth(maxDepth: number): MiddlewareHandler<AppEnv> {
-  return async (c, next) => {
-    const type = c.req.header("content-type");
-    if (c.req.method === "GET" || c.req.method === "HEAD" || !type || !JSON_TYPE.test(type)) return next();
+  const check = async (c: Context<AppEnv>, next: Next) => {
     if (jsonDepthExceeds(await c.req.text(), maxDepth)) {
       throw new AppError("bad_request", `The JSON body is nested deeper than ${maxDepth} levels.`);
     }
     return next();
+  };
+  return (c, next) => {
+    const type = c.req.header("content-type");
+    if (c.req.method === "GET" || c.req.method === "HEAD" || !type || !JSON_TYPE.test(type)) return next();
+    return check(c, next);
   };
 }
 
