@@ -18,6 +18,7 @@ export const errorCodes = [
   "not_found",
   "method_not_allowed",
   "conflict",
+  "unprocessable",
   "payload_too_large",
   "unsupported_media_type",
   "rate_limited",

@@ -125,6 +125,7 @@ function quickstartBlock(port: number, report: QuickstartReport): string {
     ...who,
     "  keys           ./.data/dev/quickstart-keys.json (0600; tenant secrets, SMS pepper, JWT)",
     "  webhooks       local receivers allowed (Webhooks:AllowPrivateDestinations)",
+    "  single sign-on local identity providers allowed (Sso:AllowPrivateProviders)",
     "",
   ].join("\n")}\n`;
 }

@@ -62,6 +62,15 @@ export const AUDIT_DETAIL_KEYS = new Set([
   "graceDays",
   "scheduledFor",
   "secrets",
+  // single sign-on (src/audit/sso-actions.ts)
+  "domain",
+  "movedFrom",
+  "enforced",
+  "breakGlassUserId",
+  "connectionId",
+  "type",
+  "issuer",
+  "fields",
 ]);
 
 export interface AuditInput {

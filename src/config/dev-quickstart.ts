@@ -49,7 +49,7 @@ function quickstartKeys(dir: string): QuickstartKeys {
 /**
  * The settings `npm run dev` (Development, embedded PGlite in `dir`) supplies where the operator set
  * nothing: the kept keys (tenant secrets, SMS pepper, JWT), the console allowed from the origins it
- * serves, webhooks to local receivers. `isSet` says whether a key already has a value from any
+ * serves, webhooks to local receivers, single sign-on at a local identity provider. `isSet` says whether a key already has a value from any
  * source; those are left alone.
  */
 export function quickstartDefaults(
@@ -76,5 +76,6 @@ export function quickstartDefaults(
     out["BrowserAuth:AllowedOrigins:1"] = `http://127.0.0.1:${port}`;
   }
   give("Webhooks:AllowPrivateDestinations", "true");
+  give("Sso:AllowPrivateProviders", "true");
   return out;
 }

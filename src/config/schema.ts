@@ -270,6 +270,12 @@ export const configSchema = z.object({
         "A PEM file of CA certificates that deliveries trust beside the system roots (a local receiver with a self-signed or development-CA certificate). Read at start; an unreadable file or one without a certificate stops the start.",
     }),
   }),
+  Sso: z.object({
+    AllowPrivateProviders: flag(
+      false,
+      "Lets an OIDC issuer (its discovery document, JWKS, token and userinfo endpoints) and a SAML `metadataUrl` be on loopback, private, link-local, CGNAT, unique-local and metadata addresses (tests and development with a local identity provider). Meant for development and tests; Production still requires `https`.",
+    ),
+  }),
   ...securitySections,
   Audit: z.object({
     RetentionDays: int(

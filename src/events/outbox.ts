@@ -17,6 +17,9 @@ export const webhookEventTypes = [
   "domain.activated",
   "domain.failed",
   "email_domain.verified",
+  "sso_connection.created",
+  "sso_connection.updated",
+  "sso_connection.deleted",
   "subscription.changed",
   "usage.threshold_reached",
   "webhook.test",
@@ -41,6 +44,9 @@ export interface WebhookEventData {
   "domain.activated": { domainId: string; hostname: string };
   "domain.failed": { domainId: string; hostname: string; code: string; reason: string };
   "email_domain.verified": { emailDomainId: string; domain: string };
+  "sso_connection.created": { connectionId: string; type: string; enabled: boolean };
+  "sso_connection.updated": { connectionId: string; type: string; enabled: boolean; fields: string[] };
+  "sso_connection.deleted": { connectionId: string; type: string };
   "subscription.changed": {
     tenantId: string;
     subscriptionId: string;

@@ -30,6 +30,7 @@ import { scimGroupsArea } from "./routes/scim-groups.ts";
 import { scimTokensArea } from "./routes/scim-tokens.ts";
 import { securityPolicyArea } from "./routes/security-policy.ts";
 import { signUpArea } from "./routes/sign-up.ts";
+import { ssoConnectionsArea } from "./routes/sso-connections.ts";
 import { ssoSamlArea } from "./routes/sso-saml.ts";
 import { ssoSignInArea } from "./routes/sso-sign-in.ts";
 import { featuresArea } from "./routes/tenant-features.ts";
@@ -84,4 +85,5 @@ export const AREAS = [
   paymentWebhooksArea,
   webhooksArea,
   auditArea,
+  ssoConnectionsArea,
 ] as const;

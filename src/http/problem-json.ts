@@ -19,6 +19,7 @@ export const statusOf = {
   not_found: 404,
   method_not_allowed: 405,
   conflict: 409,
+  unprocessable: 422,
   payload_too_large: 413,
   unsupported_media_type: 415,
   rate_limited: 429,

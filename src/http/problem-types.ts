@@ -78,6 +78,11 @@ export const problemTypes: Record<ErrorCode, ProblemType> = {
     when: "The request conflicts with the current state: a duplicate (e-mail, tenant code, job dedup key), the last owner of a tenant, a state change that is not allowed now.",
     action: "Read the resource's current state and decide again; retrying unchanged fails again.",
   },
+  unprocessable: {
+    title: "Unprocessable content",
+    when: "The request is well formed but what it points at cannot be used: an identity provider's issuer whose discovery fails, SAML metadata without a signing certificate or single sign-on URL. The `errors` name the field and what failed.",
+    action: "Fix what the `errors` name (at the provider or in the request) and send it again.",
+  },
   payload_too_large: {
     title: "Request body too large",
     when: "The body exceeds `Server:MaxBodyBytes` (or an upload exceeds its limit).",

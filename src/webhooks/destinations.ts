@@ -225,6 +225,33 @@ export async function checkDestination(rawUrl: string, policy: DestinationPolicy
   return url;
 }
 
+/**
+ * The `lookup` to hand node's HTTP client: it answers only with addresses `checkAddresses` passed, so
+ * the address connected to is the address checked (a DNS answer changing between check and connect
+ * cannot slip through). A refused address fails the request with `DestinationRefused`.
+ */
+export function pinnedLookup(policy: Pick<DestinationPolicy, "allowPrivate" | "resolve">) {
+  const lookup = (
+    hostname: string,
+    options: { all?: boolean } | number | undefined,
+    callback: (error: Error | null, address: string | ResolvedAddress[], family?: number) => void,
+  ) => {
+    checkAddresses(hostname, policy).then(
+      (addresses) => {
+        const all = typeof options === "object" && options?.all;
+        if (all) callback(null, addresses);
+        else {
+          const first = addresses[0] as ResolvedAddress;
+          callback(null, first.address, first.family);
+        }
+      },
+      (error) => callback(error as Error, []),
+    );
+  };
+  // node's LookupFunction type does not describe the `all` form; this one answers both
+  return lookup as unknown as http.RequestOptions["lookup"];
+}
+
 export type AttemptErrorClass = "http_status" | "timeout" | "destination_refused" | "dns" | "tls" | "network";
 
 export interface AttemptResult {
@@ -281,23 +308,6 @@ export async function sendDelivery(input: SendInput): Promise<AttemptResult> {
       request.destroy();
       resolve({ ...result, durationMs: elapsed() });
     };
-    const lookup = (
-      hostname: string,
-      options: { all?: boolean } | number | undefined,
-      callback: (error: Error | null, address: string | ResolvedAddress[], family?: number) => void,
-    ) => {
-      checkAddresses(hostname, input.policy).then(
-        (addresses) => {
-          const all = typeof options === "object" && options?.all;
-          if (all) callback(null, addresses);
-          else {
-            const first = addresses[0] as ResolvedAddress;
-            callback(null, first.address, first.family);
-          }
-        },
-        (error) => callback(error as Error, []),
-      );
-    };
     const client = url.protocol === "https:" ? https : http;
     const request = client.request(
       url,
@@ -309,8 +319,7 @@ export async function sendDelivery(input: SendInput): Promise<AttemptResult> {
           "content-length": String(Buffer.byteLength(input.body)),
           "user-agent": "Plinth-Webhooks/1",
         },
-        // node's LookupFunction type does not describe the `all` form; this one answers both
-        lookup: lookup as unknown as http.RequestOptions["lookup"],
+        lookup: pinnedLookup(input.policy),
         ...(input.policy.trustedCa ? { ca: [...tls.rootCertificates, ...input.policy.trustedCa] } : {}),
       },
       (response) => {

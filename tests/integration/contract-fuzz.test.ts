@@ -16,13 +16,15 @@ import { newMasterKey, signedInPlatformAdmin, signedInTenant } from "../helpers/
 // answer (a `next` link's `$response…` value: the list cursors) is left out of it and sent alone,
 // faked, where it must be a 400 naming it.
 
-// every host name resolves (to loopback, which `Webhooks:AllowPrivateDestinations` lets through):
-// a webhook URL's host is the receiver's to provide, not the document's to state
+// every host name resolves (to loopback, which `Webhooks:AllowPrivateDestinations` and
+// `Sso:AllowPrivateProviders` let through): a webhook URL's host is the receiver's to provide, an
+// issuer's the identity provider's, not the document's to state
 const app = useTestApp({
   hostResolver: async () => [{ address: "127.0.0.1", family: 4 }],
   settings: {
     ...relaxedLimits,
     "Webhooks:AllowPrivateDestinations": "true",
+    "Sso:AllowPrivateProviders": "true",
     "Security:TenantSecrets:KeyId": "fuzz",
     "Security:TenantSecrets:MasterKey": newMasterKey(),
   },

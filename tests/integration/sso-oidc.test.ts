@@ -35,6 +35,8 @@ const t = useTestApp({
     "BrowserAuth:AllowedOrigins:0": `http://127.0.0.1:${appPort}`,
     "Security:TenantSecrets:KeyId": "k1",
     "Security:TenantSecrets:MasterKey": masterKey,
+    // the test's provider listens on the loopback address
+    "Sso:AllowPrivateProviders": "true",
   }),
 });
 let tenant: SignedInTenant;

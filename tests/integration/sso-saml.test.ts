@@ -38,7 +38,7 @@ const t = useTestApp({
     "Server:PublicBaseUrl": `http://127.0.0.1:${apiPort}`,
     "BrowserAuth:AllowedOrigins:0": `http://127.0.0.1:${appPort}`,
     // the test IdP's metadata URL is on the loopback address
-    "Webhooks:AllowPrivateDestinations": "true",
+    "Sso:AllowPrivateProviders": "true",
   }),
 });
 let tenant: SignedInTenant;

@@ -34,6 +34,20 @@ const eventData = {
   "email_domain.verified": z
     .object({ emailDomainId: z.uuid(), domain: z.string() })
     .openapi("EmailDomainVerifiedEventData"),
+  "sso_connection.created": z
+    .object({ connectionId: z.uuid(), type: z.enum(["oidc", "saml"]), enabled: z.boolean() })
+    .openapi("SsoConnectionCreatedEventData"),
+  "sso_connection.updated": z
+    .object({
+      connectionId: z.uuid(),
+      type: z.enum(["oidc", "saml"]),
+      enabled: z.boolean(),
+      fields: z.array(z.string()).openapi({ description: "The names of the fields changed." }),
+    })
+    .openapi("SsoConnectionUpdatedEventData"),
+  "sso_connection.deleted": z
+    .object({ connectionId: z.uuid(), type: z.enum(["oidc", "saml"]) })
+    .openapi("SsoConnectionDeletedEventData"),
   "subscription.changed": z
     .object({
       tenantId: z.uuid(),

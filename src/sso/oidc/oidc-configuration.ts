@@ -5,6 +5,7 @@ import { publicBaseUrl } from "../../email/links.ts";
 import { AppError } from "../../errors.ts";
 import { readTenantSecret } from "../../providers/tenant-secret-store.ts";
 import type { SsoConnectionRow } from "../connection-types.ts";
+import { type ProviderFetchDeps, providerFetch } from "../provider-fetch.ts";
 import type { SsoDeps } from "../sso-deps.ts";
 
 /** The OIDC redirect URI of every connection: `<Server:PublicBaseUrl>/api/auth/sso/oidc/callback`. */
@@ -18,6 +19,32 @@ const discovered = new Map<string, { at: number; server: client.ServerMetadata }
 
 /** The data-protection purpose of an attempt's OIDC values (nonce, PKCE verifier). */
 export const OIDC_ATTEMPT_PURPOSE = "sso-oidc-attempt";
+
+/** Plain-http issuers are allowed only in Development (a local provider). */
+const insecureIssuer = (deps: Pick<SsoDeps, "config">, issuer: string): boolean =>
+  deps.config.environment === "Development" && issuer.startsWith("http:");
+
+/** Every call to the provider goes through the provider guard (src/sso/provider-fetch.ts). */
+const oidcFetch = (deps: ProviderFetchDeps): client.CustomFetch => {
+  const guarded = providerFetch(deps);
+  return (url, options) => guarded(url, options as RequestInit);
+};
+
+/**
+ * The issuer's discovery document (`<issuer>/.well-known/openid-configuration`), fetched through the
+ * provider guard and checked by openid-client (its `issuer` must be the one asked for). Throws the
+ * guard's `DestinationRefused`, `ProviderUnreachable`, or openid-client's error.
+ */
+export async function discoverIssuer(
+  deps: ProviderFetchDeps & Pick<SsoDeps, "config">,
+  issuer: string,
+): Promise<client.ServerMetadata> {
+  const found = await client.discovery(new URL(issuer), "plinth-discovery", undefined, client.None(), {
+    execute: insecureIssuer(deps, issuer) ? [client.allowInsecureRequests] : [],
+    [client.customFetch]: oidcFetch(deps),
+  });
+  return found.serverMetadata();
+}
 
 /**
  * The openid-client configuration of a connection: the issuer's discovery document (cached per
@@ -42,20 +69,12 @@ export async function oidcConfiguration(
     readTenantSecret(db, keyring, ctx.tenantId, secretName),
   );
   if (secret === null) throw new AppError("bad_request", "The connection's client secret is missing.");
-  const insecure = deps.config.environment === "Development" && connection.issuer.startsWith("http:");
-  const customFetch: client.CustomFetch = (url, options) =>
-    deps.fetch(url, { ...options, signal: AbortSignal.timeout(10_000) } as RequestInit);
+  const insecure = insecureIssuer(deps, connection.issuer);
+  const customFetch = oidcFetch(deps);
   const hit = discovered.get(key);
   let server = hit && nowMs - hit.at < DISCOVERY_TTL_MS ? hit.server : undefined;
   if (!server) {
-    const found = await client.discovery(
-      new URL(connection.issuer),
-      connection.clientId,
-      undefined,
-      client.ClientSecretBasic(secret),
-      { execute: insecure ? [client.allowInsecureRequests] : [], [client.customFetch]: customFetch },
-    );
-    server = found.serverMetadata();
+    server = await discoverIssuer(deps, connection.issuer);
     discovered.set(key, { at: nowMs, server });
     for (const [k, v] of discovered) if (nowMs - v.at >= DISCOVERY_TTL_MS) discovered.delete(k);
   }

@@ -15,7 +15,7 @@ const REDIRECT_BINDING = "urn:oasis:names:tc:SAML:2.0:bindings:HTTP-Redirect";
 export const MAX_METADATA_BYTES = 256 * 1024;
 
 const refused = (field: string, message: string) =>
-  new AppError("validation_failed", "The identity provider's metadata is not usable.", {
+  new AppError("unprocessable", "The identity provider's metadata is not usable.", {
     fields: [{ path: field, message }],
   });
 

@@ -1,9 +1,8 @@
 import { randomBytes, X509Certificate } from "node:crypto";
 import { generateServiceProviderMetadata } from "@node-saml/node-saml";
-import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
-import { checkDestination, DestinationRefused } from "../../webhooks/destinations.ts";
-import { destinationPolicy } from "../../webhooks/endpoints.ts";
+import { DestinationRefused } from "../../webhooks/destinations.ts";
+import { type ProviderFetchDeps, ProviderUnreachable, providerFetch } from "../provider-fetch.ts";
 import { MAX_METADATA_BYTES, parseIdpMetadata } from "./saml-metadata.ts";
 import {
   type SamlConnection,
@@ -12,7 +11,7 @@ import {
   samlFor,
 } from "./saml-service-provider.ts";
 
-export type SamlSettingsDeps = Pick<Deps, "config" | "fetch" | "hostResolver">;
+export type SamlSettingsDeps = ProviderFetchDeps;
 
 /** SHA-256 fingerprint of a PEM certificate (colon-separated hex), or null when Node cannot read it. */
 export function certificateFingerprint(pem: string): string | null {
@@ -23,23 +22,27 @@ export function certificateFingerprint(pem: string): string | null {
   }
 }
 
-/** Reads metadata from `url`: a public https address in Production, held as webhook destinations are. */
+/**
+ * Reads metadata from `url` through the provider guard (`providerFetch`: public addresses only, https
+ * in Production, unless `Sso:AllowPrivateProviders`; no redirects; 10 seconds). 422 naming
+ * `metadataUrl` when it gives no metadata; 503 when the IdP cannot be reached.
+ */
 async function fetchMetadata(deps: SamlSettingsDeps, url: string): Promise<string> {
   const refused = (message: string) =>
-    new AppError("validation_failed", "The metadata URL did not give usable metadata.", {
+    new AppError("unprocessable", "The metadata URL did not give usable metadata.", {
       fields: [{ path: "metadataUrl", message }],
     });
-  try {
-    await checkDestination(url, destinationPolicy(deps));
-  } catch (error) {
-    if (!(error instanceof DestinationRefused)) throw error;
-    throw refused(`${error.rule}: ${error.message}`);
-  }
   let response: Response;
   try {
-    response = await deps.fetch(url, { redirect: "error", signal: AbortSignal.timeout(10_000) });
-  } catch {
-    throw refused("the request failed (unreachable, redirected or slower than 10 seconds)");
+    response = await providerFetch(deps)(url, {
+      headers: { accept: "application/samlmetadata+xml, application/xml" },
+    });
+  } catch (error) {
+    if (error instanceof DestinationRefused) throw refused(`${error.rule}: ${error.message}`);
+    if (error instanceof TypeError) throw refused("not an absolute URL");
+    if (error instanceof ProviderUnreachable)
+      throw new AppError("unavailable", `The metadata URL could not be read: ${error.message}.`);
+    throw error;
   }
   if (!response.ok) throw refused(`answered HTTP ${response.status}`);
   const body = await response.text();
@@ -49,7 +52,7 @@ async function fetchMetadata(deps: SamlSettingsDeps, url: string): Promise<strin
 
 /**
  * A SAML connection's settings from its IdP's metadata, given (`metadataXml`) or read from its URL
- * (`metadataUrl`): exactly one of them. 400 naming the field when the metadata is unusable (no
+ * (`metadataUrl`): exactly one of them. 422 naming the field when the metadata is unusable (no
  * entity id, no HTTP-Redirect single sign-on URL, no readable signing certificate).
  */
 export async function samlSettingsFrom(
@@ -66,7 +69,7 @@ export async function samlSettingsFrom(
     allowHttp: deps.config.environment !== "Production",
   });
   if (metadata.certificates.some((pem) => certificateFingerprint(pem) === null))
-    throw new AppError("validation_failed", "The identity provider's metadata is not usable.", {
+    throw new AppError("unprocessable", "The identity provider's metadata is not usable.", {
       fields: [{ path: field, message: "a signing certificate is not a readable X.509 certificate" }],
     });
   return {
