@@ -4584,7 +4584,7 @@ export interface components {
         NewSamlConnectionFromXml: {
             /** @enum {string} */
             type: "saml";
-            /** @description The IdP's SAML metadata document. */
+            /** @description The IdP's SAML metadata document: an `EntityDescriptor` with an `IDPSSODescriptor`, its `SingleSignOnService` (HTTP-Redirect) and signing `X509Certificate`. */
             metadataXml: string;
             /** @description A label for people (default empty). */
             name?: string;
@@ -4669,7 +4669,7 @@ export interface components {
             clientId?: string;
             /** @description A replacement client secret (never answered). */
             clientSecret?: string;
-            /** @description The IdP's SAML metadata document. */
+            /** @description The IdP's SAML metadata document: an `EntityDescriptor` with an `IDPSSODescriptor`, its `SingleSignOnService` (HTTP-Redirect) and signing `X509Certificate`. */
             metadataXml?: string;
             /**
              * Format: uri

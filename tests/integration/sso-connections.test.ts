@@ -132,7 +132,10 @@ describe("OIDC connections", () => {
     };
     // the provider answers 404 under another path: its discovery document is not there
     expect(await refused(`${peer.issuer}/elsewhere`)).toContain("discovery document");
-    expect(await refused("not a url")).toBe("not an absolute URL");
+    // not a URL at all: the document's pattern says so (400 naming the field)
+    const notUrl = await call(tenant.owner.headers, "POST", PATH, { ...oidcBody(), issuer: "not a url" });
+    expect(notUrl.status).toBe(400);
+    expect(JSON.stringify(await notUrl.json())).toContain("issuer");
     const down = await call(tenant.owner.headers, "POST", PATH, {
       ...oidcBody(),
       issuer: "http://127.0.0.1:9",
@@ -192,9 +195,11 @@ describe("OIDC connections", () => {
     expect(JSON.stringify(audits)).not.toContain("a-new-secret-value");
 
     // a SAML field on an OIDC connection
-    const foreign = await call(tenant.owner.headers, "PATCH", `${PATH}/${first.id}`, { metadataXml: "<x/>" });
+    const foreign = await call(tenant.owner.headers, "PATCH", `${PATH}/${first.id}`, {
+      metadataUrl: "https://idp.example/metadata",
+    });
     expect(foreign.status).toBe(422);
-    expect(JSON.stringify(await foreign.json())).toContain("metadataXml");
+    expect(JSON.stringify(await foreign.json())).toContain("metadataUrl");
 
     // switching: disable the first, enable the second
     expect(
@@ -253,8 +258,21 @@ describe("SAML connections", () => {
       expect(res.status).toBe(422);
       return ((await res.json()) as { errors: { path: string; message: string }[] }).errors[0];
     };
-    expect(await refusal({ metadataXml: "not xml at all" })).toMatchObject({ path: "metadataXml" });
-    const noCert = idp.metadataXml.replace(/<(\w+:)?KeyDescriptor[\s\S]*<\/(\w+:)?KeyDescriptor>/, "");
+    // what the document's pattern states is a 400; metadata that meets it but is not well-formed XML a 422
+    const notMetadata = await call(tenant.owner.headers, "POST", PATH, {
+      type: "saml",
+      metadataXml: "not xml",
+    });
+    expect(notMetadata.status).toBe(400);
+    expect(JSON.stringify(await notMetadata.json())).toContain("metadataXml");
+    expect(await refusal({ metadataXml: `${idp.metadataXml}<unclosed` })).toMatchObject({
+      path: "metadataXml",
+    });
+    // a certificate for encryption only: no signing certificate
+    const noCert = idp.metadataXml.replace(
+      /<(\w+:)?KeyDescriptor[^>]*>/,
+      '<$1KeyDescriptor use="encryption">',
+    );
     expect((await refusal({ metadataXml: noCert }))?.message).toContain("signing certificate");
     expect(await refusal({ metadataUrl: `${idp.url}/nothing-here` })).toMatchObject({
       path: "metadataUrl",

@@ -32,25 +32,45 @@ const options = {
         "The OIDC claim or SAML attribute names of the address, the name and the groups (defaults `email`, `name`, `groups`).",
     }),
 };
-const issuer = z.string().min(1).max(2048).openapi({
-  format: "uri",
-  description:
-    "The OIDC issuer; `<issuer>/.well-known/openid-configuration` is read at once (https, a public address; 422 naming what failed).",
-  example: "https://login.example.com",
-});
+const ISSUER_PATTERN = "^https?://[^\\s?#]+$";
+const issuer = z
+  .string()
+  .min(1)
+  .max(2048)
+  .regex(new RegExp(ISSUER_PATTERN), "an http(s) URL without query or fragment")
+  .openapi({
+    format: "uri",
+    pattern: ISSUER_PATTERN,
+    description:
+      "The OIDC issuer; `<issuer>/.well-known/openid-configuration` is read at once (https, a public address; 422 naming what failed).",
+    example: "https://login.example.com",
+  });
 const clientId = z.string().min(1).max(512);
 const clientSecret = z
   .string()
   .min(1)
   .max(4096)
   .openapi({ description: "Sealed as a tenant secret; never answered." });
+// what the metadata must hold, as far as a pattern can say it (well-formed XML is checked on receipt: 422)
+const METADATA_PATTERN =
+  "^(?=[\\s\\S]*<([\\w.-]+:)?EntityDescriptor[\\s>])(?=[\\s\\S]*<([\\w.-]+:)?IDPSSODescriptor[\\s>])(?=[\\s\\S]*<([\\w.-]+:)?SingleSignOnService[\\s/>])(?=[\\s\\S]*<([\\w.-]+:)?X509Certificate>)[\\s\\S]+$";
 const metadataXml = z
   .string()
   .min(1)
   .max(262_144)
-  .openapi({ description: "The IdP's SAML metadata document." });
-const metadataUrl = z.string().min(1).max(2048).openapi({
+  .regex(
+    new RegExp(METADATA_PATTERN),
+    "SAML metadata: an EntityDescriptor with an IDPSSODescriptor, a SingleSignOnService and an X509Certificate",
+  )
+  .openapi({
+    pattern: METADATA_PATTERN,
+    description:
+      "The IdP's SAML metadata document: an `EntityDescriptor` with an `IDPSSODescriptor`, its `SingleSignOnService` (HTTP-Redirect) and signing `X509Certificate`.",
+  });
+const URL_PATTERN = "^https?://\\S+$";
+const metadataUrl = z.string().min(1).max(2048).regex(new RegExp(URL_PATTERN), "an http(s) URL").openapi({
   format: "uri",
+  pattern: URL_PATTERN,
   description:
     "Where the IdP publishes its metadata (read once, now: https, a public address, no redirects).",
 });
