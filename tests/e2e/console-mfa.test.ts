@@ -102,3 +102,60 @@ test("enrol an authenticator app in the console, then the step-up prompt takes a
   expect(failed).toEqual([]);
   await page.close();
 }, 60_000);
+
+test("the step-up prompt takes a passkey (CDP virtual authenticator), for a form change and for a change the page's script makes", async () => {
+  const staff = await readyPlatformUser(app.db, { role: "platform_viewer" });
+  const page = await (await browser.newContext()).newPage();
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send("WebAuthn.enable");
+  const options = {
+    protocol: "ctap2",
+    transport: "internal",
+    hasResidentKey: true,
+    hasUserVerification: true,
+    isUserVerified: true,
+    automaticPresenceSimulation: true,
+  } as const;
+  const { authenticatorId } = await cdp.send("WebAuthn.addVirtualAuthenticator", { options });
+  const complaints: string[] = [];
+  page.on("console", (message) => {
+    if (/Content Security Policy|Refused to/i.test(message.text())) complaints.push(message.text());
+  });
+  page.on("pageerror", (error) => complaints.push(error.message));
+  const base = `http://localhost:${port}`;
+  await page.goto(`${base}/console/sign-in`);
+  await page.fill("#email", staff.email);
+  await page.fill("#password", PASSWORD);
+  await Promise.all([page.waitForURL(`${base}/console`), page.click("main button[type=submit]")]);
+  // a first passkey needs no step-up (no factor yet)
+  await page.goto(`${base}/console/passkeys`);
+  await page.fill("#passkey-name", "First key");
+  await Promise.all([page.waitForURL(`${base}/console/passkeys?added`), page.click("#passkey-add button")]);
+
+  // a form change: the prompt offers the passkey, which steps up through the API, then the change runs
+  clock.advance(11 * 60_000);
+  await page.goto(`${base}/console/mfa`);
+  await Promise.all([
+    page.waitForURL(`${base}/console/mfa/totp`),
+    page.click("text=Set up an authenticator app"),
+  ]);
+  expect(await page.locator("h1").textContent()).toBe("Confirm it is you");
+  await Promise.all([page.waitForSelector("figure.qr svg"), page.click("#passkey-step-up")]);
+  expect(await page.locator("h1").textContent()).toBe("Set up an authenticator app");
+
+  // a change the page's script makes through the API (a second passkey), past the step-up's age:
+  // the API's 401 sends the browser to the prompt, the passkey answers it, back on the page it works
+  clock.advance(11 * 60_000);
+  await page.goto(`${base}/console/passkeys`);
+  await page.fill("#passkey-name", "Second key");
+  await Promise.all([page.waitForURL(/\/console\/step-up\?back=/), page.click("#passkey-add button")]);
+  await Promise.all([page.waitForURL(`${base}/console/passkeys`), page.click("#passkey-step-up")]);
+  // another device for the second passkey (an authenticator holds one passkey per user and host)
+  await cdp.send("WebAuthn.removeVirtualAuthenticator", { authenticatorId });
+  await cdp.send("WebAuthn.addVirtualAuthenticator", { options });
+  await page.fill("#passkey-name", "Second key");
+  await Promise.all([page.waitForURL(`${base}/console/passkeys?added`), page.click("#passkey-add button")]);
+  expect(await page.locator("tbody th").allTextContents()).toEqual(["First key", "Second key"]);
+  expect(complaints).toEqual([]);
+  await page.close();
+}, 60_000);

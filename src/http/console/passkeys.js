@@ -70,7 +70,8 @@
     });
   }
 
-  // the step-up prompt (step-up.ts): a passkey proves the factor through POST /api/auth/mfa/step-up,
+  // the step-up prompt (step-up.ts): a passkey of the user's (POST /api/auth/passkeys/step-up/options)
+  // proves the factor through POST /api/auth/mfa/step-up,
   // then the prompt's form (the change's own fields) is submitted as it stands
   const stepUp = document.getElementById("passkey-step-up");
   if (stepUp) {
@@ -78,9 +79,10 @@
       const form = document.getElementById(stepUp.dataset.form);
       show("Follow your browser's prompt…");
       try {
-        const options = await post("/api/auth/passkeys/login/options", {});
+        const csrf = form.elements.csrf.value;
+        const options = await post("/api/auth/passkeys/step-up/options", undefined, csrf);
         const response = await webauthn.startAuthentication({ optionsJSON: options });
-        await post("/api/auth/mfa/step-up", { passkey: response }, form.elements.csrf.value);
+        await post("/api/auth/mfa/step-up", { passkey: response }, csrf);
         form.submit();
       } catch (error) {
         show(`Not confirmed: ${refused(error)}`);
