@@ -177,7 +177,7 @@ export const securitySections = {
       StepUpMaxAgeMinutes: int(
         1,
         10,
-        "Sensitive operations (password change, API key creation, webhook secret rotation, enrolling or removing a factor) of a user with a second factor need one proved within this many minutes (step-up, RFC 9470).",
+        "Sensitive operations (password change, API key creation, webhook secret rotation, enrolling or removing a factor, SSO and SCIM configuration) of a user with a second factor need one proved within this many minutes (step-up, RFC 9470).",
       ),
       Issuer: z.string().min(1).max(64).default("Plinth").meta({
         description:

@@ -54,7 +54,7 @@ export const problemTypes: Record<ErrorCode, ProblemType> = {
   },
   step_up_required: {
     title: "A recent second factor is required",
-    when: 'A sensitive operation (a password change, an API key, a webhook secret rotation, enrolling or removing a factor) needs a sign-in with a second factor within the last minutes (`WWW-Authenticate: Bearer error="insufficient_user_authentication"` with `max_age` and `acr_values`, RFC 9470).',
+    when: 'A sensitive operation (a password change, an API key, a webhook secret rotation, enrolling or removing a factor, SSO and SCIM configuration) needs a sign-in with a second factor within the last minutes (`WWW-Authenticate: Bearer error="insufficient_user_authentication"` with `max_age` and `acr_values`, RFC 9470).',
     action:
       "Prove a second factor again with `POST /api/auth/mfa/step-up` (a fresh access token comes back), then repeat the request.",
   },

@@ -2,6 +2,7 @@ import { createHash, randomInt, timingSafeEqual } from "node:crypto";
 import { and, asc, eq, sql } from "drizzle-orm";
 import { z } from "zod";
 import { recordAudit } from "../audit/record.ts";
+import { requireRecentSecondFactor } from "../auth/step-up.ts";
 import { assertFeature } from "../billing/entitlements.ts";
 import { isoOrNull } from "../clock.ts";
 import { systemCtx, type TenantCtx } from "../context.ts";
@@ -76,6 +77,7 @@ export async function createScimToken(
 ): Promise<ScimTokenView & { token: string }> {
   const createdBy = creatorOf(ctx);
   const { name } = newScimTokenSchema.parse(input);
+  await requireRecentSecondFactor(deps, ctx);
   await assertFeature(deps, ctx, { feature: "sso" });
   return withTransaction(deps, ctx, async (tx, ctx) => {
     const [tenant] = await tx.select({ id: tenants.id }).from(tenants).where(eq(tenants.id, ctx.tenantId));
@@ -145,6 +147,7 @@ export async function deleteScimToken(
   input: { id: string },
 ): Promise<void> {
   creatorOf(ctx);
+  await requireRecentSecondFactor(deps, ctx);
   const notFound = () => new AppError("not_found", "No such SCIM token.");
   if (!isUuid(input.id)) throw notFound();
   await withTransaction(deps, ctx, async (tx, ctx) => {

@@ -1,6 +1,7 @@
 import { and, desc, eq, ne, sql } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import { opaqueToken } from "../auth/opaque-tokens.ts";
+import { requireRecentSecondFactor } from "../auth/step-up.ts";
 import { assertFeature } from "../billing/entitlements.ts";
 import type { TenantCtx } from "../context.ts";
 import { claimExpiry } from "../custom-domains/domain-rows.ts";
@@ -79,6 +80,7 @@ export async function addEmailDomain(
   ctx: TenantCtx,
   input: { domain: string },
 ): Promise<EmailDomainView> {
+  await requireRecentSecondFactor(deps, ctx);
   await assertFeature(deps, ctx, { feature: "sso" });
   const folded = input.domain.replace(/[A-Z]/g, (ch) => ch.toLowerCase()).replace(/\.$/, "");
   const parsed = parseHostname(folded, { deniedSuffixes: deps.config.settings.TenantDomains.DeniedSuffixes });
@@ -147,6 +149,7 @@ const domainCursor = cursorCodec(createdAtPosition);
 
 /** Removes one of the tenant's e-mail domains (its addresses stop being routed at once). */
 export async function removeEmailDomain(deps: SsoDeps, ctx: TenantCtx, input: { id: string }): Promise<void> {
+  await requireRecentSecondFactor(deps, ctx);
   await findRow(deps, ctx, input.id);
   await withTransaction(deps, ctx, async (tx, txCtx) => {
     const [gone] = await tx
@@ -174,6 +177,7 @@ export async function checkEmailDomain(
   ctx: TenantCtx,
   input: { id: string },
 ): Promise<EmailDomainView> {
+  await requireRecentSecondFactor(deps, ctx);
   const row = await findRow(deps, ctx, input.id);
   const settings = deps.config.settings.TenantDomains;
   if (!settings.DnsJsonEndpoint)

@@ -1,5 +1,6 @@
 import { and, eq } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
+import { requireRecentSecondFactor } from "../auth/step-up.ts";
 import { assertFeature } from "../billing/entitlements.ts";
 import type { TenantCtx } from "../context.ts";
 import { withDatabase, withTransaction } from "../db/operation.ts";
@@ -24,6 +25,7 @@ export async function setSsoEnforcement(
   ctx: TenantCtx,
   input: { enforced: boolean; breakGlassUserId?: string },
 ): Promise<SsoEnforcement> {
+  await requireRecentSecondFactor(deps, ctx);
   await assertFeature(deps, ctx, { feature: "sso" });
   const caller = ctx.actor.type === "user" ? ctx.actor.userId : null;
   const breakGlassUserId = input.enforced ? (input.breakGlassUserId ?? caller) : null;

@@ -142,3 +142,39 @@ test("a passkey counts as a second factor only in its own tenant: elsewhere the 
   );
   expect(changed.status).toBe(200);
 });
+
+test("SSO and SCIM configuration asks an old sign-in with a factor for step-up (RFC 9470), and lets a fresh one through", async () => {
+  const tenant = await signedInTenant(h, { plan: "enterprise" });
+  const { secret } = await enrolTotp(h, clock, tenant.owner);
+  const old = tenant.owner.headers;
+  const calls: [string, string, unknown][] = [
+    ["POST", "/api/tenant/email-domains", { domain: "stepup.example" }],
+    ["POST", `/api/tenant/email-domains/${crypto.randomUUID()}/check`, undefined],
+    ["DELETE", `/api/tenant/email-domains/${crypto.randomUUID()}`, undefined],
+    ["PUT", "/api/tenant/sso/enforcement", { enforced: false }],
+    ["POST", "/api/tenant/scim/tokens", { name: "IdP" }],
+    ["DELETE", `/api/tenant/scim/tokens/${crypto.randomUUID()}`, undefined],
+  ];
+  const call = (method: string, path: string, body: unknown, headers: Record<string, string>) =>
+    h.request(path, {
+      method,
+      headers: { ...headers, "content-type": "application/json" },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+  for (const [method, path, body] of calls) {
+    const refused = await call(method, path, body, old);
+    expect([path, refused.status]).toEqual([path, 401]);
+    expect(refused.headers.get("www-authenticate")).toContain('error="insufficient_user_authentication"');
+  }
+  const stepped = await h.request(
+    "/api/auth/mfa/step-up",
+    json({ code: rfcCode(secret, clock.now().getTime()) }, old),
+  );
+  expect(stepped.status).toBe(200);
+  const fresh = {
+    authorization: `Bearer ${((await stepped.json()) as { accessToken: string }).accessToken}`,
+  };
+  const answers: number[] = [201, 404, 404, 200, 201, 404];
+  for (const [i, [method, path, body]] of calls.entries())
+    expect([path, (await call(method, path, body, fresh)).status]).toEqual([path, answers[i] ?? 0]);
+});
