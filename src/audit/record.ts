@@ -1,8 +1,7 @@
 import { sql } from "drizzle-orm";
 import type { Actor, Ctx } from "../context.ts";
-import type { Tx } from "../db/client.ts";
 import { type Executor, execute } from "../db/client.ts";
-import { type DatabaseDeps, withPlatformTransaction, withTransaction } from "../db/operation.ts";
+import { type DatabaseDeps, withTenantOrPlatformTransaction } from "../db/operation.ts";
 import type { Deps } from "../deps.ts";
 import { createRedactor } from "../redact.ts";
 import type { AuditAction } from "./actions.ts";
@@ -214,22 +213,6 @@ export async function recordAudit(
   return { id: row.id, hash };
 }
 
-/**
- * A transaction of its own in the context of the chain an event goes to: its tenant's, or the named
- * platform path for the platform chain (tenant null: platform staff, loops, commands).
- */
-export function withChainTransaction<T>(
-  deps: DatabaseDeps,
-  ctx: Ctx,
-  tenantId: string | null,
-  work: (tx: Tx, ctx: Ctx & { tx: Tx }) => Promise<T>,
-): Promise<T> {
-  const own = { ...ctx, tx: undefined };
-  return tenantId === null
-    ? withPlatformTransaction(deps, own, work)
-    : withTransaction(deps, { ...own, tenantId }, work);
-}
-
 export type LimitedAuditDeps = DatabaseDeps &
   Pick<Deps, "counters" | "clock" | "logger" | "config" | "telemetry">;
 
@@ -268,7 +251,7 @@ export async function recordAuditLimited(
     );
     if (!perTenant?.allowed) return false;
     // its own transaction even inside another: the refusal's record outlives a rolled-back change
-    await withChainTransaction(deps, ctx, tenantId, (tx) => recordAudit(tx, ctx, input));
+    await withTenantOrPlatformTransaction(deps, ctx, tenantId, (tx) => recordAudit(tx, ctx, input));
     return true;
   } catch (error) {
     deps.telemetry.instruments.auditWriteFailures.add(1, { "plinth.audit.action": input.action });

@@ -2,7 +2,13 @@ import { and, eq, isNull } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import type { Ctx } from "../context.ts";
 import type { Executor } from "../db/client.ts";
-import { type DatabaseDeps, withDatabase, withTransaction } from "../db/operation.ts";
+import {
+  type DatabaseDeps,
+  withDatabase,
+  withPlatformDatabase,
+  withTenantOrPlatformTransaction,
+  withTransaction,
+} from "../db/operation.ts";
 import { refreshTokens, sessions, tenantMemberships, users } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
@@ -218,7 +224,8 @@ export async function refreshSession(
   input: { refreshToken: string },
 ): Promise<TokenPair> {
   const now = deps.clock.now();
-  const [row] = await withDatabase(deps, ctx, (db) =>
+  // a platform lookup: the token's session names the tenant (checked against the request's below)
+  const [row] = await withPlatformDatabase(deps, ctx, (db) =>
     db
       .select({
         id: refreshTokens.id,
@@ -251,20 +258,27 @@ export async function refreshSession(
   // the old token is spent and the new one issued in one transaction; a refusal found on the way
   // commits the spending, and the session is revoked after it (in its own transaction)
   type Rotation = { refused: string } | { identity: Identity; refreshToken: string };
-  const rotated = await withTransaction(deps, ctx, async (tx): Promise<Rotation> => {
-    const spent = await tx
-      .update(refreshTokens)
-      .set({ rotatedAt: now })
-      .where(and(eq(refreshTokens.id, row.id), isNull(refreshTokens.rotatedAt)))
-      .returning({ id: refreshTokens.id });
-    if (row.rotatedAt || spent.length === 0) return { refused: "refresh token reuse" };
-    const identity = await loadIdentity(tx, row.userId, row.tenantId);
-    if (identity?.status !== "Active") return { refused: "user not active" };
-    await tx.update(sessions).set({ lastUsedAt: now }).where(eq(sessions.id, row.sessionId));
-    return { identity, refreshToken: await issueRefreshToken(tx, row.sessionId, row.sessionExpiresAt) };
-  });
+  // in the session's tenant's context (staff's sessions, with no tenant, on the platform path)
+  const sessionCtx = { ...ctx, tenantId: row.tenantId };
+  const rotated = await withTenantOrPlatformTransaction(
+    deps,
+    ctx,
+    row.tenantId,
+    async (tx): Promise<Rotation> => {
+      const spent = await tx
+        .update(refreshTokens)
+        .set({ rotatedAt: now })
+        .where(and(eq(refreshTokens.id, row.id), isNull(refreshTokens.rotatedAt)))
+        .returning({ id: refreshTokens.id });
+      if (row.rotatedAt || spent.length === 0) return { refused: "refresh token reuse" };
+      const identity = await loadIdentity(tx, row.userId, row.tenantId);
+      if (identity?.status !== "Active") return { refused: "user not active" };
+      await tx.update(sessions).set({ lastUsedAt: now }).where(eq(sessions.id, row.sessionId));
+      return { identity, refreshToken: await issueRefreshToken(tx, row.sessionId, row.sessionExpiresAt) };
+    },
+  );
   if ("refused" in rotated) {
-    await revokeSession(deps, ctx, {
+    await revokeSession(deps, sessionCtx, {
       sessionId: row.sessionId,
       reason: rotated.refused,
       now,
@@ -293,7 +307,7 @@ async function revokeSession(
   input: { sessionId: string; reason: string; now: Date; action: "auth.sign_out" | "auth.session_revoked" },
 ): Promise<void> {
   const { sessionId } = input;
-  await withTransaction(deps, ctx, async (tx, txCtx) => {
+  await withTenantOrPlatformTransaction(deps, ctx, ctx.tenantId, async (tx, txCtx) => {
     const [revoked] = await tx
       .update(sessions)
       .set({ revokedAt: input.now, revokedReason: input.reason })
@@ -345,7 +359,8 @@ export async function endSessions(
  * so is a session of another tenant than the request acts in (`ctx.tenantId`).
  */
 export async function logout(deps: AuthDeps, ctx: Ctx, input: { refreshToken: string }): Promise<void> {
-  const [row] = await withDatabase(deps, ctx, (db) =>
+  // a platform lookup, as refreshSession's; the session is ended in its own tenant's context
+  const [row] = await withPlatformDatabase(deps, ctx, (db) =>
     db
       .select({ sessionId: refreshTokens.sessionId, tenantId: sessions.tenantId })
       .from(refreshTokens)
@@ -354,7 +369,7 @@ export async function logout(deps: AuthDeps, ctx: Ctx, input: { refreshToken: st
       .limit(1),
   );
   if (!row || (ctx.tenantId !== null && row.tenantId !== ctx.tenantId)) return;
-  await revokeSession(deps, ctx, {
+  await revokeSession(deps, { ...ctx, tenantId: row.tenantId }, {
     sessionId: row.sessionId,
     reason: "logout",
     now: deps.clock.now(),

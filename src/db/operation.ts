@@ -115,5 +115,22 @@ export async function withPlatformTransaction<T, C extends Ctx>(
   );
 }
 
+/**
+ * A transaction of its own for rows whose tenant is known from the rows themselves (a session's, an
+ * audit chain's): in `tenantId`'s context, or on the named platform path for platform rows (tenant
+ * null: platform staff's sessions, the platform audit chain). Never joins the ctx's transaction.
+ */
+export function withTenantOrPlatformTransaction<T>(
+  deps: DatabaseDeps,
+  ctx: Ctx,
+  tenantId: string | null,
+  work: (tx: Tx, ctx: Ctx & { tx: Tx }) => Promise<T>,
+): Promise<T> {
+  const own = { ...ctx, tx: undefined };
+  return tenantId === null
+    ? withPlatformTransaction(deps, own, work)
+    : withTransaction(deps, { ...own, tenantId }, work);
+}
+
 /** Transactions opened by withPlatformTransaction, while they run. */
 const platformTransactions = new WeakSet<Tx>();

@@ -137,6 +137,7 @@ export async function createTestDatabase(
     ? await openTestDatabase(asRole(url, role), { poolSize: options.poolSize ?? 5 })
     : database;
   appDatabases.set(database, appDatabase);
+  ownerDatabases.set(appDatabase, database);
   return {
     name,
     url,
@@ -158,10 +159,16 @@ export async function createTestDatabase(
 }
 
 const appDatabases = new WeakMap<Database, Database>();
+const ownerDatabases = new WeakMap<Database, Database>();
 
 /** The connection the app under test gets for a test database's owner connection (itself when none). */
 export function appDatabaseOf(database: Database): Database {
   return appDatabases.get(database) ?? database;
+}
+
+/** The owner's connection behind an app's (a helper's setup through `deps`); itself when it is one. */
+export function ownerDatabaseOf(database: Database): Database {
+  return ownerDatabases.get(database) ?? database;
 }
 
 /** `url` with `role` as its user (the local PostgreSQL and PgBouncer trust it on loopback: no password). */

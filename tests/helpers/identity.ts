@@ -18,6 +18,7 @@ import { hashPassword } from "../../src/security/passwords.ts";
 import { createTenant as createTenantOperation } from "../../src/tenancy/tenants.ts";
 import type { TestApp } from "./app.ts";
 import { silentLogger } from "./cache.ts";
+import { ownerDatabaseOf } from "./database.ts";
 
 export const PASSWORD = "a-long-test-password-1";
 
@@ -210,7 +211,8 @@ export async function signedInTenant(
       source: "admin",
       plan: options.plan,
     });
-  const db = t.deps.database.db;
+  // the test's setup writes as the owner, whichever role the app under test connects as
+  const db = ownerDatabaseOf(t.deps.database).db;
   const owner = await createUser(db, tenant.id, { role: "owner" });
   const admin = await createUser(db, tenant.id, { role: "admin" });
   const member = await createUser(db, tenant.id, { role: "member" });
@@ -260,5 +262,5 @@ export async function readyPlatformUser(
 
 /** A platform administrator (`readyPlatformUser`) signed in through `t`'s login route. */
 export async function signedInPlatformAdmin(t: SignInTarget): Promise<SignedInUser> {
-  return signIn(t, await readyPlatformUser(t.deps.database.db));
+  return signIn(t, await readyPlatformUser(ownerDatabaseOf(t.deps.database).db));
 }

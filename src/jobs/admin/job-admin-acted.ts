@@ -1,6 +1,7 @@
-import { type AuditAction, recordAudit, withChainTransaction } from "../../audit/record.ts";
+import { type AuditAction, recordAudit } from "../../audit/record.ts";
 import type { Ctx } from "../../context.ts";
 import type { Tx } from "../../db/client.ts";
+import { withTenantOrPlatformTransaction } from "../../db/operation.ts";
 import { describeFilter, type JobFilter } from "./job-filter.ts";
 import type { JobAdminDeps } from "./job-view.ts";
 
@@ -65,5 +66,5 @@ export async function jobAdminActed(
       },
     });
   // in the change's transaction when the ctx carries one, else in its own in the chain's context
-  await (ctx.tx ? record(ctx.tx) : withChainTransaction(deps, ctx, ctx.tenantId, record));
+  await (ctx.tx ? record(ctx.tx) : withTenantOrPlatformTransaction(deps, ctx, ctx.tenantId, record));
 }
