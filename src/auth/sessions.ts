@@ -369,12 +369,16 @@ export async function logout(deps: AuthDeps, ctx: Ctx, input: { refreshToken: st
       .limit(1),
   );
   if (!row || (ctx.tenantId !== null && row.tenantId !== ctx.tenantId)) return;
-  await revokeSession(deps, { ...ctx, tenantId: row.tenantId }, {
-    sessionId: row.sessionId,
-    reason: "logout",
-    now: deps.clock.now(),
-    action: "auth.sign_out",
-  });
+  await revokeSession(
+    deps,
+    { ...ctx, tenantId: row.tenantId },
+    {
+      sessionId: row.sessionId,
+      reason: "logout",
+      now: deps.clock.now(),
+      action: "auth.sign_out",
+    },
+  );
 }
 
 /** Ends the session the caller is signed in with (browser sign-out). */
