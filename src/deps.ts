@@ -179,6 +179,17 @@ function emailProvidersOf(
   });
 }
 
+/** The tenant-secret keyring; its data-key cache hears of keys destroyed or re-wrapped by other processes. */
+async function tenantKeyringOf(
+  config: AppConfig,
+  database: Database,
+  logger: Logger,
+): Promise<TenantSecretKeyring | null> {
+  const keyring = parseTenantSecretKeys(config.settings.Security.TenantSecrets).keyring ?? null;
+  await keyring?.dataKeys.listen(database, logger);
+  return keyring;
+}
+
 export async function createDeps(config: AppConfig, options: CreateDepsOptions = {}): Promise<Deps> {
   const redactor = createRedactor(config.secretValues);
   // a serving process writes its log lines once per event-loop turn; tests read them line by line
@@ -248,7 +259,7 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
   const windows = createSecurityWindows({ store: counters, settings: config.settings, clock, logger });
   const tokens = await createTokenService(config, clock, logger);
   const smsPepper = smsPepperOf(config, logger);
-  const keyring = parseTenantSecretKeys(config.settings.Security.TenantSecrets).keyring ?? null;
+  const keyring = await tenantKeyringOf(config, database, logger);
   const smsSender = smsSenderOf(config, { database, keyring, logger, fetch });
   const emailProviders = emailProvidersOf(config, { database, keyring, logger, fetch });
   const tenants = createTenantLookup(database.db, clock);

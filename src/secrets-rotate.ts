@@ -5,6 +5,7 @@ import { type AppConfig, sourceNote } from "./config/load.ts";
 import { systemCtx } from "./context.ts";
 import type { Database } from "./db/client.ts";
 import { rotateTenantSecrets } from "./providers/tenant-secret-store.ts";
+import { rewrapTenantDataKeys } from "./security/data-key-rotation.ts";
 import { createDataProtection } from "./security/data-protection.ts";
 import {
   checkTenantKeyFingerprints,
@@ -39,10 +40,13 @@ export const EXIT = {
 
 const HELP = `Usage: bun run secrets:rotate [options]
 
-Re-encrypts every tenant secret that is not under the current master key
-(Security:TenantSecrets:KeyId / MasterKey, PLINTH_TENANT_SECRET_KEY_ID / _MASTER_KEY). The old
-key must still be configured as Security:TenantSecrets:PreviousKeys:N:KeyId / MasterKey so the
-old values decrypt. Runs in batches, one transaction each; safe to rerun and to run twice at once.
+Wraps every tenant's data key again under the current master key (Security:TenantSecrets:KeyId /
+MasterKey, PLINTH_TENANT_SECRET_KEY_ID / _MASTER_KEY): one small row per tenant, the secrets sealed
+under the data keys stay as they are. Values still sealed directly under a master key (written
+before tenant data keys, or TOTP secrets of users of no tenant) are re-sealed: a tenant's under its
+data key, the others under the current master key. The old key must still be configured as
+Security:TenantSecrets:PreviousKeys:N:KeyId / MasterKey so the old values unwrap. Runs in batches,
+one transaction each; safe to rerun and to run twice at once.
 
 Data protection (Security:DataProtection) rotates its ring keys by itself every KeyLifetimeDays;
 these options act on the ring instead of tenant secrets:
@@ -99,6 +103,8 @@ export async function runSecretsRotate(
     return EXIT.keyMismatch;
   }
   const deps = { database, clock: { now }, tenantSecretKeyring: keyring };
+  const keys = await rewrapTenantDataKeys(deps, systemCtx("secrets:rotate"), { batchSize: flags.batchSize });
+  for (const failed of keys.failed) logger.error("tenant data key does not unwrap; left unchanged", failed);
   const result = await rotateTenantSecrets(deps, systemCtx("secrets:rotate"), {
     batchSize: flags.batchSize,
     onBatch: (rotated) => logger.info("batch re-encrypted", { rotated }),
@@ -109,17 +115,18 @@ export async function runSecretsRotate(
   for (const failed of totp.failed) logger.error("TOTP secret does not decrypt; left unchanged", failed);
   logger.info("tenant secret rotation finished", {
     currentKeyId: keyring.current.keyId,
+    dataKeysRewrapped: keys.rewrapped,
     rotated: result.rotated,
     totpRotated: totp.rotated,
-    undecryptable: result.failed.length + totp.failed.length,
-    remaining: result.remaining + totp.remaining,
+    undecryptable: keys.failed.length + result.failed.length + totp.failed.length,
+    remaining: keys.remaining + result.remaining + totp.remaining,
   });
-  if (result.failed.length + totp.failed.length > 0) return EXIT.undecryptable;
-  if (result.remaining + totp.remaining > 0) {
+  if (keys.failed.length + result.failed.length + totp.failed.length > 0) return EXIT.undecryptable;
+  if (keys.remaining + result.remaining + totp.remaining > 0) {
     logger.warn(
       "some tenant secrets are still not under the current key; rerun before retiring the old key",
       {
-        remaining: result.remaining + totp.remaining,
+        remaining: keys.remaining + result.remaining + totp.remaining,
       },
     );
     return EXIT.incomplete;

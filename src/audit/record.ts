@@ -18,6 +18,8 @@ export type AuditOutcome = (typeof AUDIT_OUTCOMES)[number];
  * name reads as a secret (src/redact.ts). Values are scalars or lists of strings, strings cut at 300.
  */
 export const AUDIT_DETAIL_KEYS = new Set([
+  "dataKeyDestroyed",
+  "masterSealedValues",
   "method",
   "check",
   "email",

@@ -23,7 +23,8 @@ export const TENANT_LIFECYCLE_ACTIONS = {
   "tenant.deleted": {
     what: "A tenant was deleted: its deletion certificate (platform chain).",
     target: "`tenant`",
-    details: "`code`, `counts` (rows per table, objects per prefix), `requestedBy`, `scheduledFor`",
+    details:
+      "`code`, `counts` (rows per table, objects per prefix), `requestedBy`, `scheduledFor`, `dataKeyDestroyed` (its data key destroyed first: crypto-shredded), `masterSealedValues` (values then still sealed directly under a master key)",
     writtenBy: "the `tenant.delete` job (`deleteTenantData`)",
   },
   "tenant.imported": {

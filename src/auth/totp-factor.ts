@@ -7,7 +7,8 @@ import { backupCodes, tenants, totpFactors, users } from "../db/schema/index.ts"
 import { AppError } from "../errors.ts";
 import { emitEvent } from "../events/outbox.ts";
 import { enqueueContext } from "../jobs/enqueue.ts";
-import { openSecret, sealSecret, type TenantSecretKeyring } from "../security/tenant-secrets.ts";
+import { openSealed, sealForTenant } from "../security/tenant-data-keys.ts";
+import { type SealedSecret, sealSecret, type TenantSecretKeyring } from "../security/tenant-secrets.ts";
 import { assertAllowed } from "../security/windows.ts";
 import { replaceBackupCodes } from "./backup-codes.ts";
 import type { AuthDeps } from "./deps.ts";
@@ -17,7 +18,9 @@ import { newTotpSecret, totpQrSvg, totpStepOf, totpUri } from "./totp.ts";
 
 /**
  * The name a TOTP secret is sealed under, bound to its user (where a tenant secret binds its tenant):
- * a sealed secret copied onto another user's row does not open.
+ * a sealed secret copied onto another user's row does not open. A tenant's own user's secret is
+ * sealed under the tenant's data key (shredded with the tenant); a platform or shared user's, who
+ * belongs to no one tenant, under the master key.
  */
 export const sealedFor = (userId: string) => ({ binding: `user:${userId}`, name: "mfa-totp" });
 
@@ -27,15 +30,29 @@ function keyringOf(deps: Pick<AuthDeps, "tenantSecretKeyring">): TenantSecretKey
   return deps.tenantSecretKeyring;
 }
 
-function openTotpSecret(
-  deps: Pick<AuthDeps, "tenantSecretKeyring">,
+/** Seals a user's TOTP secret: under their tenant's data key, or the master key for a user of no tenant. */
+export async function sealTotpSecret(
+  db: Executor,
+  keyring: TenantSecretKeyring,
+  user: { id: string; tenantId: string | null },
+  secret: string,
+): Promise<SealedSecret> {
+  const { binding, name } = sealedFor(user.id);
+  return user.tenantId
+    ? sealForTenant(db, keyring, { tenantId: user.tenantId, binding, name, value: secret })
+    : sealSecret(keyring, binding, name, secret);
+}
+
+export function openTotpSecret(
+  db: Executor,
+  keyring: TenantSecretKeyring,
   row: { userId: string; secretKeyId: string; secretNonce: string; secretCiphertext: string },
-): string {
+): Promise<string> {
   const { binding, name } = sealedFor(row.userId);
-  return openSecret(keyringOf(deps), binding, name, {
-    keyId: row.secretKeyId,
-    nonce: row.secretNonce,
-    ciphertext: row.secretCiphertext,
+  return openSealed(db, keyring, {
+    binding,
+    name,
+    sealed: { keyId: row.secretKeyId, nonce: row.secretNonce, ciphertext: row.secretCiphertext },
   });
 }
 
@@ -65,7 +82,11 @@ export async function beginTotpEnrolment(
 ): Promise<{ uri: string; qrSvg: string }> {
   const keyring = keyringOf(deps);
   const [user] = await withDatabase(deps, ctx, (db) =>
-    db.select({ email: users.email }).from(users).where(eq(users.id, userId)).limit(1),
+    db
+      .select({ email: users.email, tenantId: users.tenantId })
+      .from(users)
+      .where(eq(users.id, userId))
+      .limit(1),
   );
   if (!user) throw new AppError("unauthorized");
   const [tenant] = ctx.tenantId
@@ -78,11 +99,10 @@ export async function beginTotpEnrolment(
       )
     : [];
   const secret = newTotpSecret();
-  const { binding, name } = sealedFor(userId);
-  const sealed = sealSecret(keyring, binding, name, secret);
   await withTransaction(deps, ctx, async (tx) => {
     if (await totpEnrolled(tx, userId))
       throw new AppError("conflict", "A TOTP authenticator is enrolled already; remove it first.");
+    const sealed = await sealTotpSecret(tx, keyring, { id: userId, tenantId: user.tenantId }, secret);
     await tx.delete(totpFactors).where(eq(totpFactors.userId, userId));
     await tx.insert(totpFactors).values({
       userId,
@@ -101,8 +121,14 @@ export async function beginTotpEnrolment(
 }
 
 /** The time step `code` proves for the secret of `row` now, or null. */
-function stepOf(deps: AuthDeps, row: typeof totpFactors.$inferSelect, code: string): number | null {
-  return totpStepOf(openTotpSecret(deps, row), code.trim(), deps.clock.now().getTime());
+async function stepOf(
+  deps: AuthDeps,
+  db: Executor,
+  row: typeof totpFactors.$inferSelect,
+  code: string,
+): Promise<number | null> {
+  const secret = await openTotpSecret(db, keyringOf(deps), row);
+  return totpStepOf(secret, code.trim(), deps.clock.now().getTime());
 }
 
 /**
@@ -126,7 +152,7 @@ export async function confirmTotp(
   );
   if (!pending)
     throw new AppError("not_found", "No TOTP enrolment to confirm (POST /api/auth/mfa/totp first).");
-  const step = stepOf(deps, pending, input.code);
+  const step = await withDatabase(deps, ctx, (db) => stepOf(deps, db, pending, input.code));
   if (step === null)
     throw new AppError("validation_failed", "The code does not match.", {
       fields: [{ path: "code", message: "does not match the authenticator's current code" }],
@@ -158,7 +184,7 @@ export async function confirmPendingTotp(
     .where(and(eq(totpFactors.userId, userId), isNull(totpFactors.confirmedAt)))
     .limit(1);
   if (!pending) return null;
-  const step = stepOf(deps, pending, input.code);
+  const step = await stepOf(deps, tx, pending, input.code);
   if (step === null) return null;
   const now = deps.clock.now();
   const [confirmed] = await tx
@@ -227,7 +253,7 @@ export async function useTotpCode(
     .where(and(eq(totpFactors.userId, input.userId), isNotNull(totpFactors.confirmedAt)))
     .limit(1);
   if (!row) return false;
-  const step = stepOf(deps, row, input.code);
+  const step = await stepOf(deps, ctx.tx, row, input.code);
   if (step === null) return false;
   const [spent] = await ctx.tx
     .update(totpFactors)

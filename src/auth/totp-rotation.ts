@@ -1,15 +1,10 @@
-import { and, asc, count, eq, gt, ne } from "drizzle-orm";
+import { and, asc, count, eq, gt, isNotNull, isNull, ne, notLike, or } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
 import type { Executor } from "../db/client.ts";
 import { type DatabaseDeps, withDatabase, withTransaction } from "../db/operation.ts";
-import { totpFactors } from "../db/schema/index.ts";
-import {
-  openSecret,
-  sealSecret,
-  TenantSecretError,
-  type TenantSecretKeyring,
-} from "../security/tenant-secrets.ts";
-import { sealedFor } from "./totp-factor.ts";
+import { totpFactors, users } from "../db/schema/index.ts";
+import { DATA_KEY_PREFIX, TenantSecretError, type TenantSecretKeyring } from "../security/tenant-secrets.ts";
+import { openTotpSecret, sealTotpSecret } from "./totp-factor.ts";
 
 export interface TotpRotationResult {
   rotated: number;
@@ -20,10 +15,24 @@ export interface TotpRotationResult {
 }
 
 /**
- * `bun run secrets:rotate`'s second half: every TOTP secret (sealed under `Security:TenantSecrets`
- * like a tenant secret, bound to its user) not under the current key is re-sealed under it, in
+ * Factors sealed where they no longer belong: a tenant user's still under a master key (before data
+ * keys), a user of no tenant's under a master key other than the current one.
+ */
+const misplaced = (keyring: TenantSecretKeyring) =>
+  or(
+    and(
+      isNotNull(users.tenantId),
+      notLike(totpFactors.secretKeyId, `${DATA_KEY_PREFIX.replace("_", "\\_")}%`),
+    ),
+    and(isNull(users.tenantId), ne(totpFactors.secretKeyId, keyring.current.keyId)),
+  );
+
+/**
+ * `bun run secrets:rotate`'s last step: every TOTP secret (sealed like a tenant secret, bound to its
+ * user) sealed where it no longer belongs is re-sealed: a tenant user's under the tenant's data key
+ * (whose wrapping the rotation renewed), a user of no tenant's under the current master key. In
  * batches, one transaction each, rows locked `skip locked`; idempotent, as the tenant secrets'.
- * Without it a retired master key would leave every authenticator enrolled under it unopenable.
+ * Without it a retired master key would leave every authenticator sealed under it unopenable.
  */
 export async function rotateTotpSecrets(
   deps: DatabaseDeps & { tenantSecretKeyring: TenantSecretKeyring },
@@ -42,7 +51,11 @@ export async function rotateTotpSecrets(
     after = batch.last;
   }
   const [left] = await withDatabase(deps, ctx, (db) =>
-    db.select({ n: count() }).from(totpFactors).where(ne(totpFactors.secretKeyId, keyring.current.keyId)),
+    db
+      .select({ n: count() })
+      .from(totpFactors)
+      .innerJoin(users, eq(users.id, totpFactors.userId))
+      .where(misplaced(keyring)),
   );
   result.remaining = left?.n ?? 0;
   return result;
@@ -56,29 +69,23 @@ async function rotateBatch(
   result: TotpRotationResult,
 ): Promise<{ rows: number; last: string | null }> {
   const rows = await tx
-    .select()
+    .select({ factor: totpFactors, tenantId: users.tenantId })
     .from(totpFactors)
-    .where(
-      and(ne(totpFactors.secretKeyId, keyring.current.keyId), after ? gt(totpFactors.id, after) : undefined),
-    )
+    .innerJoin(users, eq(users.id, totpFactors.userId))
+    .where(and(misplaced(keyring), after ? gt(totpFactors.id, after) : undefined))
     .orderBy(asc(totpFactors.id))
     .limit(batchSize)
-    .for("update", { skipLocked: true });
-  for (const row of rows) {
-    const { binding, name } = sealedFor(row.userId);
+    .for("update", { of: totpFactors, skipLocked: true });
+  for (const { factor: row, tenantId } of rows) {
     let secret: string;
     try {
-      secret = openSecret(keyring, binding, name, {
-        keyId: row.secretKeyId,
-        nonce: row.secretNonce,
-        ciphertext: row.secretCiphertext,
-      });
+      secret = await openTotpSecret(tx, keyring, row);
     } catch (error) {
       if (!(error instanceof TenantSecretError)) throw error;
       result.failed.push({ userId: row.userId, keyId: row.secretKeyId, reason: error.reason });
       continue;
     }
-    const sealed = sealSecret(keyring, binding, name, secret);
+    const sealed = await sealTotpSecret(tx, keyring, { id: row.userId, tenantId }, secret);
     const updated = await tx
       .update(totpFactors)
       .set({ secretKeyId: sealed.keyId, secretNonce: sealed.nonce, secretCiphertext: sealed.ciphertext })
@@ -86,5 +93,5 @@ async function rotateBatch(
       .returning({ id: totpFactors.id });
     result.rotated += updated.length;
   }
-  return { rows: rows.length, last: rows.at(-1)?.id ?? null };
+  return { rows: rows.length, last: rows.at(-1)?.factor.id ?? null };
 }

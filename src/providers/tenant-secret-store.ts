@@ -1,4 +1,4 @@
-import { and, asc, eq, gt, ne, sql } from "drizzle-orm";
+import { and, asc, eq, gt, notLike, sql } from "drizzle-orm";
 import { z } from "zod";
 import { recordAudit } from "../audit/record.ts";
 import type { Clock } from "../clock.ts";
@@ -8,9 +8,10 @@ import { type DatabaseDeps, withDatabase, withTransaction } from "../db/operatio
 import { tenantSecrets } from "../db/schema/secrets.ts";
 import { AppError } from "../errors.ts";
 import { cursorCodec, type Page, type PageRequest, pageOf } from "../pagination.ts";
+import { openSealed, sealForTenant } from "../security/tenant-data-keys.ts";
 import {
+  DATA_KEY_PREFIX,
   openSecret,
-  sealSecret,
   TenantSecretError,
   type TenantSecretKeyring,
 } from "../security/tenant-secrets.ts";
@@ -40,7 +41,7 @@ function checkName(name: string): void {
 }
 
 /**
- * Writes (or replaces) a secret sealed under `keyring`'s current key, in the caller's transaction:
+ * Writes (or replaces) a secret sealed under the tenant's data key, in the caller's transaction:
  * for domain code that keeps its own secrets of a tenant it has checked (a webhook endpoint's
  * signing secret). The value is never returned.
  */
@@ -50,7 +51,7 @@ export async function writeTenantSecret(
   tenantId: string,
   input: { name: string; value: string; now: Date },
 ): Promise<void> {
-  const sealed = sealSecret(keyring, tenantId, input.name, input.value);
+  const sealed = await sealForTenant(db, keyring, { tenantId, name: input.name, value: input.value });
   await db
     .insert(tenantSecrets)
     .values({ tenantId, name: input.name, ...sealed, createdAt: input.now, updatedAt: input.now })
@@ -168,7 +169,7 @@ export async function readTenantSecret(
     .select({ keyId: tenantSecrets.keyId, nonce: tenantSecrets.nonce, ciphertext: tenantSecrets.ciphertext })
     .from(tenantSecrets)
     .where(and(eq(tenantSecrets.tenantId, tenantId), eq(tenantSecrets.name, name)));
-  return row ? openSecret(keyring, tenantId, name, row) : null;
+  return row ? openSealed(db, keyring, { binding: tenantId, name, sealed: row }) : null;
 }
 
 export interface RotationResult {
@@ -180,7 +181,10 @@ export interface RotationResult {
   remaining: number;
 }
 
-/** One batch of a rotation: rows after `after` not under the current key, locked, re-sealed, written back. */
+/** Values sealed directly under a master key (before data keys): what a rotation re-seals. */
+const underMasterKey = notLike(tenantSecrets.keyId, `${DATA_KEY_PREFIX.replace("_", "\\_")}%`);
+
+/** One batch of a rotation: rows after `after` sealed under a master key, locked, re-sealed under the tenant's data key. */
 async function rotateBatch(
   tx: Executor,
   keyring: TenantSecretKeyring,
@@ -196,12 +200,7 @@ async function rotateBatch(
       ciphertext: tenantSecrets.ciphertext,
     })
     .from(tenantSecrets)
-    .where(
-      and(
-        ne(tenantSecrets.keyId, keyring.current.keyId),
-        input.after ? gt(tenantSecrets.id, input.after) : undefined,
-      ),
-    )
+    .where(and(underMasterKey, input.after ? gt(tenantSecrets.id, input.after) : undefined))
     .orderBy(asc(tenantSecrets.id))
     .limit(input.batchSize)
     .for("update", { skipLocked: true });
@@ -215,7 +214,7 @@ async function rotateBatch(
       input.failed.push({ tenantId: row.tenantId, name: row.name, keyId: row.keyId, reason: error.reason });
       continue;
     }
-    const sealed = sealSecret(keyring, row.tenantId, row.name, value);
+    const sealed = await sealForTenant(tx, keyring, { tenantId: row.tenantId, name: row.name, value });
     updates.push({
       id: row.id,
       old_key_id: row.keyId,
@@ -243,9 +242,10 @@ async function rotateBatch(
 }
 
 /**
- * Re-encrypts every secret not under the current key, in batches of `batchSize` rows, one
- * transaction per batch (rows locked, `skip locked` so parallel runs share the work). Idempotent:
- * rows already under the current key are not touched; a second run rotates nothing.
+ * Re-seals every secret still sealed directly under a master key (written before tenant data keys)
+ * under its tenant's data key, in batches of `batchSize` rows, one transaction per batch (rows
+ * locked, `skip locked` so parallel runs share the work). Idempotent: a second run re-seals nothing.
+ * Values under a data key need nothing when the master key changes: their data key is re-wrapped.
  */
 export async function rotateTenantSecrets(
   deps: DatabaseDeps & { clock: Clock; tenantSecretKeyring: TenantSecretKeyring },
@@ -274,10 +274,7 @@ export async function rotateTenantSecrets(
     after = batch.last;
   }
   const [left] = await withDatabase(deps, ctx, (db) =>
-    db
-      .select({ count: sql<number>`count(*)::int` })
-      .from(tenantSecrets)
-      .where(ne(tenantSecrets.keyId, keyring.current.keyId)),
+    db.select({ count: sql<number>`count(*)::int` }).from(tenantSecrets).where(underMasterKey),
   );
   result.remaining = left?.count ?? 0;
   return result;

@@ -1,10 +1,13 @@
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:crypto";
 import type { ConfigProblem } from "../config/config-error.ts";
+import { DataKeyCache } from "./data-key-cache.ts";
 
 /**
- * Tenant-secret encryption: AES-256-GCM under a data key derived (HKDF-SHA256) from a master key.
- * The associated data binds each ciphertext to its tenant, secret name and key id, so a value
- * copied to another tenant, another name or relabelled with another key id does not decrypt.
+ * Tenant-secret encryption: AES-256-GCM under a key, with associated data binding each ciphertext to
+ * its tenant (or user), secret name and key id, so a value copied to another tenant, another name or
+ * relabelled with another key id does not decrypt. The keys: each tenant's own data key
+ * (src/security/tenant-data-keys.ts), itself wrapped under a master key; values written before
+ * data keys existed are sealed directly under a key derived (HKDF-SHA256) from a master key.
  */
 
 const ALGORITHM = "aes-256-gcm";
@@ -28,7 +31,12 @@ export interface TenantSecretKeyring {
   current: TenantSecretKey;
   /** Every key that decrypts, by key id: the current one and the previous ones. */
   byId: Map<string, TenantSecretKey>;
+  /** Tenant data keys this process has unwrapped with these master keys. */
+  dataKeys: DataKeyCache;
 }
+
+/** Ids of tenant data keys begin so; a master key id may not. */
+export const DATA_KEY_PREFIX = "tdk_";
 
 export interface TenantSecretKeySettings {
   KeyId?: string | undefined;
@@ -88,6 +96,15 @@ export function parseTenantSecretKeys(settings: TenantSecretKeySettings): {
   if (!settings.KeyId) problems.push({ key: `${SECTION}:KeyId`, problem: "is required" });
   if (!isMasterKey(settings.MasterKey))
     problems.push({ key: `${SECTION}:MasterKey`, problem: MASTER_KEY_PROBLEM });
+  for (const [key, id] of [
+    [`${SECTION}:KeyId`, settings.KeyId],
+    ...settings.PreviousKeys.map((p, i) => [`${SECTION}:PreviousKeys:${i}:KeyId`, p.KeyId]),
+  ] as const)
+    if (id?.startsWith(DATA_KEY_PREFIX))
+      problems.push({
+        key,
+        problem: `must not begin with ${DATA_KEY_PREFIX} (the prefix of tenant data keys)`,
+      });
   const seen = new Set<string>(settings.KeyId ? [settings.KeyId] : []);
   settings.PreviousKeys.forEach((previous, i) => {
     if (seen.has(previous.KeyId))
@@ -110,17 +127,22 @@ export function parseTenantSecretKeys(settings: TenantSecretKeySettings): {
       keyId: previous.KeyId,
       dataKey: deriveDataKey(previous.MasterKey, previous.KeyId),
     });
-  return { keyring: { current, byId }, problems };
+  return { keyring: { current, byId, dataKeys: new DataKeyCache() }, problems };
 }
 
-/** Encrypts under the current key, bound to tenant and name. */
+/** Encrypts under the keyring's current master key, bound to tenant (or user) and name. */
 export function sealSecret(
   keyring: TenantSecretKeyring,
   tenantId: string,
   name: string,
   value: string,
 ): SealedSecret {
-  const { keyId, dataKey } = keyring.current;
+  return sealWith(keyring.current, tenantId, name, value);
+}
+
+/** Encrypts under `key`, bound to `binding` (a tenant id, or `user:<id>`), the name and the key id. */
+export function sealWith(key: TenantSecretKey, tenantId: string, name: string, value: string): SealedSecret {
+  const { keyId, dataKey } = key;
   const nonce = randomBytes(NONCE_BYTES);
   const cipher = createCipheriv(ALGORITHM, dataKey, nonce, { authTagLength: TAG_BYTES });
   cipher.setAAD(associatedData(tenantId, name, keyId));
@@ -138,6 +160,11 @@ export function openSecret(
   const key = keyring.byId.get(sealed.keyId);
   if (!key)
     throw new TenantSecretError("unknown_key", `tenant secret key id "${sealed.keyId}" is not configured`);
+  return openWith(key, tenantId, name, sealed);
+}
+
+/** Decrypts with `key` (the one `sealed.keyId` names); throws TenantSecretError when anything was altered. */
+export function openWith(key: TenantSecretKey, tenantId: string, name: string, sealed: SealedSecret): string {
   const nonce = Buffer.from(sealed.nonce, "base64");
   const body = Buffer.from(sealed.ciphertext, "base64");
   if (nonce.length !== NONCE_BYTES || body.length < TAG_BYTES)

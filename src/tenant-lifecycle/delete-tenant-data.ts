@@ -1,5 +1,6 @@
 /**
- * The deletion job's work (docs/tenant-lifecycle.md): once the grace has run out, every object
+ * The deletion job's work (docs/tenant-lifecycle.md): once the grace has run out, the tenant's data
+ * key is destroyed first (crypto-shredding: its sealed values stop opening, in backups too), then every object
  * under the tenant's prefixes and every row of every tenant table (children first) goes, in batches
  * each committed with the running counts on the tenant's row, so a crash or a lost lease resumes
  * where it stopped; custom domains leave the TLS gateway first; the tenant row goes last, in the
@@ -16,6 +17,7 @@ import { withPlatformTransaction } from "../db/operation.ts";
 import type { Deps } from "../deps.ts";
 import { enqueue, enqueueContext } from "../jobs/enqueue.ts";
 import { jobKind } from "../jobs/registry.ts";
+import { destroyTenantDataKey } from "../security/tenant-data-keys.ts";
 import { deleteKeys, listPrefix } from "../storage/prefix-objects.ts";
 import { quoteIdentifier, type TenantTable, tenantTables } from "./tenant-tables.ts";
 import { tenantObjectPrefixes } from "./write-export.ts";
@@ -26,8 +28,19 @@ export const tenantDeleteJob = jobKind("tenant.delete", z.object({ tenantId: z.u
 
 export type DeletionDeps = Pick<
   Deps,
-  "database" | "storage" | "clock" | "config" | "logger" | "cache" | "tenants" | "fetch"
+  | "database"
+  | "storage"
+  | "clock"
+  | "config"
+  | "logger"
+  | "cache"
+  | "tenants"
+  | "fetch"
+  | "tenantSecretKeyring"
 >;
+
+/** The count naming the tenant's values still sealed directly under a master key when its data key went. */
+export const MASTER_SEALED = "secrets:master-sealed";
 
 /** Rows deleted per statement: one short transaction each. */
 export const DELETE_BATCH = 1000;
@@ -105,6 +118,31 @@ async function deleteRows(deps: DeletionDeps, tenantId: string, table: TenantTab
   }
 }
 
+/**
+ * Crypto-shredding, before anything else goes: the tenant's wrapped data key is deleted (and evicted
+ * in every process), recorded in the running counts with the number of its values that were still
+ * sealed directly under a master key (written before data keys and never re-sealed by
+ * `secrets:rotate`: a backup holding them opens until that master key is retired). Done once.
+ */
+async function shredDataKey(deps: DeletionDeps, tenantId: string): Promise<void> {
+  await withPlatformTransaction(deps, systemCtx("tenant-deletion"), async (tx) => {
+    const [tenant] = await execute<{ done: boolean }>(
+      tx,
+      sql`select coalesce(deletion_counts ? 'tenant_data_keys', false) as done from tenants where id = ${tenantId} for update`,
+    );
+    if (!tenant || tenant.done) return;
+    const [legacy] = await execute<{ n: number }>(
+      tx,
+      sql`select (select count(*) from tenant_secrets where tenant_id = ${tenantId} and key_id not like 'tdk\_%')
+               + (select count(*) from totp_factors f join users u on u.id = f.user_id
+                  where u.tenant_id = ${tenantId} and f.secret_key_id not like 'tdk\_%') as n`,
+    );
+    const destroyed = await destroyTenantDataKey(tx, deps.tenantSecretKeyring, tenantId);
+    await tx.execute(addCount(tenantId, "tenant_data_keys", destroyed ? 1 : 0));
+    await tx.execute(addCount(tenantId, MASTER_SEALED, Number(legacy?.n ?? 0)));
+  });
+}
+
 /** Keeps `value` from reuse for `Tenancy:ReservedDays`. */
 const reserve = (deps: DeletionDeps, tenantId: string, kind: "code" | "host", value: string) => {
   const until = new Date(deps.clock.now().getTime() + deps.config.settings.Tenancy.ReservedDays * 86_400_000);
@@ -135,7 +173,10 @@ async function writeCertificate(deps: DeletionDeps, tenant: Scheduled) {
       tx,
       sql`delete from tenants where id = ${tenant.id} returning deletion_counts as counts`,
     );
-    const counts = { ...(row?.counts ?? {}), tenants: 1 };
+    const { [MASTER_SEALED]: masterSealed, ...counts }: Record<string, number> = {
+      ...(row?.counts ?? {}),
+      tenants: 1,
+    };
     await recordAudit(tx, ctx, {
       action: "tenant.deleted",
       target: { type: "tenant", id: tenant.id },
@@ -143,6 +184,9 @@ async function writeCertificate(deps: DeletionDeps, tenant: Scheduled) {
       details: {
         code: tenant.code,
         counts,
+        // backups of the tenant's rows no longer open what was sealed under its data key
+        dataKeyDestroyed: (counts.tenant_data_keys ?? 0) > 0,
+        masterSealedValues: masterSealed ?? 0,
         requestedBy: tenant.requestedBy ?? "unknown",
         scheduledFor: tenant.scheduledFor?.toISOString() ?? null,
       },
@@ -181,6 +225,7 @@ export async function deleteTenantData(
     ),
   );
   deps.tenants.clear();
+  await shredDataKey(deps, tenant.id);
   await deregisterDomains(deps, tenant.id);
   await deleteObjects(deps, tenant.id, signal);
   const tables = await withPlatformTransaction(deps, systemCtx("tenant-deletion"), (tx) => tenantTables(tx));

@@ -13,7 +13,7 @@ import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { enqueue, enqueueContext } from "../jobs/enqueue.ts";
 import { jobWorker } from "../jobs/registry.ts";
-import { sealSecret } from "../security/tenant-secrets.ts";
+import { sealForTenant } from "../security/tenant-data-keys.ts";
 import { presignStored } from "../storage/prefix-objects.ts";
 import { deriveArchiveKey, newArchiveSalt } from "./archive-sealing.ts";
 import { type ExportDeps, tenantExportJob, writeTenantExport } from "./write-export.ts";
@@ -52,23 +52,31 @@ export async function startTenantExport(
   if (!deps.storage)
     throw new AppError("unavailable", "Object storage is not configured (Storage:S3:Bucket).");
   const exportId = crypto.randomUUID();
-  let secretsSealing: (typeof tenantExports.$inferInsert)["secretsSealing"] = null;
-  if (input.secretsPassphrase !== undefined) {
-    if (!deps.tenantSecretKeyring)
-      throw new AppError("unavailable", "Tenant secrets are not configured (Security:TenantSecrets).");
-    const salt = newArchiveSalt();
-    const key = deriveArchiveKey(input.secretsPassphrase, salt).toString("base64");
-    secretsSealing = {
-      salt,
-      ...sealSecret(deps.tenantSecretKeyring, ctx.tenantId, `export:${exportId}`, key),
-    };
-  }
+  const keyring = deps.tenantSecretKeyring;
+  const { secretsPassphrase } = input;
+  if (secretsPassphrase !== undefined && !keyring)
+    throw new AppError("unavailable", "Tenant secrets are not configured (Security:TenantSecrets).");
+  const salt = newArchiveSalt();
+  const archiveKey =
+    secretsPassphrase === undefined ? null : deriveArchiveKey(secretsPassphrase, salt).toString("base64");
   return withTransaction(deps, ctx, async (tx, ctx) => {
     const [tenant] = await execute<{ id: string }>(
       tx,
       sql`select id from tenants where id = ${ctx.tenantId}`,
     );
     if (!tenant) throw noSuchTenant();
+    // the archive key waits for the job sealed under the tenant's data key
+    const secretsSealing =
+      archiveKey && keyring
+        ? {
+            salt,
+            ...(await sealForTenant(tx, keyring, {
+              tenantId: ctx.tenantId,
+              name: `export:${exportId}`,
+              value: archiveKey,
+            })),
+          }
+        : null;
     await tx.insert(tenantExports).values({
       id: exportId,
       tenantId: ctx.tenantId,

@@ -19,17 +19,33 @@ import type { Ctx } from "../context.ts";
 import { execute, type Tx } from "../db/client.ts";
 import { withPlatformTransaction } from "../db/operation.ts";
 import type { Deps } from "../deps.ts";
-import { sealSecret, type TenantSecretKeyring } from "../security/tenant-secrets.ts";
+import { sealForTenant } from "../security/tenant-data-keys.ts";
+import type { TenantSecretKeyring } from "../security/tenant-secrets.ts";
 import { deleteKeys, putFile } from "../storage/prefix-objects.ts";
 import { TENANT_CODE } from "../tenancy/tenants.ts";
-import { deriveArchiveKey, openFromArchive } from "./archive-sealing.ts";
+import {
+  archiveName,
+  deriveArchiveKey,
+  openFromArchive,
+  SEALED_TABLES,
+  sealedValueOf,
+  withSealed,
+} from "./archive-sealing.ts";
 import { quoteIdentifier, type TenantTable, tenantTables } from "./tenant-tables.ts";
 import { ARCHIVE_FORMAT, type Manifest, schemaVersion } from "./write-export.ts";
 
 export type ImportDeps = Pick<Deps, "database" | "storage" | "tenantSecretKeyring" | "clock">;
 
-/** Tables an import leaves out: queued work of the source installation must not run here again. */
-export const NOT_IMPORTED = new Set(["background_jobs", "job_dependencies", "tenant_exports"]);
+/**
+ * Tables an import leaves out: queued work of the source installation must not run here again, and
+ * a data key never comes from an archive (the import makes the tenant a new one here).
+ */
+export const NOT_IMPORTED = new Set([
+  "background_jobs",
+  "job_dependencies",
+  "tenant_exports",
+  "tenant_data_keys",
+]);
 
 /** Why an archive is refused (the command exits 2 naming it); nothing was changed. */
 export class ArchiveRefusedError extends Error {
@@ -84,7 +100,12 @@ interface Rewrite {
 }
 
 /** One row as this installation stores it: the new code, secrets sealed again, the deletion schedule dropped. */
-function rewriteRow(table: string, row: Record<string, unknown>, r: Rewrite): Record<string, unknown> {
+async function rewriteRow(
+  tx: Tx,
+  table: string,
+  row: Record<string, unknown>,
+  r: Rewrite,
+): Promise<Record<string, unknown>> {
   if (table === "tenants")
     return {
       ...row,
@@ -93,18 +114,23 @@ function rewriteRow(table: string, row: Record<string, unknown>, r: Rewrite): Re
       deletion_requested_by: null,
       deletion_counts: null,
     };
-  if (table === "tenant_secrets") {
+  const columns = SEALED_TABLES[table];
+  if (columns) {
     if (!r.archiveKey || !r.keyring)
       throw new ArchiveRefusedError("the archive holds secrets and no key opens them");
-    const name = String(row.name);
+    const { binding, name, sealed } = sealedValueOf(columns, row, r.tenantId);
     const value = openFromArchive(
       r.archiveKey,
       r.tenantId,
-      name,
-      row as { nonce: string; ciphertext: string },
+      archiveName(table, binding, name, r.tenantId),
+      sealed,
     );
-    const sealed = sealSecret(r.keyring, r.tenantId, name, value);
-    return { ...row, key_id: sealed.keyId, nonce: sealed.nonce, ciphertext: sealed.ciphertext };
+    // under the tenant's data key here, made by the first value sealed
+    return withSealed(
+      columns,
+      row,
+      await sealForTenant(tx, r.keyring, { tenantId: r.tenantId, binding, name, value }),
+    );
   }
   return row;
 }
@@ -171,7 +197,7 @@ async function loadTable(
   let count = 0;
   for await (const line of lines) {
     if (!line) continue;
-    batch.push(rewriteRow(file.table, JSON.parse(line) as Record<string, unknown>, r));
+    batch.push(await rewriteRow(tx, file.table, JSON.parse(line) as Record<string, unknown>, r));
     if (batch.length === INSERT_ROWS) {
       await insertRows(tx, statement, batch);
       count += batch.length;

@@ -21,10 +21,18 @@ import { tenantExports } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { jobKind } from "../jobs/registry.ts";
 import { describeError } from "../redact.ts";
-import { openSecret, type TenantSecretKeyring } from "../security/tenant-secrets.ts";
+import { openSealed } from "../security/tenant-data-keys.ts";
+import type { TenantSecretKeyring } from "../security/tenant-secrets.ts";
 import type { ObjectStorage } from "../storage/object-storage.ts";
 import { listPrefix, putFile, readStored } from "../storage/prefix-objects.ts";
-import { ARCHIVE_KDF, sealForArchive } from "./archive-sealing.ts";
+import {
+  ARCHIVE_KDF,
+  archiveName,
+  SEALED_TABLES,
+  sealedValueOf,
+  sealForArchive,
+  withSealed,
+} from "./archive-sealing.ts";
 import { quoteIdentifier, selectRows, type TenantTable, tenantTables } from "./tenant-tables.ts";
 
 export const ARCHIVE_FORMAT = "plinth-tenant-export/1";
@@ -114,29 +122,37 @@ interface SecretSealing {
   archiveKey: Buffer;
 }
 
-/** A `tenant_secrets` row with its value sealed for the archive instead of under this installation's key. */
-function resealed(line: string, tenantId: string, sealing: SecretSealing): string {
-  const row = JSON.parse(line) as Record<string, unknown> & {
-    name: string;
-    key_id: string;
-    nonce: string;
-    ciphertext: string;
-  };
-  const value = openSecret(sealing.keyring, tenantId, row.name, {
-    keyId: row.key_id,
-    nonce: row.nonce,
-    ciphertext: row.ciphertext,
-  });
-  const sealed = sealForArchive(sealing.archiveKey, tenantId, row.name, value);
-  return JSON.stringify({ ...row, key_id: sealed.keyId, nonce: sealed.nonce, ciphertext: sealed.ciphertext });
+/** Tables never written to an archive: the tenant's data key stays in this installation. */
+const NOT_EXPORTED = new Set(["tenant_data_keys"]);
+
+/** A row of a SEALED_TABLES table with its value sealed for the archive instead of under the tenant's data key. */
+async function resealed(tx: Tx, table: string, line: string, tenantId: string, sealing: SecretSealing) {
+  const columns = SEALED_TABLES[table];
+  if (!columns) return line;
+  const row = JSON.parse(line) as Record<string, unknown>;
+  const { binding, name, sealed } = sealedValueOf(columns, row, tenantId);
+  const value = await openSealed(tx, sealing.keyring, { binding, name, sealed });
+  const archived = sealForArchive(
+    sealing.archiveKey,
+    tenantId,
+    archiveName(table, binding, name, tenantId),
+    value,
+  );
+  return JSON.stringify(withSealed(columns, row, archived));
 }
 
 /** The archive key of an export that asked for secrets, opened from its sealed form; null when none was asked. */
-function archiveSealing(deps: ExportDeps, row: typeof tenantExports.$inferSelect): SecretSealing | null {
+async function archiveSealing(
+  deps: ExportDeps,
+  row: typeof tenantExports.$inferSelect,
+): Promise<SecretSealing | null> {
   if (!row.secretsSealing) return null;
   const keyring = deps.tenantSecretKeyring;
   if (!keyring) throw new Error("tenant secrets are not configured (Security:TenantSecrets)");
-  const key = openSecret(keyring, row.tenantId, `export:${row.id}`, row.secretsSealing);
+  const sealed = row.secretsSealing;
+  const key = await withPlatformTransaction(deps, systemCtx("tenant-export"), (tx) =>
+    openSealed(tx, keyring, { binding: row.tenantId, name: `export:${row.id}`, sealed }),
+  );
   return { keyring, archiveKey: Buffer.from(key, "base64") };
 }
 
@@ -152,16 +168,14 @@ async function writeTables(
     const tables = await tenantTables(tx);
     const written: Manifest["tables"] = [];
     for (const [i, table] of tables.entries()) {
-      // provider secret values only when the platform admin asked for them sealed
-      if (table.name === "tenant_secrets" && !sealing) continue;
+      // sealed values (provider secrets, authenticators) only when the platform admin asked for them sealed
+      if (NOT_EXPORTED.has(table.name) || (SEALED_TABLES[table.name] && !sealing)) continue;
       const file = `tables/${table.name}.ndjson`;
       const out = new HashedFile(join(dir, file));
       let rows = 0;
       for await (const page of tableRows(tx, table, tenantId))
         for (const line of page) {
-          await out.write(
-            `${table.name === "tenant_secrets" && sealing ? resealed(line, tenantId, sealing) : line}\n`,
-          );
+          await out.write(`${sealing ? await resealed(tx, table.name, line, tenantId, sealing) : line}\n`);
           rows++;
         }
       const sha256 = await out.close();
@@ -253,7 +267,7 @@ export async function writeTenantExport(
   try {
     if (!deps.storage) throw new Error("object storage is not configured (Storage:S3:Bucket)");
     await setProgress(deps, exportId, { status: "running", progress: 0, error: null });
-    const sealing = archiveSealing(deps, row);
+    const sealing = await archiveSealing(deps, row);
     const { tables, references } = await writeTables(deps, dir, tenant.id, sealing, (done, total) =>
       setProgress(deps, exportId, { progress: Math.floor((done / total) * 80) }),
     );

@@ -90,8 +90,9 @@ export async function deliverAttempt(
   }
   const sealed = (keyId: string | null, nonce: string | null, ciphertext: string | null) =>
     keyId && nonce && ciphertext ? { keyId, nonce, ciphertext } : null;
-  const secrets = openSigningSecrets(
+  const secrets = await openSigningSecrets(
     deps,
+    db,
     { id: row.endpoint_id, tenantId: row.tenant_id },
     {
       current: sealed(row.cur_key_id, row.cur_nonce, row.cur_ciphertext),

@@ -7,7 +7,8 @@ import { webhookEndpoints } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { webhookEventTypes } from "../events/outbox.ts";
-import { openSecret, type TenantSecretKeyring } from "../security/tenant-secrets.ts";
+import { openSealed } from "../security/tenant-data-keys.ts";
+import type { TenantSecretKeyring } from "../security/tenant-secrets.ts";
 import { isUuid } from "../tenancy/tenants.ts";
 import { checkDestination, type DestinationPolicy, DestinationRefused } from "./destinations.ts";
 
@@ -152,17 +153,18 @@ export type SealedRow = { keyId: string; nonce: string; ciphertext: string } | n
  * The secrets that sign a delivery, opened from the rows the delivery's own query read: the current
  * one, and the previous one while its overlap runs (the caller reads it only then).
  */
-export function openSigningSecrets(
+export async function openSigningSecrets(
   deps: Pick<WebhookDeps, "tenantSecretKeyring">,
+  db: Executor,
   endpoint: { id: string; tenantId: string },
   sealed: { current: SealedRow; previous: SealedRow },
-): string[] {
+): Promise<string[]> {
   const ring = keyring(deps);
   if (!sealed.current) throw new Error(`webhook endpoint ${endpoint.id} has no signing secret`);
   const open = (row: NonNullable<SealedRow>, which: "current" | "previous") =>
-    openSecret(ring, endpoint.tenantId, secretName(endpoint.id, which), row);
-  const secrets = [open(sealed.current, "current")];
-  if (sealed.previous) secrets.push(open(sealed.previous, "previous"));
+    openSealed(db, ring, { binding: endpoint.tenantId, name: secretName(endpoint.id, which), sealed: row });
+  const secrets = [await open(sealed.current, "current")];
+  if (sealed.previous) secrets.push(await open(sealed.previous, "previous"));
   return secrets;
 }
 

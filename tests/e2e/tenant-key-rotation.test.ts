@@ -2,9 +2,10 @@ import { expect, test } from "bun:test";
 import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { eq } from "drizzle-orm";
-import { sealedFor } from "../../src/auth/totp-factor.ts";
-import { tenantSecrets, totpFactors } from "../../src/db/schema/index.ts";
-import { openSecret, parseTenantSecretKeys, sealSecret } from "../../src/security/tenant-secrets.ts";
+import { openTotpSecret, sealedFor } from "../../src/auth/totp-factor.ts";
+import { tenantDataKeys, tenantSecrets, totpFactors } from "../../src/db/schema/index.ts";
+import { readTenantSecret } from "../../src/providers/tenant-secret-store.ts";
+import { parseTenantSecretKeys, sealSecret } from "../../src/security/tenant-secrets.ts";
 import { createTenant, createUser } from "../helpers/identity.ts";
 import { useKeyFolder } from "../helpers/key-folder.ts";
 
@@ -57,7 +58,7 @@ test("the tenant-secret key rotation runbook as written: publish, secrets:rotate
   const oldId = `ts-${date}`;
   const newId = `ts-${date}-2`; // keys:generate made ts-<date> today
 
-  // secrets sealed under the first key, as the API seals them
+  // secrets sealed under the first key as the API sealed them before tenant data keys
   const before = keyring();
   expect(before.current.keyId).toBe(oldId);
   const tenant = await createTenant(t.database.db);
@@ -68,7 +69,7 @@ test("the tenant-secret key rotation runbook as written: publish, secrets:rotate
     await t.database.db
       .insert(tenantSecrets)
       .values({ tenantId: tenant.id, name, ...sealSecret(before, tenant.id, name, value) });
-  // and a user's TOTP authenticator, sealed under the same keys (bound to the user)
+  // and a user's TOTP authenticator, sealed the old way too (bound to the user)
   const { id: userId } = await createUser(t.database.db, tenant.id);
   const totpSecret = "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP";
   const { binding, name: totpName } = sealedFor(userId);
@@ -102,7 +103,15 @@ test("the tenant-secret key rotation runbook as written: publish, secrets:rotate
   const rotated = run(commands[1] ?? "");
   expect(rotated.code).toBe(0);
   const rows = await t.database.db.select().from(tenantSecrets).where(eq(tenantSecrets.tenantId, tenant.id));
-  expect(rows.map((r) => r.keyId)).toEqual([newId, newId, newId]);
+  // the values sealed the old way (directly under the master key) are under the tenant's data key now,
+  // and the data key is wrapped under the new master key
+  const [dataKey] = await t.database.db
+    .select()
+    .from(tenantDataKeys)
+    .where(eq(tenantDataKeys.tenantId, tenant.id));
+  expect(dataKey?.keyId).toStartWith("tdk_");
+  expect(dataKey?.wrappingKeyId).toBe(newId);
+  expect(new Set(rows.map((r) => r.keyId))).toEqual(new Set([dataKey?.keyId ?? "?"]));
 
   // 5. retire: the old key is gone from the settings; the API starts and every secret opens without it
   const retired = run(commands[2] ?? "");
@@ -113,16 +122,14 @@ test("the tenant-secret key rotation runbook as written: publish, secrets:rotate
   const after = keyring();
   expect([...after.byId.keys()]).toEqual([newId]);
   for (const row of rows)
-    expect(openSecret(after, tenant.id, row.name, row)).toBe(values.get(row.name) ?? "");
+    expect(await readTenantSecret(t.database.db, after, tenant.id, row.name)).toBe(
+      values.get(row.name) ?? "",
+    );
   const [factor] = await t.database.db.select().from(totpFactors).where(eq(totpFactors.userId, userId));
-  expect(factor?.secretKeyId).toBe(newId);
-  expect(
-    openSecret(after, binding, totpName, {
-      keyId: factor?.secretKeyId ?? "",
-      nonce: factor?.secretNonce ?? "",
-      ciphertext: factor?.secretCiphertext ?? "",
-    }),
-  ).toBe(totpSecret);
+  // a tenant user's authenticator: under the tenant's data key too
+  expect(factor?.secretKeyId).toBe(dataKey?.keyId ?? "");
+  if (!factor) throw new Error("the factor");
+  expect(await openTotpSecret(t.database.db, after, factor)).toBe(totpSecret);
   // out of order: nothing left to retire
   expect(run(commands[2] ?? "").code).toBe(1);
 }, 180_000);

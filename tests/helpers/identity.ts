@@ -4,7 +4,7 @@ import { applySubscriptionEvent } from "../../src/billing/apply-subscription-eve
 import { systemClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
 import type { Db } from "../../src/db/client.ts";
-import { tenantDomains, tenantMemberships, tenants, users } from "../../src/db/schema/index.ts";
+import { tenantDomains, tenantMemberships, tenantSecrets, tenants, users } from "../../src/db/schema/index.ts";
 import type { Deps } from "../../src/deps.ts";
 import {
   BootstrapRefusedError,
@@ -15,6 +15,7 @@ import { createPlatformUser } from "../../src/identity/platform-users.ts";
 import type { PlatformRole } from "../../src/identity/roles.ts";
 import { createTenantUser } from "../../src/identity/users.ts";
 import { hashPassword } from "../../src/security/passwords.ts";
+import { sealSecret, type TenantSecretKeyring } from "../../src/security/tenant-secrets.ts";
 import { createTenant as createTenantOperation } from "../../src/tenancy/tenants.ts";
 import type { TestApp } from "./app.ts";
 import { silentLogger } from "./cache.ts";
@@ -25,6 +26,17 @@ export const PASSWORD = "a-long-test-password-1";
 /** Base64 of 32 random bytes: a valid tenant-secret master key. */
 export function newMasterKey(): string {
   return randomBytes(32).toString("base64");
+}
+
+/** A tenant secret sealed the way it was before tenant data keys: directly under the master key. */
+export async function writeLegacySecret(
+  db: Db,
+  keys: TenantSecretKeyring,
+  tenantId: string,
+  name: string,
+  value: string,
+): Promise<void> {
+  await db.insert(tenantSecrets).values({ tenantId, name, ...sealSecret(keys, tenantId, name, value) });
 }
 
 /** The one tenant factory: a fresh tenant with a unique code. */

@@ -7,7 +7,7 @@ import { readTenantSecret, writeTenantSecret } from "../../src/providers/tenant-
 import { parseTenantSecretKeys, type TenantSecretKeyring } from "../../src/security/tenant-secrets.ts";
 import { useTestDatabase } from "../helpers/app.ts";
 import { makeTestCertificates } from "../helpers/certificates.ts";
-import { createTenant } from "../helpers/identity.ts";
+import { createTenant, writeLegacySecret } from "../helpers/identity.ts";
 
 const root = join(import.meta.dir, "../..");
 const oldKey = randomBytes(32).toString("base64");
@@ -62,26 +62,39 @@ describe("bun run secrets:rotate", () => {
     expect(run.out).not.toContain(bad);
   });
 
-  test("rotates every secret (0), leaves ones no key opens (2), reruns idempotently; never prints values", async () => {
+  test("re-wraps data keys and re-seals legacy values (0), leaves ones no key opens (2), reruns idempotently; never prints values", async () => {
     const db = t.database.db;
     const tenant = await createTenant(db);
     const values = Array.from({ length: 7 }, (_, i) => `cli-secret-${i}-${randomBytes(6).toString("hex")}`);
+    // four under the tenant's data key (wrapped under the old master key), three sealed the old way
     for (const [i, value] of values.entries())
-      await writeTenantSecret(db, ring("old", oldKey), tenant.id, { name: `s${i}`, value, now: new Date() });
+      if (i < 4)
+        await writeTenantSecret(db, ring("old", oldKey), tenant.id, {
+          name: `s${i}`,
+          value,
+          now: new Date(),
+        });
+      else await writeLegacySecret(db, ring("old", oldKey), tenant.id, `s${i}`, value);
 
     const first = rotate(["--batch-size", "3"], rotatedEnv);
     expect(first.code).toBe(0);
+    expect(first.out).toContain('"dataKeysRewrapped":1');
+    expect(first.out).toContain('"rotated":3');
     const second = rotate([], rotatedEnv);
     expect(second.code).toBe(0);
+    expect(second.out).toContain('"dataKeysRewrapped":0');
     expect(second.out).toContain('"rotated":0');
+    // the new master key alone opens every value
     for (const [i, value] of values.entries())
       expect(await readTenantSecret(db, ring("new", newKey), tenant.id, `s${i}`)).toBe(value);
 
-    await writeTenantSecret(db, ring("lost", randomBytes(32).toString("base64")), tenant.id, {
-      name: "orphan",
-      value: "orphan-value",
-      now: new Date(),
-    });
+    await writeLegacySecret(
+      db,
+      ring("lost", randomBytes(32).toString("base64")),
+      tenant.id,
+      "orphan",
+      "orphan-value",
+    );
     const third = rotate([], rotatedEnv);
     expect(third.code).toBe(2);
     expect(third.out).toContain("orphan");
@@ -89,15 +102,15 @@ describe("bun run secrets:rotate", () => {
       for (const secret of [...values, "orphan-value", oldKey, newKey]) expect(output).not.toContain(secret);
     const keyIds = await execute<{ key_id: string }>(
       db,
-      sql`select key_id from tenant_secrets group by 1 order by 1`,
+      sql`select case when key_id like 'tdk\_%' then 'data key' else key_id end as key_id from tenant_secrets group by 1 order by 1`,
     );
-    expect(keyIds.map((r) => r.key_id)).toEqual(["lost", "new"]);
+    expect(keyIds.map((r) => r.key_id)).toEqual(["data key", "lost"]);
   });
 
-  test("rows still not under the current key after the run (locked by another run) → 3, then 0 on a rerun", async () => {
+  test("data keys still not under the current master key after the run (locked by another run) → 3, then 0 on a rerun", async () => {
     const db = t.database.db;
-    // start from a table where every row is under the current key (earlier tests leave an orphan)
-    await execute(db, sql`delete from tenant_secrets where key_id <> 'new'`);
+    // start from a table where every value is under a data key (earlier tests leave an orphan)
+    await execute(db, sql`delete from tenant_secrets where key_id not like 'tdk\_%'`);
     const tenant = await createTenant(db);
     for (const name of ["free", "held"])
       await writeTenantSecret(db, ring("old", oldKey), tenant.id, {
@@ -107,10 +120,10 @@ describe("bun run secrets:rotate", () => {
       });
     let held: ReturnType<typeof rotate> | undefined;
     await db.transaction(async (tx) => {
-      // another run holds this row: `skip locked` passes it by
+      // another run holds the tenant's data key: `skip locked` passes it by
       await execute(
         tx,
-        sql`select id from tenant_secrets where tenant_id = ${tenant.id} and name = 'held' for update`,
+        sql`select tenant_id from tenant_data_keys where tenant_id = ${tenant.id} for update`,
       );
       held = rotate([], rotatedEnv);
     });
@@ -118,7 +131,7 @@ describe("bun run secrets:rotate", () => {
     expect(held?.out).toContain('"remaining":1');
     const rerun = rotate([], rotatedEnv);
     expect(rerun.code).toBe(0);
-    expect(rerun.out).toContain('"rotated":1');
+    expect(rerun.out).toContain('"dataKeysRewrapped":1');
     expect(await readTenantSecret(db, ring("new", newKey), tenant.id, "held")).toBe("v-held");
   });
 

@@ -258,7 +258,8 @@ describe("admin: secrets (write-only)", () => {
       items: [
         {
           name: "twilio-auth",
-          keyId: "ts-2026-11",
+          // the id of the tenant's data key, which the master key ts-2026-11 wraps
+          keyId: expect.stringMatching(/^tdk_/),
           createdAt: "2026-11-01T12:00:00.000Z",
           updatedAt: "2026-11-01T12:00:00.000Z",
         },
@@ -306,7 +307,7 @@ describe("admin: secrets (write-only)", () => {
     );
   });
 
-  test("the rotation command moves every secret to the new key; old key ids keep working meanwhile", async () => {
+  test("the rotation command re-wraps every data key under the new key; old key ids keep working meanwhile", async () => {
     const id = await newTenant();
     const [, value = ""] = secretValues;
     await call("PUT", `/api/admin/tenants/${id}/secrets/stripe-key`, { body: { value }, headers: admin });
@@ -326,11 +327,11 @@ describe("admin: secrets (write-only)", () => {
     expect(
       await runSecretsRotate(rotated, t.database, { batchSize: 2 }, rotatedDeps.logger, () => clock.now()),
     ).toBe(0);
-    const keyIds = await execute<{ key_id: string }>(
+    const keyIds = await execute<{ wrapping_key_id: string }>(
       t.database.db,
-      sql`select distinct key_id from tenant_secrets`,
+      sql`select distinct wrapping_key_id from tenant_data_keys`,
     );
-    expect(keyIds).toEqual([{ key_id: "ts-2027-01" }]);
+    expect(keyIds).toEqual([{ wrapping_key_id: "ts-2027-01" }]);
     const newOnly = parseTenantSecretKeys({
       KeyId: "ts-2027-01",
       MasterKey: nextMasterKey,
@@ -338,7 +339,7 @@ describe("admin: secrets (write-only)", () => {
     }).keyring;
     if (!newOnly) throw new Error("keyring");
     expect(await readTenantSecret(t.database.db, newOnly, id, "stripe-key")).toBe(value);
-    // the old configuration no longer opens anything: its key id is gone from the rows
+    // the old configuration no longer opens anything: its key id no longer wraps any data key
     const { keyring: oldOnly } = parseTenantSecretKeys(config.settings.Security.TenantSecrets);
     if (!oldOnly) throw new Error("keyring");
     await expect(readTenantSecret(t.database.db, oldOnly, id, "stripe-key")).rejects.toThrow();

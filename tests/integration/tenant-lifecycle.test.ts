@@ -11,7 +11,8 @@ import { systemCtx } from "../../src/context.ts";
 import { createDomainTicker } from "../../src/custom-domains/checks.ts";
 import { createCustomDomain } from "../../src/custom-domains/create-custom-domain.ts";
 import { type Db, execute } from "../../src/db/client.ts";
-import { openSecret, parseTenantSecretKeys } from "../../src/security/tenant-secrets.ts";
+import { readTenantSecret } from "../../src/providers/tenant-secret-store.ts";
+import { parseTenantSecretKeys } from "../../src/security/tenant-secrets.ts";
 import { deleteTenantData } from "../../src/tenant-lifecycle/delete-tenant-data.ts";
 import { NOT_IMPORTED } from "../../src/tenant-lifecycle/import-archive.ts";
 import { quoteIdentifier, tenantTables } from "../../src/tenant-lifecycle/tenant-tables.ts";
@@ -185,6 +186,12 @@ test("seed, export, delete (interrupted, resumed), scan, import into a fresh dat
     ).status,
   ).toBe(202);
   const before = await countsOf(h.db, tenant.id);
+  const [sourceKeyRow] = await execute<{ key_id: string }>(
+    h.db,
+    sql`select key_id from tenant_data_keys where tenant_id = ${tenant.id}`,
+  );
+  const sourceDataKeyId = sourceKeyRow?.key_id;
+  expect(sourceDataKeyId).toStartWith("tdk_");
   const exportId = await runExport();
   const view = (await (
     await h.request(`/api/admin/tenants/${tenant.id}/exports/${exportId}`, { headers: admin.headers })
@@ -284,6 +291,8 @@ test("seed, export, delete (interrupted, resumed), scan, import into a fresh dat
     "tenant.deleted",
   ]);
   const counts = audit.at(-1)?.details.counts ?? {};
+  expect(audit.at(-1)?.details).toMatchObject({ dataKeyDestroyed: true, masterSealedValues: 0 });
+  expect(counts.tenant_data_keys).toBe(1);
   expect(counts.users).toBe(3);
   expect(counts.tenants).toBe(1);
   expect(counts[`prefix:tenants/${tenant.id}/`]).toBe(1);
@@ -348,18 +357,17 @@ test("seed, export, delete (interrupted, resumed), scan, import into a fresh dat
     MasterKey: targetKey,
     PreviousKeys: [],
   }).keyring;
-  const [secret] = await execute<{ name: string; key_id: string; nonce: string; ciphertext: string }>(
-    target.database.db,
-    sql`select name, key_id, nonce, ciphertext from tenant_secrets where tenant_id = ${tenant.id}`,
+  if (!keyring) throw new Error("the target keyring");
+  // sealed under a data key the import made here (the source's was destroyed with the tenant)
+  expect(await readTenantSecret(target.database.db, keyring, tenant.id, "payment.key")).toBe(
+    "sk_live_lifecycle_0123456789",
   );
-  if (!keyring || !secret) throw new Error("the secret was restored");
-  expect(
-    openSecret(keyring, tenant.id, secret.name, {
-      keyId: secret.key_id,
-      nonce: secret.nonce,
-      ciphertext: secret.ciphertext,
-    }),
-  ).toBe("sk_live_lifecycle_0123456789");
+  const [dataKey] = await execute<{ key_id: string; wrapping_key_id: string }>(
+    target.database.db,
+    sql`select key_id, wrapping_key_id from tenant_data_keys where tenant_id = ${tenant.id}`,
+  );
+  expect(dataKey?.wrapping_key_id).toBe("ts-target");
+  expect(dataKey?.key_id).not.toBe(sourceDataKeyId);
   expect((await bucketKeys()).filter((key) => key.startsWith(`tenants/${tenant.id}/`))).toEqual([
     `tenants/${tenant.id}/docs/contract.txt`,
   ]);

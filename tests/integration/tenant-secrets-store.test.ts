@@ -18,7 +18,7 @@ import {
 } from "../../src/security/tenant-secrets.ts";
 import { useTestDatabase } from "../helpers/app.ts";
 import { createTestDatabase } from "../helpers/database.ts";
-import { createTenant, newMasterKey } from "../helpers/identity.ts";
+import { createTenant, newMasterKey, writeLegacySecret } from "../helpers/identity.ts";
 
 function ring(settings: Parameters<typeof parseTenantSecretKeys>[0]): TenantSecretKeyring {
   const { keyring } = parseTenantSecretKeys(settings);
@@ -47,7 +47,16 @@ describe("tenant secrets in PostgreSQL", () => {
     expect(Buffer.from(row?.ciphertext ?? "", "base64").toString("utf8")).not.toContain("tok-AAA");
 
     const listed = await listTenantSecrets(t, systemCtx("test", tenant.id), { limit: 50 });
-    expect(listed.items).toEqual([{ name: "sms.token", keyId: "k1", createdAt: now(), updatedAt: now() }]);
+    // sealed under the tenant's own data key, which is wrapped under k1
+    const [dataKey] = await execute<{ key_id: string; wrapping_key_id: string }>(
+      t.database.db,
+      sql`select key_id, wrapping_key_id from tenant_data_keys where tenant_id = ${tenant.id}`,
+    );
+    expect(dataKey?.wrapping_key_id).toBe("k1");
+    expect(dataKey?.key_id).toStartWith("tdk_");
+    expect(listed.items).toEqual([
+      { name: "sms.token", keyId: dataKey?.key_id ?? "", createdAt: now(), updatedAt: now() },
+    ]);
     expect(JSON.stringify(listed)).not.toContain("tok-AAA");
     expect(await readTenantSecret(t.database.db, keys, tenant.id, "sms.token")).toBe("tok-AAA");
 
@@ -99,7 +108,7 @@ describe("tenant secrets in PostgreSQL", () => {
     }
   });
 
-  test("rotation re-encrypts every secret in batches, is idempotent, and leaves undecryptable rows alone", async () => {
+  test("rotation re-seals legacy values (under a master key) under data keys, in batches, idempotently, leaving undecryptable rows alone", async () => {
     // a database of its own: rotation touches every row
     const own = await createTestDatabase();
     try {
@@ -112,15 +121,18 @@ describe("tenant secrets in PostgreSQL", () => {
         for (let n = 0; n < 4; n++) {
           const value = `value-${i}-${n}`;
           values.set(`${tenant.id}/s${n}`, value);
-          await writeTenantSecret(db, before, tenant.id, { name: `s${n}`, value, now: now() });
+          await writeLegacySecret(db, before, tenant.id, `s${n}`, value);
         }
       // one row under a key id nobody has any more
       const lost = ring({ KeyId: "lost", MasterKey: newMasterKey(), PreviousKeys: [] });
-      await writeTenantSecret(db, lost, tenants[0]?.id ?? "", { name: "orphan", value: "gone", now: now() });
+      await writeLegacySecret(db, lost, tenants[0]?.id ?? "", "orphan", "gone");
+      // legacy values open as they are before any rotation (nothing unreadable after the upgrade)
+      expect(await readTenantSecret(db, before, tenants[1]?.id ?? "", "s2")).toBe("value-1-2");
 
+      const newKey = newMasterKey();
       const after = ring({
         KeyId: "new",
-        MasterKey: newMasterKey(),
+        MasterKey: newKey,
         PreviousKeys: [{ KeyId: "old", MasterKey: oldKey }],
       });
       const batches: number[] = [];
@@ -139,16 +151,23 @@ describe("tenant secrets in PostgreSQL", () => {
 
       const keyIds = await execute<{ key_id: string; n: number }>(
         db,
-        sql`select key_id, count(*)::int as n from tenant_secrets group by key_id order by key_id`,
+        sql`select case when key_id like 'tdk\_%' then 'data key' else key_id end as key_id, count(*)::int as n
+            from tenant_secrets group by 1 order by 1`,
       );
       expect(keyIds).toEqual([
+        { key_id: "data key", n: 12 },
         { key_id: "lost", n: 1 },
-        { key_id: "new", n: 12 },
       ]);
-      // the new key alone now opens everything that was rotated
+      const wrapping = await execute<{ wrapping_key_id: string; n: number }>(
+        db,
+        sql`select wrapping_key_id, count(*)::int as n from tenant_data_keys group by 1`,
+      );
+      expect(wrapping).toEqual([{ wrapping_key_id: "new", n: 3 }]);
+      // the new key alone now opens everything that was rotated (a fresh process: nothing cached)
+      const newOnly = ring({ KeyId: "new", MasterKey: newKey, PreviousKeys: [] });
       for (const [where, value] of values) {
         const [tenantId = "", name = ""] = where.split("/");
-        expect(await readTenantSecret(db, after, tenantId, name)).toBe(value);
+        expect(await readTenantSecret(db, newOnly, tenantId, name)).toBe(value);
       }
       const second = await rotateTenantSecrets(rotation, systemCtx("test"), { batchSize: 5 });
       expect(second.rotated).toBe(0);

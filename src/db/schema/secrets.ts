@@ -31,3 +31,26 @@ export const tenantSecretKeys = pgTable("tenant_secret_keys", {
   fingerprint: text().notNull(),
   createdAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
 });
+
+/**
+ * Each tenant's data key (src/security/tenant-data-keys.ts): 32 random bytes that seal the tenant's
+ * secrets, stored only wrapped (AES-256-GCM) under the master key `wrappingKeyId` names. Deleting the
+ * tenant deletes this row first: every value sealed under it, in the database or any backup of it,
+ * no longer opens (crypto-shredding). Master-key rotation re-wraps this row only.
+ */
+export const tenantDataKeys = pgTable(
+  "tenant_data_keys",
+  {
+    tenantId: tenantIdColumn().primaryKey(),
+    /** The data key's own id (`tdk_…`): what a value sealed under it names as its key id. */
+    keyId: text().notNull().unique("tenant_data_keys_key_id_unique"),
+    /** Id of the master key that wraps it. */
+    wrappingKeyId: text().notNull(),
+    /** Base64 GCM nonce of the wrapping. */
+    nonce: text().notNull(),
+    /** Base64 wrapped key with the GCM tag appended. */
+    wrapped: text().notNull(),
+    ...timestamps,
+  },
+  () => [tenantIsolation()],
+);
