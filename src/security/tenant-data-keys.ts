@@ -28,6 +28,15 @@ export type DataKeyRow = typeof tenantDataKeys.$inferSelect;
 
 export const isDataKeyId = (keyId: string): boolean => keyId.startsWith(DATA_KEY_PREFIX);
 
+/**
+ * Where a data key this process has not cached is read: an executor, or a function that runs the
+ * read on one (so a hot path opens a connection only on a cache miss).
+ */
+export type DataKeySource = Executor | (<T>(work: (db: Executor) => Promise<T>) => Promise<T>);
+
+const readWith = <T>(source: DataKeySource, work: (db: Executor) => Promise<T>): Promise<T> =>
+  typeof source === "function" ? source(work) : work(source);
+
 /** The name a data key is wrapped under: a wrapping moved to another key id or tenant does not open. */
 const wrapName = (keyId: string) => `data-key:${keyId}`;
 
@@ -88,13 +97,15 @@ export async function tenantDataKey(
 
 /** The data key `keyId` names: from this process's cache, else read and unwrapped. */
 async function dataKeyById(
-  db: Executor,
+  source: DataKeySource,
   keyring: TenantSecretKeyring,
   keyId: string,
 ): Promise<TenantSecretKey> {
   const hit = keyring.dataKeys.get(keyId);
   if (hit) return hit;
-  const [row] = await db.select().from(tenantDataKeys).where(eq(tenantDataKeys.keyId, keyId));
+  const [row] = await readWith(source, (db) =>
+    db.select().from(tenantDataKeys).where(eq(tenantDataKeys.keyId, keyId)),
+  );
   if (!row)
     throw new TenantSecretError(
       "unknown_key",
@@ -121,13 +132,13 @@ export async function sealForTenant(
  * user of no tenant) directly under the master key it names. Throws TenantSecretError.
  */
 export async function openSealed(
-  db: Executor,
+  source: DataKeySource,
   keyring: TenantSecretKeyring,
   input: { binding: string; name: string; sealed: SealedSecret },
 ): Promise<string> {
   const { binding, name, sealed } = input;
   if (!isDataKeyId(sealed.keyId)) return openSecret(keyring, binding, name, sealed);
-  return openWith(await dataKeyById(db, keyring, sealed.keyId), binding, name, sealed);
+  return openWith(await dataKeyById(source, keyring, sealed.keyId), binding, name, sealed);
 }
 
 /** Tells every process (this one included, through its listener) to forget the tenant's data key. */

@@ -92,7 +92,8 @@ export async function deliverAttempt(
     keyId && nonce && ciphertext ? { keyId, nonce, ciphertext } : null;
   const secrets = await openSigningSecrets(
     deps,
-    db,
+    // read only when this process has not unwrapped the tenant's data key yet
+    (work) => withPlatformDatabase(deps, DELIVERY, work),
     { id: row.endpoint_id, tenantId: row.tenant_id },
     {
       current: sealed(row.cur_key_id, row.cur_nonce, row.cur_ciphertext),

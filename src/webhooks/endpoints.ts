@@ -7,7 +7,7 @@ import { webhookEndpoints } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { webhookEventTypes } from "../events/outbox.ts";
-import { openSealed } from "../security/tenant-data-keys.ts";
+import { type DataKeySource, openSealed } from "../security/tenant-data-keys.ts";
 import type { TenantSecretKeyring } from "../security/tenant-secrets.ts";
 import { isUuid } from "../tenancy/tenants.ts";
 import { checkDestination, type DestinationPolicy, DestinationRefused } from "./destinations.ts";
@@ -155,7 +155,7 @@ export type SealedRow = { keyId: string; nonce: string; ciphertext: string } | n
  */
 export async function openSigningSecrets(
   deps: Pick<WebhookDeps, "tenantSecretKeyring">,
-  db: Executor,
+  db: DataKeySource,
   endpoint: { id: string; tenantId: string },
   sealed: { current: SealedRow; previous: SealedRow },
 ): Promise<string[]> {
