@@ -4,7 +4,13 @@ import { applySubscriptionEvent } from "../../src/billing/apply-subscription-eve
 import { systemClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
 import type { Db } from "../../src/db/client.ts";
-import { tenantDomains, tenantMemberships, tenantSecrets, tenants, users } from "../../src/db/schema/index.ts";
+import {
+  tenantDomains,
+  tenantMemberships,
+  tenantSecrets,
+  tenants,
+  users,
+} from "../../src/db/schema/index.ts";
 import type { Deps } from "../../src/deps.ts";
 import {
   BootstrapRefusedError,
