@@ -43,7 +43,7 @@ const HTMX_CONFIG = JSON.stringify({
 export type ConsoleRole = PlatformRole | "tenant_owner" | "tenant_admin";
 export const TENANT_ROLES: readonly ConsoleRole[] = ["tenant_owner", "tenant_admin"];
 
-/** A section of the console's navigation: a page of the list in routes.ts (`CONSOLE_PAGES`). */
+/** A section of the console's navigation: a console page (routes.ts `CONSOLE_OWN_PAGES`, or an area's). */
 export interface ConsoleSection {
   /** The page's path; a page names it as its `section` to be marked current. */
   path: string;
