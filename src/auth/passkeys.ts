@@ -7,6 +7,7 @@ import { isoBase64URL } from "@simplewebauthn/server/helpers";
 import { and, asc, count, eq, sql } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import type { Ctx } from "../context.ts";
+import type { Executor } from "../db/client.ts";
 import { withDatabase, withTransaction } from "../db/operation.ts";
 import { passkeys, users } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
@@ -237,17 +238,7 @@ export async function finishPasskeyRegistration(
       .onConflictDoNothing()
       .returning(viewColumns);
     if (!row) throw new AppError("conflict", "This passkey is registered already.");
-    await recordAudit(tx, ctx, {
-      action: "passkey.registered",
-      target: { type: "passkey", id: row.id },
-      details: { name: row.name, hostname: row.rpId, userId },
-    });
-    if (ctx.tenantId)
-      await emitEvent(tx, enqueueContext(deps), {
-        tenantId: ctx.tenantId,
-        type: "passkey.registered",
-        data: { userId, passkeyId: row.id, name: row.name },
-      });
+    await recordPasskeyChange(deps, tx, ctx, "passkey.registered", { ...row, userId });
     return row;
   });
 }
@@ -326,16 +317,31 @@ export async function removePasskey(deps: PasskeyDeps, ctx: Ctx, input: { id: st
       .where(ownPasskey(ctx, input.id))
       .returning({ id: passkeys.id, name: passkeys.name, rpId: passkeys.rpId });
     if (!row) throw noSuchPasskey();
-    await recordAudit(tx, ctx, {
-      action: "passkey.removed",
-      target: { type: "passkey", id: row.id },
-      details: { name: row.name, hostname: row.rpId, userId },
-    });
-    if (ctx.tenantId)
-      await emitEvent(tx, enqueueContext(deps), {
-        tenantId: ctx.tenantId,
-        type: "passkey.removed",
-        data: { userId, passkeyId: row.id, name: row.name },
-      });
+    await recordPasskeyChange(deps, tx, ctx, "passkey.removed", { ...row, userId });
   });
+}
+
+/**
+ * A passkey registered or removed, in the change's transaction: the audit row of that name and, for
+ * a tenant user, the webhook event of the same name.
+ */
+async function recordPasskeyChange(
+  deps: PasskeyDeps,
+  tx: Executor,
+  ctx: Ctx,
+  change: "passkey.registered" | "passkey.removed",
+  passkey: { id: string; name: string; rpId: string; userId: string },
+): Promise<void> {
+  const { id, name, rpId, userId } = passkey;
+  await recordAudit(tx, ctx, {
+    action: change,
+    target: { type: "passkey", id },
+    details: { name, hostname: rpId, userId },
+  });
+  if (ctx.tenantId)
+    await emitEvent(tx, enqueueContext(deps), {
+      tenantId: ctx.tenantId,
+      type: change,
+      data: { userId, passkeyId: id, name },
+    });
 }
