@@ -1,13 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
-import type { Browser } from "playwright-core";
 import { ssoConnections, tenantEmailDomains, tenantMemberships, users } from "../../src/db/schema/index.ts";
 import { writeTenantSecret } from "../../src/providers/tenant-secret-store.ts";
 import { type OidcPeer, startOidcPeer } from "../fixtures/oidc-provider.ts";
-import { relaxedLimits, useTestApp } from "../helpers/app.ts";
-import { launchChromium } from "../helpers/chromium.ts";
 import { json, newMasterKey, type SignedInTenant, signedInTenant } from "../helpers/identity.ts";
-import { freePort } from "../helpers/redis-server.ts";
+import { useSsoStage } from "../helpers/sso-stage.ts";
 
 /**
  * OIDC single sign-on end to end: a real OpenID provider (oidc-provider, run by the test), the
@@ -15,59 +12,24 @@ import { freePort } from "../helpers/redis-server.ts";
  * exchange (docs/sso.md).
  */
 
-let apiPort = 0;
-let appPort = 0;
 let peer: OidcPeer;
-let api: ReturnType<typeof Bun.serve>;
-let appSite: ReturnType<typeof Bun.serve>;
-let browser: Browser;
 const masterKey = newMasterKey();
-
-beforeAll(async () => {
-  apiPort = await freePort();
-  appPort = await freePort();
-  peer = await startOidcPeer({ redirectUri: `http://127.0.0.1:${apiPort}/api/auth/sso/oidc/callback` });
+const stage = useSsoStage({
+  "Security:TenantSecrets:KeyId": "k1",
+  "Security:TenantSecrets:MasterKey": masterKey,
+  // the test's provider listens on the loopback address
+  "Sso:AllowPrivateProviders": "true",
 });
-const t = useTestApp({
-  settings: () => ({
-    ...relaxedLimits,
-    "Server:PublicBaseUrl": `http://127.0.0.1:${apiPort}`,
-    "BrowserAuth:AllowedOrigins:0": `http://127.0.0.1:${appPort}`,
-    "Security:TenantSecrets:KeyId": "k1",
-    "Security:TenantSecrets:MasterKey": masterKey,
-    // the test's provider listens on the loopback address
-    "Sso:AllowPrivateProviders": "true",
-  }),
-});
+const { t, appOrigin } = stage;
 let tenant: SignedInTenant;
 let other: SignedInTenant;
-const appOrigin = () => `http://127.0.0.1:${appPort}`;
 
 beforeAll(async () => {
-  api = Bun.serve({
-    hostname: "127.0.0.1",
-    port: apiPort,
-    fetch: (request) => t.app.fetch(request, { peerAddress: "127.0.0.1" }),
-  });
-  appSite = Bun.serve({
-    hostname: "127.0.0.1",
-    port: appPort,
-    fetch: () =>
-      new Response("<!doctype html><title>app</title><p>signed in", {
-        headers: { "content-type": "text/html" },
-      }),
-  });
-  browser = await launchChromium();
+  peer = await startOidcPeer({ redirectUri: `${stage.base()}/api/auth/sso/oidc/callback` });
   tenant = await signedInTenant(t, { plan: "enterprise" });
   other = await signedInTenant(t, { plan: "enterprise" });
 }, 60_000);
-
-afterAll(async () => {
-  await browser?.close();
-  api?.stop(true);
-  appSite?.stop(true);
-  await peer?.stop();
-});
+afterAll(() => peer?.stop());
 
 // A domain no other test uses. The x: eight hex digits alone may spell an IP address (0a7a3a72 is
 // 10.122.58.114), which the hostname rules refuse as a wildcard-DNS name, one domain in ~80
@@ -108,7 +70,7 @@ async function ssoTenant(
 
 /** The browser leg: to the provider, its login form, back through the callback to `returnTo`. */
 async function signInAtProvider(redirectUrl: string, login: string): Promise<URL> {
-  const context = await browser.newContext();
+  const context = await stage.browser().newContext();
   try {
     const page = await context.newPage();
     await page.goto(redirectUrl);

@@ -1,17 +1,14 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { inflateRawSync } from "node:zlib";
 import { and, eq } from "drizzle-orm";
-import type { Browser } from "playwright-core";
 import { systemCtx } from "../../src/context.ts";
 import { auditEvents, ssoConnections, tenantEmailDomains, users } from "../../src/db/schema/index.ts";
 import type { AppError } from "../../src/errors.ts";
 import { startSsoSignIn } from "../../src/sso/discover.ts";
 import { samlSettingsFrom } from "../../src/sso/saml/saml-settings.ts";
-import { relaxedLimits, useTestApp } from "../helpers/app.ts";
-import { launchChromium } from "../helpers/chromium.ts";
 import { json, type SignedInTenant, signedInTenant } from "../helpers/identity.ts";
-import { freePort } from "../helpers/redis-server.ts";
 import { base64, type ResponseOptions, startSamlIdp, type TestIdp } from "../helpers/saml-idp.ts";
+import { useSsoStage } from "../helpers/sso-stage.ts";
 
 /**
  * SAML single sign-on end to end: a SAML IdP run by the test with keys of its own (made at test
@@ -20,59 +17,21 @@ import { base64, type ResponseOptions, startSamlIdp, type TestIdp } from "../hel
  * POSTed to the ACS directly, each refused and audited naming the check (docs/sso.md, "SAML").
  */
 
-let apiPort = 0;
-let appPort = 0;
 let idp: TestIdp;
-let api: ReturnType<typeof Bun.serve>;
-let appSite: ReturnType<typeof Bun.serve>;
-let browser: Browser;
-
-beforeAll(async () => {
-  apiPort = await freePort();
-  appPort = await freePort();
-  idp = startSamlIdp();
-});
-const t = useTestApp({
-  settings: () => ({
-    ...relaxedLimits,
-    "Server:PublicBaseUrl": `http://127.0.0.1:${apiPort}`,
-    "BrowserAuth:AllowedOrigins:0": `http://127.0.0.1:${appPort}`,
-    // the test IdP's metadata URL is on the loopback address
-    "Sso:AllowPrivateProviders": "true",
-  }),
-});
+// the test IdP's metadata URL is on the loopback address
+const stage = useSsoStage({ "Sso:AllowPrivateProviders": "true" });
+const { t, appOrigin, base } = stage;
 let tenant: SignedInTenant;
 let other: SignedInTenant;
 let third: SignedInTenant;
-const appOrigin = () => `http://127.0.0.1:${appPort}`;
-const base = () => `http://127.0.0.1:${apiPort}`;
 
 beforeAll(async () => {
-  api = Bun.serve({
-    hostname: "127.0.0.1",
-    port: apiPort,
-    fetch: (request) => t.app.fetch(request, { peerAddress: "127.0.0.1" }),
-  });
-  appSite = Bun.serve({
-    hostname: "127.0.0.1",
-    port: appPort,
-    fetch: () =>
-      new Response("<!doctype html><title>app</title><p>signed in", {
-        headers: { "content-type": "text/html" },
-      }),
-  });
-  browser = await launchChromium();
+  idp = startSamlIdp();
   tenant = await signedInTenant(t, { plan: "enterprise" });
   other = await signedInTenant(t, { plan: "enterprise" });
   third = await signedInTenant(t, { plan: "enterprise" });
 }, 60_000);
-
-afterAll(async () => {
-  await browser?.close();
-  api?.stop(true);
-  appSite?.stop(true);
-  idp?.stop();
-});
+afterAll(() => idp?.stop());
 
 // the x: eight hex digits alone may spell an IP address (0a7a3a72 is 10.122.58.114), which the
 // hostname rules refuse as a wildcard-DNS name, one domain in ~80
@@ -145,7 +104,7 @@ describe("SAML sign-in", () => {
     );
     expect(request).toContain(`${base()}/api/auth/sso/saml/${connection.id}</saml:Issuer>`);
 
-    const context = await browser.newContext();
+    const context = await stage.browser().newContext();
     const page = await context.newPage();
     await Promise.all([page.waitForURL((url) => url.origin === appOrigin()), page.goto(redirectUrl)]);
     const back = new URL(page.url());
