@@ -6,6 +6,7 @@ import createFetchClient from "openapi-fetch";
 import type { paths } from "../../examples/client/schema.d.ts";
 import { bunServeOptions } from "../../src/http/bun-serve.ts";
 import { relaxedLimits, useTestApp } from "../helpers/app.ts";
+import { tracked } from "../helpers/children.ts";
 import { PASSWORD, readyPlatformUser } from "../helpers/identity.ts";
 
 // Two independent generated clients, each built from the document a running API serves and
@@ -26,23 +27,26 @@ beforeAll(async () => {
   writeFileSync(join(dir, "openapi.json"), JSON.stringify(document));
   // the generator needs TypeScript 5's compiler API (the project's TypeScript 7 has none): run from
   // the temporary directory, as scripts/openapi.ts runs openapi-typescript
-  const generate = Bun.spawn(
-    [
-      "npx",
-      "--yes",
-      "-p",
-      "typescript@5.9",
-      "-p",
-      "@hey-api/openapi-ts@0.99.0",
-      "openapi-ts",
-      "-i",
-      "openapi.json",
-      "-o",
-      "out",
-      "-c",
-      "@hey-api/client-fetch",
-    ],
-    { cwd: dir, stdout: "ignore", stderr: "pipe" },
+  // tracked: a generator still running when the file ends (a timeout) is stopped with it
+  const generate = tracked(
+    Bun.spawn(
+      [
+        "npx",
+        "--yes",
+        "-p",
+        "typescript@5.9",
+        "-p",
+        "@hey-api/openapi-ts@0.99.0",
+        "openapi-ts",
+        "-i",
+        "openapi.json",
+        "-o",
+        "out",
+        "-c",
+        "@hey-api/client-fetch",
+      ],
+      { cwd: dir, stdout: "ignore", stderr: "pipe" },
+    ),
   );
   if ((await generate.exited) !== 0) throw new Error(await new Response(generate.stderr).text());
 }, 180_000);
