@@ -112,12 +112,29 @@ function smsPepperOf(config: AppConfig, logger: Logger): string {
   return opaqueToken(32);
 }
 
+/** What the tenant-aware senders (SMS, e-mail) are built from. */
+type ProviderParts = {
+  database: Database;
+  keyring: TenantSecretKeyring | null;
+  logger: Logger;
+  fetch: Fetch;
+};
+
+/** A tenant provider's secrets, read in its tenant's context (refused without Security:TenantSecrets). */
+function providerSecretsOf(parts: ProviderParts) {
+  return async (provider: Parameters<typeof readProviderSecrets>[2]) => {
+    const { keyring } = parts;
+    if (!keyring)
+      throw new Error("Security:TenantSecrets is not configured: tenant provider secrets cannot be read");
+    return withDatabase(parts, systemCtx("provider secrets", provider.tenantId), (db) =>
+      readProviderSecrets(db, keyring, provider),
+    );
+  };
+}
+
 /** The SMS sender: a tenant's own provider where it has one, else the configured global sender. */
-function smsSenderOf(
-  config: AppConfig,
-  parts: { database: Database; keyring: TenantSecretKeyring | null; logger: Logger; fetch: Fetch },
-) {
-  const { keyring, logger, fetch } = parts;
+function smsSenderOf(config: AppConfig, parts: ProviderParts) {
+  const { logger, fetch } = parts;
   const sms = config.settings.Authentication.Sms;
   const globalSms =
     sms.Provider === "http" && sms.HttpUrl && sms.HttpApiKey
@@ -129,24 +146,15 @@ function smsSenderOf(
       withDatabase(parts, systemCtx("sms", tenantId), (db) =>
         resolveProvider(db, tenantId, "sms", { provider: sms.Provider, settings: {} }),
       ),
-    secrets: async (provider) => {
-      if (!keyring)
-        throw new Error("Security:TenantSecrets is not configured: tenant provider secrets cannot be read");
-      return withDatabase(parts, systemCtx("provider secrets", provider.tenantId), (db) =>
-        readProviderSecrets(db, keyring, provider),
-      );
-    },
+    secrets: providerSecretsOf(parts),
     logger,
     fetch,
   });
 }
 
 /** The e-mail providers: a tenant's own `notification` provider where it has one, else the platform's. */
-function emailProvidersOf(
-  config: AppConfig,
-  parts: { database: Database; keyring: TenantSecretKeyring | null; logger: Logger; fetch: Fetch },
-): EmailProviders {
-  const { keyring, logger, fetch } = parts;
+function emailProvidersOf(config: AppConfig, parts: ProviderParts): EmailProviders {
+  const { logger, fetch } = parts;
   const settings = config.settings.Email;
   const platform = platformEmailProvider({
     settings,
@@ -165,13 +173,7 @@ function emailProvidersOf(
       withDatabase(parts, systemCtx("email", tenantId), (db) =>
         resolveProvider(db, tenantId, "notification", { provider: platform.name, settings: {} }),
       ),
-    secrets: async (provider) => {
-      if (!keyring)
-        throw new Error("Security:TenantSecrets is not configured: tenant provider secrets cannot be read");
-      return withDatabase(parts, systemCtx("provider secrets", provider.tenantId), (db) =>
-        readProviderSecrets(db, keyring, provider),
-      );
-    },
+    secrets: providerSecretsOf(parts),
     logger,
     fetch,
     timeoutMs: settings.TimeoutSeconds * 1000,

@@ -43,6 +43,14 @@ export interface ConsumedSingleUseToken {
   createdAt: Date;
 }
 
+/** A user's tokens of `purpose` not spent yet. */
+const openTokensOf = (userId: string, purpose: SingleUseTokenPurpose) =>
+  and(
+    eq(singleUseTokens.userId, userId),
+    eq(singleUseTokens.purpose, purpose),
+    isNull(singleUseTokens.usedAt),
+  );
+
 /**
  * Issues a one-time token (256 random bits, base64url) bound to `purpose`: stored only as its
  * SHA-256, valid `lifetimeSeconds`. Runs in the ctx's transaction when it has one, so the token
@@ -58,16 +66,7 @@ export async function issueSingleUseToken(
   const token = opaqueToken(32);
   return withDatabase(deps, ctx, async (db) => {
     if (input.replacePrevious && input.userId)
-      await db
-        .update(singleUseTokens)
-        .set({ usedAt: now })
-        .where(
-          and(
-            eq(singleUseTokens.userId, input.userId),
-            eq(singleUseTokens.purpose, input.purpose),
-            isNull(singleUseTokens.usedAt),
-          ),
-        );
+      await db.update(singleUseTokens).set({ usedAt: now }).where(openTokensOf(input.userId, input.purpose));
     const [row] = await db
       .insert(singleUseTokens)
       .values({
@@ -136,13 +135,7 @@ export async function revokeSingleUseTokens(
     db
       .update(singleUseTokens)
       .set({ usedAt: now })
-      .where(
-        and(
-          eq(singleUseTokens.userId, input.userId),
-          eq(singleUseTokens.purpose, input.purpose),
-          isNull(singleUseTokens.usedAt),
-        ),
-      )
+      .where(openTokensOf(input.userId, input.purpose))
       .returning({ id: singleUseTokens.id }),
   );
   return rows.length;
