@@ -2,8 +2,9 @@ import { expect, test } from "bun:test";
 import { URI } from "otpauth";
 import { ManualClock } from "../../src/clock.ts";
 import { relaxedLimits, useTestApp } from "../helpers/app.ts";
+import { tenantConsole } from "../helpers/console-tenant.ts";
 import { Jar } from "../helpers/cookie-jar.ts";
-import { newMasterKey, PASSWORD, type SignedInTenant, signedInTenant } from "../helpers/identity.ts";
+import { newMasterKey, PASSWORD, signedInTenant } from "../helpers/identity.ts";
 
 // Issue #33 point 7 and #34 point 5: a tenant's owners and admins in the console (signed in with
 // their organisation code): the security policy with the step-up prompt, and single sign-on
@@ -21,29 +22,12 @@ const app = useTestApp({
   env: { BrowserAuth__AllowedOrigins__0: ORIGIN },
 });
 
-const post = (jar: Jar, path: string, body: Record<string, string>) =>
-  app.request(path, {
-    method: "POST",
-    headers: { cookie: jar.header(), origin: ORIGIN, "content-type": "application/x-www-form-urlencoded" },
-    body: new URLSearchParams(body).toString(),
-  });
-const get = (jar: Jar, path: string) => app.request(path, { headers: { cookie: jar.header() } });
-const csrfOf = (page: string) => /name="csrf" value="([^"]+)"/.exec(page)?.[1] ?? "";
+const { post, get, signInAs } = tenantConsole(app, ORIGIN);
 const api = (token: string, path: string, init: RequestInit = {}) =>
   app.request(path, {
     ...init,
     headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
   });
-
-async function signInAs(tenant: SignedInTenant, email: string): Promise<{ jar: Jar; csrf: string }> {
-  const jar = new Jar();
-  const signedIn = jar.take(
-    await post(jar, "/console/sign-in", { email, password: PASSWORD, tenant: tenant.code }),
-  );
-  expect(signedIn.status).toBe(303);
-  const page = await (await get(jar, "/console/mfa")).text();
-  return { jar, csrf: csrfOf(page) };
-}
 
 function expectNoInlineScript(page: string) {
   expect(page).not.toMatch(/<script(?![^>]*\bsrc=)[^>]*>/);

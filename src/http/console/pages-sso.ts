@@ -1,9 +1,14 @@
 import { type Context, Hono } from "hono";
-import { cachedTenantFeatures } from "../../billing/entitlements.ts";
+import { assertFeature, cachedTenantFeatures } from "../../billing/entitlements.ts";
 import type { TenantCtx } from "../../context.ts";
+import { withDatabase } from "../../db/operation.ts";
 import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
 import { createScimToken, deleteScimToken, listScimTokens } from "../../scim/scim-tokens.ts";
+import { createSsoConnection, type NewSsoConnection } from "../../sso/connection-create.ts";
+import { deleteSsoConnection, updateSsoConnection } from "../../sso/connection-update.ts";
+import { findConnectionRow, listSsoConnections } from "../../sso/connections.ts";
+import { startSsoSignIn } from "../../sso/discover.ts";
 import {
   addEmailDomain,
   checkEmailDomain,
@@ -11,10 +16,13 @@ import {
   removeEmailDomain,
 } from "../../sso/email-domains.ts";
 import { getSsoEnforcement, setSsoEnforcement } from "../../sso/enforcement.ts";
+import { checkReturnTo } from "../../sso/return-to.ts";
+import { getSamlServiceProviderMetadata } from "../../sso/saml/saml-metadata-route.ts";
 import { isUuid } from "../../tenancy/tenants.ts";
+import { statusOf, toAppError } from "../problem-json.ts";
 import { tenantCtxOf } from "../request-context.ts";
 import { layout } from "./layout.ts";
-import { consoleActed, formOf, pageResponse } from "./respond.ts";
+import { consoleActed, formOf, type PageStatus, pageResponse } from "./respond.ts";
 import { type ConsoleEnv, seeOther, viewerOf } from "./session.ts";
 import { SSO_DONE, SSO_SECTION, type SsoPageData, scimTokenShownBody, ssoBody } from "./sso-views.ts";
 
@@ -32,13 +40,22 @@ async function ssoPageData(deps: Deps, ctx: TenantCtx, owner: boolean): Promise<
       domains: [],
       enforcement: { enforced: false, breakGlassUserId: null },
       scimTokens: null,
+      connections: [],
     };
-  const [domains, enforcement, tokens] = await Promise.all([
+  const [domains, enforcement, tokens, connections] = await Promise.all([
     listEmailDomains(deps, ctx, PAGE),
     getSsoEnforcement(deps, ctx),
     owner ? listScimTokens(deps, ctx, PAGE) : null,
+    listSsoConnections(deps, ctx, PAGE),
   ]);
-  return { inPlan, plan, domains: domains.items, enforcement, scimTokens: tokens?.items ?? null };
+  return {
+    inPlan,
+    plan,
+    domains: domains.items,
+    enforcement,
+    scimTokens: tokens?.items ?? null,
+    connections: connections.items,
+  };
 }
 
 /** The SSO settings change only for the tenant's owners (as the API's `tenantAccess(["owner"])`). */
@@ -53,6 +70,107 @@ const idOf = (c: Context<ConsoleEnv>, what: string) => {
   if (!isUuid(id)) throw new AppError("not_found", `No such ${what}.`);
   return id;
 };
+
+/** The SSO page; `refused`: what a change's operation refused, in words, with the API's status. */
+async function ssoPage(
+  deps: Deps,
+  c: Context<ConsoleEnv>,
+  refused?: { message: string; status: PageStatus },
+) {
+  const viewer = viewerOf(c);
+  const data = await ssoPageData(deps, tenantCtxOf(c), viewer.role === "tenant_owner");
+  const key = Object.keys(SSO_DONE).find((k) => c.req.query(k) !== undefined);
+  const body = ssoBody(viewer, data, key, refused?.message);
+  return pageResponse(
+    c,
+    layout({ title: "Single sign-on", section: SSO_SECTION, viewer, body }),
+    refused?.status ?? 200,
+  );
+}
+
+/** Refusals of a connection change shown on the SSO page; the rest (402, 403, 404, step-up) as console errors. */
+const SHOWN_ON_PAGE = new Set(["validation_failed", "unprocessable", "conflict", "unavailable"]);
+
+/** A SAML connection's metadata (pasted wins over a URL); neither is refused in words. */
+function samlInput(form: Record<string, string>): NewSsoConnection {
+  const metadataXml = form.metadataXml?.trim();
+  const metadataUrl = form.metadataUrl?.trim();
+  if (metadataXml) return { type: "saml", metadataXml };
+  if (metadataUrl) return { type: "saml", metadataUrl };
+  throw new AppError("validation_failed", "Paste the IdP's metadata XML or give its metadata URL.");
+}
+
+/**
+ * The SSO page's connections (docs/console.md "Tenant pages"): add (OIDC or SAML), enable, disable,
+ * delete, a test sign-in, the SP metadata, through the functions the `/api/tenant/sso/connections`
+ * operations call. A refusal of the operation (discovery failed, bad metadata, another enabled) is
+ * shown on the page in words.
+ */
+function connectionPages(deps: Deps) {
+  const router = new Hono<ConsoleEnv>();
+  const base = `${SSO_SECTION}/connections`;
+  const change = async (c: Context<ConsoleEnv>, key: keyof typeof SSO_DONE, run: () => Promise<unknown>) => {
+    try {
+      await run();
+    } catch (error) {
+      const problem = toAppError(error);
+      if (!SHOWN_ON_PAGE.has(problem.code)) throw error;
+      return ssoPage(deps, c, { message: problem.message, status: statusOf[problem.code] as PageStatus });
+    }
+    return seeOther(c, `${SSO_SECTION}?${key}`);
+  };
+
+  router.post(base, async (c) => {
+    const form = await formOf(c);
+    const ctx = ownerCtx(c);
+    return change(c, "connected", async () => {
+      const input: NewSsoConnection =
+        form.type === "oidc"
+          ? {
+              type: "oidc",
+              issuer: (form.issuer ?? "").trim(),
+              clientId: (form.clientId ?? "").trim(),
+              clientSecret: form.clientSecret ?? "",
+            }
+          : samlInput(form);
+      const created = await createSsoConnection(deps, ctx, input);
+      consoleActed(deps, c, "sso_connection.created", { type: "sso_connection", id: created.id });
+    });
+  });
+  for (const enabled of [true, false])
+    router.post(`${base}/:id/${enabled ? "enable" : "disable"}`, async (c) => {
+      const id = idOf(c, "connection");
+      const ctx = ownerCtx(c);
+      return change(c, enabled ? "connectionEnabled" : "connectionDisabled", () =>
+        updateSsoConnection(deps, ctx, { id, change: { enabled } }),
+      );
+    });
+  router.post(`${base}/:id/delete`, async (c) => {
+    const id = idOf(c, "connection");
+    await deleteSsoConnection(deps, ownerCtx(c), { id });
+    consoleActed(deps, c, "sso_connection.deleted", { type: "sso_connection", id });
+    return seeOther(c, `${SSO_SECTION}?connectionDeleted`);
+  });
+  // a test sign-in: off to the provider; its callback reports every check and signs no one in
+  router.post(`${base}/:id/test`, async (c) => {
+    const id = idOf(c, "connection");
+    const ctx = ownerCtx(c);
+    await assertFeature(deps, ctx, { feature: "sso" });
+    const connection = await withDatabase(deps, ctx, (db) => findConnectionRow(db, ctx, id));
+    const returnTo = checkReturnTo(deps.config, undefined);
+    const { redirectUrl } = await startSsoSignIn(deps, ctx, { connection, returnTo, test: true });
+    return seeOther(c, redirectUrl);
+  });
+  router.get(`${base}/:id/saml-metadata`, async (c) => {
+    const xml = await getSamlServiceProviderMetadata(deps, tenantCtxOf(c), { id: idOf(c, "connection") });
+    return c.body(xml, 200, {
+      "content-type": "application/samlmetadata+xml",
+      "cache-control": "no-store",
+      "content-disposition": 'attachment; filename="sp-metadata.xml"',
+    });
+  });
+  return router;
+}
 
 /**
  * `/console/sso`: a tenant's enterprise sign-in for its owners (docs/console.md "Tenant pages"):
@@ -75,13 +193,8 @@ export function ssoPages(deps: Deps) {
       }),
     );
 
-  router.get(SSO_SECTION, async (c) => {
-    const viewer = viewerOf(c);
-    const data = await ssoPageData(deps, tenantCtxOf(c), viewer.role === "tenant_owner");
-    const key = Object.keys(SSO_DONE).find((k) => c.req.query(k) !== undefined);
-    const body = ssoBody(viewer, data, key);
-    return pageResponse(c, layout({ title: "Single sign-on", section: SSO_SECTION, viewer, body }));
-  });
+  router.get(SSO_SECTION, (c) => ssoPage(deps, c));
+  router.route("/", connectionPages(deps));
 
   router.post(`${SSO_SECTION}/domains`, async (c) => {
     const domain = (await formOf(c)).domain ?? "";

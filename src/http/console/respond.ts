@@ -13,8 +13,11 @@ export async function formOf(c: Context): Promise<Record<string, string>> {
   return out;
 }
 
+/** The statuses a console page answers with (the API's own status for a refusal shown in words). */
+export type PageStatus = 200 | 400 | 401 | 402 | 403 | 404 | 409 | 422 | 429 | 503;
+
 /** A console page: HTML with the console's policy, never cached (it shows live, private data). */
-export function pageResponse(c: Context, body: Html, status: 200 | 400 | 401 | 403 | 404 | 409 | 429 = 200) {
+export function pageResponse(c: Context, body: Html, status: PageStatus = 200) {
   return c.html(body, status, { "content-security-policy": CONSOLE_POLICY, "cache-control": "no-store" });
 }
 

@@ -1,8 +1,10 @@
 import { html } from "hono/html";
 import type { ScimTokenView } from "../../scim/scim-tokens.ts";
+import type { SsoConnectionView } from "../../sso/connections.ts";
 import type { EmailDomainView } from "../../sso/email-domains.ts";
 import type { SsoEnforcement } from "../../sso/enforcement.ts";
 import { badge, csrfField, type Html, notice, type Viewer, when } from "./layout.ts";
+import { connectionsPart } from "./sso-connections-views.ts";
 
 export const SSO_SECTION = "/console/sso";
 
@@ -15,6 +17,8 @@ export interface SsoPageData {
   enforcement: SsoEnforcement;
   /** The tenant's SCIM tokens: owners only (null for an admin, who does not manage them). */
   scimTokens: ScimTokenView[] | null;
+  /** The tenant's SSO connections (owners change them, admins read). */
+  connections: SsoConnectionView[];
 }
 
 export const SSO_DONE: Record<string, string> = {
@@ -24,6 +28,10 @@ export const SSO_DONE: Record<string, string> = {
   enforced: "SSO is enforced for your verified domains.",
   relaxed: "SSO is no longer enforced.",
   revoked: "SCIM token revoked: it no longer works.",
+  connected: "Connection added.",
+  connectionEnabled: "Connection enabled: sign-in routes your verified domains to it.",
+  connectionDisabled: "Connection disabled: no address is routed to it.",
+  connectionDeleted: "Connection deleted with its client secret.",
 };
 
 /** The plan message of a tenant whose plan has no `sso`, in words (not an error). */
@@ -96,16 +104,15 @@ ${table}
 }
 
 /** The whole SSO page. */
-export function ssoBody(viewer: Viewer, data: SsoPageData, done: string | undefined): Html {
+export function ssoBody(viewer: Viewer, data: SsoPageData, done: string | undefined, refused?: string): Html {
   if (!data.inPlan) return notInPlan(data.plan);
   const owner = viewer.role === "tenant_owner";
-  return html`${notice(done ? SSO_DONE[done] : undefined, "ok")}
+  return html`${notice(done ? SSO_DONE[done] : undefined, "ok")}${notice(refused, "bad")}
 ${owner ? "" : html`<p class="muted">You read these settings; the tenant's owners change them.</p>`}
+${connectionsPart(viewer, owner, data.connections)}
 ${domainsPart(viewer, owner, data.domains)}
 ${enforcementPart(viewer, owner, data.enforcement)}
-${scimPart(viewer, data.scimTokens)}
-<h2>Connections</h2>
-<p class="muted">OIDC and SAML connections are set up through the API (docs/sso.md) until this page offers them.</p>`;
+${scimPart(viewer, data.scimTokens)}`;
 }
 
 /** A SCIM token, shown this once (the page is never cached). */
