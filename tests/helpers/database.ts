@@ -25,7 +25,7 @@ export const TOPOLOGY: "single" | "scaled" =
  * by testDeps and every process given `env` reach the test database as that role, held by row-level
  * security, while the test's own `database` stays the owner's connection (setup and assertions that
  * see every row). Unset: the app connects as the owner too. Issue #30: the suite is to run as the app
- * role by default once every path carries its context (docs/testing.md, "As the API's role").
+ * role by default once every path carries its context (docs/deployment.md, "The database roles").
  */
 export const API_ROLE_UNDER_TEST: string | null = process.env.PLINTH_TEST_API_ROLE || null;
 
