@@ -81,7 +81,9 @@ async function firstAnswer(host: string, path: string) {
   const deadline = Date.now() + 45_000;
   for (;;) {
     const answer = await curl(host, path);
-    if ((answer.exit === 0 && answer.status !== "503") || Date.now() > deadline) return answer;
+    if (answer.exit === 0 && answer.status !== "503") return answer;
+    // Caddy's log says why (an `ask` that failed or timed out, a listener that did not bind)
+    if (Date.now() > deadline) return { ...answer, body: `${answer.body}\ncaddy's log:\n${caddy.logTail()}` };
     await Bun.sleep(250);
   }
 }

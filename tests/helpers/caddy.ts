@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { tracked } from "./children.ts";
@@ -11,6 +11,8 @@ export interface OwnCaddy {
   rootCa: string;
   /** Resolves once Caddy's CA exists (it makes it at start), or throws after `timeoutMs`. */
   caReady(timeoutMs?: number): Promise<void>;
+  /** The end of Caddy's own log (JSON lines): what to print beside a failed expectation. */
+  logTail(lines?: number): string;
   stop(): Promise<void>;
 }
 
@@ -35,9 +37,14 @@ export async function ownCaddy(upstreamPort: number): Promise<OwnCaddy> {
       },
       stdin: "ignore",
       stdout: "ignore",
-      stderr: "ignore",
+      // kept so that a refused handshake can be explained (an `ask` that failed, a port in use)
+      stderr: openSync(join(home, "caddy.log"), "w"),
     }),
   );
+  const logTail = (lines = 20) => {
+    const text = existsSync(join(home, "caddy.log")) ? readFileSync(join(home, "caddy.log"), "utf8") : "";
+    return text.trimEnd().split("\n").slice(-lines).join("\n");
+  };
   const rootCa = join(home, "data/caddy/pki/authorities/local/root.crt");
   return {
     httpsPort,
@@ -45,11 +52,18 @@ export async function ownCaddy(upstreamPort: number): Promise<OwnCaddy> {
     caReady: async (timeoutMs = 45_000) => {
       const deadline = Date.now() + timeoutMs;
       while (!existsSync(rootCa)) {
-        if (proc.exitCode !== null) throw new Error(`caddy ended (${proc.exitCode})`);
-        if (Date.now() > deadline) throw new Error("Caddy made no local CA");
+        if (proc.exitCode !== null) throw new Error(`caddy ended (${proc.exitCode}):\n${logTail()}`);
+        if (Date.now() > deadline) throw new Error(`Caddy made no local CA:\n${logTail()}`);
+        await Bun.sleep(100);
+      }
+      // the CA is made before the listeners bind: a port taken meanwhile ends Caddy after it
+      while (!logTail(1000).includes('"msg":"serving initial configuration"')) {
+        if (proc.exitCode !== null) throw new Error(`caddy ended (${proc.exitCode}):\n${logTail()}`);
+        if (Date.now() > deadline) throw new Error(`Caddy is not serving:\n${logTail()}`);
         await Bun.sleep(100);
       }
     },
+    logTail,
     stop: async () => {
       proc.kill("SIGTERM");
       await proc.exited;
