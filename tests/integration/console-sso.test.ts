@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
+import { URI } from "otpauth";
+import { ManualClock } from "../../src/clock.ts";
 import { type OidcPeer, startOidcPeer } from "../fixtures/oidc-provider.ts";
 import { relaxedLimits, useTestApp } from "../helpers/app.ts";
 import { tenantConsole } from "../helpers/console-tenant.ts";
@@ -24,7 +26,9 @@ afterAll(async () => {
   await peer?.stop();
   idp?.stop();
 });
+const clock = new ManualClock(Date.now());
 const app = useTestApp({
+  clock,
   settings: {
     ...relaxedLimits,
     "Server:PublicBaseUrl": PUBLIC_BASE,
@@ -155,4 +159,45 @@ test("an owner adds a SAML connection from pasted metadata and downloads the SP 
   });
   expect(refused.status).toBe(402);
   expect(await refused.text()).toContain("Not in your plan");
+});
+
+test("an owner with a second factor adds a connection after the step-up prompt; the client secret is not carried through it", async () => {
+  const tenant = await signedInTenant(app, { plan: "enterprise" });
+  const { jar, csrf } = await signInAs(tenant, tenant.owner.email);
+  const started = await (await post(jar, "/console/mfa/totp", { csrf })).text();
+  const uri = (/<code class="secret">([^<]+)<\/code>/.exec(started)?.[1] ?? "").replaceAll("&amp;", "&");
+  const authenticator = URI.parse(uri);
+  const code = authenticator.generate({ timestamp: clock.now().getTime() });
+  expect((await post(jar, "/console/mfa/totp/confirm", { csrf, code })).status).toBe(200);
+  clock.advance(30_000);
+
+  // OIDC: the prompt steps up only (no secret written into it), then the owner types the form again
+  const oidc = {
+    csrf,
+    type: "oidc",
+    issuer: peer.issuer,
+    clientId: peer.clientId,
+    clientSecret: peer.clientSecret,
+  };
+  const asked = await post(jar, "/console/sso/connections", oidc);
+  expect(asked.status).toBe(401);
+  const prompt = await asked.text();
+  expect(prompt).toContain('action="/console/step-up"');
+  expect(prompt).not.toContain(peer.clientSecret);
+  const stepUpCode = authenticator.generate({ timestamp: clock.now().getTime() });
+  expect((await post(jar, "/console/step-up", { csrf, back: "/console/sso", stepUpCode })).status).toBe(303);
+  expect((await post(jar, "/console/sso/connections", oidc)).status).toBe(303);
+
+  // SAML: the pasted metadata is carried through the prompt and the change runs after the code
+  // an hour on, the step-up is no longer recent: asked again
+  clock.advance(60 * 60_000);
+  const saml = { csrf, type: "saml", metadataXml: idp.metadataXml };
+  const again = await post(jar, "/console/sso/connections", saml);
+  expect(again.status).toBe(401);
+  expect(await again.text()).toContain('action="/console/sso/connections"');
+  const laterCode = authenticator.generate({ timestamp: clock.now().getTime() });
+  expect((await post(jar, "/console/sso/connections", { ...saml, stepUpCode: laterCode })).status).toBe(303);
+  const page = await (await get(jar, "/console/sso")).text();
+  expect(page).toContain(peer.issuer);
+  expect(page).toContain(idp.entityId);
 });
