@@ -19,6 +19,8 @@ export async function createSsoAttempt(
     connection: SsoConnectionRow;
     returnTo: string;
     test: boolean;
+    /** The SHA-256 of the browser-binding cookie's value (browser-binding.ts). */
+    browserBinding: string;
     start: (state: string) => Promise<{ redirectUrl: string; data: Record<string, string> }>;
   },
 ): Promise<{ redirectUrl: string; attemptId: string }> {
@@ -34,7 +36,7 @@ export async function createSsoAttempt(
         stateHash: tokenHash(state),
         returnTo: input.returnTo,
         test: input.test,
-        data: started.data,
+        data: { ...started.data, browser: input.browserBinding },
         createdAt: now,
         expiresAt: new Date(now.getTime() + ATTEMPT_MINUTES * 60_000),
       })

@@ -14,16 +14,28 @@ import type { SsoDeps } from "./sso-deps.ts";
 
 const noConnection = () => new AppError("not_found", "No single sign-on applies to this address.");
 
+/** A started sign-in: where to send the browser, and the kind of callback that will come back. */
+export interface StartedSignIn {
+  redirectUrl: string;
+  type: SsoConnectionRow["type"];
+}
+
 /**
  * Starts a sign-in at `connection` (its type's `start`, then the attempt stored by its state's
- * hash): the provider URL to send the browser to. `test`: a test sign-in, which reports its checks
- * and signs no one in.
+ * hash, bound to the browser by `browserBinding`, the SHA-256 of its cookie's value): the provider
+ * URL to send the browser to. `test`: a test sign-in, which reports its checks and signs no one in.
  */
 export async function startSsoSignIn(
   deps: SsoDeps,
   ctx: TenantCtx,
-  input: { connection: SsoConnectionRow; returnTo: string; test: boolean; loginHint?: string },
-): Promise<{ redirectUrl: string }> {
+  input: {
+    connection: SsoConnectionRow;
+    returnTo: string;
+    test: boolean;
+    browserBinding: string;
+    loginHint?: string;
+  },
+): Promise<StartedSignIn> {
   const type = connectionTypes[input.connection.type];
   if (!type)
     throw new AppError("unavailable", `Connections of type ${input.connection.type} are not available.`);
@@ -31,10 +43,11 @@ export async function startSsoSignIn(
     connection: input.connection,
     returnTo: input.returnTo,
     test: input.test,
+    browserBinding: input.browserBinding,
     start: (state) =>
       type.start(deps, ctx, { connection: input.connection, state, loginHint: input.loginHint }),
   });
-  return { redirectUrl };
+  return { redirectUrl, type: input.connection.type };
 }
 
 /**
@@ -46,8 +59,8 @@ export async function startSsoSignIn(
 export async function discoverSsoSignIn(
   deps: SsoDeps,
   ctx: Ctx,
-  input: { email: string; returnTo?: string },
-): Promise<{ redirectUrl: string }> {
+  input: { email: string; returnTo?: string; browserBinding: string },
+): Promise<StartedSignIn> {
   const returnTo = checkReturnTo(deps.config, input.returnTo);
   const email = normaliseEmail(input.email);
   if (!/^[^@\s]+@[^@\s]+$/.test(email)) throw noConnection();
@@ -76,5 +89,11 @@ export async function discoverSsoSignIn(
       .where(and(eq(ssoConnections.tenantId, owner.tenantId), eq(ssoConnections.status, "active"))),
   );
   if (!connection) throw noConnection();
-  return startSsoSignIn(deps, tenantCtx, { connection, returnTo, test: false, loginHint: email });
+  return startSsoSignIn(deps, tenantCtx, {
+    connection,
+    returnTo,
+    test: false,
+    browserBinding: input.browserBinding,
+    loginHint: email,
+  });
 }

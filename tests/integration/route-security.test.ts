@@ -595,6 +595,7 @@ const otherTenantsResource: Record<string, () => Promise<Resource>> = {
   "GET /api/tenant/sso/connections/:id": samlConnectionCase,
   "PATCH /api/tenant/sso/connections/:id": samlConnectionCase,
   "DELETE /api/tenant/sso/connections/:id": samlConnectionCase,
+  "POST /api/tenant/sso/connections/:id/test": samlConnectionCase,
   "GET /api/tenant/exports/:exportId": exportCase,
   "DELETE /api/tenant/scim/tokens/:id": scimTokenCase,
   "DELETE /api/tenant/invitations/:invitationId": invitationCase,

@@ -1,6 +1,13 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
-import { ssoConnections, tenantEmailDomains, tenantMemberships, users } from "../../src/db/schema/index.ts";
+import type { Page } from "playwright-core";
+import {
+  auditEvents,
+  ssoConnections,
+  tenantEmailDomains,
+  tenantMemberships,
+  users,
+} from "../../src/db/schema/index.ts";
 import { writeTenantSecret } from "../../src/providers/tenant-secret-store.ts";
 import { type OidcPeer, startOidcPeer } from "../fixtures/oidc-provider.ts";
 import { json, newMasterKey, type SignedInTenant, signedInTenant } from "../helpers/identity.ts";
@@ -68,11 +75,41 @@ async function ssoTenant(
   return connection;
 }
 
-/** The browser leg: to the provider, its login form, back through the callback to `returnTo`. */
-async function signInAtProvider(redirectUrl: string, login: string): Promise<URL> {
+/**
+ * In `page` (on the API's origin, as an app or the console there), a POST the browser itself makes:
+ * it receives the sign-in's browser-binding cookie. Answers the body.
+ */
+async function postInBrowser(page: Page, path: string, body: unknown, headers: Record<string, string> = {}) {
+  await page.goto(`${stage.base()}/api/health`);
+  return page.evaluate(
+    async ([path, body, headers]) => {
+      const res = await fetch(path, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...headers },
+        body: JSON.stringify(body),
+      });
+      return (await res.json()) as { redirectUrl: string };
+    },
+    [path, body, headers] as const,
+  );
+}
+
+/** At the provider: its login form, submitted. */
+async function loginAtProvider(page: Page, login: string) {
+  await page.fill('input[name="login"]', login);
+  await page.fill('input[name="password"]', "any");
+  await page.click('button[type="submit"]');
+}
+
+/** The browser leg: discover in the browser, the provider, back through the callback to `returnTo`. */
+async function signInAtProvider(email: string, login: string): Promise<URL> {
   const context = await stage.browser().newContext();
   try {
     const page = await context.newPage();
+    const { redirectUrl } = await postInBrowser(page, "/api/auth/sso/discover", {
+      email,
+      returnTo: `${appOrigin()}/done`,
+    });
     await page.goto(redirectUrl);
     await page.fill('input[name="login"]', login);
     await page.fill('input[name="password"]', "any");
@@ -104,7 +141,7 @@ describe("OIDC sign-in", () => {
     expect(authorize.searchParams.get("nonce")).toBeTruthy();
     expect(authorize.searchParams.get("login_hint")).toBe(email);
 
-    const back = await signInAtProvider(redirectUrl, email);
+    const back = await signInAtProvider(email, email);
     expect(back.pathname).toBe("/done");
     const code = back.searchParams.get("code");
     expect(code).toBeTruthy();
@@ -162,4 +199,117 @@ describe("OIDC sign-in", () => {
     expect((await t.request("/api/auth/sso/exchange", json({ code: "made-up" }))).status).toBe(401);
     expect((await t.request("/api/auth/sso/oidc/callback?state=made-up&code=x")).status).toBe(404);
   });
+});
+
+describe("bound to the browser that started it", () => {
+  test("a callback the attacker's own sign-in produced is refused in the victim's browser (login CSRF)", async () => {
+    const victimTenant = await signedInTenant(t, { plan: "enterprise" });
+    const domain = uniqueDomain();
+    await ssoTenant(victimTenant.id, domain);
+    const attackerEmail = `mallory@${domain}`;
+    peer.users.set(attackerEmail, { name: "Mallory", groups: [] });
+    // the attacker signs in at the provider in their own browser and keeps the callback URL
+    const attacker = await stage.browser().newContext();
+    const page = await attacker.newPage();
+    let captured = "";
+    // the provider's redirect to the callback, stopped before it arrives (CDP sees redirected requests)
+    const cdp = await attacker.newCDPSession(page);
+    await cdp.send("Fetch.enable", { patterns: [{ urlPattern: "*/api/auth/sso/oidc/callback*" }] });
+    cdp.on("Fetch.requestPaused", (event: { requestId: string; request: { url: string } }) => {
+      captured = event.request.url;
+      void cdp.send("Fetch.failRequest", { requestId: event.requestId, errorReason: "Aborted" });
+    });
+    const { redirectUrl } = await postInBrowser(page, "/api/auth/sso/discover", {
+      email: attackerEmail,
+      returnTo: `${appOrigin()}/done`,
+    });
+    await page.goto(redirectUrl);
+    await loginAtProvider(page, attackerEmail);
+    for (let i = 0; i < 200 && !captured; i++) await page.waitForTimeout(25);
+    await attacker.close();
+    expect(new URL(captured).searchParams.get("code")).toBeTruthy();
+
+    // the victim's browser is made to open it: refused, no code, the failed check recorded
+    const victim = await stage.browser().newContext();
+    const victimPage = await victim.newPage();
+    await Promise.all([
+      victimPage.waitForURL((url) => url.origin === appOrigin()),
+      victimPage.goto(captured),
+    ]);
+    const landed = new URL(victimPage.url());
+    await victim.close();
+    expect(landed.searchParams.get("error")).toBe("sso_failed");
+    expect(landed.searchParams.get("code")).toBeNull();
+    const failures = await t.deps.database.db
+      .select()
+      .from(auditEvents)
+      .where(eq(auditEvents.tenantId, victimTenant.id));
+    expect(failures.find((row) => row.outcome === "failure")?.details).toMatchObject({ check: "browser" });
+    const [user] = await t.deps.database.db.select().from(users).where(eq(users.email, attackerEmail));
+    expect(user).toBeUndefined();
+  }, 60_000);
+});
+
+describe("a test sign-in", () => {
+  /** An owner starts a test sign-in from the browser; the callback's report, as the browser gets it. */
+  async function testReport(owner: SignedInTenant["owner"], connectionId: string, login: string) {
+    const context = await stage.browser().newContext();
+    try {
+      const page = await context.newPage();
+      const { redirectUrl } = await postInBrowser(
+        page,
+        `/api/tenant/sso/connections/${connectionId}/test`,
+        {},
+        owner.headers,
+      );
+      await page.goto(redirectUrl);
+      const [response] = await Promise.all([
+        page.waitForResponse((r) => r.url().includes("/api/auth/sso/oidc/callback")),
+        loginAtProvider(page, login),
+      ]);
+      expect(response.status()).toBe(200);
+      return (await response.json()) as {
+        ok: boolean;
+        checks: { check: string; ok: boolean; detail: string }[];
+        profile: { email: string; role: string } | null;
+      };
+    } finally {
+      await context.close();
+    }
+  }
+
+  test("reports every check in words against the real provider, and signs no one in", async () => {
+    const owned = await signedInTenant(t, { plan: "enterprise" });
+    const domain = uniqueDomain();
+    const connection = await ssoTenant(owned.id, domain, { status: "inactive" });
+    const email = `tess@${domain}`;
+    peer.users.set(email, { name: "Tess", groups: ["plinth-admins"] });
+    const good = await testReport(owned.owner, connection.id, email);
+    expect(good.ok).toBe(true);
+    expect(good.checks.map((c) => c.check)).toEqual(
+      expect.arrayContaining([
+        "browser",
+        "signature",
+        "issuer",
+        "audience",
+        "clock",
+        "nonce",
+        "email_domain",
+      ]),
+    );
+    expect(good.checks.every((c) => c.ok && c.detail.length > 10)).toBe(true);
+    expect(good.profile).toMatchObject({ email, role: "admin" });
+
+    // an address outside the tenant's verified domains: the check that failed, in words
+    const stranger = `sam@elsewhere-${crypto.randomUUID().slice(0, 6)}.example`;
+    peer.users.set(stranger, { name: "Sam", groups: [] });
+    const bad = await testReport(owned.owner, connection.id, stranger);
+    expect(bad.ok).toBe(false);
+    expect(bad.checks.find((c) => !c.ok)).toMatchObject({ check: "email_domain" });
+    expect(bad.checks.find((c) => !c.ok)?.detail).toContain("not a verified e-mail domain");
+    for (const address of [email, stranger]) {
+      const [user] = await t.deps.database.db.select().from(users).where(eq(users.email, address));
+      expect(user).toBeUndefined();
+    }
+  }, 90_000);
 });

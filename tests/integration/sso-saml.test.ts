@@ -4,6 +4,7 @@ import { and, eq } from "drizzle-orm";
 import { systemCtx } from "../../src/context.ts";
 import { auditEvents, ssoConnections, tenantEmailDomains, users } from "../../src/db/schema/index.ts";
 import type { AppError } from "../../src/errors.ts";
+import { newBrowserBinding } from "../../src/sso/browser-binding.ts";
 import { startSsoSignIn } from "../../src/sso/discover.ts";
 import { samlSettingsFrom } from "../../src/sso/saml/saml-settings.ts";
 import { json, type SignedInTenant, signedInTenant } from "../helpers/identity.ts";
@@ -59,6 +60,9 @@ const discover = (email: string) =>
 async function started(email: string) {
   const res = await discover(email);
   expect(res.status).toBe(200);
+  // the browser-binding cookie discover sets: the ACS accepts the response only with it
+  const cookie = /__Host-plinth_sso_saml=[^;]+/.exec(res.headers.get("set-cookie") ?? "")?.[0] ?? "";
+  expect(cookie).not.toBe("");
   const { redirectUrl } = (await res.json()) as { redirectUrl: string };
   const url = new URL(redirectUrl);
   const request = inflateRawSync(Buffer.from(url.searchParams.get("SAMLRequest") ?? "", "base64")).toString();
@@ -67,13 +71,14 @@ async function started(email: string) {
     requestId: /\bID="([^"]+)"/.exec(request)?.[1] ?? "",
     relayState: url.searchParams.get("RelayState") ?? "",
     request,
+    cookie,
   };
 }
 
-const postAcs = (connectionId: string, fields: Record<string, string>) =>
+const postAcs = (connectionId: string, fields: Record<string, string>, cookie = "") =>
   t.request(`/api/auth/sso/saml/${connectionId}/acs`, {
     method: "POST",
-    headers: { "content-type": "application/x-www-form-urlencoded", origin: idp.url },
+    headers: { "content-type": "application/x-www-form-urlencoded", origin: idp.url, cookie },
     body: new URLSearchParams(fields).toString(),
   });
 
@@ -106,7 +111,24 @@ describe("SAML sign-in", () => {
 
     const context = await stage.browser().newContext();
     const page = await context.newPage();
-    await Promise.all([page.waitForURL((url) => url.origin === appOrigin()), page.goto(redirectUrl)]);
+    // the browser itself calls discover (an app on the API's origin), so it holds the binding cookie
+    await page.goto(`${base()}/api/health`);
+    const inBrowser = await page.evaluate(
+      async ([email, returnTo]) =>
+        (await (
+          await fetch("/api/auth/sso/discover", {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify({ email, returnTo }),
+          })
+        ).json()) as { redirectUrl: string },
+      [email, `${appOrigin()}/done`],
+    );
+    expect(new URL(inBrowser.redirectUrl).origin).toBe(new URL(redirectUrl).origin);
+    await Promise.all([
+      page.waitForURL((url) => url.origin === appOrigin()),
+      page.goto(inBrowser.redirectUrl),
+    ]);
     const back = new URL(page.url());
     await context.close();
     expect(back.pathname).toBe("/done");
@@ -164,7 +186,11 @@ describe("forged responses POSTed to the ACS", () => {
     const email = `eve@${domain}`;
     const s = await started(email);
     const xml = mutate(idp.response({ inResponseTo: s.requestId, ...sp(), user: { email }, ...extra }));
-    const res = await postAcs(connectionId, { SAMLResponse: base64(xml), RelayState: s.relayState });
+    const res = await postAcs(
+      connectionId,
+      { SAMLResponse: base64(xml), RelayState: s.relayState },
+      s.cookie,
+    );
     expect(res.status).toBe(303);
     const location = new URL(res.headers.get("location") ?? "");
     expect(location.searchParams.get("error")).toBe("sso_failed");
@@ -198,10 +224,10 @@ describe("forged responses POSTed to the ACS", () => {
       SAMLResponse: base64(idp.response({ inResponseTo: s.requestId, ...sp(), user: { email } })),
       RelayState: s.relayState,
     };
-    const first = await postAcs(connectionId, body);
+    const first = await postAcs(connectionId, body, s.cookie);
     expect(first.status).toBe(303);
     expect(new URL(first.headers.get("location") ?? "").searchParams.get("code")).toBeTruthy();
-    const again = await postAcs(connectionId, body);
+    const again = await postAcs(connectionId, body, s.cookie);
     expect(again.status).toBe(400);
     expect((await lastFailure(third.id))?.details).toMatchObject({ code: "in_response_to" });
   });
@@ -213,7 +239,11 @@ describe("forged responses POSTed to the ACS", () => {
     const whole = `mallory@${domain}.attacker.example`;
     const signed = idp.response({ inResponseTo: s.requestId, ...sp(), user: { email: whole } });
     const injected = signed.replaceAll(whole, `mallory@${domain}<!---->.attacker.example`);
-    const res = await postAcs(connectionId, { SAMLResponse: base64(injected), RelayState: s.relayState });
+    const res = await postAcs(
+      connectionId,
+      { SAMLResponse: base64(injected), RelayState: s.relayState },
+      s.cookie,
+    );
     expect(res.status).toBe(303);
     expect(new URL(res.headers.get("location") ?? "").searchParams.get("error")).toBe("sso_failed");
     const row = await lastFailure(third.id);
@@ -236,10 +266,12 @@ describe("a test sign-in", () => {
     };
     const email = `grace@${domain}`;
     const run = async (extra: Partial<ResponseOptions>) => {
+      const binding = newBrowserBinding();
       const { redirectUrl } = await startSsoSignIn(t.deps, ctx, {
         connection,
         returnTo: `${appOrigin()}/done`,
         test: true,
+        browserBinding: binding.hash,
       });
       const url = new URL(redirectUrl);
       const request = inflateRawSync(
@@ -252,10 +284,11 @@ describe("a test sign-in", () => {
         user: { email, groups: ["plinth-admins"] },
         ...extra,
       });
-      const res = await postAcs(connection.id, {
-        SAMLResponse: base64(xml),
-        RelayState: url.searchParams.get("RelayState") ?? "",
-      });
+      const res = await postAcs(
+        connection.id,
+        { SAMLResponse: base64(xml), RelayState: url.searchParams.get("RelayState") ?? "" },
+        `__Host-plinth_sso_saml=${binding.value}`,
+      );
       expect(res.status).toBe(200);
       return (await res.json()) as {
         ok: boolean;
@@ -266,7 +299,15 @@ describe("a test sign-in", () => {
     const good = await run({});
     expect(good.ok).toBe(true);
     expect(good.checks.map((c) => c.check)).toEqual(
-      expect.arrayContaining(["signature", "audience", "clock", "recipient", "replay", "email_domain"]),
+      expect.arrayContaining([
+        "browser",
+        "signature",
+        "audience",
+        "clock",
+        "recipient",
+        "replay",
+        "email_domain",
+      ]),
     );
     expect(good.checks.every((c) => c.ok)).toBe(true);
     expect(good.profile).toMatchObject({ email, role: "admin" });
@@ -279,8 +320,10 @@ describe("a test sign-in", () => {
       const report = await run(extra);
       expect(report.ok).toBe(false);
       expect(report.profile).toBeNull();
-      expect(report.checks[0]).toMatchObject({ check, ok: false });
-      expect(report.checks[0]?.detail).toContain(words);
+      // the browser check passed first (the callback came to the browser that started it)
+      expect(report.checks[0]).toMatchObject({ check: "browser", ok: true });
+      expect(report.checks[1]).toMatchObject({ check, ok: false });
+      expect(report.checks[1]?.detail).toContain(words);
     }
     // nobody was provisioned by a test sign-in
     const [user] = await t.deps.database.db.select().from(users).where(eq(users.email, email));

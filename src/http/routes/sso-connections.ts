@@ -1,13 +1,16 @@
 import { z } from "@hono/zod-openapi";
 import { tenantRoles } from "../../identity/roles.ts";
+import { newBrowserBinding } from "../../sso/browser-binding.ts";
 import { createSsoConnection } from "../../sso/connection-create.ts";
 import { deleteSsoConnection, updateSsoConnection } from "../../sso/connection-update.ts";
 import { getSsoConnection, listSsoConnections } from "../../sso/connections.ts";
 import type { SsoDeps } from "../../sso/sso-deps.ts";
+import { startTestSignIn } from "../../sso/test-sign-in.ts";
 import { tenantAccess } from "../access.ts";
 import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, page, pageQuery, problem } from "../openapi.ts";
 import { createRouter, tenantCtxOf } from "../request-context.ts";
+import { setBindingCookie } from "../sso-binding-cookie.ts";
 
 const role = z.enum(tenantRoles);
 const claimName = z.string().min(1).max(200);
@@ -232,6 +235,27 @@ const routes = {
     request: { params: idParam },
     responses: { 204: { description: "Removed." }, 401: problem(stepUp), 402: gated, 404: notFound },
   }),
+  test: apiRoute(
+    access,
+    {
+      method: "post",
+      path: "/api/tenant/sso/connections/{id}/test",
+      operationId: "tenantTestSsoConnection",
+      tags: ["tenant"],
+      summary:
+        "Start a test sign-in: after the provider, the callback reports every check in words and signs no one in.",
+      description:
+        "Send the browser to `redirectUrl` (from the browser that made this request: the answer sets the sign-in's browser-binding cookie). After the provider, the OIDC callback or the SAML ACS answers 200 with an `SsoTestReport`: each check (`browser`, `signature`, `issuer`, `audience`, `clock`, `nonce`, `in_response_to`, `email_domain`…) passed or failed, in words, and the profile and role a member would get. No session, no member, no code. The connection may be disabled.",
+      request: { params: idParam },
+      responses: {
+        200: json("Send the browser here.", z.object({ redirectUrl: z.string() }).openapi("SsoTestStart")),
+        402: gated,
+        404: notFound,
+        503: problem("`unavailable`: the provider could not be reached to start the sign-in."),
+      },
+    },
+    { cookies: true },
+  ),
 };
 
 /** A tenant's single sign-on connections (docs/sso.md, "Connections API"): owners and admins. */
@@ -256,6 +280,16 @@ export function ssoConnectionRoutes(deps: SsoDeps) {
         200,
       ),
     )
+    .openapi(routes.test, async (c) => {
+      c.header("cache-control", "no-store");
+      const binding = newBrowserBinding();
+      const started = await startTestSignIn(deps, tenantCtxOf(c), {
+        id: c.req.valid("param").id,
+        browserBinding: binding.hash,
+      });
+      setBindingCookie(c, started.type, binding);
+      return c.json({ redirectUrl: started.redirectUrl }, 200);
+    })
     .openapi(routes.remove, async (c) => {
       await deleteSsoConnection(deps, tenantCtxOf(c), { id: c.req.valid("param").id });
       return c.body(null, 204);

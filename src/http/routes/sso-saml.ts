@@ -6,6 +6,7 @@ import { tenantAccess } from "../access.ts";
 import { defineArea } from "../area.ts";
 import { apiRoute, headerRef, problem } from "../openapi.ts";
 import { anonymousCtxOf, createRouter, tenantCtxOf } from "../request-context.ts";
+import { readBindingCookie } from "../sso-binding-cookie.ts";
 import { answerOutcome, ssoTestReport } from "./sso-sign-in.ts";
 
 const connectionParam = z.object({
@@ -80,6 +81,7 @@ export function ssoSamlRoutes(deps: SsoDeps) {
         connectionId,
         samlResponse: form.SAMLResponse,
         relayState: form.RelayState,
+        browser: readBindingCookie(c, "saml"),
       });
       return answerOutcome(c, outcome) as never;
     })

@@ -2,6 +2,7 @@ import { z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { browserOriginCheck } from "../../auth/browser-sessions.ts";
 import { AppError } from "../../errors.ts";
+import { newBrowserBinding } from "../../sso/browser-binding.ts";
 import { discoverSsoSignIn } from "../../sso/discover.ts";
 import { exchangeSsoCode } from "../../sso/exchange.ts";
 import type { SsoOutcome } from "../../sso/finish-sign-in.ts";
@@ -12,6 +13,7 @@ import { apiRoute, headerRef, json, jsonBody, problem } from "../openapi.ts";
 import type { AppEnv } from "../request-context.ts";
 import { anonymousCtxOf, createRouter } from "../request-context.ts";
 import { setSessionCookie } from "../session-cookie.ts";
+import { readBindingCookie, setBindingCookie } from "../sso-binding-cookie.ts";
 import { tokenPair } from "./auth.ts";
 
 export const ssoCheck = z
@@ -45,38 +47,42 @@ const redirect = (description: string) => ({
 });
 
 const routes = {
-  discover: apiRoute("public", {
-    method: "post",
-    path: "/api/auth/sso/discover",
-    operationId: "discoverSso",
-    tags: ["auth"],
-    summary:
-      "Email-first sign-in: the identity provider to send the browser to, for an address of a verified domain.",
-    description:
-      "An address in an e-mail domain a tenant has verified, whose tenant has the `sso` feature and an active connection, starts a sign-in there: send the browser to `redirectUrl`. After the provider, Plinth redirects (303) to `returnTo` with `?code=…` (single use, 60 seconds) for `POST /api/auth/sso/exchange`, or with `?error=sso_failed`. Any other address is 404: an unverified domain is never routed.",
-    request: {
-      body: jsonBody(
-        z
-          .object({
-            email: z.string().min(3).max(320),
-            returnTo: z.string().max(2048).optional().openapi({
-              format: "uri",
-              pattern: "^https?://[^\\s/?#@]+(?:[/?#]\\S*)?$",
-              description:
-                "Where the code goes: a URL under an origin of `BrowserAuth:AllowedOrigins` or `Server:PublicBaseUrl`; default `<PublicBaseUrl>/auth/sso/complete`.",
-            }),
-          })
-          .openapi("SsoDiscovery"),
-      ),
+  discover: apiRoute(
+    "public",
+    {
+      method: "post",
+      path: "/api/auth/sso/discover",
+      operationId: "discoverSso",
+      tags: ["auth"],
+      summary:
+        "Email-first sign-in: the identity provider to send the browser to, for an address of a verified domain.",
+      description:
+        "An address in an e-mail domain a tenant has verified, whose tenant has the `sso` feature and an active connection, starts a sign-in there: send the browser to `redirectUrl`. After the provider, Plinth redirects (303) to `returnTo` with `?code=…` (single use, 60 seconds) for `POST /api/auth/sso/exchange`, or with `?error=sso_failed`. Any other address is 404: an unverified domain is never routed. Call it from the browser that will sign in (with credentials): the answer sets a short-lived cookie binding the sign-in to that browser, and the callback is refused in any other (login CSRF protection).",
+      request: {
+        body: jsonBody(
+          z
+            .object({
+              email: z.string().min(3).max(320),
+              returnTo: z.string().max(2048).optional().openapi({
+                format: "uri",
+                pattern: "^https?://[^\\s/?#@]+(?:[/?#]\\S*)?$",
+                description:
+                  "Where the code goes: a URL under an origin of `BrowserAuth:AllowedOrigins` or `Server:PublicBaseUrl`; default `<PublicBaseUrl>/auth/sso/complete`.",
+              }),
+            })
+            .openapi("SsoDiscovery"),
+        ),
+      },
+      responses: {
+        200: json("Send the browser here.", z.object({ redirectUrl: z.string() }).openapi("SsoRedirect")),
+        403: problem(
+          "`returnTo` is under an origin not in `BrowserAuth:AllowedOrigins` (nor `Server:PublicBaseUrl`).",
+        ),
+        404: problem("No single sign-on applies to this address."),
+      },
     },
-    responses: {
-      200: json("Send the browser here.", z.object({ redirectUrl: z.string() }).openapi("SsoRedirect")),
-      403: problem(
-        "`returnTo` is under an origin not in `BrowserAuth:AllowedOrigins` (nor `Server:PublicBaseUrl`).",
-      ),
-      404: problem("No single sign-on applies to this address."),
-    },
-  }),
+    { cookies: true },
+  ),
   oidcCallback: apiRoute("public", {
     method: "get",
     path: "/api/auth/sso/oidc/callback",
@@ -147,11 +153,18 @@ export function ssoSignInRoutes(deps: SsoDeps) {
   return createRouter()
     .openapi(routes.discover, async (c) => {
       c.header("cache-control", "no-store");
-      return c.json(await discoverSsoSignIn(deps, anonymousCtxOf(c), c.req.valid("json")), 200);
+      const binding = newBrowserBinding();
+      const started = await discoverSsoSignIn(deps, anonymousCtxOf(c), {
+        ...c.req.valid("json"),
+        browserBinding: binding.hash,
+      });
+      setBindingCookie(c, started.type, binding);
+      return c.json({ redirectUrl: started.redirectUrl }, 200);
     })
     .openapi(routes.oidcCallback, async (c) => {
       const query = new URL(c.req.url).searchParams;
-      return answerOutcome(c, await completeOidcSignIn(deps, anonymousCtxOf(c), { query })) as never;
+      const browser = readBindingCookie(c, "oidc");
+      return answerOutcome(c, await completeOidcSignIn(deps, anonymousCtxOf(c), { query, browser })) as never;
     })
     .openapi(routes.exchange, async (c) => {
       const { code } = c.req.valid("json");

@@ -2,6 +2,7 @@ import * as client from "openid-client";
 import type { Ctx } from "../../context.ts";
 import { AppError } from "../../errors.ts";
 import { takeSsoAttempt } from "../attempts.ts";
+import { browserCheck } from "../browser-binding.ts";
 import type { SsoCheck, SsoProfile } from "../connection-types.ts";
 import { attemptCtx, failSsoSignIn, finishSsoSignIn, type SsoOutcome } from "../finish-sign-in.ts";
 import type { SsoDeps } from "../sso-deps.ts";
@@ -53,7 +54,7 @@ function profileOf(
 export async function completeOidcSignIn(
   deps: SsoDeps,
   ctx: Ctx,
-  input: { query: URLSearchParams },
+  input: { query: URLSearchParams; browser: string | undefined },
 ): Promise<SsoOutcome> {
   const state = input.query.get("state");
   const taken = state ? await takeSsoAttempt(deps, ctx, { state, type: "oidc" }) : null;
@@ -62,6 +63,8 @@ export async function completeOidcSignIn(
   const { attempt, connection } = taken;
   const tctx = attemptCtx(ctx, attempt);
   const failWith = (checks: SsoCheck[]) => failSsoSignIn(deps, tctx, { attempt, connection, checks });
+  const bound = browserCheck(attempt, input.browser);
+  if (!bound.ok) return failWith([bound]);
   const callback = new URL(oidcCallbackUrl(deps));
   for (const [name, value] of input.query) callback.searchParams.append(name, value);
   let config: client.Configuration;
@@ -95,7 +98,7 @@ export async function completeOidcSignIn(
   } catch (error) {
     return failWith([describeOidcFailure(error)]);
   }
-  const checks = [...PASSED];
+  const checks = [bound, ...PASSED];
   if (claims.email_verified === false) {
     checks.push({
       check: "email_verified",

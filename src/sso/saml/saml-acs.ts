@@ -5,6 +5,7 @@ import { withPlatformTransaction } from "../../db/operation.ts";
 import { ssoConnections } from "../../db/schema/sso.ts";
 import { AppError } from "../../errors.ts";
 import { takeSsoAttempt } from "../attempts.ts";
+import { browserCheck } from "../browser-binding.ts";
 import type { SsoCheck } from "../connection-types.ts";
 import { attemptCtx, failSsoSignIn, finishSsoSignIn, type SsoOutcome } from "../finish-sign-in.ts";
 import type { SsoDeps } from "../sso-deps.ts";
@@ -57,7 +58,12 @@ async function refuseUnsolicited(deps: SsoDeps, ctx: Ctx, connectionId: string):
 export async function completeSamlSignIn(
   deps: SsoDeps,
   ctx: Ctx,
-  input: { connectionId: string; samlResponse: string | undefined; relayState: string | undefined },
+  input: {
+    connectionId: string;
+    samlResponse: string | undefined;
+    relayState: string | undefined;
+    browser: string | undefined;
+  },
 ): Promise<SsoOutcome> {
   const taken = input.relayState
     ? await takeSsoAttempt(deps, ctx, { state: input.relayState, type: "saml" })
@@ -66,6 +72,8 @@ export async function completeSamlSignIn(
     return refuseUnsolicited(deps, ctx, input.connectionId);
   const { attempt, connection } = taken;
   const tctx = attemptCtx(ctx, attempt);
+  const bound = browserCheck(attempt, input.browser);
+  if (!bound.ok) return failSsoSignIn(deps, tctx, { attempt, connection, checks: [bound] });
   const requestId = attempt.data.requestId;
   const checked = await checkSamlResponse(deps, tctx, {
     connection: samlConnectionOf(connection),
@@ -73,7 +81,7 @@ export async function completeSamlSignIn(
     samlResponse: input.samlResponse ?? "",
     request: requestId ? { requestId, createdAt: attempt.createdAt } : null,
   });
-  const checks: SsoCheck[] = checked.checks;
+  const checks: SsoCheck[] = [bound, ...checked.checks];
   if (!checked.identity) return failSsoSignIn(deps, tctx, { attempt, connection, checks });
   const { identity } = checked;
   return finishSsoSignIn(deps, tctx, {
