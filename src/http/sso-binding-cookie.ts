@@ -3,6 +3,7 @@ import { getCookie, setCookie } from "hono/cookie";
 import { ATTEMPT_MINUTES } from "../sso/attempts.ts";
 import type { BrowserBinding } from "../sso/browser-binding.ts";
 import type { SsoConnectionRow } from "../sso/connection-types.ts";
+import type { ConsoleEnv } from "./console/session.ts";
 import type { AppEnv } from "./request-context.ts";
 
 /**
@@ -19,7 +20,8 @@ const COOKIES = {
 } as const satisfies Record<SsoConnectionRow["type"], { name: string; sameSite: "Lax" | "None" }>;
 
 export function setBindingCookie(
-  c: Context<AppEnv>,
+  // the API's routes and the console's pages both start sign-ins
+  c: Context<AppEnv> | Context<ConsoleEnv>,
   type: SsoConnectionRow["type"],
   binding: BrowserBinding,
 ): void {

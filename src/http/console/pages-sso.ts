@@ -5,10 +5,10 @@ import { withDatabase } from "../../db/operation.ts";
 import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
 import { createScimToken, deleteScimToken, listScimTokens } from "../../scim/scim-tokens.ts";
+import { newBrowserBinding } from "../../sso/browser-binding.ts";
 import { createSsoConnection, type NewSsoConnection } from "../../sso/connection-create.ts";
 import { deleteSsoConnection, updateSsoConnection } from "../../sso/connection-update.ts";
 import { findConnectionRow, listSsoConnections } from "../../sso/connections.ts";
-import { startSsoSignIn } from "../../sso/discover.ts";
 import {
   addEmailDomain,
   checkEmailDomain,
@@ -18,9 +18,11 @@ import {
 import { getSsoEnforcement, setSsoEnforcement } from "../../sso/enforcement.ts";
 import { checkReturnTo } from "../../sso/return-to.ts";
 import { getSamlServiceProviderMetadata } from "../../sso/saml/saml-metadata-route.ts";
+import { startTestSignIn } from "../../sso/test-sign-in.ts";
 import { isUuid } from "../../tenancy/tenants.ts";
 import { statusOf, toAppError } from "../problem-json.ts";
 import { tenantCtxOf } from "../request-context.ts";
+import { setBindingCookie } from "../sso-binding-cookie.ts";
 import { layout } from "./layout.ts";
 import { consoleActed, formOf, type PageStatus, pageResponse } from "./respond.ts";
 import { type ConsoleEnv, seeOther, viewerOf } from "./session.ts";
@@ -153,13 +155,14 @@ function connectionPages(deps: Deps) {
   });
   // a test sign-in: off to the provider; its callback reports every check and signs no one in
   router.post(`${base}/:id/test`, async (c) => {
-    const id = idOf(c, "connection");
-    const ctx = ownerCtx(c);
-    await assertFeature(deps, ctx, { feature: "sso" });
-    const connection = await withDatabase(deps, ctx, (db) => findConnectionRow(db, ctx, id));
-    const returnTo = checkReturnTo(deps.config, undefined);
-    const { redirectUrl } = await startSsoSignIn(deps, ctx, { connection, returnTo, test: true });
-    return seeOther(c, redirectUrl);
+    const binding = newBrowserBinding();
+    const started = await startTestSignIn(deps, ownerCtx(c), {
+      id: idOf(c, "connection"),
+      browserBinding: binding.hash,
+    });
+    // the callback is accepted only in this browser (login CSRF protection, docs/sso.md)
+    setBindingCookie(c, started.type, binding);
+    return seeOther(c, started.redirectUrl);
   });
   router.get(`${base}/:id/saml-metadata`, async (c) => {
     const xml = await getSamlServiceProviderMetadata(deps, tenantCtxOf(c), { id: idOf(c, "connection") });
