@@ -41,3 +41,29 @@ export const signInResult = z.union([tokenPair, mfaRequired]).openapi("SignInRes
 
 /** A browser sign-in's answer: the session (its cookie set), or the second-factor step. */
 export const browserSignInResult = z.union([browserSession, mfaRequired]).openapi("BrowserSignInResult");
+
+/** `GET /api/auth/me`: the caller, the tenant it acts in, its roles and the tenants it may switch to. */
+export const me = z
+  .object({
+    user: z.object({ id: z.string(), email: z.string(), name: z.string() }),
+    tenant: z.object({ id: z.string(), code: z.string() }).nullable(),
+    roles: z.array(z.string()),
+    platformRoles: z.array(z.string()),
+    memberships: z
+      .array(
+        z
+          .object({
+            tenant: z.object({ id: z.string(), code: z.string(), name: z.string() }),
+            role: z.string(),
+          })
+          .openapi("Membership"),
+      )
+      .openapi({
+        description:
+          "The tenants the caller may act in (POST /api/auth/switch), by code; none for platform staff.",
+      }),
+    impersonator: z.object({ id: z.string() }).nullable().openapi({
+      description: "Set in an impersonated session: the platform admin acting as the user.",
+    }),
+  })
+  .openapi("Me");

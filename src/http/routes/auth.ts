@@ -15,7 +15,14 @@ import { tenantCodeAllowed, UNKNOWN_TENANT_ID } from "../middleware/tenancy.ts";
 import { accessOf, apiRoute, json, jsonBody, problem, routerPath } from "../openapi.ts";
 import { type AppEnv, anonymousCtxOf, createRouter, ctxOf } from "../request-context.ts";
 import { clearSessionCookie, setSessionCookie } from "../session-cookie.ts";
-import { browserSession, browserSignInResult, mfaRequired, signInResult, tokenPair } from "./auth-schemas.ts";
+import {
+  browserSession,
+  browserSignInResult,
+  me,
+  mfaRequired,
+  signInResult,
+  tokenPair,
+} from "./auth-schemas.ts";
 
 /**
  * An E.164 number as the SMS sign-in reads it: `+`, then 7 to 15 digits (the first not 0), with
@@ -217,33 +224,7 @@ const routes = {
     tags: ["auth"],
     summary: "The caller: user, tenant, roles and memberships.",
     responses: {
-      200: json(
-        "The caller.",
-        z
-          .object({
-            user: z.object({ id: z.string(), email: z.string(), name: z.string() }),
-            tenant: z.object({ id: z.string(), code: z.string() }).nullable(),
-            roles: z.array(z.string()),
-            platformRoles: z.array(z.string()),
-            memberships: z
-              .array(
-                z
-                  .object({
-                    tenant: z.object({ id: z.string(), code: z.string(), name: z.string() }),
-                    role: z.string(),
-                  })
-                  .openapi("Membership"),
-              )
-              .openapi({
-                description:
-                  "The tenants the caller may act in (POST /api/auth/switch), by code; none for platform staff.",
-              }),
-            impersonator: z.object({ id: z.string() }).nullable().openapi({
-              description: "Set in an impersonated session: the platform admin acting as the user.",
-            }),
-          })
-          .openapi("Me"),
-      ),
+      200: json("The caller.", me),
     },
   }),
   browserLogin: apiRoute(
