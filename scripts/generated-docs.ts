@@ -5,7 +5,8 @@
  * - `bun scripts/generated-docs.ts audit` (`bun run docs:audit`): the action table of docs/audit.md
  *   from src/audit/actions.ts and the areas' declarations (src/http/area-registry.ts);
  * - `bun scripts/generated-docs.ts check` (`bun run docs:check`, part of `bun run check`): exit 1
- *   when a route under /api/ declares no access, or when either doc is out of date.
+ *   when a route under /api/ declares no access, or when either doc, or docs/errors.md (`bun run
+ *   docs:errors`, from src/http/problem-types.ts), is out of date.
  */
 import { readFileSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
@@ -13,10 +14,12 @@ import { withAuditActionTable } from "../src/audit/actions.ts";
 import { declaredRoutes, undeclaredRoutes } from "../src/http/access.ts";
 import { AREA_AUDIT_ACTIONS } from "../src/http/area-registry.ts";
 import { renderRolesReference } from "../src/http/roles-reference.ts";
+import { renderErrorsReference } from "../src/http/routes/problems.ts";
 import { withOfflineApp } from "./openapi.ts";
 
 const ROLES = resolve(import.meta.dir, "../docs/roles.md");
 const AUDIT = resolve(import.meta.dir, "../docs/audit.md");
+const ERRORS = resolve(import.meta.dir, "../docs/errors.md");
 
 const routes = () => withOfflineApp((app) => declaredRoutes(app.routes));
 const auditDoc = () => withAuditActionTable(readFileSync(AUDIT, "utf8"), AREA_AUDIT_ACTIONS);
@@ -31,6 +34,8 @@ async function check(): Promise<string[]> {
     problems.push("docs/roles.md is out of date: run `bun run docs:roles`");
   if (readFileSync(AUDIT, "utf8") !== auditDoc())
     problems.push("docs/audit.md's action table is out of date: run `bun run docs:audit`");
+  if (readFileSync(ERRORS, "utf8") !== renderErrorsReference())
+    problems.push("docs/errors.md is out of date: run `bun run docs:errors`");
   return problems;
 }
 
