@@ -236,7 +236,8 @@ export async function listTenantUsers(
   );
 }
 
-async function assertNotLastOwner(tx: Executor, tenantId: string, userId: string): Promise<void> {
+/** How many active owners of `tenantId` (active accounts) there are besides `userId`. */
+export async function otherActiveOwners(tx: Executor, tenantId: string, userId: string): Promise<number> {
   const [row] = await tx
     .select({ others: sql<number>`count(*)::int` })
     .from(tenantMemberships)
@@ -250,11 +251,16 @@ async function assertNotLastOwner(tx: Executor, tenantId: string, userId: string
         eq(users.status, "Active"),
       ),
     );
+  return row?.others ?? 0;
+}
+
+async function assertNotLastOwner(tx: Executor, tenantId: string, userId: string): Promise<void> {
+  const others = await otherActiveOwners(tx, tenantId, userId);
   const [target] = await tx
     .select({ role: tenantMemberships.role })
     .from(tenantMemberships)
     .where(and(eq(tenantMemberships.tenantId, tenantId), eq(tenantMemberships.userId, userId)));
-  if (target?.role === "owner" && (row?.others ?? 0) === 0) {
+  if (target?.role === "owner" && others === 0) {
     throw new AppError("conflict", "A tenant keeps at least one active owner.");
   }
 }

@@ -1,17 +1,12 @@
-import { and, eq, inArray, ne, sql } from "drizzle-orm";
+import { and, eq, inArray } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import { endSessions } from "../auth/sessions.ts";
 import type { TenantCtx } from "../context.ts";
 import type { Tx } from "../db/client.ts";
 import type { DatabaseDeps } from "../db/operation.ts";
-import {
-  scimGroupMembers,
-  scimGroups,
-  type TenantRole,
-  tenantMemberships,
-  users,
-} from "../db/schema/index.ts";
+import { scimGroupMembers, scimGroups, type TenantRole, tenantMemberships } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
+import { otherActiveOwners } from "../identity/users.ts";
 import { ScimError } from "./scim-error.ts";
 
 /**
@@ -55,20 +50,7 @@ export async function syncRoles(
     }
     if (role === member.role) continue;
     if (member.role === "owner") {
-      const [others] = await tx
-        .select({ n: sql<number>`count(*)::int` })
-        .from(tenantMemberships)
-        .innerJoin(users, eq(users.id, tenantMemberships.userId))
-        .where(
-          and(
-            eq(tenantMemberships.tenantId, tenantId),
-            eq(tenantMemberships.role, "owner"),
-            eq(tenantMemberships.status, "Active"),
-            eq(users.status, "Active"),
-            ne(tenantMemberships.userId, member.userId),
-          ),
-        );
-      if ((others?.n ?? 0) === 0)
+      if ((await otherActiveOwners(tx, tenantId, member.userId)) === 0)
         throw new ScimError(
           "conflict",
           "A tenant keeps at least one active owner: its last owner keeps the role.",
