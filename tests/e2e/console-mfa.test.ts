@@ -5,7 +5,7 @@ import type { Browser } from "playwright-core";
 import { ManualClock } from "../../src/clock.ts";
 import { sessions } from "../../src/db/schema/index.ts";
 import { relaxedLimits, useTestApp } from "../helpers/app.ts";
-import { launchChromium } from "../helpers/chromium.ts";
+import { cspComplaints, launchChromium, signInToConsole } from "../helpers/chromium.ts";
 import { newMasterKey, PASSWORD, readyPlatformUser } from "../helpers/identity.ts";
 
 // Issue #33 point 7 in Debian's Chromium: a staff member enrols an authenticator app in the console
@@ -44,19 +44,12 @@ afterAll(async () => {
 test("enrol an authenticator app in the console, then the step-up prompt takes a fresh code and runs the change", async () => {
   const staff = await readyPlatformUser(app.db);
   const page = await (await browser.newContext()).newPage();
-  const complaints: string[] = [];
-  page.on("console", (message) => {
-    if (/Content Security Policy|Refused to/i.test(message.text())) complaints.push(message.text());
-  });
-  page.on("pageerror", (error) => complaints.push(error.message));
+  const complaints = cspComplaints(page, { pageErrors: true });
   const failed: string[] = [];
   page.on("requestfailed", (request) => failed.push(request.url()));
   const base = `http://localhost:${port}`;
 
-  await page.goto(`${base}/console/sign-in`);
-  await page.fill("#email", staff.email);
-  await page.fill("#password", PASSWORD);
-  await Promise.all([page.waitForURL(`${base}/console`), page.click("main button[type=submit]")]);
+  await signInToConsole(page, base, staff.email, PASSWORD);
 
   await page.goto(`${base}/console/mfa`);
   expect(await page.locator("main").textContent()).toContain("No second factor yet");
@@ -117,16 +110,9 @@ test("the step-up prompt takes a passkey (CDP virtual authenticator), for a form
     automaticPresenceSimulation: true,
   } as const;
   const { authenticatorId } = await cdp.send("WebAuthn.addVirtualAuthenticator", { options });
-  const complaints: string[] = [];
-  page.on("console", (message) => {
-    if (/Content Security Policy|Refused to/i.test(message.text())) complaints.push(message.text());
-  });
-  page.on("pageerror", (error) => complaints.push(error.message));
+  const complaints = cspComplaints(page, { pageErrors: true });
   const base = `http://localhost:${port}`;
-  await page.goto(`${base}/console/sign-in`);
-  await page.fill("#email", staff.email);
-  await page.fill("#password", PASSWORD);
-  await Promise.all([page.waitForURL(`${base}/console`), page.click("main button[type=submit]")]);
+  await signInToConsole(page, base, staff.email, PASSWORD);
   // a first passkey needs no step-up (no factor yet)
   await page.goto(`${base}/console/passkeys`);
   await page.fill("#passkey-name", "First key");

@@ -5,7 +5,7 @@ import type { Browser, CDPSession, Page } from "playwright-core";
 import { ManualClock } from "../../src/clock.ts";
 import { auditEvents, passkeys, sessions, webhookEvents } from "../../src/db/schema/index.ts";
 import { relaxedLimits, useTestApp } from "../helpers/app.ts";
-import { launchChromium } from "../helpers/chromium.ts";
+import { cspComplaints, launchChromium, signInToConsole } from "../helpers/chromium.ts";
 import {
   activeDomain,
   createUser,
@@ -345,15 +345,9 @@ test("a passkey is the second factor of a password sign-in: the step lists it, i
 test("in the console a staff member adds a passkey, signs in with it alone, renames and removes it; no CSP violation", async () => {
   const staff = await readyPlatformUser(app.db, { role: "platform_viewer" });
   const { page, cdp, authenticatorId } = await pageWithAuthenticator();
-  const violations: string[] = [];
-  page.on("console", (message) => {
-    if (/Content Security Policy|Refused to/i.test(message.text())) violations.push(message.text());
-  });
+  const violations = cspComplaints(page);
   const base = `http://localhost:${port}`;
-  await page.goto(`${base}/console/sign-in`);
-  await page.fill("#email", staff.email);
-  await page.fill("#password", PASSWORD);
-  await Promise.all([page.waitForURL(`${base}/console`), page.click("button[type=submit]")]);
+  await signInToConsole(page, base, staff.email, PASSWORD);
 
   await page.goto(`${base}/console/passkeys`);
   await page.fill("#passkey-name", "Console key");
