@@ -76,6 +76,19 @@ test("a message survives an API process SIGKILLed mid-send and arrives exactly o
   expect(left.status).toBe("processing");
   const lockedUntil = (left.locked_until as Date).getTime();
 
+  // PostgreSQL (or PgBouncer in front of it) rolls the dead process's transaction back once it sees
+  // the socket close; until then the row is still locked, and a takeover that came now would find
+  // it busy and back off on a clock nothing moves. Wait for the lock to go, as a real lease would.
+  await waitFor(
+    async () =>
+      (
+        await execute<{ id: string }>(
+          t.database.db,
+          sql`select id from email_messages where id = ${id} for update skip locked`,
+        )
+      ).length === 1,
+    { what: "the dead process's row lock to be released" },
+  );
   // the takeover: a job loop here whose clock is past the dead process's lease
   const clock = new ManualClock(new Date(lockedUntil + 1));
   const survivor = createJobLoop(
