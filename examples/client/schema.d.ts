@@ -972,7 +972,7 @@ export interface paths {
         put?: never;
         /**
          * Email-first sign-in: the identity provider to send the browser to, for an address of a verified domain.
-         * @description An address in an e-mail domain a tenant has verified, whose tenant has the `sso` feature and an active connection, starts a sign-in there: send the browser to `redirectUrl`. After the provider, Plinth redirects (303) to `returnTo` with `?code=…` (single use, 60 seconds) for `POST /api/auth/sso/exchange`, or with `?error=sso_failed`. Any other address is 404: an unverified domain is never routed. Call it from the browser that will sign in (with credentials): the answer sets a short-lived cookie binding the sign-in to that browser, and the callback is refused in any other (login CSRF protection).
+         * @description An address in an e-mail domain a tenant has verified, whose tenant has the `sso` feature and an active connection, starts a sign-in there: send the browser to `redirectUrl`. After the provider, Plinth redirects (303) to `returnTo` with `?code=…` (single use, 60 seconds) for `POST /api/auth/sso/exchange`, or with `?error=sso_failed` (`?error=seat_limit_reached` when the plan has no seat for a new member). Any other address is 404: an unverified domain is never routed. Call it from the browser that will sign in (with credentials): the answer sets a short-lived cookie binding the sign-in to that browser, and the callback is refused in any other (login CSRF protection).
          */
         post: operations["discoverSso"];
         delete?: never;
@@ -1098,7 +1098,7 @@ export interface paths {
         put?: never;
         /**
          * The SAML assertion consumer service (HTTP-POST binding): finishes a sign-in at the IdP.
-         * @description The IdP's browser POST of `SAMLResponse` and `RelayState`. The response must answer the AuthnRequest this sign-in sent, be signed (response or assertion) by a certificate of the IdP's metadata and pass the checks of docs/sso.md (issuer, audience, Destination, Recipient, NotBefore/NotOnOrAfter with a two-minute skew, replay). Then Plinth redirects (303) to `returnTo` with `?code=…`, or `?error=sso_failed` (the failed check is in the audit log); a test sign-in answers its report.
+         * @description The IdP's browser POST of `SAMLResponse` and `RelayState`. The response must answer the AuthnRequest this sign-in sent, be signed (response or assertion) by a certificate of the IdP's metadata and pass the checks of docs/sso.md (issuer, audience, Destination, Recipient, NotBefore/NotOnOrAfter with a two-minute skew, replay). Then Plinth redirects (303) to `returnTo` with `?code=…`, or `?error=sso_failed` (the failed check is in the audit log) or `?error=seat_limit_reached`; a test sign-in answers its report.
          */
         post: operations["ssoSamlAcs"];
         delete?: never;
@@ -12300,7 +12300,7 @@ export interface operations {
                     "application/json": components["schemas"]["SsoTestReport"];
                 };
             };
-            /** @description To `returnTo` with `?code=…`, or `?error=sso_failed` (the reason is in the audit log). */
+            /** @description To `returnTo` with `?code=…`, or `?error=sso_failed` (the reason is in the audit log), or `?error=seat_limit_reached`. */
             303: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -13260,7 +13260,7 @@ export interface operations {
                     "application/json": components["schemas"]["SsoTestReport"];
                 };
             };
-            /** @description To `returnTo` with `?code=…`, or `?error=sso_failed`. */
+            /** @description To `returnTo` with `?code=…`, or `?error=sso_failed` (or `seat_limit_reached`). */
             303: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -17680,7 +17680,7 @@ export interface operations {
                     "application/scim+json": components["schemas"]["ScimError"];
                 };
             };
-            /** @description The request is refused (the token may not make it). */
+            /** @description No seat is free: the plan's `seats` limit is reached, or the plan has no seats. */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];

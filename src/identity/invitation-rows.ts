@@ -129,10 +129,8 @@ export function heldToPlan(ctx: TenantCtx): boolean {
 }
 
 /**
- * Throws unless the tenant has a seat for one more person: 402 `payment_required` when its plan has
- * no `seats`, 403 `usage_limit_reached` when members plus Pending, unexpired invitations reach the
- * limit. Counted under the tenant's row lock in the caller's transaction, so two invitations at
- * once cannot both take the last seat.
+ * Throws unless the tenant has a seat for one more person, when the ctx's actor is held to the plan
+ * (`heldToPlan`): see `assertTenantSeatFree`.
  */
 export async function assertSeatFree(
   deps: BillingDeps,
@@ -140,7 +138,22 @@ export async function assertSeatFree(
   tx: Executor,
   now: Date,
 ): Promise<void> {
-  if (!heldToPlan(ctx)) return;
+  if (heldToPlan(ctx)) await assertTenantSeatFree(deps, ctx, tx, now);
+}
+
+/**
+ * Throws unless the tenant has a seat for one more person, whoever acts: 402 `payment_required` when
+ * its plan has no `seats`, 403 `usage_limit_reached` when members plus Pending, unexpired invitations
+ * reach the limit. Counted under the tenant's row lock in the caller's transaction, so two invitations
+ * at once cannot both take the last seat. The tenant's own provisioning (SSO just in time, SCIM) calls
+ * it directly: its actor is anonymous or Plinth itself, yet the member it adds is the tenant's.
+ */
+export async function assertTenantSeatFree(
+  deps: BillingDeps,
+  ctx: TenantCtx,
+  tx: Executor,
+  now: Date,
+): Promise<void> {
   const seats = (await cachedTenantFeatures(deps, ctx)).features.seats;
   if (!seats?.enabled) throw new AppError("payment_required", 'The tenant\'s plan does not include "seats".');
   if (seats.limit === null) return;

@@ -1,11 +1,14 @@
 import { and, asc, eq, ne, sql } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import { announceUserChange } from "../auth/session-cache.ts";
+import type { BillingDeps } from "../billing/billing-deps.ts";
 import type { TenantCtx } from "../context.ts";
 import type { Executor, Tx } from "../db/client.ts";
 import { withDatabase, withTransaction } from "../db/operation.ts";
 import { scimGroupMembers, scimUsers, tenantMemberships, users } from "../db/schema/index.ts";
+import { AppError } from "../errors.ts";
 import { emitEvent } from "../events/outbox.ts";
+import { assertTenantSeatFree } from "../identity/invitation-rows.ts";
 import {
   deleteTenantUser,
   disableTenantUser,
@@ -40,7 +43,7 @@ import {
  * of the member in the tenant at once on every API process (`disableTenantUser`, `deleteTenantUser`).
  */
 
-export type ScimDeps = TenantUserDeps;
+export type ScimDeps = TenantUserDeps & BillingDeps;
 
 const URNS = [USER_SCHEMA, ENTERPRISE_USER_SCHEMA];
 
@@ -140,6 +143,23 @@ async function storeAttributes(tx: Tx, ctx: TenantCtx, userId: string, input: Us
     });
 }
 
+/**
+ * A created User takes a seat of the tenant's plan (the directory acts for the tenant): a full plan,
+ * or one without seats, is 403 (RFC 7644 §3.12 has no 402), its detail saying which.
+ */
+async function scimSeatFree(deps: ScimDeps, ctx: TenantCtx, tx: Tx, now: Date): Promise<void> {
+  try {
+    await assertTenantSeatFree(deps, ctx, tx, now);
+  } catch (error) {
+    if (
+      error instanceof AppError &&
+      (error.code === "usage_limit_reached" || error.code === "payment_required")
+    )
+      throw new ScimError("usage_limit_reached", `No seat is free for a new member: ${error.message}`);
+    throw error;
+  }
+}
+
 /** POST /Users: a new identity of the tenant's own pool and its membership (a member); 409 if the address is a member's. */
 export async function createScimUser(
   deps: ScimDeps,
@@ -150,6 +170,7 @@ export async function createScimUser(
   const now = deps.clock.now();
   const userId = await withTransaction(deps, ctx, async (tx, ctx) => {
     if (await memberWithEmail(tx, ctx.tenantId, user.email)) throw taken();
+    await scimSeatFree(deps, ctx, tx, now);
     const status = user.active ? "Active" : "Disabled";
     const [created] = await tx
       .insert(users)

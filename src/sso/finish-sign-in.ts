@@ -64,7 +64,13 @@ export const attemptCtx = (
 export async function failSsoSignIn(
   deps: SsoDeps,
   ctx: TenantCtx,
-  input: { attempt: SsoAttempt; connection: SsoConnectionRow; checks: SsoCheck[] },
+  input: {
+    attempt: SsoAttempt;
+    connection: SsoConnectionRow;
+    checks: SsoCheck[];
+    /** The `error` sent to `returnTo` when the person can act on it (`seat_limit_reached`); else `sso_failed`. */
+    error?: "seat_limit_reached";
+  },
 ): Promise<SsoOutcome> {
   const failed = input.checks.find((check) => !check.ok);
   await recordAuditLimited(deps, ctx, {
@@ -78,7 +84,10 @@ export async function failSsoSignIn(
       kind: "report",
       report: { ok: false, connectionId: input.connection.id, checks: input.checks, profile: null },
     };
-  return { kind: "redirect", location: withParam(input.attempt.returnTo ?? "", "error", "sso_failed") };
+  return {
+    kind: "redirect",
+    location: withParam(input.attempt.returnTo ?? "", "error", input.error ?? "sso_failed"),
+  };
 }
 
 /**
@@ -134,9 +143,14 @@ export async function finishSsoSignIn(
     };
   }
   const member = await provisionSsoMember(deps, ctx, { connection, profile });
-  if (!member) {
-    checks.push({ check: "member", ok: false, detail: "This member is disabled in the tenant." });
-    return failSsoSignIn(deps, ctx, { attempt, connection, checks });
+  if ("refused" in member) {
+    checks.push({ check: member.refused, ok: false, detail: member.detail });
+    return failSsoSignIn(deps, ctx, {
+      attempt,
+      connection,
+      checks,
+      ...(member.refused === "seats" ? { error: "seat_limit_reached" } : {}),
+    });
   }
   const code = opaqueToken(32);
   const now = deps.clock.now();

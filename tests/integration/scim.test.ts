@@ -1,4 +1,6 @@
 import { expect, test } from "bun:test";
+import { updateFeatureOverride } from "../../src/billing/update-feature-override.ts";
+import { systemCtx } from "../../src/context.ts";
 import { relaxedLimits, useTestApp } from "../helpers/app.ts";
 import { json, type SignedInTenant, signedInTenant } from "../helpers/identity.ts";
 
@@ -317,6 +319,43 @@ test("deactivating a member ends its sessions; another tenant's Users are 404", 
   const lastOwner = await call("DELETE", `/Users/${tenant.owner.id}`);
   expect(lastOwner.status).toBe(409);
   expect(lastOwner.body.schemas).toEqual([ERROR]);
+});
+
+test("a created User takes a seat: a full plan is 403 (RFC 7644 has no 402), a plan without seats too", async () => {
+  const { tenant, token } = await scimTenant();
+  const call = scim(token);
+  const seats = (enabled: boolean, limit: number | null) =>
+    updateFeatureOverride(app.deps, systemCtx("test", tenant.id), {
+      featureKey: "seats",
+      enabled,
+      limit,
+      reason: "test",
+    });
+  // the tenant's three members: one seat left
+  await seats(true, 4);
+  const first = await call("POST", "/Users", userBody(`seat-${crypto.randomUUID()}@example.com`));
+  expect(first.status).toBe(201);
+  const full = await call("POST", "/Users", userBody(`seat-${crypto.randomUUID()}@example.com`));
+  expect(full.status).toBe(403);
+  expect(full.body.schemas).toEqual([ERROR]);
+  expect(full.body.status).toBe("403");
+  expect(full.body.detail).toContain('"seats" (4 seats)');
+  // a User already there is still replaced: only a new member takes a seat
+  const replaced = await call(
+    "PUT",
+    `/Users/${first.body.id}`,
+    userBody(first.body.userName, { displayName: "Barbara J" }),
+  );
+  expect(replaced.status).toBe(200);
+  await seats(false, null);
+  const none = await call("POST", "/Users", userBody(`seat-${crypto.randomUUID()}@example.com`));
+  expect(none.status).toBe(403);
+  expect(none.body.detail).toContain("seats");
+  // a free seat again
+  await seats(true, 5);
+  expect((await call("POST", "/Users", userBody(`seat-${crypto.randomUUID()}@example.com`))).status).toBe(
+    201,
+  );
 });
 
 const GROUP = "urn:ietf:params:scim:schemas:core:2.0:Group";

@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
 import type { Page } from "playwright-core";
+import { updateFeatureOverride } from "../../src/billing/update-feature-override.ts";
+import { systemCtx } from "../../src/context.ts";
 import {
   auditEvents,
   ssoConnections,
@@ -199,6 +201,45 @@ describe("OIDC sign-in", () => {
     expect((await t.request("/api/auth/sso/exchange", json({ code: "made-up" }))).status).toBe(401);
     expect((await t.request("/api/auth/sso/oidc/callback?state=made-up&code=x")).status).toBe(404);
   });
+});
+
+describe("seats", () => {
+  test("just-in-time provisioning takes a seat: a full plan refuses the new member (seat_limit_reached), an existing member still signs in", async () => {
+    const full = await signedInTenant(t, { plan: "enterprise" });
+    const domain = uniqueDomain();
+    await ssoTenant(full.id, domain);
+    const seats = (limit: number) =>
+      updateFeatureOverride(t.deps, systemCtx("test", full.id), {
+        featureKey: "seats",
+        enabled: true,
+        limit,
+        reason: "test",
+      });
+    // its three members fill the plan's three seats
+    await seats(3);
+    const email = `newcomer@${domain}`;
+    peer.users.set(email, { name: "Newcomer", groups: [] });
+    const refused = await signInAtProvider(email, email);
+    expect(refused.searchParams.get("error")).toBe("seat_limit_reached");
+    expect(refused.searchParams.get("code")).toBeNull();
+    const db = t.deps.database.db;
+    expect(await db.select().from(users).where(eq(users.email, email))).toEqual([]);
+    const failure = (await db.select().from(auditEvents).where(eq(auditEvents.tenantId, full.id))).find(
+      (row) => row.outcome === "failure",
+    );
+    expect(failure?.details).toMatchObject({ method: "sso", check: "seats" });
+    expect(String((failure?.details as { reason?: string } | undefined)?.reason)).toContain(
+      '"seats" (3 seats)',
+    );
+
+    // one seat more: the same person is provisioned
+    await seats(4);
+    const admitted = await signInAtProvider(email, email);
+    expect(admitted.searchParams.get("code")).toBeTruthy();
+    // the plan full again: a member already there takes no new seat and signs in
+    await seats(4);
+    expect((await signInAtProvider(email, email)).searchParams.get("code")).toBeTruthy();
+  }, 60_000);
 });
 
 describe("bound to the browser that started it", () => {

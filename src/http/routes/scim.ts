@@ -69,7 +69,11 @@ const routes = {
     "createScimUser",
     "Provision a member (userName: the e-mail address).",
     { body: scimBody },
-    { 201: scimJson("The User created."), 409: scimError("`uniqueness`: a member has this userName.") },
+    {
+      201: scimJson("The User created."),
+      403: scimError("No seat is free: the plan's `seats` limit is reached, or the plan has no seats."),
+      409: scimError("`uniqueness`: a member has this userName."),
+    },
   ),
   getUser: scimRoute(
     "get",

@@ -22,7 +22,7 @@ const routes = {
     tags: ["auth"],
     summary: "The SAML assertion consumer service (HTTP-POST binding): finishes a sign-in at the IdP.",
     description:
-      "The IdP's browser POST of `SAMLResponse` and `RelayState`. The response must answer the AuthnRequest this sign-in sent, be signed (response or assertion) by a certificate of the IdP's metadata and pass the checks of docs/sso.md (issuer, audience, Destination, Recipient, NotBefore/NotOnOrAfter with a two-minute skew, replay). Then Plinth redirects (303) to `returnTo` with `?code=…`, or `?error=sso_failed` (the failed check is in the audit log); a test sign-in answers its report.",
+      "The IdP's browser POST of `SAMLResponse` and `RelayState`. The response must answer the AuthnRequest this sign-in sent, be signed (response or assertion) by a certificate of the IdP's metadata and pass the checks of docs/sso.md (issuer, audience, Destination, Recipient, NotBefore/NotOnOrAfter with a two-minute skew, replay). Then Plinth redirects (303) to `returnTo` with `?code=…`, or `?error=sso_failed` (the failed check is in the audit log) or `?error=seat_limit_reached`; a test sign-in answers its report.",
     request: {
       params: connectionParam,
       body: {
@@ -45,7 +45,7 @@ const routes = {
         content: { "application/json": { schema: ssoTestReport } },
       },
       303: {
-        description: "To `returnTo` with `?code=…`, or `?error=sso_failed`.",
+        description: "To `returnTo` with `?code=…`, or `?error=sso_failed` (or `seat_limit_reached`).",
         headers: { Location: headerRef("Location") },
       },
       400: problem(

@@ -57,7 +57,7 @@ const routes = {
       summary:
         "Email-first sign-in: the identity provider to send the browser to, for an address of a verified domain.",
       description:
-        "An address in an e-mail domain a tenant has verified, whose tenant has the `sso` feature and an active connection, starts a sign-in there: send the browser to `redirectUrl`. After the provider, Plinth redirects (303) to `returnTo` with `?code=…` (single use, 60 seconds) for `POST /api/auth/sso/exchange`, or with `?error=sso_failed`. Any other address is 404: an unverified domain is never routed. Call it from the browser that will sign in (with credentials): the answer sets a short-lived cookie binding the sign-in to that browser, and the callback is refused in any other (login CSRF protection).",
+        "An address in an e-mail domain a tenant has verified, whose tenant has the `sso` feature and an active connection, starts a sign-in there: send the browser to `redirectUrl`. After the provider, Plinth redirects (303) to `returnTo` with `?code=…` (single use, 60 seconds) for `POST /api/auth/sso/exchange`, or with `?error=sso_failed` (`?error=seat_limit_reached` when the plan has no seat for a new member). Any other address is 404: an unverified domain is never routed. Call it from the browser that will sign in (with credentials): the answer sets a short-lived cookie binding the sign-in to that browser, and the callback is refused in any other (login CSRF protection).",
       request: {
         body: jsonBody(
           z
@@ -100,7 +100,9 @@ const routes = {
     },
     responses: {
       200: json("A test sign-in's report: every check, in words.", ssoTestReport),
-      303: redirect("To `returnTo` with `?code=…`, or `?error=sso_failed` (the reason is in the audit log)."),
+      303: redirect(
+        "To `returnTo` with `?code=…`, or `?error=sso_failed` (the reason is in the audit log), or `?error=seat_limit_reached`.",
+      ),
       404: problem("Unknown, expired or finished sign-in (`state`): start it again."),
     },
   }),
