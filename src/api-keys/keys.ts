@@ -1,4 +1,4 @@
-import { and, asc, eq, isNull, sql } from "drizzle-orm";
+import { and, eq, isNull, sql } from "drizzle-orm";
 import { z } from "zod";
 import { recordAudit } from "../audit/record.ts";
 import { endSessions } from "../auth/sessions.ts";
@@ -7,6 +7,7 @@ import { assertFeature } from "../billing/entitlements.ts";
 import { isoOrNull } from "../clock.ts";
 import type { TenantCtx } from "../context.ts";
 import type { Executor, Tx } from "../db/client.ts";
+import { creationOrder } from "../db/keyset.ts";
 import { withDatabase, withTransaction } from "../db/operation.ts";
 import { apiKeys, tenants } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
@@ -182,19 +183,13 @@ export async function listApiKeys(
 ): Promise<Page<ApiKeyView>> {
   assertUser(ctx);
   const after = apiKeyCursor.decodeOptional(input.cursor);
+  const keyset = creationOrder(apiKeys, "asc", after);
   const rows = await withDatabase(deps, ctx, (db) =>
     db
-      .select({ row: apiKeys, position: sql<string>`${apiKeys.createdAt}::text` })
+      .select({ row: apiKeys, position: keyset.position })
       .from(apiKeys)
-      .where(
-        and(
-          eq(apiKeys.tenantId, ctx.tenantId),
-          after
-            ? sql`(${apiKeys.createdAt}, ${apiKeys.id}) > (${after.createdAt}::timestamptz, ${after.id}::uuid)`
-            : undefined,
-        ),
-      )
-      .orderBy(asc(apiKeys.createdAt), asc(apiKeys.id))
+      .where(and(eq(apiKeys.tenantId, ctx.tenantId), keyset.past))
+      .orderBy(...keyset.orderBy)
       .limit(input.limit + 1),
   );
   const now = deps.clock.now();

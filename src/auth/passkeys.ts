@@ -4,10 +4,11 @@ import {
   verifyRegistrationResponse,
 } from "@simplewebauthn/server";
 import { isoBase64URL } from "@simplewebauthn/server/helpers";
-import { and, asc, count, eq, sql } from "drizzle-orm";
+import { and, count, eq } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import type { Ctx } from "../context.ts";
 import type { Executor } from "../db/client.ts";
+import { creationOrder } from "../db/keyset.ts";
 import { withDatabase, withTransaction } from "../db/operation.ts";
 import { passkeys, users } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
@@ -251,20 +252,13 @@ export async function listPasskeys(
 ): Promise<Page<PasskeyView>> {
   const { userId } = callerOf(ctx);
   const after = passkeyCursor.decodeOptional(input.cursor);
+  const keyset = creationOrder(passkeys, "asc", after);
   const rows = await withDatabase(deps, ctx, (db) =>
     db
-      .select({ ...viewColumns, position: sql<string>`${passkeys.createdAt}::text` })
+      .select({ ...viewColumns, position: keyset.position })
       .from(passkeys)
-      .where(
-        and(
-          eq(passkeys.userId, userId),
-          sameTenant(passkeys.tenantId, ctx.tenantId),
-          after
-            ? sql`(${passkeys.createdAt}, ${passkeys.id}) > (${after.createdAt}::timestamptz, ${after.id}::uuid)`
-            : undefined,
-        ),
-      )
-      .orderBy(asc(passkeys.createdAt), asc(passkeys.id))
+      .where(and(eq(passkeys.userId, userId), sameTenant(passkeys.tenantId, ctx.tenantId), keyset.past))
+      .orderBy(...keyset.orderBy)
       .limit(input.limit + 1),
   );
   return pageOf(

@@ -1,6 +1,7 @@
-import { and, desc, eq, gt, isNull, ne, type SQL, sql } from "drizzle-orm";
+import { and, desc, eq, gt, isNull, ne, type SQL } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import type { Ctx, TenantCtx } from "../context.ts";
+import { creationOrder } from "../db/keyset.ts";
 import { type DatabaseDeps, withDatabase, withTransaction } from "../db/operation.ts";
 import { sessions, tenantMemberships, users } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
@@ -40,6 +41,7 @@ export async function listUserSessions(
 ): Promise<Page<UserSessionView>> {
   const caller = callerOf(ctx);
   const after = sessionCursor.decodeOptional(input.cursor);
+  const keyset = creationOrder(sessions, "desc", after);
   const rows = await withDatabase(deps, ctx, (db) =>
     db
       .select({
@@ -51,19 +53,11 @@ export async function listUserSessions(
         client: sessions.userAgent,
         address: sessions.clientIp,
         impersonatorId: sessions.impersonatorId,
-        position: sql<string>`${sessions.createdAt}::text`,
+        position: keyset.position,
       })
       .from(sessions)
-      .where(
-        and(
-          eq(sessions.userId, caller.userId),
-          open(deps.clock.now()),
-          after
-            ? sql`(${sessions.createdAt}, ${sessions.id}) < (${after.createdAt}::timestamptz, ${after.id}::uuid)`
-            : undefined,
-        ),
-      )
-      .orderBy(desc(sessions.createdAt), desc(sessions.id))
+      .where(and(eq(sessions.userId, caller.userId), open(deps.clock.now()), keyset.past))
+      .orderBy(...keyset.orderBy)
       .limit(input.limit + 1),
   );
   return pageOf(

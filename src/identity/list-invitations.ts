@@ -1,5 +1,6 @@
-import { and, asc, eq, sql } from "drizzle-orm";
+import { and, eq } from "drizzle-orm";
 import type { TenantCtx } from "../context.ts";
+import { creationOrder } from "../db/keyset.ts";
 import { type DatabaseDeps, withDatabase } from "../db/operation.ts";
 import { tenantInvitations } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
@@ -16,20 +17,14 @@ export async function listInvitations(
   input: { limit: number; cursor?: string },
 ): Promise<Page<InvitationView>> {
   const after = invitationCursor.decodeOptional(input.cursor);
+  const keyset = creationOrder(tenantInvitations, "asc", after);
   const now = deps.clock.now();
   const rows = await withDatabase(deps, ctx, (db) =>
     db
-      .select({ ...invitationColumns, position: sql<string>`${tenantInvitations.createdAt}::text` })
+      .select({ ...invitationColumns, position: keyset.position })
       .from(tenantInvitations)
-      .where(
-        and(
-          eq(tenantInvitations.tenantId, ctx.tenantId),
-          after
-            ? sql`(${tenantInvitations.createdAt}, ${tenantInvitations.id}) > (${after.createdAt}::timestamptz, ${after.id}::uuid)`
-            : undefined,
-        ),
-      )
-      .orderBy(asc(tenantInvitations.createdAt), asc(tenantInvitations.id))
+      .where(and(eq(tenantInvitations.tenantId, ctx.tenantId), keyset.past))
+      .orderBy(...keyset.orderBy)
       .limit(input.limit + 1),
   );
   return pageOf(

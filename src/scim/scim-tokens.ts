@@ -1,11 +1,12 @@
 import { createHash, randomInt, timingSafeEqual } from "node:crypto";
-import { and, asc, eq, sql } from "drizzle-orm";
+import { and, eq, sql } from "drizzle-orm";
 import { z } from "zod";
 import { recordAudit } from "../audit/record.ts";
 import { requireRecentSecondFactor } from "../auth/step-up.ts";
 import { assertFeature } from "../billing/entitlements.ts";
 import { isoOrNull } from "../clock.ts";
 import { systemCtx, type TenantCtx } from "../context.ts";
+import { creationOrder } from "../db/keyset.ts";
 import { withDatabase, withPlatformDatabase, withTransaction } from "../db/operation.ts";
 import { scimTokens, tenants } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
@@ -115,20 +116,13 @@ export async function listScimTokens(
 ): Promise<Page<ScimTokenView>> {
   creatorOf(ctx);
   const after = tokenCursor.decodeOptional(input.cursor);
+  const keyset = creationOrder(scimTokens, "asc", after);
   const rows = await withDatabase(deps, ctx, (db) =>
     db
-      .select({ row: scimTokens, position: sql<string>`${scimTokens.createdAt}::text` })
+      .select({ row: scimTokens, position: keyset.position })
       .from(scimTokens)
-      .where(
-        and(
-          eq(scimTokens.tenantId, ctx.tenantId),
-          sql`${scimTokens.revokedAt} is null`,
-          after
-            ? sql`(${scimTokens.createdAt}, ${scimTokens.id}) > (${after.createdAt}::timestamptz, ${after.id}::uuid)`
-            : undefined,
-        ),
-      )
-      .orderBy(asc(scimTokens.createdAt), asc(scimTokens.id))
+      .where(and(eq(scimTokens.tenantId, ctx.tenantId), sql`${scimTokens.revokedAt} is null`, keyset.past))
+      .orderBy(...keyset.orderBy)
       .limit(input.limit + 1),
   );
   return pageOf(

@@ -1,7 +1,8 @@
 import { X509Certificate } from "node:crypto";
-import { and, desc, eq, sql } from "drizzle-orm";
+import { and, eq, sql } from "drizzle-orm";
 import type { TenantCtx } from "../context.ts";
 import type { Executor } from "../db/client.ts";
+import { creationOrder } from "../db/keyset.ts";
 import { withDatabase } from "../db/operation.ts";
 import { ssoConnections } from "../db/schema/sso.ts";
 import { AppError } from "../errors.ts";
@@ -136,19 +137,13 @@ export async function listSsoConnections(
   input: PageRequest,
 ): Promise<Page<SsoConnectionView>> {
   const after = connectionCursor.decodeOptional(input.cursor);
+  const keyset = creationOrder(ssoConnections, "desc", after);
   const rows = await withDatabase(deps, ctx, (db) =>
     db
-      .select({ row: ssoConnections, position: sql<string>`${ssoConnections.createdAt}::text` })
+      .select({ row: ssoConnections, position: keyset.position })
       .from(ssoConnections)
-      .where(
-        and(
-          eq(ssoConnections.tenantId, ctx.tenantId),
-          after
-            ? sql`(${ssoConnections.createdAt}, ${ssoConnections.id}) < (${after.createdAt}::timestamptz, ${after.id}::uuid)`
-            : undefined,
-        ),
-      )
-      .orderBy(desc(ssoConnections.createdAt), desc(ssoConnections.id))
+      .where(and(eq(ssoConnections.tenantId, ctx.tenantId), keyset.past))
+      .orderBy(...keyset.orderBy)
       .limit(input.limit + 1),
   );
   return pageOf(

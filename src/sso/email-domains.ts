@@ -1,4 +1,4 @@
-import { and, desc, eq, ne, sql } from "drizzle-orm";
+import { and, eq, ne, sql } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import { opaqueToken } from "../auth/opaque-tokens.ts";
 import { requireRecentSecondFactor } from "../auth/step-up.ts";
@@ -7,6 +7,7 @@ import type { TenantCtx } from "../context.ts";
 import { claimExpiry } from "../custom-domains/domain-rows.ts";
 import { verificationRecordName } from "../custom-domains/hostname-policy.ts";
 import { dnsResolver } from "../custom-domains/settings.ts";
+import { creationOrder } from "../db/keyset.ts";
 import { withDatabase, withTransaction } from "../db/operation.ts";
 import { tenantEmailDomains } from "../db/schema/sso.ts";
 import { AppError } from "../errors.ts";
@@ -120,19 +121,13 @@ export async function listEmailDomains(
   input: PageRequest,
 ): Promise<Page<EmailDomainView>> {
   const after = domainCursor.decodeOptional(input.cursor);
+  const keyset = creationOrder(tenantEmailDomains, "desc", after);
   const rows = await withDatabase(deps, ctx, (db) =>
     db
-      .select({ row: tenantEmailDomains, position: sql<string>`${tenantEmailDomains.createdAt}::text` })
+      .select({ row: tenantEmailDomains, position: keyset.position })
       .from(tenantEmailDomains)
-      .where(
-        and(
-          eq(tenantEmailDomains.tenantId, ctx.tenantId),
-          after
-            ? sql`(${tenantEmailDomains.createdAt}, ${tenantEmailDomains.id}) < (${after.createdAt}::timestamptz, ${after.id}::uuid)`
-            : undefined,
-        ),
-      )
-      .orderBy(desc(tenantEmailDomains.createdAt), desc(tenantEmailDomains.id))
+      .where(and(eq(tenantEmailDomains.tenantId, ctx.tenantId), keyset.past))
+      .orderBy(...keyset.orderBy)
       .limit(input.limit + 1),
   );
   return pageOf(
