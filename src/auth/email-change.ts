@@ -2,15 +2,14 @@ import { and, eq, isNull, ne, sql } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import type { Ctx } from "../context.ts";
 import type { Executor } from "../db/client.ts";
-import { withDatabase, withTransaction } from "../db/operation.ts";
-import { sessions, users } from "../db/schema/index.ts";
+import { withTransaction } from "../db/operation.ts";
+import { users } from "../db/schema/index.ts";
 import { enqueueEmail } from "../email/enqueue-email.ts";
 import { EMAIL_LINK_PATHS, emailLink } from "../email/links.ts";
 import { AppError } from "../errors.ts";
-import { verifyPassword } from "../security/passwords.ts";
 import type { AuthDeps } from "./deps.ts";
-import { passwordAttempt } from "./password-sign-in.ts";
-import { callerOf, clientIpOf, endSessions } from "./sessions.ts";
+import { callerWithPassword } from "./password-sign-in.ts";
+import { callerOf, endSessions } from "./sessions.ts";
 import { consumeSingleUseToken, issueSingleUseToken } from "./single-use-tokens.ts";
 import { normaliseEmail } from "./user-identity.ts";
 
@@ -44,34 +43,14 @@ export async function requestEmailChange(
     throw new AppError("validation_failed", "The new address is not valid.", {
       fields: [{ path: "newEmail", message: "must be one e-mail address" }],
     });
-  const [user] = await withDatabase(deps, ctx, (db) =>
-    db
-      .select({
-        email: users.email,
-        name: users.name,
-        pool: users.pool,
-        homeTenantId: users.tenantId,
-        passwordHash: users.passwordHash,
-        sessionTenantId: sessions.tenantId,
-      })
-      .from(users)
-      .innerJoin(sessions, and(eq(sessions.id, caller.sessionId), eq(sessions.userId, users.id)))
-      .where(eq(users.id, caller.userId))
-      .limit(1),
-  );
-  if (!user) throw new AppError("unauthorized");
-  const account = `${user.sessionTenantId ?? "platform"}:${user.email}`;
-  await passwordAttempt(deps, { account, ip: clientIpOf(ctx) }, async () => {
-    if (!user.passwordHash || !(await verifyPassword(input.currentPassword, user.passwordHash)))
-      throw new AppError("unauthorized", "The current password is wrong.");
-  });
+  const user = await callerWithPassword(deps, ctx, input.currentPassword);
   if (newEmail === user.email)
     throw new AppError("validation_failed", "The new address is the current one.", {
       fields: [{ path: "newEmail", message: "must differ from the current address" }],
     });
   const settings = deps.config.settings;
   const lifetimeMinutes = settings.Authentication.EmailVerification.TokenLifetimeMinutes;
-  const tenantId = user.sessionTenantId;
+  const tenantId = user.tenantId;
   await withTransaction(deps, ctx, async (tx, txCtx) => {
     const taken = await addressTaken(tx, { ...user, email: newEmail, userId: caller.userId });
     if (!taken) {

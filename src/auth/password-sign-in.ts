@@ -130,23 +130,19 @@ export async function signInWithPassword(
 }
 
 /**
- * Changes the caller's password (current one required), clears must-change-password and ends every
- * session of the user, the caller's own included: a stolen access token or cookie stops working at
- * once. A token session gets a fresh session and token pair in the answer; a browser session gets
- * none (null): its cookie is ended too and the page signs in again with the new password.
+ * The caller's user and session once `currentPassword` is proved, counted in the password windows
+ * of the session's account (`passwordAttempt`): what a change of the password or of the e-mail
+ * address starts with. `tenantId` is the session's tenant, `homeTenantId` the user's own.
  */
-export async function changePassword(
-  deps: AuthDeps,
-  ctx: Ctx,
-  input: { currentPassword: string; newPassword: string },
-): Promise<TokenPair | null> {
+export async function callerWithPassword(deps: AuthDeps, ctx: Ctx, currentPassword: string) {
   const caller = callerOf(ctx);
-  await requireRecentSecondFactor(deps, ctx);
   const [user] = await withDatabase(deps, ctx, (db) =>
     db
       .select({
         passwordHash: users.passwordHash,
         tenantId: sessions.tenantId,
+        homeTenantId: users.tenantId,
+        pool: users.pool,
         email: users.email,
         name: users.name,
         sessionKind: sessions.kind,
@@ -164,10 +160,28 @@ export async function changePassword(
   const account = `${user.tenantId ?? "platform"}:${user.email}`;
   const passwordHash = user.passwordHash;
   await passwordAttempt(deps, { account, ip: clientIpOf(ctx) }, async () => {
-    if (!passwordHash || !(await verifyPassword(input.currentPassword, passwordHash))) {
+    if (!passwordHash || !(await verifyPassword(currentPassword, passwordHash))) {
       throw new AppError("unauthorized", "The current password is wrong.");
     }
   });
+  return user;
+}
+
+/**
+ * Changes the caller's password (current one required), clears must-change-password and ends every
+ * session of the user, the caller's own included: a stolen access token or cookie stops working at
+ * once. A token session gets a fresh session and token pair in the answer; a browser session gets
+ * none (null): its cookie is ended too and the page signs in again with the new password.
+ */
+export async function changePassword(
+  deps: AuthDeps,
+  ctx: Ctx,
+  input: { currentPassword: string; newPassword: string },
+): Promise<TokenPair | null> {
+  const caller = callerOf(ctx);
+  await requireRecentSecondFactor(deps, ctx);
+  const user = await callerWithPassword(deps, ctx, input.currentPassword);
+  const passwordHash = user.passwordHash;
   const weakness = await passwordProblem(input.newPassword, { email: user.email, name: user.name });
   if (weakness) {
     throw new AppError("validation_failed", "The new password is not strong enough.", {
