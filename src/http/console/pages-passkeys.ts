@@ -12,11 +12,10 @@ import { isUuid } from "../../tenancy/tenants.ts";
 import { toAppError } from "../problem-json.ts";
 import { anonymousCtxOf, ctxOf } from "../request-context.ts";
 import { authenticationResponse, rpIdOf } from "../routes/auth-passkeys.ts";
-import { setSessionCookie } from "../session-cookie.ts";
 import { consoleAssets } from "./assets.ts";
 import { csrfField, type Html, layout, notice, type Viewer, when } from "./layout.ts";
 import { consoleActed, formOf, pageResponse } from "./respond.ts";
-import { type ConsoleEnv, originRefused, safeNext, seeOther, setCsrfCookie, viewerOf } from "./session.ts";
+import { type ConsoleEnv, enterConsole, originRefused, seeOther, viewerOf } from "./session.ts";
 
 const DONE: Record<string, string> = {
   added: "Passkey added. You can sign in with it alone.",
@@ -135,11 +134,9 @@ export function passkeySignInRoute(deps: Deps, originAllowed: (origin: string) =
           };
       if (done.kind !== "browser" || "mfaRequired" in done.session)
         return c.json({ detail: "Sign in again." }, 401);
-      const { cookie, csrfToken, expiresIn, passwordChangeRequired } = done.session;
-      setSessionCookie(c, deps.config, cookie, expiresIn);
-      setCsrfCookie(c, csrfToken, expiresIn);
+      const next = enterConsole(c, deps, done.session, body.data.next);
       c.header("cache-control", "no-store");
-      return c.json({ next: passwordChangeRequired ? "/console/password" : safeNext(body.data.next) }, 200);
+      return c.json({ next }, 200);
     } catch (error) {
       if (toAppError(error).code !== "unauthorized") throw error;
       return c.json({ detail: "This passkey does not sign in here." }, 401);

@@ -13,7 +13,6 @@ import { AREA_CONSOLE_PAGES } from "../area-registry.ts";
 import { UNKNOWN_TENANT_ID } from "../middleware/tenancy.ts";
 import { statusOf, toAppError } from "../problem-json.ts";
 import { anonymousCtxOf, ctxOf } from "../request-context.ts";
-import { setSessionCookie } from "../session-cookie.ts";
 import { consoleAssetRoutes, consoleAssets } from "./assets.ts";
 import type { ConsolePage } from "./console-page.ts";
 import { CONSOLE_POLICY, type Html, layout, notice, TENANT_ROLES } from "./layout.ts";
@@ -31,10 +30,10 @@ import {
   type ConsoleEnv,
   clearConsoleCookies,
   consoleSession,
+  enterConsole,
   originRefused,
   safeNext,
   seeOther,
-  setCsrfCookie,
 } from "./session.ts";
 import { consoleMfaSignInRoutes, mfaStepPage } from "./sign-in-mfa.ts";
 import { asksForStepUp, stepUpFirst, stepUpPrompt, stepUpRoutes } from "./step-up.ts";
@@ -161,10 +160,7 @@ function signInRoutes(deps: Deps, originAllowed: (origin: string) => boolean) {
         password: form.password ?? "",
       });
       if ("mfaRequired" in session) return pageResponse(c, await mfaStepPage(deps, c, session, form.next));
-      const { cookie, csrfToken, expiresIn, passwordChangeRequired } = session;
-      setSessionCookie(c, deps.config, cookie, expiresIn);
-      setCsrfCookie(c, csrfToken, expiresIn);
-      return seeOther(c, passwordChangeRequired ? "/console/password" : safeNext(form.next));
+      return seeOther(c, enterConsole(c, deps, session, form.next));
     } catch (error) {
       const problem = toAppError(error);
       if (problem.code !== "unauthorized" && problem.code !== "validation_failed") throw error;

@@ -1,6 +1,11 @@
 import type { Context, MiddlewareHandler } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
-import { browserOriginCheck, csrfTokenMatches, openBrowserSession } from "../../auth/browser-sessions.ts";
+import {
+  type BrowserSignIn,
+  browserOriginCheck,
+  csrfTokenMatches,
+  openBrowserSession,
+} from "../../auth/browser-sessions.ts";
 import type { AuthDeps } from "../../auth/deps.ts";
 import { listOpenImpersonations } from "../../auth/impersonation.ts";
 import { AppError } from "../../errors.ts";
@@ -11,7 +16,7 @@ import {
   PLATFORM_VIEWER_ROLE,
 } from "../../identity/roles.ts";
 import type { AppEnv } from "../request-context.ts";
-import { readSessionCookie } from "../session-cookie.ts";
+import { readSessionCookie, setSessionCookie } from "../session-cookie.ts";
 import type { ConsoleRole, ConsoleSection, Viewer } from "./layout.ts";
 
 /**
@@ -58,6 +63,21 @@ export function clearConsoleCookies(c: Context): void {
 /** A redirect after a form post (303, so the browser follows with GET). */
 export function seeOther(c: Context, location: string): Response {
   return c.body(null, 303, { location });
+}
+
+/**
+ * A browser session just opened by a console sign-in (password, second step, passkey): its cookie
+ * and CSRF cookie set, and where the console goes next (the forced password change first).
+ */
+export function enterConsole(
+  c: Context<ConsoleEnv>,
+  deps: Pick<AuthDeps, "config">,
+  session: BrowserSignIn,
+  next: string | undefined,
+): string {
+  setSessionCookie(c, deps.config, session.cookie, session.expiresIn);
+  setCsrfCookie(c, session.csrfToken, session.expiresIn);
+  return session.passwordChangeRequired ? "/console/password" : safeNext(next);
 }
 
 /** Only console paths, so `?next=` cannot send a signed-in user elsewhere. */

@@ -7,11 +7,10 @@ import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
 import { toAppError } from "../problem-json.ts";
 import { anonymousCtxOf } from "../request-context.ts";
-import { setSessionCookie } from "../session-cookie.ts";
 import { consoleAssets } from "./assets.ts";
 import { type Html, layout, notice } from "./layout.ts";
 import { formOf, pageResponse } from "./respond.ts";
-import { type ConsoleEnv, originRefused, safeNext, seeOther, setCsrfCookie } from "./session.ts";
+import { type ConsoleEnv, enterConsole, originRefused, safeNext, seeOther } from "./session.ts";
 
 /** The second step of a console sign-in: a code from the authenticator, a backup code, or a passkey. */
 export function mfaForm(input: {
@@ -72,10 +71,7 @@ export function consoleMfaSignInRoutes(deps: Deps) {
         browserAllowed: true,
       });
       if (done.kind !== "browser") throw new AppError("unauthorized", "Sign in again.");
-      const { cookie, csrfToken, expiresIn, passwordChangeRequired } = done.session;
-      setSessionCookie(c, deps.config, cookie, expiresIn);
-      setCsrfCookie(c, csrfToken, expiresIn);
-      return seeOther(c, passwordChangeRequired ? "/console/password" : safeNext(form.next));
+      return seeOther(c, enterConsole(c, deps, done.session, form.next));
     } catch (error) {
       const problem = toAppError(error);
       if (problem.code !== "unauthorized" && problem.code !== "validation_failed") throw error;
