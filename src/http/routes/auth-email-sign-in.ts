@@ -15,17 +15,10 @@ import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
 import { type AppEnv, anonymousCtxOf, createRouter } from "../request-context.ts";
 import { setSessionCookie } from "../session-cookie.ts";
 import { type AuthRouteDeps, signInResult, signInTenant } from "./auth.ts";
-import { browserSignInResult } from "./auth-schemas.ts";
-
-const tenantCode = z
-  .string()
-  .min(1)
-  .max(64)
-  .optional()
-  .openapi({ description: "Tenant code (on the platform host)." });
+import { browserSignInResult, tenantCodeField } from "./auth-schemas.ts";
 
 const emailSignInCode = z
-  .object({ email: z.string().min(1).max(320), code: z.string().min(1).max(16), tenant: tenantCode })
+  .object({ email: z.string().min(1).max(320), code: z.string().min(1).max(16), tenant: tenantCodeField })
   .openapi("EmailSignInCode");
 const emailSignInLink = z
   .object({
@@ -48,7 +41,9 @@ const routes = {
       "link work once, within `Authentication:EmailSignIn:CodeLifetimeSeconds`; using one spends the other.",
     request: {
       body: jsonBody(
-        z.object({ email: z.string().min(1).max(320), tenant: tenantCode }).openapi("EmailSignInRequest"),
+        z
+          .object({ email: z.string().min(1).max(320), tenant: tenantCodeField })
+          .openapi("EmailSignInRequest"),
       ),
     },
     responses: { 202: { description: "Accepted." }, 429: problem("Too many sign-in messages.") },

@@ -18,6 +18,7 @@ import { defineArea } from "../area.ts";
 import { accessOf, apiRoute, json, jsonBody, pageQuery, problem, routerPath } from "../openapi.ts";
 import { type AppEnv, anonymousCtxOf, createRouter, ctxOf } from "../request-context.ts";
 import { type AuthRouteDeps, signInResult, signInTenant } from "./auth.ts";
+import { tenantCodeField } from "./auth-schemas.ts";
 
 /** base64url text of a ceremony's answer, bounded (a public key, a signature, client data). */
 const b64 = (max: number) =>
@@ -29,12 +30,13 @@ const b64 = (max: number) =>
 
 const passkeyName = z.string().trim().min(1).max(64).openapi({ example: "Work laptop" });
 
+/** What both WebAuthn answers (a new credential, an assertion) start with: the credential's id. */
+const credentialIdentity = { id: b64(1024), rawId: b64(1024), type: z.literal("public-key") };
+
 /** `PublicKeyCredential.toJSON()` of `navigator.credentials.create()` (what @simplewebauthn/browser sends). */
 const registrationResponse = z
   .object({
-    id: b64(1024),
-    rawId: b64(1024),
-    type: z.literal("public-key"),
+    ...credentialIdentity,
     response: z
       .object({
         clientDataJSON: b64(4096),
@@ -53,9 +55,7 @@ const registrationResponse = z
 /** `PublicKeyCredential.toJSON()` of `navigator.credentials.get()`. */
 export const authenticationResponse = z
   .object({
-    id: b64(1024),
-    rawId: b64(1024),
-    type: z.literal("public-key"),
+    ...credentialIdentity,
     response: z
       .object({
         clientDataJSON: b64(4096),
@@ -92,12 +92,6 @@ const passkey = z
   })
   .openapi("Passkey");
 const passkeyIdParam = z.object({ id: z.uuid() });
-const tenantField = z
-  .string()
-  .min(1)
-  .max(64)
-  .optional()
-  .openapi({ description: "Tenant code (on the platform host)." });
 
 const routes = {
   registerOptions: apiRoute(
@@ -159,7 +153,7 @@ const routes = {
       body: jsonBody(
         z
           .object({
-            tenant: tenantField,
+            tenant: tenantCodeField,
             mfaToken: z
               .string()
               .min(1)
@@ -186,7 +180,7 @@ const routes = {
     summary: "Sign in with a passkey alone: the assertion navigator.credentials.get() made.",
     request: {
       body: jsonBody(
-        z.object({ response: authenticationResponse, tenant: tenantField }).openapi("PasskeySignIn"),
+        z.object({ response: authenticationResponse, tenant: tenantCodeField }).openapi("PasskeySignIn"),
       ),
     },
     responses: {

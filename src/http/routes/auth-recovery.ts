@@ -5,6 +5,7 @@ import { defineArea } from "../area.ts";
 import { accessOf, apiRoute, jsonBody, problem, routerPath } from "../openapi.ts";
 import { type AppEnv, anonymousCtxOf, createRouter } from "../request-context.ts";
 import { type AuthRouteDeps, signInTenant } from "./auth.ts";
+import { tenantCodeField } from "./auth-schemas.ts";
 
 /** A one-time token from a message's link (`?token=`): 43 base64url characters as Plinth makes them. */
 const linkToken = z
@@ -30,12 +31,7 @@ const routes = {
         z
           .object({
             email: z.string().min(1).max(320),
-            tenant: z
-              .string()
-              .min(1)
-              .max(64)
-              .optional()
-              .openapi({ description: "Tenant code (on the platform host)." }),
+            tenant: tenantCodeField,
           })
           .openapi("PasswordResetRequest"),
       ),

@@ -2,6 +2,14 @@ import { z } from "@hono/zod-openapi";
 
 /** The shapes a sign-in answers, shared by every sign-in route (password, SMS, e-mail, passkeys, the step). */
 
+/** The `tenant` field of a sign-in request: the tenant's code, needed on the platform host only. */
+export const tenantCodeField = z
+  .string()
+  .min(1)
+  .max(64)
+  .optional()
+  .openapi({ description: "Tenant code (on the platform host)." });
+
 export const tokenPair = z
   .object({
     accessToken: z.string(),

@@ -21,6 +21,7 @@ import {
   me,
   mfaRequired,
   signInResult,
+  tenantCodeField,
   tokenPair,
 } from "./auth-schemas.ts";
 
@@ -96,12 +97,7 @@ const credentials = z
   .object({
     email: z.string().min(1).max(320),
     password: z.string().min(1).max(1024),
-    tenant: z
-      .string()
-      .min(1)
-      .max(64)
-      .optional()
-      .openapi({ description: "Tenant code (on the platform host)." }),
+    tenant: tenantCodeField,
   })
   .openapi("Credentials");
 

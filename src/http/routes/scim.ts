@@ -1,7 +1,12 @@
 import { z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import type { Deps } from "../../deps.ts";
-import { resourceTypes, schemas, serviceProviderConfig } from "../../scim/scim-discovery.ts";
+import {
+  listResponse as listResponseOf,
+  resourceTypes,
+  schemas,
+  serviceProviderConfig,
+} from "../../scim/scim-discovery.ts";
 import { project } from "../../scim/scim-projection.ts";
 import {
   createScimUser,
@@ -121,6 +126,9 @@ const routes = {
   ),
 };
 
+/** A ListResponse of every resource at once (the discovery lists: resource types, schemas). */
+const wholeList = <T>(all: T[]) => listResponseOf(all, all.length, 1);
+
 /** The SCIM 2.0 service provider of every tenant (docs/scim.md), its tenant the token's. */
 export function scimRoutes(deps: Deps) {
   const router = createRouter();
@@ -128,26 +136,8 @@ export function scimRoutes(deps: Deps) {
   const body = async (c: Context) => (await c.req.json()) as unknown;
   return router
     .openapi(routes.spc, (c) => scimJsonResponse(c, serviceProviderConfig(baseOf(deps, c))))
-    .openapi(routes.resourceTypes, (c) => {
-      const all = resourceTypes(baseOf(deps, c));
-      return scimJsonResponse(c, {
-        schemas: ["urn:ietf:params:scim:api:messages:2.0:ListResponse"],
-        totalResults: all.length,
-        startIndex: 1,
-        itemsPerPage: all.length,
-        Resources: all,
-      });
-    })
-    .openapi(routes.schemas, (c) => {
-      const all = schemas(baseOf(deps, c));
-      return scimJsonResponse(c, {
-        schemas: ["urn:ietf:params:scim:api:messages:2.0:ListResponse"],
-        totalResults: all.length,
-        startIndex: 1,
-        itemsPerPage: all.length,
-        Resources: all,
-      });
-    })
+    .openapi(routes.resourceTypes, (c) => scimJsonResponse(c, wholeList(resourceTypes(baseOf(deps, c)))))
+    .openapi(routes.schemas, (c) => scimJsonResponse(c, wholeList(schemas(baseOf(deps, c)))))
     .openapi(routes.listUsers, async (c) => {
       const query = c.req.valid("query" as never) as z.infer<typeof listQuery>;
       const page = await listScimUsers(deps, ctxOf(c), { ...query, base: baseOf(deps, c) });
