@@ -31,6 +31,11 @@ export interface EmailSender {
   send(message: OutgoingEmail, options?: { signal?: AbortSignal }): Promise<SentEmail>;
 }
 
+/** What every provider is handed of a message: its id, the envelope and the two bodies (no secrets, no log fields). */
+function messageParts({ messageId, from, to, subject, text, html }: OutgoingEmail) {
+  return { messageId, from, to, subject, text, html };
+}
+
 export class EmailDeliveryError extends Error {
   override name = "EmailDeliveryError";
 }
@@ -81,12 +86,7 @@ export function smtpSender(options: SmtpOptions): EmailSender {
       signal?.throwIfAborted();
       try {
         const info = await transport.sendMail({
-          messageId: message.messageId,
-          from: message.from,
-          to: message.to,
-          subject: message.subject,
-          text: message.text,
-          html: message.html,
+          ...messageParts(message),
           headers: { "Auto-Submitted": "auto-generated" },
         });
         if (info.accepted.length === 0) throw new EmailDeliveryError("the SMTP server accepted no recipient");
@@ -125,14 +125,7 @@ export function httpEmailSender(input: {
             authorization: `Bearer ${input.apiKey}`,
             "idempotency-key": message.messageId,
           },
-          body: JSON.stringify({
-            messageId: message.messageId,
-            from: message.from,
-            to: message.to,
-            subject: message.subject,
-            text: message.text,
-            html: message.html,
-          }),
+          body: JSON.stringify(messageParts(message)),
           redirect: "manual",
           signal: signal
             ? AbortSignal.any([signal, AbortSignal.timeout(input.timeoutMs)])
