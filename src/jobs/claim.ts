@@ -53,6 +53,7 @@ interface CycleRow {
   locked_until: string | Date | null;
   group_key: string | null;
   priority: number | null;
+  has_dependents: boolean | null;
   cursor: string | null;
   more: boolean | null;
 }
@@ -66,6 +67,7 @@ const claimedJob = (r: Omit<CycleRow, "part" | "cursor" | "more">): ClaimedJob =
   lockedUntil: new Date(r.locked_until as string | Date),
   groupKey: r.group_key,
   priority: r.priority as number,
+  hasDependents: r.has_dependents === true,
 });
 
 /**
@@ -119,7 +121,7 @@ export async function completeAndClaimJobs(
 export async function heldJobs(db: Executor, input: { workerId: string }): Promise<ClaimedJob[]> {
   const rows = await execute<Omit<CycleRow, "part" | "cursor" | "more">>(
     db,
-    sql`select id, kind, payload, attempts, max_attempts, locked_until, group_key, priority
+    sql`select id, kind, payload, attempts, max_attempts, locked_until, group_key, priority, has_dependents
         from background_jobs where locked_by = ${input.workerId} and status = 'processing'`,
   );
   return rows.map(claimedJob);
@@ -216,12 +218,13 @@ export function completeAndClaimStatement(input: ClaimInput & { complete: JobRes
               group_slot = case when j.status = 'processing' then j.group_slot else picked.slot end
           from ${batch.on ? sql`(select id, slot from picked union all select id, null::int from followers) picked` : sql`picked`}
           where j.id = picked.id
-          returning j.id, j.kind, j.payload, j.attempts, j.max_attempts, j.locked_until, j.group_key, j.priority
+          returning j.id, j.kind, j.payload, j.attempts, j.max_attempts, j.locked_until, j.group_key, j.priority,
+            j.has_dependents
         )
         select 'claimed' as part, claimed.*, null::text as cursor, null::boolean as more from claimed
-        ${recording ? sql`union all select 'done', id, null, null, null, null, null, null, null, null, null from done` : sql``}
+        ${recording ? sql`union all select 'done', id, null, null, null, null, null, null, null, null, null, null from done` : sql``}
         union all
-        select 'meta', null, null, null, null, null, ${rate.on ? rate.nextAt : sql`null`}, null, null,
+        select 'meta', null, null, null, null, null, ${rate.on ? rate.nextAt : sql`null`}, null, null, null,
           (select key from walk order by n desc limit 1),
           -- a scalar subquery, not EXISTS (which drops the ORDER BY that makes it an index scan)
           (select priority from background_jobs

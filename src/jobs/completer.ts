@@ -75,6 +75,11 @@ interface Entry {
   uncertain: boolean;
   /** The database refused a batch it was in: it is written on its own. */
   alone: boolean;
+  /**
+   * A claim that carried it recorded nothing of this success: written once more, with the fan-in
+   * (its job may have got dependents since its claim; src/jobs/outcomes.ts `recordingCtes`).
+   */
+  again: boolean;
 }
 
 /** Outcomes a claim statement carries. */
@@ -90,7 +95,8 @@ function resultOf(outcome: Exclude<Outcome, { type: "canceled" }>): JobResult {
   if (outcome.type === "failed")
     return { id, attempts, status: "failed", runAfter: outcome.retryAt, error: outcome.error };
   if (outcome.type === "dead") return { id, attempts, status: "dead", error: outcome.reason };
-  return outcome.result === undefined ? { id, attempts } : { id, attempts, result: outcome.result };
+  const lease = outcome.job.hasDependents ? { id, attempts, hasDependents: true } : { id, attempts };
+  return outcome.result === undefined ? lease : { ...lease, result: outcome.result };
 }
 
 export function createCompleter(deps: CompleterDeps, options: CompleterOptions): Completer {
@@ -166,7 +172,24 @@ export class Completer {
 
   /** The carrying statement succeeded and recorded `recorded`. */
   settle(carried: Carried, recorded: number[]): void {
-    this.#report(carried.entries, new Set(recorded), new Set());
+    const done = new Set(recorded);
+    const again = carried.entries.filter(
+      (e) => e.outcome.type === "succeeded" && !e.again && !this.#closed && !done.has(e.job.id),
+    );
+    for (const e of again) {
+      e.again = true;
+      if (e.outcome.type === "succeeded")
+        e.result = resultOf({ ...e.outcome, job: { ...e.job, hasDependents: true } });
+    }
+    if (again.length > 0) {
+      this.#waiting = [...again, ...this.#waiting];
+      this.#kick();
+    }
+    this.#report(
+      carried.entries.filter((e) => !again.includes(e)),
+      done,
+      new Set(),
+    );
   }
 
   /** The carrying statement failed: its outcomes wait for the next write. */
@@ -248,7 +271,7 @@ export class Completer {
   #add(job: ClaimedJob, outcome: Entry["outcome"], result: JobResult): Promise<Recorded> {
     if (this.#closed) return Promise.resolve("unrecorded");
     return new Promise<Recorded>((resolve) => {
-      this.#waiting.push({ job, outcome, result, resolve, uncertain: false, alone: false });
+      this.#waiting.push({ job, outcome, result, resolve, uncertain: false, alone: false, again: false });
       if (this.#eager) this.#kick();
     });
   }

@@ -9,7 +9,8 @@ import { type JobLease, leaseIds, MAX_ERROR_LENGTH, ts } from "./queue.ts";
  * result is written fenced on its lease.
  */
 export type JobResult =
-  | (JobLease & { status?: "succeeded"; result?: unknown })
+  /** `hasDependents`: the run's job had dependents when it was claimed (its fan-in is resolved here). */
+  | (JobLease & { status?: "succeeded"; result?: unknown; hasDependents?: boolean })
   | (JobLease & { status: "failed"; runAfter: Date; error: string })
   | (JobLease & { status: "dead"; error: string })
   | (JobLease & { status: "released" });
@@ -29,14 +30,37 @@ function rowOf(r: JobResult): Record<string, unknown> {
   return r.result === undefined ? lease : { ...lease, result: r.result };
 }
 
+const succeeded = (r: JobResult) => r.status === undefined || r.status === "succeeded";
+
+/** Whether `results` hold a success whose job had dependents when claimed (its batch needs the fan-in). */
+export const needsFanIn = (results: JobResult[]) =>
+  results.some((r) => succeeded(r) && "hasDependents" in r && r.hasDependents === true);
+
 /**
  * The CTEs that record `results` for `workerId` (the start of a `with` list): `lease`, the results
  * as rows, and `done`, one update of all of them returning the ids it changed. Only a row still
  * `processing` under this worker and attempt changes: a run taken over by another worker, or
  * canceled by an admin, records nothing.
+ *
+ * The fan-in of successful parents (`resolvingCtes`) is built only with `fanIn` (default: a success
+ * in `results` had dependents when claimed, `needsFanIn`): a plain drain's statement goes without
+ * it (issue #35). `enqueueFlow` may give a running job children after its claim, so `done` checks
+ * the row as it is at completion (an update re-reads a row another transaction changed once that
+ * one commits) and refuses a success it would finish wrongly: without `fanIn`, one whose row has
+ * dependents now; with it, one whose row has dependents and changed since this statement's
+ * snapshot (children attached while the statement waited for the row: their edges are not in the
+ * snapshot the fan-in reads). A refused success stays `processing` and is written again, with the
+ * fan-in, by a statement of its own, whose snapshot has the edges (`recordResults`, and the
+ * completer for outcomes a claim carried).
  */
-export function recordingCtes(input: { workerId: string; results: JobResult[]; now: Date }): SQL {
+export function recordingCtes(input: {
+  workerId: string;
+  results: JobResult[];
+  now: Date;
+  fanIn?: boolean;
+}): SQL {
   const now = ts(input.now);
+  const fanIn = input.fanIn ?? needsFanIn(input.results);
   return sql`lease as materialized (
           select l.id, l.attempts, coalesce(l.status, 'succeeded') as status, l.run_after, l.error, l.result
           from jsonb_to_recordset(${JSON.stringify(input.results.map(rowOf))}::jsonb)
@@ -57,9 +81,15 @@ export function recordingCtes(input: { workerId: string; results: JobResult[]; n
           from lease
           where j.id = lease.id and j.attempts = lease.attempts and ${leaseIds(input.results)}
             and j.locked_by = ${input.workerId} and j.status = 'processing'
-          returning j.id, j.status, j.has_dependents
-        ),
-        ${resolvingCtes(now)}`;
+            and (lease.status <> 'succeeded' or not j.has_dependents
+                 ${fanIn ? sql`or j.xmin = (select s.xmin from background_jobs s where s.id = j.id)` : sql``})
+          returning j.id${fanIn ? sql`, j.status, j.has_dependents` : sql``}
+        )${
+          fanIn
+            ? sql`,
+        ${resolvingCtes(now)}`
+            : sql``
+        }`;
 }
 
 /**
@@ -96,13 +126,28 @@ function resolvingCtes(now: SQL): SQL {
 }
 
 /**
- * Records `results` in one statement. Returns the ids recorded now and, with `verify` (results
- * whose earlier write may have committed although its answer was lost), the ids already in the
- * state the result asked for by this attempt: recorded by that earlier write.
+ * Records `results` in one statement (a second one, with the fan-in, for successes the first
+ * refused or found lost: see `recordingCtes`). Returns the ids recorded now and, with `verify`
+ * (results whose earlier write may have committed although its answer was lost), the ids already
+ * in the state the result asked for by this attempt: recorded by that earlier write.
  */
 export async function recordResults(
   db: Executor,
   input: { workerId: string; results: JobResult[]; now: Date; verify?: boolean },
+): Promise<{ recorded: number[]; earlier: number[] }> {
+  const first = await recordOnce(db, input);
+  // a success `done` refused (it has dependents the statement could not resolve) or lost: once more
+  // with the fan-in, in a snapshot of its own; what this records nothing of was lost
+  const seen = new Set([...first.recorded, ...first.earlier]);
+  const refused = input.results.filter((r) => succeeded(r) && !seen.has(Math.trunc(r.id)));
+  if (refused.length === 0) return first;
+  const again = await recordOnce(db, { ...input, results: refused, fanIn: true });
+  return { recorded: [...first.recorded, ...again.recorded], earlier: [...first.earlier, ...again.earlier] };
+}
+
+async function recordOnce(
+  db: Executor,
+  input: { workerId: string; results: JobResult[]; now: Date; verify?: boolean; fanIn?: boolean },
 ): Promise<{ recorded: number[]; earlier: number[] }> {
   if (input.results.length === 0) return { recorded: [], earlier: [] };
   // every CTE reads the statement's snapshot: a row `done` changes now is still processing there

@@ -28,6 +28,8 @@ export interface ClaimedJob {
   /** The fairness group (null: the jobs without one). */
   groupKey: string | null;
   priority: number;
+  /** The job had dependents (a flow's children) when claimed: its success is recorded with the fan-in. */
+  hasDependents?: boolean;
 }
 
 /** Which run of a job a worker owns: every update after the claim is fenced on all three. */

@@ -1,10 +1,13 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
+import { PgDialect } from "drizzle-orm/pg-core";
 import { z } from "zod";
 import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
 import { type Database, execute, openDatabase } from "../../src/db/client.ts";
-import { JOBS_CHANNEL } from "../../src/jobs/enqueue.ts";
+import { claimJobs, completeAndClaimJobs, completeAndClaimStatement } from "../../src/jobs/claim.ts";
+import { createCompleter } from "../../src/jobs/completer.ts";
+import { enqueue, JOBS_CHANNEL } from "../../src/jobs/enqueue.ts";
 import { enqueueFlow } from "../../src/jobs/enqueue-flow.ts";
 import { recordResults } from "../../src/jobs/outcomes.ts";
 import { jobKind } from "../../src/jobs/registry.ts";
@@ -148,4 +151,130 @@ describe("fan-in", () => {
         expect(child).toMatchObject({ status: left === 0 ? "pending" : "waiting", waiting_on: left });
     }
   }, 60_000);
+});
+
+describe("fan-in only where a finished job has dependents (issue #35)", () => {
+  const text = (complete: Parameters<typeof completeAndClaimStatement>[0]["complete"]) =>
+    new PgDialect().sqlToQuery(
+      completeAndClaimStatement({
+        workerId: "w",
+        kinds: ["fanin.step"],
+        limit: 5,
+        now: clock.now(),
+        complete,
+      }),
+    ).sql;
+
+  test("a batch of plain successes is recorded without the fan-in; one claimed with dependents brings it", () => {
+    const plain = text([
+      { id: 1, attempts: 1 },
+      { id: 2, attempts: 1, status: "dead", error: "x" },
+    ]);
+    expect(plain).toContain("update background_jobs j");
+    expect(plain).not.toContain("job_dependencies");
+    expect(plain).toContain("not j.has_dependents");
+    const parent = text([
+      { id: 1, attempts: 1 },
+      { id: 3, attempts: 1, hasDependents: true },
+    ]);
+    expect(parent).toContain("update job_dependencies");
+    expect(parent).toContain("j.xmin");
+  });
+
+  test("a child attached while its parent runs is counted down when the parent's success rides on a claim", async () => {
+    const lone = jobKind("fanin.lone", z.object({ n: z.number() }));
+    const { id: parent } = await enqueue(t.database.db, { clock }, lone, { n: 1 });
+    const [claimed] = await claimJobs(t.database.db, {
+      workerId: "w",
+      kinds: [lone.kind],
+      limit: 1,
+      now: clock.now(),
+    });
+    expect(claimed).toMatchObject({ id: parent, hasDependents: false });
+    // while it runs, a flow names it as a parent
+    const flow = await enqueueFlow(deps(), systemCtx("test"), {
+      jobs: [{ key: "late", kind: job, payload: { n: 2 }, dependsOn: [parent] }],
+    });
+    const child = flow.jobs.late as number;
+    expect((await childState([child]))[0]).toMatchObject({ status: "waiting", waiting_on: 1 });
+
+    const completer = createCompleter({ db: t.database.db, clock, logger }, { workerId: "w", eager: false });
+    try {
+      const outcome = completer.record({
+        type: "succeeded",
+        job: claimed as NonNullable<typeof claimed>,
+        startedAt: 0,
+      });
+      const carried = completer.take();
+      if (!carried) throw new Error("nothing to carry");
+      expect(carried.results).toEqual([{ id: parent, attempts: 1 }]);
+      // the claim's statement, built without the fan-in, finds the row with dependents and leaves it
+      const cycle = await completeAndClaimJobs(t.database.db, {
+        workerId: "w",
+        kinds: ["fanin.none"],
+        limit: 1,
+        now: clock.now(),
+        complete: carried.results,
+      });
+      expect(cycle.completed).toEqual([]);
+      expect((await childState([parent]))[0]?.status).toBe("processing");
+      // the completer writes it again with the fan-in
+      completer.settle(carried, cycle.completed);
+      expect(await outcome).toBe("succeeded");
+    } finally {
+      completer.close();
+    }
+    expect(await childState([parent, child])).toEqual([
+      { id: parent, status: "succeeded", waiting_on: 0 },
+      { id: child, status: "pending", waiting_on: 0 },
+    ]);
+  });
+
+  test("children attached while the completion waits for the parent's row are counted down too", async () => {
+    const flow = await enqueueFlow(deps(), systemCtx("test"), {
+      jobs: [
+        { key: "a", kind: job, payload: { n: 1 } },
+        { key: "b", kind: job, payload: { n: 2 }, dependsOn: ["a"] },
+      ],
+    });
+    await hold(flow.jobs, (key) => (key === "a" ? "w" : null));
+    const a = flow.jobs.a as number;
+    const other = await openDatabase(t.url, { poolSize: 1 });
+    pools.push(other);
+    let completion: ReturnType<typeof recordResults> | undefined;
+    const late = await t.database.db.transaction(async (tx) => {
+      // a second flow names `a` as a parent and holds its row until it commits
+      const second = await enqueueFlow(
+        deps(),
+        { ...systemCtx("test"), tx },
+        {
+          jobs: [{ key: "late", kind: job, payload: { n: 3 }, dependsOn: [a] }],
+        },
+      );
+      completion = recordResults(other.db, {
+        workerId: "w",
+        results: [{ id: a, attempts: 1, hasDependents: true }],
+        now: clock.now(),
+      });
+      // the completion has its snapshot (without the new edge) and waits for the row
+      await waitFor(
+        async () => {
+          const [row] = await execute<{ n: number }>(
+            t.database.db,
+            sql`select count(*)::int as n from pg_stat_activity
+                where datname = current_database() and wait_event_type = 'Lock' and query like '%update background_jobs j%'`,
+          );
+          return (row?.n ?? 0) > 0;
+        },
+        { what: "the completion waiting for the parent's row" },
+      );
+      return second.jobs.late as number;
+    });
+    expect((await (completion as ReturnType<typeof recordResults>)).recorded).toEqual([a]);
+    expect(await childState([a, flow.jobs.b as number, late])).toEqual([
+      { id: a, status: "succeeded", waiting_on: 0 },
+      { id: flow.jobs.b as number, status: "pending", waiting_on: 0 },
+      { id: late, status: "pending", waiting_on: 0 },
+    ]);
+  });
 });

@@ -320,7 +320,7 @@ describe("flows", () => {
     });
     await execute(t.database.db, sql`analyze background_jobs`);
     await execute(t.database.db, sql`analyze job_dependencies`);
-    const claimPlan = async (complete: { id: number; attempts: number }[]) => {
+    const claimPlan = async (complete: { id: number; attempts: number; hasDependents: boolean }[]) => {
       const statement = completeAndClaimStatement({
         workerId: "plan",
         kinds: [job.kind],
@@ -336,10 +336,12 @@ describe("flows", () => {
     };
     // the first claim (nothing to record), then one that records those five parents' success
     const first = await claimPlan([]);
-    const claimed = await execute<{ id: number; attempts: number }>(
+    // as the claim returned them: parents with dependents (their success brings the fan-in)
+    const claimed = await execute<{ id: number; attempts: number; hasDependents: boolean }>(
       t.database.db,
-      sql`select id::int as id, attempts from background_jobs where locked_by = 'plan'`,
+      sql`select id::int as id, attempts, has_dependents as "hasDependents" from background_jobs where locked_by = 'plan'`,
     );
+    expect(claimed.every((c) => c.hasDependents)).toBe(true);
     expect(claimed).toHaveLength(5);
     const early = await claimPlan(claimed);
     // the five the second claim took go back, for the loops below
