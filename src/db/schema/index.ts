@@ -20,4 +20,5 @@ export * from "./sso.ts";
 export * from "./storage.ts";
 export * from "./tenant-lifecycle.ts";
 export * from "./tenants.ts";
+export * from "./trusted-devices.ts";
 export * from "./webhooks.ts";

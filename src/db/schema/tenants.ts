@@ -25,6 +25,8 @@ export const tenants = pgTable("tenants", {
     .default("off"),
   mfaGraceDays: integer().notNull().default(7),
   mfaRequiredSince: timestamp({ withTimezone: true }),
+  /** Browsers its users trust skip the second-factor step (src/auth/trusted-devices.ts); off by default. */
+  allowTrustedDevices: boolean().notNull().default(false),
   /** Its users may sign in with a code or link mailed to their address (src/auth/email-sign-in.ts). */
   emailSignIn: boolean().notNull().default(false),
   /** When the tenant is to be deleted (docs/tenant-lifecycle.md); null: not scheduled. */
