@@ -46,6 +46,11 @@ export interface Ctx {
   clientIp?: string;
   /** The caller's `User-Agent` (at most 512 characters), where there is a request (audit). */
   userAgent?: string;
+  /**
+   * The sealed trusted-device cookie the request carried, where a sign-in may use it to skip the
+   * second-factor step (src/auth/trusted-devices.ts); never logged or audited.
+   */
+  trustedDeviceCookie?: string;
 }
 
 /** A ctx that acts inside one tenant. */

@@ -56,4 +56,16 @@ export const MFA_ACTIONS = {
     details: "`removed` (the kinds removed)",
     writtenBy: "`resetMemberFactors` (auth/mfa-reset.ts)",
   },
+  "mfa.device_trusted": {
+    what: "A user trusted a browser at a sign-in step (`trustDevice: true`): its later sign-ins in the tenant skip the step while the tenant allows it.",
+    target: "`trusted_device`",
+    details: "`userId`, `expiresAt`",
+    writtenBy: "`trustDevice` (auth/trusted-devices.ts; POST /api/auth/mfa/verify)",
+  },
+  "mfa.trusted_device_revoked": {
+    what: "A trusted browser stopped skipping the step: revoked by its user, a factor reset, a password change, signing out everywhere, the tenant's policy switched off, or its user disabled or removed.",
+    target: "`trusted_device`",
+    details: "`userId`, `reason`",
+    writtenBy: "`revokeTrustedDevices` (auth/trusted-devices.ts)",
+  },
 } as const satisfies Record<string, ActionRow>;

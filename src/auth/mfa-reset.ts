@@ -9,6 +9,7 @@ import { emitEvent } from "../events/outbox.ts";
 import { enqueueContext } from "../jobs/enqueue.ts";
 import type { AuthDeps } from "./deps.ts";
 import { requireRecentSecondFactor } from "./step-up.ts";
+import { devicesOf, revokeTrustedDevices } from "./trusted-devices.ts";
 
 /**
  * Recovery (docs/auth.md "Recovery"): removes every second factor of a member of `ctx.tenantId` — the
@@ -51,6 +52,11 @@ export async function resetMemberFactors(
       await tx.delete(backupCodes).where(eq(backupCodes.userId, input.userId)).returning(),
     );
     await gone("passkey", await tx.delete(passkeys).where(eq(passkeys.userId, input.userId)).returning());
+    // a browser trusted with the factors just removed skips nothing any more
+    await revokeTrustedDevices(tx, txCtx, deps.clock.now(), {
+      where: devicesOf(input.userId, ctx.tenantId),
+      reason: "second factors reset",
+    });
     await recordAudit(tx, txCtx, {
       action: "mfa.reset",
       target: { type: "user", id: input.userId },

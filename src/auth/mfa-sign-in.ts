@@ -6,6 +6,7 @@ import { codeCheck, completeMfaStep, type FactorCheck, peekMfaStep } from "./mfa
 import { amrOfMethod } from "./second-factors.ts";
 import { startTokenSession, type TokenPair } from "./sessions.ts";
 import { beginTotpEnrolment, confirmPendingTotp } from "./totp-factor.ts";
+import { type TrustedDeviceCookie, trustDevice } from "./trusted-devices.ts";
 
 /** A completed sign-in step: a token session's pair, or a browser session (its cookie to set). */
 export type MfaCompletion = (
@@ -14,6 +15,8 @@ export type MfaCompletion = (
 ) & {
   /** An enrolment step: the backup codes of the factor just enrolled, shown this once. */
   backupCodes?: string[];
+  /** The step asked to trust this browser and the tenant allows it: the cookie to set. */
+  trustedDevice?: TrustedDeviceCookie;
 };
 
 /**
@@ -30,18 +33,28 @@ export async function finishMfaSignIn(
     check: FactorCheck;
     browserAllowed: boolean;
     enrolment?: boolean;
+    /** Trust this browser (`trustDevice: true`): later sign-ins skip the step where the tenant allows it. */
+    trustDevice?: boolean;
   },
 ): Promise<MfaCompletion> {
   const { signIn, kind } = await completeMfaStep(deps, ctx, input);
-  if (kind === "browser") return { kind, session: await startBrowserSession(deps, signIn) };
-  return { kind, pair: await startTokenSession(deps, signIn) };
+  const trusted = input.trustDevice ? await trustDevice(deps, signIn) : null;
+  const device = trusted ? { trustedDevice: trusted } : {};
+  if (kind === "browser") return { kind, session: await startBrowserSession(deps, signIn), ...device };
+  return { kind, pair: await startTokenSession(deps, signIn), ...device };
 }
 
 /** `POST /api/auth/mfa/verify`: the step completed with a TOTP code or a backup code. */
 export async function verifyMfaSignIn(
   deps: AuthDeps,
   ctx: Ctx,
-  input: { mfaToken: string; code?: string; backupCode?: string; browserAllowed: boolean },
+  input: {
+    mfaToken: string;
+    code?: string;
+    backupCode?: string;
+    browserAllowed: boolean;
+    trustDevice?: boolean;
+  },
 ): Promise<MfaCompletion> {
   const step = await peekMfaStep(deps, ctx, input.mfaToken);
   const code = input.code;

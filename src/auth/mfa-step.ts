@@ -15,6 +15,7 @@ import { authOf } from "./session-auth.ts";
 import { clientIpOf, type SignIn } from "./sessions.ts";
 import { consumeSingleUseToken, issueSingleUseToken } from "./single-use-tokens.ts";
 import { useTotpCode } from "./totp-factor.ts";
+import { trustedDeviceSkips } from "./trusted-devices.ts";
 import { loadIdentity } from "./user-identity.ts";
 
 /** What a sign-in answers instead of tokens when the user has a second factor (no tokens, no cookie). */
@@ -56,7 +57,7 @@ const wrongFactor = () => new AppError("unauthorized", "The second factor does n
 
 /**
  * The step a verified sign-in must take before it gets a session, or null when the user has no
- * second factor (or the sign-in proved one already). The step token (256 random bits, stored as SHA-256 in `single_use_tokens`, purpose
+ * second factor (or the sign-in proved one already, or comes from a browser trusted in this tenant). The step token (256 random bits, stored as SHA-256 in `single_use_tokens`, purpose
  * `mfa_sign_in`) is bound to the user, the tenant signed in to, the first factor and the session kind.
  */
 export async function mfaStepFor(
@@ -70,6 +71,8 @@ export async function mfaStepFor(
   const methods = await withDatabase(deps, signIn.ctx, (db) => enrolledMethods(db, userId, tenantId));
   const enrolment = methods.length === 0;
   if (enrolment && !(await enrolmentDue(deps, signIn.ctx, signIn.identity))) return null;
+  // a browser the user trusted at an earlier step, where the tenant allows it: no step (amr stays the first factor's)
+  if (!enrolment && (await trustedDeviceSkips(deps, signIn))) return null;
   const seconds = deps.config.settings.Authentication.Mfa.StepTokenSeconds;
   const issued = await issueSingleUseToken(deps, signIn.ctx, {
     purpose: PURPOSE,

@@ -13,6 +13,7 @@ import type { AuthDeps } from "./deps.ts";
 import { tokenHash } from "./opaque-tokens.ts";
 import { clientIpOf, endSessions } from "./sessions.ts";
 import { consumeSingleUseToken, issueSingleUseToken } from "./single-use-tokens.ts";
+import { devicesOf, revokeTrustedDevices } from "./trusted-devices.ts";
 import { findSignInUser, normaliseEmail } from "./user-identity.ts";
 
 /**
@@ -133,6 +134,10 @@ export async function resetPassword(
         .update(users)
         .set({ emailVerifiedAt: now })
         .where(and(eq(users.id, user.id), isNull(users.emailVerifiedAt)));
+    await revokeTrustedDevices(tx, { ...txCtx, tenantId }, now, {
+      where: devicesOf(user.id, tenantId),
+      reason: "password reset",
+    });
     await tx
       .update(sessions)
       .set({ revokedAt: now, revokedReason: "password reset" })

@@ -22,6 +22,7 @@ import {
   tokenPairFor,
 } from "./sessions.ts";
 import { requireRecentSecondFactor } from "./step-up.ts";
+import { devicesOf, revokeTrustedDevices } from "./trusted-devices.ts";
 import { findSignInUser, loadIdentity, normaliseEmail } from "./user-identity.ts";
 
 // A real argon2id hash of a random password: unknown accounts cost the same time as known ones.
@@ -210,6 +211,10 @@ export async function changePassword(
       { ...ctx, tenantId: user.tenantId },
       { action: "auth.password_changed", target: { type: "user", id: caller.userId } },
     );
+    await revokeTrustedDevices(tx, { ...ctx, tenantId: user.tenantId }, now, {
+      where: devicesOf(caller.userId, user.tenantId),
+      reason: "password changed",
+    });
     // every session, the caller's included (its refresh tokens die with it)
     await tx
       .update(sessions)

@@ -4,9 +4,11 @@ import type { Ctx, TenantCtx } from "../context.ts";
 import { withDatabase, withTransaction } from "../db/operation.ts";
 import { users } from "../db/schema/identity.ts";
 import { tenants } from "../db/schema/tenants.ts";
+import { trustedDevices } from "../db/schema/trusted-devices.ts";
 import { AppError } from "../errors.ts";
 import type { AuthDeps } from "./deps.ts";
 import { requireRecentSecondFactor } from "./step-up.ts";
+import { revokeTrustedDevices } from "./trusted-devices.ts";
 import type { Identity } from "./user-identity.ts";
 
 export const requireMfaValues = ["off", "admins", "everyone"] as const;
@@ -19,12 +21,18 @@ export interface SecurityPolicy {
   enrolmentGraceDays: number;
   /** When the policy began to hold the members it holds now (null while `off`). */
   requiredSince: Date | null;
+  /**
+   * Whether a browser a member trusted at a sign-in step skips the step later (src/auth/trusted-devices.ts).
+   * Off by default: switching it off revokes every trusted device of the tenant.
+   */
+  allowTrustedDevices: boolean;
 }
 
 const columns = {
   requireMfa: tenants.requireMfa,
   enrolmentGraceDays: tenants.mfaGraceDays,
   requiredSince: tenants.mfaRequiredSince,
+  allowTrustedDevices: tenants.allowTrustedDevices,
 };
 const noSuchTenant = () => new AppError("not_found", "No such tenant.");
 
@@ -42,12 +50,13 @@ const strength: Record<RequireMfa, number> = { off: 0, admins: 1, everyone: 2 };
 /**
  * Changes the policy (after a fresh second factor: it is security configuration). Holding more
  * members than before (off → admins → everyone) starts their grace period now; `off` clears it.
+ * Switching `allowTrustedDevices` off revokes every trusted device of the tenant in the same transaction.
  * Audited as `tenant.security_policy_changed` with the values before and after.
  */
 export async function updateSecurityPolicy(
   deps: AuthDeps,
   ctx: TenantCtx,
-  input: { requireMfa?: RequireMfa; enrolmentGraceDays?: number },
+  input: { requireMfa?: RequireMfa; enrolmentGraceDays?: number; allowTrustedDevices?: boolean },
 ): Promise<SecurityPolicy> {
   await requireRecentSecondFactor(deps, ctx);
   const now = deps.clock.now();
@@ -67,19 +76,27 @@ export async function updateSecurityPolicy(
         requireMfa,
         mfaGraceDays: input.enrolmentGraceDays ?? before.enrolmentGraceDays,
         mfaRequiredSince: requiredSince,
+        allowTrustedDevices: input.allowTrustedDevices ?? before.allowTrustedDevices,
         updatedAt: now,
       })
       .where(eq(tenants.id, ctx.tenantId))
       .returning(columns);
     if (!after) throw noSuchTenant();
+    const audited = ({ requireMfa, enrolmentGraceDays, allowTrustedDevices }: SecurityPolicy) => ({
+      requireMfa,
+      enrolmentGraceDays,
+      allowTrustedDevices,
+    });
     await recordAudit(tx, txCtx, {
       action: "tenant.security_policy_changed",
       target: { type: "tenant", id: ctx.tenantId },
-      details: {
-        before: { requireMfa: before.requireMfa, enrolmentGraceDays: before.enrolmentGraceDays },
-        after: { requireMfa: after.requireMfa, enrolmentGraceDays: after.enrolmentGraceDays },
-      },
+      details: { before: audited(before), after: audited(after) },
     });
+    if (before.allowTrustedDevices && !after.allowTrustedDevices)
+      await revokeTrustedDevices(tx, txCtx, now, {
+        where: eq(trustedDevices.tenantId, ctx.tenantId),
+        reason: "trusted devices switched off",
+      });
     return after;
   });
 }

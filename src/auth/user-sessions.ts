@@ -8,6 +8,7 @@ import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { createdAtPosition, cursorCodec, type Page, type PageRequest, pageOf } from "../pagination.ts";
 import { callerOf, endSessions } from "./sessions.ts";
+import { devicesOf, revokeTrustedDevices } from "./trusted-devices.ts";
 
 export type UserSessionDeps = DatabaseDeps & Pick<Deps, "clock" | "sessionCache">;
 
@@ -114,10 +115,17 @@ async function endMatching(
   deps: UserSessionDeps,
   ctx: Ctx,
   where: SQL | undefined,
-  input: { reason: string; evict: { sessionId: string } | { userId: string } },
+  input: {
+    reason: string;
+    evict: { sessionId: string } | { userId: string };
+    /** The trusted devices that end with the sessions (signing out everywhere), if any. */
+    devices?: SQL | undefined;
+  },
 ): Promise<number> {
   const now = deps.clock.now();
   return withTransaction(deps, ctx, async (tx, txCtx) => {
+    if (input.devices)
+      await revokeTrustedDevices(tx, txCtx, now, { where: input.devices, reason: input.reason });
     const ended = await tx
       .update(sessions)
       .set({ revokedAt: now, revokedReason: input.reason })
@@ -158,7 +166,11 @@ export async function endOtherUserSessions(deps: UserSessionDeps, ctx: Ctx): Pro
     deps,
     ctx,
     and(eq(sessions.userId, caller.userId), ne(sessions.id, caller.sessionId)),
-    { reason: "ended by its user (all others)", evict: { userId: caller.userId } },
+    {
+      reason: "ended by its user (all others)",
+      evict: { userId: caller.userId },
+      devices: devicesOf(caller.userId, ctx.tenantId),
+    },
   );
   return { ended };
 }
@@ -196,7 +208,11 @@ export async function endMemberSessions(
     deps,
     ctx,
     and(eq(sessions.userId, input.userId), eq(sessions.tenantId, ctx.tenantId)),
-    { reason: "ended by a tenant administrator", evict: { userId: input.userId } },
+    {
+      reason: "ended by a tenant administrator",
+      evict: { userId: input.userId },
+      devices: devicesOf(input.userId, ctx.tenantId),
+    },
   );
   return { ended };
 }

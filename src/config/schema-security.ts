@@ -179,6 +179,11 @@ export const securitySections = {
         10,
         "Sensitive operations (password change, API key creation, webhook secret rotation, enrolling or removing a factor, SSO and SCIM configuration) of a user with a second factor need one proved within this many minutes (step-up, RFC 9470).",
       ),
+      TrustedDeviceDays: int(
+        1,
+        30,
+        "How long a browser trusted at a sign-in step (`trustDevice: true`) skips the step, where the tenant allows trusted devices; the cookie lives as long.",
+      ),
       Issuer: z.string().min(1).max(64).default("Plinth").meta({
         description:
           "The issuer an authenticator app shows beside the account (`otpauth://` URI); the tenant's name is used where there is one.",

@@ -6,6 +6,7 @@ import type { ResolvedTenant } from "../tenancy/tenant-lookup.ts";
 import { clientIp } from "./client-ip.ts";
 import { MemoRouter } from "./memo-router.ts";
 import { HttpError } from "./problem-json.ts";
+import { readTrustedDeviceCookie } from "./session-cookie.ts";
 
 /**
  * Who is calling: set by the authentication middleware from a verified token, session cookie or
@@ -155,7 +156,14 @@ export function anonymousCtxOf(
     clientRequestId: c.get("clientRequestId"),
     clientIp: clientIp(c),
     userAgent: userAgentOf(c),
+    ...trustedDeviceOf(c),
   };
+}
+
+/** The trusted-device cookie a sign-in request carries (src/auth/trusted-devices.ts), where it has one. */
+function trustedDeviceOf(c: RequestContext): { trustedDeviceCookie?: string } {
+  const cookie = readTrustedDeviceCookie(c);
+  return cookie ? { trustedDeviceCookie: cookie } : {};
 }
 
 /** The ctx of a tenant user acting in their own tenant (403 for platform staff). */

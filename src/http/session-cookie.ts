@@ -24,3 +24,21 @@ export function setSessionCookie(c: Context<AppEnv>, config: AppConfig, value: s
 export function clearSessionCookie(c: Context<AppEnv>): void {
   deleteCookie(c, SESSION_COOKIE, { path: "/", secure: true });
 }
+
+/** The trusted-device cookie (src/auth/trusted-devices.ts): `__Host-` as the session's, SameSite=Lax. */
+const TRUSTED_DEVICE_COOKIE = "__Host-plinth_trusted_device";
+
+export function readTrustedDeviceCookie(c: Context<AppEnv>): string | undefined {
+  return getCookie(c, TRUSTED_DEVICE_COOKIE);
+}
+
+/** Sets the sealed trusted-device cookie (HttpOnly; Lax: sent on a top-level navigation to sign in). */
+export function setTrustedDeviceCookie(c: Context<AppEnv>, value: string, maxAge: number): void {
+  setCookie(c, TRUSTED_DEVICE_COOKIE, value, {
+    path: "/",
+    httpOnly: true,
+    secure: true,
+    sameSite: "Lax",
+    maxAge,
+  });
+}

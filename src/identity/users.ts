@@ -3,6 +3,7 @@ import { z } from "zod";
 import { scopesReachMember } from "../api-keys/scopes.ts";
 import { recordAudit } from "../audit/record.ts";
 import { endSessions } from "../auth/sessions.ts";
+import { devicesOf, revokeTrustedDevices } from "../auth/trusted-devices.ts";
 import type { BillingDeps } from "../billing/billing-deps.ts";
 import type { TenantCtx } from "../context.ts";
 import type { Executor } from "../db/client.ts";
@@ -317,6 +318,7 @@ export async function disableTenantUser(
     // the tenant's own user is disabled as a whole; a shared identity only here
     if (pool === "tenant")
       await tx.update(users).set({ status: "Disabled", updatedAt: now }).where(eq(users.id, userId));
+    await revokeTrustedDevices(tx, ctx, now, { where: devicesOf(userId, tenantId), reason: "user disabled" });
     await tx
       .update(sessions)
       .set({ revokedAt: now, revokedReason: "user disabled" })
@@ -339,6 +341,10 @@ export async function deleteTenantUser(
   const { userId } = input;
   await withTransaction(deps, ctx, async (tx, ctx) => {
     const pool = await lockChangeableUser(tx, ctx, userId);
+    await revokeTrustedDevices(tx, ctx, deps.clock.now(), {
+      where: devicesOf(userId, ctx.tenantId),
+      reason: "user removed",
+    });
     if (pool === "tenant")
       await tx.delete(users).where(and(eq(users.id, userId), eq(users.tenantId, ctx.tenantId)));
     else {

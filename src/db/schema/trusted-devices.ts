@@ -30,8 +30,5 @@ export const trustedDevices = pgTable(
     revokedAt: timestamp({ withTimezone: true }),
     revokedReason: text(),
   },
-  (t) => [
-    index("trusted_devices_user_idx").on(t.tenantId, t.userId),
-    tenantIsolation(),
-  ],
+  (t) => [index("trusted_devices_user_idx").on(t.tenantId, t.userId), tenantIsolation()],
 );

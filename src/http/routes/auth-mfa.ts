@@ -8,10 +8,12 @@ import { finishMfaSignIn, startStepEnrolment, verifyMfaSignIn } from "../../auth
 import { passkeyCheck } from "../../auth/passkey-sign-in.ts";
 import { stepUpSession, stepUpWithCode } from "../../auth/step-up.ts";
 import { confirmTotp } from "../../auth/totp-factor.ts";
+import { listTrustedDevices, revokeTrustedDevice } from "../../auth/trusted-devices.ts";
+import { isoOrNull, isoText } from "../../clock.ts";
 import { defineArea } from "../area.ts";
 import { accessOf, apiRoute, json, jsonBody, problem, routerPath } from "../openapi.ts";
 import { type AppEnv, anonymousCtxOf, createRouter, ctxOf } from "../request-context.ts";
-import { setSessionCookie } from "../session-cookie.ts";
+import { setSessionCookie, setTrustedDeviceCookie } from "../session-cookie.ts";
 import { browserSession, tokenPair } from "./auth.ts";
 import { authenticationResponse, rpIdOf } from "./auth-passkeys.ts";
 
@@ -22,6 +24,15 @@ const code = z
   .openapi({ description: "The authenticator's current six-digit code." });
 const backupCode = z.string().min(1).max(32).openapi({ description: "One of the user's backup codes." });
 const mfaToken = z.string().min(1).max(128).openapi({ description: "The step token of the sign-in." });
+const trustDevice = z
+  .boolean()
+  .optional()
+  .openapi({
+    description:
+      "Trust this browser: a sealed `__Host-plinth_trusted_device` cookie (Authentication:Mfa:TrustedDeviceDays) " +
+      "lets later sign-ins of this user in this tenant skip the step, where the tenant allows trusted devices " +
+      "(`allowTrustedDevices`; otherwise ignored). Its access tokens carry the first factor's `amr` only.",
+  });
 /** A second factor: a TOTP code, one of the backup codes, or a passkey's assertion (exactly one of them). */
 const factorProof = z.union([
   z.object({ code }).strict().openapi("TotpCodeProof"),
@@ -45,6 +56,20 @@ const enrolled = {
     description: "Set when the step was an enrolment: ten backup codes, shown this once.",
   }),
 };
+
+const trustedDevice = z
+  .object({
+    id: z.uuid(),
+    client: z.string().nullable().openapi({ description: "The `User-Agent` that trusted it." }),
+    address: z.string().nullable().openapi({ description: "The client address that trusted it." }),
+    createdAt: z.string(),
+    lastUsedAt: z
+      .string()
+      .nullable()
+      .openapi({ description: "The last sign-in that skipped the step with it." }),
+    expiresAt: z.string(),
+  })
+  .openapi("TrustedDevice");
 
 const routes = {
   enrolment: apiRoute("public", {
@@ -79,10 +104,10 @@ const routes = {
         body: jsonBody(
           z
             .union([
-              z.object({ mfaToken, code }).strict().openapi("MfaCodeVerification"),
-              z.object({ mfaToken, backupCode }).strict().openapi("MfaBackupCodeVerification"),
+              z.object({ mfaToken, code, trustDevice }).strict().openapi("MfaCodeVerification"),
+              z.object({ mfaToken, backupCode, trustDevice }).strict().openapi("MfaBackupCodeVerification"),
               z
-                .object({ mfaToken, passkey: authenticationResponse })
+                .object({ mfaToken, passkey: authenticationResponse, trustDevice })
                 .strict()
                 .openapi("MfaPasskeyVerification", {
                   description:
@@ -173,6 +198,31 @@ const routes = {
       409: problem("No second factor is enrolled."),
     },
   }),
+  trustedDevices: apiRoute("signedIn", {
+    method: "get",
+    path: "/api/auth/mfa/trusted-devices",
+    operationId: "listMyTrustedDevices",
+    tags: ["auth"],
+    summary: "The caller's trusted browsers in this tenant (those that skip the sign-in step), newest first.",
+    responses: {
+      200: json(
+        "Unrevoked, unexpired trusted devices (none for platform staff).",
+        z.object({ items: z.array(trustedDevice) }).openapi("TrustedDeviceList"),
+      ),
+    },
+  }),
+  revokeTrustedDevice: apiRoute("signedIn", {
+    method: "delete",
+    path: "/api/auth/mfa/trusted-devices/{id}",
+    operationId: "revokeMyTrustedDevice",
+    tags: ["auth"],
+    summary: "Revoke one of the caller's trusted browsers: its next sign-in takes the step again.",
+    request: { params: z.object({ id: z.uuid() }) },
+    responses: {
+      204: { description: "Revoked." },
+      404: problem("No trusted device of the caller has this id."),
+    },
+  }),
   stepUp: apiRoute(
     "signedIn",
     {
@@ -219,6 +269,7 @@ export function authMfaRoutes(deps: AuthDeps, authenticated: MiddlewareHandler<A
           ? await finishMfaSignIn(deps, ctx, {
               mfaToken: body.mfaToken,
               browserAllowed,
+              trustDevice: body.trustDevice,
               ...passkeyCheck(deps, {
                 rpId: rpIdOf(c),
                 response: body.passkey as AuthenticationResponseJSON,
@@ -226,6 +277,7 @@ export function authMfaRoutes(deps: AuthDeps, authenticated: MiddlewareHandler<A
             })
           : await verifyMfaSignIn(deps, ctx, { ...body, browserAllowed });
       c.header("cache-control", "no-store");
+      if (done.trustedDevice) setTrustedDeviceCookie(c, done.trustedDevice.value, done.trustedDevice.maxAge);
       const codes = done.backupCodes ? { backupCodes: done.backupCodes } : {};
       if (done.kind === "token") return c.json({ ...done.pair, ...codes }, 200);
       const { cookie, ...session } = done.session;
@@ -252,6 +304,20 @@ export function authMfaRoutes(deps: AuthDeps, authenticated: MiddlewareHandler<A
     .openapi(routes.backupCodes, async (c) => {
       c.header("cache-control", "no-store");
       return c.json(await regenerateBackupCodes(deps, ctxOf(c)), 200);
+    })
+    .openapi(routes.trustedDevices, async (c) => {
+      const devices = await listTrustedDevices(deps, ctxOf(c));
+      const items = devices.map((d) => ({
+        ...d,
+        createdAt: isoText(d.createdAt),
+        lastUsedAt: isoOrNull(d.lastUsedAt),
+        expiresAt: isoText(d.expiresAt),
+      }));
+      return c.json({ items }, 200);
+    })
+    .openapi(routes.revokeTrustedDevice, async (c) => {
+      await revokeTrustedDevice(deps, ctxOf(c), c.req.valid("param"));
+      return c.body(null, 204);
     })
     .openapi(routes.stepUp, async (c) => {
       const body = c.req.valid("json");

@@ -17,12 +17,18 @@ const policy = z
       description: "Days a member the policy holds may still sign in without a factor, from `requiredSince`.",
     }),
     requiredSince: z.string().nullable().openapi({ description: "When the policy began to hold them." }),
+    allowTrustedDevices: z.boolean().openapi({
+      description:
+        "Whether a browser a member trusted at a sign-in step (`trustDevice: true`) skips the step later " +
+        "(Authentication:Mfa:TrustedDeviceDays). Off by default; switching it off revokes every trusted device.",
+    }),
   })
   .openapi("SecurityPolicy");
 const policyChange = z
   .object({
     requireMfa: z.enum(requireMfaValues).optional(),
     enrolmentGraceDays: z.number().int().min(0).max(90).optional(),
+    allowTrustedDevices: z.boolean().optional(),
   })
   .strict()
   .openapi("SecurityPolicyChange");
