@@ -1,7 +1,7 @@
 import { and, eq, gt, isNull } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
 import type { Tx } from "../db/client.ts";
-import { withDatabase, withTransaction } from "../db/operation.ts";
+import { withDatabase, withPlatformDatabase, withTransaction } from "../db/operation.ts";
 import { singleUseTokens, users } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
 import { assertAllowed } from "../security/windows.ts";
@@ -100,7 +100,9 @@ export async function peekMfaStep(
   mfaToken: string,
 ): Promise<StepUser & { methods: string[]; kind: StepKind; createdAt: Date; method: SignIn["method"] }> {
   const now = deps.clock.now();
-  const [row] = await withDatabase(deps, ctx, (db) =>
+  // on the platform host the tenant is not known until the step names it: the named platform path
+  const lookup = ctx.tenantId === null ? withPlatformDatabase : withDatabase;
+  const [row] = await lookup(deps, ctx, (db) =>
     db
       .select({
         userId: singleUseTokens.userId,

@@ -4,6 +4,8 @@ import { decodeJwt } from "jose";
 import { ManualClock } from "../../src/clock.ts";
 import { execute } from "../../src/db/client.ts";
 import { relaxedLimits, useTestApp } from "../helpers/app.ts";
+import { csrfOf, tenantConsole } from "../helpers/console-tenant.ts";
+import { Jar } from "../helpers/cookie-jar.ts";
 import {
   bearer,
   json,
@@ -324,4 +326,60 @@ test("tenant A cannot list or revoke tenant B's devices", async () => {
     expect(refused.status).toBe(404);
   }
   expect(await skips(b.member, b.code, theirs.cookie ?? "")).toBe(true);
+});
+
+test("the console: the step's 'trust this browser' sets the cookie, the next console sign-in skips the step, /console/mfa lists and revokes it; the policy page switches it", async () => {
+  const tenant = await signedInTenant(h);
+  const { post, get } = tenantConsole(h, ORIGIN);
+  const { secret } = await enrolTotp(h, clock, tenant.admin);
+  // the policy through the console's form (the owner has no factor: no step-up)
+  const owner = await tenantConsole(h, ORIGIN).signInAs(tenant, tenant.owner.email);
+  const policyPage = await (await get(owner.jar, "/console/security-policy")).text();
+  expect(policyPage).toContain('name="allowTrustedDevices"');
+  const saved = await post(owner.jar, "/console/security-policy", {
+    csrf: csrfOf(policyPage),
+    requireMfa: "off",
+    enrolmentGraceDays: "7",
+    allowTrustedDevices: "on",
+  });
+  expect(saved.status).toBe(303);
+
+  const jar = new Jar();
+  const step = await post(jar, "/console/sign-in", {
+    email: tenant.admin.email,
+    password: PASSWORD,
+    tenant: tenant.code,
+  });
+  const stepPage = await step.text();
+  expect(stepPage).toContain('name="trustDevice"');
+  const mfaToken = /name="mfaToken" value="([^"]+)"/.exec(stepPage)?.[1] ?? "";
+  const done = jar.take(
+    await post(jar, "/console/sign-in/mfa", {
+      mfaToken,
+      code: rfcCode(secret, clock.now().getTime()),
+      trustDevice: "on",
+    }),
+  );
+  expect(done.status).toBe(303);
+  expect(jar.cookies.has(COOKIE)).toBe(true);
+
+  // a new console sign-in in the same browser (its session cookie gone): no step
+  jar.cookies.delete("__Host-plinth_session");
+  const again = jar.take(
+    await post(jar, "/console/sign-in", {
+      email: tenant.admin.email,
+      password: PASSWORD,
+      tenant: tenant.code,
+    }),
+  );
+  expect(again.status).toBe(303);
+  const mfaPage = await (await get(jar, "/console/mfa")).text();
+  const id = /\/console\/mfa\/trusted-devices\/([0-9a-f-]{36})\/revoke/.exec(mfaPage)?.[1] ?? "";
+  expect(id).not.toBe("");
+  const revoked = await post(jar, `/console/mfa/trusted-devices/${id}/revoke`, { csrf: csrfOf(mfaPage) });
+  expect(revoked.status).toBe(303);
+  const after = await (await get(jar, "/console/mfa?untrusted")).text();
+  expect(after).toContain("No trusted devices.");
+  expect(after).toContain("Device revoked");
+  expect(await skips(tenant.admin, tenant.code, jar.cookies.get(COOKIE) ?? "")).toBe(false);
 });

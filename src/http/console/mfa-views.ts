@@ -1,5 +1,6 @@
 import { html, raw } from "hono/html";
-import { csrfField, type Html, notice, type Viewer } from "./layout.ts";
+import type { TrustedDeviceView } from "../../auth/trusted-devices.ts";
+import { csrfField, type Html, notice, type Viewer, when } from "./layout.ts";
 
 /** What `/console/mfa` shows: the caller's second factors (`getMfaStatus`, as `GET /api/auth/mfa`). */
 export interface MfaStatusView {
@@ -10,6 +11,7 @@ export interface MfaStatusView {
 
 export const MFA_DONE: Record<string, string> = {
   removed: "Authenticator removed.",
+  untrusted: "Device revoked: its next sign-in asks for a second factor.",
 };
 
 const METHOD_NAMES: Record<string, string> = {
@@ -22,7 +24,12 @@ const postButton = (viewer: Viewer, action: string, label: string, tone = "") =>
   html`<form class="inline" method="post" action="${action}">${csrfField(viewer)}<button type="submit"${tone ? html` class="${tone}"` : ""}>${label}</button></form>`;
 
 /** The overview: which factors a sign-in step offers now, and what can be changed. */
-export function mfaBody(viewer: Viewer, status: MfaStatusView, done: string | undefined): Html {
+export function mfaBody(
+  viewer: Viewer,
+  status: MfaStatusView,
+  done: string | undefined,
+  devices: readonly TrustedDeviceView[],
+): Html {
   const offered =
     status.methods.length === 0
       ? html`<p>No second factor yet: your sign-in takes your password alone.</p>`
@@ -47,7 +54,24 @@ ${backup}
 <h2>Passkeys</h2>
 <p>A passkey is a second factor too, and signs you in alone: <a href="/console/passkeys">your passkeys</a>.</p>
 <h2>Trusted devices</h2>
-<p class="muted">Trusted devices are not offered yet: every sign-in with a second factor asks for it.</p>`;
+${trustedDevicesBody(viewer, devices)}`;
+}
+
+/** The browsers that skip the sign-in step (`GET /api/auth/mfa/trusted-devices`), each with a revoke button. */
+function trustedDevicesBody(viewer: Viewer, devices: readonly TrustedDeviceView[]): Html {
+  const lead = html`<p class="muted">A browser you trusted at a sign-in step skips it while your tenant allows it, until it expires; a sensitive change still asks for a second factor.</p>`;
+  if (devices.length === 0) return html`${lead}<p>No trusted devices.</p>`;
+  const row = (d: TrustedDeviceView) => html`<tr>
+<th scope="row">${when(d.createdAt)}</th>
+<td data-label="Client">${d.client ?? html`<span class="muted">—</span>`}</td>
+<td data-label="Address">${d.address ?? html`<span class="muted">—</span>`}</td>
+<td data-label="Last used">${d.lastUsedAt ? when(d.lastUsedAt) : html`<span class="muted">never</span>`}</td>
+<td data-label="Expires">${when(d.expiresAt)}</td>
+<td class="actions">${postButton(viewer, `/console/mfa/trusted-devices/${d.id}/revoke`, "Revoke", "danger")}</td>
+</tr>`;
+  return html`${lead}
+<div class="table-wrap"><table class="stack"><thead><tr><th scope="col">Trusted</th><th scope="col">Client</th><th scope="col">Address</th><th scope="col">Last used</th><th scope="col">Expires</th><th scope="col">Revoke</th></tr></thead>
+<tbody>${devices.map(row)}</tbody></table></div>`;
 }
 
 /** The enrolment: the QR code (SVG made by Plinth, no script), the URI once, and the confirm form. */

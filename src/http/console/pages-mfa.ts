@@ -2,7 +2,10 @@ import { type Context, Hono } from "hono";
 import { disableTotp, enrolTotp, getMfaStatus, regenerateBackupCodes } from "../../auth/mfa-settings.ts";
 import { callerOf } from "../../auth/sessions.ts";
 import { confirmTotp } from "../../auth/totp-factor.ts";
+import { listTrustedDevices, revokeTrustedDevice } from "../../auth/trusted-devices.ts";
 import type { Deps } from "../../deps.ts";
+import { AppError } from "../../errors.ts";
+import { isUuid } from "../../tenancy/tenants.ts";
 import { toAppError } from "../problem-json.ts";
 import { ctxOf } from "../request-context.ts";
 import { type Html, layout } from "./layout.ts";
@@ -26,8 +29,17 @@ export function mfaPages(deps: Deps) {
 
   router.get(SECTION, async (c) => {
     const status = await getMfaStatus(deps, ctxOf(c));
+    const devices = await listTrustedDevices(deps, ctxOf(c));
     const done = Object.keys(MFA_DONE).find((key) => c.req.query(key) !== undefined);
-    return page(c, "Second factors", mfaBody(viewerOf(c), status, done));
+    return page(c, "Second factors", mfaBody(viewerOf(c), status, done, devices));
+  });
+
+  router.post(`${SECTION}/trusted-devices/:id/revoke`, async (c) => {
+    const id = c.req.param("id");
+    if (!isUuid(id)) throw new AppError("not_found", "No trusted device of yours has this id.");
+    await revokeTrustedDevice(deps, ctxOf(c), { id });
+    consoleActed(deps, c, "mfa.trusted_device_revoked", { type: "trusted_device", id });
+    return seeOther(c, `${SECTION}?untrusted`);
   });
 
   router.post(`${SECTION}/totp`, async (c) => {

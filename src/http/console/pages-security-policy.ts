@@ -34,13 +34,18 @@ ${requireMfaValues.map(
 )}
 </fieldset>
 <label for="grace">Grace period for enrolment, in days (0 to 90)<input id="grace" name="enrolmentGraceDays" type="number" min="0" max="90" required value="${policy.enrolmentGraceDays}"></label>
+<label for="trusted-devices"><input type="checkbox" id="trusted-devices" name="allowTrustedDevices" value="on"${policy.allowTrustedDevices ? html` checked` : ""}> Let a browser a member trusted at the second-factor step skip it later (30 days by default; unticking revokes every trusted device)</label>
 <button type="submit">Save</button>
 </form>
 <p class="muted">Saving asks for a recent second factor of yours (step-up), as <code>PUT /api/tenant/security-policy</code> does.</p>`;
 }
 
 /** The form's values as the API's change (`PUT /api/tenant/security-policy`); 400 naming the field otherwise. */
-function policyChange(form: Record<string, string>): { requireMfa: RequireMfa; enrolmentGraceDays: number } {
+function policyChange(form: Record<string, string>): {
+  requireMfa: RequireMfa;
+  enrolmentGraceDays: number;
+  allowTrustedDevices: boolean;
+} {
   const requireMfa = requireMfaValues.find((value) => value === form.requireMfa);
   const grace = Number(form.enrolmentGraceDays);
   if (!requireMfa)
@@ -51,7 +56,7 @@ function policyChange(form: Record<string, string>): { requireMfa: RequireMfa; e
     throw new AppError("validation_failed", "The grace period is a whole number of days from 0 to 90.", {
       fields: [{ path: "enrolmentGraceDays", message: "0 to 90" }],
     });
-  return { requireMfa, enrolmentGraceDays: grace };
+  return { requireMfa, enrolmentGraceDays: grace, allowTrustedDevices: form.allowTrustedDevices === "on" };
 }
 
 /**

@@ -7,6 +7,7 @@ import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
 import { toAppError } from "../problem-json.ts";
 import { anonymousCtxOf } from "../request-context.ts";
+import { setTrustedDeviceCookie } from "../session-cookie.ts";
 import { consoleAssets } from "./assets.ts";
 import { type Html, layout, notice } from "./layout.ts";
 import { formOf, pageResponse } from "./respond.ts";
@@ -36,6 +37,7 @@ ${input.qrSvg ? html`<p>Your account must have a second factor. Scan this code w
 <input type="hidden" name="mfaToken" value="${input.mfaToken}">
 <label for="code">Code from your authenticator<input id="code" name="code" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{6}" autofocus></label>
 <label for="backup">Or a backup code<input id="backup" name="backupCode" autocomplete="off"></label>
+<label for="trust-device"><input type="checkbox" id="trust-device" name="trustDevice" value="on"> Trust this browser: skip this step here next time (where your tenant allows it)</label>
 <button type="submit">Continue</button>
 </form>
 ${passkey}
@@ -69,8 +71,10 @@ export function consoleMfaSignInRoutes(deps: Deps) {
         mfaToken,
         ...proof,
         browserAllowed: true,
+        trustDevice: form.trustDevice === "on",
       });
       if (done.kind !== "browser") throw new AppError("unauthorized", "Sign in again.");
+      if (done.trustedDevice) setTrustedDeviceCookie(c, done.trustedDevice.value, done.trustedDevice.maxAge);
       return seeOther(c, enterConsole(c, deps, done.session, form.next));
     } catch (error) {
       const problem = toAppError(error);
