@@ -1,9 +1,9 @@
-import { eq, sql } from "drizzle-orm";
+import { and, eq, sql } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import { invalidate, tenantFeaturesKey } from "../cache/read-through.ts";
 import { type Ctx, systemCtx } from "../context.ts";
-import type { Tx } from "../db/client.ts";
-import { withTransaction } from "../db/operation.ts";
+import type { Executor, Tx } from "../db/client.ts";
+import { withPlatformDatabase, withTransaction } from "../db/operation.ts";
 import { subscriptions } from "../db/schema/billing.ts";
 import { type BillingDeps, type TransitionContext, transitionContext } from "./billing-deps.ts";
 import type { TransitionResult } from "./subscription-row.ts";
@@ -16,21 +16,32 @@ export interface SubscriptionPassResult {
   more: boolean;
 }
 
-/** Claims up to `batchSize` subscriptions that time moves on, `FOR UPDATE SKIP LOCKED` (one statement). */
-function claimDueSubscriptions(tx: Tx, input: { now: Date; graceCutoff: Date; batchSize: number }) {
-  return tx
-    .select({ tenantId: subscriptions.tenantId, status: subscriptions.status })
+/** Which subscriptions time moves on: the loop's condition, read again under each row's lock. */
+const dueCondition = (input: { now: Date; graceCutoff: Date }) =>
+  sql`((${subscriptions.status} in ('trialing', 'active') and ${subscriptions.currentPeriodEnd} <= ${input.now.toISOString()}::timestamptz)
+      or (${subscriptions.status} = 'past_due' and ${subscriptions.pastDueSince} <= ${input.graceCutoff.toISOString()}::timestamptz))`;
+
+/** Up to `batchSize` due subscriptions across tenants, the longest untouched first (one statement, no lock). */
+function listDueSubscriptions(db: Executor, input: { now: Date; graceCutoff: Date; batchSize: number }) {
+  return db
+    .select({ tenantId: subscriptions.tenantId })
     .from(subscriptions)
-    .where(
-      sql`(${subscriptions.status} in ('trialing', 'active') and ${subscriptions.currentPeriodEnd} <= ${input.now.toISOString()}::timestamptz)
-          or (${subscriptions.status} = 'past_due' and ${subscriptions.pastDueSince} <= ${input.graceCutoff.toISOString()}::timestamptz)`,
-    )
+    .where(dueCondition(input))
     .orderBy(subscriptions.updatedAt)
-    .limit(input.batchSize)
-    .for("update", { skipLocked: true });
+    .limit(input.batchSize);
 }
 
-/** Moves one claimed subscription in a savepoint; null when it could not move (sent to the back). */
+/** The tenant's subscription if it is still due and no other process holds it (`FOR UPDATE SKIP LOCKED`). */
+async function claimDueSubscription(tx: Tx, tenantId: string, input: { now: Date; graceCutoff: Date }) {
+  const [row] = await tx
+    .select({ tenantId: subscriptions.tenantId, status: subscriptions.status })
+    .from(subscriptions)
+    .where(and(eq(subscriptions.tenantId, tenantId), dueCondition(input)))
+    .for("update", { skipLocked: true });
+  return row;
+}
+
+/** Moves one claimed subscription in a savepoint of its transaction; null when it could not move (sent to the back). */
 async function moveSubscription(
   deps: BillingDeps,
   tx: Tx,
@@ -40,7 +51,7 @@ async function moveSubscription(
 ): Promise<TransitionResult | null> {
   const event: SubscriptionEvent = row.status === "past_due" ? "grace_expired" : "period_ended_unpaid";
   try {
-    // a savepoint per subscription: one that cannot move does not hold up the batch
+    // a savepoint: a move that fails still leaves the row sent to the back
     return await tx.transaction(async (sp) => {
       const applied = await transitionSubscription(sp, context, row.tenantId, {
         event,
@@ -66,8 +77,9 @@ async function moveSubscription(
 /**
  * One batch of the subscription loop: trialing/active subscriptions whose period ended unpaid become
  * `past_due`; `past_due` ones whose grace ran out (at exactly `PastDueGraceDays` × 24 h after
- * `past_due_since`) become `suspended`. Rows are claimed `FOR UPDATE SKIP LOCKED`, so any number of
- * processes can run it; a second pass finds nothing left to do. Each change goes through
+ * `past_due_since`) become `suspended`. The due ones are listed on the named platform path; each is
+ * then claimed `FOR UPDATE SKIP LOCKED` and moved in a transaction of its tenant's context, so any
+ * number of processes can run it; a second pass finds nothing left to do. Each change goes through
  * `transitionSubscription` (history, notification job) and drops the tenant's cached features after
  * commit.
  */
@@ -79,15 +91,21 @@ export async function runSubscriptionBatch(
   const context = transitionContext(deps);
   const now = context.clock.now();
   const graceCutoff = new Date(now.getTime() - context.graceDays * DAY_MS);
-  const { changed, claimed } = await withTransaction(deps, ctx, async (tx) => {
-    const due = await claimDueSubscriptions(tx, { now, graceCutoff, batchSize: input.batchSize });
-    const results: TransitionResult[] = [];
-    for (const row of due) {
-      const moved = await moveSubscription(deps, tx, context, row, now);
-      if (moved) results.push(moved);
-    }
-    return { changed: results, claimed: due.length };
-  });
+  const due = { now, graceCutoff };
+  // across tenants: the named platform path lists what is due; each move runs in its tenant's context
+  const listed = await withPlatformDatabase(deps, ctx, (db) =>
+    listDueSubscriptions(db, { ...due, batchSize: input.batchSize }),
+  );
+  const changed: TransitionResult[] = [];
+  for (const { tenantId } of listed) {
+    const moved = await withTransaction(deps, { ...ctx, tenantId }, async (tx) => {
+      // moved or taken by another process since it was listed: not this one's
+      const row = await claimDueSubscription(tx, tenantId, due);
+      return row ? moveSubscription(deps, tx, context, row, now) : null;
+    });
+    if (moved) changed.push(moved);
+  }
+  const claimed = listed.length;
   if (changed.length > 0) {
     await invalidate(
       deps.cache,

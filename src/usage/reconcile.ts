@@ -1,7 +1,7 @@
 import { and, eq, sql } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
 import { type Executor, execute } from "../db/client.ts";
-import { withDatabase, withTransaction } from "../db/operation.ts";
+import { withPlatformDatabase, withTransaction } from "../db/operation.ts";
 import { features, type UsagePeriod, usageCounters, usageReconciliations } from "../db/schema/billing.ts";
 import { workerId as newWorkerId } from "../runtime/worker-id.ts";
 import {
@@ -93,7 +93,8 @@ async function reconcileCounter(
     row.period_end === null ? null : new Date(row.period_end),
   );
   const { workerId, now } = input;
-  return withTransaction(deps, ctx, async (tx) => {
+  // the counter's tenant's context: its ledger, counter and correction rows
+  return withTransaction(deps, { ...ctx, tenantId: row.tenant_id }, async (tx) => {
     await lockCounter(tx, row.tenant_id, row.feature_key, window, "exclusive");
     // still ours? A pass whose lease ran out and was taken over records nothing (no second
     // correction row); the row lock keeps it ours until this transaction ends
@@ -152,7 +153,8 @@ export async function reconcileUsageBatch(
 ): Promise<ReconcilePassResult> {
   const now = deps.clock.now();
   const workerId = options.workerId ?? newWorkerId();
-  const claimed = await withDatabase(deps, ctx, (db) =>
+  // across tenants: the named platform path claims; each counter is then reconciled in its tenant's context
+  const claimed = await withPlatformDatabase(deps, ctx, (db) =>
     claimDueCounters(db, {
       now,
       dueBefore: new Date(now.getTime() - Math.floor(options.intervalMs / 2)),
