@@ -1,7 +1,7 @@
 import { and, eq, ne } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import type { Tx } from "../db/client.ts";
-import { withTransaction } from "../db/operation.ts";
+import { withPlatformTransaction } from "../db/operation.ts";
 import { tenantDomains } from "../db/schema/index.ts";
 import { emitEvent } from "../events/outbox.ts";
 import { enqueueContext } from "../jobs/enqueue.ts";
@@ -100,7 +100,8 @@ export async function activateClaimedDomain(
 ): Promise<Activation> {
   const lost = new Error("lease lost");
   try {
-    return await withTransaction(check.deps, check.ctx, async (tx) => {
+    // on the named platform path: it takes the name from other tenants' claims in the same transaction
+    return await withPlatformTransaction(check.deps, check.ctx, async (tx) => {
       const previous = await moveNameAway(check, tx, domain, now);
       const stored = await finishCheck(check, tx, domain, {
         status: "Active",

@@ -1,5 +1,5 @@
 import type { Ctx } from "../context.ts";
-import { withDatabase } from "../db/operation.ts";
+import { withPlatformDatabase } from "../db/operation.ts";
 import { type ClaimedDomain, claimDueDomains } from "./claim-due-domains.ts";
 import type { CheckResult, DomainCheck, DomainCheckDeps, DomainCheckServices } from "./domain-check.ts";
 import { refreshDomainTls } from "./refresh-domain-tls.ts";
@@ -29,7 +29,8 @@ export async function checkDueCustomDomains(
   input: CheckDueDomainsInput,
 ): Promise<number> {
   const settings = deps.config.settings.TenantDomains;
-  const claimed = await withDatabase(deps, ctx, (db) =>
+  // across tenants: the named platform path claims; each check then works in its domain's tenant's context
+  const claimed = await withPlatformDatabase(deps, ctx, (db) =>
     claimDueDomains(db, {
       owner: input.owner,
       now: deps.clock.now(),

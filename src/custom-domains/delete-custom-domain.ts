@@ -1,7 +1,7 @@
 import { and, eq } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import type { TenantCtx } from "../context.ts";
-import { withDatabase, withTransaction } from "../db/operation.ts";
+import { withDatabase, withPlatformDatabase, withTransaction } from "../db/operation.ts";
 import { tenantDomains } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
 import { countResource } from "../usage/record-usage.ts";
@@ -46,10 +46,9 @@ export async function deleteCustomDomain(
 ): Promise<void> {
   const { tenantId } = ctx;
   const id = input.id;
-  const { row, elsewhere } = await withDatabase(deps, ctx, async (db) => {
-    const found = await findDomainRow(db, tenantId, id);
-    return { row: found, elsewhere: await activeElsewhere(db, found) };
-  });
+  const row = await withDatabase(deps, ctx, (db) => findDomainRow(db, tenantId, id));
+  // whether another tenant's claim holds the name: a platform lookup (a yes or no, nothing of its rows)
+  const elsewhere = await withPlatformDatabase(deps, ctx, (db) => activeElsewhere(db, row));
   await removeFromGateway(deps, row, elsewhere);
   await withTransaction(deps, ctx, async (tx, txCtx) => {
     await tx.delete(tenantDomains).where(and(eq(tenantDomains.id, id), eq(tenantDomains.tenantId, tenantId)));

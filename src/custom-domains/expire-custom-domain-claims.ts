@@ -1,7 +1,7 @@
 import { and, eq, lte, ne } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import type { Ctx, TenantCtx } from "../context.ts";
-import { withDatabase, withTransaction } from "../db/operation.ts";
+import { withPlatformDatabase, withTransaction } from "../db/operation.ts";
 import { tenantDomains } from "../db/schema/index.ts";
 import { countResource } from "../usage/record-usage.ts";
 import type { DomainDeps } from "./domain-rows.ts";
@@ -51,7 +51,8 @@ export async function expireCustomDomainClaims(
   input: { limit: number },
 ): Promise<number> {
   const now = deps.clock.now();
-  const due = await withDatabase(deps, ctx, (db) =>
+  // across tenants on the named platform path; each removal in its claim's tenant's context
+  const due = await withPlatformDatabase(deps, ctx, (db) =>
     db
       .select({ id: tenantDomains.id, tenantId: tenantDomains.tenantId, hostname: tenantDomains.hostname })
       .from(tenantDomains)

@@ -1,6 +1,6 @@
 import { withDatabase } from "../db/operation.ts";
 import type { ClaimedDomain } from "./claim-due-domains.ts";
-import { type CheckResult, type DomainCheck, finishCheck } from "./domain-check.ts";
+import { type CheckResult, type DomainCheck, domainCtx, finishCheck } from "./domain-check.ts";
 import { releaseAbandonedDomain } from "./release-abandoned-domain.ts";
 import { retryDelayMs } from "./settings.ts";
 
@@ -15,7 +15,7 @@ export async function refreshDomainTls(check: DomainCheck, domain: ClaimedDomain
     const entry =
       (domain.gatewayHostnameId ? await gateway.get(domain.gatewayHostnameId) : null) ??
       (await gateway.ensure(domain.hostname));
-    const stored = await withDatabase(deps, check.ctx, (db) =>
+    const stored = await withDatabase(deps, domainCtx(check, domain), (db) =>
       finishCheck(check, db, domain, {
         gatewayHostnameId: entry.id,
         gatewayStatus: entry.status,
@@ -33,7 +33,7 @@ export async function refreshDomainTls(check: DomainCheck, domain: ClaimedDomain
       domainId: domain.id,
       error: (error as Error).message,
     });
-    await withDatabase(deps, check.ctx, (db) =>
+    await withDatabase(deps, domainCtx(check, domain), (db) =>
       finishCheck(check, db, domain, { lastCheckedAt: now, checkAttempts: attempts, nextCheckAt }),
     );
     return { status: "Active", code: "gateway_error" };

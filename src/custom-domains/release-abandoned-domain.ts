@@ -1,5 +1,5 @@
 import { and, eq } from "drizzle-orm";
-import { withDatabase } from "../db/operation.ts";
+import { withPlatformDatabase } from "../db/operation.ts";
 import { tenantDomains } from "../db/schema/index.ts";
 import type { ClaimedDomain } from "./claim-due-domains.ts";
 import type { DomainCheck } from "./domain-check.ts";
@@ -14,7 +14,8 @@ export async function releaseAbandonedDomain(
   gatewayId: string,
 ): Promise<void> {
   const { deps } = check;
-  const keep = await withDatabase(deps, check.ctx, async (db) => {
+  // the name's Active claim may be another tenant's: a platform lookup
+  const keep = await withPlatformDatabase(deps, check.ctx, async (db) => {
     const [row] = await db
       .select({ id: tenantDomains.id })
       .from(tenantDomains)

@@ -1,9 +1,9 @@
-import { withDatabase, withTransaction } from "../db/operation.ts";
+import { withPlatformDatabase, withTransaction } from "../db/operation.ts";
 import { emitEvent } from "../events/outbox.ts";
 import { enqueueContext } from "../jobs/enqueue.ts";
 import { activateClaimedDomain } from "./activate-claimed-domain.ts";
 import type { ClaimedDomain } from "./claim-due-domains.ts";
-import { type CheckResult, type DomainCheck, finishCheck } from "./domain-check.ts";
+import { type CheckResult, type DomainCheck, domainCtx, finishCheck } from "./domain-check.ts";
 import { activeElsewhere } from "./domain-rows.ts";
 import { verificationRecordName } from "./hostname-policy.ts";
 import { releaseAbandonedDomain } from "./release-abandoned-domain.ts";
@@ -22,7 +22,7 @@ async function recordCheckFailure(
   const { deps, settings } = check;
   const attempts = domain.checkAttempts + 1;
   const failure = { code: outcome.code, reason: outcome.reason };
-  const stored = await withTransaction(deps, check.ctx, async (tx) => {
+  const stored = await withTransaction(deps, domainCtx(check, domain), async (tx) => {
     const written = await finishCheck(check, tx, domain, {
       status: "Failed",
       cnameTarget: outcome.cnameTarget,
@@ -95,7 +95,8 @@ export async function verifyClaimedDomain(check: DomainCheck, domain: ClaimedDom
     );
   }
   const unproven = outcome.code === "txt_missing" || outcome.code === "txt_mismatch";
-  if (unproven && (await withDatabase(deps, check.ctx, (db) => activeElsewhere(db, domain))))
+  // another tenant's claim: a platform lookup
+  if (unproven && (await withPlatformDatabase(deps, check.ctx, (db) => activeElsewhere(db, domain))))
     // told only now, when the claim is checked: publish this claim's own value to take the name over
     return recordCheckFailure(
       check,

@@ -174,7 +174,7 @@ test("a client over its global limit costs no database statement, whatever Host 
 test("unknown hosts and codes are cached negatively; the lookup cache evicts the oldest, not all", async () => {
   const tenant = await createTenant(app.db);
   await activeDomain(app.db, tenant.id, "kept.example");
-  const lookup = createTenantLookup(app.db, app.deps.clock, 100);
+  const lookup = createTenantLookup(app.deps.database.db, app.deps.clock, 100); // as the app makes it
   expect(await lookup.byDomain("kept.example")).toMatchObject({ id: tenant.id });
   const statements = await countStatements(async () => {
     for (let i = 0; i < 50; i++) {
