@@ -1,6 +1,5 @@
 import type { KeyObject } from "node:crypto";
 import { parseArgs } from "node:util";
-import { sql } from "drizzle-orm";
 import { PLATFORM_CHAIN } from "./audit/chain.ts";
 import { checkpointVerifyKey, openCheckpoint } from "./audit/checkpoint.ts";
 import { type ChainReport, verifyAuditChains } from "./audit/verify-chains.ts";
@@ -9,7 +8,8 @@ import { loadCliContext, withCliDatabase } from "./cli.ts";
 import { systemClock } from "./clock.ts";
 import type { AppConfig } from "./config/load.ts";
 import { systemCtx } from "./context.ts";
-import { type Database, execute } from "./db/client.ts";
+import type { Database } from "./db/client.ts";
+import { withPlatformSnapshot } from "./db/operation.ts";
 import { type CheckpointStore, checkpointStoreOf } from "./storage/audit-checkpoints.ts";
 
 type CliConfig = Pick<AppConfig, "settings">;
@@ -98,10 +98,9 @@ async function checkAgainstCheckpoint(
     ...checkpoint,
     chains: checkpoint.chains.filter((c) => only === undefined || c.chain === only),
   };
-  const breaks = await database.db.transaction(async (tx) => {
-    await execute(tx, sql`set transaction isolation level repeatable read, read only`);
-    return compareWithCheckpoint(tx, scoped, { now: check.now, retentionDays: check.retentionDays });
-  });
+  const breaks = await withPlatformSnapshot({ database }, systemCtx("audit:verify"), (tx) =>
+    compareWithCheckpoint(tx, scoped, { now: check.now, retentionDays: check.retentionDays }),
+  );
   for (const b of breaks) out.error(`audit chain ${b.chain}: BROKEN (${b.kind}): ${b.message}\n`);
   if (breaks.length === 0)
     out.write(`audit checkpoint ${checkpoint.at}: ${scoped.chains.length} chain heads still in place\n`);

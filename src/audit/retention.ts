@@ -1,7 +1,7 @@
 import { eq, sql } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
 import { execute } from "../db/client.ts";
-import { type DatabaseDeps, withDatabase, withTransaction } from "../db/operation.ts";
+import { type DatabaseDeps, withPlatformDatabase, withTenantOrPlatformTransaction } from "../db/operation.ts";
 import { auditChains } from "../db/schema/audit.ts";
 import type { Deps } from "../deps.ts";
 import { PLATFORM_CHAIN } from "./chain.ts";
@@ -21,7 +21,7 @@ const PRUNE_BATCH = 10_000;
 export async function pruneAuditEvents(deps: AuditRetentionDeps, ctx: Ctx): Promise<number> {
   const days = deps.config.settings.Audit.RetentionDays;
   const cutoff = new Date(deps.clock.now().getTime() - days * 86_400_000);
-  const chains = await withDatabase(deps, ctx, (db) =>
+  const chains = await withPlatformDatabase(deps, ctx, (db) =>
     db.select({ chain: auditChains.chain }).from(auditChains),
   );
   let total = 0;
@@ -44,7 +44,8 @@ async function pruneChainBatch(
 ): Promise<number> {
   const { chain, cutoff } = input;
   const inChain = chain === PLATFORM_CHAIN ? sql`tenant_id is null` : sql`tenant_id = ${chain}::uuid`;
-  return withTransaction(deps, ctx, async (tx) => {
+  // in the chain's tenant's context (the platform chain on the named platform path)
+  return withTenantOrPlatformTransaction(deps, ctx, chain === PLATFORM_CHAIN ? null : chain, async (tx) => {
     // the chain's writers wait on this row lock, so the head cannot move while its start does
     const [locked] = await tx
       .select({ chain: auditChains.chain })

@@ -1,7 +1,7 @@
 import { and, asc, eq, gt, type SQL, sql } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
-import { type Executor, execute } from "../db/client.ts";
-import { type DatabaseDeps, withTransaction } from "../db/operation.ts";
+import type { Executor } from "../db/client.ts";
+import { type DatabaseDeps, withPlatformSnapshot } from "../db/operation.ts";
 import { auditChains, auditEvents } from "../db/schema/audit.ts";
 import { auditRowHash, chainOf, GENESIS_HASH, PLATFORM_CHAIN } from "./chain.ts";
 
@@ -122,9 +122,8 @@ export async function verifyAuditChains(
   ctx: Ctx,
   input: { tenantId?: string } = {},
 ): Promise<ChainReport[]> {
-  return withTransaction(deps, ctx, async (tx) => {
-    // the snapshot is taken at the first query: this must come first in the transaction
-    await execute(tx, sql`set transaction isolation level repeatable read, read only`);
+  // every chain, or one, on the named platform path, in one snapshot
+  return withPlatformSnapshot(deps, ctx, async (tx) => {
     const chains =
       input.tenantId !== undefined
         ? [input.tenantId === PLATFORM_CHAIN ? PLATFORM_CHAIN : chainOf(input.tenantId)]

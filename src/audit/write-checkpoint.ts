@@ -1,7 +1,5 @@
-import { sql } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
-import { execute } from "../db/client.ts";
-import { type DatabaseDeps, withTransaction } from "../db/operation.ts";
+import { type DatabaseDeps, withPlatformSnapshot } from "../db/operation.ts";
 import type { Deps } from "../deps.ts";
 import type { CheckpointStore } from "../storage/audit-checkpoints.ts";
 import {
@@ -30,10 +28,8 @@ export async function writeAuditCheckpoint(
   const settings = deps.config.settings.Audit.Checkpoints;
   if (!settings.SigningKey || !store) return null;
   const key = checkpointSigningKey(settings.SigningKey);
-  const chains = await withTransaction(deps, ctx, async (tx) => {
-    await execute(tx, sql`set transaction isolation level repeatable read, read only`);
-    return readChainHeads(tx);
-  });
+  // every chain's head on the named platform path, in one snapshot
+  const chains = await withPlatformSnapshot(deps, ctx, readChainHeads);
   const at = deps.clock.now();
   const checkpoint: Checkpoint = {
     format: CHECKPOINT_FORMAT,

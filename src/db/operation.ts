@@ -26,10 +26,14 @@ function inScope<T>(deps: DatabaseDeps, scope: DatabaseScope, work: (tx: Tx) => 
   const { db } = deps.database;
   const run = scopedRunnerOf(db);
   if (run) return run(scope, work, mode);
-  return db.transaction(async (tx) => {
-    await tx.execute(scopeSetting(scope));
-    return work(tx);
-  });
+  const snapshot = "platform" in scope && scope.snapshot;
+  return db.transaction(
+    async (tx) => {
+      await tx.execute(scopeSetting(scope));
+      return work(tx);
+    },
+    snapshot ? { isolationLevel: "repeatable read", accessMode: "read only" } : undefined,
+  );
 }
 
 /**
@@ -113,6 +117,20 @@ export async function withPlatformTransaction<T, C extends Ctx>(
     },
     "write",
   );
+}
+
+/**
+ * The named platform path for reads across tenants that must agree with each other (audit
+ * verification, checkpoints): a read-only transaction of its own on one snapshot (repeatable read,
+ * set as it begins: no statement may come before it, so it never joins the ctx's transaction).
+ */
+export function withPlatformSnapshot<T>(
+  deps: DatabaseDeps,
+  ctx: Ctx,
+  work: (tx: Tx) => Promise<T>,
+): Promise<T> {
+  if (ctx.tx) throw new Error("withPlatformSnapshot inside a transaction");
+  return inScope(deps, { platform: true, snapshot: true }, work, "read");
 }
 
 /**

@@ -19,8 +19,12 @@ import { PostgresJsSession, PostgresJsTransaction } from "drizzle-orm/postgres-j
 import type postgres from "postgres";
 import type { Db, Tx } from "./client.ts";
 
-/** Whose rows a scoped transaction sees: one tenant's, or every row on the named platform path. */
-export type DatabaseScope = { tenantId: string } | { platform: true };
+/**
+ * Whose rows a scoped transaction sees: one tenant's, or every row on the named platform path
+ * (`snapshot`: read only, repeatable read, so its reads across tenants agree; operation.ts,
+ * withPlatformSnapshot).
+ */
+export type DatabaseScope = { tenantId: string } | { platform: true; snapshot?: true };
 
 /** `write`: COMMIT is awaited; `read`: awaited only when the work ran something other than `select`. */
 export type ScopeMode = "write" | "read";
@@ -54,7 +58,8 @@ export function scopeSetting(scope: DatabaseScope): SQL {
  * sets no context (see scopeSetting).
  */
 export function scopeOpening(scope: DatabaseScope): string {
-  if ("platform" in scope) return "begin; select set_config('plinth.platform', 'on', true)";
+  if ("platform" in scope)
+    return `begin${scope.snapshot ? " isolation level repeatable read, read only" : ""}; select set_config('plinth.platform', 'on', true)`;
   if (!UUID.test(scope.tenantId)) return "begin";
   return `begin; select set_config('plinth.tenant_id', '${scope.tenantId.toLowerCase()}', true)`;
 }
