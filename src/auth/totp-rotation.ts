@@ -1,7 +1,7 @@
 import { and, asc, count, eq, gt, isNotNull, isNull, ne, notLike, or } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
 import type { Executor } from "../db/client.ts";
-import { type DatabaseDeps, withDatabase, withTransaction } from "../db/operation.ts";
+import { type DatabaseDeps, withPlatformDatabase, withPlatformTransaction } from "../db/operation.ts";
 import { totpFactors, users } from "../db/schema/index.ts";
 import { DATA_KEY_PREFIX, TenantSecretError, type TenantSecretKeyring } from "../security/tenant-secrets.ts";
 import { openTotpSecret, sealTotpSecret } from "./totp-factor.ts";
@@ -44,13 +44,14 @@ export async function rotateTotpSecrets(
   let after: string | null = null;
   for (;;) {
     const from: string | null = after;
-    const batch: { rows: number; last: string | null } = await withTransaction(deps, ctx, (tx) =>
+    // every user's factors: the named platform path
+    const batch: { rows: number; last: string | null } = await withPlatformTransaction(deps, ctx, (tx) =>
       rotateBatch(tx, keyring, from, input.batchSize, result),
     );
     if (batch.rows < input.batchSize || !batch.last) break;
     after = batch.last;
   }
-  const [left] = await withDatabase(deps, ctx, (db) =>
+  const [left] = await withPlatformDatabase(deps, ctx, (db) =>
     db
       .select({ n: count() })
       .from(totpFactors)

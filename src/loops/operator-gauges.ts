@@ -1,3 +1,5 @@
+import { systemCtx } from "../context.ts";
+import { withPlatformDatabase } from "../db/operation.ts";
 import type { Deps } from "../deps.ts";
 import { readinessProbes } from "../health/probes.ts";
 import { createReadinessCheck } from "../health/readiness.ts";
@@ -49,7 +51,8 @@ export function observeOperatorGauges(deps: Deps, kinds: readonly string[] = [])
       const db = deps.database.db;
       const [queue, deliveries, checks] = await Promise.allSettled([
         queueStats(db),
-        deliveryStats(db),
+        // every tenant's deliveries: the named platform path
+        withPlatformDatabase(deps, systemCtx("operator-gauges"), deliveryStats),
         readiness(),
       ]);
       observer.observe(poolSize, deps.config.settings.Database.PoolSize);

@@ -4,7 +4,13 @@ import { recordAudit } from "../audit/record.ts";
 import type { Clock } from "../clock.ts";
 import type { Ctx, TenantCtx } from "../context.ts";
 import { type Executor, execute } from "../db/client.ts";
-import { type DatabaseDeps, withDatabase, withTransaction } from "../db/operation.ts";
+import {
+  type DatabaseDeps,
+  withDatabase,
+  withPlatformDatabase,
+  withPlatformTransaction,
+  withTransaction,
+} from "../db/operation.ts";
 import { tenantSecrets } from "../db/schema/secrets.ts";
 import { AppError } from "../errors.ts";
 import { cursorCodec, type Page, type PageRequest, pageOf } from "../pagination.ts";
@@ -257,7 +263,8 @@ export async function rotateTenantSecrets(
   let after: string | null = null;
   for (;;) {
     const from: string | null = after;
-    const batch: { rows: number; rotated: number; last: string | null } = await withTransaction(
+    // every tenant's secrets: the named platform path
+    const batch: { rows: number; rotated: number; last: string | null } = await withPlatformTransaction(
       deps,
       ctx,
       (tx) =>
@@ -273,7 +280,7 @@ export async function rotateTenantSecrets(
     if (batch.rows < input.batchSize || !batch.last) break;
     after = batch.last;
   }
-  const [left] = await withDatabase(deps, ctx, (db) =>
+  const [left] = await withPlatformDatabase(deps, ctx, (db) =>
     db.select({ count: sql<number>`count(*)::int` }).from(tenantSecrets).where(underMasterKey),
   );
   result.remaining = left?.count ?? 0;
