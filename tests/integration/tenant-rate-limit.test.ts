@@ -124,7 +124,7 @@ test("api_calls: each tenant request counts one, written to the usage ledger in 
   expect(await monthUsage(t.id)).toBe(4);
   // one ledger event for the four, not one per request
   const [events] = await execute<{ n: number; total: number }>(
-    app.deps.database.db,
+    app.db, // the owner's connection: the test's own look at the ledger
     sql`select count(*)::int as n, sum(quantity)::int as total from usage_events
         where tenant_id = ${t.id} and feature_key = 'api_calls'`,
   );
