@@ -11,11 +11,14 @@ import { confirmTotp } from "../../auth/totp-factor.ts";
 import { listTrustedDevices, revokeTrustedDevice } from "../../auth/trusted-devices.ts";
 import { isoOrNull, isoText } from "../../clock.ts";
 import { defineArea } from "../area.ts";
+import { EVERYONE } from "../console/layout.ts";
+import { mfaPages } from "../console/pages-mfa.ts";
 import { accessOf, apiRoute, json, jsonBody, problem, routerPath } from "../openapi.ts";
 import { type AppEnv, anonymousCtxOf, createRouter, ctxOf } from "../request-context.ts";
 import { setSessionCookie, setTrustedDeviceCookie } from "../session-cookie.ts";
 import { browserSession, tokenPair } from "./auth.ts";
-import { authenticationResponse, rpIdOf } from "./auth-passkeys.ts";
+import { rpIdOf } from "./auth-passkeys.ts";
+import { authenticationResponse } from "./webauthn-schemas.ts";
 
 const code = z
   .string()
@@ -336,4 +339,8 @@ export function authMfaRoutes(deps: AuthDeps, authenticated: MiddlewareHandler<A
 }
 
 /** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
-export const authMfaArea = defineArea({ name: "auth-mfa", routes: [authMfaRoutes] });
+export const authMfaArea = defineArea({
+  name: "auth-mfa",
+  routes: [authMfaRoutes],
+  consolePages: [{ path: "/console/mfa", title: "Second factors", seenBy: EVERYONE, routes: mfaPages }],
+});

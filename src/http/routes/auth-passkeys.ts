@@ -15,62 +15,15 @@ import {
 import { callerOf } from "../../auth/sessions.ts";
 import { AppError } from "../../errors.ts";
 import { defineArea } from "../area.ts";
+import { EVERYONE } from "../console/layout.ts";
+import { passkeyPages } from "../console/pages-passkeys.ts";
 import { accessOf, apiRoute, json, jsonBody, pageQuery, problem, routerPath } from "../openapi.ts";
 import { type AppEnv, anonymousCtxOf, createRouter, ctxOf } from "../request-context.ts";
 import { type AuthRouteDeps, signInResult, signInTenant } from "./auth.ts";
 import { tenantCodeField } from "./auth-schemas.ts";
-
-/** base64url text of a ceremony's answer, bounded (a public key, a signature, client data). */
-const b64 = (max: number) =>
-  z
-    .string()
-    .min(1)
-    .max(max)
-    .regex(/^[A-Za-z0-9_-]*={0,2}$/, "must be base64url");
+import { authenticationResponse, registrationResponse } from "./webauthn-schemas.ts";
 
 const passkeyName = z.string().trim().min(1).max(64).openapi({ example: "Work laptop" });
-
-/** What both WebAuthn answers (a new credential, an assertion) start with: the credential's id. */
-const credentialIdentity = { id: b64(1024), rawId: b64(1024), type: z.literal("public-key") };
-
-/** `PublicKeyCredential.toJSON()` of `navigator.credentials.create()` (what @simplewebauthn/browser sends). */
-const registrationResponse = z
-  .object({
-    ...credentialIdentity,
-    response: z
-      .object({
-        clientDataJSON: b64(4096),
-        attestationObject: b64(16384),
-        transports: z.array(z.string().max(32)).max(10).optional(),
-      })
-      .loose(),
-    clientExtensionResults: z.record(z.string(), z.unknown()),
-    authenticatorAttachment: z.string().max(32).optional(),
-  })
-  .openapi("PasskeyRegistrationResponse", {
-    description:
-      "The credential `navigator.credentials.create()` answered, as JSON (WebAuthn Level 3 `toJSON()`).",
-  });
-
-/** `PublicKeyCredential.toJSON()` of `navigator.credentials.get()`. */
-export const authenticationResponse = z
-  .object({
-    ...credentialIdentity,
-    response: z
-      .object({
-        clientDataJSON: b64(4096),
-        authenticatorData: b64(4096),
-        signature: b64(8192),
-        userHandle: b64(128).optional(),
-      })
-      .loose(),
-    clientExtensionResults: z.record(z.string(), z.unknown()),
-    authenticatorAttachment: z.string().max(32).optional(),
-  })
-  .openapi("PasskeyAuthenticationResponse", {
-    description:
-      "The assertion `navigator.credentials.get()` answered, as JSON (WebAuthn Level 3 `toJSON()`).",
-  });
 
 const ceremonyOptions = (name: string, description: string) =>
   z
@@ -349,4 +302,8 @@ export function authPasskeyRoutes(deps: AuthRouteDeps, authenticated: Middleware
 }
 
 /** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
-export const passkeysArea = defineArea({ name: "auth-passkeys", routes: [authPasskeyRoutes] });
+export const passkeysArea = defineArea({
+  name: "auth-passkeys",
+  routes: [authPasskeyRoutes],
+  consolePages: [{ path: "/console/passkeys", title: "Passkeys", seenBy: EVERYONE, routes: passkeyPages }],
+});
