@@ -4,7 +4,8 @@
  *   their order (the order the app mounts them in), a new one is added at the end, a gone one leaves;
  * - `bun scripts/areas.ts check` (`bun run areas:check`, part of `bun run check`) exits 1, saying
  *   what to do, when the list is out of date, when a router of src/http/routes/ belongs to no area
- *   (so nothing would mount it), or when two areas share a name or an audit action.
+ *   (so nothing would mount it), when two areas share a name, or when a console page is declared
+ *   outside an area's declaration (the console mounts and lists only the pages the areas declare).
  */
 import { spawnSync } from "node:child_process";
 import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
@@ -17,6 +18,8 @@ const LIST = join(httpDir, "areas.ts");
 const MOUNTED_BY_APP = new Set(["healthRoutes", "docsRoutes"]);
 const DECLARATION = /^export const (\w+) = defineArea\(\{[\s\S]*?routes: \[([^\]]*)\]/gm;
 const ROUTER = /^export function (\w+Routes)\(/gm;
+/** A console page (src/http/console/console-page.ts) written out: its path and who sees it. */
+const CONSOLE_PAGE = /\bpath:\s*"\/console[^"]*",[^}]*\bseenBy:/;
 
 interface Declared {
   variable: string;
@@ -101,6 +104,14 @@ function problems(declared: Declared[]): string[] {
           `${relative(root, file)} exports ${router}, which no area mounts: put it in the routes of the file's ` +
             "`export const <name>Area = defineArea({ name, routes: [...] })` (src/http/area.ts), then run `bun run areas:generate`",
         );
+  for (const file of sourcesOf(httpDir)) {
+    const text = readFileSync(file, "utf8");
+    if (CONSOLE_PAGE.test(text) && !/^export const \w+ = defineArea\(\{/m.test(text))
+      found.push(
+        `${relative(root, file)} declares a console page outside an area: declare it in the consolePages of its area ` +
+          "(`defineArea({ name, routes, consolePages: [{ path, title, seenBy, routes }] })`, src/http/area.ts); the console mounts only those",
+      );
+  }
   const seen = new Set<string>();
   for (const area of declared) {
     if (seen.has(area.variable)) found.push(`two areas are named ${area.variable}: rename one`);

@@ -12,7 +12,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { withAuditActionTable } from "../src/audit/actions.ts";
 import { declaredRoutes, undeclaredRoutes } from "../src/http/access.ts";
-import { AREA_AUDIT_ACTIONS } from "../src/http/area-registry.ts";
+import { areaAuditActions } from "../src/http/area-registry.ts";
 import { renderRolesReference } from "../src/http/roles-reference.ts";
 import { renderErrorsReference } from "../src/http/routes/problems.ts";
 import { withOfflineApp } from "./openapi.ts";
@@ -22,7 +22,7 @@ const AUDIT = resolve(import.meta.dir, "../docs/audit.md");
 const ERRORS = resolve(import.meta.dir, "../docs/errors.md");
 
 const routes = () => withOfflineApp((app) => declaredRoutes(app.routes));
-const auditDoc = () => withAuditActionTable(readFileSync(AUDIT, "utf8"), AREA_AUDIT_ACTIONS);
+const auditDoc = () => withAuditActionTable(readFileSync(AUDIT, "utf8"), areaAuditActions());
 
 async function check(): Promise<string[]> {
   const table = await routes();

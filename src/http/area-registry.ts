@@ -12,14 +12,27 @@ declare module "../audit/actions.ts" {
   interface AreaAuditActions extends Record<AreaActionName, true> {}
 }
 
+// Functions, not constants: an area's console pages import this module while src/http/areas.ts,
+// which imports the areas, is still being evaluated; the list is read once it is complete.
+
 /** Each listed area's audit actions, in the list's order (docs/audit.md's rows after the trail's). */
-export const AREA_AUDIT_ACTIONS: readonly ActionRows[] = AREAS.map((area) => area.auditActions);
+export const areaAuditActions = (): readonly ActionRows[] => AREAS.map((area) => area.auditActions);
 
 /** Every action the log records, in the order docs/audit.md lists them: the console's filter. */
-export const AUDIT_ACTIONS: readonly AuditAction[] = [
+export const auditActionNames = (): readonly AuditAction[] => [
   ...TRAIL_AUDIT_ACTIONS,
-  ...AREA_AUDIT_ACTIONS.flatMap((actions) => Object.keys(actions) as AuditAction[]),
+  ...areaAuditActions().flatMap((actions) => Object.keys(actions) as AuditAction[]),
 ];
 
-/** The console pages the areas declare, after the console's own (src/http/console/routes.ts). */
-export const AREA_CONSOLE_PAGES: readonly ConsolePage[] = AREAS.flatMap((area) => area.consolePages);
+/**
+ * The console's pages, each declared by its area (`defineArea({ consolePages })`), in the list's
+ * order, the platform's pages ahead of those a tenant's owners and admins see too (their own account,
+ * their tenant's settings): the navigation's order.
+ */
+export const areaConsolePages = (): readonly ConsolePage[] =>
+  AREAS.flatMap((area) => area.consolePages).sort(
+    (a, b) => Number(seenByTenants(a)) - Number(seenByTenants(b)),
+  );
+
+const seenByTenants = (page: ConsolePage) =>
+  page.seenBy.includes("tenant_owner") || page.seenBy.includes("tenant_admin");

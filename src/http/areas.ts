@@ -1,4 +1,6 @@
 // Generated from the defineArea(…) declarations of src/http/ by `bun run areas:generate`; do not edit by hand.
+import { emailOutboxArea } from "./console/pages-outbox.ts";
+import { overviewArea } from "./console/pages-overview.ts";
 import { billingArea } from "./routes/admin-billing.ts";
 import { flowsArea } from "./routes/admin-flows.ts";
 import { impersonationsArea } from "./routes/admin-impersonations.ts";
@@ -43,6 +45,7 @@ import { wellKnownArea } from "./routes/well-known.ts";
 
 /** Every area (src/http/area.ts), in the order the app mounts them: a new one goes at the end. */
 export const AREAS = [
+  overviewArea,
   wellKnownArea,
   problemsArea,
   authArea,
@@ -86,4 +89,5 @@ export const AREAS = [
   webhooksArea,
   auditArea,
   ssoConnectionsArea,
+  emailOutboxArea,
 ] as const;

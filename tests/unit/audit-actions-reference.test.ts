@@ -2,7 +2,10 @@ import { expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { renderAuditActions, withAuditActionTable } from "../../src/audit/actions.ts";
-import { AREA_AUDIT_ACTIONS, AUDIT_ACTIONS } from "../../src/http/area-registry.ts";
+import { areaAuditActions, auditActionNames } from "../../src/http/area-registry.ts";
+
+const AREA_AUDIT_ACTIONS = areaAuditActions();
+const AUDIT_ACTIONS = auditActionNames();
 
 test("docs/audit.md's action table matches the declared actions (run `bun run docs:audit` after changing them)", () => {
   const committed = readFileSync(resolve(import.meta.dir, "../../docs/audit.md"), "utf8");

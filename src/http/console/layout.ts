@@ -1,6 +1,6 @@
 import { html } from "hono/html";
 import type { HtmlEscapedString } from "hono/utils/html";
-import type { PlatformRole } from "../../identity/roles.ts";
+import { type PlatformRole, platformRoleNames } from "../../identity/roles.ts";
 import { consoleAssets } from "./assets.ts";
 
 export type Html = HtmlEscapedString | Promise<HtmlEscapedString>;
@@ -42,8 +42,12 @@ const HTMX_CONFIG = JSON.stringify({
  */
 export type ConsoleRole = PlatformRole | "tenant_owner" | "tenant_admin";
 export const TENANT_ROLES: readonly ConsoleRole[] = ["tenant_owner", "tenant_admin"];
+/** Platform staff: the platform's pages. */
+export const STAFF_ROLES: readonly ConsoleRole[] = platformRoleNames;
+/** The own-account pages: platform staff and a tenant's owners and admins alike. */
+export const EVERYONE: readonly ConsoleRole[] = [...STAFF_ROLES, ...TENANT_ROLES];
 
-/** A section of the console's navigation: a console page (routes.ts `CONSOLE_OWN_PAGES`, or an area's). */
+/** A section of the console's navigation: a console page, declared by its area (`defineArea({ consolePages })`). */
 export interface ConsoleSection {
   /** The page's path; a page names it as its `section` to be marked current. */
   path: string;

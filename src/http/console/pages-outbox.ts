@@ -4,8 +4,9 @@ import type { Deps } from "../../deps.ts";
 import { getEmailPreview, listEmailMessages } from "../../email/list-email-messages.ts";
 import { AppError } from "../../errors.ts";
 import { isUuid } from "../../tenancy/tenants.ts";
+import { defineArea } from "../area.ts";
 import { ctxOf } from "../request-context.ts";
-import { badge, layout, notice, when } from "./layout.ts";
+import { badge, layout, notice, STAFF_ROLES, when } from "./layout.ts";
 import { pageResponse } from "./respond.ts";
 import { type ConsoleEnv, viewerOf } from "./session.ts";
 
@@ -56,3 +57,18 @@ ${
   });
   return router;
 }
+
+/** The area (src/http/area.ts) of the e-mail outbox's console page (Development only), no API routes. */
+export const emailOutboxArea = defineArea({
+  name: "email-outbox",
+  routes: [],
+  consolePages: [
+    {
+      path: "/console/outbox",
+      title: "Outbox",
+      seenBy: STAFF_ROLES,
+      routes: outboxPages,
+      developmentOnly: true,
+    },
+  ],
+});

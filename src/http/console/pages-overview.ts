@@ -1,4 +1,4 @@
-import type { Context } from "hono";
+import { type Context, Hono } from "hono";
 import { html } from "hono/html";
 import { listPastDueTenants } from "../../billing/list-past-due-tenants.ts";
 import type { Ctx } from "../../context.ts";
@@ -8,9 +8,10 @@ import { jobActivity } from "../../jobs/admin/job-activity.ts";
 import { listJobs } from "../../jobs/admin/list-jobs.ts";
 import { summarizeJobs } from "../../jobs/admin/summarize-jobs.ts";
 import { loopEnabled, loopNames } from "../../loops/background.ts";
+import { defineArea } from "../area.ts";
 import { ctxOf } from "../request-context.ts";
 import { activityChart } from "./chart.ts";
-import { badge, type Html, layout, when } from "./layout.ts";
+import { badge, type Html, layout, STAFF_ROLES, when } from "./layout.ts";
 import { pageResponse } from "./respond.ts";
 import { type ConsoleEnv, viewerOf } from "./session.ts";
 
@@ -105,3 +106,17 @@ function overviewHtml(deps: Pick<Deps, "clock" | "config" | "loopStatus">, data:
 </div>
 </div>`;
 }
+
+/** The area (src/http/area.ts) of the platform's overview: the console's first page, no API routes. */
+export const overviewArea = defineArea({
+  name: "console-overview",
+  routes: [],
+  consolePages: [
+    {
+      path: "/console",
+      title: "Overview",
+      seenBy: STAFF_ROLES,
+      routes: (deps) => new Hono<ConsoleEnv>().get("/console", (c) => overviewPage(deps, c)),
+    },
+  ],
+});

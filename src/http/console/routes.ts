@@ -7,24 +7,14 @@ import { changePassword } from "../../auth/password-sign-in.ts";
 import { revokeCallerSession } from "../../auth/sessions.ts";
 import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
-import { PLATFORM_ADMIN_ROLE, PLATFORM_VIEWER_ROLE } from "../../identity/roles.ts";
 import { isUuid } from "../../tenancy/tenants.ts";
-import { AREA_CONSOLE_PAGES } from "../area-registry.ts";
+import { areaConsolePages } from "../area-registry.ts";
 import { UNKNOWN_TENANT_ID } from "../middleware/tenancy.ts";
 import { statusOf, toAppError } from "../problem-json.ts";
 import { anonymousCtxOf, ctxOf } from "../request-context.ts";
 import { consoleAssetRoutes, consoleAssets } from "./assets.ts";
-import type { ConsolePage } from "./console-page.ts";
-import { CONSOLE_POLICY, type Html, layout, notice, TENANT_ROLES } from "./layout.ts";
-import { auditPages } from "./pages-audit.ts";
-import { domainPages } from "./pages-domains.ts";
-import { jobPages, schedulePages } from "./pages-jobs.ts";
-import { mfaPages } from "./pages-mfa.ts";
-import { outboxPages } from "./pages-outbox.ts";
-import { overviewPage } from "./pages-overview.ts";
-import { passkeyPages, passkeySignInRoute } from "./pages-passkeys.ts";
-import { sessionPages } from "./pages-sessions.ts";
-import { tenantPages } from "./pages-tenants.ts";
+import { CONSOLE_POLICY, type Html, layout, notice } from "./layout.ts";
+import { passkeySignInRoute } from "./pages-passkeys.ts";
 import { consoleActed, formOf, pageResponse } from "./respond.ts";
 import {
   type ConsoleEnv,
@@ -46,37 +36,8 @@ export const CONSOLE_CREDENTIAL_PATHS = [
   "/console/password",
 ] as const;
 
-const STAFF = [PLATFORM_ADMIN_ROLE, PLATFORM_VIEWER_ROLE] as const;
-/** The own-account pages: platform staff and a tenant's owners and admins alike. */
-const EVERYONE = [...STAFF, ...TENANT_ROLES];
 /** The console paths open without a session: the sign-in page, its passkey sign-in, its second step. */
 const OPEN_PATHS = new Set(["/console/sign-in", "/console/sign-in/passkey", "/console/sign-in/mfa"]);
-
-/**
- * The console's own pages, each once: its section of the navigation (path, title, the roles that
- * see it there) and its routes, mounted in this order, before the pages the areas declare
- * (`defineArea({ consolePages })`, src/http/area.ts). Every route is behind `consoleSession`
- * (platform staff, whose viewers read, nothing more; a tenant's owners and admins see their
- * tenant's pages and their own account only: session.ts).
- */
-const CONSOLE_OWN_PAGES: readonly ConsolePage[] = [
-  {
-    path: "/console",
-    title: "Overview",
-    seenBy: STAFF,
-    routes: (deps) => new Hono<ConsoleEnv>().get("/console", (c) => overviewPage(deps, c)),
-  },
-  { path: "/console/jobs", title: "Jobs", seenBy: STAFF, routes: jobPages },
-  { path: "/console/schedules", title: "Schedules", seenBy: STAFF, routes: schedulePages },
-  { path: "/console/tenants", title: "Tenants", seenBy: STAFF, routes: tenantPages },
-  { path: "/console/domains", title: "Domains", seenBy: STAFF, routes: domainPages },
-  { path: "/console/audit", title: "Audit", seenBy: STAFF, routes: auditPages },
-  { path: "/console/mfa", title: "Second factors", seenBy: EVERYONE, routes: mfaPages },
-  { path: "/console/passkeys", title: "Passkeys", seenBy: EVERYONE, routes: passkeyPages },
-  { path: "/console/sessions", title: "Sessions", seenBy: EVERYONE, routes: sessionPages },
-  { path: "/console/outbox", title: "Outbox", seenBy: STAFF, routes: outboxPages, developmentOnly: true },
-];
-const CONSOLE_PAGES: readonly ConsolePage[] = [...CONSOLE_OWN_PAGES, ...AREA_CONSOLE_PAGES];
 
 const ERROR_TITLES: Partial<Record<string, string>> = {
   forbidden: "Not allowed",
@@ -115,9 +76,15 @@ ${notice(input.message, input.tone ?? "bad")}
   });
 }
 
-/** The pages this deployment mounts: Development-only ones only in Development. */
+/**
+ * The pages this deployment mounts, each declared by its area (`defineArea({ consolePages })`,
+ * src/http/area.ts; `bun run areas:check` fails on a page declared anywhere else): Development-only
+ * ones only in Development. Every route is behind `consoleSession` (platform staff, whose viewers
+ * read, nothing more; a tenant's owners and admins see their tenant's pages and their own account
+ * only: session.ts).
+ */
 const pagesOf = (deps: Deps) =>
-  CONSOLE_PAGES.filter((page) => !page.developmentOnly || deps.config.environment === "Development");
+  areaConsolePages().filter((page) => !page.developmentOnly || deps.config.environment === "Development");
 
 /** The impersonation banner's button: ends one of the viewer's impersonations (docs/console.md). */
 function impersonationRoutes(deps: Deps) {

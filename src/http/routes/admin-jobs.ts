@@ -13,6 +13,8 @@ import { retryJobs } from "../../jobs/admin/retry-jobs.ts";
 import { MAX_JOB_PRIORITY, setJobPriority } from "../../jobs/admin/set-job-priority.ts";
 import { MAX_PROGRESS_BYTES, MAX_RESULT_BYTES } from "../../jobs/registry.ts";
 import { defineArea } from "../area.ts";
+import { STAFF_ROLES } from "../console/layout.ts";
+import { jobPages } from "../console/pages-jobs.ts";
 import { apiRoute, json, jsonBody, pageQuery, problem } from "../openapi.ts";
 import { createRouter, ctxOf } from "../request-context.ts";
 
@@ -259,4 +261,8 @@ export function adminJobRoutes(deps: Deps) {
 }
 
 /** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
-export const jobsArea = defineArea({ name: "admin-jobs", routes: [adminJobRoutes] });
+export const jobsArea = defineArea({
+  name: "admin-jobs",
+  routes: [adminJobRoutes],
+  consolePages: [{ path: "/console/jobs", title: "Jobs", seenBy: STAFF_ROLES, routes: jobPages }],
+});

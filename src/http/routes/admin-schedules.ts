@@ -10,6 +10,8 @@ import {
 } from "../../jobs/schedules.ts";
 import { API_JOB_KINDS } from "../../loops/api-background.ts";
 import { defineArea } from "../area.ts";
+import { STAFF_ROLES } from "../console/layout.ts";
+import { schedulePages } from "../console/pages-jobs.ts";
 import { apiRoute, json, jsonBody, page, pageQuery, problem } from "../openapi.ts";
 import { createRouter, ctxOf } from "../request-context.ts";
 
@@ -154,4 +156,10 @@ export function adminScheduleRoutes(deps: Deps) {
 }
 
 /** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
-export const schedulesArea = defineArea({ name: "admin-schedules", routes: [adminScheduleRoutes] });
+export const schedulesArea = defineArea({
+  name: "admin-schedules",
+  routes: [adminScheduleRoutes],
+  consolePages: [
+    { path: "/console/schedules", title: "Schedules", seenBy: STAFF_ROLES, routes: schedulePages },
+  ],
+});

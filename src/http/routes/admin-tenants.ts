@@ -2,6 +2,8 @@ import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { createTenant, getTenant, listTenants, suspendTenant } from "../../tenancy/tenants.ts";
 import { defineArea } from "../area.ts";
+import { STAFF_ROLES } from "../console/layout.ts";
+import { tenantPages } from "../console/pages-tenants.ts";
 import { apiRoute, json, jsonBody, page, pageQuery, problem, tenantIdParam } from "../openapi.ts";
 import { createRouter, ctxOf } from "../request-context.ts";
 
@@ -90,4 +92,8 @@ export function adminTenantRoutes(deps: Deps) {
 }
 
 /** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
-export const tenantsArea = defineArea({ name: "admin-tenants", routes: [adminTenantRoutes] });
+export const tenantsArea = defineArea({
+  name: "admin-tenants",
+  routes: [adminTenantRoutes],
+  consolePages: [{ path: "/console/tenants", title: "Tenants", seenBy: STAFF_ROLES, routes: tenantPages }],
+});

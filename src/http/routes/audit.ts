@@ -12,6 +12,8 @@ import type { Deps } from "../../deps.ts";
 import { describeError } from "../../redact.ts";
 import { tenantAccess } from "../access.ts";
 import { defineArea } from "../area.ts";
+import { STAFF_ROLES } from "../console/layout.ts";
+import { auditPages } from "../console/pages-audit.ts";
 import { apiRoute, pageQuery, problem } from "../openapi.ts";
 import { type AppEnv, createRouter, ctxOf, tenantCtxOf } from "../request-context.ts";
 
@@ -174,4 +176,8 @@ export function adminAuditRoutes(deps: Deps) {
 }
 
 /** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
-export const auditArea = defineArea({ name: "audit", routes: [tenantAuditRoutes, adminAuditRoutes] });
+export const auditArea = defineArea({
+  name: "audit",
+  routes: [tenantAuditRoutes, adminAuditRoutes],
+  consolePages: [{ path: "/console/audit", title: "Audit", seenBy: STAFF_ROLES, routes: auditPages }],
+});

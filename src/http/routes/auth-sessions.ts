@@ -9,6 +9,8 @@ import {
 } from "../../auth/user-sessions.ts";
 import { tenantAccess } from "../access.ts";
 import { defineArea } from "../area.ts";
+import { EVERYONE } from "../console/layout.ts";
+import { sessionPages } from "../console/pages-sessions.ts";
 import { accessOf, apiRoute, json, pageQuery, problem, routerPath } from "../openapi.ts";
 import { type AppEnv, adminCtxOf, createRouter, ctxOf, tenantCtxOf } from "../request-context.ts";
 
@@ -138,7 +140,11 @@ export function memberSessionRoutes(deps: UserSessionDeps) {
 }
 
 /** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
-export const sessionsArea = defineArea({ name: "auth-sessions", routes: [authSessionRoutes] });
+export const sessionsArea = defineArea({
+  name: "auth-sessions",
+  routes: [authSessionRoutes],
+  consolePages: [{ path: "/console/sessions", title: "Sessions", seenBy: EVERYONE, routes: sessionPages }],
+});
 
 /** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
 export const memberSessionsArea = defineArea({ name: "member-sessions", routes: [memberSessionRoutes] });

@@ -8,6 +8,8 @@ import { listCustomDomains } from "../../custom-domains/list-custom-domains.ts";
 import type { Deps } from "../../deps.ts";
 import { type Access, tenantAccess } from "../access.ts";
 import { defineArea } from "../area.ts";
+import { STAFF_ROLES } from "../console/layout.ts";
+import { domainPages } from "../console/pages-domains.ts";
 import { apiRoute, json, jsonBody, page, pageQuery, problem, tenantIdParam } from "../openapi.ts";
 import { adminCtxOf, anonymousCtxOf, createRouter, tenantCtxOf } from "../request-context.ts";
 
@@ -247,4 +249,5 @@ export function tlsPermissionRoutes(deps: Deps) {
 export const customDomainsArea = defineArea({
   name: "custom-domains",
   routes: [adminDomainRoutes, tenantDomainRoutes, tlsPermissionRoutes],
+  consolePages: [{ path: "/console/domains", title: "Domains", seenBy: STAFF_ROLES, routes: domainPages }],
 });
