@@ -1,16 +1,19 @@
 import { expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
+import { decodeJwt } from "jose";
 import { ManualClock } from "../../src/clock.ts";
 import { execute } from "../../src/db/client.ts";
 import {
   bearer,
   createUser,
   json,
+  newMasterKey,
   type SignedInTenant,
   signedInPlatformAdmin,
   signedInTenant,
 } from "../helpers/identity.ts";
 import { linkIn, tokenOf, useMailTestApp } from "../helpers/mailed-links.ts";
+import { enrolTotp, rfcCode } from "../helpers/mfa.ts";
 
 /**
  * Sign-in by e-mail code or link (a tenant setting), read back from a real SMTP server: off by
@@ -22,7 +25,11 @@ const clock = new ManualClock(new Date());
 const ORIGIN = "https://app.plinth.test";
 const { h, deliverTexts } = useMailTestApp({
   clock,
-  settings: { "BrowserAuth:AllowedOrigins:0": ORIGIN },
+  settings: {
+    "BrowserAuth:AllowedOrigins:0": ORIGIN,
+    "Security:TenantSecrets:KeyId": "email-sign-in-test",
+    "Security:TenantSecrets:MasterKey": newMasterKey(),
+  },
 });
 
 const start = (body: { email: string; tenant?: string }, peer?: string) =>
@@ -262,4 +269,43 @@ test("a browser signs in with the code or the link from an allowed origin only: 
   const viaLink = await browser("/api/auth/browser/email/link", { token: second.token });
   expect(viaLink.status).toBe(200);
   expect(cookieOf(viaLink)).not.toBe("");
+});
+
+test("a code sign-in of a user with a second factor takes the step, and skips it from a browser trusted there (amr otp only)", async () => {
+  const tenant = await signedInTenant(h);
+  expect((await settings(tenant, { emailSignIn: true })).status).toBe(200);
+  const policy = await h.request("/api/tenant/security-policy", {
+    method: "PUT",
+    headers: { ...tenant.owner.headers, "content-type": "application/json" },
+    body: JSON.stringify({ allowTrustedDevices: true }),
+  });
+  expect(policy.status).toBe(200);
+  const email = tenant.member.email;
+  const { secret } = await enrolTotp(h, clock, tenant.member);
+  const signIn = async (cookie?: string) => {
+    expect((await start({ email, tenant: tenant.code })).status).toBe(202);
+    const { code } = await mailed(email);
+    await execute(h.db, sql`delete from email_messages where recipient = ${email}`);
+    const headers: Record<string, string> = cookie
+      ? { cookie: `__Host-plinth_trusted_device=${cookie}` }
+      : {};
+    const answer = await h.request(
+      "/api/auth/email/code/verify",
+      json({ email, code, tenant: tenant.code }, headers),
+    );
+    expect(answer.status).toBe(200);
+    return (await answer.json()) as { mfaRequired?: true; mfaToken?: string; accessToken?: string };
+  };
+  const step = await signIn();
+  expect(step.mfaRequired).toBe(true);
+  const done = await h.request(
+    "/api/auth/mfa/verify",
+    json({ mfaToken: step.mfaToken, code: rfcCode(secret, clock.now().getTime()), trustDevice: true }),
+  );
+  expect(done.status).toBe(200);
+  const cookie = /__Host-plinth_trusted_device=([^;]+)/.exec(done.headers.get("set-cookie") ?? "")?.[1];
+  expect(cookie).toBeString();
+  const skipped = await signIn(cookie);
+  expect(skipped.mfaRequired).toBeUndefined();
+  expect(decodeJwt(skipped.accessToken ?? "").amr).toEqual(["otp"]);
 });
