@@ -10,6 +10,7 @@
 import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { recordAudit } from "../audit/record.ts";
+import { endSessions } from "../auth/sessions.ts";
 import { type Ctx, systemCtx } from "../context.ts";
 import { deleteCustomDomain } from "../custom-domains/delete-custom-domain.ts";
 import { execute } from "../db/client.ts";
@@ -37,6 +38,7 @@ export type DeletionDeps = Pick<
   | "tenants"
   | "fetch"
   | "tenantSecretKeyring"
+  | "sessionCache"
 >;
 
 /** The count naming the tenant's values still sealed directly under a master key when its data key went. */
@@ -218,12 +220,14 @@ export async function deleteTenantData(
     );
     return "not_due";
   }
-  // from here the tenant is gone for its users: no sign-in, no request
-  await withPlatformTransaction(deps, systemCtx("tenant-deletion"), (tx) =>
-    tx.execute(
+  // from here the tenant is gone for its users: no sign-in, no request; its sessions end with the
+  // suspension, in every process's session cache as it commits (as suspendTenant's do)
+  await withPlatformTransaction(deps, systemCtx("tenant-deletion"), async (tx, ctx) => {
+    await tx.execute(
       sql`update tenants set status = 'Suspended', deletion_counts = coalesce(deletion_counts, '{}') where id = ${tenant.id}`,
-    ),
-  );
+    );
+    await endSessions(deps, ctx, { tenantId: tenant.id });
+  });
   deps.tenants.clear();
   await shredDataKey(deps, tenant.id);
   await deregisterDomains(deps, tenant.id);

@@ -6,6 +6,8 @@ import { join } from "node:path";
 import { ListObjectsV2Command } from "@aws-sdk/client-s3";
 import { sql } from "drizzle-orm";
 import { create as createTar, extract } from "tar";
+import { SESSION_CHANNEL } from "../../src/auth/session-cache.ts";
+import { openTokenSession } from "../../src/auth/session-lookup.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
 import { createDomainTicker } from "../../src/custom-domains/checks.ts";
@@ -23,6 +25,7 @@ import { S3_CREDENTIALS, s3Settings, startTestS3, type TestS3 } from "../fixture
 import { createTestApp, relaxedLimits, testConfig, useTestApp, useTestDatabase } from "../helpers/app.ts";
 import { domainSettings, publishRecords, uniqueHost } from "../helpers/domains.ts";
 import { login, signedInPlatformAdmin, signedInTenant } from "../helpers/identity.ts";
+import { waitFor } from "../helpers/jobs.ts";
 import { runEntry } from "../helpers/process.ts";
 
 // The issue's "done when": a tenant seeded across the tenant tables and both object prefixes is
@@ -402,3 +405,26 @@ test("seed, export, delete (interrupted, resumed), scan, import into a fresh dat
   expect(refused.exitCode).toBe(2);
   expect(refused.stdout + refused.stderr).toContain("tables/users.ndjson does not match its SHA-256");
 }, 120_000);
+
+test("deleting a tenant ends its sessions: this process's cache at once, every other process's through plinth_sessions", async () => {
+  const admin = await signedInPlatformAdmin(h);
+  const tenant = await signedInTenant(h);
+  const open = await openTokenSession(h.deps, tenant.member.accessToken);
+  if ("refused" in open) throw new Error(open.refused);
+  expect(h.deps.sessionCache.get(`s:${open.sessionId}`)).toBeDefined();
+  const heard: string[] = [];
+  const stop = await h.testDatabase.database.listen(SESSION_CHANNEL, (payload) => heard.push(payload));
+  try {
+    const schedule = await h.request(
+      `/api/admin/tenants/${tenant.id}/deletion`,
+      post(admin.headers, { graceDays: 0 }),
+    );
+    expect(schedule.status).toBe(202);
+    expect(await deleteTenantData(h.deps, systemCtx("test"), { tenantId: tenant.id })).toBe("deleted");
+    expect(h.deps.sessionCache.get(`s:${open.sessionId}`)).toBeUndefined();
+    const notice = JSON.stringify({ tenantId: tenant.id });
+    await waitFor(() => heard.includes(notice), { what: "the tenant's plinth_sessions notice" });
+  } finally {
+    await stop();
+  }
+});
