@@ -35,16 +35,16 @@
  * figures; rerun after every change to the authenticated path.
  */
 import { parseArgs } from "node:util";
-import { Hono } from "hono";
+import { Hono, type MiddlewareHandler } from "hono";
 import postgres from "postgres";
 import { createApp } from "../src/app.ts";
 import { closeDeps, type Deps } from "../src/deps.ts";
 import { bunServeOptions } from "../src/http/bun-serve.ts";
 import { authenticate } from "../src/http/middleware/authenticate.ts";
 import { rateLimit, rateLimitPolicies } from "../src/http/middleware/rate-limit.ts";
-import { guardRequest, requestIdLogHeaders } from "../src/http/middleware/request.ts";
+import { chainMiddleware, guardRequest, requestIdLogHeaders } from "../src/http/middleware/request.ts";
 import { resolveTenancy } from "../src/http/middleware/tenancy.ts";
-import { createRouter } from "../src/http/request-context.ts";
+import { type AppEnv, createRouter } from "../src/http/request-context.ts";
 import { createTenant, createUser, PASSWORD, readyPlatformUser } from "../tests/helpers/identity.ts";
 import { benchDeps } from "./plinth-process.ts";
 import { median } from "./stats.ts";
@@ -261,18 +261,25 @@ async function stageCosts(deps: Deps, token: string): Promise<{ name: string; us
   const settings = deps.config.settings;
   const policies = rateLimitPolicies(settings, deps.config.environment);
   const limiter = { store: deps.counters, clock: deps.clock, logger: deps.logger };
+  const failed = (error: Error) => {
+    throw error;
+  };
+  // the checks run inside the request line's step, as app.ts mounts them (no probe is asked for)
+  const edge = (...checks: MiddlewareHandler<AppEnv>[]) =>
+    requestIdLogHeaders({
+      logger: deps.logger,
+      trustedProxies: settings.Tenancy.Resolution.TrustedProxies,
+      ...(checks.length > 0
+        ? { checks: { run: chainMiddleware(...checks), exempt: new Set<string>(), onError: failed } }
+        : {}),
+    });
   const stack = (depth: number): Fetch => {
     const app = createRouter();
-    if (depth >= 1)
-      app.use(
-        requestIdLogHeaders({
-          logger: deps.logger,
-          trustedProxies: settings.Tenancy.Resolution.TrustedProxies,
-        }),
-      );
-    if (depth >= 2) app.use(rateLimit(policies.global, limiter));
+    const checks: MiddlewareHandler<AppEnv>[] = [];
+    if (depth >= 2) checks.push(rateLimit(policies.global, limiter));
     if (depth >= 3)
-      app.use(resolveTenancy({ settings, environment: deps.config.environment, lookup: deps.tenants }));
+      checks.push(resolveTenancy({ settings, environment: deps.config.environment, lookup: deps.tenants }));
+    if (depth >= 1) app.use(edge(...checks));
     if (depth >= 4) {
       app.use(guardRequest(settings.Server.MaxBodyBytes));
     }

@@ -1,4 +1,4 @@
-import type { MiddlewareHandler } from "hono";
+import type { ErrorHandler, MiddlewareHandler } from "hono";
 import { cors } from "hono/cors";
 import { RegExpRouter } from "hono/router/reg-exp-router";
 import { SmartRouter } from "hono/router/smart-router";
@@ -22,7 +22,7 @@ import {
   rateLimitPolicies,
   tenantRateLimit,
 } from "./http/middleware/rate-limit.ts";
-import { guardRequest, requestIdLogHeaders } from "./http/middleware/request.ts";
+import { chainMiddleware, guardRequest, requestIdLogHeaders } from "./http/middleware/request.ts";
 import { resolveTenancy } from "./http/middleware/tenancy.ts";
 import { traceRequests } from "./http/middleware/tracing.ts";
 import { DOCUMENT_TAGS, registerComponents, registerDocumentRoutes } from "./http/openapi.ts";
@@ -81,8 +81,26 @@ function corsOf(settings: Settings["Cors"]) {
  * warning, anything else over 500 is logged once (redacted); an unknown path is 404 and a path that
  * exists under other methods 405 with Allow.
  */
-function answerErrors(app: Router, deps: Deps): void {
-  app.onError(async (error, c) => {
+function answerErrors(app: Router, onError: ErrorHandler<AppEnv>): void {
+  app.onError(onError);
+  // a path that exists under other methods is 405 with Allow, not 404 (which would say it does not exist)
+  const allowedMethods = methodsByPath(() => app.routes);
+  app.notFound((c) => {
+    const allowed = allowedMethods(c.req.path);
+    const answer = isScimPath(c.req.path) ? scimErrorResponse : problemJson;
+    if (allowed.length === 0) return answer(c, new AppError("not_found", "No such resource."));
+    return answer(
+      c,
+      new HttpError("method_not_allowed", `This resource answers ${allowed.join(", ")}.`, {
+        allow: allowed.join(", "),
+      }),
+    );
+  });
+}
+
+/** The app's error handler (`answerErrors`; the request line's checks answer their errors with it too). */
+function errorHandlerOf(deps: Deps): ErrorHandler<AppEnv> {
+  return async (error, c) => {
     const problem = toAppError(error);
     // a signed-in caller refused by a guard or a domain rule: recorded, rate limited (docs/audit.md)
     if (problem.code === "forbidden" && c.get("principal"))
@@ -109,20 +127,7 @@ function answerErrors(app: Router, deps: Deps): void {
     // a SCIM client reads SCIM errors (RFC 7644 §3.12), whatever raised them
     if (isScimPath(c.req.path)) return scimErrorResponse(c, problem);
     return problemJson(c, problem);
-  });
-  // a path that exists under other methods is 405 with Allow, not 404 (which would say it does not exist)
-  const allowedMethods = methodsByPath(() => app.routes);
-  app.notFound((c) => {
-    const allowed = allowedMethods(c.req.path);
-    const answer = isScimPath(c.req.path) ? scimErrorResponse : problemJson;
-    if (allowed.length === 0) return answer(c, new AppError("not_found", "No such resource."));
-    return answer(
-      c,
-      new HttpError("method_not_allowed", `This resource answers ${allowed.join(", ")}.`, {
-        allow: allowed.join(", "),
-      }),
-    );
-  });
+  };
 }
 
 const isScimPath = (path: string) => path === SCIM_BASE || path.startsWith(`${SCIM_BASE}/`);
@@ -168,21 +173,33 @@ export function createApp(deps: Deps) {
   const settings = deps.config.settings;
   // outermost, so the request's log line is written inside its span and carries the trace id
   if (deps.telemetry.enabled) app.use(traceRequests(deps.telemetry));
-  app.use(
-    requestIdLogHeaders({ logger: deps.logger, trustedProxies: settings.Tenancy.Resolution.TrustedProxies }),
-  );
-  // Probes come before the host check, CORS, rate limits and the body limit, so none of those run
-  // for them: orchestrators probe pods by IP rather than by name, a throttled readiness check would
-  // take the pod out of service, and the probes read no body. They still get the request id, the
-  // log line and the security headers.
-  app.route("/", healthRoutes(deps));
-  if (settings.Cors.Origins.length > 0) app.use(corsOf(settings.Cors));
   const policies = rateLimitPolicies(deps.config.settings, deps.config.environment);
   const limiter = { store: deps.counters, clock: deps.clock, logger: deps.logger };
-  // the per-client limit decides before any database work: the host, custom-domain and tenant-code
-  // lookups come after it, so a client over its limit costs no query (docs/cache.md)
-  app.use(rateLimit(policies.global, limiter));
-  app.use(resolveTenancy({ settings, environment: deps.config.environment, lookup: deps.tenants }));
+  const probes = healthRoutes(deps);
+  const onError = errorHandlerOf(deps);
+  // Every request but a probe's then passes, in this one step (`requestIdLogHeaders`' checks): CORS,
+  // then the per-client limit, which decides before any database work (the host, custom-domain and
+  // tenant-code lookups come after it, so a client over its limit costs no query: docs/cache.md).
+  // The probes skip them: orchestrators probe pods by IP rather than by name, a throttled readiness
+  // check would take the pod out of service, and the probes read no body. They still get the
+  // request id, the log line and the security headers.
+  const checks = [
+    rateLimit(policies.global, limiter),
+    resolveTenancy({ settings, environment: deps.config.environment, lookup: deps.tenants }),
+  ];
+  if (settings.Cors.Origins.length > 0) checks.unshift(corsOf(settings.Cors));
+  app.use(
+    requestIdLogHeaders({
+      logger: deps.logger,
+      trustedProxies: settings.Tenancy.Resolution.TrustedProxies,
+      checks: {
+        run: chainMiddleware(...checks),
+        exempt: new Set(probes.routes.filter((route) => route.method === "GET").map((route) => route.path)),
+        onError,
+      },
+    }),
+  );
+  app.route("/", probes);
   const authLimit = rateLimit(policies.auth, limiter);
   for (const path of [...CREDENTIAL_PATHS, ...CONSOLE_CREDENTIAL_PATHS]) app.use(path, authLimit);
   for (const [path, kind] of Object.entries(WINDOW_KINDS))
@@ -192,7 +209,7 @@ export function createApp(deps: Deps) {
   // naming the field, never a 500), then no-store on an authenticated answer
   app.use(guardRequest(deps.config.settings.Server.MaxBodyBytes));
 
-  answerErrors(app, deps);
+  answerErrors(app, onError);
 
   // Who may call a route is declared on it (`apiRoute`'s access, src/http/access.ts) and checked by
   // its own guard (docs/roles.md). Authentication is mounted once per area, here, so that a path of

@@ -30,7 +30,7 @@ export interface RequestLine {
   durationMs: number;
   requestId: string;
   /** An `X-Request-Id` the client chose that was not taken as the id (src/http/middleware/request.ts). */
-  clientRequestId?: string;
+  clientRequestId?: string | undefined;
 }
 
 export interface LoggerOptions {

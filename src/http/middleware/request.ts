@@ -1,4 +1,4 @@
-import type { Context, MiddlewareHandler, Next } from "hono";
+import type { Context, ErrorHandler, MiddlewareHandler, Next } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { AppError } from "../../errors.ts";
 import type { Logger } from "../../telemetry/logger.ts";
@@ -56,26 +56,57 @@ export function overHttps(
 }
 
 /**
- * What every request gets, in one middleware (each Hono middleware costs a few µs, and this runs
- * on every request): the request id (`requestIdOf`: a trusted proxy's X-Request-Id, else a new one), then one
- * structured log line (method, path without query, status, duration, request id), the security
- * headers and X-Request-Id on the response. The client IP is worked out only when something asks
- * (`clientIp(c)`): reading the socket peer costs a system call. Under Bun the liveness probe is
- * answered in front of the app with the same id, headers and line (`nativeLiveness`).
+ * Checks that run inside the request line's step (`requestIdLogHeaders`' `checks`): every request
+ * but a probe's passes them, so they share its step of Hono's compose instead of taking one each.
+ */
+export interface EdgeChecks {
+  /** The checks, as one middleware (`chainMiddleware`). */
+  run: MiddlewareHandler<AppEnv>;
+  /** Paths whose GET and HEAD skip the checks: the probes, mounted right after this step. */
+  exempt: ReadonlySet<string>;
+  /** The app's error handler (the one `app.onError` is given). */
+  onError: ErrorHandler<AppEnv>;
+}
+
+/**
+ * What every request gets, in one middleware (each Hono middleware is a step of its compose, an
+ * async call and two promises, and this runs on every request): the request id (`requestIdOf`: a
+ * trusted proxy's X-Request-Id, else a new one), then `checks` (app.ts: CORS, the global rate
+ * limit, the host check and tenant resolution), then one structured log line (method, path without
+ * query, status, duration, request id), the security headers and X-Request-Id on the response. The
+ * client IP is worked out only when something asks (`clientIp(c)`): reading the socket peer costs a
+ * system call. Under Bun the liveness probe is answered in front of the app with the same id,
+ * headers and line (`nativeLiveness`).
+ *
+ * A check's error is answered as Hono answers a middleware's (`onError`, in the check's place), so
+ * the response still gets its headers and line; a Response a check returns (a CORS preflight) is
+ * the answer, as it is from a middleware of its own.
  */
 export function requestIdLogHeaders(options: {
   logger: Logger;
   trustedProxies: readonly string[];
+  checks?: EdgeChecks;
 }): MiddlewareHandler<AppEnv> {
   const trusted = trustedProxies(options.trustedProxies);
-  const { logger } = options;
+  const { logger, checks } = options;
   return async (c, next) => {
     const started = performance.now();
     const id = requestIdOf(c.req.raw.headers.get("x-request-id"), () => c.env?.peerAddress, trusted);
     c.set("requestId", id.requestId);
     if (id.clientRequestId) c.set("clientRequestId", id.clientRequestId);
     c.set("trustedProxies", trusted);
-    await next();
+    const { method } = c.req;
+    if (checks && !((method === "GET" || method === "HEAD") && checks.exempt.has(c.req.path))) {
+      try {
+        const answer = await checks.run(c, next);
+        if (answer instanceof Response && !c.finalized) c.res = answer;
+      } catch (error) {
+        // what Hono's compose does with a middleware's error (a non-Error goes up as it does there)
+        if (!(error instanceof Error)) throw error;
+        c.error = error;
+        c.res = await checks.onError(error, c);
+      }
+    } else await next();
     const headers = c.res.headers;
     // a route's own Content-Security-Policy is kept: both policies apply (CSP3 §3.1, a list)
     for (const [name, value] of SECURITY_HEADERS) {
@@ -87,14 +118,27 @@ export function requestIdLogHeaders(options: {
       headers.set(HSTS_HEADER[0], HSTS_HEADER[1]);
     headers.set("x-request-id", id.requestId);
     logger.request({
-      method: c.req.method,
+      method,
       path: c.req.path,
       status: c.res.status,
       durationMs: elapsedMs(started),
       requestId: id.requestId,
-      ...(id.clientRequestId ? { clientRequestId: id.clientRequestId } : {}),
+      clientRequestId: id.clientRequestId,
     });
   };
+}
+
+/**
+ * Middleware run one inside the other as one (`a(c, () => b(c, next))`), without a compose step
+ * each: for `EdgeChecks.run`, whose errors and answers `requestIdLogHeaders` handles.
+ */
+export function chainMiddleware(...steps: MiddlewareHandler<AppEnv>[]): MiddlewareHandler<AppEnv> {
+  return steps.reduceRight<MiddlewareHandler<AppEnv>>(
+    // every step returns its `next()`'s promise or throws (a Response only when it answers itself,
+    // and then it calls no `next`), so an inner step's result is what `next` returns
+    (inner, step) => (c, next) => step(c, () => inner(c, next) as Promise<void>),
+    (_c, next) => next(),
+  );
 }
 
 /** Milliseconds since `started` (a `performance.now()` reading), to two decimals. */

@@ -108,7 +108,7 @@ export function nativeLiveness(deps: Deps) {
       status: 200,
       durationMs: elapsedMs(started),
       requestId: id.requestId,
-      ...(id.clientRequestId ? { clientRequestId: id.clientRequestId } : {}),
+      clientRequestId: id.clientRequestId,
     });
     return response;
   };
