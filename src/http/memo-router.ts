@@ -21,8 +21,11 @@ const GENERATION = 1_000;
 export class MemoRouter<T> implements Router<T> {
   readonly name: string;
   readonly #inner: Router<T>;
-  #young = new Map<string, Result<T>>();
-  #old = new Map<string, Result<T>>();
+  // by method, then path: no `${method} ${path}` key string built and hashed on every request
+  #young = new Map<string, Map<string, Result<T>>>();
+  #old = new Map<string, Map<string, Result<T>>>();
+  #youngSize = 0;
+  #oldSize = 0;
 
   constructor(inner: Router<T> = new SmartRouter<T>({ routers: [new RegExpRouter(), new TrieRouter()] })) {
     this.#inner = inner;
@@ -30,26 +33,36 @@ export class MemoRouter<T> implements Router<T> {
   }
 
   add(method: string, path: string, handler: T): void {
-    this.#young.clear();
-    this.#old.clear();
+    this.#young = new Map();
+    this.#old = new Map();
+    this.#youngSize = 0;
+    this.#oldSize = 0;
     this.#inner.add(method, path, handler);
   }
 
   match(method: string, path: string): Result<T> {
-    const key = `${method} ${path}`;
-    let result = this.#young.get(key);
+    let paths = this.#young.get(method);
+    let result = paths?.get(path);
     if (result !== undefined) return result;
-    result = this.#old.get(key) ?? this.#inner.match(method, path);
-    if (this.#young.size >= GENERATION) {
+    result = this.#old.get(method)?.get(path) ?? this.#inner.match(method, path);
+    if (this.#youngSize >= GENERATION) {
       this.#old = this.#young;
+      this.#oldSize = this.#youngSize;
       this.#young = new Map();
+      this.#youngSize = 0;
+      paths = undefined;
     }
-    this.#young.set(key, result);
+    if (paths === undefined) {
+      paths = new Map();
+      this.#young.set(method, paths);
+    }
+    paths.set(path, result);
+    this.#youngSize++;
     return result;
   }
 
   /** Paths remembered (for the bound's test). */
   get size(): number {
-    return this.#young.size + this.#old.size;
+    return this.#youngSize + this.#oldSize;
   }
 }

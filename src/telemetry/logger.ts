@@ -104,7 +104,7 @@ export function createLogger(options: LoggerOptions, base: LogFields = {}): Logg
     let line = `{"time":"${timestamp()}","level":"${level}","msg":${requestMsg}`;
     if (trace) line += `,"traceId":"${trace.traceId}","spanId":"${trace.spanId}"`;
     write(
-      `${line},"method":${quotedRedacted(entry.method)},"path":${quotedRedacted(entry.path)},"status":${finite(entry.status)},"durationMs":${finite(entry.durationMs)},"requestId":${quote(redactor.text(entry.requestId))}${entry.clientRequestId === undefined ? "" : `,"clientRequestId":${quote(redactor.text(entry.clientRequestId))}`}}`,
+      `${line},"method":${quotedRedacted(entry.method)},"path":${quotedRedacted(entry.path)},"status":${finite(entry.status)},"durationMs":${hundredths(entry.durationMs)},"requestId":${quote(redactor.text(entry.requestId))}${entry.clientRequestId === undefined ? "" : `,"clientRequestId":${quote(redactor.text(entry.clientRequestId))}`}}`,
     );
   };
   // a field that shadows a reserved or base key: the object spread decides, as it always did
@@ -141,6 +141,21 @@ const QUOTED_MAX = 4_096;
 
 /** A number as JSON.stringify writes it (NaN and the infinities as null). */
 const finite = (value: number): string => (Number.isFinite(value) ? String(value) : "null");
+
+/**
+ * `finite(value)` for a duration of whole hundredths (`elapsedMs`), written from integers: a double's
+ * shortest form costs ~0.3 µs a line in JavaScriptCore, an integer's almost nothing. `h / 100` is the
+ * double nearest the decimal `whole.frac`, so its shortest form is that decimal (below 1e12
+ * hundredths, where doubles are far closer together than 0.01). Anything else goes to `finite`.
+ */
+function hundredths(value: number): string {
+  const h = Math.round(value * 100);
+  if (h / 100 !== value || h < 0 || h >= 1e12) return finite(value);
+  const whole = Math.floor(h / 100);
+  const frac = h - whole * 100;
+  if (frac === 0) return `${whole}`;
+  return frac % 10 === 0 ? `${whole}.${frac / 10}` : `${whole}.${frac < 10 ? "0" : ""}${frac}`;
+}
 
 /** Only characters JSON keeps as they are (no quote, backslash, control character, surrogate half). */
 const PLAIN = /^[ !#-[\]-~\u0080-\ud7ff\ue000-\uffff]*$/;

@@ -155,3 +155,18 @@ test('the request line is byte for byte the line info/error("request", entry) wr
   logger.request(entries[1] as (typeof entries)[1]);
   expect(lines[0]).not.toContain(SECRET);
 });
+
+test("the request line's duration is written as JSON.stringify writes it, every hundredth and the odd value", () => {
+  const durations = [0, -0, 0.01, 0.1, 0.29, 1.05, 7, 10.1, 99.99, 123456.78, 1e10 + 0.01, 1e12, 2 ** 53];
+  for (let h = 0; h < 100_000; h += 7) durations.push(Math.round(h * 1.37) / 100);
+  durations.push(0.123, -1.5, Number.POSITIVE_INFINITY, Number.NaN, 1e21, 5e-7);
+  const { logger, lines } = capture();
+  for (const durationMs of durations)
+    logger.request({ method: "GET", path: "/", status: 200, durationMs, requestId: "r" });
+  expect(lines.map((line) => JSON.parse(line).durationMs)).toEqual(
+    durations.map((d) => JSON.parse(JSON.stringify(d))),
+  );
+  expect(lines.map((line) => /"durationMs":([^,]*),/.exec(line)?.[1])).toEqual(
+    durations.map((d) => JSON.stringify(d)),
+  );
+});
