@@ -64,6 +64,11 @@ export interface TokenService {
   readonly legacyTypCutOff: Date;
   issueAccessToken(claims: AccessClaims): Promise<string>;
   verifyAccessToken(token: string): Promise<AccessClaims>;
+  /**
+   * The claims of a token this process has verified already and that has not expired, without an
+   * await; undefined otherwise (then `verifyAccessToken` decides).
+   */
+  rememberedAccessToken(token: string): AccessClaims | undefined;
   /** The public keys of the verification set, as published at /.well-known/jwks.json. */
   jwks(): { keys: JWK[] };
 }
@@ -154,11 +159,15 @@ function accessTokenVerifier(input: {
   clock: Clock;
   accessTokenSeconds: number;
   cutOffSeconds: number;
-}): (token: string) => Promise<AccessClaims> {
+}): {
+  verify: (token: string) => Promise<AccessClaims>;
+  remembered: (token: string) => AccessClaims | undefined;
+} {
   const { verifiers, issuer, audience, clock, accessTokenSeconds, cutOffSeconds } = input;
   // A verified token's claims, until it expires (VerifiedTokens: keyed by signature, bounded)
   const verified = new VerifiedTokens<AccessClaims>(VERIFIED_TOKENS_MAX);
-  return async (token) => {
+  const remembered = (token: string) => verified.get(token, clock.now().getTime() / 1000);
+  const verify = async (token: string): Promise<AccessClaims> => {
     const nowSeconds = clock.now().getTime() / 1000;
     const hit = verified.get(token, nowSeconds);
     if (hit) return hit;
@@ -201,6 +210,7 @@ function accessTokenVerifier(input: {
     }
     return claims;
   };
+  return { verify, remembered };
 }
 
 /**
@@ -233,6 +243,14 @@ export async function createTokenService(
   const legacyTypCutOff = clock.now();
   const cutOffSeconds = Math.floor(legacyTypCutOff.getTime() / 1000);
   const { signingKey, verifiers, published } = await importKeys(material);
+  const verifier = accessTokenVerifier({
+    verifiers,
+    issuer,
+    audience,
+    clock,
+    accessTokenSeconds,
+    cutOffSeconds,
+  });
 
   return {
     currentKeyId: material.currentKeyId,
@@ -261,14 +279,8 @@ export async function createTokenService(
         .setJti(crypto.randomUUID())
         .sign(signingKey);
     },
-    verifyAccessToken: accessTokenVerifier({
-      verifiers,
-      issuer,
-      audience,
-      clock,
-      accessTokenSeconds,
-      cutOffSeconds,
-    }),
+    verifyAccessToken: verifier.verify,
+    rememberedAccessToken: verifier.remembered,
     jwks: () => ({ keys: published }),
   };
 }

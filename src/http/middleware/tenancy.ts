@@ -1,4 +1,4 @@
-import type { MiddlewareHandler } from "hono";
+import type { Context, MiddlewareHandler, Next } from "hono";
 import type { Settings } from "../../config/schema.ts";
 import { AppError } from "../../errors.ts";
 import { parseHostHeader } from "../../tenancy/hostnames.ts";
@@ -84,7 +84,20 @@ export function resolveTenancy(input: {
     platformHost: Resolution.PlatformHost,
     environment: input.environment,
   });
-  return async (c, next) => {
+  // an unknown code must not be told apart from a known one: the request goes on in a tenant that
+  // has no users (sign-in then fails like a wrong password, SMS answers 202)
+  const byCode = async (c: Context<AppEnv>, next: Next, code: string) => {
+    c.set("tenant", (await input.lookup.byCode(code)) ?? unknownTenant(code));
+    return next();
+  };
+  const byDomain = async (c: Context<AppEnv>, next: Next, host: string) => {
+    const tenant = await input.lookup.byDomain(host);
+    if (!tenant) throw new AppError("host_not_allowed", "This host is not served here.");
+    c.set("tenant", tenant);
+    return next();
+  };
+  // a plain function: the platform's host without a tenant code (most requests) goes on without an await
+  return (c, next) => {
     if (HOST_EXEMPT.has(c.req.path)) return next();
     const forwardedHost = forwardedByProxy(c, trusted, "x-forwarded-host");
     const host = hostOf(forwardedHost ?? c.req.header("host") ?? urlHost(c.req.url));
@@ -97,15 +110,10 @@ export function resolveTenancy(input: {
         if (!tenantCodeAllowed(Resolution.TenantCodePaths, c.req.path)) {
           throw new AppError("bad_request", "A tenant code is not accepted on this path.");
         }
-        // an unknown code must not be told apart from a known one: the request goes on in a
-        // tenant that has no users (sign-in then fails like a wrong password, SMS answers 202)
-        c.set("tenant", (await input.lookup.byCode(code)) ?? unknownTenant(code));
+        return byCode(c, next, code);
       }
       return next();
     }
-    const tenant = await input.lookup.byDomain(host);
-    if (!tenant) throw new AppError("host_not_allowed", "This host is not served here.");
-    c.set("tenant", tenant);
-    return next();
+    return byDomain(c, next, host);
   };
 }
