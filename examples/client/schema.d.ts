@@ -2743,6 +2743,23 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "email_domain.unverified": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The `email_domain.unverified` event, POSTed to every enabled endpoint subscribed to it. */
+        post: operations["webhookEmailDomainUnverified"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "sso_connection.created": {
         parameters: {
             query?: never;
@@ -3081,6 +3098,21 @@ export interface components {
             /** Format: uuid */
             emailDomainId: string;
             domain: string;
+        };
+        EmailDomainUnverifiedEvent: {
+            /** @enum {string} */
+            type: "email_domain.unverified";
+            /** @description When the event happened (ISO 8601). */
+            timestamp: string;
+            data: components["schemas"]["EmailDomainUnverifiedEventData"];
+        };
+        EmailDomainUnverifiedEventData: {
+            /** Format: uuid */
+            emailDomainId: string;
+            domain: string;
+            /** @description What DNS answered: `dns_nxdomain`, `txt_missing`, `txt_mismatch`. */
+            code: string;
+            reason: string;
         };
         SsoConnectionCreatedEvent: {
             /** @enum {string} */
@@ -3757,6 +3789,8 @@ export interface components {
             } | null;
             lastCheckedAt: string | null;
             verifiedAt: string | null;
+            /** @description A verified domain whose TXT record a re-check found gone: since when. It turns `failed` `Sso:EmailDomainGraceDays` later unless the record is restored; null while it holds. */
+            recordMissingSince: string | null;
             /** @description When an unverified claim is removed (`TenantDomains:ClaimExpiryDays`); null once verified. */
             expiresAt: string | null;
             createdAt: string;
@@ -4484,8 +4518,8 @@ export interface components {
              * @example https://hooks.customer.example/plinth
              */
             url: string;
-            /** @description Event types delivered here, or `*` for all: user.created, user.disabled, user.deleted, passkey.registered, passkey.removed, invitation.created, invitation.accepted, invitation.revoked, domain.activated, domain.failed, email_domain.verified, sso_connection.created, sso_connection.updated, sso_connection.deleted, subscription.changed, usage.threshold_reached, webhook.test, webhook.endpoint_disabled, mfa.enrolled, mfa.removed, mfa.backup_code_used, mfa.reset. */
-            events: ("*" | "user.created" | "user.disabled" | "user.deleted" | "passkey.registered" | "passkey.removed" | "invitation.created" | "invitation.accepted" | "invitation.revoked" | "domain.activated" | "domain.failed" | "email_domain.verified" | "sso_connection.created" | "sso_connection.updated" | "sso_connection.deleted" | "subscription.changed" | "usage.threshold_reached" | "webhook.test" | "webhook.endpoint_disabled" | "mfa.enrolled" | "mfa.removed" | "mfa.backup_code_used" | "mfa.reset")[];
+            /** @description Event types delivered here, or `*` for all: user.created, user.disabled, user.deleted, passkey.registered, passkey.removed, invitation.created, invitation.accepted, invitation.revoked, domain.activated, domain.failed, email_domain.verified, email_domain.unverified, sso_connection.created, sso_connection.updated, sso_connection.deleted, subscription.changed, usage.threshold_reached, webhook.test, webhook.endpoint_disabled, mfa.enrolled, mfa.removed, mfa.backup_code_used, mfa.reset. */
+            events: ("*" | "user.created" | "user.disabled" | "user.deleted" | "passkey.registered" | "passkey.removed" | "invitation.created" | "invitation.accepted" | "invitation.revoked" | "domain.activated" | "domain.failed" | "email_domain.verified" | "email_domain.unverified" | "sso_connection.created" | "sso_connection.updated" | "sso_connection.deleted" | "subscription.changed" | "usage.threshold_reached" | "webhook.test" | "webhook.endpoint_disabled" | "mfa.enrolled" | "mfa.removed" | "mfa.backup_code_used" | "mfa.reset")[];
             description?: string;
         };
         WebhookEndpointList: {
@@ -4496,8 +4530,8 @@ export interface components {
         WebhookEndpointChange: {
             /** Format: uri */
             url?: string;
-            /** @description Event types delivered here, or `*` for all: user.created, user.disabled, user.deleted, passkey.registered, passkey.removed, invitation.created, invitation.accepted, invitation.revoked, domain.activated, domain.failed, email_domain.verified, sso_connection.created, sso_connection.updated, sso_connection.deleted, subscription.changed, usage.threshold_reached, webhook.test, webhook.endpoint_disabled, mfa.enrolled, mfa.removed, mfa.backup_code_used, mfa.reset. */
-            events?: ("*" | "user.created" | "user.disabled" | "user.deleted" | "passkey.registered" | "passkey.removed" | "invitation.created" | "invitation.accepted" | "invitation.revoked" | "domain.activated" | "domain.failed" | "email_domain.verified" | "sso_connection.created" | "sso_connection.updated" | "sso_connection.deleted" | "subscription.changed" | "usage.threshold_reached" | "webhook.test" | "webhook.endpoint_disabled" | "mfa.enrolled" | "mfa.removed" | "mfa.backup_code_used" | "mfa.reset")[];
+            /** @description Event types delivered here, or `*` for all: user.created, user.disabled, user.deleted, passkey.registered, passkey.removed, invitation.created, invitation.accepted, invitation.revoked, domain.activated, domain.failed, email_domain.verified, email_domain.unverified, sso_connection.created, sso_connection.updated, sso_connection.deleted, subscription.changed, usage.threshold_reached, webhook.test, webhook.endpoint_disabled, mfa.enrolled, mfa.removed, mfa.backup_code_used, mfa.reset. */
+            events?: ("*" | "user.created" | "user.disabled" | "user.deleted" | "passkey.registered" | "passkey.removed" | "invitation.created" | "invitation.accepted" | "invitation.revoked" | "domain.activated" | "domain.failed" | "email_domain.verified" | "email_domain.unverified" | "sso_connection.created" | "sso_connection.updated" | "sso_connection.deleted" | "subscription.changed" | "usage.threshold_reached" | "webhook.test" | "webhook.endpoint_disabled" | "mfa.enrolled" | "mfa.removed" | "mfa.backup_code_used" | "mfa.reset")[];
             enabled?: boolean;
             description?: string;
         };
@@ -28989,6 +29023,42 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["EmailDomainVerifiedEvent"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx answer is a success. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other answer (a 4xx, 5xx, or a redirect, never followed), or none within `Webhooks:TimeoutSeconds`, is a failed attempt, retried after `Webhooks:RetrySeconds`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhookEmailDomainUnverified: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The message id: the same on every attempt of a delivery (deduplicate on it). */
+                "webhook-id": string;
+                /** @description Seconds since the epoch when this attempt was signed. */
+                "webhook-timestamp": string;
+                /** @description `v1,<Base64 HMAC-SHA256 of id.timestamp.body>`; two, space-separated, during a secret rotation. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EmailDomainUnverifiedEvent"];
             };
         };
         responses: {

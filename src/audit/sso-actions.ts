@@ -15,10 +15,24 @@ export const SSO_ACTIONS = {
     writtenBy: "`checkEmailDomain`",
   },
   "email_domain.removed": {
-    what: "A tenant's e-mail domain was removed.",
+    what: "A tenant's e-mail domain was removed, by the tenant or because its unverified claim expired.",
     target: "`email_domain`",
-    details: "`domain`",
-    writtenBy: "`removeEmailDomain`",
+    details: "`domain`; an expired claim also `reason` (`claim expired`) and `status`",
+    writtenBy: "`removeEmailDomain`, `expireEmailDomainClaims` (actor: the tenant-domain loop)",
+  },
+  "email_domain.record_missing": {
+    what: "A re-check found a verified e-mail domain's TXT record gone; the domain stays verified for `Sso:EmailDomainGraceDays`.",
+    target: "`email_domain`",
+    details: "`domain`, `code` (`dns_nxdomain`, `txt_missing`, `txt_mismatch`), `unverifiesAt`",
+    writtenBy:
+      "`applyVerifiedVerdict` (`recheckEmailDomains`, the tenant-domain loop; or `checkEmailDomain`)",
+  },
+  "email_domain.unverified": {
+    what: "A verified e-mail domain's TXT record stayed gone through the grace: the domain is no longer verified.",
+    target: "`email_domain`",
+    details: "`domain`, `code`, `missingSince`",
+    writtenBy:
+      "`applyVerifiedVerdict` (`recheckEmailDomains`, the tenant-domain loop; or `checkEmailDomain`)",
   },
   "sso_connection.created": {
     what: "A single sign-on connection was added.",

@@ -275,6 +275,16 @@ export const configSchema = z.object({
       false,
       "Lets an OIDC issuer (its discovery document, JWKS, token and userinfo endpoints) and a SAML `metadataUrl` be on loopback, private, link-local, CGNAT, unique-local and metadata addresses (tests and development with a local identity provider). Meant for development and tests; Production still requires `https`.",
     ),
+    EmailDomainRecheckHours: int(
+      1,
+      24,
+      "How often the tenant-domain loop re-checks the TXT record of each verified e-mail domain (docs/sso.md).",
+    ),
+    EmailDomainGraceDays: int(
+      0,
+      7,
+      "How long a verified e-mail domain stays verified after a re-check found its TXT record gone; then it turns `failed` (0: at the first such re-check).",
+    ),
   }),
   ...securitySections,
   Audit: z.object({

@@ -17,6 +17,7 @@ export const webhookEventTypes = [
   "domain.activated",
   "domain.failed",
   "email_domain.verified",
+  "email_domain.unverified",
   "sso_connection.created",
   "sso_connection.updated",
   "sso_connection.deleted",
@@ -44,6 +45,7 @@ export interface WebhookEventData {
   "domain.activated": { domainId: string; hostname: string };
   "domain.failed": { domainId: string; hostname: string; code: string; reason: string };
   "email_domain.verified": { emailDomainId: string; domain: string };
+  "email_domain.unverified": { emailDomainId: string; domain: string; code: string; reason: string };
   "sso_connection.created": { connectionId: string; type: string; enabled: boolean };
   "sso_connection.updated": { connectionId: string; type: string; enabled: boolean; fields: string[] };
   "sso_connection.deleted": { connectionId: string; type: string };

@@ -15,9 +15,10 @@ import { emitEvent } from "../events/outbox.ts";
 import { createdAtPosition, cursorCodec, type Page, type PageRequest, pageOf } from "../pagination.ts";
 import { parseHostname } from "../tenancy/hostnames.ts";
 import { isUuid } from "../tenancy/tenants.ts";
+import { emailDomainVerdict } from "./email-domain-dns.ts";
+import type { EmailDomainRow } from "./email-domain-recheck.ts";
+import { applyVerifiedVerdict } from "./email-domain-recheck.ts";
 import type { SsoDeps } from "./sso-deps.ts";
-
-type EmailDomainRow = typeof tenantEmailDomains.$inferSelect;
 
 /** An e-mail domain as the API shows it: the TXT record to publish, and where verification stands. */
 export interface EmailDomainView {
@@ -28,6 +29,7 @@ export interface EmailDomainView {
   lastFailure: { code: string; reason: string } | null;
   lastCheckedAt: string | null;
   verifiedAt: string | null;
+  recordMissingSince: string | null;
   expiresAt: string | null;
   createdAt: string;
 }
@@ -50,6 +52,7 @@ function viewOf(deps: SsoDeps, row: EmailDomainRow): EmailDomainView {
         : null,
     lastCheckedAt: iso(row.lastCheckedAt),
     verifiedAt: iso(row.verifiedAt),
+    recordMissingSince: iso(row.recordMissingSince),
     expiresAt: iso(row.expiresAt),
     createdAt: row.createdAt.toISOString(),
   };
@@ -165,7 +168,8 @@ export async function removeEmailDomain(deps: SsoDeps, ctx: TenantCtx, input: { 
  * (`TenantDomains:DnsJsonEndpoint`; 503 when it is not set). The record holding this claim's value
  * verifies it: one verified owner per domain across the platform, so another tenant's verified
  * claim on the domain loses it (`failed`, `ownership_moved`) in the same transaction. Otherwise the
- * claim is `failed` with the reason (a verified claim stays verified: re-checking never un-verifies).
+ * claim is `failed` with the reason; a verified claim whose record is gone is judged as the loop's
+ * re-check judges it (`applyVerifiedVerdict`: verified through a grace, then `failed`).
  */
 export async function checkEmailDomain(
   deps: SsoDeps,
@@ -180,32 +184,18 @@ export async function checkEmailDomain(
       "unavailable",
       "Domain verification is not configured (TenantDomains:DnsJsonEndpoint).",
     );
-  const name = verificationRecordName(settings.VerificationRecordPrefix, row.domain);
-  const answer = await dnsResolver(settings, deps.fetch).query(name, "TXT");
+  const verdict = await emailDomainVerdict(settings, dnsResolver(settings, deps.fetch), row);
   const now = deps.clock.now();
-  const holds =
-    answer.kind === "ok" && answer.records.some((value) => value.trim() === row.verificationToken);
   const updated = await withTransaction(deps, ctx, async (tx, txCtx) => {
-    if (!holds) {
-      if (row.status === "verified") return row;
-      const failure =
-        answer.kind === "nxdomain"
-          ? { code: "dns_nxdomain", reason: `${name} does not exist (NXDOMAIN).` }
-          : answer.kind === "error"
-            ? { code: "dns_error", reason: `The TXT lookup of ${name} failed: ${answer.detail}.` }
-            : answer.records.length === 0
-              ? { code: "txt_missing", reason: `No TXT record at ${name}.` }
-              : {
-                  code: "txt_mismatch",
-                  reason: `The TXT record at ${name} does not hold this domain's value.`,
-                };
+    if (row.status === "verified" && !verdict.holds) return applyVerifiedVerdict(deps, txCtx, row, verdict);
+    if (!verdict.holds) {
       const [failed] = await tx
         .update(tenantEmailDomains)
         .set({
           status: "failed",
           lastCheckedAt: now,
-          lastFailureCode: failure.code,
-          lastFailureReason: failure.reason,
+          lastFailureCode: verdict.code,
+          lastFailureReason: verdict.reason,
           updatedAt: now,
         })
         .where(eq(tenantEmailDomains.id, row.id))
@@ -221,6 +211,7 @@ export async function checkEmailDomain(
           verifiedAt: null,
           lastFailureCode: "ownership_moved",
           lastFailureReason: "Another tenant proved ownership of this domain with its own TXT record.",
+          recordMissingSince: null,
           expiresAt: claimExpiry(deps, now),
           updatedAt: now,
         })
@@ -241,6 +232,7 @@ export async function checkEmailDomain(
         lastCheckedAt: now,
         lastFailureCode: null,
         lastFailureReason: null,
+        recordMissingSince: null,
         verifiedAt: row.verifiedAt ?? now,
         expiresAt: null,
         updatedAt: now,

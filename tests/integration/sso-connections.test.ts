@@ -339,7 +339,10 @@ describe("the provider guard (SSRF)", () => {
     ...t.deps,
     config: {
       ...t.deps.config,
-      settings: { ...t.deps.config.settings, Sso: { AllowPrivateProviders: false } },
+      settings: {
+        ...t.deps.config.settings,
+        Sso: { ...t.deps.config.settings.Sso, AllowPrivateProviders: false },
+      },
     },
   });
   const refusal = async (deps: typeof t.deps, issuer: string) => {

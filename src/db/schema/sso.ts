@@ -36,6 +36,11 @@ export const tenantEmailDomains = pgTable(
     lastFailureCode: text(),
     lastFailureReason: text(),
     verifiedAt: timestamp({ withTimezone: true }),
+    /**
+     * A verified domain whose TXT record a re-check found gone (NXDOMAIN, missing, another value):
+     * since when; it turns `failed` `Sso:EmailDomainGraceDays` later. Null while the record holds.
+     */
+    recordMissingSince: timestamp({ withTimezone: true }),
     /** A pending or failed claim is deleted at this time (`TenantDomains:ClaimExpiryDays`); null while verified. */
     expiresAt: timestamp({ withTimezone: true }),
     ...timestamps,

@@ -30,6 +30,10 @@ const emailDomain = z
     lastFailure: z.object({ code: z.string(), reason: z.string() }).nullable(),
     lastCheckedAt: z.string().nullable(),
     verifiedAt: z.string().nullable(),
+    recordMissingSince: z.string().nullable().openapi({
+      description:
+        "A verified domain whose TXT record a re-check found gone: since when. It turns `failed` `Sso:EmailDomainGraceDays` later unless the record is restored; null while it holds.",
+    }),
     expiresAt: z.string().nullable().openapi({
       description:
         "When an unverified claim is removed (`TenantDomains:ClaimExpiryDays`); null once verified.",

@@ -34,6 +34,16 @@ const eventData = {
   "email_domain.verified": z
     .object({ emailDomainId: z.uuid(), domain: z.string() })
     .openapi("EmailDomainVerifiedEventData"),
+  "email_domain.unverified": z
+    .object({
+      emailDomainId: z.uuid(),
+      domain: z.string(),
+      code: z
+        .string()
+        .openapi({ description: "What DNS answered: `dns_nxdomain`, `txt_missing`, `txt_mismatch`." }),
+      reason: z.string(),
+    })
+    .openapi("EmailDomainUnverifiedEventData"),
   "sso_connection.created": z
     .object({ connectionId: z.uuid(), type: z.enum(["oidc", "saml"]), enabled: z.boolean() })
     .openapi("SsoConnectionCreatedEventData"),

@@ -1,0 +1,1 @@
+ALTER TABLE "tenant_email_domains" ADD COLUMN "record_missing_since" timestamp with time zone;
