@@ -1,7 +1,7 @@
 import { eq } from "drizzle-orm";
 import type { AppConfig } from "../config/load.ts";
 import type { Ctx } from "../context.ts";
-import { withTransaction } from "../db/operation.ts";
+import { withTransactionOrPlatform } from "../db/operation.ts";
 import { sessions } from "../db/schema/index.ts";
 import { signInStep } from "./complete-sign-in.ts";
 import type { AuthDeps } from "./deps.ts";
@@ -60,7 +60,7 @@ export async function startBrowserSession(deps: AuthDeps, signIn: SignIn): Promi
   const cookie = opaqueToken();
   const csrfToken = opaqueToken();
   // one transaction: the user row stays share-locked until the session row is committed
-  await withTransaction(deps, ctx, (tx) =>
+  await withTransactionOrPlatform(deps, ctx, (tx) =>
     insertSessionIfUnchanged(tx, signIn, {
       kind: "browser",
       cookieHash: tokenHash(cookie),

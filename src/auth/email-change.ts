@@ -2,7 +2,7 @@ import { and, eq, isNull, ne, sql } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import type { Ctx } from "../context.ts";
 import type { Executor } from "../db/client.ts";
-import { withTransaction } from "../db/operation.ts";
+import { withTransactionOrPlatform } from "../db/operation.ts";
 import { users } from "../db/schema/index.ts";
 import { enqueueEmail } from "../email/enqueue-email.ts";
 import { EMAIL_LINK_PATHS, emailLink } from "../email/links.ts";
@@ -51,7 +51,7 @@ export async function requestEmailChange(
   const settings = deps.config.settings;
   const lifetimeMinutes = settings.Authentication.EmailVerification.TokenLifetimeMinutes;
   const tenantId = user.tenantId;
-  await withTransaction(deps, ctx, async (tx, txCtx) => {
+  await withTransactionOrPlatform(deps, ctx, async (tx, txCtx) => {
     const taken = await addressTaken(tx, { ...user, email: newEmail, userId: caller.userId });
     if (!taken) {
       const issued = await issueSingleUseToken(deps, txCtx, {
@@ -118,7 +118,7 @@ const invalidLink = () => new AppError("not_found", "The link is invalid, expire
  */
 export async function confirmEmailChange(deps: AuthDeps, ctx: Ctx, input: { token: string }): Promise<void> {
   const now = deps.clock.now();
-  await withTransaction(deps, ctx, async (tx, txCtx) => {
+  await withTransactionOrPlatform(deps, ctx, async (tx, txCtx) => {
     const consumed = await consumeSingleUseToken(deps, txCtx, {
       purpose: "email_change",
       token: input.token,

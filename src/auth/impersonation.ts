@@ -1,7 +1,7 @@
 import { and, asc, eq, gt, isNull, or } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import type { Ctx } from "../context.ts";
-import { withDatabase, withTransaction } from "../db/operation.ts";
+import { withPlatformDatabase, withPlatformTransaction } from "../db/operation.ts";
 import { sessions, tenantMemberships, tenants, users } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
 import type { AuthDeps } from "./deps.ts";
@@ -39,7 +39,9 @@ export async function startImpersonation(
     });
   const now = deps.clock.now();
   const expiresAt = new Date(now.getTime() + input.minutes * 60_000);
-  const opened = await withTransaction(deps, ctx, async (tx, txCtx) => {
+  // the named platform path: a platform admin's act that finds the tenant by id or code and writes
+  // in it and in the platform's audit chain, in one transaction
+  const opened = await withPlatformTransaction(deps, ctx, async (tx, txCtx) => {
     const [tenant] = await tx
       .select({ id: tenants.id, status: tenants.status })
       .from(tenants)
@@ -126,7 +128,8 @@ export interface OpenImpersonation {
 export async function listOpenImpersonations(deps: AuthDeps, ctx: Ctx): Promise<OpenImpersonation[]> {
   const admin = callerOf(ctx);
   const now = deps.clock.now();
-  return withDatabase(deps, ctx, (db) =>
+  // the platform path: the admin's impersonations span tenants
+  return withPlatformDatabase(deps, ctx, (db) =>
     db
       .select({
         sessionId: sessions.id,
@@ -160,7 +163,8 @@ export async function endImpersonation(
 ): Promise<void> {
   const admin = callerOf(ctx);
   const now = deps.clock.now();
-  await withTransaction(deps, ctx, async (tx, txCtx) => {
+  // the platform path, as startImpersonation: the tenant's session and the platform's audit chain
+  await withPlatformTransaction(deps, ctx, async (tx, txCtx) => {
     const [ended] = await tx
       .update(sessions)
       .set({ revokedAt: now, revokedReason: "impersonation ended" })

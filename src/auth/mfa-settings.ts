@@ -1,7 +1,7 @@
 import { eq } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import type { Ctx } from "../context.ts";
-import { withDatabase, withTransaction } from "../db/operation.ts";
+import { withTenantOrPlatformDatabase, withTransactionOrPlatform } from "../db/operation.ts";
 import { totpFactors } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
 import { backupCodesLeft, replaceBackupCodes } from "./backup-codes.ts";
@@ -17,7 +17,7 @@ export async function getMfaStatus(
   ctx: Ctx,
 ): Promise<{ methods: string[]; totp: "none" | "pending" | "enrolled"; backupCodesLeft: number }> {
   const { userId } = callerOf(ctx);
-  return withDatabase(deps, ctx, async (db) => {
+  return withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, async (db) => {
     const [totp] = await db
       .select({ confirmedAt: totpFactors.confirmedAt })
       .from(totpFactors)
@@ -49,7 +49,7 @@ export async function disableTotp(deps: AuthDeps, ctx: Ctx): Promise<void> {
 export async function regenerateBackupCodes(deps: AuthDeps, ctx: Ctx): Promise<{ backupCodes: string[] }> {
   const { userId } = callerOf(ctx);
   await requireRecentSecondFactor(deps, ctx);
-  const codes = await withTransaction(deps, ctx, async (tx) => {
+  const codes = await withTransactionOrPlatform(deps, ctx, async (tx) => {
     if (!(await hasSecondFactor(tx, userId, ctx.tenantId)))
       throw new AppError("conflict", "Enrol a second factor first; backup codes come with it.");
     const issued = await replaceBackupCodes(tx, userId, deps.clock.now());

@@ -1,7 +1,12 @@
 import { and, eq, gt, isNull } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
 import type { Tx } from "../db/client.ts";
-import { withDatabase, withPlatformDatabase, withTransaction } from "../db/operation.ts";
+import {
+  withDatabase,
+  withPlatformDatabase,
+  withTenantOrPlatformDatabase,
+  withTransactionOrPlatform,
+} from "../db/operation.ts";
 import { singleUseTokens, users } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
 import { assertAllowed } from "../security/windows.ts";
@@ -68,7 +73,9 @@ export async function mfaStepFor(
   // a sign-in that proved a second factor itself (a passkey alone) has taken the step
   if (signIn.auth?.amr.includes("mfa")) return null;
   const { userId, tenantId } = signIn.identity;
-  const methods = await withDatabase(deps, signIn.ctx, (db) => enrolledMethods(db, userId, tenantId));
+  const methods = await withTenantOrPlatformDatabase(deps, signIn.ctx, signIn.ctx.tenantId, (db) =>
+    enrolledMethods(db, userId, tenantId),
+  );
   const enrolment = methods.length === 0;
   if (enrolment && !(await enrolmentDue(deps, signIn.ctx, signIn.identity))) return null;
   // a browser the user trusted at an earlier step, where the tenant allows it: no step (amr stays the first factor's)
@@ -127,7 +134,7 @@ export async function peekMfaStep(
   const [method, kind] = (row.subject ?? "").split(" ") as [SignIn["method"], StepKind];
   const { userId, tenantId } = row;
   // what the user can prove in the step's tenant, read in its context (the platform host has none)
-  const methods = await withDatabase(deps, { ...ctx, tenantId }, (db) =>
+  const methods = await withTenantOrPlatformDatabase(deps, ctx, tenantId, (db) =>
     enrolledMethods(db, userId, tenantId),
   );
   return { userId, tenantId, methods, kind, createdAt: row.createdAt, method };
@@ -160,7 +167,7 @@ export async function completeMfaStep(
   if (!allowed) throw wrongFactor();
   const now = deps.clock.now();
   const stepCtx: Ctx = { ...ctx, tenantId: step.tenantId };
-  const done = await withTransaction(deps, stepCtx, async (tx, txCtx) => {
+  const done = await withTransactionOrPlatform(deps, stepCtx, async (tx, txCtx) => {
     const spent = await consumeSingleUseToken(deps, txCtx, {
       purpose: PURPOSE,
       token: input.mfaToken,

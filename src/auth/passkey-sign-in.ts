@@ -6,7 +6,7 @@ import {
 import { isoBase64URL } from "@simplewebauthn/server/helpers";
 import { and, eq } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
-import { withDatabase, withTransaction } from "../db/operation.ts";
+import { withTenantOrPlatformDatabase, withTransactionOrPlatform } from "../db/operation.ts";
 import { passkeys, tenants } from "../db/schema/index.ts";
 import type { FactorCheck } from "./mfa-step.ts";
 import {
@@ -35,7 +35,7 @@ export async function startPasskeySignIn(
   const tenantId = ctx.tenantId;
   const known =
     tenantId === null ||
-    (await withDatabase(deps, ctx, (db) =>
+    (await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) =>
       db.select({ id: tenants.id }).from(tenants).where(eq(tenants.id, tenantId)).limit(1),
     ).then((rows) => rows.length > 0));
   const challenge = known
@@ -51,7 +51,7 @@ export async function startPasskeySignIn(
   const allowed =
     userId === undefined
       ? []
-      : await withDatabase(deps, ctx, (db) =>
+      : await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) =>
           db
             .select({ id: passkeys.credentialId, transports: passkeys.transports })
             .from(passkeys)
@@ -105,7 +105,7 @@ export async function proveAssertion(
     userId: input.userId,
   });
   if (!spent) return refused("challenge unknown, used, expired or of another host");
-  const [passkey] = await withDatabase(deps, ctx, (db) =>
+  const [passkey] = await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) =>
     db
       .select()
       .from(passkeys)
@@ -145,7 +145,7 @@ export async function proveAssertion(
   if (!verified.verified) return refused("signature not verified", passkey.userId);
   const info = verified.authenticationInfo;
   // conditional on the counter read: of two answers racing with one counter, one moves it
-  const moved = await withTransaction(deps, ctx, (tx) =>
+  const moved = await withTransactionOrPlatform(deps, ctx, (tx) =>
     tx
       .update(passkeys)
       .set({ counter: info.newCounter, backedUp: info.credentialBackedUp, lastUsedAt: deps.clock.now() })
@@ -183,7 +183,9 @@ export async function finishPasskeySignIn(
   };
   const proof = await proveAssertion(deps, ctx, input);
   if (!proof.proved) return refuse(proof.reason, proof.userId);
-  const identity = await withDatabase(deps, ctx, (db) => loadIdentity(db, proof.userId, ctx.tenantId));
+  const identity = await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) =>
+    loadIdentity(db, proof.userId, ctx.tenantId),
+  );
   if (identity?.status !== "Active") return refuse("user not active", proof.userId);
   return {
     identity,

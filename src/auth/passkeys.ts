@@ -9,7 +9,7 @@ import { recordAudit } from "../audit/record.ts";
 import type { Ctx } from "../context.ts";
 import type { Executor } from "../db/client.ts";
 import { creationOrder } from "../db/keyset.ts";
-import { withDatabase, withTransaction } from "../db/operation.ts";
+import { withTenantOrPlatformDatabase, withTransactionOrPlatform } from "../db/operation.ts";
 import { passkeys, users } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
 import { emitEvent } from "../events/outbox.ts";
@@ -137,11 +137,11 @@ export async function startPasskeyRegistration(deps: PasskeyDeps, ctx: Ctx, inpu
   const { userId } = callerOf(ctx);
   // enrolling a factor: a user who has one proves it again first (RFC 9470 step-up)
   await requireRecentSecondFactor(deps, ctx);
-  const [user] = await withDatabase(deps, ctx, (db) =>
+  const [user] = await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) =>
     db.select({ email: users.email, name: users.name }).from(users).where(eq(users.id, userId)),
   );
   if (!user) throw new AppError("unauthorized");
-  const existing = await withDatabase(deps, ctx, (db) =>
+  const existing = await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) =>
     db
       .select({ credentialId: passkeys.credentialId, transports: passkeys.transports })
       .from(passkeys)
@@ -213,7 +213,7 @@ export async function finishPasskeyRegistration(
   if (!verified?.verified) throw notVerified();
   const info = verified.registrationInfo;
   const now = deps.clock.now();
-  return withTransaction(deps, ctx, async (tx) => {
+  return withTransactionOrPlatform(deps, ctx, async (tx) => {
     const [held] = await tx
       .select({ n: count() })
       .from(passkeys)
@@ -253,7 +253,7 @@ export async function listPasskeys(
   const { userId } = callerOf(ctx);
   const after = passkeyCursor.decodeOptional(input.cursor);
   const keyset = creationOrder(passkeys, "asc", after);
-  const rows = await withDatabase(deps, ctx, (db) =>
+  const rows = await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) =>
     db
       .select({ ...viewColumns, position: keyset.position })
       .from(passkeys)
@@ -282,7 +282,7 @@ export async function renamePasskey(
   ctx: Ctx,
   input: { id: string; name: string },
 ): Promise<PasskeyView> {
-  return withTransaction(deps, ctx, async (tx) => {
+  return withTransactionOrPlatform(deps, ctx, async (tx) => {
     const [row] = await tx
       .update(passkeys)
       .set({ name: input.name })
@@ -305,7 +305,7 @@ export async function renamePasskey(
 export async function removePasskey(deps: PasskeyDeps, ctx: Ctx, input: { id: string }): Promise<void> {
   const { userId } = callerOf(ctx);
   await requireRecentSecondFactor(deps, ctx);
-  await withTransaction(deps, ctx, async (tx) => {
+  await withTransactionOrPlatform(deps, ctx, async (tx) => {
     const [row] = await tx
       .delete(passkeys)
       .where(ownPasskey(ctx, input.id))

@@ -1,7 +1,7 @@
 import { and, eq, isNull } from "drizzle-orm";
 import { recordAudit, recordAuditLimited } from "../audit/record.ts";
 import type { Ctx } from "../context.ts";
-import { withDatabase, withTransaction } from "../db/operation.ts";
+import { withPlatformTransaction, withTenantOrPlatformDatabase } from "../db/operation.ts";
 import { sessions, users } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
 import { hashPassword, passwordProblem, verifyPassword } from "../security/passwords.ts";
@@ -84,13 +84,16 @@ export async function verifyCredentials(
   let userId: string | null = null;
   try {
     return await passwordAttempt(deps, { account, ip: clientIpOf(ctx) }, async () => {
-      const row = await withDatabase(deps, ctx, (db) =>
+      // platform staff (no tenant) are found on the named platform path
+      const row = await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) =>
         findSignInUser(db, ctx.tenantId, eq(users.email, email)),
       );
       userId = row?.id ?? null;
       const ok = await verifyPassword(input.password, row?.passwordHash ?? (await getDummyHash()));
       if (!row?.passwordHash || !ok) throw invalidCredentials();
-      const identity = await withDatabase(deps, ctx, (db) => loadIdentity(db, row.id, ctx.tenantId));
+      const identity = await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) =>
+        loadIdentity(db, row.id, ctx.tenantId),
+      );
       if (identity?.status !== "Active") throw invalidCredentials();
       return { identity, seenPasswordHash: row.passwordHash, ctx, method: "password" as const };
     });
@@ -137,7 +140,7 @@ export async function signInWithPassword(
  */
 export async function callerWithPassword(deps: AuthDeps, ctx: Ctx, currentPassword: string) {
   const caller = callerOf(ctx);
-  const [user] = await withDatabase(deps, ctx, (db) =>
+  const [user] = await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) =>
     db
       .select({
         passwordHash: users.passwordHash,
@@ -196,7 +199,9 @@ export async function changePassword(
   }
   const now = deps.clock.now();
   const newHash = await hashPassword(input.newPassword);
-  const opened = await withTransaction(deps, ctx, async (tx) => {
+  // the platform path: a password is the identity's, and a shared identity's sessions in every
+  // tenant end with it, not only those of the tenant the change was made in
+  const opened = await withPlatformTransaction(deps, ctx, async (tx) => {
     // The user row first, then the sessions, in one transaction: a concurrent sign-in that verified
     // the old hash waits on this row (insertSessionIfUnchanged) and then finds it changed. The update
     // is conditional on the hash just verified, so two concurrent changes cannot both win.
@@ -247,7 +252,9 @@ export async function changePassword(
   if (!opened) throw new AppError("unauthorized", "The current password is wrong.");
   await endSessions(deps, ctx, { userId: caller.userId });
   if (!opened.sessionId || !opened.refreshToken || !("auth" in opened)) return null;
-  const identity = await withDatabase(deps, ctx, (db) => loadIdentity(db, caller.userId, user.tenantId));
+  const identity = await withTenantOrPlatformDatabase(deps, ctx, user.tenantId, (db) =>
+    loadIdentity(db, caller.userId, user.tenantId),
+  );
   if (!identity) throw new AppError("unauthorized");
   return tokenPairFor(deps, identity, opened.sessionId, opened.refreshToken, { auth: opened.auth });
 }

@@ -1,7 +1,7 @@
 import { eq } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import type { Ctx, TenantCtx } from "../context.ts";
-import { withDatabase, withTransaction } from "../db/operation.ts";
+import { withDatabase, withPlatformDatabase, withTransaction } from "../db/operation.ts";
 import { users } from "../db/schema/identity.ts";
 import { tenants } from "../db/schema/tenants.ts";
 import { trustedDevices } from "../db/schema/trusted-devices.ts";
@@ -109,7 +109,8 @@ export async function updateSecurityPolicy(
 export async function enrolmentDue(deps: AuthDeps, ctx: Ctx, identity: Identity): Promise<boolean> {
   if (identity.tenantId === null) {
     if (identity.platformRoles.length === 0 || deps.config.environment !== "Production") return false;
-    const [staff] = await withDatabase(deps, ctx, (db) =>
+    // staff are platform rows: read on the named platform path
+    const [staff] = await withPlatformDatabase(deps, ctx, (db) =>
       db.select({ createdAt: users.createdAt }).from(users).where(eq(users.id, identity.userId)),
     );
     const graceDays = deps.config.settings.Authentication.Mfa.StaffGraceDays;

@@ -4,10 +4,10 @@ import type { Ctx } from "../context.ts";
 import type { Executor } from "../db/client.ts";
 import {
   type DatabaseDeps,
-  withDatabase,
   withPlatformDatabase,
+  withTenantOrPlatformDatabase,
   withTenantOrPlatformTransaction,
-  withTransaction,
+  withTransactionOrPlatform,
 } from "../db/operation.ts";
 import { refreshTokens, sessions, tenantMemberships, users } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
@@ -198,7 +198,7 @@ export async function startTokenSession(
   const expiresAt =
     options.expiresAt ??
     new Date(now.getTime() + deps.config.settings.Security.Jwt.RefreshTokenDays * 86_400_000);
-  const opened = await withTransaction(deps, signIn.ctx, async (tx) => {
+  const opened = await withTransactionOrPlatform(deps, signIn.ctx, async (tx) => {
     const sessionId = await insertSessionIfUnchanged(tx, signIn, {
       kind: "token",
       createdAt: now,
@@ -351,7 +351,7 @@ export async function endSessions(
   change: SessionChange,
 ): Promise<void> {
   deps.sessionCache.evict(change);
-  await withDatabase(deps, ctx, (db) => announceSessionChange(db, change));
+  await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) => announceSessionChange(db, change));
 }
 
 /**

@@ -1,7 +1,7 @@
 import { and, eq, gt, isNull } from "drizzle-orm";
 import type { Clock } from "../clock.ts";
 import type { Ctx } from "../context.ts";
-import { type DatabaseDeps, withDatabase } from "../db/operation.ts";
+import { type DatabaseDeps, withTenantOrPlatformDatabase } from "../db/operation.ts";
 import { type SingleUseTokenPurpose, singleUseTokens } from "../db/schema/single-use-tokens.ts";
 import { opaqueToken, tokenHash } from "./opaque-tokens.ts";
 
@@ -54,7 +54,8 @@ const openTokensOf = (userId: string, purpose: SingleUseTokenPurpose) =>
 /**
  * Issues a one-time token (256 random bits, base64url) bound to `purpose`: stored only as its
  * SHA-256, valid `lifetimeSeconds`. Runs in the ctx's transaction when it has one, so the token
- * and the e-mail that carries it (`enqueueEmail`) commit together or not at all.
+ * and the e-mail that carries it (`enqueueEmail`) commit together or not at all. In the ctx tenant's
+ * context, or on the platform path for a ctx without one (platform staff's tokens).
  */
 export async function issueSingleUseToken(
   deps: SingleUseTokenDeps,
@@ -64,7 +65,7 @@ export async function issueSingleUseToken(
   const now = deps.clock.now();
   const expiresAt = new Date(now.getTime() + input.lifetimeSeconds * 1000);
   const token = opaqueToken(32);
-  return withDatabase(deps, ctx, async (db) => {
+  return withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, async (db) => {
     if (input.replacePrevious && input.userId)
       await db.update(singleUseTokens).set({ usedAt: now }).where(openTokensOf(input.userId, input.purpose));
     const [row] = await db
@@ -88,7 +89,8 @@ export async function issueSingleUseToken(
  * Consumes a token of `purpose` in one conditional update (`used_at is null and expires_at > now`,
  * by hash): of two concurrent uses exactly one gets the row. Null for an unknown, spent, expired
  * or other-purpose token — the caller answers all of them alike. `tenantId` (when given) must match
- * too: a token of tenant A is unknown on tenant B's host.
+ * too: a token of tenant A is unknown on tenant B's host. With a ctx without a tenant (the platform
+ * host, where the token itself names its tenant) it is a named platform lookup.
  */
 export async function consumeSingleUseToken(
   deps: SingleUseTokenDeps,
@@ -96,7 +98,7 @@ export async function consumeSingleUseToken(
   input: { purpose: SingleUseTokenPurpose; token: string; tenantId?: string | null },
 ): Promise<ConsumedSingleUseToken | null> {
   const now = deps.clock.now();
-  const [row] = await withDatabase(deps, ctx, (db) =>
+  const [row] = await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) =>
     db
       .update(singleUseTokens)
       .set({ usedAt: now })
@@ -131,7 +133,7 @@ export async function revokeSingleUseTokens(
   input: { purpose: SingleUseTokenPurpose; userId: string },
 ): Promise<number> {
   const now = deps.clock.now();
-  const rows = await withDatabase(deps, ctx, (db) =>
+  const rows = await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) =>
     db
       .update(singleUseTokens)
       .set({ usedAt: now })

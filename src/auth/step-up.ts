@@ -1,6 +1,6 @@
 import { and, eq, isNull } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
-import { withDatabase, withTransaction } from "../db/operation.ts";
+import { withTenantOrPlatformDatabase, withTransactionOrPlatform } from "../db/operation.ts";
 import { sessions } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
 import { assertAllowed } from "../security/windows.ts";
@@ -29,7 +29,7 @@ export async function requireRecentSecondFactor(
   const { userId, sessionId } = callerOf(ctx);
   const maxAgeSeconds =
     options.maxAgeSeconds ?? deps.config.settings.Authentication.Mfa.StepUpMaxAgeMinutes * 60;
-  const [session] = await withDatabase(deps, ctx, (db) =>
+  const [session] = await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) =>
     db
       .select({ amr: sessions.amr, authTime: sessions.authTime, createdAt: sessions.createdAt })
       .from(sessions)
@@ -40,7 +40,9 @@ export async function requireRecentSecondFactor(
   const auth = sessionAuthOf(session);
   const fresh = deps.clock.now().getTime() - auth.authTime.getTime() <= maxAgeSeconds * 1000;
   if (auth.amr.includes("mfa") && fresh) return;
-  const methods = await withDatabase(deps, ctx, (db) => enrolledMethods(db, userId, ctx.tenantId));
+  const methods = await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) =>
+    enrolledMethods(db, userId, ctx.tenantId),
+  );
   if (methods.length === 0) return;
   throw new AppError("step_up_required", "Prove a second factor again (POST /api/auth/mfa/step-up).", {
     stepUp: { acr: MFA_ACR, maxAgeSeconds },
@@ -60,11 +62,13 @@ export async function stepUpSession(
 ): Promise<{ accessToken: string; tokenType: "Bearer"; expiresIn: number } | null> {
   const { userId, sessionId } = callerOf(ctx);
   assertAllowed(await deps.windows.consume("mfaVerify", { account: userId, ip: clientIpOf(ctx) }));
-  const methods = await withDatabase(deps, ctx, (db) => enrolledMethods(db, userId, ctx.tenantId));
+  const methods = await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) =>
+    enrolledMethods(db, userId, ctx.tenantId),
+  );
   const wrong = () => new AppError("unauthorized", "The second factor does not match.");
   if (!methods.includes(input.method)) throw wrong();
   const now = deps.clock.now();
-  const stepped = await withTransaction(deps, ctx, async (tx, txCtx) => {
+  const stepped = await withTransactionOrPlatform(deps, ctx, async (tx, txCtx) => {
     const proved = await input.check(txCtx, { userId, tenantId: ctx.tenantId });
     if (!proved) throw wrong();
     const [session] = await tx

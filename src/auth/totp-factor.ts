@@ -2,7 +2,11 @@ import { and, eq, isNotNull, isNull, lt, or } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import type { Ctx } from "../context.ts";
 import type { Executor, Tx } from "../db/client.ts";
-import { withDatabase, withPlatformDatabase, withTransaction } from "../db/operation.ts";
+import {
+  withPlatformDatabase,
+  withTenantOrPlatformDatabase,
+  withTransactionOrPlatform,
+} from "../db/operation.ts";
 import { backupCodes, tenants, totpFactors, users } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
 import { emitEvent } from "../events/outbox.ts";
@@ -81,7 +85,7 @@ export async function beginTotpEnrolment(
   userId: string,
 ): Promise<{ uri: string; qrSvg: string }> {
   const keyring = keyringOf(deps);
-  const [user] = await withDatabase(deps, ctx, (db) =>
+  const [user] = await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) =>
     db
       .select({ email: users.email, tenantId: users.tenantId })
       .from(users)
@@ -90,7 +94,7 @@ export async function beginTotpEnrolment(
   );
   if (!user) throw new AppError("unauthorized");
   const [tenant] = ctx.tenantId
-    ? await withDatabase(deps, ctx, (db) =>
+    ? await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) =>
         db
           .select({ name: tenants.name })
           .from(tenants)
@@ -99,7 +103,7 @@ export async function beginTotpEnrolment(
       )
     : [];
   const secret = newTotpSecret();
-  await withTransaction(deps, ctx, async (tx) => {
+  await withTransactionOrPlatform(deps, ctx, async (tx) => {
     if (await totpEnrolled(tx, userId))
       throw new AppError("conflict", "A TOTP authenticator is enrolled already; remove it first.");
     const sealed = await sealTotpSecret(tx, keyring, { id: userId, tenantId: user.tenantId }, secret);
@@ -143,7 +147,7 @@ export async function confirmTotp(
 ): Promise<{ backupCodes: string[] }> {
   const { userId } = callerOf(ctx);
   assertAllowed(await deps.windows.consume("mfaVerify", { account: userId, ip: clientIpOf(ctx) }));
-  const [pending] = await withDatabase(deps, ctx, (db) =>
+  const [pending] = await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) =>
     db
       .select()
       .from(totpFactors)
@@ -152,12 +156,14 @@ export async function confirmTotp(
   );
   if (!pending)
     throw new AppError("not_found", "No TOTP enrolment to confirm (POST /api/auth/mfa/totp first).");
-  const step = await withDatabase(deps, ctx, (db) => stepOf(deps, db, pending, input.code));
+  const step = await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) =>
+    stepOf(deps, db, pending, input.code),
+  );
   if (step === null)
     throw new AppError("validation_failed", "The code does not match.", {
       fields: [{ path: "code", message: "does not match the authenticator's current code" }],
     });
-  const codes = await withTransaction(deps, ctx, async (_tx, txCtx) => {
+  const codes = await withTransactionOrPlatform(deps, ctx, async (_tx, txCtx) => {
     const issued = await confirmPendingTotp(deps, txCtx, { userId, code: input.code });
     if (!issued) throw new AppError("conflict", "The enrolment changed meanwhile; start again.");
     return issued;
@@ -206,7 +212,7 @@ export async function removeTotp(deps: AuthDeps, ctx: Ctx): Promise<void> {
   const { userId } = callerOf(ctx);
   // the backup codes are the user's in every tenant: kept while a passkey of any tenant needs them
   const passkeyAnywhere = await withPlatformDatabase(deps, ctx, (db) => hasPasskey(db, userId, "any"));
-  await withTransaction(deps, ctx, async (tx) => {
+  await withTransactionOrPlatform(deps, ctx, async (tx) => {
     const removed = await tx
       .delete(totpFactors)
       .where(eq(totpFactors.userId, userId))

@@ -2,7 +2,11 @@ import { and, desc, eq, gt, isNull, ne, type SQL } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import type { Ctx, TenantCtx } from "../context.ts";
 import { creationOrder } from "../db/keyset.ts";
-import { type DatabaseDeps, withDatabase, withTransaction } from "../db/operation.ts";
+import {
+  type DatabaseDeps,
+  withTenantOrPlatformDatabase,
+  withTransactionOrPlatform,
+} from "../db/operation.ts";
 import { sessions, tenantMemberships, users } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
@@ -43,7 +47,7 @@ export async function listUserSessions(
   const caller = callerOf(ctx);
   const after = sessionCursor.decodeOptional(input.cursor);
   const keyset = creationOrder(sessions, "desc", after);
-  const rows = await withDatabase(deps, ctx, (db) =>
+  const rows = await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) =>
     db
       .select({
         id: sessions.id,
@@ -89,7 +93,7 @@ export async function listTenantSessions(
   ctx: TenantCtx,
   input: { limit: number },
 ): Promise<TenantSessionView[]> {
-  return withDatabase(deps, ctx, (db) =>
+  return withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) =>
     db
       .select({
         id: sessions.id,
@@ -123,7 +127,7 @@ async function endMatching(
   },
 ): Promise<number> {
   const now = deps.clock.now();
-  return withTransaction(deps, ctx, async (tx, txCtx) => {
+  return withTransactionOrPlatform(deps, ctx, async (tx, txCtx) => {
     if (input.devices)
       await revokeTrustedDevices(tx, txCtx, now, { where: input.devices, reason: input.reason });
     const ended = await tx
@@ -185,7 +189,7 @@ export async function endMemberSessions(
   ctx: TenantCtx,
   input: { userId: string },
 ): Promise<{ ended: number }> {
-  const [member] = await withDatabase(deps, ctx, (db) =>
+  const [member] = await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) =>
     db
       .select({ userId: tenantMemberships.userId, role: tenantMemberships.role })
       .from(tenantMemberships)

@@ -150,5 +150,36 @@ export function withTenantOrPlatformTransaction<T>(
     : withTransaction(deps, { ...own, tenantId }, work);
 }
 
+/**
+ * withTransaction for work whose ctx is either a tenant's or, without a tenant, platform staff's own
+ * (a staff member's sign-in, session or password): the ctx tenant's context, or the named platform
+ * path when the ctx has no tenant. Joins the ctx's transaction as those two do.
+ */
+export function withTransactionOrPlatform<T, C extends Ctx>(
+  deps: DatabaseDeps,
+  ctx: C,
+  work: (tx: Tx, ctx: C & { tx: Tx }) => Promise<T>,
+): Promise<T> {
+  return ctx.tenantId === null ? withPlatformTransaction(deps, ctx, work) : withTransaction(deps, ctx, work);
+}
+
+/**
+ * withDatabase's counterpart of withTenantOrPlatformTransaction, for reads whose tenant is known
+ * before the ctx's (a sign-in's lookup, a session's identity): in `tenantId`'s context, or on the
+ * named platform path for platform rows (tenant null: platform staff). Joins the ctx's transaction
+ * only when it is one of that scope.
+ */
+export function withTenantOrPlatformDatabase<T>(
+  deps: DatabaseDeps,
+  ctx: Ctx,
+  tenantId: string | null,
+  work: (db: Executor) => Promise<T>,
+): Promise<T> {
+  if (tenantId === null) return withPlatformDatabase(deps, ctx, work);
+  if (ctx.tx && ctx.tenantId !== tenantId)
+    return withDatabase(deps, { ...ctx, tx: undefined, tenantId }, work);
+  return withDatabase(deps, { ...ctx, tenantId }, work);
+}
+
 /** Transactions opened by withPlatformTransaction, while they run. */
 const platformTransactions = new WeakSet<Tx>();
