@@ -1,7 +1,12 @@
 import { and, eq, isNull, type SQL } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import type { Ctx } from "../context.ts";
-import { withDatabase, withTransaction } from "../db/operation.ts";
+import {
+  withPlatformTransaction,
+  withTenantOrPlatformDatabase,
+  withTransaction,
+  withTransactionOrPlatform,
+} from "../db/operation.ts";
 import { sessions, users } from "../db/schema/index.ts";
 import { singleUseTokens } from "../db/schema/single-use-tokens.ts";
 import { enqueueEmail } from "../email/enqueue-email.ts";
@@ -43,7 +48,7 @@ export async function requestPasswordReset(
 async function sendResetLink(deps: AuthDeps, ctx: Ctx, email: string): Promise<void> {
   const settings = deps.config.settings;
   const lifetimeMinutes = settings.Authentication.PasswordReset.TokenLifetimeMinutes;
-  await withTransaction(deps, ctx, async (tx, txCtx) => {
+  await withTransactionOrPlatform(deps, ctx, async (tx, txCtx) => {
     // whoever signs in to the request's tenant with this address (its own user or a member with a
     // shared identity; platform staff without a tenant): the link is bound to that tenant
     const found = await findSignInUser(
@@ -93,7 +98,9 @@ export async function resetPassword(
   input: { token: string; newPassword: string },
 ): Promise<void> {
   const scope = ctx.tenantId === null ? undefined : ctx.tenantId;
-  const [candidate] = await withDatabase(deps, ctx, (db) =>
+  // a named platform lookup on the platform host (the token names its tenant), else in the
+  // request tenant's context
+  const [candidate] = await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) =>
     db
       .select({ email: users.email, name: users.name })
       .from(singleUseTokens)
@@ -114,7 +121,9 @@ export async function resetPassword(
     });
   const newHash = await hashPassword(input.newPassword);
   const now = deps.clock.now();
-  const userId = await withTransaction(deps, ctx, async (tx, txCtx) => {
+  // the platform path: a password is the identity's, and a shared identity's sessions in every
+  // tenant end with it (the token is checked against the request's tenant, `scope`)
+  const userId = await withPlatformTransaction(deps, ctx, async (tx, txCtx) => {
     const consumed = await consumeSingleUseToken(deps, txCtx, {
       purpose: "password_reset",
       token: input.token,
@@ -200,7 +209,9 @@ export async function sendEmailVerification(
  */
 export async function verifyEmail(deps: AuthDeps, ctx: Ctx, input: { token: string }): Promise<void> {
   const now = deps.clock.now();
-  await withTransaction(deps, ctx, async (tx, txCtx) => {
+  // on the platform host a named platform lookup (the token names its tenant), else in the request
+  // tenant's context
+  await withTransactionOrPlatform(deps, ctx, async (tx, txCtx) => {
     const consumed = await consumeSingleUseToken(deps, txCtx, {
       purpose: "email_verification",
       token: input.token,
