@@ -8,7 +8,7 @@ import { consumeSingleUseToken } from "../auth/single-use-tokens.ts";
 import { loadIdentity } from "../auth/user-identity.ts";
 import type { Ctx } from "../context.ts";
 import type { Tx } from "../db/client.ts";
-import { withTransaction } from "../db/operation.ts";
+import { withPlatformTransaction } from "../db/operation.ts";
 import { tenantInvitations, tenantMemberships, tenants, users } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
 import { emitEvent } from "../events/outbox.ts";
@@ -94,7 +94,10 @@ export async function acceptInvitation(
   input: AcceptInput,
 ): Promise<TokenPair | MfaRequired> {
   const now = deps.clock.now();
-  return withTransaction(deps, ctx, async (tx, txCtx) => {
+  // the named platform path: the token names the invitation's tenant (checked against the request's),
+  // and the shared identity it joins or creates belongs to no tenant (users with tenant_id null are
+  // visible in a tenant's context only once they are its members)
+  return withPlatformTransaction(deps, ctx, async (tx, txCtx) => {
     // spent in this transaction: a refusal below (a missing password) leaves the link usable
     const consumed = await consumeSingleUseToken(deps, txCtx, {
       purpose: "invitation",
