@@ -4,7 +4,12 @@ import { sessionAuthOf } from "../auth/session-auth.ts";
 import { callerOf, startTokenSession, type TokenPair } from "../auth/sessions.ts";
 import { loadIdentity } from "../auth/user-identity.ts";
 import type { Ctx } from "../context.ts";
-import { type DatabaseDeps, withDatabase } from "../db/operation.ts";
+import {
+  type DatabaseDeps,
+  withDatabase,
+  withPlatformDatabase,
+  withTenantOrPlatformDatabase,
+} from "../db/operation.ts";
 import { sessions, tenantMemberships, tenants, users } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
 import { isUuid } from "../tenancy/tenants.ts";
@@ -23,7 +28,8 @@ export const MEMBERSHIPS_LISTED = 200;
  */
 export async function listMemberships(deps: DatabaseDeps, ctx: Ctx): Promise<Membership[]> {
   const { userId } = callerOf(ctx);
-  const rows = await withDatabase(deps, ctx, (db) =>
+  // the platform path: one person's memberships span tenants (read for the caller's own user only)
+  const rows = await withPlatformDatabase(deps, { ...ctx, tx: undefined }, (db) =>
     db
       .select({ id: tenants.id, code: tenants.code, name: tenants.name, role: tenantMemberships.role })
       .from(tenantMemberships)
@@ -77,7 +83,8 @@ export async function switchTenant(
 ): Promise<TokenPair> {
   const caller = callerOf(ctx);
   const key = input.tenant.trim().toLowerCase();
-  const [target] = await withDatabase(deps, ctx, (db) =>
+  // a named platform lookup: the tenant by its code or id, before the caller acts in it
+  const [target] = await withPlatformDatabase(deps, { ...ctx, tx: undefined }, (db) =>
     db
       .select({ id: tenants.id })
       .from(tenants)
@@ -85,7 +92,7 @@ export async function switchTenant(
       .limit(1),
   );
   if (!target || (input.within !== null && target.id !== input.within)) throw noSuchTenant();
-  const [session] = await withDatabase(deps, ctx, (db) =>
+  const [session] = await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) =>
     db
       .select({
         kind: sessions.kind,
@@ -99,12 +106,14 @@ export async function switchTenant(
   );
   if (session?.kind !== "token")
     throw new AppError("forbidden", "Switch with a bearer token; a browser signs in on the tenant.");
-  const identity = await withDatabase(deps, ctx, (db) => loadIdentity(db, caller.userId, target.id));
+  // the identity and the new session in the target tenant's context
+  const targetCtx: Ctx = { ...ctx, tx: undefined, tenantId: target.id };
+  const identity = await withDatabase(deps, targetCtx, (db) => loadIdentity(db, caller.userId, target.id));
   if (identity?.status !== "Active") throw noSuchTenant();
   // the same person, authenticated as before: the new session carries the old one's amr and auth_time
   return startTokenSession(
     deps,
-    { identity, ctx, method: "switch", auth: sessionAuthOf(session) },
+    { identity, ctx: targetCtx, method: "switch", auth: sessionAuthOf(session) },
     { expiresAt: session.expiresAt },
   );
 }
