@@ -1,7 +1,7 @@
 import { and, eq, gt } from "drizzle-orm";
 import { opaqueToken, tokenHash } from "../auth/opaque-tokens.ts";
 import type { Ctx, TenantCtx } from "../context.ts";
-import { withDatabase, withTransaction } from "../db/operation.ts";
+import { withTenantOrPlatformDatabase, withTransaction } from "../db/operation.ts";
 import { ssoConnections, ssoSignInAttempts } from "../db/schema/sso.ts";
 import type { SsoConnectionRow } from "./connection-types.ts";
 import type { SsoDeps } from "./sso-deps.ts";
@@ -57,8 +57,9 @@ export async function takeSsoAttempt(
   input: { state: string; type: SsoConnectionRow["type"] },
 ): Promise<{ attempt: SsoAttempt; connection: SsoConnectionRow } | null> {
   const now = deps.clock.now();
-  // no tenant is known before the state is read: the lookup is by its unguessable hash alone
-  const [attempt] = await withDatabase(deps, ctx, (db) =>
+  // no tenant is known before the state is read: the lookup is by its unguessable hash alone (a
+  // named platform lookup on the platform host; in the request tenant's context on its own host)
+  const [attempt] = await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) =>
     db
       .delete(ssoSignInAttempts)
       .where(
@@ -67,7 +68,8 @@ export async function takeSsoAttempt(
       .returning(),
   );
   if (!attempt) return null;
-  const [connection] = await withDatabase(deps, ctx, (db) =>
+  // the connection in the attempt's tenant's context
+  const [connection] = await withTenantOrPlatformDatabase(deps, ctx, attempt.tenantId, (db) =>
     db
       .select()
       .from(ssoConnections)

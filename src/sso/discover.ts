@@ -2,7 +2,7 @@ import { and, eq } from "drizzle-orm";
 import { normaliseEmail } from "../auth/user-identity.ts";
 import { cachedTenantFeatures } from "../billing/entitlements.ts";
 import type { Ctx, TenantCtx } from "../context.ts";
-import { withDatabase } from "../db/operation.ts";
+import { withDatabase, withTenantOrPlatformDatabase } from "../db/operation.ts";
 import { ssoConnections, tenantEmailDomains, tenants } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
 import { createSsoAttempt } from "./attempts.ts";
@@ -64,7 +64,8 @@ export async function discoverSsoSignIn(
   const returnTo = checkReturnTo(deps.config, input.returnTo);
   const email = normaliseEmail(input.email);
   if (!/^[^@\s]+@[^@\s]+$/.test(email)) throw noConnection();
-  const [owner] = await withDatabase(deps, ctx, (db) =>
+  // on the platform host a named platform lookup: the verified domain names the tenant
+  const [owner] = await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) =>
     db
       .select({ tenantId: tenantEmailDomains.tenantId })
       .from(tenantEmailDomains)

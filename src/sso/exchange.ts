@@ -4,7 +4,7 @@ import { tokenHash } from "../auth/opaque-tokens.ts";
 import { invalidCredentials, type SignIn, startTokenSession, type TokenPair } from "../auth/sessions.ts";
 import { loadIdentity } from "../auth/user-identity.ts";
 import type { Ctx } from "../context.ts";
-import { withDatabase } from "../db/operation.ts";
+import { withTenantOrPlatformDatabase } from "../db/operation.ts";
 import { ssoSignInCodes } from "../db/schema/sso.ts";
 import type { SsoDeps } from "./sso-deps.ts";
 
@@ -30,7 +30,8 @@ export async function exchangeSsoCode(
   input: { code: string; as: "token" | "browser" },
 ): Promise<TokenPair | BrowserSignIn> {
   const now = deps.clock.now();
-  const [spent] = await withDatabase(deps, ctx, (db) =>
+  // by its unguessable hash: a named platform lookup on the platform host (the code names its tenant)
+  const [spent] = await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) =>
     db
       .update(ssoSignInCodes)
       .set({ usedAt: now })
@@ -45,7 +46,9 @@ export async function exchangeSsoCode(
       .returning({ userId: ssoSignInCodes.userId, tenantId: ssoSignInCodes.tenantId }),
   );
   if (!spent) throw invalidCredentials();
-  const identity = await withDatabase(deps, ctx, (db) => loadIdentity(db, spent.userId, spent.tenantId));
+  const identity = await withTenantOrPlatformDatabase(deps, ctx, spent.tenantId, (db) =>
+    loadIdentity(db, spent.userId, spent.tenantId),
+  );
   if (identity?.status !== "Active") throw invalidCredentials();
   const signIn: SignIn = { identity, ctx: { ...ctx, tenantId: spent.tenantId }, method: "sso" };
   return input.as === "browser" ? startBrowserSession(deps, signIn) : startTokenSession(deps, signIn);

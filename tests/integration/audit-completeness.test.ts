@@ -29,7 +29,7 @@ test("every audited field takes long non-BMP strings: cut between characters, st
     );
   }
   const rows = await execute<{ details: Record<string, unknown>; user_agent: string }>(
-    app.deps.database.db,
+    app.db,
     sql`select details, user_agent from audit_events where tenant_id = ${t.id} and action = 'user.created' and details ? 'clientRequestId' order by id`,
   );
   expect(rows).toHaveLength(5);
@@ -38,7 +38,7 @@ test("every audited field takes long non-BMP strings: cut between characters, st
     expect(row.user_agent.length).toBeLessThanOrEqual(512);
     for (const value of Object.values(row.details).flat()) expect(LONE.test(String(value))).toBe(false);
   }
-  const report = await withTransaction(app.deps, systemCtx("test"), (tx) => verifyChain(tx, t.id));
+  const report = await withTransaction(app.deps, systemCtx("test", t.id), (tx) => verifyChain(tx, t.id));
   expect(report.broken).toBeNull();
 });
 
@@ -48,7 +48,7 @@ test("a refusal of a long path ending in an emoji is an authorization.refused ro
   const response = await app.request(path, { method: "DELETE", headers: t.member.headers });
   expect(response.status).toBe(403);
   const rows = await execute<{ details: { path: string } }>(
-    app.deps.database.db,
+    app.db,
     sql`select details from audit_events where tenant_id = ${t.id} and action = 'authorization.refused'`,
   );
   expect(rows).toHaveLength(1);

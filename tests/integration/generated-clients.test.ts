@@ -63,7 +63,7 @@ test("the document's server is where the API answers", () => {
 test("hey-api's generated client: sign in → tenant → user → list, with no base URL set by hand", async () => {
   // biome-ignore lint/suspicious/noExplicitAny: the generated module is written at test time
   const sdk: any = await import(join(dir, "out", "sdk.gen.ts"));
-  const admin = await readyPlatformUser(app.deps.database.db);
+  const admin = await readyPlatformUser(app.db);
   const signedIn = await sdk.signIn({ body: { email: admin.email, password: PASSWORD } });
   expect(signedIn.response.status).toBe(200);
   const headers = { authorization: `Bearer ${signedIn.data.accessToken}` };
@@ -89,7 +89,7 @@ test("hey-api's generated client: sign in → tenant → user → list, with no 
 
 test("openapi-fetch over the document's server: sign in → tenant → user → list", async () => {
   const api = createFetchClient<paths>({ baseUrl: document.servers[0]?.url });
-  const admin = await readyPlatformUser(app.deps.database.db);
+  const admin = await readyPlatformUser(app.db);
   const signedIn = await api.POST("/api/auth/login", { body: { email: admin.email, password: PASSWORD } });
   expect(signedIn.response.status).toBe(200);
   if (!signedIn.data || "mfaRequired" in signedIn.data) throw new Error("no second factor was enrolled");

@@ -69,7 +69,7 @@ describe("e-mail domains", () => {
     const verified = (await (await check(a, claim.id)).json()) as EmailDomain;
     expect(verified).toMatchObject({ status: "verified", lastFailure: null });
     const events = await execute<{ data: { domain: string } }>(
-      t.deps.database.db,
+      t.db,
       sql`select data from webhook_events where tenant_id = ${a.id} and type = 'email_domain.verified'`,
     );
     expect(events.map((e) => e.data.domain)).toContain(domain);

@@ -50,7 +50,7 @@ async function ssoTenant(
   domain: string,
   extra: Partial<typeof ssoConnections.$inferInsert> = {},
 ) {
-  const db = t.deps.database.db;
+  const db = t.db;
   await db
     .insert(tenantEmailDomains)
     .values({ tenantId, domain, status: "verified", verificationToken: "x" });
@@ -166,7 +166,7 @@ describe("OIDC sign-in", () => {
     // the code is single-use
     expect((await t.request("/api/auth/sso/exchange", json({ code }))).status).toBe(401);
 
-    const db = t.deps.database.db;
+    const db = t.db;
     const [user] = await db.select().from(users).where(eq(users.email, email));
     expect(user).toMatchObject({ pool: "tenant", tenantId: tenant.id, passwordHash: null });
     const [membership] = await db
@@ -178,7 +178,7 @@ describe("OIDC sign-in", () => {
 
   test("an address of a domain no tenant verified is not routed (404)", async () => {
     const domain = uniqueDomain();
-    const db = t.deps.database.db;
+    const db = t.db;
     await ssoTenant(other.id, domain);
     await db
       .update(tenantEmailDomains)
@@ -281,12 +281,12 @@ describe("bound to the browser that started it", () => {
     await victim.close();
     expect(landed.searchParams.get("error")).toBe("sso_failed");
     expect(landed.searchParams.get("code")).toBeNull();
-    const failures = await t.deps.database.db
+    const failures = await t.db
       .select()
       .from(auditEvents)
       .where(eq(auditEvents.tenantId, victimTenant.id));
     expect(failures.find((row) => row.outcome === "failure")?.details).toMatchObject({ check: "browser" });
-    const [user] = await t.deps.database.db.select().from(users).where(eq(users.email, attackerEmail));
+    const [user] = await t.db.select().from(users).where(eq(users.email, attackerEmail));
     expect(user).toBeUndefined();
   }, 60_000);
 });
@@ -349,7 +349,7 @@ describe("a test sign-in", () => {
     expect(bad.checks.find((c) => !c.ok)).toMatchObject({ check: "email_domain" });
     expect(bad.checks.find((c) => !c.ok)?.detail).toContain("not a verified e-mail domain");
     for (const address of [email, stranger]) {
-      const [user] = await t.deps.database.db.select().from(users).where(eq(users.email, address));
+      const [user] = await t.db.select().from(users).where(eq(users.email, address));
       expect(user).toBeUndefined();
     }
   }, 90_000);

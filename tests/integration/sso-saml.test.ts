@@ -40,7 +40,7 @@ const uniqueDomain = () => `corp-${crypto.randomUUID().slice(0, 8)}x.example`;
 
 /** Tenant `tenantId` holds `domain` verified and an active SAML connection made from the IdP's metadata. */
 async function samlTenant(tenantId: string, domain: string) {
-  const db = t.deps.database.db;
+  const db = t.db;
   await db
     .insert(tenantEmailDomains)
     .values({ tenantId, domain, status: "verified", verificationToken: "x" });
@@ -83,7 +83,7 @@ const postAcs = (connectionId: string, fields: Record<string, string>, cookie = 
   });
 
 async function lastFailure(tenantId: string) {
-  const rows = await t.deps.database.db
+  const rows = await t.db
     .select()
     .from(auditEvents)
     .where(
@@ -326,7 +326,7 @@ describe("a test sign-in", () => {
       expect(report.checks[1]?.detail).toContain(words);
     }
     // nobody was provisioned by a test sign-in
-    const [user] = await t.deps.database.db.select().from(users).where(eq(users.email, email));
+    const [user] = await t.db.select().from(users).where(eq(users.email, email));
     expect(user).toBeUndefined();
   }, 60_000);
 });

@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import type { Ctx } from "../../context.ts";
 import { execute } from "../../db/client.ts";
-import { withTransaction } from "../../db/operation.ts";
+import { withPlatformTransaction } from "../../db/operation.ts";
 import type { JobStatus } from "../../db/schema/jobs.ts";
 import { AppError } from "../../errors.ts";
 import { JOB_CANCEL_CHANNEL } from "../enqueue.ts";
@@ -18,7 +18,7 @@ import { type JobAdminDeps, type JobRow, type JobView, toJobView } from "./job-v
  */
 export async function cancelJob(deps: JobAdminDeps, ctx: Ctx, input: { id: number }): Promise<JobView> {
   const now = ts(deps.clock.now());
-  const row = await withTransaction(deps, ctx, async (tx, ctx) => {
+  const row = await withPlatformTransaction(deps, ctx, async (tx, ctx) => {
     const [target] = await execute<JobRow & { was: JobStatus }>(
       tx,
       sql`with target as materialized (

@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import type { Ctx } from "../../context.ts";
-import { withDatabase } from "../../db/operation.ts";
+import { withPlatformDatabase } from "../../db/operation.ts";
 import { JOB_CANCEL_CHANNEL } from "../enqueue.ts";
 import { ts } from "../queue.ts";
 import { BULK_BATCH_SIZE, inBatches } from "./bulk-batches.ts";
@@ -27,7 +27,7 @@ export async function cancelJobs(
   checkBulkFilter(input, CANCELLABLE_STATUSES, "cancel");
   const now = ts(deps.clock.now());
   const conditions = [...filterConditions(input), sql`status in (${inList(CANCELLABLE_STATUSES)})`];
-  const changed = await withDatabase(deps, ctx, (db) =>
+  const changed = await withPlatformDatabase(deps, ctx, (db) =>
     inBatches(
       db,
       (after) => sql`with batch as materialized (

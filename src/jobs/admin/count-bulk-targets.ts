@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import type { Ctx } from "../../context.ts";
 import { execute } from "../../db/client.ts";
-import { withDatabase } from "../../db/operation.ts";
+import { withPlatformDatabase } from "../../db/operation.ts";
 import {
   CANCELLABLE_STATUSES,
   checkBulkFilter,
@@ -26,7 +26,7 @@ export async function countBulkTargets(
   const allowed = input.action === "cancel" ? CANCELLABLE_STATUSES : RETRYABLE_STATUSES;
   checkBulkFilter(input.filter, allowed, input.action);
   const conditions = [...filterConditions(input.filter), sql`status in (${inList(allowed)})`];
-  const [row] = await withDatabase(deps, ctx, (db) =>
+  const [row] = await withPlatformDatabase(deps, ctx, (db) =>
     execute<{ count: string | number }>(
       db,
       sql`select count(*) as count from background_jobs where ${whereAll(conditions)}`,

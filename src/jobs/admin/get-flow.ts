@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import type { Ctx } from "../../context.ts";
 import { execute } from "../../db/client.ts";
-import { withDatabase } from "../../db/operation.ts";
+import { withPlatformDatabase } from "../../db/operation.ts";
 import type { JobStatus } from "../../db/schema/jobs.ts";
 import { type Page, pageOf } from "../../pagination.ts";
 import type { JobDetail } from "./get-job.ts";
@@ -29,7 +29,7 @@ export async function getFlow(
   if (!UUID.test(input.flowId)) return null;
   const limit = Math.min(200, Math.max(1, input.limit ?? 50));
   const after = jobCursor.decodeOptional(input.cursor)?.id ?? 0;
-  return withDatabase(deps, ctx, async (db) => {
+  return withPlatformDatabase(deps, ctx, async (db) => {
     const counts = await execute<{ status: JobStatus; n: number }>(
       db,
       sql`select status, count(*)::int as n from background_jobs where flow_id = ${input.flowId}::uuid group by status`,

@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import type { Ctx } from "../../context.ts";
 import { execute } from "../../db/client.ts";
-import { withDatabase } from "../../db/operation.ts";
+import { withPlatformDatabase } from "../../db/operation.ts";
 import { type JobAdminDeps, type JobRow, type JobView, toJobView } from "./job-view.ts";
 
 /** One job with the ids of the jobs it depends on (its parents in a flow). */
@@ -15,7 +15,7 @@ export async function getJob(
   ctx: Ctx,
   input: { id: number },
 ): Promise<JobDetail | null> {
-  const [row] = await withDatabase(deps, ctx, (db) =>
+  const [row] = await withPlatformDatabase(deps, ctx, (db) =>
     execute<JobRow & { depends_on: (string | number)[] | null }>(
       db,
       sql`select j.*, array(select parent_id from job_dependencies where child_id = j.id order by parent_id)

@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import type { Ctx } from "../../context.ts";
 import { execute } from "../../db/client.ts";
-import { withDatabase } from "../../db/operation.ts";
+import { withPlatformDatabase } from "../../db/operation.ts";
 import type { JobAdminDeps } from "./job-view.ts";
 
 /** One minute of job activity: runs that succeeded, and failed attempts (retrying or dead). */
@@ -28,7 +28,7 @@ export async function jobActivity(
   const end = new Date(Math.floor(now.getTime() / 60_000) * 60_000 + 60_000);
   const start = new Date(end.getTime() - minutes * 60_000);
   type MinuteRow = { minute: string | Date; succeeded: string | number; failed: string | number };
-  const rows = await withDatabase(deps, ctx, (db) =>
+  const rows = await withPlatformDatabase(deps, ctx, (db) =>
     execute<MinuteRow>(
       db,
       sql`select date_trunc('minute', at) as minute,

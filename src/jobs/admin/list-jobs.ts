@@ -2,7 +2,7 @@ import { sql } from "drizzle-orm";
 import { z } from "zod";
 import type { Ctx } from "../../context.ts";
 import { execute } from "../../db/client.ts";
-import { withDatabase } from "../../db/operation.ts";
+import { withPlatformDatabase } from "../../db/operation.ts";
 import { cursorCodec, type Page, pageOf } from "../../pagination.ts";
 import { filterConditions, type JobFilter, whereAll } from "./job-filter.ts";
 import { type JobAdminDeps, type JobRow, type JobView, toJobView } from "./job-view.ts";
@@ -27,7 +27,7 @@ export async function listJobs(
   const before = jobCursor.decodeOptional(input.cursor)?.id;
   const conditions = filterConditions(input);
   if (before !== undefined) conditions.push(sql`id < ${before}`);
-  const rows = await withDatabase(deps, ctx, (db) =>
+  const rows = await withPlatformDatabase(deps, ctx, (db) =>
     execute<JobRow>(
       db,
       sql`select * from background_jobs where ${whereAll(conditions)} order by id desc limit ${limit + 1}`,

@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import type { Ctx } from "../../context.ts";
 import { execute } from "../../db/client.ts";
-import { withTransaction } from "../../db/operation.ts";
+import { withPlatformTransaction } from "../../db/operation.ts";
 import { AppError } from "../../errors.ts";
 import { JOBS_CHANNEL } from "../enqueue.ts";
 import { ts } from "../queue.ts";
@@ -21,7 +21,7 @@ export async function retryDeadJob(deps: JobAdminDeps, ctx: Ctx, input: { id: nu
   const now = ts(deps.clock.now());
   let row: JobRow | undefined;
   try {
-    row = await withTransaction(deps, ctx, async (tx, ctx) => {
+    row = await withPlatformTransaction(deps, ctx, async (tx, ctx) => {
       const [retried] = await execute<JobRow>(
         tx,
         sql`update background_jobs

@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import type { Ctx } from "../../context.ts";
-import { withDatabase } from "../../db/operation.ts";
+import { withPlatformDatabase } from "../../db/operation.ts";
 import { JOBS_CHANNEL } from "../enqueue.ts";
 import { ts } from "../queue.ts";
 import { BULK_BATCH_SIZE, inBatches } from "./bulk-batches.ts";
@@ -28,7 +28,7 @@ export async function retryJobs(
   checkBulkFilter(input, RETRYABLE_STATUSES, "retry");
   const now = ts(deps.clock.now());
   const conditions = [...filterConditions(input), sql`status in (${inList(RETRYABLE_STATUSES)})`];
-  const changed = await withDatabase(deps, ctx, (db) =>
+  const changed = await withPlatformDatabase(deps, ctx, (db) =>
     inBatches(
       db,
       (after) => sql`with batch as materialized (

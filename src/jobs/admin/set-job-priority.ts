@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import type { Ctx } from "../../context.ts";
 import { execute } from "../../db/client.ts";
-import { withTransaction } from "../../db/operation.ts";
+import { withPlatformTransaction } from "../../db/operation.ts";
 import { AppError } from "../../errors.ts";
 import { getJob } from "./get-job.ts";
 import { jobAdminActed } from "./job-admin-acted.ts";
@@ -25,7 +25,7 @@ export async function setJobPriority(
       fields: [{ path: "priority", message: `an integer from -${MAX_JOB_PRIORITY} to ${MAX_JOB_PRIORITY}` }],
     });
   const now = deps.clock.now().toISOString();
-  const row = await withTransaction(deps, ctx, async (tx, ctx) => {
+  const row = await withPlatformTransaction(deps, ctx, async (tx, ctx) => {
     const [changed] = await execute<JobRow>(
       tx,
       sql`update background_jobs set priority = ${priority}, updated_at = ${now}::timestamptz

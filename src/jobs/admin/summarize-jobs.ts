@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import type { Ctx } from "../../context.ts";
 import { execute } from "../../db/client.ts";
-import { withDatabase } from "../../db/operation.ts";
+import { withPlatformDatabase } from "../../db/operation.ts";
 import type { JobAdminDeps } from "./job-view.ts";
 
 /** Open jobs (not finished) by state and kind, for the console's overview. */
@@ -18,7 +18,7 @@ export interface JobSummary {
  * finished rows for days, and counting them all would read the whole table on every view.
  */
 export async function summarizeJobs(deps: Pick<JobAdminDeps, "database">, ctx: Ctx): Promise<JobSummary> {
-  const rows = await withDatabase(deps, ctx, (db) =>
+  const rows = await withPlatformDatabase(deps, ctx, (db) =>
     execute<{ kind: string; status: string; count: string | number }>(
       db,
       sql`select kind, status, count(*) as count from background_jobs
