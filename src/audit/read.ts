@@ -1,7 +1,11 @@
 import { and, asc, desc, eq, gte, lt, lte, type SQL, sql } from "drizzle-orm";
 import { z } from "zod";
 import type { Ctx, TenantCtx } from "../context.ts";
-import { type DatabaseDeps, withDatabase, withTransaction } from "../db/operation.ts";
+import {
+  type DatabaseDeps,
+  withTenantOrPlatformDatabase,
+  withTransactionOrPlatform,
+} from "../db/operation.ts";
 import { auditEvents } from "../db/schema/audit.ts";
 import type { Deps } from "../deps.ts";
 import { cursorCodec, type Page, pageOf } from "../pagination.ts";
@@ -77,7 +81,10 @@ function conditions(filter: AuditFilter): (SQL | undefined)[] {
 /** A position in an event list: the last event's id (newest first, keyset), opaque to clients. */
 export const auditCursor = cursorCodec(z.object({ id: z.number().int().positive() }));
 
-/** A page of events, newest first, before the cursor's event. */
+/**
+ * A page of events, newest first, before the cursor's event: in the ctx tenant's context, or on the
+ * named platform path for platform admins (a ctx without a tenant reads every chain).
+ */
 async function eventPage(
   deps: DatabaseDeps,
   ctx: Ctx,
@@ -85,7 +92,7 @@ async function eventPage(
   input: { limit: number; cursor?: string },
 ): Promise<Page<AuditEventView>> {
   const before = auditCursor.decodeOptional(input.cursor)?.id;
-  const rows = await withDatabase(deps, ctx, (db) =>
+  const rows = await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) =>
     db
       .select()
       .from(auditEvents)
@@ -132,7 +139,7 @@ async function recordExport(deps: DatabaseDeps, ctx: Ctx, filter: AuditFilter, c
     ...(from ? [`from=${from.toISOString()}`] : []),
     ...(to ? [`to=${to.toISOString()}`] : []),
   ];
-  await withTransaction(deps, ctx, (tx, txCtx) =>
+  await withTransactionOrPlatform(deps, ctx, (tx, txCtx) =>
     recordAudit(tx, txCtx, {
       action: "audit.exported",
       tenantId: tenantId ?? null,
@@ -153,7 +160,7 @@ export async function* exportAuditEvents(
 ): AsyncGenerator<AuditEventView[]> {
   const batchSize = deps.config.settings.Audit.ExportBatchSize;
   // the range of ids to walk: a time range far back in a long log does not scan what precedes it
-  const [range] = await withDatabase(deps, ctx, (db) =>
+  const [range] = await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) =>
     db
       .select({
         first: sql<string | null>`min(${auditEvents.id})::text`,
@@ -169,7 +176,7 @@ export async function* exportAuditEvents(
   let after = Number(range.first) - 1;
   for (;;) {
     const from = after;
-    const rows = await withDatabase(deps, ctx, (db) =>
+    const rows = await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) =>
       db
         .select()
         .from(auditEvents)

@@ -4,6 +4,7 @@ import type { Ctx } from "../context.ts";
 import type { Executor } from "../db/client.ts";
 import {
   type DatabaseDeps,
+  withDatabase,
   withPlatformDatabase,
   withTenantOrPlatformDatabase,
   withTenantOrPlatformTransaction,
@@ -351,7 +352,8 @@ export async function endSessions(
   change: SessionChange,
 ): Promise<void> {
   deps.sessionCache.evict(change);
-  await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) => announceSessionChange(db, change));
+  // a NOTIFY, no tenant row: in the caller's transaction (sent at its commit) whatever its scope
+  await withDatabase(deps, ctx, (db) => announceSessionChange(db, change));
 }
 
 /**

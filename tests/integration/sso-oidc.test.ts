@@ -281,10 +281,7 @@ describe("bound to the browser that started it", () => {
     await victim.close();
     expect(landed.searchParams.get("error")).toBe("sso_failed");
     expect(landed.searchParams.get("code")).toBeNull();
-    const failures = await t.db
-      .select()
-      .from(auditEvents)
-      .where(eq(auditEvents.tenantId, victimTenant.id));
+    const failures = await t.db.select().from(auditEvents).where(eq(auditEvents.tenantId, victimTenant.id));
     expect(failures.find((row) => row.outcome === "failure")?.details).toMatchObject({ check: "browser" });
     const [user] = await t.db.select().from(users).where(eq(users.email, attackerEmail));
     expect(user).toBeUndefined();
