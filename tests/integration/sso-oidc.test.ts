@@ -222,7 +222,7 @@ describe("seats", () => {
     const refused = await signInAtProvider(email, email);
     expect(refused.searchParams.get("error")).toBe("seat_limit_reached");
     expect(refused.searchParams.get("code")).toBeNull();
-    const db = t.deps.database.db;
+    const db = t.db;
     expect(await db.select().from(users).where(eq(users.email, email))).toEqual([]);
     const failure = (await db.select().from(auditEvents).where(eq(auditEvents.tenantId, full.id))).find(
       (row) => row.outcome === "failure",
