@@ -1,7 +1,7 @@
 import { and, asc, eq, sql } from "drizzle-orm";
 import { z } from "zod";
 import type { Ctx } from "../context.ts";
-import { withDatabase } from "../db/operation.ts";
+import { withPlatformDatabase } from "../db/operation.ts";
 import { subscriptions } from "../db/schema/billing.ts";
 import { tenants } from "../db/schema/tenants.ts";
 import { cursorCodec, type Page, type PageRequest, pageOf } from "../pagination.ts";
@@ -30,7 +30,8 @@ export async function listPastDueTenants(
 ): Promise<Page<PastDueTenant>> {
   const graceDays = deps.config.settings.SaasSubscriptions.PastDueGraceDays;
   const after = pastDueCursor.decodeOptional(input.cursor);
-  const rows = await withDatabase(deps, ctx, (db) =>
+  // the platform path: a list across tenants, for platform staff
+  const rows = await withPlatformDatabase(deps, ctx, (db) =>
     db
       .select({
         tenantId: subscriptions.tenantId,

@@ -1,7 +1,7 @@
 import { and, desc, eq, ne, sql } from "drizzle-orm";
 import { z } from "zod";
 import type { Ctx } from "../context.ts";
-import { withDatabase } from "../db/operation.ts";
+import { withPlatformDatabase } from "../db/operation.ts";
 import { tenantDomains, tenants } from "../db/schema/index.ts";
 import { cursorCodec, type Page, type PageRequest, pageOf } from "../pagination.ts";
 import type { DomainDeps } from "./domain-rows.ts";
@@ -21,7 +21,8 @@ export async function listPlatformCustomDomains(
   input: PageRequest & { status?: DomainView["status"]; notActive?: boolean },
 ): Promise<Page<PlatformDomainView>> {
   const after = platformDomainCursor.decodeOptional(input.cursor);
-  const rows = await withDatabase(deps, ctx, (db) =>
+  // the platform path: every tenant's domains, for platform staff
+  const rows = await withPlatformDatabase(deps, ctx, (db) =>
     db
       .select({ domain: tenantDomains, tenantCode: tenants.code })
       .from(tenantDomains)

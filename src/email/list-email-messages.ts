@@ -1,6 +1,6 @@
 import { desc, eq } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
-import { withDatabase } from "../db/operation.ts";
+import { withPlatformDatabase } from "../db/operation.ts";
 import { emailMessages } from "../db/schema/email.ts";
 import { tenants } from "../db/schema/tenants.ts";
 import { AppError } from "../errors.ts";
@@ -45,14 +45,14 @@ function developmentOnly(deps: Pick<SendEmailDeps, "config">): void {
   if (deps.config.environment !== "Development") throw new AppError("not_found", "No such resource.");
 }
 
-/** The newest `limit` messages of every tenant (the Development console's outbox). */
+/** The newest `limit` messages of every tenant (the Development console's outbox), on the platform path. */
 export async function listEmailMessages(
   deps: SendEmailDeps,
   ctx: Ctx,
   input: { limit: number },
 ): Promise<EmailMessageSummary[]> {
   developmentOnly(deps);
-  return withDatabase(deps, ctx, (db) =>
+  return withPlatformDatabase(deps, ctx, (db) =>
     db
       .select(summaryColumns)
       .from(emailMessages)
@@ -69,7 +69,7 @@ export async function getEmailPreview(
   input: { id: string },
 ): Promise<EmailMessageSummary & { rendered: RenderedEmail | null; messageId: string }> {
   developmentOnly(deps);
-  const [row] = await withDatabase(deps, ctx, (db) =>
+  const [row] = await withPlatformDatabase(deps, ctx, (db) =>
     db
       .select({ ...summaryColumns, sealedData: emailMessages.sealedData })
       .from(emailMessages)
@@ -85,7 +85,7 @@ export async function getEmailPreview(
     const data = JSON.parse(
       await deps.dataProtection.forPurpose(EMAIL_DATA_PURPOSE).unprotect(sealedData),
     ) as EmailData;
-    const sender = await withDatabase(deps, ctx, (db) => senderContext(db, row.tenantId, settings));
+    const sender = await withPlatformDatabase(deps, ctx, (db) => senderContext(db, row.tenantId, settings));
     rendered = renderEmail(
       row.template as EmailTemplateName,
       row.locale,
