@@ -9,6 +9,7 @@ import { createDeps, type Deps } from "../../src/deps.ts";
 import { type DohServer, startDohServer } from "../fixtures/doh-server.ts";
 import { type GatewayServer, startGatewayServer } from "../fixtures/gateway-server.ts";
 import { testConfig, useTestDatabase } from "../helpers/app.ts";
+import { appDatabaseOf } from "../helpers/database.ts";
 import { domainSettings, publishRecords, uniqueHost } from "../helpers/domains.ts";
 import { createTenant } from "../helpers/identity.ts";
 
@@ -21,7 +22,7 @@ beforeAll(async () => {
   doh = startDohServer();
   gateway = startGatewayServer();
   deps = await createDeps(testConfig({ settings: domainSettings(doh, gateway) }), {
-    database: t.database,
+    database: appDatabaseOf(t.database),
     clock,
     logWrite: () => {},
   });

@@ -7,6 +7,7 @@ import { tenantDomainsLoop } from "../../src/loops/tenant-domains-loop.ts";
 import { type DohServer, startDohServer } from "../fixtures/doh-server.ts";
 import { type GatewayServer, startGatewayServer } from "../fixtures/gateway-server.ts";
 import { testConfig, useTestDatabase } from "../helpers/app.ts";
+import { appDatabaseOf } from "../helpers/database.ts";
 import { domainRow, domainSettings, publishRecords, uniqueHost } from "../helpers/domains.ts";
 import { createTenant } from "../helpers/identity.ts";
 import { waitFor } from "../helpers/jobs.ts";
@@ -28,7 +29,7 @@ async function start(extra: Record<string, string>) {
   const config = testConfig({
     settings: { "BackgroundProcessing:JobsEnabled": "false", ...domainSettings(doh, gateway, extra) },
   });
-  const deps = await createDeps(config, { database: t.database, logWrite: () => {} });
+  const deps = await createDeps(config, { database: appDatabaseOf(t.database), logWrite: () => {} });
   const background = await startBackground(deps, { loops: { tenantDomains: tenantDomainsLoop } });
   return { deps, background };
 }

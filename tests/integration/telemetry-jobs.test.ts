@@ -11,6 +11,7 @@ import { createJobRegistry, defineJob } from "../../src/jobs/registry.ts";
 import { startBackground } from "../../src/loops/background.ts";
 import { createTelemetry } from "../../src/telemetry/sdk.ts";
 import { useTestDatabase } from "../helpers/app.ts";
+import { appDatabaseOf } from "../helpers/database.ts";
 import { waitFor } from "../helpers/jobs.ts";
 
 const t = useTestDatabase();
@@ -29,7 +30,7 @@ test("each job run is a span with its statements inside, and one log line carryi
   });
   const clock = new ManualClock();
   const deps = await createDeps(config, {
-    database: t.database,
+    database: appDatabaseOf(t.database),
     clock,
     telemetry,
     logWrite: (l) => logs.push(l),

@@ -10,6 +10,7 @@ import { tenantDomainsLoop } from "../../src/loops/tenant-domains-loop.ts";
 import { usageReconciliationLoop } from "../../src/loops/usage-reconciliation-loop.ts";
 import { createTelemetry } from "../../src/telemetry/sdk.ts";
 import { testConfig, useTestDatabase } from "../helpers/app.ts";
+import { appDatabaseOf } from "../helpers/database.ts";
 import { waitFor } from "../helpers/jobs.ts";
 
 /** A reader the test collects from on demand. */
@@ -37,7 +38,7 @@ test("all four background loops record plinth.loop.ticks with their loop name", 
   // no TenantDomains settings: its tick claims nothing (configuration incomplete) but still counts
   const config = testConfig({ settings: { "BackgroundProcessing:JobPollSeconds": "1" } });
   const deps = await createDeps(config, {
-    database: t.database,
+    database: appDatabaseOf(t.database),
     clock: new ManualClock(),
     telemetry,
     logWrite: () => {},

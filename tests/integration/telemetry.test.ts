@@ -13,6 +13,7 @@ import { createTelemetry } from "../../src/telemetry/sdk.ts";
 import { type OtlpCollector, startOtlpCollector } from "../fixtures/otlp-collector.ts";
 import { type SmsGateway, startSmsGateway } from "../fixtures/sms-gateway.ts";
 import { createTestApp, envConfig, type TestApp, useTestDatabase } from "../helpers/app.ts";
+import { appDatabaseOf } from "../helpers/database.ts";
 import { createTenant, createUser, json } from "../helpers/identity.ts";
 
 let collector: OtlpCollector;
@@ -289,7 +290,11 @@ describe("OpenTelemetry:SampleRatio", () => {
       sampleRatio: 0,
       spanProcessors: [new SimpleSpanProcessor({ exporter })],
     });
-    const deps = await createDeps(envConfig({}), { database: t.database, telemetry, logWrite: () => {} });
+    const deps = await createDeps(envConfig({}), {
+      database: appDatabaseOf(t.database),
+      telemetry,
+      logWrite: () => {},
+    });
     const app = createApp(deps);
     const get = (headers: Record<string, string> = {}) =>
       app.fetch(new Request("http://localhost/api/health", { headers }), { peerAddress: "127.0.0.1" });

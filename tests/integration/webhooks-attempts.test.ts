@@ -11,6 +11,7 @@ import { createWebhookEndpoint } from "../../src/webhooks/create-webhook-endpoin
 import { deliverAttempt } from "../../src/webhooks/deliver.ts";
 import { startWebhookReceiver, type WebhookReceiver } from "../fixtures/webhook-receiver.ts";
 import { testConfig, useTestDatabase } from "../helpers/app.ts";
+import { appDatabaseOf } from "../helpers/database.ts";
 import { createTenant, newMasterKey } from "../helpers/identity.ts";
 
 /** A reader the test collects from on demand. */
@@ -36,7 +37,11 @@ test("each attempt counts in plinth.webhooks.attempts by outcome and error class
       "Webhooks:AllowPrivateDestinations": "true",
     },
   });
-  const deps = await createDeps(config, { database: t.database, telemetry, logWrite: () => {} });
+  const deps = await createDeps(config, {
+    database: appDatabaseOf(t.database),
+    telemetry,
+    logWrite: () => {},
+  });
   const tenant = await createTenant(t.database.db);
   receiver.respond("/metrics", [500]);
   const { endpoint } = await createWebhookEndpoint(deps, systemCtx("test", tenant.id), {
@@ -81,7 +86,7 @@ test("an attempt stopped by the job loop (shutdown, lease end) records nothing a
       "Webhooks:AllowPrivateDestinations": "true",
     },
   });
-  const deps = await createDeps(config, { database: t.database, logWrite: () => {} });
+  const deps = await createDeps(config, { database: appDatabaseOf(t.database), logWrite: () => {} });
   const tenant = await createTenant(t.database.db);
   receiver.respond("/stopped", [0]);
   const { endpoint } = await createWebhookEndpoint(deps, systemCtx("test", tenant.id), {
