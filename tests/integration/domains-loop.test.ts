@@ -9,12 +9,12 @@ import { createCustomDomain } from "../../src/custom-domains/create-custom-domai
 import { deleteCustomDomain } from "../../src/custom-domains/delete-custom-domain.ts";
 import type { GatewayClient } from "../../src/custom-domains/gateway.ts";
 import { gatewayClient } from "../../src/custom-domains/settings.ts";
-import { openDatabase } from "../../src/db/client.ts";
 import { tenantDomains } from "../../src/db/schema/index.ts";
 import { createDeps, type Deps } from "../../src/deps.ts";
 import { type DohServer, startDohServer } from "../fixtures/doh-server.ts";
 import { type GatewayServer, startGatewayServer } from "../fixtures/gateway-server.ts";
 import { testConfig, useTestDatabase } from "../helpers/app.ts";
+import { openTestDatabase } from "../helpers/database.ts";
 import { domainRow, domainSettings, EDGE_TARGET, publishRecords, uniqueHost } from "../helpers/domains.ts";
 import { createTenant } from "../helpers/identity.ts";
 import { waitFor } from "../helpers/jobs.ts";
@@ -456,7 +456,8 @@ describe("gateway registration", () => {
 describe("leases", () => {
   test("two processes on one database never check the same domain at once", async () => {
     await t.database.db.update(tenantDomains).set({ nextCheckAt: new Date("2100-01-01T00:00:00Z") });
-    const second = await openDatabase(t.url, { poolSize: 4 });
+    // through the pooler in transaction mode in the scaled topology, as the first
+    const second = await openTestDatabase(t.url, { poolSize: 4 });
     try {
       const settings = { "TenantDomains:BatchSize": "3" };
       const a = await makeDeps(settings);

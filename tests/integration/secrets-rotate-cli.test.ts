@@ -7,6 +7,7 @@ import { readTenantSecret, writeTenantSecret } from "../../src/providers/tenant-
 import { parseTenantSecretKeys, type TenantSecretKeyring } from "../../src/security/tenant-secrets.ts";
 import { useTestDatabase } from "../helpers/app.ts";
 import { makeTestCertificates } from "../helpers/certificates.ts";
+import { topologyEnv } from "../helpers/database.ts";
 import { createTenant, writeLegacySecret } from "../helpers/identity.ts";
 
 const root = join(import.meta.dir, "../..");
@@ -25,7 +26,8 @@ function rotate(args: string[], env: Record<string, string>) {
     env: {
       PATH: process.env.PATH ?? "/usr/bin:/bin",
       HOME: process.env.HOME ?? "/tmp",
-      DATABASE_URL: t.url,
+      // the owner, as an operator runs it; through the pooler in transaction mode in the scaled topology
+      ...topologyEnv(t.url),
       ...env,
     },
     stdout: "pipe",
