@@ -5,11 +5,13 @@
  * - `bun scripts/areas.ts check` (`bun run areas:check`, part of `bun run check`) exits 1, saying
  *   what to do, when the list is out of date, when a router of src/http/routes/ belongs to no area
  *   (so nothing would mount it), when two areas share a name, or when a console page is declared
- *   outside an area's declaration (the console mounts and lists only the pages the areas declare).
+ *   outside an area's declaration (the console mounts and lists only the pages the areas declare),
+ *   or when an audit action is declared outside its area: twice, in a file that is no area's, or in
+ *   the trail's own list (src/audit/actions.ts) with the prefix of an area's actions.
  */
 import { spawnSync } from "node:child_process";
 import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
-import { join, relative, resolve } from "node:path";
+import { dirname, join, relative, resolve } from "node:path";
 
 const root = resolve(import.meta.dir, "..");
 const httpDir = join(root, "src/http");
@@ -94,6 +96,55 @@ export const AREAS = [${areas.map((area) => area.variable).join(", ")}] as const
   return formatted.stdout;
 }
 
+/** The files an area's declaration imports (relative imports, resolved). */
+function importedByAreas(): Set<string> {
+  const imported = new Set<string>();
+  for (const file of sourcesOf(httpDir)) {
+    const text = readFileSync(file, "utf8");
+    if (!/^export const \w+ = defineArea\(\{/m.test(text)) continue;
+    for (const [, from] of text.matchAll(/from "(\.[^"]+)"/g))
+      imported.add(resolve(dirname(file), from as string));
+  }
+  return imported;
+}
+
+/** Audit actions declared outside their area (read from the modules, once the list is up to date). */
+async function actionProblems(): Promise<string[]> {
+  const found: string[] = [];
+  const imported = importedByAreas();
+  const trail = join(root, "src/audit/actions.ts");
+  for (const file of sourcesOf(join(root, "src"))) {
+    const text = readFileSync(file, "utf8");
+    if (!/\bwrittenBy:\s*"/.test(text) || file === trail || imported.has(file)) continue;
+    if (/^export const \w+ = defineArea\(\{/m.test(text)) continue;
+    found.push(
+      `${relative(root, file)} describes audit actions that no area declares: put them in the auditActions of the area that records them (src/http/area.ts)`,
+    );
+  }
+  const { TRAIL_AUDIT_ACTIONS } = await import("../src/audit/actions.ts");
+  const { AREAS } = await import("../src/http/areas.ts");
+  const owner = new Map<string, string>();
+  const prefixOwner = new Map<string, string>();
+  for (const area of AREAS)
+    for (const action of Object.keys(area.auditActions)) {
+      const other = owner.get(action);
+      if (other)
+        found.push(
+          `the audit action ${action} is declared by two areas, ${other} and ${area.name}: keep it in one`,
+        );
+      owner.set(action, area.name);
+      prefixOwner.set(action.split(".")[0] as string, area.name);
+    }
+  for (const action of TRAIL_AUDIT_ACTIONS as readonly string[]) {
+    const area = owner.get(action) ?? prefixOwner.get(action.split(".")[0] as string);
+    if (area)
+      found.push(
+        `src/audit/actions.ts declares the audit action ${action}, which belongs to an area (${area} declares ${action.split(".")[0]}.*): declare it in that area's auditActions`,
+      );
+  }
+  return found;
+}
+
 function problems(declared: Declared[]): string[] {
   const found: string[] = [];
   const mounted = new Set(declared.flatMap((area) => area.routers));
@@ -130,6 +181,7 @@ if (command === "generate") {
   console.log(`wrote ${relative(root, LIST)}`);
 } else if (command === "check") {
   const found = problems(declarations());
+  if (found.length === 0) found.push(...(await actionProblems()));
   for (const problem of found) console.error(problem);
   process.exit(found.length > 0 ? 1 : 0);
 } else {

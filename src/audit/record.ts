@@ -63,7 +63,7 @@ export const AUDIT_DETAIL_KEYS = new Set([
   "graceDays",
   "scheduledFor",
   "secrets",
-  // single sign-on (src/audit/sso-actions.ts)
+  // single sign-on (src/http/routes/email-domains-actions.ts, sso-connections-actions.ts)
   "domain",
   "movedFrom",
   "enforced",

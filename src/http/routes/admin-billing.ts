@@ -13,6 +13,7 @@ import type { Deps } from "../../deps.ts";
 import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, pageQuery, problem, tenantIdParam } from "../openapi.ts";
 import { adminCtxOf, createRouter } from "../request-context.ts";
+import { BILLING_ACTIONS } from "./admin-billing-actions.ts";
 import { featuresSchema, featuresView } from "./tenant-features.ts";
 
 const subscriptionSchema = z
@@ -319,4 +320,8 @@ export function adminBillingRoutes(deps: Deps) {
 }
 
 /** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
-export const billingArea = defineArea({ name: "admin-billing", routes: [adminBillingRoutes] });
+export const billingArea = defineArea({
+  name: "admin-billing",
+  routes: [adminBillingRoutes],
+  auditActions: BILLING_ACTIONS,
+});

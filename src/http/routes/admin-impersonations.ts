@@ -4,6 +4,7 @@ import { startImpersonation } from "../../auth/impersonation.ts";
 import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
 import { createRouter, ctxOf } from "../request-context.ts";
+import { IMPERSONATIONS_ACTIONS } from "./admin-impersonations-actions.ts";
 import { tokenPair } from "./auth.ts";
 
 const start = apiRoute("platform", {
@@ -49,4 +50,5 @@ export function adminImpersonationRoutes(deps: AuthDeps) {
 export const impersonationsArea = defineArea({
   name: "admin-impersonations",
   routes: [adminImpersonationRoutes],
+  auditActions: IMPERSONATIONS_ACTIONS,
 });

@@ -17,6 +17,7 @@ import { STAFF_ROLES } from "../console/layout.ts";
 import { jobPages } from "../console/pages-jobs.ts";
 import { apiRoute, json, jsonBody, pageQuery, problem } from "../openapi.ts";
 import { createRouter, ctxOf } from "../request-context.ts";
+import { JOBS_ACTIONS } from "./admin-jobs-actions.ts";
 
 const job = z
   .object({
@@ -264,5 +265,6 @@ export function adminJobRoutes(deps: Deps) {
 export const jobsArea = defineArea({
   name: "admin-jobs",
   routes: [adminJobRoutes],
+  auditActions: JOBS_ACTIONS,
   consolePages: [{ path: "/console/jobs", title: "Jobs", seenBy: STAFF_ROLES, routes: jobPages }],
 });

@@ -5,6 +5,7 @@ import { platformRoleNames } from "../../identity/roles.ts";
 import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
 import { createRouter, ctxOf } from "../request-context.ts";
+import { PLATFORM_USERS_ACTIONS } from "./admin-platform-users-actions.ts";
 
 const create = apiRoute("platform", {
   method: "post",
@@ -43,4 +44,5 @@ export function adminPlatformUserRoutes(deps: Deps) {
 export const platformUsersArea = defineArea({
   name: "admin-platform-users",
   routes: [adminPlatformUserRoutes],
+  auditActions: PLATFORM_USERS_ACTIONS,
 });

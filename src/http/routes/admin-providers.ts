@@ -11,6 +11,7 @@ import {
 import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, page, pageQuery, problem } from "../openapi.ts";
 import { adminCtxOf, createRouter } from "../request-context.ts";
+import { PROVIDERS_ACTIONS } from "./admin-providers-actions.ts";
 
 const providerSchema = z
   .object({
@@ -125,4 +126,8 @@ export function adminProviderRoutes(deps: Deps) {
 }
 
 /** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
-export const providersArea = defineArea({ name: "admin-providers", routes: [adminProviderRoutes] });
+export const providersArea = defineArea({
+  name: "admin-providers",
+  routes: [adminProviderRoutes],
+  auditActions: PROVIDERS_ACTIONS,
+});

@@ -14,6 +14,7 @@ import { STAFF_ROLES } from "../console/layout.ts";
 import { schedulePages } from "../console/pages-jobs.ts";
 import { apiRoute, json, jsonBody, page, pageQuery, problem } from "../openapi.ts";
 import { createRouter, ctxOf } from "../request-context.ts";
+import { SCHEDULES_ACTIONS } from "./admin-schedules-actions.ts";
 
 const schedule = z
   .object({
@@ -159,6 +160,7 @@ export function adminScheduleRoutes(deps: Deps) {
 export const schedulesArea = defineArea({
   name: "admin-schedules",
   routes: [adminScheduleRoutes],
+  auditActions: SCHEDULES_ACTIONS,
   consolePages: [
     { path: "/console/schedules", title: "Schedules", seenBy: STAFF_ROLES, routes: schedulePages },
   ],

@@ -9,6 +9,7 @@ import {
 import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, page, pageQuery, problem } from "../openapi.ts";
 import { adminCtxOf, createRouter } from "../request-context.ts";
+import { SECRETS_ACTIONS } from "./admin-secrets-actions.ts";
 
 const params = z.object({
   tenantId: z.string().openapi({ param: { name: "tenantId", in: "path" } }),
@@ -98,4 +99,8 @@ export function adminSecretRoutes(deps: Deps) {
 }
 
 /** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
-export const secretsArea = defineArea({ name: "admin-secrets", routes: [adminSecretRoutes] });
+export const secretsArea = defineArea({
+  name: "admin-secrets",
+  routes: [adminSecretRoutes],
+  auditActions: SECRETS_ACTIONS,
+});

@@ -6,6 +6,7 @@ import { STAFF_ROLES } from "../console/layout.ts";
 import { tenantPages } from "../console/pages-tenants.ts";
 import { apiRoute, json, jsonBody, page, pageQuery, problem, tenantIdParam } from "../openapi.ts";
 import { createRouter, ctxOf } from "../request-context.ts";
+import { TENANTS_ACTIONS } from "./admin-tenants-actions.ts";
 
 const tenantSchema = z
   .object({
@@ -95,5 +96,6 @@ export function adminTenantRoutes(deps: Deps) {
 export const tenantsArea = defineArea({
   name: "admin-tenants",
   routes: [adminTenantRoutes],
+  auditActions: TENANTS_ACTIONS,
   consolePages: [{ path: "/console/tenants", title: "Tenants", seenBy: STAFF_ROLES, routes: tenantPages }],
 });

@@ -13,6 +13,7 @@ import { tenantAccess } from "../access.ts";
 import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, page, pageQuery, problem } from "../openapi.ts";
 import { createRouter, tenantCtxOf } from "../request-context.ts";
+import { API_KEYS_ACTIONS } from "./api-keys-actions.ts";
 
 const scope = z.enum(apiKeyScopes).openapi("ApiKeyScope", {
   description: "What a key may call (docs/api-keys.md): `area:read`, `area:write`, or `area:*` for both.",
@@ -160,4 +161,8 @@ export function tenantApiKeyRoutes(deps: Deps) {
 }
 
 /** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
-export const apiKeysArea = defineArea({ name: "api-keys", routes: [tenantApiKeyRoutes] });
+export const apiKeysArea = defineArea({
+  name: "api-keys",
+  routes: [tenantApiKeyRoutes],
+  auditActions: API_KEYS_ACTIONS,
+});

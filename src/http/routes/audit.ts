@@ -16,6 +16,7 @@ import { STAFF_ROLES } from "../console/layout.ts";
 import { auditPages } from "../console/pages-audit.ts";
 import { apiRoute, pageQuery, problem } from "../openapi.ts";
 import { type AppEnv, createRouter, ctxOf, tenantCtxOf } from "../request-context.ts";
+import { AUDIT_ACTIONS } from "./audit-actions.ts";
 
 export const NDJSON = "application/x-ndjson";
 
@@ -179,5 +180,6 @@ export function adminAuditRoutes(deps: Deps) {
 export const auditArea = defineArea({
   name: "audit",
   routes: [tenantAuditRoutes, adminAuditRoutes],
+  auditActions: AUDIT_ACTIONS,
   consolePages: [{ path: "/console/audit", title: "Audit", seenBy: STAFF_ROLES, routes: auditPages }],
 });

@@ -5,6 +5,7 @@ import { defineArea } from "../area.ts";
 import { accessOf, apiRoute, jsonBody, problem, routerPath } from "../openapi.ts";
 import { type AppEnv, anonymousCtxOf, createRouter, ctxOf } from "../request-context.ts";
 import type { AuthRouteDeps } from "./auth.ts";
+import { EMAIL_CHANGE_ACTIONS } from "./auth-email-change-actions.ts";
 
 const routes = {
   request: apiRoute(
@@ -83,4 +84,8 @@ export function emailChangeRoutes(deps: AuthRouteDeps, authenticated: Middleware
 }
 
 /** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
-export const emailChangeArea = defineArea({ name: "auth-email-change", routes: [emailChangeRoutes] });
+export const emailChangeArea = defineArea({
+  name: "auth-email-change",
+  routes: [emailChangeRoutes],
+  auditActions: EMAIL_CHANGE_ACTIONS,
+});

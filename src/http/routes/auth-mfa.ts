@@ -17,6 +17,7 @@ import { accessOf, apiRoute, json, jsonBody, problem, routerPath } from "../open
 import { type AppEnv, anonymousCtxOf, createRouter, ctxOf } from "../request-context.ts";
 import { setSessionCookie, setTrustedDeviceCookie } from "../session-cookie.ts";
 import { browserSession, tokenPair } from "./auth.ts";
+import { AUTH_MFA_ACTIONS } from "./auth-mfa-actions.ts";
 import { rpIdOf } from "./auth-passkeys.ts";
 import { authenticationResponse } from "./webauthn-schemas.ts";
 
@@ -342,5 +343,6 @@ export function authMfaRoutes(deps: AuthDeps, authenticated: MiddlewareHandler<A
 export const authMfaArea = defineArea({
   name: "auth-mfa",
   routes: [authMfaRoutes],
+  auditActions: AUTH_MFA_ACTIONS,
   consolePages: [{ path: "/console/mfa", title: "Second factors", seenBy: EVERYONE, routes: mfaPages }],
 });

@@ -20,6 +20,7 @@ import { passkeyPages } from "../console/pages-passkeys.ts";
 import { accessOf, apiRoute, json, jsonBody, pageQuery, problem, routerPath } from "../openapi.ts";
 import { type AppEnv, anonymousCtxOf, createRouter, ctxOf } from "../request-context.ts";
 import { type AuthRouteDeps, signInResult, signInTenant } from "./auth.ts";
+import { PASSKEYS_ACTIONS } from "./auth-passkeys-actions.ts";
 import { tenantCodeField } from "./auth-schemas.ts";
 import { authenticationResponse, registrationResponse } from "./webauthn-schemas.ts";
 
@@ -305,5 +306,6 @@ export function authPasskeyRoutes(deps: AuthRouteDeps, authenticated: Middleware
 export const passkeysArea = defineArea({
   name: "auth-passkeys",
   routes: [authPasskeyRoutes],
+  auditActions: PASSKEYS_ACTIONS,
   consolePages: [{ path: "/console/passkeys", title: "Passkeys", seenBy: EVERYONE, routes: passkeyPages }],
 });

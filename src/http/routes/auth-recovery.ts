@@ -5,6 +5,7 @@ import { defineArea } from "../area.ts";
 import { accessOf, apiRoute, jsonBody, problem, routerPath } from "../openapi.ts";
 import { type AppEnv, anonymousCtxOf, createRouter } from "../request-context.ts";
 import { type AuthRouteDeps, signInTenant } from "./auth.ts";
+import { AUTH_RECOVERY_ACTIONS } from "./auth-recovery-actions.ts";
 import { tenantCodeField } from "./auth-schemas.ts";
 
 /** A one-time token from a message's link (`?token=`): 43 base64url characters as Plinth makes them. */
@@ -90,4 +91,8 @@ export function authRecoveryRoutes(deps: AuthRouteDeps, authenticated: Middlewar
 }
 
 /** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
-export const authRecoveryArea = defineArea({ name: "auth-recovery", routes: [authRecoveryRoutes] });
+export const authRecoveryArea = defineArea({
+  name: "auth-recovery",
+  routes: [authRecoveryRoutes],
+  auditActions: AUTH_RECOVERY_ACTIONS,
+});

@@ -13,6 +13,7 @@ import { EVERYONE } from "../console/layout.ts";
 import { sessionPages } from "../console/pages-sessions.ts";
 import { accessOf, apiRoute, json, pageQuery, problem, routerPath } from "../openapi.ts";
 import { type AppEnv, adminCtxOf, createRouter, ctxOf, tenantCtxOf } from "../request-context.ts";
+import { SESSIONS_ACTIONS } from "./auth-sessions-actions.ts";
 
 const userSession = z
   .object({
@@ -143,6 +144,7 @@ export function memberSessionRoutes(deps: UserSessionDeps) {
 export const sessionsArea = defineArea({
   name: "auth-sessions",
   routes: [authSessionRoutes],
+  auditActions: SESSIONS_ACTIONS,
   consolePages: [{ path: "/console/sessions", title: "Sessions", seenBy: EVERYONE, routes: sessionPages }],
 });
 

@@ -15,6 +15,7 @@ import { tenantCodeAllowed, UNKNOWN_TENANT_ID } from "../middleware/tenancy.ts";
 import { accessOf, apiRoute, json, jsonBody, problem, routerPath } from "../openapi.ts";
 import { type AppEnv, anonymousCtxOf, createRouter, ctxOf } from "../request-context.ts";
 import { clearSessionCookie, setSessionCookie } from "../session-cookie.ts";
+import { AUTH_ACTIONS } from "./auth-actions.ts";
 import {
   browserSession,
   browserSignInResult,
@@ -379,4 +380,4 @@ export function authRoutes(deps: AuthRouteDeps, authenticated: MiddlewareHandler
 }
 
 /** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
-export const authArea = defineArea({ name: "auth", routes: [authRoutes] });
+export const authArea = defineArea({ name: "auth", routes: [authRoutes], auditActions: AUTH_ACTIONS });

@@ -12,6 +12,7 @@ import { STAFF_ROLES } from "../console/layout.ts";
 import { domainPages } from "../console/pages-domains.ts";
 import { apiRoute, json, jsonBody, page, pageQuery, problem, tenantIdParam } from "../openapi.ts";
 import { adminCtxOf, anonymousCtxOf, createRouter, tenantCtxOf } from "../request-context.ts";
+import { CUSTOM_DOMAINS_ACTIONS } from "./custom-domains-actions.ts";
 
 const domainSchema = z
   .object({
@@ -249,5 +250,6 @@ export function tlsPermissionRoutes(deps: Deps) {
 export const customDomainsArea = defineArea({
   name: "custom-domains",
   routes: [adminDomainRoutes, tenantDomainRoutes, tlsPermissionRoutes],
+  auditActions: CUSTOM_DOMAINS_ACTIONS,
   consolePages: [{ path: "/console/domains", title: "Domains", seenBy: STAFF_ROLES, routes: domainPages }],
 });

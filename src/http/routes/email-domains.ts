@@ -14,6 +14,7 @@ import { ssoPages } from "../console/pages-sso.ts";
 import { apiRoute, json, jsonBody, pageQuery, problem } from "../openapi.ts";
 import { createRouter, tenantCtxOf } from "../request-context.ts";
 import { HOSTNAME_PATTERN } from "./custom-domains.ts";
+import { EMAIL_DOMAINS_ACTIONS } from "./email-domains-actions.ts";
 
 const emailDomain = z
   .object({
@@ -169,6 +170,7 @@ export function emailDomainRoutes(deps: SsoDeps) {
 export const emailDomainsArea = defineArea({
   name: "email-domains",
   routes: [emailDomainRoutes],
+  auditActions: EMAIL_DOMAINS_ACTIONS,
   // one page for a tenant's enterprise sign-in: its domains, enforcement and SCIM tokens
   consolePages: [{ path: "/console/sso", title: "Single sign-on", seenBy: TENANT_ROLES, routes: ssoPages }],
 });

@@ -11,6 +11,7 @@ import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, pageQuery, problem } from "../openapi.ts";
 import { anonymousCtxOf, createRouter, tenantCtxOf } from "../request-context.ts";
 import { signInResult } from "./auth.ts";
+import { INVITATIONS_ACTIONS } from "./invitations-actions.ts";
 
 const newInvitation = z
   .object({
@@ -159,4 +160,8 @@ export function invitationRoutes(deps: Deps) {
 }
 
 /** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
-export const invitationsArea = defineArea({ name: "invitations", routes: [invitationRoutes] });
+export const invitationsArea = defineArea({
+  name: "invitations",
+  routes: [invitationRoutes],
+  auditActions: INVITATIONS_ACTIONS,
+});

@@ -5,6 +5,7 @@ import { tenantAccess } from "../access.ts";
 import { defineArea } from "../area.ts";
 import { apiRoute, json, problem } from "../openapi.ts";
 import { adminCtxOf, createRouter, tenantCtxOf } from "../request-context.ts";
+import { MFA_RESET_ACTIONS } from "./mfa-reset-actions.ts";
 
 const reset = z
   .object({
@@ -52,4 +53,8 @@ export function mfaResetRoutes(deps: AuthDeps) {
 }
 
 /** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
-export const mfaResetArea = defineArea({ name: "mfa-reset", routes: [mfaResetRoutes] });
+export const mfaResetArea = defineArea({
+  name: "mfa-reset",
+  routes: [mfaResetRoutes],
+  auditActions: MFA_RESET_ACTIONS,
+});

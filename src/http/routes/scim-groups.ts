@@ -25,6 +25,7 @@ import {
   scimJsonResponse,
   scimRoute,
 } from "../scim-protocol.ts";
+import { SCIM_GROUPS_ACTIONS } from "./scim-groups-actions.ts";
 
 const URNS = [GROUP_SCHEMA];
 const notFound = scimError("No such Group in this tenant.");
@@ -135,4 +136,8 @@ export function scimGroupRoutes(deps: Deps) {
 }
 
 /** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
-export const scimGroupsArea = defineArea({ name: "scim-groups", routes: [scimGroupRoutes] });
+export const scimGroupsArea = defineArea({
+  name: "scim-groups",
+  routes: [scimGroupRoutes],
+  auditActions: SCIM_GROUPS_ACTIONS,
+});

@@ -5,6 +5,7 @@ import { tenantAccess } from "../access.ts";
 import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, page, pageQuery, problem } from "../openapi.ts";
 import { createRouter, tenantCtxOf } from "../request-context.ts";
+import { SCIM_TOKENS_ACTIONS } from "./scim-tokens-actions.ts";
 
 const newScimToken = z
   .object({
@@ -95,4 +96,8 @@ export function scimTokenRoutes(deps: Deps) {
 }
 
 /** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
-export const scimTokensArea = defineArea({ name: "scim-tokens", routes: [scimTokenRoutes] });
+export const scimTokensArea = defineArea({
+  name: "scim-tokens",
+  routes: [scimTokenRoutes],
+  auditActions: SCIM_TOKENS_ACTIONS,
+});

@@ -34,6 +34,7 @@ import {
   scimRoute,
   USER_URNS,
 } from "../scim-protocol.ts";
+import { SCIM_ACTIONS } from "./scim-actions.ts";
 
 const routes = {
   spc: scimRoute(
@@ -182,4 +183,4 @@ export function scimRoutes(deps: Deps) {
 }
 
 /** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
-export const scimArea = defineArea({ name: "scim", routes: [scimRoutes] });
+export const scimArea = defineArea({ name: "scim", routes: [scimRoutes], auditActions: SCIM_ACTIONS });

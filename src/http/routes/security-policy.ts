@@ -7,6 +7,7 @@ import { TENANT_ROLES } from "../console/layout.ts";
 import { securityPolicyPages } from "../console/pages-security-policy.ts";
 import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
 import { createRouter, tenantCtxOf } from "../request-context.ts";
+import { SECURITY_POLICY_ACTIONS } from "./security-policy-actions.ts";
 
 const policy = z
   .object({
@@ -73,6 +74,7 @@ export function securityPolicyRoutes(deps: AuthDeps) {
 export const securityPolicyArea = defineArea({
   name: "security-policy",
   routes: [securityPolicyRoutes],
+  auditActions: SECURITY_POLICY_ACTIONS,
   consolePages: [
     {
       path: "/console/security-policy",

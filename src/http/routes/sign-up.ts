@@ -5,6 +5,7 @@ import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, problem } from "../openapi.ts";
 import { anonymousCtxOf, createRouter } from "../request-context.ts";
 import { tokenPair } from "./auth.ts";
+import { SIGN_UP_ACTIONS } from "./sign-up-actions.ts";
 
 const signUp = apiRoute("public", {
   method: "post",
@@ -71,4 +72,8 @@ export function signUpRoutes(deps: Deps) {
 }
 
 /** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
-export const signUpArea = defineArea({ name: "sign-up", routes: [signUpRoutes] });
+export const signUpArea = defineArea({
+  name: "sign-up",
+  routes: [signUpRoutes],
+  auditActions: SIGN_UP_ACTIONS,
+});

@@ -11,6 +11,7 @@ import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, page, pageQuery, problem } from "../openapi.ts";
 import { createRouter, tenantCtxOf } from "../request-context.ts";
 import { setBindingCookie } from "../sso-binding-cookie.ts";
+import { SSO_CONNECTIONS_ACTIONS } from "./sso-connections-actions.ts";
 
 const role = z.enum(tenantRoles);
 const claimName = z.string().min(1).max(200);
@@ -297,4 +298,8 @@ export function ssoConnectionRoutes(deps: SsoDeps) {
 }
 
 /** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
-export const ssoConnectionsArea = defineArea({ name: "sso-connections", routes: [ssoConnectionRoutes] });
+export const ssoConnectionsArea = defineArea({
+  name: "sso-connections",
+  routes: [ssoConnectionRoutes],
+  auditActions: SSO_CONNECTIONS_ACTIONS,
+});

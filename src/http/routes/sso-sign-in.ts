@@ -15,6 +15,7 @@ import { anonymousCtxOf, createRouter } from "../request-context.ts";
 import { setSessionCookie } from "../session-cookie.ts";
 import { readBindingCookie, setBindingCookie } from "../sso-binding-cookie.ts";
 import { tokenPair } from "./auth.ts";
+import { SSO_SIGN_IN_ACTIONS } from "./sso-sign-in-actions.ts";
 
 export const ssoCheck = z
   .object({
@@ -183,4 +184,8 @@ export function ssoSignInRoutes(deps: SsoDeps) {
 }
 
 /** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
-export const ssoSignInArea = defineArea({ name: "sso-sign-in", routes: [ssoSignInRoutes] });
+export const ssoSignInArea = defineArea({
+  name: "sso-sign-in",
+  routes: [ssoSignInRoutes],
+  auditActions: SSO_SIGN_IN_ACTIONS,
+});

@@ -6,6 +6,7 @@ import { tenantAccess } from "../access.ts";
 import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, problem, tenantIdParam } from "../openapi.ts";
 import { adminCtxOf, createRouter, ctxOf, tenantCtxOf } from "../request-context.ts";
+import { TENANT_LIFECYCLE_ACTIONS } from "./tenant-lifecycle-actions.ts";
 
 const started = z.object({ id: z.uuid() }).openapi("TenantExportStarted");
 const exportView = z
@@ -173,4 +174,8 @@ export function tenantLifecycleRoutes(deps: Deps) {
 }
 
 /** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
-export const tenantLifecycleArea = defineArea({ name: "tenant-lifecycle", routes: [tenantLifecycleRoutes] });
+export const tenantLifecycleArea = defineArea({
+  name: "tenant-lifecycle",
+  routes: [tenantLifecycleRoutes],
+  auditActions: TENANT_LIFECYCLE_ACTIONS,
+});

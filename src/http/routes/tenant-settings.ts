@@ -5,6 +5,7 @@ import { tenantAccess } from "../access.ts";
 import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, problem, tenantIdParam } from "../openapi.ts";
 import { adminCtxOf, createRouter, tenantCtxOf } from "../request-context.ts";
+import { TENANT_SETTINGS_ACTIONS } from "./tenant-settings-actions.ts";
 
 const settingsSchema = z
   .object({
@@ -82,4 +83,8 @@ export function tenantSettingsRoutes(deps: Deps) {
 }
 
 /** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
-export const tenantSettingsArea = defineArea({ name: "tenant-settings", routes: [tenantSettingsRoutes] });
+export const tenantSettingsArea = defineArea({
+  name: "tenant-settings",
+  routes: [tenantSettingsRoutes],
+  auditActions: TENANT_SETTINGS_ACTIONS,
+});

@@ -12,6 +12,7 @@ import { tenantAccess } from "../access.ts";
 import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, pageQuery, problem } from "../openapi.ts";
 import { adminCtxOf, createRouter, tenantCtxOf } from "../request-context.ts";
+import { TENANT_USERS_ACTIONS } from "./users-actions.ts";
 
 const newUser = z
   .object({
@@ -153,4 +154,8 @@ export function tenantUserRoutes(deps: Deps) {
 export const adminUsersArea = defineArea({ name: "admin-users", routes: [adminUserRoutes] });
 
 /** The area (src/http/area.ts): listed in src/http/areas.ts, which `bun run areas:generate` writes. */
-export const tenantUsersArea = defineArea({ name: "tenant-users", routes: [tenantUserRoutes] });
+export const tenantUsersArea = defineArea({
+  name: "tenant-users",
+  routes: [tenantUserRoutes],
+  auditActions: TENANT_USERS_ACTIONS,
+});

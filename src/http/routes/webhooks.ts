@@ -14,6 +14,7 @@ import { tenantAccess } from "../access.ts";
 import { defineArea } from "../area.ts";
 import { apiRoute, json, jsonBody, page, pageQuery, problem, tenantIdParam } from "../openapi.ts";
 import { adminCtxOf, createRouter, tenantCtxOf } from "../request-context.ts";
+import { WEBHOOKS_ACTIONS } from "./webhooks-actions.ts";
 
 const eventTypeList = z
   .array(z.enum(["*", ...webhookEventTypes]))
@@ -317,4 +318,5 @@ export function adminWebhookRoutes(deps: Deps) {
 export const webhooksArea = defineArea({
   name: "webhooks",
   routes: [tenantWebhookRoutes, adminWebhookRoutes],
+  auditActions: WEBHOOKS_ACTIONS,
 });

@@ -1,7 +1,7 @@
-import type { ActionRow } from "./action-row.ts";
+import type { ActionRow } from "../../audit/action-row.ts";
 
-/** The single sign-on actions (src/sso/), listed in docs/audit.md after the custom-domain ones. */
-export const SSO_ACTIONS = {
+/** The audit actions of the area `emailDomainsArea` declares (email-domains.ts): docs/audit.md's rows for them. */
+export const EMAIL_DOMAINS_ACTIONS = {
   "email_domain.added": {
     what: "A tenant claimed an e-mail domain for single sign-on (pending until its TXT record is verified).",
     target: "`email_domain`",
@@ -34,34 +34,10 @@ export const SSO_ACTIONS = {
     writtenBy:
       "`applyVerifiedVerdict` (`recheckEmailDomains`, the tenant-domain loop; or `checkEmailDomain`)",
   },
-  "sso_connection.created": {
-    what: "A single sign-on connection was added.",
-    target: "`sso_connection`",
-    details: "`type`, `status`, `issuer` (OIDC)",
-    writtenBy: "`createSsoConnection`",
-  },
-  "sso_connection.updated": {
-    what: "A single sign-on connection was changed (its client secret is never recorded).",
-    target: "`sso_connection`",
-    details: "`fields` (the names of the fields changed), `status`",
-    writtenBy: "`updateSsoConnection`",
-  },
-  "sso_connection.deleted": {
-    what: "A single sign-on connection was removed.",
-    target: "`sso_connection`",
-    details: "`type`",
-    writtenBy: "`deleteSsoConnection`",
-  },
-  "sso.user_provisioned": {
-    what: "A member was created just in time by a single sign-on.",
-    target: "`user`",
-    details: "`connectionId`, `role`, `email`",
-    writtenBy: "`provisionSsoMember` (actor: anonymous, the sign-in's request)",
-  },
   "sso.enforcement_changed": {
     what: "A tenant turned SSO enforcement for its verified domains on or off.",
     target: "`tenant`",
     details: "`enforced`, `breakGlassUserId`",
     writtenBy: "`setSsoEnforcement`",
   },
-} as const satisfies Record<string, ActionRow>;
+} as const satisfies Record<string, ActionRow | readonly ActionRow[]>;

@@ -1,6 +1,6 @@
-import type { ActionRow } from "./actions.ts";
+import type { ActionRow } from "../../audit/action-row.ts";
 
-/** The actions of a tenant's export, deletion and restore (docs/tenant-lifecycle.md), part of ACTIONS. */
+/** The audit actions of the area `tenantLifecycleArea` declares (tenant-lifecycle.ts): docs/audit.md's rows for them. */
 export const TENANT_LIFECYCLE_ACTIONS = {
   "tenant.export_requested": {
     what: "A tenant export was asked for (every row and object of the tenant into one archive).",
@@ -33,4 +33,4 @@ export const TENANT_LIFECYCLE_ACTIONS = {
     details: "`code`, `counts` (rows per table, objects)",
     writtenBy: "`bun run tenant:import`",
   },
-} as const satisfies Record<string, ActionRow>;
+} as const satisfies Record<string, ActionRow | readonly ActionRow[]>;

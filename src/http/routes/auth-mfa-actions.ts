@@ -1,25 +1,7 @@
-import type { ActionRow } from "./action-row.ts";
+import type { ActionRow } from "../../audit/action-row.ts";
 
-/** The actions of passkeys and second factors (docs/auth.md), part of ACTIONS. */
-export const MFA_ACTIONS = {
-  "passkey.registered": {
-    what: "A user registered a passkey (WebAuthn credential) for themself.",
-    target: "`passkey`",
-    details: "`name`, `hostname` (the relying-party id), `userId`",
-    writtenBy: "`finishPasskeyRegistration` (POST /api/auth/passkeys/register/verify, the console)",
-  },
-  "passkey.renamed": {
-    what: "A user renamed one of their passkeys.",
-    target: "`passkey`",
-    details: "`name` (the new one)",
-    writtenBy: "`renamePasskey`",
-  },
-  "passkey.removed": {
-    what: "A user removed one of their passkeys.",
-    target: "`passkey`",
-    details: "`name`, `hostname`, `userId`",
-    writtenBy: "`removePasskey`",
-  },
+/** The audit actions of the area `authMfaArea` declares (auth-mfa.ts): docs/audit.md's rows for them. */
+export const AUTH_MFA_ACTIONS = {
   "mfa.enrolled": {
     what: "A user enrolled a second factor (a confirmed TOTP authenticator; its backup codes made with it).",
     target: "`user`",
@@ -44,18 +26,6 @@ export const MFA_ACTIONS = {
     details: "—",
     writtenBy: "`regenerateBackupCodes`",
   },
-  "tenant.security_policy_changed": {
-    what: "A tenant's second-factor policy changed (`requireMfa`, `enrolmentGraceDays`).",
-    target: "`tenant`",
-    details: "`before`, `after`",
-    writtenBy: "`updateSecurityPolicy` (auth/security-policy.ts; after a fresh second factor)",
-  },
-  "mfa.reset": {
-    what: "An owner, admin or platform admin removed every second factor of a member (recovery); the member is e-mailed.",
-    target: "`user`",
-    details: "`removed` (the kinds removed)",
-    writtenBy: "`resetMemberFactors` (auth/mfa-reset.ts)",
-  },
   "mfa.device_trusted": {
     what: "A user trusted a browser at a sign-in step (`trustDevice: true`): its later sign-ins in the tenant skip the step while the tenant allows it.",
     target: "`trusted_device`",
@@ -68,4 +38,4 @@ export const MFA_ACTIONS = {
     details: "`userId`, `reason`",
     writtenBy: "`revokeTrustedDevices` (auth/trusted-devices.ts)",
   },
-} as const satisfies Record<string, ActionRow>;
+} as const satisfies Record<string, ActionRow | readonly ActionRow[]>;
