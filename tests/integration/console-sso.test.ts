@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { URI } from "otpauth";
 import { ManualClock } from "../../src/clock.ts";
+import { readTenantSecret } from "../../src/providers/tenant-secret-store.ts";
 import { type OidcPeer, startOidcPeer } from "../fixtures/oidc-provider.ts";
 import { relaxedLimits, useTestApp } from "../helpers/app.ts";
 import { tenantConsole } from "../helpers/console-tenant.ts";
@@ -106,6 +107,76 @@ test("an owner adds an OIDC connection discovered at a real provider; the secret
   expect((await post(jar, `/console/sso/connections/${id}/enable`, { csrf })).status).toBe(303);
   expect((await post(jar, `/console/sso/connections/${id}/delete`, { csrf })).status).toBe(303);
   expect(await (await get(jar, "/console/sso?connectionDeleted")).text()).toContain("No connection yet");
+});
+
+test("an owner edits a connection: name, role, group roles, a rotated client secret (never shown); a bad issuer or group line reads in words", async () => {
+  const tenant = await signedInTenant(app, { plan: "enterprise" });
+  const { jar, csrf } = await signInAs(tenant, tenant.owner.email);
+  const added = await post(jar, "/console/sso/connections", {
+    csrf,
+    type: "oidc",
+    issuer: peer.issuer,
+    clientId: peer.clientId,
+    clientSecret: "the-first-secret",
+  });
+  expect(added.status).toBe(303);
+  const page = await (await get(jar, "/console/sso")).text();
+  const [id] = connectionIds(page, "edit");
+  expect(id).toBeTruthy();
+  expect(page).toContain(`value="${peer.issuer}"`);
+  expect(page).not.toContain("the-first-secret");
+  const keyring = app.deps.tenantSecretKeyring;
+  if (!keyring) throw new Error("no keyring");
+  const secretName = `sso.${id}.client_secret`;
+  expect(await readTenantSecret(app.db, keyring, tenant.id, secretName)).toBe("the-first-secret");
+
+  const form = {
+    csrf,
+    name: "Corporate Okta",
+    defaultRole: "member",
+    groupRoles: "plinth-admins = admin\nplinth-owners: owner",
+    issuer: peer.issuer,
+    clientId: peer.clientId,
+  };
+  // the secret left empty: kept
+  const saved = await post(jar, `/console/sso/connections/${id}/edit`, form);
+  expect(saved.status).toBe(303);
+  expect(saved.headers.get("location")).toBe("/console/sso?connectionSaved");
+  expect(await readTenantSecret(app.db, keyring, tenant.id, secretName)).toBe("the-first-secret");
+  const edited = await (await get(jar, "/console/sso?connectionSaved")).text();
+  expect(edited).toContain("Connection saved.");
+  expect(edited).toContain("Corporate Okta");
+  expect(edited).toContain("plinth-admins = admin");
+  // rotated: the new secret is sealed, never shown back
+  expect(
+    (await post(jar, `/console/sso/connections/${id}/edit`, { ...form, clientSecret: "the-second-secret" }))
+      .status,
+  ).toBe(303);
+  expect(await readTenantSecret(app.db, keyring, tenant.id, secretName)).toBe("the-second-secret");
+  expect(await (await get(jar, "/console/sso")).text()).not.toContain("the-second-secret");
+  const [connection] = (
+    (await (await app.request(`/api/tenant/sso/connections`, { headers: tenant.owner.headers })).json()) as {
+      items: { name: string; defaultRole: string; groupRoles: Record<string, string> }[];
+    }
+  ).items;
+  expect(connection).toMatchObject({
+    name: "Corporate Okta",
+    defaultRole: "member",
+    groupRoles: { "plinth-admins": "admin", "plinth-owners": "owner" },
+  });
+
+  const badIssuer = await post(jar, `/console/sso/connections/${id}/edit`, {
+    ...form,
+    issuer: `${peer.issuer}/no-such-issuer`,
+  });
+  expect(badIssuer.status).toBe(422);
+  expect(await badIssuer.text()).toContain("The issuer cannot be used");
+  const badLine = await post(jar, `/console/sso/connections/${id}/edit`, {
+    ...form,
+    groupRoles: "admins -> boss",
+  });
+  expect(badLine.status).toBe(400);
+  expect(await badLine.text()).toContain("is not");
 });
 
 test("an owner adds a SAML connection from pasted metadata and downloads the SP metadata; a second enabled one is refused in words; admins read; a free plan gets 402", async () => {

@@ -7,8 +7,12 @@ import { AppError } from "../../errors.ts";
 import { createScimToken, deleteScimToken, listScimTokens } from "../../scim/scim-tokens.ts";
 import { newBrowserBinding } from "../../sso/browser-binding.ts";
 import { createSsoConnection, type NewSsoConnection } from "../../sso/connection-create.ts";
-import { deleteSsoConnection, updateSsoConnection } from "../../sso/connection-update.ts";
-import { findConnectionRow, listSsoConnections } from "../../sso/connections.ts";
+import {
+  deleteSsoConnection,
+  type SsoConnectionChange,
+  updateSsoConnection,
+} from "../../sso/connection-update.ts";
+import { findConnectionRow, listSsoConnections, type TenantRoleName } from "../../sso/connections.ts";
 import {
   addEmailDomain,
   checkEmailDomain,
@@ -102,9 +106,51 @@ function samlInput(form: Record<string, string>): NewSsoConnection {
   throw new AppError("validation_failed", "Paste the IdP's metadata XML or give its metadata URL.");
 }
 
+/** `group = role` lines (or `group: role`) as a connection's `groupRoles`; a line in another form is refused in words. */
+function groupRolesOf(text: string): Record<string, TenantRoleName> {
+  const roles: Record<string, TenantRoleName> = {};
+  for (const line of text.split(/\r?\n/)) {
+    if (!line.trim()) continue;
+    const match = /^(.+?)\s*[=:]\s*(member|admin|owner)\s*$/.exec(line.trim());
+    if (!match?.[1])
+      throw new AppError(
+        "validation_failed",
+        `Group roles: "${line.trim().slice(0, 80)}" is not "group = member|admin|owner".`,
+      );
+    roles[match[1]] = match[2] as TenantRoleName;
+  }
+  return roles;
+}
+
 /**
- * The SSO page's connections (docs/console.md "Tenant pages"): add (OIDC or SAML), enable, disable,
- * delete, a test sign-in, the SP metadata, through the functions the `/api/tenant/sso/connections`
+ * The change an edit form asks for: the fields every connection has, and its protocol's; an empty
+ * client secret or metadata keeps what the connection has (a secret is never shown to be edited).
+ */
+function connectionChange(type: "oidc" | "saml", form: Record<string, string>): SsoConnectionChange {
+  const given = (name: string) => {
+    const value = form[name]?.trim();
+    return value ? value : undefined;
+  };
+  const role = form.defaultRole;
+  const common: SsoConnectionChange = {
+    name: form.name?.trim() ?? "",
+    ...(role === "member" || role === "admin" || role === "owner" ? { defaultRole: role } : {}),
+    groupRoles: groupRolesOf(form.groupRoles ?? ""),
+  };
+  if (type === "oidc")
+    return {
+      ...common,
+      issuer: given("issuer"),
+      clientId: given("clientId"),
+      clientSecret: form.clientSecret ? form.clientSecret : undefined,
+    };
+  const metadataXml = given("metadataXml");
+  return { ...common, ...(metadataXml ? { metadataXml } : { metadataUrl: given("metadataUrl") }) };
+}
+
+/**
+ * The SSO page's connections (docs/console.md "Tenant pages"): add (OIDC or SAML), edit (rotating
+ * the client secret, importing the metadata again), enable, disable, delete, a test sign-in, the SP metadata, through the functions the `/api/tenant/sso/connections`
  * operations call. A refusal of the operation (discovery failed, bad metadata, another enabled) is
  * shown on the page in words.
  */
@@ -147,6 +193,16 @@ function connectionPages(deps: Deps) {
         updateSsoConnection(deps, ctx, { id, change: { enabled } }),
       );
     });
+  router.post(`${base}/:id/edit`, async (c) => {
+    const id = idOf(c, "connection");
+    const form = await formOf(c);
+    const ctx = ownerCtx(c);
+    return change(c, "connectionSaved", async () => {
+      const row = await withDatabase(deps, ctx, (db) => findConnectionRow(db, ctx, id));
+      await updateSsoConnection(deps, ctx, { id, change: connectionChange(row.type, form) });
+      consoleActed(deps, c, "sso_connection.updated", { type: "sso_connection", id });
+    });
+  });
   router.post(`${base}/:id/delete`, async (c) => {
     const id = idOf(c, "connection");
     await deleteSsoConnection(deps, ownerCtx(c), { id });

@@ -17,10 +17,38 @@ function providerOf(c: SsoConnectionView): Html {
   return html`<span class="muted">none</span>`;
 }
 
+const ROLES = ["member", "admin", "owner"] as const;
+
+/** `group = role` lines, one per mapped provider group, as the edit form shows and reads them. */
+export const groupRoleLines = (groupRoles: Record<string, string>) =>
+  Object.entries(groupRoles)
+    .map(([group, role]) => `${group} = ${role}`)
+    .join("\n");
+
+/**
+ * An owner's edit form of one connection (posted to `…/{id}/edit`): name, default role, group roles;
+ * OIDC issuer, client id and a new client secret (left empty, the sealed one stays; it is never shown
+ * back); SAML the IdP's metadata imported again (a rolled certificate).
+ */
+function editForm(viewer: Viewer, c: SsoConnectionView): Html {
+  const id = (field: string) => `edit-${c.id}-${field}`;
+  const protocol = c.oidc
+    ? html`<label for="${id("issuer")}">Issuer<input id="${id("issuer")}" name="issuer" type="url" required maxlength="2048" value="${c.oidc.issuer}"></label>
+<label for="${id("client-id")}">Client id<input id="${id("client-id")}" name="clientId" required maxlength="512" value="${c.oidc.clientId}"></label>
+<label for="${id("client-secret")}">New client secret (empty: keep the current one)<input id="${id("client-secret")}" name="clientSecret" type="password" maxlength="4096" autocomplete="off"></label>`
+    : html`<label for="${id("metadata-url")}">Import the IdP's metadata again from its URL<input id="${id("metadata-url")}" name="metadataUrl" type="url" maxlength="2048"></label>
+<label for="${id("metadata-xml")}">Or paste it (empty: keep the current one)<textarea id="${id("metadata-xml")}" name="metadataXml" rows="4" maxlength="262144"></textarea></label>`;
+  return html`<details><summary>Edit</summary><form class="stack" method="post" action="${CONNECTIONS_PATH}/${c.id}/edit">${csrfField(viewer)}
+<label for="${id("name")}">Name<input id="${id("name")}" name="name" maxlength="200" value="${c.name ?? ""}"></label>
+<label for="${id("default-role")}">Role of a new member<select id="${id("default-role")}" name="defaultRole">${ROLES.map((role) => html`<option value="${role}"${role === c.defaultRole ? " selected" : ""}>${role}</option>`)}</select></label>
+<label for="${id("group-roles")}">Group roles, one <code>group = role</code> a line<textarea id="${id("group-roles")}" name="groupRoles" rows="3" maxlength="20000">${groupRoleLines(c.groupRoles)}</textarea></label>
+${protocol}<button type="submit">Save the connection</button></form></details>`;
+}
+
 function connectionRow(viewer: Viewer, owner: boolean, c: SsoConnectionView): Html {
   const base = `${CONNECTIONS_PATH}/${c.id}`;
   const changes = owner
-    ? html`${post(viewer, `${base}/test`, "Test sign-in")}${post(viewer, `${base}/${c.enabled ? "disable" : "enable"}`, c.enabled ? "Disable" : "Enable")}${post(viewer, `${base}/delete`, "Delete", "danger")}`
+    ? html`${post(viewer, `${base}/test`, "Test sign-in")}${post(viewer, `${base}/${c.enabled ? "disable" : "enable"}`, c.enabled ? "Disable" : "Enable")}${post(viewer, `${base}/delete`, "Delete", "danger")}${editForm(viewer, c)}`
     : "";
   return html`<tr>
 <th scope="row">${c.type.toUpperCase()}${c.name ? html`<br><span class="muted">${c.name}</span>` : ""}</th>

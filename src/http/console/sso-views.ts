@@ -32,6 +32,7 @@ export const SSO_DONE: Record<string, string> = {
   connectionEnabled: "Connection enabled: sign-in routes your verified domains to it.",
   connectionDisabled: "Connection disabled: no address is routed to it.",
   connectionDeleted: "Connection deleted with its client secret.",
+  connectionSaved: "Connection saved. Run a test sign-in to prove it.",
 };
 
 /** The plan message of a tenant whose plan has no `sso`, in words (not an error). */

@@ -32,7 +32,8 @@ function carriedFields(form: Record<string, string>): { fields: [string, string]
   let dropped = false;
   for (const [name, value] of Object.entries(form)) {
     if (name === "csrf" || (FACTOR_FIELDS as readonly string[]).includes(name)) continue;
-    if (SECRET_FIELD.test(name)) dropped = true;
+    // an empty secret field (an edit keeping the secret) holds nothing to leave out
+    if (SECRET_FIELD.test(name)) dropped ||= value !== "";
     else fields.push([name, value]);
   }
   return { fields, dropped };
