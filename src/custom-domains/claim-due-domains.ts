@@ -38,9 +38,10 @@ export async function claimDueDomains(
     due_at: string;
   }>(
     db,
-    sql`update tenant_domains d
-        set locked_by = ${input.owner}, locked_until = ${until}
-        where d.id in (
+    // materialized: locked once. As `where d.id in (…)` the planner may rescan the locking subquery
+    // for each row of a nested loop (it did under the API's role, whose policy quals change the
+    // estimates), and two processes' claims then split nothing: one took every batch
+    sql`with due as materialized (
           select id from tenant_domains
           where (status <> 'Active' or tls_status is distinct from 'active')
             and next_check_at <= ${now}
@@ -49,6 +50,10 @@ export async function claimDueDomains(
           limit ${input.limit}
           for update skip locked
         )
+        update tenant_domains d
+        set locked_by = ${input.owner}, locked_until = ${until}
+        from due
+        where d.id = due.id
         returning d.id, d.tenant_id, d.hostname, d.status, d.verification_token, d.gateway_hostname_id,
           d.check_attempts, d.next_check_at::text as due_at`,
   );
