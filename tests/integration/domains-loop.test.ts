@@ -14,7 +14,7 @@ import { createDeps, type Deps } from "../../src/deps.ts";
 import { type DohServer, startDohServer } from "../fixtures/doh-server.ts";
 import { type GatewayServer, startGatewayServer } from "../fixtures/gateway-server.ts";
 import { testConfig, useTestDatabase } from "../helpers/app.ts";
-import { openTestDatabase } from "../helpers/database.ts";
+import { API_ROLE_UNDER_TEST, appDatabaseOf, asRole, openTestDatabase } from "../helpers/database.ts";
 import { domainRow, domainSettings, EDGE_TARGET, publishRecords, uniqueHost } from "../helpers/domains.ts";
 import { createTenant } from "../helpers/identity.ts";
 import { waitFor } from "../helpers/jobs.ts";
@@ -26,7 +26,11 @@ const logs: string[] = [];
 let deps: Deps;
 let tenantId: string;
 
-async function makeDeps(extra: Record<string, string> = {}, database = t.database, sink = logs) {
+async function makeDeps(
+  extra: Record<string, string> = {},
+  database = appDatabaseOf(t.database),
+  sink = logs,
+) {
   const config = testConfig({ settings: domainSettings(doh, gateway, extra) });
   return createDeps(config, { database, clock, logWrite: (l) => sink.push(l) });
 }
@@ -326,7 +330,7 @@ describe("configuration incomplete", () => {
       else if (missing.endsWith("GatewayBaseUrl")) s.GatewayBaseUrl = null;
       else s.AllowedCnameTargets = [];
       const incomplete = await createDeps(config, {
-        database: t.database,
+        database: appDatabaseOf(t.database),
         clock,
         logWrite: (l) => sink.push(l),
       });
@@ -456,8 +460,10 @@ describe("gateway registration", () => {
 describe("leases", () => {
   test("two processes on one database never check the same domain at once", async () => {
     await t.database.db.update(tenantDomains).set({ nextCheckAt: new Date("2100-01-01T00:00:00Z") });
-    // through the pooler in transaction mode in the scaled topology, as the first
-    const second = await openTestDatabase(t.url, { poolSize: 4 });
+    // a second process: the app's role, through the pooler in the scaled topology
+    const second = await openTestDatabase(API_ROLE_UNDER_TEST ? asRole(t.url, API_ROLE_UNDER_TEST) : t.url, {
+      poolSize: 4,
+    });
     try {
       const settings = { "TenantDomains:BatchSize": "3" };
       const a = await makeDeps(settings);
