@@ -4,7 +4,6 @@ import type { Ctx } from "../context.ts";
 import {
   withPlatformTransaction,
   withTenantOrPlatformDatabase,
-  withTransaction,
   withTransactionOrPlatform,
 } from "../db/operation.ts";
 import { sessions, users } from "../db/schema/index.ts";
@@ -174,7 +173,7 @@ export async function sendEmailVerification(
 ): Promise<void> {
   const settings = deps.config.settings;
   const lifetimeMinutes = settings.Authentication.EmailVerification.TokenLifetimeMinutes;
-  await withTransaction(deps, ctx, async (tx, txCtx) => {
+  await withTransactionOrPlatform(deps, ctx, async (tx, txCtx) => {
     const [user] = await tx
       .select({ id: users.id, name: users.name, email: users.email, tenantId: users.tenantId })
       .from(users)

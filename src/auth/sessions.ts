@@ -6,7 +6,6 @@ import {
   type DatabaseDeps,
   withDatabase,
   withPlatformDatabase,
-  withTenantOrPlatformDatabase,
   withTenantOrPlatformTransaction,
   withTransactionOrPlatform,
 } from "../db/operation.ts";

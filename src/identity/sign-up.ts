@@ -6,7 +6,7 @@ import { clientIpOf, startTokenSession, type TokenPair } from "../auth/sessions.
 import { consumeSingleUseToken, issueSingleUseToken } from "../auth/single-use-tokens.ts";
 import { loadIdentity, normaliseEmail } from "../auth/user-identity.ts";
 import type { Ctx } from "../context.ts";
-import { withTransaction } from "../db/operation.ts";
+import { withPlatformTransaction } from "../db/operation.ts";
 import { signUpRequests, tenantMemberships, users } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { enqueueEmail } from "../email/enqueue-email.ts";
@@ -52,7 +52,8 @@ export async function requestSignUp(deps: Deps, ctx: Ctx, input: SignUpInput): P
   const passwordHash = await hashPassword(parsed.password);
   const now = deps.clock.now();
   const lifetimeSeconds = settings.TokenLifetimeMinutes * 60;
-  await withTransaction(deps, ctx, async (tx, txCtx) => {
+  // the named platform path: a sign-up belongs to no tenant yet (its token and e-mail are platform rows)
+  await withPlatformTransaction(deps, ctx, async (tx, txCtx) => {
     const [row] = await tx
       .insert(signUpRequests)
       .values({
@@ -95,7 +96,9 @@ export async function requestSignUp(deps: Deps, ctx: Ctx, input: SignUpInput): P
 export async function completeSignUp(deps: Deps, ctx: Ctx, input: { token: string }): Promise<TokenPair> {
   if (!deps.config.settings.Tenancy.SignUp.Enabled) throw notEnabled();
   const now = deps.clock.now();
-  return withTransaction(deps, ctx, async (tx, txCtx) => {
+  // the named platform path: the link is a platform row, and the shared identity it joins or creates
+  // belongs to no tenant; the new tenant's rows are written in this transaction too
+  return withPlatformTransaction(deps, ctx, async (tx, txCtx) => {
     const consumed = await consumeSingleUseToken(deps, txCtx, { purpose: "sign_up", token: input.token });
     if (!consumed?.subject) throw deadLink();
     const [request] = await tx
