@@ -1,10 +1,12 @@
-import { and, desc, eq, gt, isNull, or, type SQL, sql } from "drizzle-orm";
+import { and, eq, gt, isNull, or, type SQL, sql } from "drizzle-orm";
 import { recordAudit } from "../audit/record.ts";
 import type { Ctx } from "../context.ts";
 import type { Tx } from "../db/client.ts";
+import { creationOrder } from "../db/keyset.ts";
 import { withDatabase, withTransaction } from "../db/operation.ts";
 import { tenants, trustedDevices, users } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
+import { createdAtPosition, cursorCodec, type Page, type PageRequest, pageOf } from "../pagination.ts";
 import type { AuthDeps } from "./deps.ts";
 import { opaqueToken, safeEqual, tokenHash } from "./opaque-tokens.ts";
 import { callerOf, type SignIn } from "./sessions.ts";
@@ -135,11 +137,17 @@ export async function trustedDeviceSkips(deps: AuthDeps, signIn: SignIn): Promis
 }
 
 /** `GET /api/auth/mfa/trusted-devices`: the caller's usable trusted devices in the ctx's tenant, newest first. */
-export async function listTrustedDevices(deps: AuthDeps, ctx: Ctx): Promise<TrustedDeviceView[]> {
+export async function listTrustedDevices(
+  deps: AuthDeps,
+  ctx: Ctx,
+  input: PageRequest = { limit: 50 },
+): Promise<Page<TrustedDeviceView>> {
   const { userId } = callerOf(ctx);
   const tenantId = ctx.tenantId;
-  if (tenantId === null) return [];
-  return withDatabase(deps, ctx, (db) =>
+  if (tenantId === null) return { items: [], nextCursor: null };
+  const after = deviceCursor.decodeOptional(input.cursor);
+  const keyset = creationOrder(trustedDevices, "desc", after);
+  const rows = await withDatabase(deps, ctx, (db) =>
     db
       .select({
         id: trustedDevices.id,
@@ -148,6 +156,7 @@ export async function listTrustedDevices(deps: AuthDeps, ctx: Ctx): Promise<Trus
         createdAt: trustedDevices.createdAt,
         lastUsedAt: trustedDevices.lastUsedAt,
         expiresAt: trustedDevices.expiresAt,
+        position: keyset.position,
       })
       .from(trustedDevices)
       .where(
@@ -155,12 +164,21 @@ export async function listTrustedDevices(deps: AuthDeps, ctx: Ctx): Promise<Trus
           eq(trustedDevices.tenantId, tenantId),
           eq(trustedDevices.userId, userId),
           usable(deps.clock.now()),
+          keyset.past,
         ),
       )
-      .orderBy(desc(trustedDevices.createdAt), desc(trustedDevices.id))
-      .limit(100),
+      .orderBy(...keyset.orderBy)
+      .limit(input.limit + 1),
+  );
+  return pageOf(
+    rows,
+    input.limit,
+    ({ position: _position, ...row }) => row,
+    (row) => ({ createdAt: row.position, id: row.id }),
+    deviceCursor,
   );
 }
+const deviceCursor = cursorCodec(createdAtPosition);
 
 /** `DELETE /api/auth/mfa/trusted-devices/{id}`: the caller revokes one of their own (another's is 404). */
 export async function revokeTrustedDevice(deps: AuthDeps, ctx: Ctx, input: { id: string }): Promise<void> {

@@ -199,6 +199,35 @@ test("while the policy is off a device is ignored even unrevoked (the column swi
   expect(await skips(tenant.member, tenant.code, cookie)).toBe(true);
 });
 
+test("the list pages newest first: limit and an opaque cursor, nextCursor null on the last page", async () => {
+  const tenant = await signedInTenant(h);
+  await allowed(tenant);
+  const first = await trust(tenant.member, tenant.code);
+  clock.advance(1_000);
+  const second = await trust(tenant.member, tenant.code, first.secret);
+  const page = async (query: string) => {
+    const response = await h.request(`/api/auth/mfa/trusted-devices${query}`, bearer(second.accessToken));
+    expect(response.status).toBe(200);
+    return (await response.json()) as {
+      items: { id: string; createdAt: string }[];
+      nextCursor: string | null;
+    };
+  };
+  const one = await page("?limit=1");
+  expect(one.items).toHaveLength(1);
+  expect(one.nextCursor).toEqual(expect.any(String));
+  const two = await page(`?limit=1&cursor=${encodeURIComponent(one.nextCursor ?? "")}`);
+  expect(two.items).toHaveLength(1);
+  expect(two.items[0]?.id).not.toBe(one.items[0]?.id);
+  expect(Date.parse(two.items[0]?.createdAt ?? "")).toBeLessThan(Date.parse(one.items[0]?.createdAt ?? ""));
+  expect(two.nextCursor).toBeNull();
+  const all = await page("");
+  expect(all.items.map((d) => d.id)).toEqual([one.items[0]?.id, two.items[0]?.id]);
+  expect(
+    (await h.request("/api/auth/mfa/trusted-devices?cursor=nonsense", bearer(second.accessToken))).status,
+  ).toBe(400);
+});
+
 test("revoked by its user (DELETE), by signing out everywhere, and by an administrator ending the member's sessions", async () => {
   const tenant = await signedInTenant(h);
   await allowed(tenant);

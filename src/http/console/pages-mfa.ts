@@ -29,7 +29,7 @@ export function mfaPages(deps: Deps) {
 
   router.get(SECTION, async (c) => {
     const status = await getMfaStatus(deps, ctxOf(c));
-    const devices = await listTrustedDevices(deps, ctxOf(c));
+    const devices = (await listTrustedDevices(deps, ctxOf(c), { limit: 200 })).items;
     const done = Object.keys(MFA_DONE).find((key) => c.req.query(key) !== undefined);
     return page(c, "Second factors", mfaBody(viewerOf(c), status, done, devices));
   });

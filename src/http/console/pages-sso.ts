@@ -1,5 +1,5 @@
 import { type Context, Hono } from "hono";
-import { assertFeature, cachedTenantFeatures } from "../../billing/entitlements.ts";
+import { cachedTenantFeatures } from "../../billing/entitlements.ts";
 import type { TenantCtx } from "../../context.ts";
 import { withDatabase } from "../../db/operation.ts";
 import type { Deps } from "../../deps.ts";
@@ -20,7 +20,6 @@ import {
   removeEmailDomain,
 } from "../../sso/email-domains.ts";
 import { getSsoEnforcement, setSsoEnforcement } from "../../sso/enforcement.ts";
-import { checkReturnTo } from "../../sso/return-to.ts";
 import { getSamlServiceProviderMetadata } from "../../sso/saml/saml-metadata-route.ts";
 import { startTestSignIn } from "../../sso/test-sign-in.ts";
 import { isUuid } from "../../tenancy/tenants.ts";

@@ -13,7 +13,7 @@ import { isoOrNull, isoText } from "../../clock.ts";
 import { defineArea } from "../area.ts";
 import { EVERYONE } from "../console/layout.ts";
 import { mfaPages } from "../console/pages-mfa.ts";
-import { accessOf, apiRoute, json, jsonBody, problem, routerPath } from "../openapi.ts";
+import { accessOf, apiRoute, json, jsonBody, pageQuery, problem, routerPath } from "../openapi.ts";
 import { type AppEnv, anonymousCtxOf, createRouter, ctxOf } from "../request-context.ts";
 import { setSessionCookie, setTrustedDeviceCookie } from "../session-cookie.ts";
 import { browserSession, tokenPair } from "./auth.ts";
@@ -207,12 +207,17 @@ const routes = {
     path: "/api/auth/mfa/trusted-devices",
     operationId: "listMyTrustedDevices",
     tags: ["auth"],
-    summary: "The caller's trusted browsers in this tenant (those that skip the sign-in step), newest first.",
+    summary:
+      "The caller's trusted browsers in this tenant (those that skip the sign-in step), newest first, a page at a time.",
+    request: { query: z.object(pageQuery) },
     responses: {
       200: json(
-        "Unrevoked, unexpired trusted devices (none for platform staff).",
-        z.object({ items: z.array(trustedDevice) }).openapi("TrustedDeviceList"),
+        "A page of unrevoked, unexpired trusted devices (none for platform staff); pass `nextCursor` as `cursor` for the next one (null on the last page).",
+        z
+          .object({ items: z.array(trustedDevice), nextCursor: z.string().nullable() })
+          .openapi("TrustedDeviceList"),
       ),
+      400: problem("The limit or the cursor is not valid."),
     },
   }),
   revokeTrustedDevice: apiRoute("signedIn", {
@@ -310,14 +315,14 @@ export function authMfaRoutes(deps: AuthDeps, authenticated: MiddlewareHandler<A
       return c.json(await regenerateBackupCodes(deps, ctxOf(c)), 200);
     })
     .openapi(routes.trustedDevices, async (c) => {
-      const devices = await listTrustedDevices(deps, ctxOf(c));
-      const items = devices.map((d) => ({
+      const page = await listTrustedDevices(deps, ctxOf(c), c.req.valid("query"));
+      const items = page.items.map((d) => ({
         ...d,
         createdAt: isoText(d.createdAt),
         lastUsedAt: isoOrNull(d.lastUsedAt),
         expiresAt: isoText(d.expiresAt),
       }));
-      return c.json({ items }, 200);
+      return c.json({ items, nextCursor: page.nextCursor }, 200);
     })
     .openapi(routes.revokeTrustedDevice, async (c) => {
       await revokeTrustedDevice(deps, ctxOf(c), c.req.valid("param"));
