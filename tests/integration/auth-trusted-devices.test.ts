@@ -222,7 +222,7 @@ test("the list pages newest first: limit and an opaque cursor, nextCursor null o
   expect(Date.parse(two.items[0]?.createdAt ?? "")).toBeLessThan(Date.parse(one.items[0]?.createdAt ?? ""));
   expect(two.nextCursor).toBeNull();
   const all = await page("");
-  expect(all.items.map((d) => d.id)).toEqual([one.items[0]?.id, two.items[0]?.id]);
+  expect(all.items.map((d) => d.id)).toEqual([one.items[0]?.id ?? "", two.items[0]?.id ?? ""]);
   expect(
     (await h.request("/api/auth/mfa/trusted-devices?cursor=nonsense", bearer(second.accessToken))).status,
   ).toBe(400);
