@@ -512,7 +512,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The caller's trusted browsers in this tenant (those that skip the sign-in step), newest first. */
+        /** The caller's trusted browsers in this tenant (those that skip the sign-in step), newest first, a page at a time. */
         get: operations["listMyTrustedDevices"];
         put?: never;
         post?: never;
@@ -3498,6 +3498,7 @@ export interface components {
         };
         TrustedDeviceList: {
             items: components["schemas"]["TrustedDevice"][];
+            nextCursor: string | null;
         };
         TrustedDevice: {
             /** Format: uuid */
@@ -8260,7 +8261,12 @@ export interface operations {
     };
     listMyTrustedDevices: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Items per page, 1–200 (default 50). */
+                limit?: number;
+                /** @description The previous page's `nextCursor`, as it came (opaque: base64url of a JSON position; the `next` link of the 200 answer says where it comes from). Any other value — one this list did not return, edited, another list's — is a 400 naming `cursor`. */
+                cursor?: string;
+            };
             header?: {
                 /** @description The request id a trusted proxy (`Tenancy:Resolution:TrustedProxies`) assigned (`[A-Za-z0-9._:-]{1,128}`): it becomes the request's id. From any other peer it is logged as `clientRequestId` and the request gets a new id. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
@@ -8272,7 +8278,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Unrevoked, unexpired trusted devices (none for platform staff). */
+            /** @description A page of unrevoked, unexpired trusted devices (none for platform staff); pass `nextCursor` as `cursor` for the next one (null on the last page). */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -8284,7 +8290,7 @@ export interface operations {
                     "application/json": components["schemas"]["TrustedDeviceList"];
                 };
             };
-            /** @description `validation_failed` (the `errors` name the fields), `host_not_allowed` or `bad_request`. */
+            /** @description The limit or the cursor is not valid. */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
