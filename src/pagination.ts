@@ -91,6 +91,25 @@ export const createdAtPosition = z.object({
   id: z.guid(),
 });
 
+/**
+ * `pageOf` for a list in creation order (db/keyset.ts `creationOrder`): each row carries its
+ * `position` (created_at's exact text), which positions the cursor and which the view never sees.
+ */
+export function pageByCreation<R extends { position: string; id: string }, T>(
+  rows: R[],
+  limit: number,
+  view: (row: Omit<R, "position">) => T,
+  codec: CursorCodec<z.output<typeof createdAtPosition>>,
+): Page<T> {
+  return pageOf(
+    rows,
+    limit,
+    ({ position: _position, ...row }) => view(row),
+    (row) => ({ createdAt: row.position, id: row.id }),
+    codec,
+  );
+}
+
 /** The keyset position of a list in id order (a bigint identity): the last row's id. */
 export const idCursor = cursorCodec(z.object({ id: z.number().int().positive() }));
 

@@ -14,7 +14,13 @@ import { passkeys, users } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
 import { emitEvent } from "../events/outbox.ts";
 import { enqueueContext } from "../jobs/enqueue.ts";
-import { createdAtPosition, cursorCodec, type Page, type PageRequest, pageOf } from "../pagination.ts";
+import {
+  createdAtPosition,
+  cursorCodec,
+  type Page,
+  type PageRequest,
+  pageByCreation,
+} from "../pagination.ts";
 import type { AuthDeps } from "./deps.ts";
 import { normaliseOrigin } from "./origins.ts";
 import { callerOf } from "./sessions.ts";
@@ -261,13 +267,7 @@ export async function listPasskeys(
       .orderBy(...keyset.orderBy)
       .limit(input.limit + 1),
   );
-  return pageOf(
-    rows,
-    input.limit,
-    ({ position: _position, ...row }) => row,
-    (row) => ({ createdAt: row.position, id: row.id }),
-    passkeyCursor,
-  );
+  return pageByCreation(rows, input.limit, (row) => row, passkeyCursor);
 }
 
 const ownPasskey = (ctx: Ctx, id: string) => {

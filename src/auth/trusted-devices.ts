@@ -6,7 +6,13 @@ import { creationOrder } from "../db/keyset.ts";
 import { withDatabase, withTransaction } from "../db/operation.ts";
 import { tenants, trustedDevices, users } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
-import { createdAtPosition, cursorCodec, type Page, type PageRequest, pageOf } from "../pagination.ts";
+import {
+  createdAtPosition,
+  cursorCodec,
+  type Page,
+  type PageRequest,
+  pageByCreation,
+} from "../pagination.ts";
 import type { AuthDeps } from "./deps.ts";
 import { opaqueToken, safeEqual, tokenHash } from "./opaque-tokens.ts";
 import { callerOf, type SignIn } from "./sessions.ts";
@@ -170,13 +176,7 @@ export async function listTrustedDevices(
       .orderBy(...keyset.orderBy)
       .limit(input.limit + 1),
   );
-  return pageOf(
-    rows,
-    input.limit,
-    ({ position: _position, ...row }) => row,
-    (row) => ({ createdAt: row.position, id: row.id }),
-    deviceCursor,
-  );
+  return pageByCreation(rows, input.limit, (row) => row, deviceCursor);
 }
 const deviceCursor = cursorCodec(createdAtPosition);
 

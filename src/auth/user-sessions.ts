@@ -10,7 +10,13 @@ import {
 import { sessions, tenantMemberships, users } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
-import { createdAtPosition, cursorCodec, type Page, type PageRequest, pageOf } from "../pagination.ts";
+import {
+  createdAtPosition,
+  cursorCodec,
+  type Page,
+  type PageRequest,
+  pageByCreation,
+} from "../pagination.ts";
 import { callerOf, endSessions } from "./sessions.ts";
 import { devicesOf, revokeTrustedDevices } from "./trusted-devices.ts";
 
@@ -65,11 +71,10 @@ export async function listUserSessions(
       .orderBy(...keyset.orderBy)
       .limit(input.limit + 1),
   );
-  return pageOf(
+  return pageByCreation(
     rows,
     input.limit,
-    ({ position: _position, ...row }) => ({ ...row, current: row.id === caller.sessionId }),
-    (row) => ({ createdAt: row.position, id: row.id }),
+    (row) => ({ ...row, current: row.id === caller.sessionId }),
     sessionCursor,
   );
 }

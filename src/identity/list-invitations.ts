@@ -4,7 +4,7 @@ import { creationOrder } from "../db/keyset.ts";
 import { type DatabaseDeps, withDatabase } from "../db/operation.ts";
 import { tenantInvitations } from "../db/schema/index.ts";
 import type { Deps } from "../deps.ts";
-import { createdAtPosition, cursorCodec, type Page, pageOf } from "../pagination.ts";
+import { createdAtPosition, cursorCodec, type Page, pageByCreation } from "../pagination.ts";
 import { type InvitationView, invitationColumns, invitationView } from "./invitation-rows.ts";
 
 /** Where a page of invitations ends: the last one's creation time (PostgreSQL's exact text) and id. */
@@ -27,11 +27,5 @@ export async function listInvitations(
       .orderBy(...keyset.orderBy)
       .limit(input.limit + 1),
   );
-  return pageOf(
-    rows,
-    input.limit,
-    ({ position: _position, ...row }) => invitationView(row, now),
-    (row) => ({ createdAt: row.position, id: row.id }),
-    invitationCursor,
-  );
+  return pageByCreation(rows, input.limit, (row) => invitationView(row, now), invitationCursor);
 }

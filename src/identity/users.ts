@@ -21,7 +21,7 @@ import {
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { emitEvent } from "../events/outbox.ts";
-import { createdAtPosition, cursorCodec, type Page, pageOf } from "../pagination.ts";
+import { createdAtPosition, cursorCodec, type Page, pageByCreation } from "../pagination.ts";
 import { hashPassword, MIN_PASSWORD_LENGTH, passwordProblem } from "../security/passwords.ts";
 import { getTenant } from "../tenancy/tenants.ts";
 import { assertSeatFree, heldToPlan } from "./invitation-rows.ts";
@@ -228,11 +228,10 @@ export async function listTenantUsers(
       ? nextUsersPage(db).execute({ tenantId, limit, afterCreatedAt: after.createdAt, afterId: after.id })
       : firstUsersPage(db).execute({ tenantId, limit }),
   );
-  return pageOf(
+  return pageByCreation(
     rows,
     input.limit,
-    ({ position: _position, ...row }) => ({ ...row, createdAt: row.createdAt.toISOString() }),
-    (row) => ({ createdAt: row.position, id: row.id }),
+    (row) => ({ ...row, createdAt: row.createdAt.toISOString() }),
     userCursor,
   );
 }
