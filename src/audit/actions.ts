@@ -53,7 +53,7 @@ export function renderAuditActions(areaActions: readonly ActionRows[]): string {
 }
 
 const TABLE_BEGINS =
-  "<!-- The action table is generated from src/audit/actions.ts by `bun run docs:audit`; do not edit it by hand. -->";
+  "<!-- The action table is generated from the trail's actions (src/audit/actions.ts) and the areas' auditActions by `bun run docs:audit`; do not edit it by hand. -->";
 const TABLE_ENDS = "<!-- End of the generated action table. -->";
 
 /** docs/audit.md with its action table (between the two markers) rendered afresh. */
