@@ -21,13 +21,19 @@ export const TOPOLOGY: "single" | "scaled" =
   process.env.PLINTH_TEST_TOPOLOGY === "scaled" ? "scaled" : "single";
 
 /**
- * The role the app under test connects as when set (PLINTH_TEST_API_ROLE=plinth_app): the app built
- * by testDeps and every process given `env` reach the test database as that role, held by row-level
- * security, while the test's own `database` stays the owner's connection (setup and assertions that
- * see every row). Unset: the app connects as the owner too. Issue #30: the suite is to run as the app
- * role by default once every path carries its context (docs/deployment.md, "The database roles").
+ * The role the app under test connects as: the API's role (`plinth_app`, made and granted by the
+ * migrator and cloned with the template) unless PLINTH_TEST_API_ROLE names another, or is `owner`
+ * (the app connects as the owner too). The app built by testDeps and every process given `env`
+ * reach the test database as that role, held by row-level security, while the test's own `database`
+ * stays the owner's connection (setup and assertions that see every row). Issue #30, docs/deployment.md
+ * ("The database roles").
  */
-export const API_ROLE_UNDER_TEST: string | null = process.env.PLINTH_TEST_API_ROLE || null;
+export const API_ROLE_UNDER_TEST: string | null = apiRoleUnderTest(process.env.PLINTH_TEST_API_ROLE);
+
+function apiRoleUnderTest(value: string | undefined): string | null {
+  if (value === "owner") return null;
+  return value || DEFAULT_APP_ROLE;
+}
 
 /** PgBouncer (`pool_mode = transaction`) in front of SERVER_URL's PostgreSQL. */
 export const POOLER_URL = process.env.PLINTH_TEST_POOLER_URL ?? "postgres://postgres@127.0.0.1:6432/postgres";
