@@ -100,7 +100,7 @@ export async function testDeps(
 ): Promise<Deps> {
   const logs = input.logs;
   const deps = await createDeps(config, {
-    // the app under test connects as PLINTH_TEST_API_ROLE when set (tests/helpers/database.ts)
+    // the app under test connects as the API role (plinth_app) unless PLINTH_TEST_API_ROLE=owner (tests/helpers/database.ts)
     database: appDatabaseOf(input.database),
     clock: input.clock,
     cachePrefix: input.cachePrefix,
