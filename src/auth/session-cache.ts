@@ -78,6 +78,13 @@ export class SessionCache {
     this.#entries.set(key, { ...entry, until: this.#clock.now().getTime() + ttlMs });
   }
 
+  /** A user's remembered state (`user`), or undefined when only a load can tell: no await, no load. */
+  rememberedUser<T>(userId: string): T | undefined {
+    const hit = this.#users.get(userId);
+    if (hit === undefined || hit.until <= this.#clock.now().getTime()) return undefined;
+    return hit.value as T;
+  }
+
   /**
    * A user's remembered state, else what `load` reads (one load at a time per user), remembered for
    * the TTL unless a change of the user or of one of its tenants was heard while it was read.

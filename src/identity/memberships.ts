@@ -67,6 +67,14 @@ export function cachedMemberships(
   });
 }
 
+/** The user's memberships as `cachedMemberships` remembers them, or undefined when it would read them. */
+export function rememberedMemberships(
+  deps: Pick<AuthDeps, "sessionCache">,
+  userId: string,
+): Membership[] | undefined {
+  return deps.sessionCache.rememberedUser<Membership[]>(userId);
+}
+
 const noSuchTenant = () => new AppError("not_found", "No such tenant.");
 
 /**

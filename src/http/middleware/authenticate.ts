@@ -40,7 +40,7 @@ const ADMIN_AREA = "/api/admin/";
  * bare challenge, 401); a Bearer header must hold one token, nothing else. The common form (`Bearer`
  * and one space) is read without running the token, ~800 characters, through a capturing pattern.
  */
-function bearerToken(header: string): string {
+export function bearerToken(header: string): string {
   if (header.startsWith("Bearer ")) {
     const token = header.slice(7);
     if (token !== "" && !/\s/.test(token)) return token;
@@ -49,6 +49,43 @@ function bearerToken(header: string): string {
   const match = /^Bearer\s+(\S+)$/i.exec(header);
   if (!match?.[1]) throw unauthorized("Malformed Authorization header.", { invalidToken: true });
   return match[1];
+}
+
+type Found = Awaited<ReturnType<typeof openTokenSession>>;
+type OpenFound = Exclude<Found, { refused: string }>;
+
+/**
+ * The principal an open session admits to `method` `path` on the request's tenant (`tenantId`: the
+ * host's, undefined on the platform host), or the refusal thrown: the checks every credential passes
+ * (`authenticate`; the edge's fast lane, src/http/fast-lane.ts, declines a request this refuses).
+ */
+export function admission(
+  found: OpenFound,
+  tenantId: string | undefined,
+  method: string,
+  path: string,
+): Principal {
+  const { identity, sessionId, impersonatorId } = found;
+  // roles and flags come from the database (at most SessionCacheSeconds old), not from the token
+  const principal: Principal = {
+    userId: identity.userId,
+    tenantId: identity.tenantId,
+    roles: identity.roles,
+    platformRoles: identity.platformRoles,
+    sessionId,
+    ...(impersonatorId ? { impersonatorId } : {}),
+  };
+  if (tenantId !== undefined && principal.tenantId !== tenantId)
+    throw new AppError("not_found", "No such resource.");
+  if (identity.mustChangePassword && !(method === "POST" && ALLOWED_BEFORE_CHANGE.has(path))) {
+    throw new AppError("password_change_required", "Change your password first (POST /api/auth/password).");
+  }
+  if (impersonatorId && refusedToImpersonation(path))
+    throw new AppError(
+      "forbidden",
+      "An impersonated session cannot change passwords, second factors or API keys.",
+    );
+  return principal;
 }
 
 /**
@@ -62,32 +99,12 @@ function bearerToken(header: string): string {
 export function authenticate(deps: AuthDeps): MiddlewareHandler<AppEnv> {
   const originAllowed = browserOriginCheck(deps.config);
   const recordUse = apiKeyUseRecorder(deps);
-  type Found = Awaited<ReturnType<typeof openTokenSession>>;
 
   /** The caller once its session is known: the checks every credential passes, then the route. */
-  const admit = (c: Context<AppEnv>, next: Next, found: Exclude<Found, { refused: string }>) => {
-    const { identity, sessionId, impersonatorId } = found;
-    // roles and flags come from the database (at most SessionCacheSeconds old), not from the token
-    const principal: Principal = {
-      userId: identity.userId,
-      tenantId: identity.tenantId,
-      roles: identity.roles,
-      platformRoles: identity.platformRoles,
-      sessionId,
-      ...(impersonatorId ? { impersonatorId } : {}),
-    };
-    const tenant = c.get("tenant");
-    if (tenant && principal.tenantId !== tenant.id) throw new AppError("not_found", "No such resource.");
-    if (identity.mustChangePassword && !(c.req.method === "POST" && ALLOWED_BEFORE_CHANGE.has(c.req.path))) {
-      throw new AppError("password_change_required", "Change your password first (POST /api/auth/password).");
-    }
-    if (impersonatorId && refusedToImpersonation(c.req.path))
-      throw new AppError(
-        "forbidden",
-        "An impersonated session cannot change passwords, second factors or API keys.",
-      );
+  const admit = (c: Context<AppEnv>, next: Next, found: OpenFound) => {
+    const principal = admission(found, c.get("tenant")?.id, c.req.method, c.req.path);
     c.set("principal", principal);
-    c.set("identity", identity);
+    c.set("identity", found.identity);
     return next();
   };
 

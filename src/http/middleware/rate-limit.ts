@@ -124,25 +124,42 @@ function coalescedRate(options: RateLimitOptions, policy: RateLimitPolicy, lease
 }
 
 /**
- * Token-bucket (GCRA) rate limit partitioned by client IP (`clientIp(c)`, http/client-ip.ts), or
- * by what `partition` says (`byApiKey`: after authentication, one bucket per API key).
- * Adds `RateLimit-Policy: "<name>";q=<limit>;w=<window>` and `RateLimit: "<name>";r=<left>;t=<s>`
- * (several policies on one route are listed together); a refused request gets 429 `rate_limited`
- * with `Retry-After`.
+ * One rate-limit policy's decisions in this process: its leases, its coalesced store calls and its
+ * headers, shared by the middleware (`middleware`) and the edge's fast lane (`leased`,
+ * `headersOf`; src/http/fast-lane.ts), so both decide and answer alike from the same leases.
  */
-export function rateLimit(
-  policy: RateLimitPolicy,
-  options: RateLimitOptions,
-  partition: Partition = byClientIp,
-): MiddlewareHandler<AppEnv> {
+export interface RateLimiter {
+  readonly policy: RateLimitPolicy;
+  /**
+   * Token-bucket (GCRA) rate limit partitioned by client IP (`clientIp(c)`, http/client-ip.ts), or
+   * by what `partition` says (`byApiKey`: after authentication, one bucket per API key).
+   * Adds `RateLimit-Policy: "<name>";q=<limit>;w=<window>` and `RateLimit: "<name>";r=<left>;t=<s>`
+   * (several policies on one route are listed together); a refused request gets 429 `rate_limited`
+   * with `Retry-After`.
+   */
+  middleware(partition?: Partition): MiddlewareHandler<AppEnv>;
+  /**
+   * A permit for `bucket` (a client IP, a key id) from this process's lease, decided without an await
+   * or a store call; undefined when only the store can decide (the middleware then asks it). A leased
+   * permit is always an admission: refusals are the store's alone (src/security/rate-leases.ts).
+   */
+  leased(bucket: string): RateOutcome | undefined;
+  /** The `RateLimit-Policy` and `RateLimit` values an outcome is answered with. */
+  headersOf(outcome: RateOutcome): readonly [policy: string, state: string];
+}
+
+/** A policy's limiter (`RateLimiter`): one per policy and process, whatever uses it. */
+export function rateLimiter(policy: RateLimitPolicy, options: RateLimitOptions): RateLimiter {
   // a fail-closed policy (auth) is decided by the store on every request: no permit is held locally
   const leases = new RateLeases(policy.onUnavailable === "open" ? policy.limit : 0);
   const take = coalescedRate(options, policy, leases);
   const prefix = `rl:${policy.name}:`;
   const policyHeader = `"${policy.name}";q=${policy.limit};w=${policy.windowSeconds}`;
+  const headersOf = (outcome: RateOutcome) =>
+    [policyHeader, `"${policy.name}";r=${outcome.remaining};t=${Math.ceil(outcome.resetMs / 1000)}`] as const;
   let lastOpenLog = 0;
   const answer = (c: Context<AppEnv>, next: Next, outcome: RateOutcome) => {
-    const state = `"${policy.name}";r=${outcome.remaining};t=${Math.ceil(outcome.resetMs / 1000)}`;
+    const [, state] = headersOf(outcome);
     // appended, so a route under several policies lists them all (the refusal keeps them too)
     c.header("ratelimit-policy", policyHeader, { append: true });
     c.header("ratelimit", state, { append: true });
@@ -182,14 +199,30 @@ export function rateLimit(
     }
     return answer(c, next, outcome);
   };
-  // a permit from the process's lease is decided without an await (most requests of a busy client)
-  return (c, next) => {
-    const bucket = partition(c);
-    if (bucket === null) return next();
-    const key = prefix + bucket;
-    const leased = leases.take(key, options.clock.now().getTime());
-    return leased === undefined ? fromStore(c, next, key) : answer(c, next, leased);
+  return {
+    policy,
+    headersOf,
+    leased: (bucket) => leases.take(prefix + bucket, options.clock.now().getTime()),
+    // a permit from the process's lease is decided without an await (most requests of a busy client)
+    middleware:
+      (partition = byClientIp) =>
+      (c, next) => {
+        const bucket = partition(c);
+        if (bucket === null) return next();
+        const key = prefix + bucket;
+        const leased = leases.take(key, options.clock.now().getTime());
+        return leased === undefined ? fromStore(c, next, key) : answer(c, next, leased);
+      },
   };
+}
+
+/** `rateLimiter(policy, options).middleware(partition)`: a limiter of its own, as middleware. */
+export function rateLimit(
+  policy: RateLimitPolicy,
+  options: RateLimitOptions,
+  partition: Partition = byClientIp,
+): MiddlewareHandler<AppEnv> {
+  return rateLimiter(policy, options).middleware(partition);
 }
 
 /** The caller's tenant (a tenant user's, or an API key's); platform staff are not counted. */

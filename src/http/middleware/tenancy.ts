@@ -4,7 +4,7 @@ import { AppError } from "../../errors.ts";
 import { parseHostHeader } from "../../tenancy/hostnames.ts";
 import { createHostPolicy } from "../../tenancy/hosts.ts";
 import type { TenantLookup } from "../../tenancy/tenant-lookup.ts";
-import { forwardedByProxy, trustedProxies } from "../client-ip.ts";
+import { forwardedFrom, trustedProxies } from "../client-ip.ts";
 import type { AppEnv, ResolvedTenant } from "../request-context.ts";
 
 /**
@@ -72,11 +72,22 @@ function urlHost(url: string): string | null {
  * - an Active tenant domain resolves to its tenant;
  * - any other host gets 400 `host_not_allowed`.
  */
-export function resolveTenancy(input: {
+export function resolveTenancy(input: TenancyInput): MiddlewareHandler<AppEnv> {
+  return tenancyResolver(input).middleware;
+}
+
+interface TenancyInput {
   settings: Settings;
   environment: string;
   lookup: TenantLookup;
-}): MiddlewareHandler<AppEnv> {
+}
+
+/**
+ * The host check and tenant resolution of `resolveTenancy`, with the two pieces it decides by
+ * (`hostOfRequest`, `isPlatformHost`) for the edge's fast lane (src/http/fast-lane.ts), which serves
+ * only a request on the platform host without a tenant code and leaves any other to this middleware.
+ */
+export function tenancyResolver(input: TenancyInput) {
   const { Resolution } = input.settings.Tenancy;
   const trusted = trustedProxies(Resolution.TrustedProxies);
   const policy = createHostPolicy({
@@ -84,6 +95,11 @@ export function resolveTenancy(input: {
     platformHost: Resolution.PlatformHost,
     environment: input.environment,
   });
+  /** The request's host (`hostOf`): a trusted proxy's X-Forwarded-Host, else Host, else the URL's. */
+  const hostOfRequest = (headers: Headers, url: string, peerAddress: () => string | undefined) =>
+    hostOf(
+      forwardedFrom(headers, peerAddress, trusted, "x-forwarded-host") ?? headers.get("host") ?? urlHost(url),
+    );
   // an unknown code must not be told apart from a known one: the request goes on in a tenant that
   // has no users (sign-in then fails like a wrong password, SMS answers 202)
   const byCode = async (c: Context<AppEnv>, next: Next, code: string) => {
@@ -97,10 +113,9 @@ export function resolveTenancy(input: {
     return next();
   };
   // a plain function: the platform's host without a tenant code (most requests) goes on without an await
-  return (c, next) => {
+  const middleware: MiddlewareHandler<AppEnv> = (c, next) => {
     if (HOST_EXEMPT.has(c.req.path)) return next();
-    const forwardedHost = forwardedByProxy(c, trusted, "x-forwarded-host");
-    const host = hostOf(forwardedHost ?? c.req.header("host") ?? urlHost(c.req.url));
+    const host = hostOfRequest(c.req.raw.headers, c.req.url, () => c.env?.peerAddress);
     if (!host) throw new AppError("host_not_allowed", "The request has no usable Host.");
     c.set("host", host);
 
@@ -116,4 +131,5 @@ export function resolveTenancy(input: {
     }
     return byDomain(c, next, host);
   };
+  return { middleware, hostOfRequest, isPlatformHost: (host: string) => policy.isPlatformHost(host) };
 }

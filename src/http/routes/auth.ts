@@ -5,15 +5,16 @@ import type { AuthDeps } from "../../auth/deps.ts";
 import { changePassword, signInWithPassword } from "../../auth/password-sign-in.ts";
 import { logout, refreshSession, revokeCallerSession } from "../../auth/sessions.ts";
 import { sendSmsCode, verifySmsCode } from "../../auth/sms-sign-in.ts";
+import type { Identity } from "../../auth/user-identity.ts";
 import { AppError } from "../../errors.ts";
-import { cachedMemberships } from "../../identity/memberships.ts";
+import { cachedMemberships, type Membership } from "../../identity/memberships.ts";
 import type { WindowKind } from "../../security/windows.ts";
 import type { TenantLookup } from "../../tenancy/tenant-lookup.ts";
 import { defineArea } from "../area.ts";
 import { PASSWORD_CHANGE_PATH } from "../middleware/authenticate.ts";
 import { tenantCodeAllowed, UNKNOWN_TENANT_ID } from "../middleware/tenancy.ts";
 import { accessOf, apiRoute, json, jsonBody, problem, routerPath } from "../openapi.ts";
-import { type AppEnv, anonymousCtxOf, createRouter, ctxOf } from "../request-context.ts";
+import { type AppEnv, anonymousCtxOf, createRouter, ctxOf, type Principal } from "../request-context.ts";
 import { clearSessionCookie, setSessionCookie } from "../session-cookie.ts";
 import { AUTH_ACTIONS } from "./auth-actions.ts";
 import {
@@ -264,6 +265,19 @@ const impersonatorOf = (principal: AppEnv["Variables"]["principal"]) =>
     ? { id: principal.impersonatorId }
     : null;
 
+/** `/me`'s answer (the route's, and the edge's fast lane's: src/http/fast-lane.ts). */
+export function meOf(identity: Identity, principal: Principal | undefined, memberships: Membership[]) {
+  const tenant = identity.tenantId ? { id: identity.tenantId, code: identity.tenantCode ?? "" } : null;
+  return {
+    user: { id: identity.userId, email: identity.email, name: identity.name },
+    tenant,
+    roles: identity.roles,
+    platformRoles: identity.platformRoles,
+    memberships,
+    impersonator: impersonatorOf(principal),
+  };
+}
+
 export interface AuthRouteDeps extends AuthDeps {
   tenants: TenantLookup;
 }
@@ -344,18 +358,7 @@ export function authRoutes(deps: AuthRouteDeps, authenticated: MiddlewareHandler
     .openapi(routes.me, async (c) => {
       const identity = c.get("identity");
       if (!identity) throw new AppError("unauthorized");
-      const tenant = identity.tenantId ? { id: identity.tenantId, code: identity.tenantCode ?? "" } : null;
-      return c.json(
-        {
-          user: { id: identity.userId, email: identity.email, name: identity.name },
-          tenant,
-          roles: identity.roles,
-          platformRoles: identity.platformRoles,
-          memberships: await cachedMemberships(deps, ctxOf(c)),
-          impersonator: impersonatorOf(c.get("principal")),
-        },
-        200,
-      );
+      return c.json(meOf(identity, c.get("principal"), await cachedMemberships(deps, ctxOf(c))), 200);
     })
     .openapi(routes.browserLogin, async (c) => {
       const origin = c.req.header("origin");
