@@ -1,5 +1,6 @@
 import type { KeyObject } from "node:crypto";
 import { parseArgs } from "node:util";
+import { isUuid } from "./uuid.ts";
 import { PLATFORM_CHAIN } from "./audit/chain.ts";
 import { checkpointVerifyKey, openCheckpoint } from "./audit/checkpoint.ts";
 import { type ChainReport, verifyAuditChains } from "./audit/verify-chains.ts";
@@ -44,8 +45,6 @@ Options:
 Exit codes: 0 every chain verified is intact; 1 configuration or database failure; 2 a chain is
 broken: the first row changed, inserted or removed is named on stderr, per chain; 64 bad usage.
 `;
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** What holds the chains to a checkpoint: where checkpoints are, the key that verifies them. */
 export interface CheckpointCheck {
@@ -128,7 +127,7 @@ async function main(argv: string[]): Promise<number> {
       return EXIT.ok;
     }
     tenantId = values.tenant;
-    if (tenantId !== undefined && tenantId !== PLATFORM_CHAIN && !UUID.test(tenantId))
+    if (tenantId !== undefined && tenantId !== PLATFORM_CHAIN && !isUuid(tenantId))
       throw new Error("--tenant must be a tenant id (a UUID) or platform");
   } catch (error) {
     process.stderr.write(`${(error as Error).message}\n\n${HELP}`);

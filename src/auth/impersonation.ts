@@ -4,11 +4,10 @@ import type { Ctx } from "../context.ts";
 import { withPlatformDatabase, withPlatformTransaction } from "../db/operation.ts";
 import { sessions, tenantMemberships, tenants, users } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
+import { isUuid } from "../uuid.ts";
 import type { AuthDeps } from "./deps.ts";
 import { callerOf, endSessions, issueRefreshToken, type TokenPair, tokenPairFor } from "./sessions.ts";
 import { loadIdentity } from "./user-identity.ts";
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export interface StartImpersonationInput {
   userId: string;
@@ -46,13 +45,13 @@ export async function startImpersonation(
       .select({ id: tenants.id, status: tenants.status })
       .from(tenants)
       .where(
-        UUID.test(input.tenant)
+        isUuid(input.tenant)
           ? or(eq(tenants.id, input.tenant), eq(tenants.code, input.tenant.toLowerCase()))
           : eq(tenants.code, input.tenant.toLowerCase()),
       )
       .limit(1);
     if (!tenant) throw new AppError("not_found", "No such tenant.");
-    const [member] = UUID.test(input.userId)
+    const [member] = isUuid(input.userId)
       ? await tx
           .select({ userId: tenantMemberships.userId })
           .from(tenantMemberships)

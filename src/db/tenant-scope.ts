@@ -17,6 +17,7 @@ import { type SQL, sql } from "drizzle-orm";
 import { PgDialect } from "drizzle-orm/pg-core";
 import { PostgresJsSession, PostgresJsTransaction } from "drizzle-orm/postgres-js";
 import type postgres from "postgres";
+import { isUuid } from "../uuid.ts";
 import type { Db, Tx } from "./client.ts";
 
 /**
@@ -35,7 +36,6 @@ export type ScopedRunner = <T>(
   mode: ScopeMode,
 ) => Promise<T>;
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const READ = /^\s*select\b/i;
 
 /**
@@ -45,7 +45,7 @@ const READ = /^\s*select\b/i;
  */
 export function scopeSetting(scope: DatabaseScope): SQL {
   if ("platform" in scope) return sql`select set_config('plinth.platform', 'on', true)`;
-  return UUID.test(scope.tenantId)
+  return isUuid(scope.tenantId)
     ? sql`select set_config('plinth.tenant_id', ${scope.tenantId.toLowerCase()}, true)`
     : sql`select 1`;
 }
@@ -60,7 +60,7 @@ export function scopeSetting(scope: DatabaseScope): SQL {
 export function scopeOpening(scope: DatabaseScope): string {
   if ("platform" in scope)
     return `begin${scope.snapshot ? " isolation level repeatable read, read only" : ""}; select set_config('plinth.platform', 'on', true)`;
-  if (!UUID.test(scope.tenantId)) return "begin";
+  if (!isUuid(scope.tenantId)) return "begin";
   return `begin; select set_config('plinth.tenant_id', '${scope.tenantId.toLowerCase()}', true)`;
 }
 
@@ -140,7 +140,7 @@ export function scopePrelude(scope: DatabaseScope, named: boolean): Prelude | un
   const [setting, value] =
     "platform" in scope
       ? (["plinth.platform", "on"] as const)
-      : UUID.test(scope.tenantId)
+      : isUuid(scope.tenantId)
         ? (["plinth.tenant_id", scope.tenantId.toLowerCase()] as const)
         : [undefined, undefined];
   if (!setting) return undefined;

@@ -4,16 +4,17 @@
  * normalisation, so `%2e%2e/` and full-width dots do not pass), backslashes, control characters.
  */
 
+import { isLowerCaseUuid } from "../uuid.ts";
+
 /** S3 allows 1024 bytes per key; the tenant prefix takes 45 of them, an upload's grant mark 39. */
 const MAX_KEY_BYTES = 1024 - 39;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 export class InvalidObjectKeyError extends Error {
   override name = "InvalidObjectKeyError";
 }
 
 export function tenantPrefix(tenantId: string): string {
-  if (!UUID.test(tenantId)) throw new InvalidObjectKeyError("the tenant id is not a lower-case UUID");
+  if (!isLowerCaseUuid(tenantId)) throw new InvalidObjectKeyError("the tenant id is not a lower-case UUID");
   return `tenants/${tenantId}/`;
 }
 
@@ -26,7 +27,7 @@ const GRANT_SUFFIX = /~g~([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-
 
 /** The S3 key one upload grant writes: the tenant's full key plus the grant's mark. */
 export function grantObjectKey(fullKey: string, grantId: string): string {
-  if (!UUID.test(grantId)) throw new InvalidObjectKeyError("the grant id is not a lower-case UUID");
+  if (!isLowerCaseUuid(grantId)) throw new InvalidObjectKeyError("the grant id is not a lower-case UUID");
   return `${fullKey}${GRANT_MARK}${grantId}`;
 }
 

@@ -9,6 +9,7 @@ import { tenants } from "../db/schema/tenants.ts";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { cursorCodec, type Page, pageOf } from "../pagination.ts";
+import { isUuid } from "../uuid.ts";
 
 export interface Tenant {
   id: string;
@@ -18,11 +19,8 @@ export interface Tenant {
 }
 
 export const TENANT_CODE = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-export function isUuid(value: string): boolean {
-  return UUID.test(value);
-}
+/** Re-exported: tenancy is where most callers meet ids (the check itself lives in src/uuid.ts). */
+export { isUuid };
 
 const columns = { id: tenants.id, code: tenants.code, name: tenants.name, status: tenants.status };
 const noSuchTenant = () => new AppError("not_found", "No such tenant.");

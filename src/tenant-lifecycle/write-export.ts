@@ -25,6 +25,7 @@ import { openSealed } from "../security/tenant-data-keys.ts";
 import type { TenantSecretKeyring } from "../security/tenant-secrets.ts";
 import type { ObjectStorage } from "../storage/object-storage.ts";
 import { listPrefix, putFile, readStored } from "../storage/prefix-objects.ts";
+import { isLowerCaseUuid } from "../uuid.ts";
 import {
   ARCHIVE_KDF,
   archiveName,
@@ -70,7 +71,6 @@ export interface Manifest {
   secrets: { included: false } | { included: true; kdf: typeof ARCHIVE_KDF; salt: string };
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const FETCH_ROWS = 500;
 
 /** A file written line by line (or chunk by chunk), hashed as it goes. */
@@ -96,7 +96,7 @@ class HashedFile {
 
 /** The tenant's rows of one table, a cursor page at a time. */
 async function* tableRows(tx: Tx, table: TenantTable, tenantId: string): AsyncGenerator<string[]> {
-  if (!UUID.test(tenantId)) throw new Error("the tenant id is not a lower-case uuid");
+  if (!isLowerCaseUuid(tenantId)) throw new Error("the tenant id is not a lower-case uuid");
   // the id is checked above: only hex digits and dashes reach the text of the cursor
   const query = selectRows(table).replaceAll("$1", `'${tenantId}'`);
   await tx.execute(sql.raw(`declare tenant_rows no scroll cursor for ${query}`));

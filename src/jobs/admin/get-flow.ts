@@ -4,6 +4,7 @@ import { execute } from "../../db/client.ts";
 import { withPlatformDatabase } from "../../db/operation.ts";
 import type { JobStatus } from "../../db/schema/jobs.ts";
 import { type Page, pageOf } from "../../pagination.ts";
+import { isUuid } from "../../uuid.ts";
 import type { JobDetail } from "./get-job.ts";
 import { type JobAdminDeps, type JobRow, toJobView } from "./job-view.ts";
 import { jobCursor } from "./list-jobs.ts";
@@ -15,8 +16,6 @@ export interface FlowView extends Page<JobDetail> {
   total: number;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 /**
  * A flow: its jobs by status, and a page of its jobs in the order they were enqueued (id order),
  * each with the ids it depends on. Null for a flow id with no jobs (never enqueued, or pruned).
@@ -26,7 +25,7 @@ export async function getFlow(
   ctx: Ctx,
   input: { flowId: string; limit?: number; cursor?: string },
 ): Promise<FlowView | null> {
-  if (!UUID.test(input.flowId)) return null;
+  if (!isUuid(input.flowId)) return null;
   const limit = Math.min(200, Math.max(1, input.limit ?? 50));
   const after = jobCursor.decodeOptional(input.cursor)?.id ?? 0;
   return withPlatformDatabase(deps, ctx, async (db) => {

@@ -4,6 +4,7 @@ import type { Ctx } from "../../context.ts";
 import { withPlatformTransaction } from "../../db/operation.ts";
 import { ssoConnections } from "../../db/schema/sso.ts";
 import { AppError } from "../../errors.ts";
+import { isUuid } from "../../uuid.ts";
 import { takeSsoAttempt } from "../attempts.ts";
 import { browserCheck } from "../browser-binding.ts";
 import type { SsoCheck } from "../connection-types.ts";
@@ -13,15 +14,13 @@ import { samlConnectionOf } from "./saml-connection-type.ts";
 import { checkSamlResponse } from "./saml-response.ts";
 import { serviceProviderOf } from "./saml-service-provider.ts";
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 /**
  * A POST to an ACS with no sign-in under way (no RelayState, or one unknown, spent or expired: a
  * replayed or IdP-initiated response) is refused with 400; when the path names a connection, the
  * refusal is recorded in its tenant's audit log.
  */
 async function refuseUnsolicited(deps: SsoDeps, ctx: Ctx, connectionId: string): Promise<never> {
-  const [row] = UUID.test(connectionId)
+  const [row] = isUuid(connectionId)
     ? await withPlatformTransaction(deps, { ...ctx, tx: undefined }, (tx) =>
         tx
           .select({ id: ssoConnections.id, tenantId: ssoConnections.tenantId })

@@ -3,11 +3,10 @@ import type { TenantCtx } from "../../context.ts";
 import { withDatabase } from "../../db/operation.ts";
 import { ssoConnections } from "../../db/schema/sso.ts";
 import { AppError } from "../../errors.ts";
+import { isUuid } from "../../uuid.ts";
 import type { SsoDeps } from "../sso-deps.ts";
 import { serviceProviderOf } from "./saml-service-provider.ts";
 import { serviceProviderMetadata } from "./saml-settings.ts";
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** The SP metadata of one of the ctx tenant's SAML connections (another tenant's, or an OIDC one: 404). */
 export async function getSamlServiceProviderMetadata(
@@ -15,7 +14,7 @@ export async function getSamlServiceProviderMetadata(
   ctx: TenantCtx,
   input: { id: string },
 ): Promise<string> {
-  if (!UUID.test(input.id)) throw new AppError("not_found");
+  if (!isUuid(input.id)) throw new AppError("not_found");
   const [row] = await withDatabase(deps, ctx, (db) =>
     db
       .select({ id: ssoConnections.id })
