@@ -1,6 +1,5 @@
 import type { KeyObject } from "node:crypto";
 import { parseArgs } from "node:util";
-import { isUuid } from "./uuid.ts";
 import { PLATFORM_CHAIN } from "./audit/chain.ts";
 import { checkpointVerifyKey, openCheckpoint } from "./audit/checkpoint.ts";
 import { type ChainReport, verifyAuditChains } from "./audit/verify-chains.ts";
@@ -12,6 +11,7 @@ import { systemCtx } from "./context.ts";
 import type { Database } from "./db/client.ts";
 import { withPlatformSnapshot } from "./db/operation.ts";
 import { type CheckpointStore, checkpointStoreOf } from "./storage/audit-checkpoints.ts";
+import { isUuid } from "./uuid.ts";
 
 type CliConfig = Pick<AppConfig, "settings">;
 
