@@ -43,6 +43,8 @@ export const AUDIT_DETAIL_KEYS = new Set([
   "scopes",
   "prefix",
   "expiresAt",
+  "expiresInHours",
+  "first",
   "graceSeconds",
   "url",
   "events",

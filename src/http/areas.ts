@@ -34,6 +34,7 @@ import { securityPolicyArea } from "./routes/security-policy.ts";
 import { signUpArea } from "./routes/sign-up.ts";
 import { ssoConnectionsArea } from "./routes/sso-connections.ts";
 import { ssoSamlArea } from "./routes/sso-saml.ts";
+import { ssoSetupLinksArea } from "./routes/sso-setup-links.ts";
 import { ssoSignInArea } from "./routes/sso-sign-in.ts";
 import { featuresArea } from "./routes/tenant-features.ts";
 import { tenantLifecycleArea } from "./routes/tenant-lifecycle.ts";
@@ -90,4 +91,5 @@ export const AREAS = [
   auditArea,
   ssoConnectionsArea,
   emailOutboxArea,
+  ssoSetupLinksArea,
 ] as const;

@@ -161,3 +161,28 @@ export const ssoSignInCodes = pgTable(
   },
   (t) => [index("sso_sign_in_codes_expiry_idx").on(t.expiresAt), tenantIsolation()],
 );
+
+/**
+ * A time-limited set-up link a platform admin hands a tenant's owner
+ * (`POST /api/admin/tenants/{tenantId}/sso/setup-links`, docs/sso.md "Hand an owner a set-up link"):
+ * it grants nothing by itself; opened by an owner of the tenant signed in to the console, it leads to
+ * the tenant's SSO page. Only the SHA-256 of its 256-bit token is stored.
+ */
+export const ssoSetupLinks = pgTable(
+  "sso_setup_links",
+  {
+    id: uuid().primaryKey().defaultRandom(),
+    tenantId: tenantIdColumn(),
+    /** SHA-256 (base64url) of the token the link carries (src/auth/opaque-tokens.ts `tokenHash`). */
+    tokenHash: text().notNull().unique(),
+    /** The platform admin who made it (null once that user is deleted, or for Plinth itself). */
+    createdBy: uuid().references(() => users.id, { onDelete: "set null" }),
+    createdAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
+    expiresAt: timestamp({ withTimezone: true }).notNull().default(sql`now() + interval '72 hours'`),
+    /** The first time an owner of the tenant opened it, and who. */
+    openedAt: timestamp({ withTimezone: true }),
+    openedBy: uuid().references(() => users.id, { onDelete: "set null" }),
+    revokedAt: timestamp({ withTimezone: true }),
+  },
+  (t) => [index("sso_setup_links_tenant_idx").on(t.tenantId, t.createdAt, t.id), tenantIsolation()],
+);

@@ -21,6 +21,7 @@ import {
 } from "../../sso/email-domains.ts";
 import { getSsoEnforcement, setSsoEnforcement } from "../../sso/enforcement.ts";
 import { getSamlServiceProviderMetadata } from "../../sso/saml/saml-metadata-route.ts";
+import { openSsoSetupLink, SETUP_LINK_PATH } from "../../sso/setup-links.ts";
 import { startTestSignIn } from "../../sso/test-sign-in.ts";
 import { isUuid } from "../../tenancy/tenants.ts";
 import { statusOf, toAppError } from "../problem-json.ts";
@@ -252,6 +253,13 @@ export function ssoPages(deps: Deps) {
     );
 
   router.get(SSO_SECTION, (c) => ssoPage(deps, c));
+  // an SSO set-up link a platform admin made: an owner of its tenant lands on this page; anyone else, 404
+  router.get(SETUP_LINK_PATH, async (c) => {
+    if (viewerOf(c).role !== "tenant_owner") throw new AppError("not_found", "No such set-up link.");
+    const opened = await openSsoSetupLink(deps, tenantCtxOf(c), { token: c.req.query("token") ?? "" });
+    consoleActed(deps, c, "sso_setup_link.opened", { type: "sso_setup_link", id: opened.id });
+    return done(c, "setupLink");
+  });
   router.route("/", connectionPages(deps));
 
   router.post(`${SSO_SECTION}/domains`, async (c) => {

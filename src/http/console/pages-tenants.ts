@@ -12,13 +12,21 @@ import type { Deps } from "../../deps.ts";
 import { AppError } from "../../errors.ts";
 import { listInvitations } from "../../identity/list-invitations.ts";
 import { listTenantUsers } from "../../identity/users.ts";
+import {
+  createSsoSetupLink,
+  listSsoSetupLinks,
+  revokeSsoSetupLink,
+  SETUP_LINK_DEFAULT_HOURS,
+  SETUP_LINK_MAX_HOURS,
+  type SsoSetupLinkView,
+} from "../../sso/setup-links.ts";
 import { getTenant, isUuid, listTenants, tenantCursor } from "../../tenancy/tenants.ts";
 import { redactedDestination, type WebhookEndpointView } from "../../webhooks/endpoints.ts";
 import { listWebhookEndpoints } from "../../webhooks/list-webhook-endpoints.ts";
 import { adminCtxOf, ctxOf } from "../request-context.ts";
 import { domainTable } from "./domains-html.ts";
-import { actionButton, badge, type Html, layout, notice, type Viewer, when } from "./layout.ts";
-import { consoleActed, consoleCursor, pageResponse } from "./respond.ts";
+import { actionButton, badge, csrfField, type Html, layout, notice, type Viewer, when } from "./layout.ts";
+import { consoleActed, consoleCursor, formOf, pageResponse } from "./respond.ts";
 import { type ConsoleEnv, seeOther, viewerOf } from "./session.ts";
 
 /** An endpoint's health: disabled (and why), failing since when, or delivering. */
@@ -82,16 +90,18 @@ type TenantDetail = Awaited<ReturnType<typeof loadTenantDetail>>;
 async function loadTenantDetail(deps: Deps, ctx: Ctx, input: { tenantId: string }) {
   const tenant = await getTenant(deps, ctx, input);
   const tenantCtx = { ...ctx, tenantId: tenant.id };
-  const [subscription, usage, users, invitations, sessions, domains, endpoints] = await Promise.all([
-    getSubscription(deps, tenantCtx),
-    getUsageReport(deps, tenantCtx),
-    listTenantUsers(deps, tenantCtx, { limit: 100 }),
-    listInvitations(deps, tenantCtx, { limit: 100 }),
-    listTenantSessions(deps, tenantCtx, { limit: 100 }),
-    listCustomDomains(deps, tenantCtx, { limit: 100 }).then((page) => page.items),
-    listWebhookEndpoints(deps, tenantCtx, { limit: 100 }).then((page) => page.items),
-  ]);
-  return { tenant, subscription, usage, users, invitations, sessions, domains, endpoints };
+  const [subscription, usage, users, invitations, sessions, domains, endpoints, setupLinks] =
+    await Promise.all([
+      getSubscription(deps, tenantCtx),
+      getUsageReport(deps, tenantCtx),
+      listTenantUsers(deps, tenantCtx, { limit: 100 }),
+      listInvitations(deps, tenantCtx, { limit: 100 }),
+      listTenantSessions(deps, tenantCtx, { limit: 100 }),
+      listCustomDomains(deps, tenantCtx, { limit: 100 }).then((page) => page.items),
+      listWebhookEndpoints(deps, tenantCtx, { limit: 100 }).then((page) => page.items),
+      listSsoSetupLinks(deps, tenantCtx, { limit: 20 }).then((page) => page.items),
+    ]);
+  return { tenant, subscription, usage, users, invitations, sessions, domains, endpoints, setupLinks };
 }
 
 function tenantSummaryHtml(deps: Pick<Deps, "config">, viewer: Viewer, data: TenantDetail): Html {
@@ -190,6 +200,40 @@ ${users.nextCursor ? html`<p class="muted">The first 100 users are shown.</p>` :
   }</tbody></table></div>`;
 }
 
+/** A set-up link's state as the list shows it: revoked, expired, opened or waiting. */
+function setupLinkState(link: SsoSetupLinkView, now: Date): Html {
+  if (link.revokedAt) return html`<span class="badge muted">revoked</span> ${when(link.revokedAt)}`;
+  if (new Date(link.expiresAt) <= now) return html`<span class="badge muted">expired</span>`;
+  if (link.openedAt) return html`<span class="badge ok">opened</span> ${when(link.openedAt)}`;
+  return html`<span class="badge warn">not opened yet</span>`;
+}
+
+/**
+ * The tenant's SSO set-up links (docs/sso.md "Hand an owner a set-up link"): administrators make one
+ * (its link shown once, on the page the form answers with) and revoke them; viewers read the list.
+ */
+function setupLinksHtml(viewer: Viewer, tenantId: string, links: SsoSetupLinkView[], now: Date): Html {
+  const create = viewer.canChange
+    ? html`<form class="filters" method="post" action="/console/tenants/${tenantId}/sso-setup-links">${csrfField(viewer)}
+<label for="expiresInHours">Valid for (hours)<input id="expiresInHours" name="expiresInHours" type="number" min="1" max="${SETUP_LINK_MAX_HOURS}" value="${SETUP_LINK_DEFAULT_HOURS}" required></label>
+<button type="submit">Create SSO set-up link</button>
+</form>`
+    : "";
+  return html`<h2 id="h-sso-links">SSO set-up links</h2>
+<p class="muted">A link to this tenant's single sign-on set-up for one of its owners: it grants nothing by itself (the owner signs in to the console first) and stops working when it expires or is revoked.</p>
+${create}
+<div class="table-wrap"><table class="stack" aria-labelledby="h-sso-links">
+<thead><tr><th scope="col">Created</th><th scope="col">Expires</th><th scope="col">State</th><th scope="col">Revoke</th></tr></thead>
+<tbody>${
+    links.length
+      ? links.map(
+          (l) =>
+            html`<tr><th scope="row">${when(l.createdAt)}</th><td data-label="Expires">${when(l.expiresAt)}</td><td data-label="State">${setupLinkState(l, now)}</td><td data-label="Revoke">${l.revokedAt ? "" : actionButton(viewer, { action: `/console/tenants/${tenantId}/sso-setup-links/${l.id}/revoke`, label: "Revoke", danger: true })}</td></tr>`,
+        )
+      : html`<tr><td colspan="4" class="muted">No set-up links.</td></tr>`
+  }</tbody></table></div>`;
+}
+
 /** Tenants: search, one tenant's plan, subscription, usage, users and domains; suspend and reactivate. */
 export function tenantPages(deps: Deps) {
   const router = new Hono<ConsoleEnv>();
@@ -209,13 +253,16 @@ export function tenantPages(deps: Deps) {
     const message =
       done === "sessions"
         ? "The member's sessions in this tenant ended."
-        : done
-          ? `Subscription ${done}.`
-          : undefined;
+        : done === "linkRevoked"
+          ? "The SSO set-up link is revoked: it no longer opens."
+          : done
+            ? `Subscription ${done}.`
+            : undefined;
     const body = html`${notice(message, "ok")}
 ${tenantSummaryHtml(deps, viewer, data)}
 ${tenantTablesHtml(data)}
-${memberSessionsHtml(viewer, data.tenant.id, data.sessions)}`;
+${memberSessionsHtml(viewer, data.tenant.id, data.sessions)}
+${setupLinksHtml(viewer, data.tenant.id, data.setupLinks, deps.clock.now())}`;
     return pageResponse(
       c,
       layout({ title: `Tenant ${data.tenant.code}`, section: "/console/tenants", viewer, body }),
@@ -229,6 +276,33 @@ ${memberSessionsHtml(viewer, data.tenant.id, data.sessions)}`;
     const { ended } = await endMemberSessions(deps, adminCtxOf(c, tenantId), { userId });
     consoleActed(deps, c, "auth.session_ended", { type: "user", id: userId }, { count: ended });
     return seeOther(c, `/console/tenants/${tenantId}?done=sessions`);
+  });
+
+  // the same change as POST /api/admin/tenants/{tenantId}/sso/setup-links: the link is shown this once
+  router.post("/console/tenants/:tenantId/sso-setup-links", async (c) => {
+    const tenantId = c.req.param("tenantId");
+    if (!isUuid(tenantId)) throw new AppError("not_found", "No such tenant.");
+    const hours = (await formOf(c)).expiresInHours?.trim();
+    const link = await createSsoSetupLink(deps, adminCtxOf(c, tenantId), {
+      expiresInHours: hours ? Number(hours) : undefined,
+    });
+    consoleActed(deps, c, "sso_setup_link.created", { type: "sso_setup_link", id: link.id });
+    const body = html`${notice("SSO set-up link created.", "ok")}
+<p>Send this link to one of the tenant's owners now: it is shown this once, and Plinth keeps only its hash. It works until ${when(link.expiresAt)}, for an owner of this tenant signed in to the console.</p>
+<p><code class="secret">${link.url}</code></p>
+<p><a href="/console/tenants/${tenantId}">Back to the tenant</a></p>`;
+    return pageResponse(
+      c,
+      layout({ title: "SSO set-up link", section: "/console/tenants", viewer: viewerOf(c), body }),
+    );
+  });
+  // the same change as DELETE /api/admin/tenants/{tenantId}/sso/setup-links/{linkId}
+  router.post("/console/tenants/:tenantId/sso-setup-links/:linkId/revoke", async (c) => {
+    const { tenantId, linkId } = c.req.param();
+    if (!isUuid(tenantId) || !isUuid(linkId)) throw new AppError("not_found", "No such set-up link.");
+    await revokeSsoSetupLink(deps, adminCtxOf(c, tenantId), { linkId });
+    consoleActed(deps, c, "sso_setup_link.revoked", { type: "sso_setup_link", id: linkId });
+    return seeOther(c, `/console/tenants/${tenantId}?done=linkRevoked`);
   });
 
   for (const event of ["suspend", "reactivate"] as const) {

@@ -15,6 +15,7 @@ import {
   PLATFORM_ADMIN_ROLE,
   PLATFORM_VIEWER_ROLE,
 } from "../../identity/roles.ts";
+import { SETUP_LINK_PATH } from "../../sso/setup-links.ts";
 import type { AppEnv } from "../request-context.ts";
 import { readSessionCookie, setSessionCookie } from "../session-cookie.ts";
 import type { ConsoleRole, ConsoleSection, Viewer } from "./layout.ts";
@@ -130,7 +131,9 @@ export function consoleSession(
       // an htmx request (a refresh) sends the whole page to the sign-in page, not into a fragment
       if (c.req.header("hx-request") === "true")
         return c.body(null, 200, { "hx-redirect": "/console/sign-in" });
-      const next = c.req.method === "GET" ? `?next=${encodeURIComponent(c.req.path)}` : "";
+      // an SSO set-up link keeps its token (in the query, never in a logged path) through the sign-in
+      const back = c.req.path === SETUP_LINK_PATH ? `${c.req.path}${new URL(c.req.url).search}` : c.req.path;
+      const next = c.req.method === "GET" ? `?next=${encodeURIComponent(back)}` : "";
       return seeOther(c, `/console/sign-in${next}`);
     };
     if (!cookie || !csrfToken) return toSignIn();
@@ -190,11 +193,14 @@ export function consoleSession(
     if (!BEFORE_CHANGE.has(c.req.path)) {
       if (inTenant) {
         // a tenant's owner or admin: their tenant's pages and their own account, nothing of the platform's
-        if (tenantRole === null)
+        if (tenantRole === null) {
+          // a set-up link answers everyone but an owner alike: not found (no oracle of its token)
+          if (c.req.path === SETUP_LINK_PATH) throw new AppError("not_found", "No such set-up link.");
           throw new AppError(
             "forbidden",
             "The console is for platform staff and a tenant's owners and admins.",
           );
+        }
         if (c.req.path === "/console" && !unsafe) return seeOther(c, TENANT_HOME);
         if (!tenantPage(c.req.path) && !ownAccount(c.req.path))
           throw new AppError("not_found", "No such resource.");

@@ -33,6 +33,8 @@ export const SSO_DONE: Record<string, string> = {
   connectionDisabled: "Connection disabled: no address is routed to it.",
   connectionDeleted: "Connection deleted with its client secret.",
   connectionSaved: "Connection saved. Run a test sign-in to prove it.",
+  setupLink:
+    "Welcome: your platform's operator sent you here to set up single sign-on. Verify your e-mail domains, add your identity provider's connection, run a test sign-in, then enforce it if you wish.",
 };
 
 /** The plan message of a tenant whose plan has no `sso`, in words (not an error). */
