@@ -124,6 +124,7 @@ function sampleParams(route: Route): { path: Record<string, string>; query: Reco
     flowId: crypto.randomUUID(),
     invitationId: crypto.randomUUID(),
     exportId: crypto.randomUUID(),
+    linkId: crypto.randomUUID(),
   };
   const pick = (names: string[]) =>
     Object.fromEntries(
