@@ -7,7 +7,7 @@
 import { type App, createApp } from "./app.ts";
 import { ConfigError } from "./config/config-error.ts";
 import { type AppConfig, type LoadOptions, loadConfig } from "./config/load.ts";
-import { roleHeldByRowSecurity } from "./db/app-role.ts";
+import { roleNotHeldByRowSecurity } from "./db/app-role.ts";
 import type { HeldLock } from "./db/client.ts";
 import { describeDatabaseFailure } from "./db/database-failure.ts";
 import { SERVING_LOCK } from "./db/migrator.ts";
@@ -241,6 +241,32 @@ function warnUnknown(deps: Deps): void {
 }
 
 /**
+ * The API's role must be one row-level security holds (`Database:AppRole`): as a superuser, a
+ * BYPASSRLS role or an owner of the tables one missed tenant filter is a cross-tenant read, or the
+ * policies can be dropped. Production refuses to start (false); Development and Staging warn once and
+ * serve. The embedded PGlite database (`npm run dev`) has one role, a superuser, and no other to use:
+ * it is not checked (start-up already warns that PGlite is for development only).
+ */
+async function roleGate(config: AppConfig, deps: Deps): Promise<boolean> {
+  if (config.database.embedded) return true;
+  const unheld = await roleNotHeldByRowSecurity(deps.database.db);
+  if (!unheld) return true;
+  const appRole = config.settings.Database.AppRole;
+  const sentence = `the API connects as role ${unheld.role}, ${unheld.reason}; connect as Database:AppRole (${appRole}), which \`bun run migrate\` creates and grants (docs/deployment.md, "The database roles")`;
+  const fields = { role: unheld.role, reason: unheld.reason, appRole };
+  if (config.environment === "Production") {
+    deps.logger.error(sentence, fields);
+    deps.logger.flush();
+    return false;
+  }
+  deps.logger.warn(`${sentence}; serving anyway (${config.environment})`, {
+    ...fields,
+    environment: config.environment,
+  });
+  return true;
+}
+
+/**
  * The schema gate at start-up (src/db/schema-gate.ts). Pending migrations: Production refuses to
  * start (false); elsewhere the process serves, readiness fails with `database:migrations` and the
  * loops wait while the gate checks again every few seconds. A database that cannot be reached is
@@ -253,17 +279,7 @@ async function schemaGate(config: AppConfig, deps: Deps): Promise<boolean> {
   try {
     const state = await deps.schema.check();
     warnUnknown(deps);
-    const held = await roleHeldByRowSecurity(deps.database.db);
-    if (held) {
-      const sentence = `the API connects as role ${held}, which row-level security holds: this release reads without a tenant context in places and would see no tenant's rows there; connect as a superuser or a BYPASSRLS role (docs/deployment.md, "The database roles")`;
-      // Production refuses; Development and Staging serve (how the paths still without a context are found)
-      if (config.environment === "Production") {
-        logger.error(sentence, { role: held });
-        logger.flush();
-        return false;
-      }
-      logger.warn(sentence, { role: held, environment: config.environment });
-    }
+    if (!(await roleGate(config, deps))) return false;
     if (state.pending.length > 0) {
       if (config.environment === "Production") {
         logger.error(pendingSentence(state.pending), {

@@ -20,8 +20,13 @@ Before serving it compares the migrations it ships with those applied: with any 
 refuses to start (exit 1, naming them); other environments serve, but /api/health/ready answers 503
 (database:migrations) and the background loops wait until the database is migrated.
 
+In Production it refuses to start (exit 1) when it connects as a superuser, a BYPASSRLS role or an
+owner of the tables: connect as Database:AppRole (plinth_app), which \`bun run migrate\` creates and
+grants; with --migrate, give the owner's connection as DATABASE_DIRECT_URL.
+
 Exit codes: 0 after a clean shutdown (SIGTERM/SIGINT); 1 on invalid configuration, pending migrations
-in Production, a port in use or another failed start.
+or a database role row-level security does not hold in Production, a port in use or another failed
+start.
 `;
 
 async function main(argv: string[]): Promise<number> {

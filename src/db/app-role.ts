@@ -92,18 +92,35 @@ export async function ensureAppRole(
   return { created };
 }
 
+/** Why row-level security does not hold the role a connection runs as (docs/deployment.md, "The database roles"). */
+export interface UnheldRole {
+  role: string;
+  /** What it is and why that matters, e.g. `a superuser: row-level security does not hold it`. */
+  reason: string;
+}
+
 /**
- * The role this connection's statements run as, when row-level security holds it (neither superuser
- * nor BYPASSRLS), else null. The API does not yet carry the tenant context on every path (the loops,
- * platform lists and operations not yet on the named platform path), so such a role would see no
- * tenant's rows there: Production's start-up refuses it until it does; Development and Staging warn
- * (docs/deployment.md, "The database roles").
+ * The role this connection's statements run as, when row-level security does not hold it: a
+ * superuser or a BYPASSRLS role passes every policy, and an owner of tables in schema public is held
+ * by FORCE but may drop the policies (so may a role with the owner's privileges). Null for a role the policies hold (the API's, `Database:AppRole`).
  */
-export async function roleHeldByRowSecurity(db: Executor): Promise<string | null> {
-  const [row] = await execute<{ role: string; passes: boolean }>(
+export async function roleNotHeldByRowSecurity(db: Executor): Promise<UnheldRole | null> {
+  const [row] = await execute<RoleRow & { role: string }>(
     db,
-    sql`select current_user::text as role, (r.rolsuper or r.rolbypassrls) as passes
+    sql`select current_user::text as role, r.rolsuper as superuser, r.rolbypassrls as bypassrls,
+          r.rolcanlogin as login,
+          (select count(*)::int from pg_class c where pg_has_role(r.oid, c.relowner, 'USAGE')
+             and c.relnamespace = 'public'::regnamespace and c.relkind in ('r', 'p')) as owned
         from pg_roles r where r.rolname = current_user`,
   );
-  return row && !row.passes ? row.role : null;
+  if (!row) return null;
+  const unheld = "row-level security does not hold it";
+  if (row.superuser) return { role: row.role, reason: `a superuser: ${unheld}` };
+  if (row.bypassrls) return { role: row.role, reason: `a BYPASSRLS role: ${unheld}` };
+  if (row.owned > 0)
+    return {
+      role: row.role,
+      reason: `the owner of ${row.owned} table${row.owned === 1 ? "" : "s"} in schema public: it may drop their row-level security policies`,
+    };
+  return null;
 }

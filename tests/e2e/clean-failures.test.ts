@@ -6,7 +6,7 @@ import { sql } from "drizzle-orm";
 import { execute } from "../../src/db/client.ts";
 import { records, startApi } from "../helpers/api-process.ts";
 import { useTestDatabase } from "../helpers/app.ts";
-import { createTestDatabase } from "../helpers/database.ts";
+import { appRoleEnv, createTestDatabase } from "../helpers/database.ts";
 import { runEntry } from "../helpers/process.ts";
 import { validProductionEnv } from "../helpers/production-env.ts";
 
@@ -61,7 +61,7 @@ test("a port already in use: one JSON log line and exit 1, no stack trace", asyn
 test("a deliberate 503 (Production, cache down, failing closed) is a warning without a stack", async () => {
   const api = startApi(
     validProductionEnv({
-      DATABASE_URL: t.url,
+      ...appRoleEnv(t.url),
       CACHE_URL: "redis://:cache-password-456@127.0.0.1:1",
       Logging__Level: "info",
     }),

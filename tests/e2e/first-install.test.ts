@@ -53,6 +53,11 @@ function blocks(): string[] {
         "postgres://plinth:choose-a-password@127.0.0.1:5432/plinth",
         `postgres://${role}:choose-a-password@127.0.0.1:5432/${database}`,
       )
+      // the API's role, which the migrator creates or (here: the test server's, cluster-wide) checks
+      .replaceAll(
+        "postgres://plinth_app:choose-an-app-password@127.0.0.1:5432/plinth",
+        `postgres://plinth_app:choose-an-app-password@127.0.0.1:5432/${database}`,
+      )
       .replaceAll("redis://127.0.0.1:6379", redis.url)
       .replaceAll("127.0.0.1:8080", `127.0.0.1:${apiPort}`),
   );
@@ -159,6 +164,7 @@ test("first-install.md as written: role and database, keys, environment, migrato
   expect(migrated.code).toBe(0);
   for (const line of ["migrations applied", "catalog seeded", "platform administrator created"])
     expect(migrated.stdout).toContain(line);
+  expect(migrated.stdout).toMatch(/"msg":"API role (created|checked) and granted".*"role":"plinth_app"/);
   const temporary = migrated.stderr.trim().split("\n")[0] ?? "";
   expect(temporary).toMatch(/^[A-Za-z0-9+/]{24}$/);
 
@@ -180,6 +186,9 @@ test("first-install.md as written: role and database, keys, environment, migrato
     expect(answer.stdout.trim()).toBe("200");
     const listening = api.output.lines.find((l) => l.includes('"msg":"listening"')) ?? "";
     expect(JSON.parse(listening)).toMatchObject({ environment: "Production" });
+    // the API connects as the role row-level security holds, not as the migrator's (the owner)
+    expect(sh('psql "$DATABASE_URL" -tAc "select current_user"').stdout.trim()).toBe("plinth_app");
+    expect(api.output.lines.some((l) => l.includes("connect as Database:AppRole"))).toBe(false);
 
     // 6. sign in with the temporary password, change it, and the new token is the administrator
     const first = JSON.parse(sh((login ?? "").replace("<the temporary password>", temporary)).stdout) as {
@@ -203,6 +212,37 @@ test("first-install.md as written: role and database, keys, environment, migrato
       user: { email: string };
     };
     expect(who.user.email).toBe("admin@example.com");
+
+    // beyond the page ("Next: create a tenant"): a tenant, its owner, and a read in its context
+    const admin = `-H 'content-type: application/json' -H "authorization: Bearer ${changed.accessToken}"`;
+    const tenant = JSON.parse(
+      sh(`curl -s https://api.example.com/api/admin/tenants ${admin} -d '{"code":"acme","name":"Acme"}'`)
+        .stdout,
+    ) as { id: string };
+    expect(tenant.id).toBeString();
+    const ownerPassword = `${crypto.randomUUID()}-Bb2`;
+    const owner = { email: "owner@acme.example", name: "Acme Owner", password: ownerPassword, role: "owner" };
+    const added = sh(
+      `curl -s -o /dev/null -w '%{http_code}' https://api.example.com/api/admin/tenants/${tenant.id}/users ${admin} -d '${JSON.stringify(owner)}'`,
+    );
+    expect(added.stdout).toBe("201");
+    const signedIn = JSON.parse(
+      sh(
+        `curl -s https://api.example.com/api/auth/login -H 'content-type: application/json' -d '${JSON.stringify({ email: owner.email, password: ownerPassword, tenant: "acme" })}'`,
+      ).stdout,
+    ) as { accessToken: string };
+    // a password an administrator set is changed first
+    const ownerChanged = JSON.parse(
+      sh(
+        `curl -s https://api.example.com/api/auth/password -H 'content-type: application/json' -H "authorization: Bearer ${signedIn.accessToken}" -d '${JSON.stringify({ currentPassword: ownerPassword, newPassword: `${crypto.randomUUID()}-Cc3` })}'`,
+      ).stdout,
+    ) as { accessToken: string };
+    const users = JSON.parse(
+      sh(
+        `curl -s https://api.example.com/api/tenant/users -H "authorization: Bearer ${ownerChanged.accessToken}"`,
+      ).stdout,
+    ) as { items: { email: string }[] };
+    expect(users.items.map((u) => u.email)).toEqual([owner.email]);
     // the log never held the passwords
     const logged = api.output.lines.join("\n") + migrated.stdout;
     expect(logged).not.toContain(temporary);

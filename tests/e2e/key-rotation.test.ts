@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { useTestDatabase } from "../helpers/app.ts";
 import { tracked } from "../helpers/children.ts";
+import { appRoleEnv } from "../helpers/database.ts";
 import { cleanEnv, ROOT } from "../helpers/process.ts";
 import { type OwnRedis, ownRedisServer } from "../helpers/redis-server.ts";
 
@@ -71,7 +72,7 @@ async function startApi() {
   const proc = tracked(
     Bun.spawn(["sh", "-c", loaded("bun run start")], {
       cwd: ROOT,
-      env: cleanEnv({ ...connections(), PORT: "0" }),
+      env: cleanEnv({ ...connections(), ...appRoleEnv(t.url), PORT: "0" }),
       stdout: "pipe",
       stderr: "pipe",
     }),

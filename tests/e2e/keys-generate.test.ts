@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { useTestDatabase } from "../helpers/app.ts";
 import { tracked } from "../helpers/children.ts";
+import { appRoleEnv } from "../helpers/database.ts";
 import { cleanEnv, ROOT } from "../helpers/process.ts";
 import { type OwnRedis, ownRedisServer } from "../helpers/redis-server.ts";
 
@@ -118,7 +119,8 @@ describe("bun run keys:generate", () => {
     const server = tracked(
       Bun.spawn(["sh", "-c", loaded("bun run start")], {
         cwd: ROOT,
-        env: cleanEnv({ ...connections, PORT: "0" }),
+        // the API as its role, which the migrator made and granted (Production refuses the owner)
+        env: cleanEnv({ ...connections, ...appRoleEnv(t.url), PORT: "0" }),
         stdout: "pipe",
         stderr: "pipe",
       }),
@@ -177,7 +179,7 @@ describe("bun run keys:generate", () => {
     writeFileSync(otherPath, `${other}\n`, { mode: 0o600 });
     const start = run(
       `set -a; . ${dir}/production.env; set +a; PLINTH_TENANT_SECRET_MASTER_KEY_FILE=${otherPath} exec bun run start`,
-      { DATABASE_URL: t.url, CACHE_URL: redis.url, PORT: "0" },
+      { ...appRoleEnv(t.url), CACHE_URL: redis.url, PORT: "0" },
     );
     expect(start.code).toBe(1);
     expect(start.out).toContain(`ts-${date}`);

@@ -1,10 +1,18 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
+import postgres from "postgres";
 import { execute } from "../../src/db/client.ts";
 import { readMigrations, servingLockHolders } from "../../src/db/migrator.ts";
 import { records, startApi } from "../helpers/api-process.ts";
 import { stopChildrenAfterAll } from "../helpers/children.ts";
-import { createTestDatabase, databaseUrl, type TestDatabase } from "../helpers/database.ts";
+import {
+  appRoleEnv,
+  asRole,
+  createTestDatabase,
+  databaseUrl,
+  type TestDatabase,
+  topologyEnv,
+} from "../helpers/database.ts";
 import { waitFor } from "../helpers/jobs.ts";
 import { runEntry } from "../helpers/process.ts";
 import { validProductionEnv } from "../helpers/production-env.ts";
@@ -35,36 +43,118 @@ async function ready(port: number): Promise<{ status: number; body: Health }> {
   return { status: response.status, body: (await response.json()) as Health };
 }
 
-describe("a role row-level security holds", () => {
-  const appRoleUrl = async () => {
-    const url = new URL((await database(false)).url);
-    url.username = "plinth_app"; // made and granted by the migrator (and the test template)
-    url.password = "";
-    return url.toString();
+describe("the API's role: Production refuses one row-level security does not hold", () => {
+  const suffix = `${process.pid}_${crypto.randomUUID().slice(0, 8)}`;
+  const roles: { t: TestDatabase; role: string }[] = [];
+  afterAll(async () => {
+    // runs before the file's afterAll drops the databases: the roles' grants and tables go first
+    const admin = postgres(databaseUrl("postgres"), { max: 1, onnotice: () => {} });
+    try {
+      for (const { t, role } of roles) {
+        await t.database.db.execute(sql.raw(`reassign owned by "${role}" to current_user`));
+        await t.database.db.execute(sql.raw(`drop owned by "${role}"`));
+        await admin.unsafe(`drop role if exists "${role}"`);
+      }
+    } finally {
+      await admin.end();
+    }
+  });
+  /** A login role of this test's own on `t`, allowed to read the schema's tables (the schema gate reads them). */
+  const ownRole = async (t: TestDatabase, name: string, attributes: string) => {
+    const role = `plinth_${name}_${suffix}`;
+    roles.push({ t, role });
+    await t.database.db.execute(sql.raw(`create role "${role}" login nosuperuser ${attributes}`));
+    await t.database.db.execute(sql.raw(`grant select on all tables in schema public to "${role}"`));
+    return role;
   };
-
-  test("Production refuses to start as it, naming the role, until every read carries the tenant context", async () => {
-    const api = startApi(validProductionEnv({ DATABASE_URL: await appRoleUrl() }));
+  const production = (url: string, extra: Record<string, string> = {}) =>
+    validProductionEnv({ ...topologyEnv(url), CACHE_URL: "redis://127.0.0.1:6379", ...extra });
+  const refusal = async (api: ReturnType<typeof startApi>) => {
     expect(await api.proc.exited).toBe(1);
-    const line = await api.waitForLine((l) => l.includes("row-level security holds"));
-    expect(JSON.parse(line)).toMatchObject({ level: "error", role: "plinth_app" });
+    const line = await api.waitForLine((l) => l.includes("which `bun run migrate` creates and grants"));
     expect(api.lines.some((l) => l.includes('"msg":"listening"'))).toBe(false);
+    return JSON.parse(line) as Record<string, unknown>;
+  };
+  const sentence = (role: string, reason: string) =>
+    `the API connects as role ${role}, ${reason}; connect as Database:AppRole (plinth_app), which \`bun run migrate\` creates and grants (docs/deployment.md, "The database roles")`;
+
+  test("as a superuser (the owner here): refused, one line naming the role and what to do", async () => {
+    const t = await database(false);
+    const api = startApi(production(t.url));
+    expect(await refusal(api)).toMatchObject({
+      level: "error",
+      msg: sentence("postgres", "a superuser: row-level security does not hold it"),
+      role: "postgres",
+      appRole: "plinth_app",
+    });
+    expect(api.stderr()).toBe("");
   });
 
-  test("Development serves as it with a warning naming the role (how the paths still without a context are found)", async () => {
-    const api = startApi({ PLINTH_ENVIRONMENT: "Development", DATABASE_URL: await appRoleUrl() });
-    await api.listening();
-    const line = await api.waitForLine((l) => l.includes("row-level security holds"));
-    expect(JSON.parse(line)).toMatchObject({ level: "warn", role: "plinth_app", environment: "Development" });
-    api.proc.kill();
-    await api.proc.exited;
+  test("as a BYPASSRLS role: refused", async () => {
+    const t = await database(false);
+    const role = await ownRole(t, "bypass", "bypassrls");
+    const api = startApi(production(asRole(t.url, role)));
+    expect(await refusal(api)).toMatchObject({
+      level: "error",
+      msg: sentence(role, "a BYPASSRLS role: row-level security does not hold it"),
+      role,
+    });
+  });
+
+  test("as a table owner that is no superuser (FORCE holds it, but it may drop the policies): refused", async () => {
+    const t = await database(false);
+    const role = await ownRole(t, "owner", "nobypassrls");
+    await t.database.db.execute(sql.raw(`alter table tenants owner to "${role}"`));
+    const api = startApi(production(asRole(t.url, role)));
+    expect(await refusal(api)).toMatchObject({
+      level: "error",
+      msg: sentence(
+        role,
+        "the owner of 1 table in schema public: it may drop their row-level security policies",
+      ),
+      role,
+    });
+  });
+
+  test("as the API's role (plinth_app): serves, ready", async () => {
+    const t = await database(false);
+    const api = startApi(validProductionEnv({ ...appRoleEnv(t.url), CACHE_URL: "redis://127.0.0.1:6379" }));
+    try {
+      const port = await api.listening(30_000);
+      const probe = await fetch(`http://127.0.0.1:${port}/api/health/ready`, {
+        headers: { host: "api.example.com" },
+      });
+      expect(probe.status).toBe(200);
+      expect(api.lines.some((l) => l.includes("connect as Database:AppRole"))).toBe(false);
+    } finally {
+      expect(await api.stop()).toBe(0);
+    }
+  }, 40_000);
+
+  test("Development as a superuser: warns once, naming the role, and serves", async () => {
+    const t = await database(false);
+    const api = startApi({ PLINTH_ENVIRONMENT: "Development", ...topologyEnv(t.url) });
+    try {
+      const port = await api.listening();
+      expect((await ready(port)).status).toBe(200);
+      const warnings = records(api.lines).filter((r) => r.appRole === "plinth_app");
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toMatchObject({
+        level: "warn",
+        msg: `${sentence("postgres", "a superuser: row-level security does not hold it")}; serving anyway (Development)`,
+        role: "postgres",
+        environment: "Development",
+      });
+    } finally {
+      expect(await api.stop()).toBe(0);
+    }
   });
 });
 
 describe("behind: migrations pending", () => {
   test("Production refuses to start, naming them", async () => {
     const t = await database(true);
-    const api = startApi(validProductionEnv({ DATABASE_URL: t.url }));
+    const api = startApi(validProductionEnv(appRoleEnv(t.url)));
     expect(await api.proc.exited).toBe(1);
     const line = await api.waitForLine((l) => l.includes("migrations pending"));
     expect(JSON.parse(line)).toMatchObject({
@@ -111,7 +201,10 @@ describe("behind: migrations pending", () => {
 
 test("`--migrate` migrates first: Production on an empty database starts ready", async () => {
   const t = await database(true);
-  const api = startApi(validProductionEnv({ DATABASE_URL: t.url }), ["--migrate"]);
+  // the API as its role; the migrator over the direct URL as the owner (it creates the tables)
+  const api = startApi(validProductionEnv({ ...appRoleEnv(t.url), DATABASE_DIRECT_URL: t.directUrl }), [
+    "--migrate",
+  ]);
   try {
     const port = await api.listening(30_000);
     expect(api.lines.some((l) => l.includes("migrations pending"))).toBe(false);

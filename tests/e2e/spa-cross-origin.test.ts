@@ -7,6 +7,7 @@ import type { Browser } from "playwright-core";
 import { useTestDatabase } from "../helpers/app.ts";
 import { type OwnCaddy, ownCaddy } from "../helpers/caddy.ts";
 import { launchChromium } from "../helpers/chromium.ts";
+import { appRoleEnv } from "../helpers/database.ts";
 import { cleanEnv, ROOT } from "../helpers/process.ts";
 import { type Child, spawnBun } from "../helpers/processes.ts";
 import { freePort, type OwnRedis, ownRedisServer } from "../helpers/redis-server.ts";
@@ -65,6 +66,7 @@ beforeAll(async () => {
   const apiPort = await freePort();
   api = spawnBun([join(ROOT, "src/server.ts")], {
     ...env,
+    ...appRoleEnv(t.url), // the API as its role (Production refuses the owner)
     PORT: String(apiPort),
     // Caddy's address, as first-install.md says
     Tenancy__Resolution__TrustedProxies__0: "127.0.0.1",

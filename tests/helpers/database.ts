@@ -214,3 +214,13 @@ export function topologyEnv(url: string): Record<string, string> {
   if (direct === url) return { DATABASE_URL: url };
   return { DATABASE_URL: url, DATABASE_DIRECT_URL: direct, Database__PoolMode: "transaction" };
 }
+
+/**
+ * The variables a process needs to reach test database `url` as the API's role (API_ROLE_UNDER_TEST,
+ * `plinth_app` also when PLINTH_TEST_API_ROLE=owner), an empty database's too (its migrator grants the
+ * role the tables): what a Production API is started with, since Production refuses the owner (a
+ * superuser here). docs/deployment.md, "The database roles".
+ */
+export function appRoleEnv(url: string): Record<string, string> {
+  return topologyEnv(asRole(url, API_ROLE_UNDER_TEST ?? DEFAULT_APP_ROLE));
+}

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { useTestDatabase } from "./app.ts";
 import { tracked } from "./children.ts";
-import type { TestDatabase } from "./database.ts";
+import { appRoleEnv, type TestDatabase } from "./database.ts";
 import { cleanEnv, ROOT } from "./process.ts";
 import { type OwnRedis, ownRedisServer } from "./redis-server.ts";
 
@@ -63,7 +63,8 @@ export function useKeyFolder(): KeyFolder {
       const proc = tracked(
         Bun.spawn(loaded("bun run start"), {
           cwd: ROOT,
-          env: connections({ PORT: "0" }),
+          // the API as its role, which the migrator made and granted (Production refuses the owner)
+          env: connections({ ...appRoleEnv(t.url), PORT: "0" }),
           stdout: "pipe",
           stderr: "pipe",
         }),
