@@ -10,7 +10,9 @@ import type { Settings } from "./config/schema.ts";
 import type { Deps } from "./deps.ts";
 import { AppError } from "./errors.ts";
 import { AREAS } from "./http/areas.ts";
+import { trustedProxies } from "./http/client-ip.ts";
 import { CONSOLE_CREDENTIAL_PATHS, consoleRoutes } from "./http/console/routes.ts";
+import { type FastLane, fastLane } from "./http/fast-lane.ts";
 import { meterApiCalls } from "./http/middleware/api-calls.ts";
 import { authenticate } from "./http/middleware/authenticate.ts";
 import { guardOf } from "./http/middleware/guards.ts";
@@ -19,11 +21,12 @@ import {
   apiKeyPolicy,
   byApiKey,
   rateLimit,
+  rateLimiter,
   rateLimitPolicies,
   tenantRateLimit,
 } from "./http/middleware/rate-limit.ts";
 import { chainMiddleware, guardRequest, requestIdLogHeaders } from "./http/middleware/request.ts";
-import { resolveTenancy } from "./http/middleware/tenancy.ts";
+import { tenancyResolver } from "./http/middleware/tenancy.ts";
 import { traceRequests } from "./http/middleware/tracing.ts";
 import { DOCUMENT_TAGS, registerComponents, registerDocumentRoutes } from "./http/openapi.ts";
 import { HttpError, problemJson, statusOf, toAppError } from "./http/problem-json.ts";
@@ -183,10 +186,9 @@ export function createApp(deps: Deps) {
   // The probes skip them: orchestrators probe pods by IP rather than by name, a throttled readiness
   // check would take the pod out of service, and the probes read no body. They still get the
   // request id, the log line and the security headers.
-  const checks = [
-    rateLimit(policies.global, limiter),
-    resolveTenancy({ settings, environment: deps.config.environment, lookup: deps.tenants }),
-  ];
+  const globalLimit = rateLimiter(policies.global, limiter);
+  const tenancy = tenancyResolver({ settings, environment: deps.config.environment, lookup: deps.tenants });
+  const checks = [globalLimit.middleware(), tenancy.middleware];
   if (settings.Cors.Origins.length > 0) checks.unshift(corsOf(settings.Cors));
   app.use(
     requestIdLogHeaders({
@@ -243,7 +245,20 @@ export function createApp(deps: Deps) {
   app.route("/", docsRoutes());
   // the operator console: server-rendered pages for platform staff (docs/console.md)
   app.route("/", consoleRoutes(deps));
-  return app;
+  // `GET /api/auth/me` finished at the edge when all it needs is remembered (src/http/fast-lane.ts),
+  // from the same limiter and resolver as the checks above; off with telemetry (the request gets
+  // the app's span and metric, as the liveness probe does) and with CORS (hono/cors writes those)
+  const fast: FastLane | undefined =
+    deps.telemetry.enabled || settings.Cors.Origins.length > 0
+      ? undefined
+      : fastLane({
+          deps,
+          logger: deps.logger,
+          trusted: trustedProxies(settings.Tenancy.Resolution.TrustedProxies),
+          global: globalLimit,
+          tenancy,
+        });
+  return Object.assign(app, { fastLane: fast });
 }
 
 export type App = ReturnType<typeof createApp>;

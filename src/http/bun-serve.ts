@@ -3,6 +3,7 @@ import type { App } from "../app.ts";
 import type { Deps } from "../deps.ts";
 import { describeError } from "../redact.ts";
 import { bunPeer } from "./client-ip.ts";
+import { FAST_LANE_ME_PATH } from "./fast-lane.ts";
 import { SECURITY_HEADERS } from "./middleware/request.ts";
 import { problemTypePath } from "./problem-types.ts";
 import { LIVENESS_PATH, nativeLiveness } from "./routes/health.ts";
@@ -28,7 +29,9 @@ export const BUN_MAX_REQUEST_BODY = Number.MAX_SAFE_INTEGER;
  * How Bun serves the app (server.ts, and bench/http.ts, which measures this): the app behind
  * `fetch`, with the socket peer as its binding, and the liveness probe on Bun's own router in
  * front of it (`nativeLiveness`), except with telemetry on, where the probe takes the app's path
- * so it gets its span and duration metric like every other request.
+ * so it gets its span and duration metric like every other request. `GET /api/auth/me` is on
+ * Bun's router too when the app has a fast lane (`app.fastLane`, src/http/fast-lane.ts): what it
+ * declines goes to `fetch` as any other request.
  *
  * `development: false` whatever NODE_ENV says: Bun's development error page shows the working
  * directory, file paths and source lines. Anything that escapes the app reaches `error`, which
@@ -36,16 +39,25 @@ export const BUN_MAX_REQUEST_BODY = Number.MAX_SAFE_INTEGER;
  */
 export function bunServeOptions(app: App, deps: Deps) {
   const liveness = deps.telemetry.enabled ? undefined : nativeLiveness(deps);
+  // the socket peer is the client IP's starting point (http/client-ip.ts)
+  const fetch = (req: Request, server: Server<undefined>) => {
+    const request = req.url.startsWith("/") ? new Request(`${NO_HOST_ORIGIN}${req.url}`, req) : req;
+    return app.fetch(request, bunPeer(server, req));
+  };
+  const fast = app.fastLane;
+  const routes: Record<
+    string,
+    { GET: (req: Request, server: Server<undefined>) => Response | Promise<Response> }
+  > = {};
+  if (liveness) routes[LIVENESS_PATH] = { GET: liveness };
+  // what the edge cannot finish itself goes to the app untouched (src/http/fast-lane.ts)
+  if (fast) routes[FAST_LANE_ME_PATH] = { GET: (req, server) => fast(req, server) ?? fetch(req, server) };
   return {
-    ...(liveness ? { routes: { [LIVENESS_PATH]: { GET: liveness } } } : {}),
+    ...(Object.keys(routes).length > 0 ? { routes } : {}),
     development: false,
     // a port another process already serves is a start-up failure, not a silent share
     reusePort: deps.config.settings.Server.ReusePort,
-    // the socket peer is the client IP's starting point (http/client-ip.ts)
-    fetch: (req: Request, server: Server<undefined>) => {
-      const request = req.url.startsWith("/") ? new Request(`${NO_HOST_ORIGIN}${req.url}`, req) : req;
-      return app.fetch(request, bunPeer(server, req));
-    },
+    fetch,
     error: (error: Error) => {
       deps.logger.error("unhandled error", {
         error: describeError(error, deps.redactor.text, { stack: true }),

@@ -1,0 +1,123 @@
+import { isApiKeyShaped } from "../api-keys/format.ts";
+import type { AuthDeps } from "../auth/deps.ts";
+import { rememberedTokenSession } from "../auth/session-lookup.ts";
+import { rememberedMemberships } from "../identity/memberships.ts";
+import type { Logger } from "../telemetry/logger.ts";
+import { resolveClientIp, type TrustedProxies } from "./client-ip.ts";
+import { admission, bearerToken } from "./middleware/authenticate.ts";
+import type { RateLimiter } from "./middleware/rate-limit.ts";
+import { elapsedMs, HSTS_HEADER, overHttps, requestIdOf, SECURITY_HEADERS } from "./middleware/request.ts";
+import { TENANT_CODE_HEADER, type tenancyResolver } from "./middleware/tenancy.ts";
+import { meOf } from "./routes/auth.ts";
+
+/** The path the fast lane serves (GET only). */
+export const FAST_LANE_ME_PATH = "/api/auth/me";
+
+/** What Bun's router hands a route: the server, for the socket peer and its scheme. */
+export interface ServerOfRequest {
+  readonly protocol: string | null;
+  requestIP(req: Request): { address: string } | null;
+}
+
+/**
+ * A request the edge finishes itself, or undefined: the app must answer it (`bunServeOptions` then
+ * hands it to the app, untouched: nothing has been counted or logged for it).
+ */
+export type FastLane = (req: Request, server: ServerOfRequest) => Response | undefined;
+
+/**
+ * `GET /api/auth/me` answered outside Hono's compose, for the common case the edge can finish from
+ * what this process remembers (docs/decisions.md, "A fast lane for the authenticated GET"): a bearer
+ * token this process verified, its session and the caller's memberships in the session cache, the
+ * platform host without a tenant code, and a permit from the global limit's lease. Every decision
+ * is the middleware's own function (`requestIdOf`, the global `RateLimiter`, `tenancyResolver`,
+ * `bearerToken`, `rememberedTokenSession`, `admission`, `rememberedMemberships`, `meOf`, the same
+ * headers and log line), so the answer is the app's, byte for byte but the request id
+ * (tests/integration/fast-lane.test.ts). Anything else — another form of credentials, a query or
+ * a `%` in the URL, a body, a tenant code, another host, a miss in any cache, no leased permit (a
+ * refusal is the store's alone), a check that would refuse — is declined before anything is
+ * counted, and the app answers it as it always did.
+ *
+ * Off with telemetry (the request gets the app's span and metric) and with CORS configured (the
+ * CORS headers are Hono's cors middleware's), as `createApp` decides.
+ */
+export function fastLane(parts: {
+  deps: AuthDeps;
+  logger: Logger;
+  trusted: TrustedProxies;
+  global: RateLimiter;
+  tenancy: ReturnType<typeof tenancyResolver>;
+}): FastLane {
+  const { deps, logger, trusted, global, tenancy } = parts;
+  return (req, server) => {
+    const started = performance.now();
+    const url = req.url;
+    // no Host (a path-only URL), a query (a tenant code, input to guard), a percent-encoded path
+    if (url.charCodeAt(0) === 47 || url.includes("?") || url.includes("%")) return undefined;
+    const headers = req.headers;
+    const authorization = headers.get("authorization");
+    if (authorization === null || !authorization.startsWith("Bearer ")) return undefined;
+    if (headers.has(TENANT_CODE_HEADER) || headers.has("content-length") || headers.has("transfer-encoding"))
+      return undefined;
+    let token: string;
+    try {
+      token = bearerToken(authorization);
+    } catch {
+      return undefined;
+    }
+    if (isApiKeyShaped(token)) return undefined;
+    // the socket peer is a system call: asked once, and only if something needs it
+    let peerRead = false;
+    let peerAddress: string | undefined;
+    const peer = () => {
+      if (!peerRead) {
+        peerAddress = server.requestIP(req)?.address;
+        peerRead = true;
+      }
+      return peerAddress;
+    };
+    const host = tenancy.hostOfRequest(headers, url, peer);
+    if (host === null || !tenancy.isPlatformHost(host)) return undefined;
+    const found = rememberedTokenSession(deps, token);
+    if (found === undefined || "refused" in found) return undefined;
+    let principal: ReturnType<typeof admission>;
+    try {
+      principal = admission(found, undefined, "GET", FAST_LANE_ME_PATH);
+    } catch {
+      return undefined;
+    }
+    const memberships = rememberedMemberships(deps, found.identity.userId);
+    if (memberships === undefined) return undefined;
+    // last, as nothing after it declines: a permit taken is a request answered
+    const client = resolveClientIp(
+      peer(),
+      trusted.empty ? undefined : headers.get("x-forwarded-for"),
+      trusted,
+    );
+    const outcome = global.leased(client);
+    if (outcome === undefined) return undefined;
+
+    const id = requestIdOf(headers.get("x-request-id"), peer, trusted);
+    const [policy, state] = global.headersOf(outcome);
+    const body = JSON.stringify(meOf(found.identity, principal, memberships));
+    const answer: [string, string][] = [
+      ["content-type", "application/json"],
+      ["ratelimit-policy", policy],
+      ["ratelimit", state],
+      ["cache-control", "no-store"],
+      ...SECURITY_HEADERS,
+    ];
+    if (overHttps(server.protocol === "https", headers, peer, trusted)) answer.push([...HSTS_HEADER]);
+    answer.push(["x-request-id", id.requestId]);
+    const response = new Response(body, { status: 200, headers: answer });
+    logger.request({
+      method: "GET",
+      path: FAST_LANE_ME_PATH,
+      status: 200,
+      durationMs: elapsedMs(started),
+      requestId: id.requestId,
+      clientRequestId: id.clientRequestId,
+    });
+    return response;
+  };
+}
