@@ -12705,7 +12705,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description A test sign-in's report: every check, in words. */
+            /** @description A test sign-in's report: every check, in words (`application/json`); one started in the console: an HTML page that goes on to the console's report. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -12715,6 +12715,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["SsoTestReport"];
+                    "text/html": string;
                 };
             };
             /** @description To `returnTo` with `?code=…`, or `?error=sso_failed` (the reason is in the audit log), or `?error=seat_limit_reached`. */
@@ -13665,7 +13666,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description A test sign-in's report: every check, in words. */
+            /** @description A test sign-in's report: every check, in words (`application/json`); one started in the console: an HTML page that goes on to the console's report. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -13675,6 +13676,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["SsoTestReport"];
+                    "text/html": string;
                 };
             };
             /** @description To `returnTo` with `?code=…`, or `?error=sso_failed` (or `seat_limit_reached`). */

@@ -10,12 +10,21 @@ import type { SsoCheck, SsoConnectionRow, SsoProfile } from "./connection-types.
 import { mappedRole, provisionSsoMember } from "./provision.ts";
 import { withParam } from "./return-to.ts";
 import type { SsoDeps } from "./sso-deps.ts";
+import { sealTestReport } from "./test-report.ts";
 
 /** How long the code a finished sign-in sends to `returnTo` can be exchanged. */
 export const CODE_SECONDS = 60;
 
-/** What a callback answers: the browser goes to `location` (303), or a test sign-in's report is shown. */
-export type SsoOutcome = { kind: "redirect"; location: string } | { kind: "report"; report: SsoTestReport };
+/**
+ * What a callback answers: the browser goes to `location` (303); or a test sign-in's report is
+ * shown (started by the API); or, for one started in the console, a page sends the browser on to
+ * `location`, the console's report page (a navigation from Plinth's own page, so the console's
+ * `SameSite=Strict` session cookie goes with it even after a cross-site IdP's redirect or POST).
+ */
+export type SsoOutcome =
+  | { kind: "redirect"; location: string }
+  | { kind: "report"; report: SsoTestReport }
+  | { kind: "continue"; location: string };
 
 /** A test sign-in's answer: every check, in words, and who the provider said signed in. */
 export interface SsoTestReport {
@@ -56,6 +65,22 @@ export const attemptCtx = (
 });
 
 /**
+ * A test sign-in's end: its report answered (started by the API, `returnTo` empty), or sealed into
+ * the console's report page's address (`returnTo?report=…`, started in the console).
+ */
+async function testOutcome(
+  deps: SsoDeps,
+  ctx: TenantCtx,
+  attempt: SsoAttempt,
+  report: SsoTestReport,
+): Promise<SsoOutcome> {
+  if (!attempt.returnTo) return { kind: "report", report };
+  const location = new URL(attempt.returnTo);
+  location.searchParams.set("report", await sealTestReport(deps, ctx, report));
+  return { kind: "continue", location: location.toString() };
+}
+
+/**
  * A sign-in that failed a check: recorded (`auth.sign_in`, outcome failure, method `sso`, the
  * failed check in words), then the browser goes back to `returnTo` with `?error=sso_failed` (the
  * reason stays in the audit log: it may name the provider's configuration), or a test sign-in
@@ -80,10 +105,12 @@ export async function failSsoSignIn(
     details: { method: "sso", type: input.connection.type, check: failed?.check, reason: failed?.detail },
   });
   if (input.attempt.test)
-    return {
-      kind: "report",
-      report: { ok: false, connectionId: input.connection.id, checks: input.checks, profile: null },
-    };
+    return testOutcome(deps, ctx, input.attempt, {
+      ok: false,
+      connectionId: input.connection.id,
+      checks: input.checks,
+      profile: null,
+    });
   return {
     kind: "redirect",
     location: withParam(input.attempt.returnTo ?? "", "error", input.error ?? "sso_failed"),
@@ -125,23 +152,19 @@ export async function finishSsoSignIn(
       : `${domain} is not a verified e-mail domain of this tenant: verify it first (POST /api/tenant/email-domains).`,
   });
   if (!verified) return failSsoSignIn(deps, ctx, { attempt, connection, checks });
-  if (attempt.test) {
-    return {
-      kind: "report",
-      report: {
-        ok: true,
-        connectionId: connection.id,
-        checks,
-        profile: {
-          subject: profile.subject,
-          email: profile.email,
-          name: profile.name,
-          groups: profile.groups,
-          role: mappedRole(connection, profile.groups),
-        },
+  if (attempt.test)
+    return testOutcome(deps, ctx, attempt, {
+      ok: true,
+      connectionId: connection.id,
+      checks,
+      profile: {
+        subject: profile.subject,
+        email: profile.email,
+        name: profile.name,
+        groups: profile.groups,
+        role: mappedRole(connection, profile.groups),
       },
-    };
-  }
+    });
   const member = await provisionSsoMember(deps, ctx, { connection, profile });
   if ("refused" in member) {
     checks.push({ check: member.refused, ok: false, detail: member.detail });

@@ -89,6 +89,11 @@ export interface TestIdp {
   metadataXml: string;
   /** Who the next browser sign-in at `/sso` is (the person "at" the IdP). */
   user: SamlUser;
+  /**
+   * How the IdP is set up for the browser sign-ins at `/sso` (what its administrator typed): e.g. a
+   * wrong `audience` (SP entity id), or `sign: "none"`; empty, an honest IdP.
+   */
+  setup: Partial<Omit<ResponseOptions, "user">>;
   /** The AuthnRequests `/sso` received: their ID and ACS URL. */
   requests: { id: string; acsUrl: string; issuer: string; relayState: string }[];
   response(options: ResponseOptions): string;
@@ -153,6 +158,7 @@ export function startSamlIdp(options: { user?: SamlUser } = {}): TestIdp {
     metadataXml: "",
     user: options.user ?? { email: "ada@example.com", name: "Ada Lovelace", groups: [] },
     requests,
+    setup: {},
     response: (o) => buildResponse(idp, o),
     stop: () => server.stop(true),
   };
@@ -173,7 +179,7 @@ export function startSamlIdp(options: { user?: SamlUser } = {}): TestIdp {
       const relayState = url.searchParams.get("RelayState") ?? "";
       requests.push({ id, acsUrl, issuer, relayState });
       const samlResponse = base64(
-        idp.response({ inResponseTo: id, acsUrl, audience: issuer, user: idp.user }),
+        idp.response({ inResponseTo: id, acsUrl, audience: issuer, ...idp.setup, user: idp.user }),
       );
       const html =
         `<!doctype html><html><body><form id="f" method="post" action="${escapeXml(acsUrl)}">` +

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll } from "bun:test";
 import type { Browser } from "playwright-core";
+import type { Clock } from "../../src/clock.ts";
 import { relaxedLimits, type TestHarness, useTestApp } from "./app.ts";
 import { launchChromium } from "./chromium.ts";
 import { freePort } from "./redis-server.ts";
@@ -18,8 +19,13 @@ export interface SsoStage {
  * Registers the stage of an SSO test file: two free ports, the test app served on the first (its
  * public base URL), a stand-in app on the second (its one allowed browser origin), and Chromium; all
  * stopped when the file ends. `settings` adds to the stage's own (relaxed limits, the two addresses).
+ * `clock`: the app's clock; `console`: the API's own origin is an allowed browser origin too (the
+ * console, served there, takes form posts from it).
  */
-export function useSsoStage(settings: Record<string, string> = {}): SsoStage {
+export function useSsoStage(
+  settings: Record<string, string> = {},
+  options: { clock?: Clock; console?: boolean } = {},
+): SsoStage {
   let apiPort = 0;
   let appPort = 0;
   let api: ReturnType<typeof Bun.serve> | undefined;
@@ -33,10 +39,12 @@ export function useSsoStage(settings: Record<string, string> = {}): SsoStage {
     appPort = await freePort();
   });
   const t = useTestApp({
+    clock: options.clock,
     settings: () => ({
       ...relaxedLimits,
       "Server:PublicBaseUrl": base(),
       "BrowserAuth:AllowedOrigins:0": appOrigin(),
+      ...(options.console ? { "BrowserAuth:AllowedOrigins:1": base() } : {}),
       ...settings,
     }),
   });

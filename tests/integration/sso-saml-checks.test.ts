@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { systemClock } from "../../src/clock.ts";
+import { ManualClock, systemClock } from "../../src/clock.ts";
 import { systemCtx, type TenantCtx } from "../../src/context.ts";
 import { parseIdpMetadata } from "../../src/sso/saml/saml-metadata.ts";
 import { checkSamlResponse, type SentRequest } from "../../src/sso/saml/saml-response.ts";
@@ -134,6 +134,28 @@ describe("refused, each naming the check in words", () => {
     const failed = await refusal({ notBeforeMs: 10 * 60_000, notOnOrAfterMs: 20 * 60_000 });
     expect(failed).toMatchObject({ check: "clock" });
     expect(failed?.detail).toContain("clock skew: the assertion is not valid yet");
+  });
+
+  test("judged by Plinth's clock, not the process's: ten minutes behind the IdP, an honest response is not valid yet; ten minutes ahead, expired; the request's age by the same clock", async () => {
+    const at = (offsetMs: number) => {
+      const clock = new ManualClock(Date.now() + offsetMs);
+      // the request sent now by that clock
+      const request: SentRequest = { requestId: samlId(), createdAt: clock.now() };
+      return checkSamlResponse({ ...deps, clock }, ctx, {
+        connection,
+        sp,
+        samlResponse: base64(idp.response(honest(request))),
+        request,
+      });
+    };
+    const behind = await at(-10 * 60_000);
+    expect(behind.checks[0]).toMatchObject({ check: "clock", ok: false });
+    expect(behind.checks[0]?.detail).toContain("clock skew: the assertion is not valid yet");
+    const ahead = await at(10 * 60_000);
+    expect(ahead.checks[0]).toMatchObject({ check: "clock", ok: false });
+    expect(ahead.checks[0]?.detail).toContain("clock skew: the assertion has expired");
+    // a minute apart, within the skew: accepted
+    expect((await at(-60_000)).identity?.email).toBe("ada@example.com");
   });
 
   test("wrong audience", async () => {

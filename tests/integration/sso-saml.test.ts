@@ -269,7 +269,8 @@ describe("a test sign-in", () => {
       const binding = newBrowserBinding();
       const { redirectUrl } = await startSsoSignIn(t.deps, ctx, {
         connection,
-        returnTo: `${appOrigin()}/done`,
+        // as the API starts one: the ACS answers the report (the console's names its report page)
+        returnTo: "",
         test: true,
         browserBinding: binding.hash,
       });

@@ -3,6 +3,7 @@ import { cachedTenantFeatures } from "../../billing/entitlements.ts";
 import type { TenantCtx } from "../../context.ts";
 import { withDatabase } from "../../db/operation.ts";
 import type { Deps } from "../../deps.ts";
+import { publicBaseUrl } from "../../email/links.ts";
 import { AppError } from "../../errors.ts";
 import { createScimToken, deleteScimToken, listScimTokens } from "../../scim/scim-tokens.ts";
 import { newBrowserBinding } from "../../sso/browser-binding.ts";
@@ -22,6 +23,7 @@ import {
 import { getSsoEnforcement, setSsoEnforcement } from "../../sso/enforcement.ts";
 import { getSamlServiceProviderMetadata } from "../../sso/saml/saml-metadata-route.ts";
 import { openSsoSetupLink, SETUP_LINK_PATH } from "../../sso/setup-links.ts";
+import { openTestReport } from "../../sso/test-report.ts";
 import { startTestSignIn } from "../../sso/test-sign-in.ts";
 import { isUuid } from "../../tenancy/tenants.ts";
 import { statusOf, toAppError } from "../problem-json.ts";
@@ -30,6 +32,7 @@ import { setBindingCookie } from "../sso-binding-cookie.ts";
 import { layout } from "./layout.ts";
 import { consoleActed, formOf, type PageStatus, pageResponse } from "./respond.ts";
 import { type ConsoleEnv, seeOther, viewerOf } from "./session.ts";
+import { testReportBody, testStartedBody } from "./sso-test-views.ts";
 import { SSO_DONE, SSO_SECTION, type SsoPageData, scimTokenShownBody, ssoBody } from "./sso-views.ts";
 
 /** One page holds every domain and token a tenant has in practice; the API pages beyond. */
@@ -209,16 +212,42 @@ function connectionPages(deps: Deps) {
     consoleActed(deps, c, "sso_connection.deleted", { type: "sso_connection", id });
     return seeOther(c, `${SSO_SECTION}?connectionDeleted`);
   });
-  // a test sign-in: off to the provider; its callback reports every check and signs no one in
+  // a test sign-in: a link on to the provider (form-action 'self' refuses a form post's redirect
+  // off the origin); its callback sends the browser back to the report page, signing no one in
   router.post(`${base}/:id/test`, async (c) => {
+    const id = idOf(c, "connection");
     const binding = newBrowserBinding();
     const started = await startTestSignIn(deps, ownerCtx(c), {
-      id: idOf(c, "connection"),
+      id,
       browserBinding: binding.hash,
+      reportTo: `${publicBaseUrl(deps.config.settings)}${base}/${id}/test-report`,
     });
     // the callback is accepted only in this browser (login CSRF protection, docs/sso.md)
     setBindingCookie(c, started.type, binding);
-    return seeOther(c, started.redirectUrl);
+    return pageResponse(
+      c,
+      layout({
+        title: "Test sign-in",
+        section: SSO_SECTION,
+        viewer: viewerOf(c),
+        body: testStartedBody(started),
+      }),
+    );
+  });
+  router.get(`${base}/:id/test-report`, async (c) => {
+    const report = await openTestReport(deps, ownerCtx(c), {
+      connectionId: idOf(c, "connection"),
+      sealed: c.req.query("report") ?? "",
+    });
+    return pageResponse(
+      c,
+      layout({
+        title: "Test sign-in report",
+        section: SSO_SECTION,
+        viewer: viewerOf(c),
+        body: testReportBody(report),
+      }),
+    );
   });
   router.get(`${base}/:id/saml-metadata`, async (c) => {
     const xml = await getSamlServiceProviderMetadata(deps, tenantCtxOf(c), { id: idOf(c, "connection") });

@@ -7,7 +7,7 @@ import { defineArea } from "../area.ts";
 import { apiRoute, headerRef, problem } from "../openapi.ts";
 import { anonymousCtxOf, createRouter, tenantCtxOf } from "../request-context.ts";
 import { readBindingCookie } from "../sso-binding-cookie.ts";
-import { answerOutcome, ssoTestReport } from "./sso-sign-in.ts";
+import { answerOutcome, testAnswer } from "./sso-sign-in.ts";
 
 const connectionParam = z.object({
   connectionId: z.string().openapi({ param: { name: "connectionId", in: "path" } }),
@@ -40,10 +40,7 @@ const routes = {
       },
     },
     responses: {
-      200: {
-        description: "A test sign-in's report: every check, in words.",
-        content: { "application/json": { schema: ssoTestReport } },
-      },
+      200: testAnswer,
       303: {
         description: "To `returnTo` with `?code=…`, or `?error=sso_failed` (or `seat_limit_reached`).",
         headers: { Location: headerRef("Location") },

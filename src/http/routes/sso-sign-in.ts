@@ -42,6 +42,16 @@ export const ssoTestReport = z
   })
   .openapi("SsoTestReport");
 
+/** A test sign-in's answer at the callback: its report, or (started in the console) the page on to the console's report. */
+export const testAnswer = {
+  description:
+    "A test sign-in's report: every check, in words (`application/json`); one started in the console: an HTML page that goes on to the console's report.",
+  content: {
+    "application/json": { schema: ssoTestReport },
+    "text/html": { schema: z.string() },
+  },
+};
+
 const redirect = (description: string) => ({
   description,
   headers: { Location: headerRef("Location") },
@@ -100,7 +110,7 @@ const routes = {
       }),
     },
     responses: {
-      200: json("A test sign-in's report: every check, in words.", ssoTestReport),
+      200: testAnswer,
       303: redirect(
         "To `returnTo` with `?code=…`, or `?error=sso_failed` (the reason is in the audit log), or `?error=seat_limit_reached`.",
       ),
@@ -143,10 +153,29 @@ const routes = {
   ),
 };
 
-/** A callback's outcome as HTTP: the 303, or a test sign-in's report. */
+/** The page a console test sign-in's callback answers: it loads nothing and runs no script. */
+const CONTINUE_POLICY = "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+const attribute = (value: string) =>
+  value.replace(/&/g, "&amp;").replace(/"/g, "&quot;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+
+/**
+ * A callback's outcome as HTTP: the 303; a test sign-in's report; or (a test sign-in started in the
+ * console) a page that goes on to the console's report by a refresh and a link. Not a 303: after a
+ * cross-site IdP's redirect or POST, a redirect would reach the console without its
+ * `SameSite=Strict` session cookie; a navigation from this page of Plinth's own site takes it.
+ */
 export function answerOutcome(c: Context<AppEnv>, outcome: SsoOutcome) {
   c.header("cache-control", "no-store");
   if (outcome.kind === "report") return c.json(outcome.report, 200);
+  if (outcome.kind === "continue") {
+    const to = attribute(outcome.location);
+    return c.html(
+      `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="0; url=${to}"><meta name="referrer" content="no-referrer"><title>Test sign-in finished</title></head><body><p>The test sign-in is finished. <a href="${to}">Read its report in the console</a>.</p></body></html>`,
+      200,
+      { "content-security-policy": CONTINUE_POLICY, "referrer-policy": "no-referrer" },
+    );
+  }
   return c.body(null, 303, { location: outcome.location });
 }
 

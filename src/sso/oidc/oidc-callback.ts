@@ -7,7 +7,12 @@ import type { SsoCheck, SsoProfile } from "../connection-types.ts";
 import { attemptCtx, failSsoSignIn, finishSsoSignIn, type SsoOutcome } from "../finish-sign-in.ts";
 import type { SsoDeps } from "../sso-deps.ts";
 import { describeOidcFailure } from "./oidc-checks.ts";
-import { OIDC_ATTEMPT_PURPOSE, oidcCallbackUrl, oidcConfiguration } from "./oidc-configuration.ts";
+import {
+  OIDC_ATTEMPT_PURPOSE,
+  OIDC_CLOCK_TOLERANCE_S,
+  oidcCallbackUrl,
+  oidcConfiguration,
+} from "./oidc-configuration.ts";
 
 const ok = (check: string, detail: string): SsoCheck => ({ check, ok: true, detail });
 
@@ -16,7 +21,7 @@ const PASSED: SsoCheck[] = [
   ok("signature", "The ID token is signed with a key of the provider's JWKS."),
   ok("issuer", "The ID token's issuer (iss) is the connection's issuer."),
   ok("audience", "The ID token's audience (aud) is this connection's client id."),
-  ok("clock", "The ID token is within its lifetime (exp, iat)."),
+  ok("clock", "The ID token is within its lifetime (exp, nbf) and was not issued in the future (iat)."),
   ok("nonce", "The ID token carries this sign-in's nonce."),
   ok("authorized_party", "The authorized party (azp), where given, is this connection's client id."),
 ];
@@ -85,6 +90,19 @@ export async function completeOidcSignIn(
       idTokenExpected: true,
     });
     claims = (tokens.claims() ?? {}) as Record<string, unknown>;
+    // openid-client judges exp and nbf; an ID token issued ahead of Plinth's clock (iat beyond the
+    // tolerance) is a clock skew too
+    const issuedAt = claims.iat;
+    if (typeof issuedAt === "number" && issuedAt > deps.clock.now().getTime() / 1000 + OIDC_CLOCK_TOLERANCE_S)
+      return failWith([
+        bound,
+        {
+          check: "clock",
+          ok: false,
+          detail:
+            "The ID token was issued in the future (iat): check the clocks of the provider and of Plinth (clock skew).",
+        },
+      ]);
     // providers that keep the ID token small (and conforming ones for the code flow) give the
     // profile at the userinfo endpoint: its `sub` must be the ID token's
     const mapping = connection.claimMapping;

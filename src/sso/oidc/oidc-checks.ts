@@ -13,9 +13,33 @@ function claimOf(error: unknown): string | undefined {
  * What failed, in words an operator can act on, from an openid-client error of the code exchange
  * or the ID token's validation (docs/sso.md lists them).
  */
+/**
+ * The OAuth error of a token endpoint that answered 401 with a `WWW-Authenticate` challenge (as
+ * oidc-provider and others answer a wrong client secret under client_secret_basic, RFC 6749 §5.2):
+ * openid-client then throws the challenges, not an `error` field. `invalid_client` when the
+ * challenge names none.
+ */
+function challengeError(error: unknown): { error?: string; error_description?: string } | undefined {
+  const e = error as { code?: string; cause?: unknown; status?: number };
+  if (e.code !== "OAUTH_WWW_AUTHENTICATE_CHALLENGE") return undefined;
+  const challenges = Array.isArray(e.cause) ? e.cause : [];
+  const parameters =
+    (challenges[0] as { parameters?: Record<string, unknown> } | undefined)?.parameters ?? {};
+  const named = typeof parameters.error === "string" ? parameters.error : undefined;
+  const description =
+    typeof parameters.error_description === "string" ? parameters.error_description : undefined;
+  return {
+    error: named ?? (e.status === 401 ? "invalid_client" : undefined),
+    ...(description ? { error_description: description } : {}),
+  };
+}
+
 export function describeOidcFailure(error: unknown): SsoCheck {
-  const e = error as { code?: string; error?: string; error_description?: string; message?: string };
-  const message = e.message ?? String(error);
+  const e = {
+    ...(error as { code?: string; error?: string; error_description?: string; message?: string }),
+    ...challengeError(error),
+  };
+  const message = (error as { message?: string }).message ?? String(error);
   if (e.error === "invalid_client" || e.error === "unauthorized_client")
     return fail(
       "client_credentials",

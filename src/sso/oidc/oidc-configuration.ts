@@ -30,6 +30,9 @@ const oidcFetch = (deps: ProviderFetchDeps): client.CustomFetch => {
   return (url, options) => guarded(url, options as RequestInit);
 };
 
+/** How far the provider's clock may be from Plinth's when exp, nbf and iat are judged (seconds). */
+export const OIDC_CLOCK_TOLERANCE_S = 60;
+
 /**
  * The issuer's discovery document (`<issuer>/.well-known/openid-configuration`), fetched through the
  * provider guard and checked by openid-client (its `issuer` must be the one asked for). Throws the
@@ -84,7 +87,7 @@ export async function oidcConfiguration(
     {
       // judge exp, nbf and iat by Plinth's clock (tests inject one): openid-client adds this skew to its own now
       [client.clockSkew]: Math.floor(nowMs / 1000) - Math.floor(Date.now() / 1000),
-      [client.clockTolerance]: 60,
+      [client.clockTolerance]: OIDC_CLOCK_TOLERANCE_S,
     },
     client.ClientSecretBasic(secret),
   );

@@ -63,13 +63,19 @@ async function parse(xml: string): Promise<XmlDocument> {
 const CONFIRMATION_DATA =
   "./*[local-name()='Subject']/*[local-name()='SubjectConfirmation']/*[local-name()='SubjectConfirmationData']";
 
-/** node-saml's request-id store, answering for the one request this sign-in sent, once. */
-function sentRequestStore(request: SentRequest | null): CacheProvider {
+/**
+ * node-saml's request-id store, answering for the one request this sign-in sent, once. node-saml
+ * judges the request's age by the process's time; `clockOffsetMs` (the process's time less Plinth's
+ * clock) carries the request's age by Plinth's clock over to it.
+ */
+function sentRequestStore(request: SentRequest | null, clockOffsetMs: number): CacheProvider {
   let spent = false;
   return {
     saveAsync: async () => null,
     getAsync: async (key) =>
-      request && !spent && key === request.requestId ? request.createdAt.toISOString() : null,
+      request && !spent && key === request.requestId
+        ? new Date(request.createdAt.getTime() + clockOffsetMs).toISOString()
+        : null,
     removeAsync: async (key) => {
       if (key && key === request?.requestId) spent = true;
       return key;
@@ -77,8 +83,12 @@ function sentRequestStore(request: SentRequest | null): CacheProvider {
   };
 }
 
-/** What node-saml does not check, on the signed assertion: its id, Recipient, and that it expires. */
-async function readAssertion(assertionXml: string, sp: ServiceProvider) {
+/**
+ * What node-saml does not check, on the signed assertion: its id, Recipient, that it expires, and
+ * its validity window (Conditions and SubjectConfirmationData NotBefore / NotOnOrAfter, with the
+ * allowed skew) by Plinth's clock (`nowMs`): node-saml would judge it by the process's time.
+ */
+async function readAssertion(assertionXml: string, sp: ServiceProvider, nowMs: number) {
   const assertion = (await parse(assertionXml)).documentElement;
   if (!assertion) throw new SamlRefusal("structure", "the response carries no assertion");
   const assertionId = assertion.getAttribute("ID");
@@ -97,7 +107,22 @@ async function readAssertion(assertionXml: string, sp: ServiceProvider) {
     .filter((ms) => Number.isFinite(ms));
   if (expiries.length === 0)
     throw new SamlRefusal("clock", "the assertion states no NotOnOrAfter: it would never expire");
-  return { assertionId, expiresAtMs: Math.min(...expiries) };
+  const expiresAtMs = Math.min(...expiries);
+  const starts = [
+    ...selectAttributeValues(assertion, "./*[local-name()='Conditions']/@NotBefore"),
+    ...selectAttributeValues(assertion, `${CONFIRMATION_DATA}/@NotBefore`),
+  ].map((value) => Date.parse(value));
+  if (starts.some((ms) => !Number.isFinite(ms) || nowMs + SAML_CLOCK_SKEW_MS < ms))
+    throw new SamlRefusal(
+      "clock",
+      "clock skew: the assertion is not valid yet (NotBefore is in the future beyond the allowed skew)",
+    );
+  if (nowMs - SAML_CLOCK_SKEW_MS >= expiresAtMs)
+    throw new SamlRefusal(
+      "clock",
+      "clock skew: the assertion has expired (NotOnOrAfter is past beyond the allowed skew)",
+    );
+  return { assertionId, expiresAtMs };
 }
 
 const text = (value: unknown): string | null => {
@@ -204,7 +229,8 @@ export async function checkSamlResponse(
     selectElements(document, `//*[local-name()='Signature' and namespace-uri()='${DSIG}']`).length > 0;
   let identity: SamlIdentity | null = null;
   try {
-    const saml = samlFor(connection, sp, sentRequestStore(input.request));
+    const nowMs = deps.clock.now().getTime();
+    const saml = samlFor(connection, sp, sentRequestStore(input.request, Date.now() - nowMs));
     const { profile } = await saml.validatePostResponseAsync({ SAMLResponse: input.samlResponse });
     if (!profile?.getAssertionXml) throw new SamlRefusal("structure", "the response carries no assertion");
     // node-saml checks the issuer of logout messages only: the signed assertion's is checked here
@@ -213,7 +239,7 @@ export async function checkSamlResponse(
         "issuer",
         `wrong issuer: the assertion's Issuer is ${profile.issuer ?? "missing"}, not the IdP's entity id ${connection.settings.idpEntityId}`,
       );
-    const assertion = await readAssertion(profile.getAssertionXml(), sp);
+    const assertion = await readAssertion(profile.getAssertionXml(), sp, nowMs);
     identity = identityOf(profile, connection, assertion.assertionId);
     if (failures.length === 0 && !(await rememberAssertion(deps, ctx, connection.id, assertion)))
       throw new SamlRefusal("replay", "replayed assertion: this assertion id was already used to sign in");

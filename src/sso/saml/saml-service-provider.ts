@@ -62,7 +62,8 @@ export function serviceProviderOf(settings: Pick<Settings, "Server">, connection
 /**
  * node-saml configured for one connection: signed responses or assertions (either) by the IdP's
  * certificates, its entity id as the only issuer, our entity id as the audience, InResponseTo always
- * required (no IdP-initiated sign-in) and answered from `requests`.
+ * required (no IdP-initiated sign-in) and answered from `requests`. Validity windows are left to
+ * `checkSamlResponse` (Plinth's clock).
  */
 export function samlFor(
   connection: SamlConnection,
@@ -79,7 +80,9 @@ export function samlFor(
     callbackUrl: sp.acsUrl,
     wantAssertionsSigned: false,
     wantAuthnResponseSigned: false,
-    acceptedClockSkewMs: SAML_CLOCK_SKEW_MS,
+    // -1: node-saml judges no NotBefore / NotOnOrAfter (by the process's time); checkSamlResponse
+    // judges them by Plinth's clock, with SAML_CLOCK_SKEW_MS
+    acceptedClockSkewMs: -1,
     validateInResponseTo: ValidateInResponseTo.always,
     requestIdExpirationPeriodMs: SAML_REQUEST_LIFETIME_MS,
     cacheProvider: requests,
