@@ -1,11 +1,22 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
+import postgres from "postgres";
 import { execute } from "../../src/db/client.ts";
 import { readMigrations } from "../../src/db/migrator.ts";
 import { verifyPassword } from "../../src/security/passwords.ts";
+import { startApi } from "../helpers/api-process.ts";
 import { stopChildrenAfterAll } from "../helpers/children.ts";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import {
+  asRole,
+  createTestDatabase,
+  databaseUrl,
+  SERVER_URL,
+  type TestDatabase,
+  testDatabaseUrl,
+  topologyEnv,
+} from "../helpers/database.ts";
 import { runEntry } from "../helpers/process.ts";
+import { validProductionEnv } from "../helpers/production-env.ts";
 
 const PASSWORD = "correct-horse-battery-staple";
 const admin = {
@@ -135,6 +146,120 @@ describe("Production first install: bun run migrate --bootstrap-platform-admin",
     expect(again.exitCode).toBe(0);
     expect(again.stdout).toContain(newest);
   });
+});
+
+describe("managed PostgreSQL: the operator makes the API's role, the migrator may not (no CREATEROLE)", () => {
+  // roles are the server's: names of this run's own; the database is owned by the migrator's role
+  const suffix = `${process.pid}_${crypto.randomUUID().slice(0, 8)}`;
+  const migrator = `plinth_mig_${suffix}`;
+  const apiRole = `plinth_api_${suffix}`;
+  const name = `plinth_managed_${suffix}`;
+  const server = postgres(SERVER_URL, { max: 1, onnotice: () => {} });
+  const migratorEnv = {
+    PLINTH_ENVIRONMENT: "Production",
+    DATABASE_URL: asRole(databaseUrl(name), migrator),
+    Database__AppRole: apiRole,
+  };
+  beforeAll(async () => {
+    await server.unsafe(`create role "${migrator}" login nosuperuser nobypassrls nocreaterole nocreatedb`);
+    await server.unsafe(`create database "${name}" owner "${migrator}" template template0`);
+  });
+  afterAll(async () => {
+    await server.unsafe(`drop database if exists "${name}" with (force)`);
+    await server.unsafe(`drop role if exists "${apiRole}"`);
+    await server.unsafe(`drop role if exists "${migrator}"`);
+    await server.end();
+  });
+
+  test("a missing role it may not create fails Production's migrator, naming the role and what to do", async () => {
+    const run = await runEntry("src/migrate.ts", [], migratorEnv);
+    expect(run.exitCode).toBe(1);
+    const line =
+      run.stdout.split("\n").find((l) => l.includes("the API's database role is unusable")) ?? "{}";
+    expect(JSON.parse(line)).toMatchObject({
+      level: "error",
+      role: apiRole,
+      problem: `could not create role ${apiRole} (42501): create it as the operator (docs/deployment.md, "The database roles")`,
+    });
+  });
+
+  test("the operator's role is checked and granted; the API serves in Production as it, and refuses the migrator's", async () => {
+    await server.unsafe(
+      `create role "${apiRole}" login nosuperuser nobypassrls nocreatedb nocreaterole password 'operator-chose-it'`,
+    );
+    const migrated = await runEntry("src/migrate.ts", ["--bootstrap-platform-admin"], {
+      ...migratorEnv,
+      ...admin,
+    });
+    expect(migrated.exitCode).toBe(0);
+    expect(migrated.stdout).toMatch(new RegExp(`"msg":"API role checked and granted".*"role":"${apiRole}"`));
+    const database = postgres(databaseUrl(name), { max: 1, onnotice: () => {} });
+    try {
+      const [grants] = await database.unsafe(
+        `select has_table_privilege('${apiRole}', 'tenants', 'select, insert, update, delete') as dml,
+                has_table_privilege('${apiRole}', 'schema_migrations', 'insert') as migrations,
+                (select count(*)::int from pg_class c join pg_roles r on r.oid = c.relowner
+                  where r.rolname = '${apiRole}') as owned`,
+      );
+      expect({ ...grants }).toEqual({ dml: true, migrations: false, owned: 0 });
+    } finally {
+      await database.end();
+    }
+
+    // one set of keys for both starts (each validProductionEnv() makes a new tenant-secret master key)
+    const settings = validProductionEnv({ CACHE_URL: "redis://127.0.0.1:6379", Database__AppRole: apiRole });
+    const production = (role: string) => ({
+      ...settings,
+      ...topologyEnv(asRole(testDatabaseUrl(name), role)),
+    });
+    // the migrator's role owns the tables (no superuser): FORCE holds it, but it may drop the policies
+    const refused = startApi(production(migrator));
+    expect(await refused.proc.exited).toBe(1);
+    const line = await refused.waitForLine((l) => l.includes(`connect as Database:AppRole (${apiRole})`));
+    expect(JSON.parse(line)).toMatchObject({ level: "error", role: migrator });
+
+    const api = startApi(production(apiRole));
+    try {
+      const port = await api.listening(30_000);
+      const call = async (path: string, body?: unknown, token?: string) => {
+        const response = await fetch(`http://127.0.0.1:${port}${path}`, {
+          method: body === undefined ? "GET" : "POST",
+          headers: {
+            host: "api.example.com",
+            "content-type": "application/json",
+            ...(token ? { authorization: `Bearer ${token}` } : {}),
+          },
+          body: body === undefined ? undefined : JSON.stringify(body),
+        });
+        return {
+          status: response.status,
+          body: (await response.json().catch(() => null)) as Record<string, unknown>,
+        };
+      };
+      expect((await call("/api/health/ready")).status).toBe(200);
+      // the first administrator signs in (a shared-identity lookup by e-mail), sets a password,
+      // creates a tenant and reads it in the tenant's context
+      const first = await call("/api/auth/login", {
+        email: admin.PLINTH_BOOTSTRAP_PLATFORM_ADMIN_EMAIL,
+        password: PASSWORD,
+      });
+      expect(first.status).toBe(200);
+      const changed = await call(
+        "/api/auth/password",
+        { currentPassword: PASSWORD, newPassword: `${crypto.randomUUID()}-Dd4` },
+        String(first.body.accessToken),
+      );
+      expect(changed.status).toBe(200);
+      const token = String(changed.body.accessToken);
+      const tenant = await call("/api/admin/tenants", { code: "managed", name: "Managed" }, token);
+      expect(tenant.status).toBe(201);
+      const features = await call(`/api/admin/tenants/${tenant.body.id}/features`, undefined, token);
+      expect(features.status).toBe(200);
+      expect(api.lines.some((l) => l.includes("connect as Database:AppRole"))).toBe(false);
+    } finally {
+      expect(await api.stop()).toBe(0);
+    }
+  }, 60_000);
 });
 
 describe("Development", () => {
