@@ -1,7 +1,7 @@
 import { randomInt } from "node:crypto";
 import { and, desc, eq, gt, isNull, type SQL, sql } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
-import { withDatabase, withTransaction } from "../db/operation.ts";
+import { withTenantOrPlatformDatabase, withTransactionOrPlatform } from "../db/operation.ts";
 import { smsCodes, users } from "../db/schema/index.ts";
 import { AppError } from "../errors.ts";
 import { assertAllowed } from "../security/windows.ts";
@@ -55,13 +55,14 @@ async function deliverSmsCode(
   input: { phone: string; tenantId: string | null; now: Date },
 ): Promise<void> {
   const { phone, now } = input;
-  const user = await withDatabase(deps, ctx, (db) =>
+  // the tenant's context, or the named platform path for platform staff (no tenant)
+  const user = await withTenantOrPlatformDatabase(deps, ctx, input.tenantId, (db) =>
     findSignInUser(db, input.tenantId, and(eq(users.phone, phone), eq(users.status, "Active")) as SQL),
   );
   if (!user) return;
   const code = String(randomInt(0, 1_000_000)).padStart(6, "0");
   const lifetime = deps.config.settings.Authentication.Sms.CodeLifetimeSeconds;
-  await withTransaction(deps, ctx, async (tx) => {
+  await withTransactionOrPlatform(deps, ctx, async (tx) => {
     // a new code replaces any earlier one still open
     await tx
       .update(smsCodes)
@@ -136,7 +137,7 @@ async function signInWithSmsCode(
   const subject = `${tenantId ?? "platform"}:${phone}`;
   assertAllowed(await deps.windows.consume("smsVerify", { phone: subject, ip: clientIpOf(ctx) }));
   const now = deps.clock.now();
-  const [open] = await withDatabase(deps, ctx, (db) =>
+  const [open] = await withTenantOrPlatformDatabase(deps, ctx, tenantId, (db) =>
     db
       .select({ id: smsCodes.id, codeHash: smsCodes.codeHash, attempts: smsCodes.attempts })
       .from(smsCodes)
@@ -158,7 +159,7 @@ async function signInWithSmsCode(
     // (1-3 ms measured) would tell an attacker which numbers hold an open code, i.e. are registered,
     // so this commit does not wait for it. A database crash in the next few hundred milliseconds
     // could forget one wrong-guess count; the smsVerify window still bounds the guesses.
-    await withTransaction(deps, ctx, async (tx) => {
+    await withTransactionOrPlatform(deps, ctx, async (tx) => {
       await tx.execute(sql`set local synchronous_commit = off`);
       await tx
         .update(smsCodes)
@@ -171,7 +172,7 @@ async function signInWithSmsCode(
     });
     throw invalidCredentials();
   }
-  const identity = await withDatabase(deps, ctx, async (db) => {
+  const identity = await withTenantOrPlatformDatabase(deps, ctx, tenantId, async (db) => {
     const used = await db
       .update(smsCodes)
       .set({ consumedAt: now })

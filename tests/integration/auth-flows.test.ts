@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
+import { eq } from "drizzle-orm";
 import { ManualClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
+import { users } from "../../src/db/schema/index.ts";
 import { putTenantProvider } from "../../src/providers/tenant-providers.ts";
 import { writeTenantSecret } from "../../src/providers/tenant-secret-store.ts";
 import { parseTenantSecretKeys } from "../../src/security/tenant-secrets.ts";
@@ -17,6 +19,7 @@ import {
   login,
   loginTokens,
   PASSWORD,
+  readyPlatformUser,
   signedInTenant,
   type Tokens,
 } from "../helpers/identity.ts";
@@ -297,6 +300,31 @@ describe("SMS codes", () => {
   };
   const verify = (phone: string, code: string, tenant: string, ip = peer()) =>
     app.request("/api/auth/sms/verify", json({ phone, code, tenant }), ip);
+
+  test("without a tenant, platform staff sign in with a code on the named platform path (the API as its role)", async () => {
+    const staff = await readyPlatformUser(t.database.db, { role: "platform_viewer" });
+    const phone = `+1415556${String(Math.floor(Math.random() * 10_000)).padStart(4, "0")}`;
+    await t.database.db.update(users).set({ phone }).where(eq(users.id, staff.id));
+    const response = await app.request("/api/auth/sms/send", json({ phone }), peer());
+    await app.deps.pending.settled();
+    expect(response.status).toBe(202);
+    const code = sms.lastCode(phone);
+    expect(code).toMatch(/^\d{6}$/);
+    const { execute, sql } = await import("../../src/db/client.ts");
+    const stored = await execute<{ tenant_id: string | null }>(
+      t.database.db,
+      sql`select tenant_id from sms_codes where phone = ${phone}`,
+    );
+    expect(stored).toEqual([{ tenant_id: null }]);
+    const ok = await app.request("/api/auth/sms/verify", json({ phone, code: code ?? "" }), peer());
+    expect(ok.status).toBe(200);
+    const me = await app.request("/api/auth/me", bearer(((await ok.json()) as Tokens).accessToken));
+    expect(await me.json()).toMatchObject({ user: { id: staff.id }, tenant: null });
+    // a wrong code is counted on the same path
+    expect((await app.request("/api/auth/sms/verify", json({ phone, code: "000000" }), peer())).status).toBe(
+      401,
+    );
+  });
 
   test("a code is sent through the provider, signs in once, and is stored only as an HMAC", async () => {
     const { tenant, phone } = await phoneUser();
