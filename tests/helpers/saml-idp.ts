@@ -147,8 +147,11 @@ export function idpMetadata(entityId: string, ssoUrl: string, certificate: strin
   );
 }
 
-/** Starts the IdP on a free loopback port. */
-export function startSamlIdp(options: { user?: SamlUser } = {}): TestIdp {
+/**
+ * Starts the IdP on a free loopback port. `host`: the name its URLs use (default 127.0.0.1);
+ * `localhost` makes it another site than an app on 127.0.0.1 (its form POST to the ACS is cross-site).
+ */
+export function startSamlIdp(options: { user?: SamlUser; host?: "127.0.0.1" | "localhost" } = {}): TestIdp {
   const keys = makeKeyPair();
   const requests: TestIdp["requests"] = [];
   const idp: TestIdp = {
@@ -189,7 +192,7 @@ export function startSamlIdp(options: { user?: SamlUser } = {}): TestIdp {
       return new Response(html, { headers: { "content-type": "text/html; charset=utf-8" } });
     },
   });
-  idp.url = `http://127.0.0.1:${server.port}`;
+  idp.url = `http://${options.host ?? "127.0.0.1"}:${server.port}`;
   idp.entityId = `${idp.url}/metadata`;
   idp.metadataXml = idpMetadata(idp.entityId, `${idp.url}/sso`, keys.certificate);
   return idp;

@@ -46,8 +46,11 @@ let tenant: SignedInTenant;
 const domain = `corp-${crypto.randomUUID().slice(0, 8)}x.example`;
 
 beforeAll(async () => {
-  peer = await startOidcPeer({ redirectUri: `${base()}/api/auth/sso/oidc/callback` });
-  idp = startSamlIdp();
+  // the provider and the IdP are another site than the API's (localhost, not 127.0.0.1), as real
+  // ones are: the way back to the console is cross-site, and its SameSite=Strict session cookie must
+  // still reach the report
+  peer = await startOidcPeer({ redirectUri: `${base()}/api/auth/sso/oidc/callback`, host: "localhost" });
+  idp = startSamlIdp({ host: "localhost" });
   tenant = await signedInTenant(t, { plan: "enterprise" });
   // the domain proved by its TXT record (docs/sso.md): the DNS leg is sso-email-domains.test's
   await t.db
