@@ -3796,6 +3796,7 @@ export interface components {
             /** @description What was checked, or what is wrong, in words. */
             detail: string;
         };
+        SsoTestContinuePage: string;
         SsoExchangeResult: components["schemas"]["TokenPair"] | components["schemas"]["SsoBrowserSession"];
         SsoBrowserSession: {
             csrfToken: string;
@@ -12715,7 +12716,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["SsoTestReport"];
-                    "text/html": string;
+                    "text/html": components["schemas"]["SsoTestContinuePage"];
                 };
             };
             /** @description To `returnTo` with `?code=…`, or `?error=sso_failed` (the reason is in the audit log), or `?error=seat_limit_reached`. */
@@ -13676,7 +13677,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["SsoTestReport"];
-                    "text/html": string;
+                    "text/html": components["schemas"]["SsoTestContinuePage"];
                 };
             };
             /** @description To `returnTo` with `?code=…`, or `?error=sso_failed` (or `seat_limit_reached`). */

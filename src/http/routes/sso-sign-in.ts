@@ -48,7 +48,7 @@ export const testAnswer = {
     "A test sign-in's report: every check, in words (`application/json`); one started in the console: an HTML page that goes on to the console's report.",
   content: {
     "application/json": { schema: ssoTestReport },
-    "text/html": { schema: z.string() },
+    "text/html": { schema: z.string().openapi("SsoTestContinuePage") },
   },
 };
 
