@@ -146,6 +146,8 @@ export interface RateLimiter {
   leased(bucket: string): RateOutcome | undefined;
   /** The `RateLimit-Policy` and `RateLimit` values an outcome is answered with. */
   headersOf(outcome: RateOutcome): readonly [policy: string, state: string];
+  /** The `RateLimit-Policy` value (the same for every outcome). */
+  readonly policyHeader: string;
 }
 
 /** A policy's limiter (`RateLimiter`): one per policy and process, whatever uses it. */
@@ -202,6 +204,7 @@ export function rateLimiter(policy: RateLimitPolicy, options: RateLimitOptions):
   return {
     policy,
     headersOf,
+    policyHeader,
     leased: (bucket) => leases.take(prefix + bucket, options.clock.now().getTime()),
     // a permit from the process's lease is decided without an await (most requests of a busy client)
     middleware:
