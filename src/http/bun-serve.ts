@@ -51,7 +51,15 @@ export function bunServeOptions(app: App, deps: Deps) {
   > = {};
   if (liveness) routes[LIVENESS_PATH] = { GET: liveness };
   // what the edge cannot finish itself goes to the app untouched (src/http/fast-lane.ts)
-  if (fast) routes[FAST_LANE_ME_PATH] = { GET: (req, server) => fast(req, server) ?? fetch(req, server) };
+  if (fast)
+    routes[FAST_LANE_ME_PATH] = {
+      GET: (req, server) => {
+        const answer = fast(req, server);
+        if (answer === undefined) return fetch(req, server);
+        if (answer instanceof Response) return answer;
+        return answer.then((finished) => finished ?? fetch(req, server));
+      },
+    };
   return {
     ...(Object.keys(routes).length > 0 ? { routes } : {}),
     development: false,

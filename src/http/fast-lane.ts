@@ -1,13 +1,16 @@
 import { isApiKeyShaped } from "../api-keys/format.ts";
 import type { AuthDeps } from "../auth/deps.ts";
 import { rememberedTokenSession } from "../auth/session-lookup.ts";
-import { rememberedMemberships } from "../identity/memberships.ts";
+import type { Identity } from "../auth/user-identity.ts";
+import { type Membership, rememberedMemberships } from "../identity/memberships.ts";
+import type { RateOutcome } from "../security/counter-store.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import { resolveClientIp, type TrustedProxies } from "./client-ip.ts";
 import { admission, bearerToken } from "./middleware/authenticate.ts";
 import type { RateLimiter } from "./middleware/rate-limit.ts";
 import { elapsedMs, HSTS_HEADER, overHttps, requestIdOf, SECURITY_HEADERS } from "./middleware/request.ts";
 import { TENANT_CODE_HEADER, type tenancyResolver } from "./middleware/tenancy.ts";
+import type { Principal } from "./request-context.ts";
 import { meOf } from "./routes/auth.ts";
 
 /** The path the fast lane serves (GET only). */
@@ -23,7 +26,16 @@ export interface ServerOfRequest {
  * A request the edge finishes itself, or undefined: the app must answer it (`bunServeOptions` then
  * hands it to the app, untouched: nothing has been counted or logged for it).
  */
-export type FastLane = (req: Request, server: ServerOfRequest) => Response | undefined;
+export type FastLane = (
+  req: Request,
+  server: ServerOfRequest,
+) => Response | Promise<Response | undefined> | undefined;
+
+interface Caller {
+  identity: Identity;
+  principal: Principal;
+  memberships: Membership[];
+}
 
 /**
  * `GET /api/auth/me` answered outside Hono's compose, for the common case the edge can finish from
@@ -62,6 +74,20 @@ export function fastLane(parts: {
     ["x-request-id", ""],
   ]);
   const secure = new Headers([...plain, [...HSTS_HEADER]]);
+  /** The caller of a bearer token, from what this process remembers; undefined: the app must look. */
+  const remembered = (token: string): Caller | undefined => {
+    const found = rememberedTokenSession(deps, token);
+    if (found === undefined || "refused" in found) return undefined;
+    let principal: Principal;
+    try {
+      principal = admission(found, undefined, "GET", FAST_LANE_ME_PATH);
+    } catch {
+      return undefined;
+    }
+    const memberships = rememberedMemberships(deps, found.identity.userId);
+    if (memberships === undefined) return undefined;
+    return { identity: found.identity, principal, memberships };
+  };
   return (req, server) => {
     const started = performance.now();
     const url = req.url;
@@ -91,39 +117,55 @@ export function fastLane(parts: {
     };
     const host = tenancy.hostOfRequest(headers, url, peer);
     if (host === null || !tenancy.isPlatformHost(host)) return undefined;
-    const found = rememberedTokenSession(deps, token);
-    if (found === undefined || "refused" in found) return undefined;
-    let principal: ReturnType<typeof admission>;
-    try {
-      principal = admission(found, undefined, "GET", FAST_LANE_ME_PATH);
-    } catch {
-      return undefined;
-    }
-    const memberships = rememberedMemberships(deps, found.identity.userId);
-    if (memberships === undefined) return undefined;
-    // last, as nothing after it declines: a permit taken is a request answered
+    const caller = remembered(token);
+    if (caller === undefined) return undefined;
     const client = resolveClientIp(
       peer(),
       trusted.empty ? undefined : headers.get("x-forwarded-for"),
       trusted,
     );
-    const outcome = global.leased(client);
-    if (outcome === undefined) return undefined;
-
-    const id = requestIdOf(headers.get("x-request-id"), peer, trusted);
-    const body = JSON.stringify(meOf(found.identity, principal, memberships));
-    const answer = overHttps(server.protocol === "https", headers, peer, trusted) ? secure : plain;
-    answer.set("ratelimit", global.headersOf(outcome)[1]);
-    answer.set("x-request-id", id.requestId);
-    const response = new Response(body, { status: 200, headers: answer });
-    logger.request({
-      method: "GET",
-      path: FAST_LANE_ME_PATH,
-      status: 200,
-      durationMs: elapsedMs(started),
-      requestId: id.requestId,
-      clientRequestId: id.clientRequestId,
-    });
-    return response;
+    const answer = (outcome: RateOutcome | null, who: Caller) => {
+      const id = requestIdOf(headers.get("x-request-id"), peer, trusted);
+      const body = JSON.stringify(meOf(who.identity, who.principal, who.memberships));
+      const https = overHttps(server.protocol === "https", headers, peer, trusted);
+      let set: Headers;
+      if (outcome === null) {
+        // the store unreachable and the global limit open: let through without RateLimit, as the app does
+        set = new Headers(https ? secure : plain);
+        set.delete("ratelimit");
+        set.delete("ratelimit-policy");
+      } else {
+        set = https ? secure : plain;
+        set.set("ratelimit", global.headersOf(outcome)[1]);
+      }
+      set.set("x-request-id", id.requestId);
+      const response = new Response(body, { status: 200, headers: set });
+      logger.request({
+        method: "GET",
+        path: FAST_LANE_ME_PATH,
+        status: 200,
+        durationMs: elapsedMs(started),
+        requestId: id.requestId,
+        clientRequestId: id.clientRequestId,
+      });
+      return response;
+    };
+    // a permit from the lease: answered at once (most requests of a busy client)
+    const leased = global.leased(client);
+    if (leased !== undefined) return answer(leased, caller);
+    // else the store decides, as the app's limit would ask it (the same call, coalesced per turn,
+    // the lease kept from it). A refusal goes to the app, which asks again and gets the same
+    // refusal (a refused request takes no permit) and answers the 429; so does a store that
+    // rejects. The caller is looked up again after the wait, as the app authenticates after its
+    // limit: a session that ended meanwhile goes to the app (which counts the request again:
+    // stricter by one permit in that race, never looser)
+    return global.decided(client).then(
+      (outcome) => {
+        if (outcome !== null && !outcome.allowed) return undefined;
+        const still = remembered(token);
+        return still === undefined ? undefined : answer(outcome, still);
+      },
+      () => undefined,
+    );
   };
 }

@@ -1,9 +1,11 @@
 import { beforeAll, expect, test } from "bun:test";
 import type { Server } from "bun";
+import { createApp } from "../../src/app.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { bunServeOptions } from "../../src/http/bun-serve.ts";
 import { FAST_LANE_ME_PATH } from "../../src/http/fast-lane.ts";
-import { createTestApp, type TestApp, useTestApp } from "../helpers/app.ts";
+import type { CounterStore } from "../../src/security/counter-store.ts";
+import { createTestApp, type TestApp, testConfig, testDeps, useTestApp } from "../helpers/app.ts";
 import { type SignedInTenant, signedInTenant, signIn } from "../helpers/identity.ts";
 
 // `GET /api/auth/me` is finished at the edge when all it needs is remembered (src/http/fast-lane.ts)
@@ -109,7 +111,7 @@ test("success, 401, a wrong host and 429: the fast lane and the app answer alike
       if (edge.status === 429 && c.name === "success") refused = true;
     }
     // a success the fast lane itself answers (when the lease has a permit), beside the app's
-    const direct = fastLane(requestFrom("203.0.113.1", { headers: owner.headers }), server);
+    const direct = await fastLane(requestFrom("203.0.113.1", { headers: owner.headers }), server);
     if (direct) {
       servedFast++;
       const routed = await h.request(
@@ -136,7 +138,7 @@ test("the fast lane's log line is the app's", async () => {
   // the caches of the admin's token, session and memberships, and a lease for the client
   for (let i = 0; i < 4; i++) await h.request(FAST_LANE_ME_PATH, requestFrom("198.51.100.7", { headers }));
   const fastLane = h.app.fastLane;
-  const direct = fastLane?.(
+  const direct = await fastLane?.(
     requestFrom("198.51.100.7", { headers: { ...headers, "x-request-id": "edge-1" } }),
     server,
   );
@@ -152,7 +154,9 @@ test("a session that ended is declined by the fast lane and refused by the app",
   const user = await signIn(h, tenant.member, tenant.code);
   for (let i = 0; i < 4; i++)
     await h.request(FAST_LANE_ME_PATH, requestFrom("198.51.100.8", { headers: user.headers }));
-  expect(h.app.fastLane?.(requestFrom("198.51.100.8", { headers: user.headers }), server)?.status).toBe(200);
+  expect(
+    (await h.app.fastLane?.(requestFrom("198.51.100.8", { headers: user.headers }), server))?.status,
+  ).toBe(200);
   const logout = await h.request("/api/auth/logout", {
     method: "POST",
     headers: { "content-type": "application/json" },
@@ -245,5 +249,51 @@ test("served by Bun: /me from the fast lane over HTTP, other methods and paths t
     expect((await fetch(`${base}${FAST_LANE_ME_PATH}/`, { headers })).status).toBe(404);
   } finally {
     await served.stop(true);
+  }
+});
+
+test("the store's decision when no lease has a permit, and its outage, answered as the app does", async () => {
+  const config = testConfig({
+    env: { Tenancy__Resolution__TrustedProxies__0: "127.0.0.1" },
+    settings: { "RateLimiting:Global:PermitLimit": String(LIMIT), "RateLimiting:Global:WindowSeconds": "60" },
+  });
+  const deps = await testDeps(config, { database: h.testDatabase.database, clock });
+  // the store unreachable on demand: every rate decision rejects, as a cache outage makes it
+  const real = deps.counters;
+  let down = false;
+  const counters: CounterStore = {
+    kind: real.kind,
+    window: (...args) => real.window(...args),
+    resetWindows: (...args) => real.resetWindows(...args),
+    refundWindows: (...args) => real.refundWindows(...args),
+    rate: (...args) => (down ? Promise.reject(new Error("store unreachable")) : real.rate(...args)),
+  };
+  Object.assign(deps, { counters });
+  const app = createApp(deps);
+  const request = async (path: string, init?: RequestInit, peer = "127.0.0.1") =>
+    await app.fetch(new Request(`http://localhost${path}`, init), { peerAddress: peer });
+  try {
+    const user = await signIn({ request }, tenant.owner, tenant.code);
+    const fastLane = app.fastLane;
+    if (!fastLane) throw new Error("no fast lane");
+    await request(FAST_LANE_ME_PATH, requestFrom("192.0.2.50", { headers: user.headers }));
+    // a first request of a client has no lease: the lane waits on the store's decision itself
+    const first = fastLane(requestFrom("192.0.2.51", { headers: user.headers }), server);
+    expect(first).toBeInstanceOf(Promise);
+    const decided = await first;
+    if (!decided) throw new Error("the lane declined a request the store admitted");
+    expect(await answer(decided)).toEqual(
+      await answer(await request(FAST_LANE_ME_PATH, requestFrom("192.0.2.52", { headers: user.headers }))),
+    );
+    // the store unreachable: the global limit lets requests through without RateLimit headers
+    down = true;
+    const open = await fastLane(requestFrom("192.0.2.53", { headers: user.headers }), server);
+    if (!open) throw new Error("the lane declined a request the open limit lets through");
+    const routed = await request(FAST_LANE_ME_PATH, requestFrom("192.0.2.54", { headers: user.headers }));
+    expect(routed.status).toBe(200);
+    expect(routed.headers.get("ratelimit")).toBeNull();
+    expect(await answer(open)).toEqual(await answer(routed));
+  } finally {
+    await deps.apiCalls.stop().catch(() => {});
   }
 });

@@ -148,6 +148,13 @@ export interface RateLimiter {
   headersOf(outcome: RateOutcome): readonly [policy: string, state: string];
   /** The `RateLimit-Policy` value (the same for every outcome). */
   readonly policyHeader: string;
+  /**
+   * The store's decision for `bucket` when no lease has a permit, as the middleware takes it (one
+   * store call per bucket and event-loop turn, the lease kept from it); null when the store is
+   * unreachable and the policy lets requests through (logged as the middleware logs it); a
+   * fail-closed policy's outage rejects with 503 `unavailable`.
+   */
+  decided(bucket: string): Promise<RateOutcome | null>;
 }
 
 /** A policy's limiter (`RateLimiter`): one per policy and process, whatever uses it. */
@@ -175,10 +182,10 @@ export function rateLimiter(policy: RateLimitPolicy, options: RateLimitOptions):
     }
     return next();
   };
-  const fromStore = async (c: Context<AppEnv>, next: Next, key: string) => {
-    let outcome: RateOutcome;
+  /** The store's decision on `key`; null when it is unreachable and the policy lets requests through. */
+  const stored = async (key: string): Promise<RateOutcome | null> => {
     try {
-      outcome = await take(key);
+      return await take(key);
     } catch (error) {
       if (policy.onUnavailable === "closed") {
         options.logger.error("rate-limit store unavailable; failing closed", {
@@ -197,15 +204,19 @@ export function rateLimiter(policy: RateLimitPolicy, options: RateLimitOptions):
           error,
         });
       }
-      return next();
+      return null;
     }
-    return answer(c, next, outcome);
+  };
+  const fromStore = async (c: Context<AppEnv>, next: Next, key: string) => {
+    const outcome = await stored(key);
+    return outcome === null ? next() : answer(c, next, outcome);
   };
   return {
     policy,
     headersOf,
     policyHeader,
     leased: (bucket) => leases.take(prefix + bucket, options.clock.now().getTime()),
+    decided: (bucket) => stored(prefix + bucket),
     // a permit from the process's lease is decided without an await (most requests of a busy client)
     middleware:
       (partition = byClientIp) =>
