@@ -32,23 +32,55 @@ export type FastLane = (
 ) => Response | Promise<Response | undefined> | undefined;
 
 interface Caller {
+  /** The session cache's entry the caller was read from (the same object while it is cached). */
+  session: object;
   identity: Identity;
   principal: Principal;
   memberships: Membership[];
+}
+
+/** The callers of bearer tokens as this process remembers them, and `/me`'s body for each. */
+function rememberedCallers(deps: AuthDeps) {
+  /** The caller of a bearer token, from what this process remembers; undefined: the app must look. */
+  const remembered = (token: string): Caller | undefined => {
+    const found = rememberedTokenSession(deps, token);
+    if (found === undefined || "refused" in found) return undefined;
+    let principal: Principal;
+    try {
+      principal = admission(found, undefined, "GET", FAST_LANE_ME_PATH);
+    } catch {
+      return undefined;
+    }
+    const memberships = rememberedMemberships(deps, found.identity.userId);
+    if (memberships === undefined) return undefined;
+    return { session: found, identity: found.identity, principal, memberships };
+  };
+  // /me's body depends on the session's entry (identity, impersonator) and the memberships alone:
+  // serialised once per pair, while the cache hands out the same objects (a change replaces them)
+  const bodies = new WeakMap<object, { memberships: Membership[]; body: string }>();
+  const bodyOf = (who: Caller): string => {
+    const known = bodies.get(who.session);
+    if (known !== undefined && known.memberships === who.memberships) return known.body;
+    const body = JSON.stringify(meOf(who.identity, who.principal, who.memberships));
+    bodies.set(who.session, { memberships: who.memberships, body });
+    return body;
+  };
+  return { remembered, bodyOf };
 }
 
 /**
  * `GET /api/auth/me` answered outside Hono's compose, for the common case the edge can finish from
  * what this process remembers (docs/decisions.md, "A fast lane for the authenticated GET"): a bearer
  * token this process verified, its session and the caller's memberships in the session cache, the
- * platform host without a tenant code, and a permit from the global limit's lease. Every decision
- * is the middleware's own function (`requestIdOf`, the global `RateLimiter`, `tenancyResolver`,
- * `bearerToken`, `rememberedTokenSession`, `admission`, `rememberedMemberships`, `meOf`, the same
- * headers and log line), so the answer is the app's, byte for byte but the request id
+ * platform host without a tenant code, and the global limit's admission (from its lease, else
+ * from the store, asked as the middleware asks it). Every decision is the middleware's own function
+ * (`requestIdOf`, the global `RateLimiter`, `tenancyResolver`, `bearerToken`,
+ * `rememberedTokenSession`, `admission`, `rememberedMemberships`, `meOf`, the same headers and log
+ * line), so the answer is the app's, byte for byte but the request id
  * (tests/integration/fast-lane.test.ts). Anything else — another form of credentials, a query or
- * a `%` in the URL, a body, a tenant code, another host, a miss in any cache, no leased permit (a
- * refusal is the store's alone), a check that would refuse — is declined before anything is
- * counted, and the app answers it as it always did.
+ * a `%` in the URL, a body, a tenant code, another host, a miss in any cache, a check that would
+ * refuse — is declined before anything is counted, and the app answers it as it always did; so is
+ * the limit's refusal (a refused request takes no permit: the app's own ask refuses it alike).
  *
  * Off with telemetry (the request gets the app's span and metric) and with CORS configured (the
  * CORS headers are Hono's cors middleware's), as `createApp` decides.
@@ -74,20 +106,7 @@ export function fastLane(parts: {
     ["x-request-id", ""],
   ]);
   const secure = new Headers([...plain, [...HSTS_HEADER]]);
-  /** The caller of a bearer token, from what this process remembers; undefined: the app must look. */
-  const remembered = (token: string): Caller | undefined => {
-    const found = rememberedTokenSession(deps, token);
-    if (found === undefined || "refused" in found) return undefined;
-    let principal: Principal;
-    try {
-      principal = admission(found, undefined, "GET", FAST_LANE_ME_PATH);
-    } catch {
-      return undefined;
-    }
-    const memberships = rememberedMemberships(deps, found.identity.userId);
-    if (memberships === undefined) return undefined;
-    return { identity: found.identity, principal, memberships };
-  };
+  const { remembered, bodyOf } = rememberedCallers(deps);
   return (req, server) => {
     const started = performance.now();
     const url = req.url;
@@ -126,7 +145,7 @@ export function fastLane(parts: {
     );
     const answer = (outcome: RateOutcome | null, who: Caller) => {
       const id = requestIdOf(headers.get("x-request-id"), peer, trusted);
-      const body = JSON.stringify(meOf(who.identity, who.principal, who.memberships));
+      const body = bodyOf(who);
       const https = overHttps(server.protocol === "https", headers, peer, trusted);
       let set: Headers;
       if (outcome === null) {

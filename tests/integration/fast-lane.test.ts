@@ -1,5 +1,6 @@
 import { beforeAll, expect, test } from "bun:test";
 import type { Server } from "bun";
+import { sql } from "drizzle-orm";
 import { createApp } from "../../src/app.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { bunServeOptions } from "../../src/http/bun-serve.ts";
@@ -296,4 +297,25 @@ test("the store's decision when no lease has a permit, and its outage, answered 
   } finally {
     await deps.apiCalls.stop().catch(() => {});
   }
+});
+
+test("the lane's answer follows a change of the caller, heard as the app hears it", async () => {
+  const user = await signIn(h, tenant.admin, tenant.code);
+  const headers = user.headers;
+  for (let i = 0; i < 3; i++) await h.request(FAST_LANE_ME_PATH, requestFrom("198.51.100.20", { headers }));
+  const nameOf = async (answer: Response | undefined) => {
+    if (!answer) throw new Error("the lane declined");
+    return ((await answer.json()) as { user: { name: string } }).user.name;
+  };
+  const before = await h.app.fastLane?.(requestFrom("198.51.100.20", { headers }), server);
+  expect(await nameOf(before)).not.toBe("Renamed Admin");
+  await h.db.execute(sql`update users set name = 'Renamed Admin' where id = ${tenant.admin.id}`);
+  // what a change announces in every process (plinth_sessions), heard here
+  h.deps.sessionCache.evict({ userId: tenant.admin.id });
+  // the lane has nothing remembered now: the app reads afresh, and the lane answers from that
+  expect(h.app.fastLane?.(requestFrom("198.51.100.20", { headers }), server)).toBeUndefined();
+  const routed = await h.request(FAST_LANE_ME_PATH, requestFrom("198.51.100.20", { headers }));
+  expect(((await routed.json()) as { user: { name: string } }).user.name).toBe("Renamed Admin");
+  const after = await h.app.fastLane?.(requestFrom("198.51.100.20", { headers }), server);
+  expect(await nameOf(after)).toBe("Renamed Admin");
 });
