@@ -3,6 +3,15 @@
 // once every job in it is claimed: until then each probe of the claim's walk over groups re-reads
 // the heap tuples of every job already claimed from the group it lands on. The index has
 // deduplication off (migration 0017); this proves a probe's reads stay flat.
+//
+// A scan marks an entry dead only when its job's old version is dead to every snapshot. The quick
+// test PostgreSQL makes first compares the deleting transaction with the oldest transaction running
+// in any database of the server (the snapshot's xmin), not only in this one: while one transaction
+// anywhere on the server (another test file's, another process's) began before the last claim and
+// is still open, no scan can mark the claimed jobs' entries, whatever the index. So the probes wait
+// for every transaction older than the claims to end (a condition, not a fixed time); measured:
+// one open `begin; select pg_current_xact_id()` in the postgres database made the second probe read
+// 35 blocks without this wait.
 import { expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { z } from "zod";
@@ -13,6 +22,7 @@ import { enqueueMany } from "../../src/jobs/enqueue.ts";
 import type { JobLease } from "../../src/jobs/queue.ts";
 import { defineJob } from "../../src/jobs/registry.ts";
 import { useTestDatabase } from "../helpers/app.ts";
+import { waitFor } from "../helpers/jobs.ts";
 
 const t = useTestDatabase();
 
@@ -54,6 +64,19 @@ test("after thousands of claims from bulk-enqueued groups, the walk's probe read
     const plan = row?.["QUERY PLAN"][0].Plan;
     return (plan?.["Shared Hit Blocks"] ?? 0) + (plan?.["Shared Read Blocks"] ?? 0);
   };
+  // every claim is older than this transaction id; once the server's oldest running transaction is
+  // newer, none of them is running for any snapshot taken from then on
+  const [mark] = await execute<{ xid: string }>(t.database.db, sql`select pg_current_xact_id()::text as xid`);
+  await waitFor(
+    async () => {
+      const [row] = await execute<{ past: boolean }>(
+        t.database.db,
+        sql`select pg_snapshot_xmin(pg_current_snapshot()) > ${mark?.xid}::xid8 as past`,
+      );
+      return row?.past;
+    },
+    { timeoutMs: 20_000, what: "every transaction on the server older than the claims to end" },
+  );
   await probe(); // the first scan over the claimed jobs' entries marks them dead
   // with deduplication: one heap page per claimed job of group t-10 (32), every time
   expect(await probe()).toBeLessThan(12);
