@@ -9,7 +9,7 @@ import { reconcileUsage } from "../../src/usage/reconcile.ts";
 import { recordUsage } from "../../src/usage/record-usage.ts";
 import { startUpstashBridge, type UpstashBridge } from "../fixtures/upstash-bridge.ts";
 import { useTestApp } from "../helpers/app.ts";
-import { silentLogger } from "../helpers/cache.ts";
+import { rawRedis, SINGLE_REDIS_URL, silentLogger } from "../helpers/cache.ts";
 import { createTenant } from "../helpers/identity.ts";
 
 const clock = new ManualClock("2026-11-10T12:00:00Z");
@@ -19,11 +19,15 @@ let deps: Deps;
 afterAll(async () => {
   await deps.cache?.close();
   await bridge.stop();
+  await raw.cleanup(prefix);
+  raw.close();
 }, 30_000);
 // the app's own deps have no cache; this file's deps reach Redis through the Upstash bridge
 const h = useTestApp({ clock });
 const t = h.testDatabase;
-const raw = h.redis;
+// the keys as the bridge stores them: on its single Redis node (Upstash is one node too), not on the
+// topology's Redis (h.redis is the Redis Cluster when PLINTH_TEST_TOPOLOGY=scaled)
+const raw = rawRedis(SINGLE_REDIS_URL);
 const prefix = h.cachePrefix;
 beforeAll(async () => {
   bridge = await startUpstashBridge();
