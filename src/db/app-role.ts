@@ -5,8 +5,9 @@
  * where it may (CREATEROLE), else checks the one an operator made, and grants it every table.
  */
 import { sql } from "drizzle-orm";
-import { type Executor, execute } from "./client.ts";
+import { type Db, type Executor, execute } from "./client.ts";
 import { describeDatabaseFailure } from "./database-failure.ts";
+import { MIGRATION_LOCK } from "./migrator.ts";
 
 export const DEFAULT_APP_ROLE = "plinth_app";
 
@@ -50,7 +51,7 @@ export function appRoleProblem(role: string, row: RoleRow | undefined): string |
  * need it). Idempotent; a second migrator racing to create the role finds it made.
  */
 export async function ensureAppRole(
-  db: Executor,
+  db: Db,
   options: { role: string; password?: string },
 ): Promise<{ created: boolean }> {
   const { role } = options;
@@ -81,14 +82,19 @@ export async function ensureAppRole(
   }
   const problem = appRoleProblem(role, await roleOf(db, role));
   if (problem) throw new AppRoleError(problem);
-  for (const grant of [
-    `grant usage on schema public to "${role}"`,
-    `grant select, insert, update, delete on all tables in schema public to "${role}"`,
-    `grant usage, select on all sequences in schema public to "${role}"`,
-    `revoke insert, update, delete on schema_migrations from "${role}"`,
-  ]) {
-    await db.execute(sql.raw(grant));
-  }
+  // Two GRANTs on one table at once fail with "tuple concurrently updated" (both rewrite its ACL):
+  // migrators started together take turns here under the migrations' own lock.
+  await db.transaction(async (tx) => {
+    await tx.execute(sql`select pg_advisory_xact_lock(${MIGRATION_LOCK})`);
+    for (const grant of [
+      `grant usage on schema public to "${role}"`,
+      `grant select, insert, update, delete on all tables in schema public to "${role}"`,
+      `grant usage, select on all sequences in schema public to "${role}"`,
+      `revoke insert, update, delete on schema_migrations from "${role}"`,
+    ]) {
+      await tx.execute(sql.raw(grant));
+    }
+  });
   return { created };
 }
 

@@ -8,7 +8,7 @@ import { type DatabaseFailure, describeDatabaseFailure } from "./database-failur
 
 export const MIGRATIONS_DIR = fileURLToPath(new URL("../../drizzle/", import.meta.url));
 /** Advisory lock key shared by every migrator: two at once run one after the other. */
-const MIGRATION_LOCK = 0x706c696e74; // "plint"
+export const MIGRATION_LOCK = 0x706c696e74; // "plint"
 /**
  * Advisory lock key every serving API process holds shared (src/lifecycle.ts); `migrate --down`
  * takes it exclusively, so it cannot revert a schema a running API depends on.
