@@ -47,6 +47,7 @@ function blocks(): string[] {
     (m[1] ?? "")
       .trim()
       .replaceAll("/etc/plinth/keys", keys)
+      .replaceAll("/var/backups/plinth.dump", join(root, "plinth.dump"))
       .replaceAll("create role plinth ", `create role ${role} `)
       .replaceAll("create database plinth owner plinth", `create database ${database} owner ${role}`)
       .replaceAll(
@@ -142,6 +143,7 @@ test("first-install.md as written: role and database, keys, environment, migrato
     login,
     password,
     me,
+    backup,
     ...rest
   ] = blocks();
   expect(rest).toEqual([]);
@@ -243,6 +245,21 @@ test("first-install.md as written: role and database, keys, environment, migrato
       ).stdout,
     ) as { items: { email: string }[] };
     expect(users.items.map((u) => u.email)).toEqual([owner.email]);
+    // Backups: on the platform path the owner's dump holds the tenant's rows; without it pg_dump
+    // refuses (FORCE holds the owner) rather than write a backup without them
+    const backedUp = sh(backup ?? "");
+    expect(backedUp.stdout.trim()).toBe("backup readable");
+    const rows = sh(`pg_restore --data-only --table=users --file=- ${join(root, "plinth.dump")}`);
+    expect(rows.stdout).toContain(owner.email);
+    const plain = sh(
+      `set -e\n${(backup ?? "")
+        .replace("PGOPTIONS='-c plinth.platform=on' ", "")
+        .replace(" --enable-row-security", "")
+        .replaceAll("plinth.dump", "plain.dump")}`,
+    );
+    expect(plain.code).not.toBe(0);
+    expect(plain.stderr).toContain("row-level security");
+
     // the log never held the passwords
     const logged = api.output.lines.join("\n") + migrated.stdout;
     expect(logged).not.toContain(temporary);
