@@ -99,10 +99,24 @@ export async function runApi(runtime: RuntimeAdapter, options: LifecycleOptions 
     }
   }
 
-  if (!(await schemaGate(config, deps))) {
+  const gate = await schemaGate(config, deps);
+  if (!gate.serve) {
     await closeDeps(deps);
     return 1;
   }
+  // the database was out at start-up, so the role it connects as was not checked: it is once the
+  // database is back, before the loops start; Production then refuses as it would have at start
+  let refuse: () => void = () => {};
+  const refused = new Promise<"refused">((resolve) => {
+    refuse = () => resolve("refused");
+  });
+  const roleLater = gate.roleChecked
+    ? undefined
+    : async () => {
+        if (await roleGate(config, deps)) return true;
+        if (config.environment === "Production") refuse();
+        return false;
+      };
 
   // connecting never aborts start-up; give the cache a moment so the first requests find it ready
   if (deps.cache && !(await deps.cache.waitReady(2_000)))
@@ -144,21 +158,29 @@ export async function runApi(runtime: RuntimeAdapter, options: LifecycleOptions 
   // While this process serves it holds the serving lock (shared), so `migrate --down` can tell.
   const servingLock = holdServingLock(deps);
 
-  const background = startBackgroundWhenCurrent(deps);
+  const background = startBackgroundWhenCurrent(deps, roleLater);
 
-  const signal = await signalled;
-  await shutDown({ config, deps, server, background, servingLock, signal });
-  return 0;
+  const stop = await Promise.race([signalled, refused]);
+  await shutDown({ config, deps, server, background, servingLock, signal: stop });
+  return stop === "refused" ? 1 : 0;
 }
 
 /**
  * The background loops, after the server listens and once the schema has every migration this code
  * ships; LISTEN failing only costs wake-ups, the loops keep polling.
  */
-function startBackgroundWhenCurrent(deps: Deps): Promise<Background | null> {
+function startBackgroundWhenCurrent(
+  deps: Deps,
+  roleLater?: () => Promise<boolean>,
+): Promise<Background | null> {
   return deps.schema
     .whenCurrent()
-    .then((current) => (current ? startApiBackground(deps) : null))
+    .then(async (current) => {
+      if (!current) return null;
+      // a role Production refuses starts no loop (and stops the process: runApi)
+      if (roleLater && !(await roleLater()) && deps.config.environment === "Production") return null;
+      return startApiBackground(deps);
+    })
     .catch((error: unknown) => {
       deps.logger.error("background loops failed to start", { error });
       return null;
@@ -175,7 +197,8 @@ async function shutDown(input: {
   server: ServedHttp;
   background: Promise<Background | null>;
   servingLock: { release(): Promise<void> };
-  signal: StopSignal;
+  /** What ended serving: a signal, or the role the database accepted once it was back (Production refuses it). */
+  signal: StopSignal | "refused";
 }): Promise<void> {
   const { config, deps, server, background, servingLock, signal } = input;
   const { logger } = deps;
@@ -272,14 +295,16 @@ async function roleGate(config: AppConfig, deps: Deps): Promise<boolean> {
  * loops wait while the gate checks again every few seconds. A database that cannot be reached is
  * named by its cause and checked again the same way.
  */
-async function schemaGate(config: AppConfig, deps: Deps): Promise<boolean> {
+async function schemaGate(config: AppConfig, deps: Deps): Promise<{ serve: boolean; roleChecked: boolean }> {
   const { logger } = deps;
   const outage = createOutageLog({ logger, what: "database check" });
   let waiting = false;
+  let roleChecked = false;
   try {
     const state = await deps.schema.check();
     warnUnknown(deps);
-    if (!(await roleGate(config, deps))) return false;
+    if (!(await roleGate(config, deps))) return { serve: false, roleChecked: true };
+    roleChecked = true;
     if (state.pending.length > 0) {
       if (config.environment === "Production") {
         logger.error(pendingSentence(state.pending), {
@@ -287,7 +312,7 @@ async function schemaGate(config: AppConfig, deps: Deps): Promise<boolean> {
           environment: config.environment,
         });
         logger.flush();
-        return false;
+        return { serve: false, roleChecked };
       }
       waiting = true;
       logger.warn(
@@ -312,7 +337,7 @@ async function schemaGate(config: AppConfig, deps: Deps): Promise<boolean> {
     if (waiting)
       logger.info("the database has every migration this release ships: starting the background loops");
   });
-  return true;
+  return { serve: true, roleChecked };
 }
 
 /**

@@ -69,10 +69,10 @@ describe("the API's role: Production refuses one row-level security does not hol
   };
   const production = (url: string, extra: Record<string, string> = {}) =>
     validProductionEnv({ ...topologyEnv(url), CACHE_URL: "redis://127.0.0.1:6379", ...extra });
-  const refusal = async (api: ReturnType<typeof startApi>) => {
+  const refusal = async (api: ReturnType<typeof startApi>, options = { listened: false }) => {
     expect(await api.proc.exited).toBe(1);
     const line = await api.waitForLine((l) => l.includes("which `bun run migrate` creates and grants"));
-    expect(api.lines.some((l) => l.includes('"msg":"listening"'))).toBe(false);
+    expect(api.lines.some((l) => l.includes('"msg":"listening"'))).toBe(options.listened);
     return JSON.parse(line) as Record<string, unknown>;
   };
   const sentence = (role: string, reason: string) =>
@@ -130,6 +130,61 @@ describe("the API's role: Production refuses one row-level security does not hol
       expect(await api.stop()).toBe(0);
     }
   }, 40_000);
+
+  /** `url` reached through a proxy that is down while the API starts, then comes up. */
+  const outAtStartUp = async (url: string) => {
+    const target = new URL(url);
+    const proxy = await TcpProxy.start({ host: target.hostname, port: Number(target.port || 5432) });
+    proxies.push(proxy);
+    proxy.down();
+    const through = new URL(url);
+    through.port = String(proxy.port);
+    return { proxy, url: through.toString() };
+  };
+  // the drain is bounded short: after the outage at start-up, releasing the serving lock can wait
+  // out the whole shutdown timeout on a connection the outage cut (postgres.js after a cut connection)
+  const outageEnv = { BackgroundProcessing__JobPollSeconds: "1", Server__ShutdownTimeoutSeconds: "3" };
+  const proxies: TcpProxy[] = [];
+  afterAll(async () => {
+    for (const proxy of proxies) await proxy.close();
+  });
+
+  test("the database out at start-up: once it is back, Production refuses a superuser then (exit 1, no loop)", async () => {
+    const t = await database(false);
+    const { proxy, url } = await outAtStartUp(t.url);
+    const api = startApi({ ...production(url), ...outageEnv });
+    await api.listening(30_000);
+    await api.waitForLine((l) => l.includes('"msg":"database check failed"'));
+    proxy.up();
+    expect(await refusal(api, { listened: true })).toMatchObject({
+      level: "error",
+      msg: sentence("postgres", "a superuser: row-level security does not hold it"),
+      role: "postgres",
+    });
+    expect(api.lines.some((l) => l.includes('"msg":"background loops started"'))).toBe(false);
+  }, 60_000);
+
+  test("the database out at start-up: as the API's role, once it is back, the loops start", async () => {
+    const t = await database(false);
+    const { proxy, url } = await outAtStartUp(appRoleEnv(t.url).DATABASE_URL ?? "");
+    const api = startApi(
+      validProductionEnv({
+        ...appRoleEnv(t.url),
+        DATABASE_URL: url,
+        CACHE_URL: "redis://127.0.0.1:6379",
+        ...outageEnv,
+      }),
+    );
+    try {
+      await api.listening(30_000);
+      await api.waitForLine((l) => l.includes('"msg":"database check failed"'));
+      proxy.up();
+      await api.waitForLine((l) => l.includes('"msg":"background loops started"'), 30_000);
+      expect(api.lines.some((l) => l.includes("connect as Database:AppRole"))).toBe(false);
+    } finally {
+      expect(await api.stop()).toBe(0);
+    }
+  }, 60_000);
 
   test("Development as a superuser: warns once, naming the role, and serves", async () => {
     const t = await database(false);
