@@ -48,6 +48,10 @@ const LOST = new Set([
   "CONNECTION_CLOSED",
   "CONNECTION_ENDED",
   "CONNECTION_DESTROYED",
+  // the server ended the session: pg_terminate_backend or a fast shutdown, a crash, still starting
+  "57P01",
+  "57P02",
+  "57P03",
 ]);
 
 /** The innermost error that carries a code (the driver's), else the innermost error. */

@@ -19,6 +19,7 @@ import { PostgresJsSession, PostgresJsTransaction } from "drizzle-orm/postgres-j
 import type postgres from "postgres";
 import { isUuid } from "../uuid.ts";
 import type { Db, Tx } from "./client.ts";
+import { describeDatabaseFailure } from "./database-failure.ts";
 
 /**
  * Whose rows a scoped transaction sees: one tenant's, or every row on the named platform path
@@ -223,6 +224,21 @@ export function registerScopedReader(db: Db, client: postgres.Sql): void {
   readers.set(db, read);
 }
 
+/**
+ * Whether `error` means the reserved connection is gone (the server cut it: a restart, a failover,
+ * pg_terminate_backend, a pooler's restart; or its socket failed). Its socket closes, and postgres.js
+ * puts it among its closed connections by itself (reconnected on demand); released, the dead one was
+ * handed out again (docs/decisions.md, "A cut connection fails fast").
+ */
+function lost(error: unknown): boolean {
+  return describeDatabaseFailure(error).class === "connection lost";
+}
+
+/** After a failed statement: the connection goes back to the pool unless it was lost. */
+function settle(connection: postgres.ReservedSql, error: unknown): void {
+  if (!lost(error)) connection.release();
+}
+
 /** The pipelined runner of `db` (PostgreSQL through postgres.js), when it has one. */
 export function scopedRunnerOf(db: unknown): ScopedRunner | undefined {
   return runners.get(db as Db);
@@ -289,11 +305,16 @@ export function registerScopedRunner(db: Db, client: postgres.Sql, observe: (shi
     } catch (error) {
       lane.connection = undefined;
       free.push(lane);
+      // the work's error may come from elsewhere (another connection): the reserved one's own answer
+      // to ROLLBACK decides whether it goes back to the pool. One known closed refuses it unwritten
+      // (patches/postgres@3.4.9.patch, reserve); one dying under it fails it when its socket closes.
       await connection
         .unsafe("rollback")
         .execute()
-        .catch(() => {});
-      connection.release();
+        .then(
+          () => connection.release(),
+          (rollbackError: unknown) => settle(connection, rollbackError),
+        );
       throw error;
     }
     lane.connection = undefined;
@@ -303,14 +324,16 @@ export function registerScopedRunner(db: Db, client: postgres.Sql, observe: (shi
     if (mode === "write" || wrote) {
       try {
         await committed;
-      } finally {
-        connection.release();
+      } catch (error) {
+        settle(connection, error);
+        throw error;
       }
+      connection.release();
     } else {
       // only selects ran: the answer is already right; the connection returns once COMMIT is answered
       committed.then(
         () => connection.release(),
-        () => connection.release(),
+        (error: unknown) => settle(connection, error),
       );
     }
     return result;

@@ -1,0 +1,260 @@
+/**
+ * A connection PostgreSQL cuts (pg_terminate_backend: what a restart, a failover or a pooler's
+ * restart does to every session) never hangs the API nor throws outside a promise: the statement on
+ * the cut connection fails at once with a connection-lost error (describeDatabaseFailure), the next
+ * ones run on a fresh connection, and no dead connection goes back to the pool. Through
+ * withTransaction (the pipelined runner on a reserved connection), withDatabase (the per-statement
+ * reader) and plain statements, pool sizes 1 and 10, cut while idle and mid-transaction. Every wait is
+ * bounded: a hang fails the test instead of stalling it (docs/decisions.md, "A cut connection").
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { sql } from "drizzle-orm";
+import { systemCtx } from "../../src/context.ts";
+import { type Database, execute } from "../../src/db/client.ts";
+import { describeDatabaseFailure } from "../../src/db/database-failure.ts";
+import { withDatabase, withTransaction } from "../../src/db/operation.ts";
+import { withTimeout } from "../../src/runtime/with-timeout.ts";
+import { asRole, createTestDatabase, openTestDatabase, type TestDatabase } from "../helpers/database.ts";
+
+/** No statement on a cut connection, nor the first ones after it, may take longer than this. */
+const BOUND_MS = 5_000;
+
+let t: TestDatabase;
+const uncaught: unknown[] = [];
+const onUncaught = (error: unknown) => {
+  uncaught.push(error);
+};
+
+beforeAll(async () => {
+  process.on("uncaughtException", onUncaught);
+  process.on("unhandledRejection", onUncaught);
+  t = await createTestDatabase();
+});
+
+afterAll(async () => {
+  process.off("uncaughtException", onUncaught);
+  process.off("unhandledRejection", onUncaught);
+  await t.drop();
+});
+
+/** Terminates every backend of the app's pool (by its application name), as the owner. */
+async function cutAll(applicationName: string): Promise<number[]> {
+  const rows = await execute<{ pid: number }>(
+    t.database.db,
+    sql`select pid, pg_terminate_backend(pid) as ok from pg_stat_activity
+      where datname = current_database() and application_name = ${applicationName}`,
+  );
+  return rows.map((row) => row.pid);
+}
+
+/**
+ * Waits (bounded) until the app's driver has seen `n` of its connections close since `since`: a
+ * statement sent on a cut connection before its socket's close arrives can only fail (fast, as lost);
+ * once the closes are seen, no statement may fail.
+ */
+async function closesSeen(app: App, since: number, n: number): Promise<void> {
+  const deadline = performance.now() + BOUND_MS;
+  while (app.closes - since < n) {
+    if (performance.now() > deadline) throw new Error(`${app.closes - since} of ${n} closes seen`);
+    await execute(t.database.db, sql`select 1`);
+  }
+}
+
+/** `promise`'s outcome within BOUND_MS: its value, or the error it failed with; a hang throws. */
+async function outcome<T>(
+  promise: Promise<T>,
+  what: string,
+): Promise<{ ok: true; value: T } | { ok: false; error: unknown }> {
+  try {
+    return { ok: true, value: await withTimeout(promise, BOUND_MS, what) };
+  } catch (error) {
+    if (error instanceof Error && error.message.startsWith(`${what} timed out`)) throw error;
+    return { ok: false, error };
+  }
+}
+
+/** A failure on the cut connection must say the connection was lost, nothing else. */
+function expectLost(result: { ok: true } | { ok: false; error: unknown }): void {
+  if (result.ok) return;
+  expect(describeDatabaseFailure(result.error).class).toBe("connection lost");
+}
+
+const tenantId = crypto.randomUUID();
+const ctx = () => systemCtx("connection-cut", tenantId);
+
+type Way = "withTransaction" | "withDatabase" | "plain";
+const ways: Way[] = ["withTransaction", "withDatabase", "plain"];
+
+function statement(app: Database, way: Way): Promise<number> {
+  const count = sql`select count(*)::int as n from users`;
+  const n = (rows: { n: number }[]) => rows[0]?.n ?? -1;
+  if (way === "withTransaction")
+    return withTransaction({ database: app }, ctx(), async (tx) =>
+      n(await execute<{ n: number }>(tx, count)),
+    );
+  if (way === "withDatabase")
+    return withDatabase({ database: app }, ctx(), async (db) => n(await execute<{ n: number }>(db, count)));
+  return execute<{ n: number }>(app.db, count).then(n);
+}
+
+/** Every way, `times` each at once (more than the pool holds): all succeed within the bound. */
+async function allSucceed(app: Database, times: number, what: string): Promise<void> {
+  const runs = ways.flatMap((way) =>
+    Array.from({ length: times }, () =>
+      statement(app, way).then(
+        (value) => ({ way, value }),
+        (error: unknown) => ({ way, value: describeDatabaseFailure(error) }),
+      ),
+    ),
+  );
+  const values = await withTimeout(Promise.all(runs), BOUND_MS, what);
+  expect(values.filter((v) => v.value !== 0)).toEqual([]);
+}
+
+let apps = 0;
+interface App {
+  app: Database;
+  name: string;
+  /** Connections of the app's pool the driver saw close (postgres.js's `onclose`). */
+  closes: number;
+}
+
+async function openApp(poolSize: number): Promise<App> {
+  const name = `plinth-cut-${process.pid}-${apps++}`;
+  const app = await openTestDatabase(asRole(t.url, "plinth_app"), {
+    poolSize,
+    connectTimeoutSeconds: 5,
+    applicationName: name,
+  });
+  const opened: App = { app, name, closes: 0 };
+  // observed through the driver's documented `onclose` hook, read by postgres.js at each close
+  const client = (app.db as unknown as { $client: { options: { onclose?: () => void } } }).$client;
+  client.options.onclose = () => {
+    opened.closes++;
+  };
+  return opened;
+}
+
+for (const poolSize of [1, 10]) {
+  describe(`pool of ${poolSize}`, () => {
+    for (const way of ways) {
+      test(`${way}: right after every connection of the pool was cut, fails fast as lost or runs; the next ones run`, async () => {
+        const opened = await openApp(poolSize);
+        const { app, name } = opened;
+        try {
+          await allSucceed(app, poolSize, "warm-up");
+          const since = opened.closes;
+          const pids = await cutAll(name);
+          expect(pids.length).toBeGreaterThan(0);
+          // right after the cut, before the driver may have seen the sockets close
+          const first = await outcome(statement(app, way), `${way} right after the cut`);
+          expectLost(first);
+          await closesSeen(opened, since, pids.length);
+          for (let round = 0; round < 3; round++) {
+            const next = await outcome(statement(app, way), `${way} after the cut, round ${round}`);
+            expect(next).toEqual({ ok: true, value: 0 });
+          }
+          await allSucceed(app, poolSize + 2, "every way after the cut");
+          expect(uncaught).toEqual([]);
+        } finally {
+          await app.close(1);
+        }
+      });
+    }
+
+    test("withTransaction: the connection cut mid-transaction fails the transaction as lost, never returns to the pool", async () => {
+      const opened = await openApp(poolSize);
+      const { app, name } = opened;
+      try {
+        await allSucceed(app, poolSize, "warm-up");
+        for (const mode of ["between statements", "statement in flight"] as const) {
+          const since = opened.closes;
+          let pids: number[] = [];
+          const cut = withTransaction({ database: app }, ctx(), async (tx) => {
+            await execute(tx, sql`select count(*) from users`);
+            if (mode === "between statements") pids = await cutAll(name);
+            // the backend terminates itself under the statement in flight
+            else await execute(tx, sql`select pg_terminate_backend(pg_backend_pid())`);
+            await execute(tx, sql`select count(*) from users`);
+            return "committed";
+          });
+          const result = await outcome(cut, `the cut transaction (${mode})`);
+          expect(result.ok).toBe(false);
+          expectLost(result);
+          await closesSeen(opened, since, mode === "between statements" ? pids.length : 1);
+          await allSucceed(app, poolSize + 2, `every way after the cut (${mode})`);
+        }
+        expect(uncaught).toEqual([]);
+      } finally {
+        await app.close(1);
+      }
+    });
+
+    test("withTransaction: one waiting for a connection while the pool's are cut gets a fresh one", async () => {
+      const opened = await openApp(poolSize);
+      const { app, name } = opened;
+      try {
+        await allSucceed(app, poolSize, "warm-up");
+        let open!: () => void;
+        const gate = new Promise<void>((resolve) => {
+          open = resolve;
+        });
+        let started = 0;
+        const holders = Array.from({ length: poolSize }, () =>
+          withTransaction({ database: app }, ctx(), async (tx) => {
+            await execute(tx, sql`select count(*) from users`);
+            started++;
+            await gate;
+            return execute(tx, sql`select count(*) from users`);
+          }),
+        );
+        const holding = holders.map((h, i) => outcome(h, `holder ${i}`));
+        for (let i = 0; started < poolSize; i++) {
+          if (i > 500) throw new Error("the holders did not start");
+          await execute(t.database.db, sql`select 1`);
+        }
+        // every connection is reserved: this one waits in the pool's queue
+        const waiting = outcome(statement(app, "withTransaction"), "the queued transaction");
+        const since = opened.closes;
+        const pids = await cutAll(name);
+        expect(pids.length).toBe(poolSize);
+        await closesSeen(opened, since, poolSize);
+        open();
+        for (const result of await Promise.all(holding)) {
+          expect(result.ok).toBe(false);
+          expectLost(result);
+        }
+        expect(await waiting).toEqual({ ok: true, value: 0 });
+        await allSucceed(app, poolSize + 2, "every way after the cut");
+        expect(uncaught).toEqual([]);
+      } finally {
+        await app.close(1);
+      }
+    });
+
+    test("withDatabase and plain statements: the statement in flight at the cut fails as lost; the next runs", async () => {
+      const opened = await openApp(poolSize);
+      const { app } = opened;
+      try {
+        await allSucceed(app, poolSize, "warm-up");
+        const since = opened.closes;
+        const inFlight = [
+          withDatabase({ database: app }, ctx(), (db) =>
+            execute(db, sql`select pg_terminate_backend(pg_backend_pid())`),
+          ),
+          execute(app.db, sql`select pg_terminate_backend(pg_backend_pid())`),
+        ];
+        const results = await Promise.all(inFlight.map((p, i) => outcome(p, `statement in flight ${i}`)));
+        for (const result of results) {
+          expect(result.ok).toBe(false);
+          expectLost(result);
+        }
+        await closesSeen(opened, since, Math.min(poolSize, inFlight.length));
+        await allSucceed(app, poolSize + 2, "every way after the cut");
+        expect(uncaught).toEqual([]);
+      } finally {
+        await app.close(1);
+      }
+    });
+  });
+}
