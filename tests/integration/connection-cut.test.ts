@@ -14,7 +14,13 @@ import { type Database, execute } from "../../src/db/client.ts";
 import { describeDatabaseFailure } from "../../src/db/database-failure.ts";
 import { withDatabase, withTransaction } from "../../src/db/operation.ts";
 import { withTimeout } from "../../src/runtime/with-timeout.ts";
-import { asRole, createTestDatabase, openTestDatabase, type TestDatabase } from "../helpers/database.ts";
+import {
+  asRole,
+  createTestDatabase,
+  openTestDatabase,
+  type TestDatabase,
+  TOPOLOGY,
+} from "../helpers/database.ts";
 
 /** No statement on a cut connection, nor the first ones after it, may take longer than this. */
 const BOUND_MS = 5_000;
@@ -149,7 +155,9 @@ for (const poolSize of [1, 10]) {
           // right after the cut, before the driver may have seen the sockets close
           const first = await outcome(statement(app, way), `${way} right after the cut`);
           expectLost(first);
-          await closesSeen(opened, since, pids.length);
+          // behind a transaction pooler the cut server connections were idle ones of the pooler's:
+          // the app's own connections to the pooler stay open
+          await closesSeen(opened, since, TOPOLOGY === "single" ? pids.length : 0);
           for (let round = 0; round < 3; round++) {
             const next = await outcome(statement(app, way), `${way} after the cut, round ${round}`);
             expect(next).toEqual({ ok: true, value: 0 });
@@ -181,7 +189,7 @@ for (const poolSize of [1, 10]) {
           const result = await outcome(cut, `the cut transaction (${mode})`);
           expect(result.ok).toBe(false);
           expectLost(result);
-          await closesSeen(opened, since, mode === "between statements" ? pids.length : 1);
+          await closesSeen(opened, since, mode === "between statements" && TOPOLOGY === "single" ? pids.length : 1);
           await allSucceed(app, poolSize + 2, `every way after the cut (${mode})`);
         }
         expect(uncaught).toEqual([]);
