@@ -189,7 +189,11 @@ for (const poolSize of [1, 10]) {
           const result = await outcome(cut, `the cut transaction (${mode})`);
           expect(result.ok).toBe(false);
           expectLost(result);
-          await closesSeen(opened, since, mode === "between statements" && TOPOLOGY === "single" ? pids.length : 1);
+          await closesSeen(
+            opened,
+            since,
+            mode === "between statements" && TOPOLOGY === "single" ? pids.length : 1,
+          );
           await allSucceed(app, poolSize + 2, `every way after the cut (${mode})`);
         }
         expect(uncaught).toEqual([]);
