@@ -7,6 +7,7 @@ import { recordAuditLimited } from "./audit/record.ts";
 import { normaliseOrigin } from "./auth/origins.ts";
 import { PlanRateLimits } from "./billing/plan-rate-limits.ts";
 import type { Settings } from "./config/schema.ts";
+import { describeDatabaseFailure, failureSummary } from "./db/database-failure.ts";
 import type { Deps } from "./deps.ts";
 import { AppError } from "./errors.ts";
 import { AREAS } from "./http/areas.ts";
@@ -29,7 +30,7 @@ import { chainMiddleware, guardRequest, requestIdLogHeaders } from "./http/middl
 import { tenancyResolver } from "./http/middleware/tenancy.ts";
 import { traceRequests } from "./http/middleware/tracing.ts";
 import { DOCUMENT_TAGS, registerComponents, registerDocumentRoutes } from "./http/openapi.ts";
-import { HttpError, problemJson, statusOf, toAppError } from "./http/problem-json.ts";
+import { HttpError, isDatabaseOutage, problemJson, statusOf, toAppError } from "./http/problem-json.ts";
 import { type AppEnv, createRouter, ctxOf } from "./http/request-context.ts";
 import { CREDENTIAL_PATHS, WINDOW_KINDS } from "./http/routes/auth.ts";
 import { docsRoutes } from "./http/routes/docs.ts";
@@ -112,7 +113,14 @@ function errorHandlerOf(deps: Deps): ErrorHandler<AppEnv> {
         outcome: "denied",
         details: { httpMethod: c.req.method, path: c.req.path, reason: problem.message },
       });
-    if (error instanceof AppError && error.code === "unavailable") {
+    if (isDatabaseOutage(error)) {
+      // a 503 with Retry-After: the class and code say why (a cut connection, a database down), no stack
+      deps.logger.warn("request refused: database unavailable", {
+        requestId: c.get("requestId"),
+        path: c.req.path,
+        cause: failureSummary(describeDatabaseFailure(error)),
+      });
+    } else if (error instanceof AppError && error.code === "unavailable") {
       // a deliberate 503 (fail-closed: the cache behind security windows or rate limits is down);
       // where it was decided logged the cause, so no stack, and not an "unhandled error"
       deps.logger.warn("request refused: temporarily unavailable", {

@@ -2,6 +2,7 @@ import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { ZodError } from "zod";
+import { describeDatabaseFailure } from "../db/database-failure.ts";
 import { AppError, type ErrorCode, fieldErrors } from "../errors.ts";
 import { problemTypePath, problemTypes } from "./problem-types.ts";
 
@@ -91,5 +92,17 @@ export function toAppError(error: unknown): AppError {
   if (error instanceof ZodError) {
     return new AppError("validation_failed", "The request is not valid.", { fields: fieldErrors(error) });
   }
+  // the database connection was cut (a restart, a failover) or cannot be opened: the statement failed
+  // at once and the next request gets a fresh connection (docs/runbooks/database-restart.md)
+  if (isDatabaseOutage(error))
+    return new AppError("unavailable", "The database is not reachable for the moment.", {
+      retryAfterSeconds: 1,
+    });
   return new AppError("internal");
+}
+
+/** A lost or unreachable database connection (src/db/database-failure.ts), not a failed statement. */
+export function isDatabaseOutage(error: unknown): boolean {
+  const failure = describeDatabaseFailure(error).class;
+  return failure === "connection lost" || failure === "host unreachable";
 }

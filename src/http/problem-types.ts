@@ -105,7 +105,7 @@ export const problemTypes: Record<ErrorCode, ProblemType> = {
   },
   unavailable: {
     title: "Service unavailable",
-    when: "A dependency the operation needs is down or not configured (the cache, object storage, tenant secrets, the TLS gateway).",
+    when: "A dependency the operation needs is down or not configured (the database, its connection cut by a restart; the cache, object storage, tenant secrets, the TLS gateway).",
     action: "Retry after `Retry-After` seconds when given, otherwise later.",
   },
 };

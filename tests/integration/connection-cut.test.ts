@@ -13,7 +13,9 @@ import { systemCtx } from "../../src/context.ts";
 import { type Database, execute } from "../../src/db/client.ts";
 import { describeDatabaseFailure } from "../../src/db/database-failure.ts";
 import { withDatabase, withTransaction } from "../../src/db/operation.ts";
+import { toAppError } from "../../src/http/problem-json.ts";
 import { withTimeout } from "../../src/runtime/with-timeout.ts";
+import { createTestApp } from "../helpers/app.ts";
 import {
   asRole,
   createTestDatabase,
@@ -83,6 +85,9 @@ async function outcome<T>(
 function expectLost(result: { ok: true } | { ok: false; error: unknown }): void {
   if (result.ok) return;
   expect(describeDatabaseFailure(result.error).class).toBe("connection lost");
+  // what the API answers for it: 503, retry after a second
+  const answer = toAppError(result.error);
+  expect([answer.code, answer.retryAfterSeconds]).toEqual(["unavailable", 1]);
 }
 
 const tenantId = crypto.randomUUID();
@@ -270,3 +275,29 @@ for (const poolSize of [1, 10]) {
     });
   });
 }
+
+test("the API answers a request whose connection was cut with 503 and Retry-After, a warning without a stack", async () => {
+  const { app } = await openApp(1);
+  const api = await createTestApp({ database: app });
+  try {
+    // a route of the test's own, whose transaction's backend is terminated under its statement
+    api.app.get("/api/probe", (c) =>
+      withTransaction({ database: app }, ctx(), async (tx) => {
+        await execute(tx, sql`select pg_terminate_backend(pg_backend_pid())`);
+        return c.json({ ok: true });
+      }),
+    );
+    const answer = await withTimeout(api.request("/api/probe"), BOUND_MS, "the cut request");
+    expect(answer.status).toBe(503);
+    expect(answer.headers.get("retry-after")).toBe("1");
+    expect(((await answer.json()) as { code: string }).code).toBe("unavailable");
+    const lines = api.logs.map((line) => JSON.parse(line) as Record<string, unknown>);
+    const refused = lines.find((r) => r.msg === "request refused: database unavailable");
+    expect(refused?.cause).toMatch(/^connection lost \((57P01|CONNECTION_CLOSED|ECONNRESET)\)$/);
+    expect(lines.some((r) => r.msg === "unhandled error")).toBe(false);
+    expect(uncaught).toEqual([]);
+  } finally {
+    await api.close();
+    await app.close(1);
+  }
+});
