@@ -210,12 +210,12 @@ for (const poolSize of [1, 10]) {
     test("withTransaction: one waiting for a connection while the pool's are cut gets a fresh one", async () => {
       const opened = await openApp(poolSize);
       const { app, name } = opened;
+      let open!: () => void;
+      const gate = new Promise<void>((resolve) => {
+        open = resolve;
+      });
       try {
         await allSucceed(app, poolSize, "warm-up");
-        let open!: () => void;
-        const gate = new Promise<void>((resolve) => {
-          open = resolve;
-        });
         let started = 0;
         const holders = Array.from({ length: poolSize }, () =>
           withTransaction({ database: app }, ctx(), async (tx) => {
@@ -226,8 +226,9 @@ for (const poolSize of [1, 10]) {
           }),
         );
         const holding = holders.map((h, i) => outcome(h, `holder ${i}`));
-        for (let i = 0; started < poolSize; i++) {
-          if (i > 500) throw new Error("the holders did not start");
+        const deadline = performance.now() + BOUND_MS;
+        while (started < poolSize) {
+          if (performance.now() > deadline) throw new Error("the holders did not start");
           await execute(t.database.db, sql`select 1`);
         }
         // every connection is reserved: this one waits in the pool's queue
@@ -245,6 +246,7 @@ for (const poolSize of [1, 10]) {
         await allSucceed(app, poolSize + 2, "every way after the cut");
         expect(uncaught).toEqual([]);
       } finally {
+        open();
         await app.close(1);
       }
     });
