@@ -141,9 +141,7 @@ describe("the API's role: Production refuses one row-level security does not hol
     through.port = String(proxy.port);
     return { proxy, url: through.toString() };
   };
-  // the drain is bounded short: after the outage at start-up, releasing the serving lock can wait
-  // out the whole shutdown timeout on a connection the outage cut (postgres.js after a cut connection)
-  const outageEnv = { BackgroundProcessing__JobPollSeconds: "1", Server__ShutdownTimeoutSeconds: "3" };
+  const outageEnv = { BackgroundProcessing__JobPollSeconds: "1" };
   const proxies: TcpProxy[] = [];
   afterAll(async () => {
     for (const proxy of proxies) await proxy.close();
