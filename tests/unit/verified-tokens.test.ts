@@ -5,6 +5,7 @@ import { ManualClock } from "../../src/clock.ts";
 import { testConfig } from "../helpers/app.ts";
 import { silentLogger as logger } from "../helpers/cache.ts";
 import { rsaKeys } from "../helpers/production-env.ts";
+import { claims } from "../helpers/token-claims.ts";
 
 const keys = rsaKeys();
 const config = testConfig({
@@ -13,16 +14,6 @@ const config = testConfig({
     "Security:Jwt:PrivateKey": keys.privateKeyPem,
     "Security:Jwt:AccessTokenMinutes": "15",
   },
-});
-const claims = (n: number) => ({
-  userId: `user-${n}`,
-  tenantId: null,
-  sessionId: `session-${n}`,
-  roles: [],
-  platformRoles: ["platform_admin"],
-  passwordChangeRequired: false,
-  amr: ["pwd"],
-  authTime: 1_795_000_000,
 });
 
 let verifySpy: ReturnType<typeof spyOn> | undefined;
