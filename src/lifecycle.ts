@@ -113,8 +113,17 @@ export async function runApi(runtime: RuntimeAdapter, options: LifecycleOptions 
   const roleLater = gate.roleChecked
     ? undefined
     : async () => {
-        if (await roleGate(config, deps)) return true;
-        if (config.environment === "Production") refuse();
+        try {
+          if (await roleGate(config, deps)) return true;
+        } catch (error) {
+          // the database went again between the schema's answer and this one: the loops start as
+          // they did before this check existed, rather than never
+          deps.logger.warn("the API's database role could not be checked", {
+            error: createSafeMessage(config, error),
+          });
+          return true;
+        }
+        refuse(); // only Production's gate refuses
         return false;
       };
 
@@ -178,7 +187,7 @@ function startBackgroundWhenCurrent(
     .then(async (current) => {
       if (!current) return null;
       // a role Production refuses starts no loop (and stops the process: runApi)
-      if (roleLater && !(await roleLater()) && deps.config.environment === "Production") return null;
+      if (roleLater && !(await roleLater())) return null;
       return startApiBackground(deps);
     })
     .catch((error: unknown) => {
