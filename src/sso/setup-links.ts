@@ -11,7 +11,7 @@ import type { Deps } from "../deps.ts";
 import { publicBaseUrl } from "../email/links.ts";
 import { AppError } from "../errors.ts";
 import { createdAtPosition, cursorCodec, type Page, pageByCreation } from "../pagination.ts";
-import { isUuid } from "../tenancy/tenants.ts";
+import { getTenant, isUuid } from "../tenancy/tenants.ts";
 
 /**
  * Set-up links (docs/sso.md "Hand an owner a set-up link"): a platform admin makes one for a tenant
@@ -73,11 +73,7 @@ export async function createSsoSetupLink(
         { path: "expiresInHours", message: `a whole number of hours from 1 to ${SETUP_LINK_MAX_HOURS}` },
       ],
     });
-  if (!isUuid(ctx.tenantId)) throw noSuchTenant();
-  const [tenant] = await withDatabase(deps, ctx, (db) =>
-    db.select({ id: tenants.id }).from(tenants).where(eq(tenants.id, ctx.tenantId)),
-  );
-  if (!tenant) throw noSuchTenant();
+  const tenant = await getTenant(deps, ctx, { tenantId: ctx.tenantId }); // 404 for an unknown tenant
   await assertFeature(deps, ctx, { feature: "sso" });
   const token = opaqueToken(32);
   const now = deps.clock.now();
