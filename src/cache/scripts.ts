@@ -102,7 +102,8 @@ return removed`,
  * a burst is exactly the limit), all in microseconds, and how many permits are asked for at once.
  * Grants as many as n requests one after another at `now` would get: up to
  * floor((window - (TAT - now)) / interval). Returns { permits granted, TAT - now (µs) before them }.
- * The key expires when the bucket is full again (PX takes milliseconds).
+ * The key expires when the bucket is full again (PX takes milliseconds). A TAT further ahead than
+ * `gcraStart` allows was written by a clock that has since gone back: the bucket starts again full.
  */
 export const gcraScript = defineScript(
   "gcra-n",
@@ -111,7 +112,9 @@ local interval = tonumber(ARGV[2])
 local window = tonumber(ARGV[3])
 local count = tonumber(ARGV[4])
 local tat = tonumber(redis.call('GET', KEYS[1]) or now)
-if tat < now then tat = now end
+local slack = window
+if slack < 60000000 then slack = 60000000 end
+if tat < now or tat - now > window + slack then tat = now end
 local granted = math.floor((window - (tat - now)) / interval)
 if granted > count then granted = count end
 if granted < 0 then granted = 0 end

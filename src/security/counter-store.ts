@@ -78,6 +78,22 @@ function gcraParams(limit: number, windowMs: number) {
   return { windowUs: limit * intervalUs, intervalUs };
 }
 
+/** The least step back of the clock a bucket outlasts (`gcraStart`): a minute, in microseconds. */
+const GCRA_STEP_BACK_MIN_US = 60_000_000;
+
+/**
+ * The TAT a decision at `nowUs` starts from: the stored one, or now when there is none or it is past
+ * (a full bucket). Granting never moves a TAT more than a window ahead of the clock that grants, so
+ * a clock behind that one by a little (another host's; the same script in the cache) still honours
+ * it: up to a window behind, at least a minute. One further ahead was written by a clock that has
+ * since gone back (an NTP step, a resumed VM, a test's clock put back): the bucket starts again full
+ * rather than refusing every request until the clock catches up with it.
+ */
+function gcraStart(storedUs: number | null | undefined, nowUs: number, windowUs: number): number {
+  if (storedUs === null || storedUs === undefined || storedUs < nowUs) return nowUs;
+  return storedUs - nowUs > windowUs + Math.max(windowUs, GCRA_STEP_BACK_MIN_US) ? nowUs : storedUs;
+}
+
 /** Outcome from the TAT relative to now after the decision. */
 function gcraOutcome(allowed: boolean, tatRelUs: number, intervalUs: number, windowUs: number): RateOutcome {
   if (allowed) {
@@ -314,7 +330,7 @@ export function databaseCounterStore(db: Db, options: { cleanupEvery?: number } 
       const nowUs = nowMs * 1000;
       const result = await db.transaction(async (tx) => {
         const row = await lockRow(tx as unknown as Db, key, nowMs);
-        const tat = Math.max(row.tat ?? nowUs, nowUs);
+        const tat = gcraStart(row.tat, nowUs, windowUs);
         const granted = gcraGranted(count, tat - nowUs, intervalUs, windowUs);
         if (granted > 0) {
           const next = tat + granted * intervalUs;
@@ -377,7 +393,7 @@ export function memoryCounterStore(): CounterStore {
       sweep(nowMs);
       const { windowUs, intervalUs } = gcraParams(limit, windowMs);
       const nowUs = nowMs * 1000;
-      const tat = Math.max(tats.get(key) ?? nowUs, nowUs);
+      const tat = gcraStart(tats.get(key), nowUs, windowUs);
       const granted = gcraGranted(count, tat - nowUs, intervalUs, windowUs);
       if (granted > 0) tats.set(key, tat + granted * intervalUs);
       return gcraOutcomes(count, granted, tat - nowUs, intervalUs, windowUs);

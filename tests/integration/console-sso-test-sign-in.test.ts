@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { and, count, eq, inArray } from "drizzle-orm";
+import { and, count, eq, inArray, sql } from "drizzle-orm";
 import type { Page } from "playwright-core";
 import { ManualClock } from "../../src/clock.ts";
 import {
@@ -102,6 +102,25 @@ async function footprint() {
   return { users: ids.length, memberships: memberships?.n, sessions: open?.n, codes: codes?.n };
 }
 
+/** The tenant's failed sign-ins through connections of `type` in the audit log, oldest first. */
+const failedRows = (type: "oidc" | "saml") =>
+  t.db
+    .select()
+    .from(auditEvents)
+    .where(
+      and(
+        eq(auditEvents.tenantId, tenant.id),
+        eq(auditEvents.action, "auth.sign_in"),
+        eq(auditEvents.outcome, "failure"),
+        sql`${auditEvents.details}->>'type' = ${type}`,
+      ),
+    )
+    .orderBy(auditEvents.id);
+
+/** The check each of those failures names. */
+const failedChecks = async (type: "oidc" | "saml") =>
+  (await failedRows(type)).map((row) => (row.details as { check?: string }).check);
+
 /**
  * Presses "Test sign-in" on connection `id`, lets `atProvider` do what the person does at the
  * provider, and answers the console's report page (its main text) once the browser is back on it.
@@ -142,7 +161,7 @@ async function oidcLogin(page: Page, login: string) {
   await page.click('button[type="submit"]');
 }
 
-test("OIDC: an owner adds a connection in the console, tests it at the real provider and reads every check and the mapped claims; a wrong secret and clock skew read in words; nobody is signed in", async () => {
+test("OIDC: an owner adds a connection in the console, tests it at the real provider and reads every check and the mapped claims; a wrong secret and clock skew read in words and are in the audit log; nobody is signed in", async () => {
   const { page, problems, close } = await ownerConsole();
   try {
     await page.goto(`${base()}/console/sso`);
@@ -209,13 +228,15 @@ test("OIDC: an owner adds a connection in the console, tests it at the real prov
     expect(
       await t.db.select().from(ssoSignInAttempts).where(eq(ssoSignInAttempts.tenantId, tenant.id)),
     ).toEqual([]);
+    // each failure is in the audit log, the one with the clock behind too
+    expect(await failedChecks("oidc")).toEqual(["client_credentials", "clock"]);
     expect(problems).toEqual([]);
   } finally {
     await close();
   }
 }, 60_000);
 
-test("SAML: an owner adds a connection from the IdP's metadata, tests it through the IdP and reads the report; wrong audience, unsigned assertion and clock skew read in words; nobody is signed in", async () => {
+test("SAML: an owner adds a connection from the IdP's metadata, tests it through the IdP and reads the report; wrong audience, unsigned assertion and clock skew (ahead, then behind) read in words and are in the audit log; nobody is signed in", async () => {
   const { page, problems, close } = await ownerConsole();
   try {
     await page.goto(`${base()}/console/sso`);
@@ -262,16 +283,23 @@ test("SAML: an owner adds a connection from the IdP's metadata, tests it through
     } finally {
       clock.set(Date.now());
     }
+    // ten minutes behind it (a step back after the one ahead): the assertion is not valid yet
+    clock.set(Date.now() - 10 * 60_000);
+    try {
+      const early = await testSignIn(page, id, async () => {});
+      expect(early).toContain("Test sign-in failed (clock)");
+      expect(early).toContain("clock skew: the assertion is not valid yet");
+    } finally {
+      clock.set(Date.now());
+    }
 
     expect(await footprint()).toEqual(before);
     expect(await t.db.select().from(users).where(eq(users.email, email))).toEqual([]);
-    const failed = await t.db
-      .select()
-      .from(auditEvents)
-      .where(and(eq(auditEvents.tenantId, tenant.id), eq(auditEvents.outcome, "failure")));
-    expect(failed.map((row) => (row.details as { check?: string }).check)).toEqual(
-      expect.arrayContaining(["audience", "signature", "clock"]),
-    );
+    // every failure is in the audit log: the audit limiter's buckets did not outlast the clock's steps
+    expect(await failedChecks("saml")).toEqual(["audience", "signature", "clock", "clock"]);
+    const reasons = (await failedRows("saml")).map((row) => (row.details as { reason?: string }).reason);
+    expect(reasons[2]).toContain("the assertion has expired");
+    expect(reasons[3]).toContain("the assertion is not valid yet");
     expect(problems).toEqual([]);
   } finally {
     await close();

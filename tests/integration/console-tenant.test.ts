@@ -160,3 +160,28 @@ test("single sign-on: a free plan reads as words; on the enterprise plan an owne
   ).json()) as { id: string };
   expect((await post(jar, `/console/sso/domains/${theirs.id}/delete`, { csrf })).status).toBe(404);
 });
+
+test("a console sign-in after the clock went eleven minutes forward and back: signed in, not 429 until the clock catches up", async () => {
+  const tenant = await signedInTenant(app);
+  const start = clock.now();
+  try {
+    // a sign-in while the clock reads eleven minutes ahead: the rate limits' buckets are stamped then
+    clock.advance(11 * 60_000);
+    const ahead = await signInAs(tenant, tenant.owner.email);
+    expect((await get(ahead.jar, "/console/security-policy")).status).toBe(200);
+  } finally {
+    clock.set(start);
+  }
+  // the clock put back: the next sign-in is not refused for the eleven minutes until it catches up
+  const jar = new Jar();
+  const next = jar.take(
+    await post(jar, "/console/sign-in", {
+      email: tenant.owner.email,
+      password: PASSWORD,
+      tenant: tenant.code,
+    }),
+  );
+  expect(next.status).toBe(303);
+  expect(next.headers.get("location")).toBe("/console");
+  expect((await get(jar, "/console/security-policy")).status).toBe(200);
+});

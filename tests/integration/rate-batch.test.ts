@@ -90,6 +90,31 @@ describe.each(["redis", "upstash", "database", "memory"] as const)("GCRA on %s",
       expect(outcomes[limit]?.allowed).toBe(false);
     }
   });
+
+  test("a clock gone back further than a window (and a minute) starts the bucket again; a smaller step still counts", async () => {
+    const counters = await store(kind);
+    const now = Date.parse("2026-11-22T10:00:00Z");
+    // five permits taken while the clock read eleven minutes later (one step forward, then back)
+    const ahead = await counters.rate("stepped", 5, 60_000, now + 11 * 60_000, 5);
+    expect(ahead.every((o) => o.allowed)).toBe(true);
+    // a TAT that far ahead was written by a clock since put back: not refused for the eleven minutes
+    // until the clock catches up, but full again
+    const back = await counters.rate("stepped", 5, 60_000, now, 6);
+    expect(back.map((o) => [o.allowed, o.remaining])).toEqual([
+      [true, 4],
+      [true, 3],
+      [true, 2],
+      [true, 1],
+      [true, 0],
+      [false, 0],
+    ]);
+    expect(back[5]?.retryAfterMs).toBe(12_000);
+    // back less than a window (another process's clock a few seconds behind): its permits hold, and
+    // the wait is what that clock's refusal would say, plus the step
+    await counters.rate("skewed", 5, 60_000, now + 5_000, 5);
+    const behind = await counters.rate("skewed", 5, 60_000, now, 1);
+    expect(behind[0]).toMatchObject({ allowed: false, retryAfterMs: 17_000 });
+  });
 });
 
 describe.each(["redis", "database"] as const)("a burst through the app on %s", (kind) => {
