@@ -28,7 +28,8 @@ return v`,
  * window), or, slowed, when it holds at least `after` and the newest is less than
  * min(max, base * 2^(count - after)) old. Returns { allowed (1/0), retry-after ms, count per key...,
  * wait ms per key... }. `consume` records on every key only when every key allows; `hit` records
- * unconditionally.
+ * unconditionally. An attempt stamped more than a minute ahead of now (by a clock since put back:
+ * `CLOCK_STEP_BACK_MS`) counts as made now.
  */
 export const slidingLogScript = defineScript(
   "sliding-log-slow",
@@ -47,6 +48,9 @@ for i, key in ipairs(KEYS) do
   local base = tonumber(ARGV[at + 4])
   local maxDelay = tonumber(ARGV[at + 5])
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
+  for _, ahead in ipairs(redis.call('ZRANGEBYSCORE', key, string.format('(%d', now + 60000), '+inf')) do
+    redis.call('ZADD', key, now, ahead)
+  end
   local count = redis.call('ZCARD', key)
   counts[i] = count
   local wait = 0
@@ -102,8 +106,9 @@ return removed`,
  * a burst is exactly the limit), all in microseconds, and how many permits are asked for at once.
  * Grants as many as n requests one after another at `now` would get: up to
  * floor((window - (TAT - now)) / interval). Returns { permits granted, TAT - now (µs) before them }.
- * The key expires when the bucket is full again (PX takes milliseconds). A TAT further ahead than
- * `gcraStart` allows was written by a clock that has since gone back: the bucket starts again full.
+ * The key expires when the bucket is full again (PX takes milliseconds). A TAT more than a window and
+ * a minute ahead was written by a clock since put back (`CLOCK_STEP_BACK_MS`): the bucket starts
+ * again full.
  */
 export const gcraScript = defineScript(
   "gcra-n",
@@ -112,9 +117,7 @@ local interval = tonumber(ARGV[2])
 local window = tonumber(ARGV[3])
 local count = tonumber(ARGV[4])
 local tat = tonumber(redis.call('GET', KEYS[1]) or now)
-local slack = window
-if slack < 60000000 then slack = 60000000 end
-if tat < now or tat - now > window + slack then tat = now end
+if tat < now or tat - now > window + 60000000 then tat = now end
 local granted = math.floor((window - (tat - now)) / interval)
 if granted > count then granted = count end
 if granted < 0 then granted = 0 end

@@ -78,20 +78,24 @@ function gcraParams(limit: number, windowMs: number) {
   return { windowUs: limit * intervalUs, intervalUs };
 }
 
-/** The least step back of the clock a bucket outlasts (`gcraStart`): a minute, in microseconds. */
-const GCRA_STEP_BACK_MIN_US = 60_000_000;
+/**
+ * How far ahead of the caller's clock a stored time may be and still be taken as it was written:
+ * another host's clock a little ahead, never a minute. Further ahead, it was written by a clock that
+ * has since gone back (an NTP step, a resumed VM, a test's clock put back), and is not waited out:
+ * a GCRA bucket starts again full (`gcraStart`), a sliding log's attempt counts as made now
+ * (`decideWindows`), so a step back never refuses longer than the window itself (and this). The
+ * cache's scripts (src/cache/scripts.ts) hold the same 60,000 ms.
+ */
+export const CLOCK_STEP_BACK_MS = 60_000;
 
 /**
  * The TAT a decision at `nowUs` starts from: the stored one, or now when there is none or it is past
  * (a full bucket). Granting never moves a TAT more than a window ahead of the clock that grants, so
- * a clock behind that one by a little (another host's; the same script in the cache) still honours
- * it: up to a window behind, at least a minute. One further ahead was written by a clock that has
- * since gone back (an NTP step, a resumed VM, a test's clock put back): the bucket starts again full
- * rather than refusing every request until the clock catches up with it.
+ * one further ahead than that and `CLOCK_STEP_BACK_MS` was stamped by a clock since put back.
  */
 function gcraStart(storedUs: number | null | undefined, nowUs: number, windowUs: number): number {
   if (storedUs === null || storedUs === undefined || storedUs < nowUs) return nowUs;
-  return storedUs - nowUs > windowUs + Math.max(windowUs, GCRA_STEP_BACK_MIN_US) ? nowUs : storedUs;
+  return storedUs - nowUs > windowUs + CLOCK_STEP_BACK_MS * 1000 ? nowUs : storedUs;
 }
 
 /** Outcome from the TAT relative to now after the decision. */
@@ -220,7 +224,10 @@ function combineOutcomes(outcomes: WindowOutcome[]): WindowOutcome {
   };
 }
 
-/** The sliding-log decision, the same as the cache's script, on the hits of each window. */
+/**
+ * The sliding-log decision, the same as the cache's script, on the hits of each window; a hit
+ * stamped more than `CLOCK_STEP_BACK_MS` ahead of `nowMs` counts as made at `nowMs`.
+ */
 export function decideWindows(
   mode: WindowMode,
   specs: WindowSpec[],
@@ -228,7 +235,10 @@ export function decideWindows(
   nowMs: number,
 ): WindowOutcome & { next: number[][] | null } {
   const live = specs.map((spec, i) =>
-    (hits[i] ?? []).filter((at) => at > nowMs - spec.windowMs).sort((a, b) => a - b),
+    (hits[i] ?? [])
+      .filter((at) => at > nowMs - spec.windowMs)
+      .map((at) => (at - nowMs > CLOCK_STEP_BACK_MS ? nowMs : at))
+      .sort((a, b) => a - b),
   );
   const waits = specs.map((spec, i) => {
     const inWindow = live[i] ?? [];

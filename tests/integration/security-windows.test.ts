@@ -110,6 +110,27 @@ describe.each(["redis", "upstash", "database", "memory"] as Store[])("security w
     expect((await a.windows.consume("password", subjects)).allowed).toBe(false);
   });
 
+  test("attempts stamped by a clock since put back count as made now: refused for the window, not until the clock catches up", async () => {
+    const start = clock.now();
+    const stepped = { account: `${store}-stepped@example.com`, ip: "198.51.100.9" };
+    const skewed = { account: `${store}-skewed@example.com`, ip: "198.51.100.10" };
+    clock.advance(11 * 60_000);
+    for (let i = 0; i < 3; i++) expect((await a.windows.consume("password", stepped)).allowed).toBe(true);
+    // a few seconds ahead (another instance's clock): kept as stamped
+    clock.set(start.getTime() + 5_000);
+    for (let i = 0; i < 3; i++) expect((await b.windows.consume("password", skewed)).allowed).toBe(true);
+    clock.set(start);
+    expect(await a.windows.consume("password", stepped)).toEqual({
+      allowed: false,
+      retryAfterSeconds: 60,
+      refusedBy: { name: "password-address", limit: 3, windowSeconds: 60 },
+    });
+    expect((await a.windows.check("password", skewed)).retryAfterSeconds).toBe(65);
+    clock.advance(60_000);
+    expect((await a.windows.consume("password", stepped)).allowed).toBe(true);
+    expect((await a.windows.check("password", skewed)).retryAfterSeconds).toBe(5);
+  });
+
   test("two app instances share the counters", async () => {
     const account = { account: `${store}-shared@example.com`, ip: "198.51.100.3" };
     expect((await a.windows.consume("password", account)).allowed).toBe(true);
