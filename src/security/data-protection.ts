@@ -223,12 +223,21 @@ export class DataProtection {
   }
 
   async #ensureLoaded(force = false): Promise<void> {
-    const stale = this.#options.clock.now().getTime() - this.#loadedAt > RING_REFRESH_MS;
-    if (!force && !stale) return;
+    if (!force && !this.#loadedBefore(RING_REFRESH_MS)) return;
     this.#loading ??= this.#reload().finally(() => {
       this.#loading = null;
     });
     await this.#loading;
+  }
+
+  /**
+   * Whether the ring was loaded more than `ms` ago, or "later" than now: loaded while the clock read
+   * ahead of where it has since been put back, it would otherwise not be read again until the clock
+   * caught up (a key another process made meanwhile refused, a revoked one still opening).
+   */
+  #loadedBefore(ms: number): boolean {
+    const elapsed = this.#options.clock.now().getTime() - this.#loadedAt;
+    return elapsed < 0 || elapsed >= ms;
   }
 
   #defaultKey(now: Date): RingKey | undefined {
@@ -332,11 +341,7 @@ export class DataProtection {
     const keyId = bytesToUuid(bytes.subarray(1, HEADER_BYTES));
     await this.#ensureLoaded();
     // a key another process just created; throttled so forged key ids cannot hammer the database
-    if (
-      !this.#ring.has(keyId) &&
-      this.#options.clock.now().getTime() - this.#loadedAt >= FORCED_RELOAD_GAP_MS
-    )
-      await this.#ensureLoaded(true);
+    if (!this.#ring.has(keyId) && this.#loadedBefore(FORCED_RELOAD_GAP_MS)) await this.#ensureLoaded(true);
     const key = this.#ring.get(keyId);
     if (!key?.material) throw new DataProtectionError("the payload's key is not in the key ring");
     try {

@@ -170,6 +170,27 @@ describe("data protection key ring", () => {
       expect(await one.forPurpose("cookie").unprotect(a)).toBe("after one");
     }));
 
+  test("a ring loaded while the clock read ahead is read again once the clock is put back, not when it catches up", () =>
+    withDatabase(async (t) => {
+      const start = "2026-01-01T00:00:00Z";
+      const clock = new ManualClock(start);
+      const one = ring(t, clock);
+      const two = ring(t, clock);
+      clock.advance(11 * 60_000);
+      const ahead = await two.forPurpose("cookie").protect("loaded ahead");
+      clock.set(start);
+      // another process's new key (its session cookie) opens here a second later, as it would have
+      const rotated = await one.rotateNow();
+      const made = await one.forPurpose("cookie").protect("after rotate");
+      clock.advance(1_000);
+      expect(await two.forPurpose("cookie").unprotect(made)).toBe("after rotate");
+      // and a key revoked there stops opening here at the next refresh
+      const keyOfAhead = (await two.listKeys()).find((k) => k.id !== rotated)?.id ?? "";
+      expect(await one.revokeKey(keyOfAhead)).toBe(true);
+      clock.advance(5 * 60_000);
+      expect(await refused(two.forPurpose("cookie").unprotect(ahead))).toBe(true);
+    }));
+
   test("certificate change: a retired certificate still unwraps old keys; new payloads use the new certificate", () =>
     withDatabase(async (t) => {
       const clock = new ManualClock("2026-01-01T00:00:00Z");
