@@ -53,18 +53,20 @@ export class RateLeases {
   take(key: string, nowMs: number): RateOutcome | undefined {
     const bucket = this.#buckets.get(key);
     if (bucket === undefined) return undefined;
-    if (bucket.next >= bucket.outcomes.length || nowMs - bucket.grantedAtMs >= LEASE_MS) return undefined;
+    // a lease granted "later" than now was granted by a clock since put back: lapsed too
+    const age = nowMs - bucket.grantedAtMs;
+    if (bucket.next >= bucket.outcomes.length || age < 0 || age >= LEASE_MS) return undefined;
     bucket.served++;
     const leased = bucket.outcomes[bucket.next++] as RateOutcome;
-    const elapsed = nowMs - bucket.grantedAtMs;
-    return elapsed <= 0 ? leased : { ...leased, resetMs: Math.max(0, leased.resetMs - elapsed) };
+    return age === 0 ? leased : { ...leased, resetMs: Math.max(0, leased.resetMs - age) };
   }
 
   /** How many permits beyond the `count` requests at hand the next store call for `key` should take. */
   extra(key: string, count: number, nowMs: number): number {
     if (this.#limit < LEASE_MIN_LIMIT) return 0;
     const bucket = this.#buckets.get(key);
-    if (bucket === undefined || !bucket.far) return 0;
+    // no demand is measured across a step back of the clock
+    if (bucket === undefined || !bucket.far || nowMs < bucket.sinceMs) return 0;
     const elapsed = Math.max(1, nowMs - bucket.sinceMs);
     const demand = Math.floor(((bucket.served + count) * LEASE_DEMAND_MS) / elapsed);
     // a client with a few requests a second would mostly let its lease lapse: none for it

@@ -134,6 +134,24 @@ describe("rate-limit leases", () => {
     clock.advance(60_000);
   });
 
+  test("a lease taken while the clock read ahead lapses when the clock is put back, and none is sized across the step", async () => {
+    const ip = "198.51.100.6";
+    const start = clock.now().getTime();
+    clock.advance(11 * 60_000);
+    for (let i = 0; i < 20; i++) {
+      await probe(one.app, ip);
+      clock.advance(1);
+    }
+    clock.set(start);
+    const before = one.calls.get("global") ?? 0;
+    expect((await probe(one.app, ip)).status).toBe(200);
+    expect((one.calls.get("global") ?? 0) - before).toBe(1);
+    // nor is a new lease sized by demand measured across the step: the bucket gave that one permit
+    const other = await probe(two.app, ip);
+    expect(other.headers.get("ratelimit")).toStartWith('"global";r=998;');
+    clock.set(start + 12 * 60_000);
+  });
+
   test("the fail-closed auth limit takes no lease: every attempt asks the store", async () => {
     const ip = "198.51.100.5";
     const before = one.calls.get("auth") ?? 0;
