@@ -119,7 +119,10 @@ export async function tokenPairFor(
 export async function insertSessionIfUnchanged(
   tx: Executor,
   signIn: SignIn,
-  values: Omit<typeof sessions.$inferInsert, "userId" | "tenantId" | "amr" | "authTime">,
+  // `createdAt` from the caller's clock: it is also the session's auth_time, which step-up judges by it
+  values: Omit<typeof sessions.$inferInsert, "userId" | "tenantId" | "amr" | "authTime" | "createdAt"> & {
+    createdAt: Date;
+  },
 ): Promise<string> {
   const { identity, seenPasswordHash } = signIn;
   const [user] = await tx
@@ -155,7 +158,7 @@ export async function insertSessionIfUnchanged(
       userAgent: signIn.ctx.userAgent ?? null,
       clientIp: signIn.ctx.clientIp ?? null,
       ...values,
-      ...authOf(signIn, values.createdAt ?? new Date()),
+      ...authOf(signIn, values.createdAt),
       userId: identity.userId,
       tenantId: identity.tenantId,
     })
