@@ -7,20 +7,15 @@
 import { type App, createApp } from "./app.ts";
 import { ConfigError } from "./config/config-error.ts";
 import { type AppConfig, type LoadOptions, loadConfig } from "./config/load.ts";
-import { roleNotHeldByRowSecurity } from "./db/app-role.ts";
 import type { HeldLock } from "./db/client.ts";
 import { describeDatabaseFailure } from "./db/database-failure.ts";
 import { SERVING_LOCK } from "./db/migrator.ts";
-import { createOutageLog } from "./db/outage-log.ts";
-import { pendingSentence } from "./db/schema-gate.ts";
 import { closeDeps, createDeps, type Deps } from "./deps.ts";
 import { API_JOB_KINDS, startApiBackground } from "./loops/api-background.ts";
 import type { Background } from "./loops/background.ts";
 import { observeOperatorGauges } from "./loops/operator-gauges.ts";
+import { laterChecks, SCHEMA_RECHECK_MS, schemaGate } from "./start-up-gates.ts";
 import type { Logger } from "./telemetry/logger.ts";
-
-/** How often a process waiting for migrations (or for its database) checks the schema again. */
-export const SCHEMA_RECHECK_MS = 5_000;
 
 export type StopSignal = "SIGTERM" | "SIGINT";
 
@@ -110,19 +105,10 @@ export async function runApi(runtime: RuntimeAdapter, options: LifecycleOptions 
   const refused = new Promise<"refused">((resolve) => {
     refuse = () => resolve("refused");
   });
-  const roleLater = gate.roleChecked
+  const checkLater = gate.roleChecked
     ? undefined
     : async () => {
-        try {
-          if (await roleGate(config, deps)) return true;
-        } catch (error) {
-          // the database went again between the schema's answer and this one: the loops start as
-          // they did before this check existed, rather than never
-          deps.logger.warn("the API's database role could not be checked", {
-            error: createSafeMessage(config, error),
-          });
-          return true;
-        }
+        if (await laterChecks(config, deps)) return true;
         refuse(); // only Production's gate refuses
         return false;
       };
@@ -167,7 +153,7 @@ export async function runApi(runtime: RuntimeAdapter, options: LifecycleOptions 
   // While this process serves it holds the serving lock (shared), so `migrate --down` can tell.
   const servingLock = holdServingLock(deps);
 
-  const background = startBackgroundWhenCurrent(deps, roleLater);
+  const background = startBackgroundWhenCurrent(deps, { waited: gate.waiting, checkLater });
 
   const stop = await Promise.race([signalled, refused]);
   await shutDown({ config, deps, server, background, servingLock, signal: stop });
@@ -180,14 +166,22 @@ export async function runApi(runtime: RuntimeAdapter, options: LifecycleOptions 
  */
 function startBackgroundWhenCurrent(
   deps: Deps,
-  roleLater?: () => Promise<boolean>,
+  options: {
+    /** The gate made them wait (pending migrations, or no database at start-up): say when they start. */
+    waited: boolean;
+    /** The checks start-up could not make; false: Production refused (runApi stops the process). */
+    checkLater?: () => Promise<boolean>;
+  },
 ): Promise<Background | null> {
   return deps.schema
     .whenCurrent()
     .then(async (current) => {
       if (!current) return null;
-      // a role Production refuses starts no loop (and stops the process: runApi)
-      if (roleLater && !(await roleLater())) return null;
+      if (options.checkLater && !(await options.checkLater())) return null;
+      if (options.waited)
+        deps.logger.info(
+          "the database has every migration this release ships: starting the background loops",
+        );
       return startApiBackground(deps);
     })
     .catch((error: unknown) => {
@@ -257,96 +251,6 @@ async function boundedStep(logger: Logger, what: string, step: Promise<unknown>,
   ]);
   clearTimeout(timer);
   if (!finished) logger.warn("shutdown timeout: a step did not finish, leaving it", { step: what });
-}
-
-const warnedUnknown = new WeakSet<Deps>();
-
-/** Once per process: the database has migrations this code does not ship (a newer release ran). */
-function warnUnknown(deps: Deps): void {
-  const unknown = deps.schema.last?.unknown ?? [];
-  if (unknown.length === 0 || warnedUnknown.has(deps)) return;
-  warnedUnknown.add(deps);
-  deps.logger.warn(
-    "the database has migrations this release does not ship (a newer release migrated it, as in a rolling upgrade); serving beside them",
-    { unknown },
-  );
-}
-
-/**
- * The API's role must be one row-level security holds (`Database:AppRole`): as a superuser, a
- * BYPASSRLS role or an owner of the tables one missed tenant filter is a cross-tenant read, or the
- * policies can be dropped. Production refuses to start (false); Development and Staging warn once and
- * serve. The embedded PGlite database (`npm run dev`) has one role, a superuser, and no other to use:
- * it is not checked (start-up already warns that PGlite is for development only).
- */
-async function roleGate(config: AppConfig, deps: Deps): Promise<boolean> {
-  if (config.database.embedded) return true;
-  const unheld = await roleNotHeldByRowSecurity(deps.database.db);
-  if (!unheld) return true;
-  const appRole = config.settings.Database.AppRole;
-  const sentence = `the API connects as role ${unheld.role}, ${unheld.reason}; connect as Database:AppRole (${appRole}), which \`bun run migrate\` creates and grants (docs/deployment.md, "The database roles")`;
-  const fields = { role: unheld.role, reason: unheld.reason, appRole };
-  if (config.environment === "Production") {
-    deps.logger.error(sentence, fields);
-    deps.logger.flush();
-    return false;
-  }
-  deps.logger.warn(`${sentence}; serving anyway (${config.environment})`, {
-    ...fields,
-    environment: config.environment,
-  });
-  return true;
-}
-
-/**
- * The schema gate at start-up (src/db/schema-gate.ts). Pending migrations: Production refuses to
- * start (false); elsewhere the process serves, readiness fails with `database:migrations` and the
- * loops wait while the gate checks again every few seconds. A database that cannot be reached is
- * named by its cause and checked again the same way.
- */
-async function schemaGate(config: AppConfig, deps: Deps): Promise<{ serve: boolean; roleChecked: boolean }> {
-  const { logger } = deps;
-  const outage = createOutageLog({ logger, what: "database check" });
-  let waiting = false;
-  let roleChecked = false;
-  try {
-    const state = await deps.schema.check();
-    warnUnknown(deps);
-    if (!(await roleGate(config, deps))) return { serve: false, roleChecked: true };
-    roleChecked = true;
-    if (state.pending.length > 0) {
-      if (config.environment === "Production") {
-        logger.error(pendingSentence(state.pending), {
-          pending: state.pending,
-          environment: config.environment,
-        });
-        logger.flush();
-        return { serve: false, roleChecked };
-      }
-      waiting = true;
-      logger.warn(
-        `${pendingSentence(state.pending)}; serving, but not ready until then, and the loops wait`,
-        {
-          pending: state.pending,
-          environment: config.environment,
-        },
-      );
-    }
-  } catch (error) {
-    // "database check failed" with the cause's class and code (database missing, 3D000, …)
-    outage.failed(error);
-    waiting = true;
-    logger.warn("serving anyway: readiness reports the database, and the loops wait, until it is back");
-  }
-  deps.schema.watch(SCHEMA_RECHECK_MS, (error) => outage.failed(error));
-  void deps.schema.whenCurrent().then((current) => {
-    if (!current) return;
-    outage.succeeded();
-    warnUnknown(deps);
-    if (waiting)
-      logger.info("the database has every migration this release ships: starting the background loops");
-  });
-  return { serve: true, roleChecked };
 }
 
 /**

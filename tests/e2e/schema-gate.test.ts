@@ -160,6 +160,8 @@ describe("the API's role: Production refuses one row-level security does not hol
       role: "postgres",
     });
     expect(api.lines.some((l) => l.includes('"msg":"background loops started"'))).toBe(false);
+    // nothing said the loops were starting: the role was checked first
+    expect(api.lines.some((l) => l.includes("starting the background loops"))).toBe(false);
     // the drain is not held up by a connection the outage cut (the serving lock's, before the fix)
     expect(api.lines.some((l) => l.includes("shutdown timeout"))).toBe(false);
   }, 60_000);
@@ -181,6 +183,15 @@ describe("the API's role: Production refuses one row-level security does not hol
       proxy.up();
       await api.waitForLine((l) => l.includes('"msg":"background loops started"'), 30_000);
       expect(api.lines.some((l) => l.includes("connect as Database:AppRole"))).toBe(false);
+      // in the order it happened: the database back, its checks passed, then the loops
+      const at = (msg: string) => api.lines.findIndex((l) => l.includes(`"msg":"${msg}"`));
+      const order = [
+        at("database check recovered"),
+        at("the database has every migration this release ships: starting the background loops"),
+        at("background loops started"),
+      ];
+      expect(order[0]).toBeGreaterThan(0);
+      expect(order).toEqual([...order].sort((a, b) => a - b));
     } finally {
       expect(await api.stop()).toBe(0);
     }
