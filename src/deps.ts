@@ -22,12 +22,7 @@ import {
   memoryCounterStore,
 } from "./security/counter-store.ts";
 import { createDataProtection, type DataProtection } from "./security/data-protection.ts";
-import {
-  checkTenantKeyFingerprints,
-  DATA_PROTECTION_MISMATCH,
-  TENANT_KEY_MISMATCH,
-  unusableDataProtectionKeys,
-} from "./security/key-fingerprints.ts";
+import { checkKeyBindings } from "./security/key-fingerprints.ts";
 import { parseTenantSecretKeys, type TenantSecretKeyring } from "./security/tenant-secrets.ts";
 import { createSecurityWindows, type SecurityWindows } from "./security/windows.ts";
 import { createObjectStorage, type ObjectStorage } from "./storage/object-storage.ts";
@@ -80,6 +75,11 @@ export interface Deps {
   hostResolver: HostResolver;
   /** `api_calls` counted in process and written to the usage ledger in batches (src/usage/api-calls.ts). */
   apiCalls: ApiCallMeter;
+  /**
+   * Whether start-up checked the key bindings (`checkKeyBindings`); false when the database did not
+   * answer or was not migrated yet: src/start-up-gates.ts checks them once it is current.
+   */
+  keyBindingsChecked: boolean;
 }
 
 export interface CreateDepsOptions {
@@ -266,12 +266,10 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
   const emailProviders = emailProvidersOf(config, { database, keyring, logger, fetch });
   const tenants = createTenantLookup(database.db, clock);
   const dataProtection = createDataProtection(config, { db: database.db, clock, logger });
-  await verifyKeyBindings(config, database.db, keyring, dataProtection, logger);
-  const sessionCache = new SessionCache({
-    ttlMs: config.settings.Authentication.SessionCacheSeconds * 1000,
-    clock,
-  });
-  if (config.settings.Authentication.SessionCacheSeconds > 0) await sessionCache.listen(database, logger);
+  const keyBindingsChecked = await keyBindingsAtStart(config, { database, keyring, dataProtection, logger });
+  const sessionSeconds = config.settings.Authentication.SessionCacheSeconds;
+  const sessionCache = new SessionCache({ ttlMs: sessionSeconds * 1000, clock });
+  if (sessionSeconds > 0) await sessionCache.listen(database, logger);
   return {
     config,
     redactor,
@@ -301,6 +299,7 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
       { database, cache, clock, logger },
       config.settings.FeatureUsageReconciliation.ApiCallsFlushSeconds,
     ),
+    keyBindingsChecked,
   };
 }
 
@@ -317,37 +316,33 @@ export function logConfigWarnings(config: AppConfig, logger: Logger): void {
 }
 
 /**
- * Each tenant-secret key id must still hold the key its secrets were encrypted with, and every live
- * data-protection ring key must unwrap with a configured certificate. Production refuses to start
- * otherwise (naming key ids, never keys); elsewhere it is a warning. An un-migrated database (no
- * table yet) is left to the schema checks.
+ * The key bindings at start-up (src/security/key-fingerprints.ts): Production refuses to start on a
+ * problem (throws, naming key ids, never keys); elsewhere each is a warning. False: not checked (the
+ * database did not answer, or is not migrated yet), src/start-up-gates.ts checks them once it is.
  */
-async function verifyKeyBindings(
+async function keyBindingsAtStart(
   config: AppConfig,
-  db: Database["db"],
-  keyring: TenantSecretKeyring | null,
-  dataProtection: DataProtection,
-  logger: Logger,
-): Promise<void> {
-  const problems: string[] = [];
-  try {
-    if (keyring) {
-      const mismatched = await checkTenantKeyFingerprints(db, keyring);
-      if (mismatched.length > 0)
-        problems.push(`Security:TenantSecrets key id(s) ${mismatched.join(", ")}: ${TENANT_KEY_MISMATCH}`);
-    }
-    const unusable = await unusableDataProtectionKeys(dataProtection);
-    if (unusable.length > 0 && dataProtection.protectedAtRest)
-      problems.push(`data protection ring key(s) ${unusable.join(", ")}: ${DATA_PROTECTION_MISMATCH}`);
-  } catch (error) {
-    const code = (error as { code?: unknown; cause?: { code?: unknown } }).cause?.code;
-    if (code === "42P01" || (error as { code?: unknown }).code === "42P01") return; // not migrated yet
+  parts: {
+    database: Database;
+    keyring: TenantSecretKeyring | null;
+    dataProtection: DataProtection;
+    logger: Logger;
+  },
+): Promise<boolean> {
+  const { logger } = parts;
+  const bindings = await checkKeyBindings(parts.database.db, parts.keyring, parts.dataProtection);
+  if (!bindings.checked) {
     // an unreachable database never aborts start-up (readiness reports it); nothing is written
     // under any key until it answers
-    logger.warn("key bindings not verified: the database did not answer", { error });
-    return;
+    if (bindings.error !== undefined)
+      logger.warn(
+        "key bindings not verified: the database did not answer; serving, and they are checked once it is back, before the background loops start (Production refuses a mismatch then)",
+        { error: bindings.error },
+      );
+    return false;
   }
-  if (problems.length === 0) return;
-  if (config.environment === "Production") throw new Error(problems.join("; "));
-  for (const problem of problems) logger.warn(problem, { environment: config.environment });
+  if (bindings.problems.length === 0) return true;
+  if (config.environment === "Production") throw new Error(bindings.problems.join("; "));
+  for (const problem of bindings.problems) logger.warn(problem, { environment: config.environment });
+  return true;
 }

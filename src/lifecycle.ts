@@ -99,19 +99,21 @@ export async function runApi(runtime: RuntimeAdapter, options: LifecycleOptions 
     await closeDeps(deps);
     return 1;
   }
-  // the database was out at start-up, so the role it connects as was not checked: it is once the
-  // database is back, before the loops start; Production then refuses as it would have at start
+  // the database was out (or not migrated) at start-up, so what start-up checks against it was not
+  // checked: it is once the database is current, before the loops start; Production then refuses as
+  // it would have at start
   let refuse: () => void = () => {};
   const refused = new Promise<"refused">((resolve) => {
     refuse = () => resolve("refused");
   });
-  const checkLater = gate.roleChecked
-    ? undefined
-    : async () => {
-        if (await laterChecks(config, deps)) return true;
-        refuse(); // only Production's gate refuses
-        return false;
-      };
+  const checkLater =
+    gate.roleChecked && deps.keyBindingsChecked
+      ? undefined
+      : async () => {
+          if (await laterChecks(config, deps, { role: !gate.roleChecked })) return true;
+          refuse(); // only Production's gates refuse
+          return false;
+        };
 
   // connecting never aborts start-up; give the cache a moment so the first requests find it ready
   if (deps.cache && !(await deps.cache.waitReady(2_000)))
@@ -200,7 +202,7 @@ async function shutDown(input: {
   server: ServedHttp;
   background: Promise<Background | null>;
   servingLock: { release(): Promise<void> };
-  /** What ended serving: a signal, or the role the database accepted once it was back (Production refuses it). */
+  /** What ended serving: a signal, or a check Production refused once the database was back. */
   signal: StopSignal | "refused";
 }): Promise<void> {
   const { config, deps, server, background, servingLock, signal } = input;

@@ -1,14 +1,15 @@
 /**
  * What an API process checks against its database before it serves and before its loops start
- * (src/lifecycle.ts): the schema gate, the role row-level security must hold, and — when the database
- * was out at start-up — the role once it is current. Production refuses (false); elsewhere each is a
- * warning.
+ * (src/lifecycle.ts): the schema gate and the role row-level security must hold; when the database
+ * was out (or not migrated) at start-up, the role and the key bindings (createDeps checks them when it
+ * answers) once it is current. Production refuses (false); elsewhere each is a warning.
  */
 import type { AppConfig } from "./config/load.ts";
 import { roleNotHeldByRowSecurity } from "./db/app-role.ts";
 import { createOutageLog } from "./db/outage-log.ts";
 import { pendingSentence } from "./db/schema-gate.ts";
 import type { Deps } from "./deps.ts";
+import { checkKeyBindings } from "./security/key-fingerprints.ts";
 
 /** How often a process waiting for migrations (or for its database) checks the schema again. */
 export const SCHEMA_RECHECK_MS = 5_000;
@@ -106,17 +107,41 @@ export async function schemaGate(
 }
 
 /**
- * The role, when the database was out at start-up, checked once it is current. False: Production
- * refuses. A check the database does not answer (it went again) warns and lets the loops start, as
- * they did before this check was deferred, rather than never.
+ * What start-up could not check while the database was out (or not migrated), checked once it is
+ * current: the role (when `role`) and the key bindings (unless start-up checked them). False:
+ * Production refuses. A check the database does not answer (it went again) warns and lets the loops
+ * start, as they did before these checks were deferred, rather than never.
  */
-export async function laterChecks(config: AppConfig, deps: Deps): Promise<boolean> {
-  try {
-    return await roleGate(config, deps);
-  } catch (error) {
-    deps.logger.warn("the API's database role could not be checked", { error: messageOf(error) });
+export async function laterChecks(
+  config: AppConfig,
+  deps: Deps,
+  pending: { role: boolean },
+): Promise<boolean> {
+  if (pending.role) {
+    try {
+      if (!(await roleGate(config, deps))) return false;
+    } catch (error) {
+      deps.logger.warn("the API's database role could not be checked", {
+        error: messageOf(error),
+      });
+    }
+  }
+  if (deps.keyBindingsChecked) return true;
+  const bindings = await checkKeyBindings(deps.database.db, deps.tenantSecretKeyring, deps.dataProtection);
+  if (!bindings.checked) {
+    deps.logger.warn("key bindings could not be checked", {
+      error: bindings.error === undefined ? undefined : messageOf(bindings.error),
+    });
     return true;
   }
+  if (bindings.problems.length === 0) return true;
+  if (config.environment === "Production") {
+    for (const problem of bindings.problems) deps.logger.error(problem, { environment: config.environment });
+    deps.logger.flush();
+    return false;
+  }
+  for (const problem of bindings.problems) deps.logger.warn(problem, { environment: config.environment });
+  return true;
 }
 
 /** A failed check's message; the logger redacts every configured secret from it. */

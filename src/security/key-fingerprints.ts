@@ -65,3 +65,35 @@ export async function unusableDataProtectionKeys(dataProtection: DataProtection)
 
 export const DATA_PROTECTION_MISMATCH =
   "no configured certificate unwraps these ring keys: configure the certificate that wrapped them (Security:DataProtection:CertificatePath, or PreviousCertificates after a change), or revoke them with `bun run secrets:rotate --revoke-data-protection-key <id>` if what they protected may be lost";
+
+/** What `checkKeyBindings` found: the problems, or why it could not look (`error`: the database's). */
+export type KeyBindings = { checked: true; problems: string[] } | { checked: false; error?: unknown };
+
+/**
+ * Each tenant-secret key id must still hold the key its secrets were encrypted with, and every live
+ * data-protection ring key must unwrap with a configured certificate; problems name key ids, never
+ * keys. Not checked: the database did not answer (`error`), or is not migrated yet (no table; the
+ * schema checks say so).
+ */
+export async function checkKeyBindings(
+  db: Db,
+  keyring: TenantSecretKeyring | null,
+  dataProtection: DataProtection,
+): Promise<KeyBindings> {
+  const problems: string[] = [];
+  try {
+    if (keyring) {
+      const mismatched = await checkTenantKeyFingerprints(db, keyring);
+      if (mismatched.length > 0)
+        problems.push(`Security:TenantSecrets key id(s) ${mismatched.join(", ")}: ${TENANT_KEY_MISMATCH}`);
+    }
+    const unusable = await unusableDataProtectionKeys(dataProtection);
+    if (unusable.length > 0 && dataProtection.protectedAtRest)
+      problems.push(`data protection ring key(s) ${unusable.join(", ")}: ${DATA_PROTECTION_MISMATCH}`);
+  } catch (error) {
+    const code = (error as { code?: unknown; cause?: { code?: unknown } }).cause?.code;
+    if (code === "42P01" || (error as { code?: unknown }).code === "42P01") return { checked: false };
+    return { checked: false, error };
+  }
+  return { checked: true, problems };
+}

@@ -218,6 +218,21 @@ describe("managed PostgreSQL: the operator makes the API's role, the migrator ma
     const line = await refused.waitForLine((l) => l.includes(`connect as Database:AppRole (${apiRole})`));
     expect(JSON.parse(line)).toMatchObject({ level: "error", role: migrator });
 
+    // the refused start recorded the key id's key (createDeps, before the role gate): another master
+    // key under it is refused as it is, by key id, with exit 1 before the port opens
+    const otherKey = validProductionEnv().PLINTH_TENANT_SECRET_MASTER_KEY ?? "";
+    const otherKeyed = await runEntry("src/server.ts", [], {
+      ...production(apiRole),
+      PLINTH_TENANT_SECRET_MASTER_KEY: otherKey,
+      PORT: "0",
+    });
+    expect(otherKeyed.exitCode).toBe(1);
+    expect(otherKeyed.stderr).toBe(
+      "Start-up failed: Security:TenantSecrets key id(s) tk1: a different master key is configured under this key id than the one its secrets were encrypted with: restore the original key for this key id (a new key needs a new key id)\n",
+    );
+    expect(otherKeyed.stdout).not.toContain('"msg":"listening"');
+    expect(otherKeyed.stdout + otherKeyed.stderr).not.toContain(otherKey);
+
     const api = startApi(production(apiRole));
     try {
       const port = await api.listening(30_000);

@@ -166,6 +166,42 @@ describe("the API's role: Production refuses one row-level security does not hol
     expect(api.lines.some((l) => l.includes("shutdown timeout"))).toBe(false);
   }, 60_000);
 
+  test("the database out at start-up: once it is back, Production refuses a different master key under a recorded key id (exit 1, no loop)", async () => {
+    const t = await database(false);
+    // the key id tk1 (validProductionEnv's) was recorded with another key than this start's
+    await t.database.db.execute(
+      sql`insert into tenant_secret_keys (key_id, fingerprint) values ('tk1', 'recorded-by-another-key')`,
+    );
+    const { proxy, url } = await outAtStartUp(appRoleEnv(t.url).DATABASE_URL ?? "");
+    const env = validProductionEnv({
+      ...appRoleEnv(t.url),
+      DATABASE_URL: url,
+      CACHE_URL: "redis://127.0.0.1:6379",
+      ...outageEnv,
+    });
+    const api = startApi(env);
+    await api.listening(30_000);
+    const unverified = await api.waitForLine((l) => l.includes("key bindings not verified"));
+    expect(JSON.parse(unverified)).toMatchObject({
+      level: "warn",
+      msg: "key bindings not verified: the database did not answer; serving, and they are checked once it is back, before the background loops start (Production refuses a mismatch then)",
+    });
+    proxy.up();
+    expect(await api.proc.exited).toBe(1);
+    const line = await api.waitForLine((l) => l.includes("restore the original key"));
+    expect(JSON.parse(line)).toMatchObject({
+      level: "error",
+      msg: "Security:TenantSecrets key id(s) tk1: a different master key is configured under this key id than the one its secrets were encrypted with: restore the original key for this key id (a new key needs a new key id)",
+      environment: "Production",
+    });
+    expect(api.lines.some((l) => l.includes('"msg":"background loops started"'))).toBe(false);
+    expect(api.lines.some((l) => l.includes("starting the background loops"))).toBe(false);
+    expect(api.lines.some((l) => l.includes('"signal":"refused"'))).toBe(true);
+    expect(api.stderr()).toBe("");
+    const master = env.PLINTH_TENANT_SECRET_MASTER_KEY ?? "";
+    expect(api.lines.join("\n")).not.toContain(master);
+  }, 60_000);
+
   test("the database out at start-up: as the API's role, once it is back, the loops start", async () => {
     const t = await database(false);
     const { proxy, url } = await outAtStartUp(appRoleEnv(t.url).DATABASE_URL ?? "");
