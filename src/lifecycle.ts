@@ -19,6 +19,9 @@ import type { Logger } from "./telemetry/logger.ts";
 
 export type StopSignal = "SIGTERM" | "SIGINT";
 
+/** Why a serving process stops without a signal (exit 1). */
+type Unserved = "refused" | "background failed";
+
 /** The HTTP server as the runtime started it. */
 export interface ServedHttp {
   port: number;
@@ -102,16 +105,16 @@ export async function runApi(runtime: RuntimeAdapter, options: LifecycleOptions 
   // the database was out (or not migrated) at start-up, so what start-up checks against it was not
   // checked: it is once the database is current, before the loops start; Production then refuses as
   // it would have at start
-  let refuse: () => void = () => {};
-  const refused = new Promise<"refused">((resolve) => {
-    refuse = () => resolve("refused");
+  let stopServing: (why: Unserved) => void = () => {};
+  const unserved = new Promise<Unserved>((resolve) => {
+    stopServing = resolve;
   });
   const checkLater =
     gate.roleChecked && deps.keyBindingsChecked
       ? undefined
       : async () => {
           if (await laterChecks(config, deps, { role: !gate.roleChecked })) return true;
-          refuse(); // only Production's gates refuse
+          stopServing("refused"); // only Production's gates refuse
           return false;
         };
 
@@ -155,11 +158,15 @@ export async function runApi(runtime: RuntimeAdapter, options: LifecycleOptions 
   // While this process serves it holds the serving lock (shared), so `migrate --down` can tell.
   const servingLock = holdServingLock(deps);
 
-  const background = startBackgroundWhenCurrent(deps, { waited: gate.waiting, checkLater });
+  const background = startBackgroundWhenCurrent(deps, {
+    waited: gate.waiting,
+    checkLater,
+    failed: () => stopServing("background failed"),
+  });
 
-  const stop = await Promise.race([signalled, refused]);
+  const stop = await Promise.race([signalled, unserved]);
   await shutDown({ config, deps, server, background, servingLock, signal: stop });
-  return stop === "refused" ? 1 : 0;
+  return stop === "SIGTERM" || stop === "SIGINT" ? 0 : 1;
 }
 
 /**
@@ -173,6 +180,8 @@ function startBackgroundWhenCurrent(
     waited: boolean;
     /** The checks start-up could not make; false: Production refused (runApi stops the process). */
     checkLater?: () => Promise<boolean>;
+    /** The loops could not start: the process stops (exit 1) rather than serve without them. */
+    failed: () => void;
   },
 ): Promise<Background | null> {
   return deps.schema
@@ -187,7 +196,12 @@ function startBackgroundWhenCurrent(
       return startApiBackground(deps);
     })
     .catch((error: unknown) => {
-      deps.logger.error("background loops failed to start", { error });
+      deps.logger.error(
+        "background loops failed to start: stopping (exit 1) rather than serving without them; a restart starts them",
+        { error },
+      );
+      deps.logger.flush();
+      options.failed();
       return null;
     });
 }
@@ -202,8 +216,8 @@ async function shutDown(input: {
   server: ServedHttp;
   background: Promise<Background | null>;
   servingLock: { release(): Promise<void> };
-  /** What ended serving: a signal, or a check Production refused once the database was back. */
-  signal: StopSignal | "refused";
+  /** What ended serving: a signal, a check Production refused once the database was back, or the loops. */
+  signal: StopSignal | Unserved;
 }): Promise<void> {
   const { config, deps, server, background, servingLock, signal } = input;
   const { logger } = deps;

@@ -24,9 +24,12 @@ In Production it refuses to start (exit 1) when it connects as a superuser, a BY
 owner of the tables: connect as Database:AppRole (plinth_app), which \`bun run migrate\` creates and
 grants; with --migrate, give the owner's connection as DATABASE_DIRECT_URL.
 
-Exit codes: 0 after a clean shutdown (SIGTERM/SIGINT); 1 on invalid configuration, pending migrations
-or a database role row-level security does not hold in Production, a port in use or another failed
-start.
+Exit codes: 0 after a clean shutdown (SIGTERM/SIGINT); 1 on invalid configuration, pending migrations,
+a database role row-level security does not hold or a tenant-secret master key other than the one
+recorded for its key id in Production (also when found once the database is back, after a drain),
+a port in use, background loops that failed to start, or another failed start ("Start-up failed: …");
+with --migrate, the migrator's own codes (2, 3: bun run migrate --help); 64 bad usage; 143 (SIGTERM)
+or 130 (SIGINT) before serving.
 `;
 
 async function main(argv: string[]): Promise<number> {

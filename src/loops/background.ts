@@ -127,8 +127,15 @@ export async function startBackground(
     jobLoop = loop;
     loops.push({ name: "jobs", stop: async (timeoutMs) => void (await loop.stop(timeoutMs)) });
   }
-  for (const [name, factory] of Object.entries(options.loops ?? {}) as [LoopName, LoopFactory][]) {
-    if (loopEnabled(settings, name)) loops.push(await factory(deps));
+  try {
+    for (const [name, factory] of Object.entries(options.loops ?? {}) as [LoopName, LoopFactory][]) {
+      if (loopEnabled(settings, name)) loops.push(await factory(deps));
+    }
+  } catch (error) {
+    // a loop that failed to start leaves none running that no one could stop
+    await Promise.allSettled(loops.map((l) => l.stop(0)));
+    clock?.stop();
+    throw error;
   }
   const disabled = loopNames.filter((n) => !loops.some((l) => l.name === n));
   deps.logger.info("background loops started", { running: loops.map((l) => l.name), off: disabled });

@@ -123,6 +123,36 @@ describe("Enabled flags", () => {
   }
 });
 
+test("a loop that fails to start stops the loops already started (the job loop among them), and the start rejects", async () => {
+  const kind = "bg.failed-start";
+  const runs: string[] = [];
+  const job = defineJob(kind, z.object({}), (_p, c) => {
+    runs.push(String(c.id));
+  });
+  const deps = await testDeps(testConfig({ settings: { "BackgroundProcessing:JobPollSeconds": "1" } }), {
+    database: t.database,
+    clock: new ManualClock(),
+  });
+  const stopped: string[] = [];
+  const started = startBackground(deps, {
+    registry: createJobRegistry([job]),
+    loops: {
+      tenantDomains: () => ({ name: "tenantDomains", stop: async () => void stopped.push("tenantDomains") }),
+      subscriptions: () => {
+        throw new Error("could not seed");
+      },
+    },
+  });
+  await expect(started).rejects.toThrow("could not seed");
+  expect(stopped).toEqual(["tenantDomains"]);
+  // no job loop was left claiming: a job enqueued now waits for a process that runs its kind
+  const { id } = await enqueue(t.database.db, { clock: deps.clock }, job, {});
+  const other = await start({}, kind);
+  await waitFor(() => other.runs.includes(String(id)), { what: "job run by the process that started" });
+  expect(runs).toEqual([]);
+  await other.background.stop(1_000);
+});
+
 describe("configuration reaches the queue", () => {
   test("BackgroundProcessing:JobMaxAttempts is the default max_attempts of an enqueue", async () => {
     const deps = await testDeps(testConfig({ settings: { "BackgroundProcessing:JobMaxAttempts": "3" } }), {

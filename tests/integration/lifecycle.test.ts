@@ -1,6 +1,8 @@
 import { expect, test } from "bun:test";
+import { sql } from "drizzle-orm";
 import { createSafeMessage, type RuntimeAdapter, runApi, type StopSignal } from "../../src/lifecycle.ts";
 import { testConfig, useTestDatabase } from "../helpers/app.ts";
+import { appRoleEnv } from "../helpers/database.ts";
 import { waitFor } from "../helpers/jobs.ts";
 
 /** The shared start-up and drain sequence (src/lifecycle.ts) with a fake runtime adapter. */
@@ -64,6 +66,25 @@ test("a signal before serving ends the process at once with 143 (SIGTERM) or 130
     expect(fake.exits).toEqual([]);
     expect(await exited).toBe(0); // the fake exit returned, so the process went on and drained
     expect(fake.exits).toEqual([code]);
+  }
+});
+
+test("background loops that fail to start stop the process with 1 (after a drain), not serve without them", async () => {
+  const fake = fakeRuntime();
+  // the schedules loop seeds its schedules as it starts: refused to the API's role, the start fails
+  const role = new URL(appRoleEnv(t.url).DATABASE_URL ?? "").username;
+  await t.database.db.execute(sql.raw(`revoke insert on job_schedules from "${role}"`));
+  try {
+    const exited = runApi(fake.runtime, {
+      config: {
+        env: { PLINTH_ENVIRONMENT: "Development", ...appRoleEnv(t.url), PORT: "0", Logging__Level: "error" },
+        configDir: "/nonexistent",
+      },
+    });
+    expect(await exited).toBe(1);
+    expect(fake.calls).toEqual(["serve:0", "drain"]);
+  } finally {
+    await t.database.db.execute(sql.raw(`grant insert on job_schedules to "${role}"`));
   }
 });
 
