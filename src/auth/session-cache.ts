@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import type { Clock } from "../clock.ts";
+import { type Clock, epochMs } from "../clock.ts";
 import { type Database, type Executor, execute } from "../db/client.ts";
 import type { Logger } from "../telemetry/logger.ts";
 
@@ -43,7 +43,7 @@ export interface UserEntry {
  * NOTIFY on `plinth_sessions`, in every other process (the TTL bounds staleness if a notice is lost).
  */
 export class SessionCache {
-  readonly #entries = new Map<string, SessionEntry & { until: number }>();
+  readonly #entries = new Map<string, SessionEntry & { until: number; expiresAtMs: number }>();
   readonly #users = new Map<string, UserEntry & { until: number }>();
   /** The loads under way, one per user: a burst of a user's requests on a miss costs one query. */
   readonly #loading = new Map<string, Promise<unknown>>();
@@ -62,8 +62,8 @@ export class SessionCache {
   get(key: string): SessionEntry | undefined {
     const entry = this.#entries.get(key);
     if (!entry) return undefined;
-    const now = this.#clock.now().getTime();
-    if (entry.until <= now || entry.expiresAt.getTime() <= now) {
+    const now = epochMs(this.#clock);
+    if (entry.until <= now || entry.expiresAtMs <= now) {
       this.#entries.delete(key);
       return undefined;
     }
@@ -75,13 +75,17 @@ export class SessionCache {
     const ttlMs = Math.min(this.#ttlMs, maxTtlMs);
     if (ttlMs <= 0) return;
     if (this.#entries.size >= this.#max) this.#entries.clear();
-    this.#entries.set(key, { ...entry, until: this.#clock.now().getTime() + ttlMs });
+    this.#entries.set(key, {
+      ...entry,
+      until: epochMs(this.#clock) + ttlMs,
+      expiresAtMs: entry.expiresAt.getTime(),
+    });
   }
 
   /** A user's remembered state (`user`), or undefined when only a load can tell: no await, no load. */
   rememberedUser<T>(userId: string): T | undefined {
     const hit = this.#users.get(userId);
-    if (hit === undefined || hit.until <= this.#clock.now().getTime()) return undefined;
+    if (hit === undefined || hit.until <= epochMs(this.#clock)) return undefined;
     return hit.value as T;
   }
 
@@ -92,7 +96,7 @@ export class SessionCache {
   user<T>(userId: string, load: () => Promise<{ value: T; tenantIds: readonly string[] }>): Promise<T> {
     const hit = this.#users.get(userId);
     if (hit !== undefined) {
-      if (hit.until > this.#clock.now().getTime()) return Promise.resolve(hit.value as T);
+      if (hit.until > epochMs(this.#clock)) return Promise.resolve(hit.value as T);
       this.#users.delete(userId);
     }
     const under = this.#loading.get(userId);

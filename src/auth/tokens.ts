@@ -11,7 +11,7 @@ import {
   jwtVerify,
   SignJWT,
 } from "jose";
-import type { Clock } from "../clock.ts";
+import { type Clock, epochMs } from "../clock.ts";
 import type { AppConfig } from "../config/load.ts";
 import { parseJwtKeys } from "../security/jwt-keys.ts";
 import type { Logger } from "../telemetry/logger.ts";
@@ -166,9 +166,9 @@ function accessTokenVerifier(input: {
   const { verifiers, issuer, audience, clock, accessTokenSeconds, cutOffSeconds } = input;
   // A verified token's claims, until it expires (VerifiedTokens: keyed by signature, bounded)
   const verified = new VerifiedTokens<AccessClaims>(VERIFIED_TOKENS_MAX);
-  const remembered = (token: string) => verified.get(token, clock.now().getTime() / 1000);
+  const remembered = (token: string) => verified.get(token, epochMs(clock) / 1000);
   const verify = async (token: string): Promise<AccessClaims> => {
-    const nowSeconds = clock.now().getTime() / 1000;
+    const nowSeconds = epochMs(clock) / 1000;
     const hit = verified.get(token, nowSeconds);
     if (hit) return hit;
     let payload: JWTPayload;

@@ -71,6 +71,7 @@ export async function databaseClock(
   timer.unref?.();
   return {
     now: () => new Date(hostNow() + offsetMs),
+    nowMs: () => hostNow() + offsetMs,
     get offsetMs() {
       return offsetMs;
     },

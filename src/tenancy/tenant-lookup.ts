@@ -1,5 +1,5 @@
 import { and, eq } from "drizzle-orm";
-import type { Clock } from "../clock.ts";
+import { type Clock, epochMs } from "../clock.ts";
 import { systemCtx } from "../context.ts";
 import type { Db } from "../db/client.ts";
 import { withPlatformDatabase } from "../db/operation.ts";
@@ -38,7 +38,7 @@ export function createTenantLookup(db: Db, clock: Clock, maxEntries = TENANT_LOO
   // a Map iterates in insertion order: a hit is moved to the end, the first key is the oldest
   const cache = new Map<string, { value: ResolvedTenant | null; until: number }>();
   const cached = async (key: string, load: () => Promise<ResolvedTenant | null>) => {
-    const now = clock.now().getTime();
+    const now = epochMs(clock);
     const hit = cache.get(key);
     if (hit && hit.until > now) {
       cache.delete(key);

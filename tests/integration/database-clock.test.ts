@@ -1,6 +1,7 @@
 import { afterAll, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { z } from "zod";
+import { epochMs } from "../../src/clock.ts";
 import { execute, openDatabase } from "../../src/db/client.ts";
 import { databaseClock } from "../../src/db/database-clock.ts";
 import { enqueue } from "../../src/jobs/enqueue.ts";
@@ -41,6 +42,8 @@ test("a host clock minutes ahead reads the database's time, and says so once", a
   const clock = await databaseClock(t.database.db, logger, { hostNow: () => Date.now() + AHEAD_MS });
   try {
     expect(Math.abs(clock.now().getTime() - (await databaseNow()))).toBeLessThan(500);
+    // the hot paths read it without a Date (epochMs): the same time
+    expect(Math.abs(epochMs(clock) - clock.now().getTime())).toBeLessThan(50);
     expect(Math.abs(clock.offsetMs + AHEAD_MS)).toBeLessThan(500);
     await clock.refresh();
     const warnings = lines.filter((l) => l.level === "warn");

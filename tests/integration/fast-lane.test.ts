@@ -86,6 +86,19 @@ test("success, 401, a wrong host and 429: the fast lane and the app answer alike
     { name: "an unknown token", headers: { authorization: "Bearer not.a-token.at-all" } },
     { name: "a malformed header", headers: { authorization: "Bearer  two  parts" } },
     { name: "an API key on /me", headers: { authorization: "Bearer plk_nothing_here" } },
+    // the lane reads the usual form without a whitespace scan: a known token around any whitespace
+    // is not the token it verified, so the app decides (a 200 for the forms bearerToken reads)
+    ...[
+      ["the scheme in lower case", (t: string) => `bearer ${t}`],
+      ["two spaces before the token", (t: string) => `Bearer  ${t}`],
+      ["a tab before the token", (t: string) => `Bearer\t${t}`],
+      ["a space inside the token", (t: string) => `Bearer ${t.slice(0, 40)} ${t.slice(40)}`],
+      ["a tab inside the token", (t: string) => `Bearer ${t.slice(0, 40)}\t${t.slice(40)}`],
+      ["more after the token", (t: string) => `Bearer ${t} ${t}`],
+    ].map(([name, form]) => ({
+      name: name as string,
+      headers: { authorization: (form as (t: string) => string)(owner.accessToken) },
+    })),
     { name: "a wrong host", headers: owner.headers, url: `http://evil.example${FAST_LANE_ME_PATH}` },
     { name: "a tenant code", headers: { ...owner.headers, "x-tenant": tenant.code } },
     {

@@ -1,5 +1,5 @@
 import type { Context, MiddlewareHandler, Next } from "hono";
-import type { Clock } from "../../clock.ts";
+import { type Clock, epochMs } from "../../clock.ts";
 import type { Environment, Settings } from "../../config/schema.ts";
 import { AppError } from "../../errors.ts";
 import { nextTurn } from "../../runtime/next-turn.ts";
@@ -126,7 +126,7 @@ function coalescedRate(options: RateLimitOptions, policy: RateLimitPolicy, lease
 /**
  * One rate-limit policy's decisions in this process: its leases, its coalesced store calls and its
  * headers, shared by the middleware (`middleware`) and the edge's fast lane (`leased`,
- * `headersOf`; src/http/fast-lane.ts), so both decide and answer alike from the same leases.
+ * `stateHeader`; src/http/fast-lane.ts), so both decide and answer alike from the same leases.
  */
 export interface RateLimiter {
   readonly policy: RateLimitPolicy;
@@ -144,8 +144,8 @@ export interface RateLimiter {
    * permit is always an admission: refusals are the store's alone (src/security/rate-leases.ts).
    */
   leased(bucket: string): RateOutcome | undefined;
-  /** The `RateLimit-Policy` and `RateLimit` values an outcome is answered with. */
-  headersOf(outcome: RateOutcome): readonly [policy: string, state: string];
+  /** The `RateLimit` value an outcome is answered with (`"<name>";r=<left>;t=<s>`). */
+  stateHeader(outcome: RateOutcome): string;
   /** The `RateLimit-Policy` value (the same for every outcome). */
   readonly policyHeader: string;
   /**
@@ -164,11 +164,12 @@ export function rateLimiter(policy: RateLimitPolicy, options: RateLimitOptions):
   const take = coalescedRate(options, policy, leases);
   const prefix = `rl:${policy.name}:`;
   const policyHeader = `"${policy.name}";q=${policy.limit};w=${policy.windowSeconds}`;
-  const headersOf = (outcome: RateOutcome) =>
-    [policyHeader, `"${policy.name}";r=${outcome.remaining};t=${Math.ceil(outcome.resetMs / 1000)}`] as const;
+  const name = `"${policy.name}"`;
+  const stateHeader = (outcome: RateOutcome) =>
+    `${name};r=${outcome.remaining};t=${Math.ceil(outcome.resetMs / 1000)}`;
   let lastOpenLog = 0;
   const answer = (c: Context<AppEnv>, next: Next, outcome: RateOutcome) => {
-    const [, state] = headersOf(outcome);
+    const state = stateHeader(outcome);
     // appended, so a route under several policies lists them all (the refusal keeps them too)
     c.header("ratelimit-policy", policyHeader, { append: true });
     c.header("ratelimit", state, { append: true });
@@ -213,9 +214,9 @@ export function rateLimiter(policy: RateLimitPolicy, options: RateLimitOptions):
   };
   return {
     policy,
-    headersOf,
+    stateHeader,
     policyHeader,
-    leased: (bucket) => leases.take(prefix + bucket, options.clock.now().getTime()),
+    leased: (bucket) => leases.take(prefix + bucket, epochMs(options.clock)),
     decided: (bucket) => stored(prefix + bucket),
     // a permit from the process's lease is decided without an await (most requests of a busy client)
     middleware:
@@ -224,7 +225,7 @@ export function rateLimiter(policy: RateLimitPolicy, options: RateLimitOptions):
         const bucket = partition(c);
         if (bucket === null) return next();
         const key = prefix + bucket;
-        const leased = leases.take(key, options.clock.now().getTime());
+        const leased = leases.take(key, epochMs(options.clock));
         return leased === undefined ? fromStore(c, next, key) : answer(c, next, leased);
       },
   };
