@@ -26,9 +26,11 @@
  * network): the same request through a one-route app that gains Plinth's middleware one stage at a
  * time, CPU µs per request for each (64 requests in flight, 11 interleaved rounds, the least of
  * them: load from other processes only adds); the difference between two lines is the stage's
- * cost. Then the part in-process stages cannot show, over HTTP: Bun.serve answering /me's exact
- * bytes, the same reading the socket peer, and Plinth's /me (`httpStages`), so the in-process
- * figure plus the serving cost accounts for the over-HTTP one, and any rest is printed.
+ * cost. Then the part in-process stages cannot show, over HTTP, every server sent /me's request
+ * (its ~800-byte Authorization included): Bun.serve answering /me's exact bytes, the same reading
+ * the socket peer, then the URL and headers the fast lane reads, then its request id, RateLimit
+ * value and log line, and Plinth's /me (`httpStages`), so the in-process figure plus the serving
+ * cost accounts for the over-HTTP one, and any rest is printed.
  *
  * Needs PostgreSQL on 127.0.0.1:5432 and Redis on 127.0.0.1:6379. Log lines go to /dev/null through
  * the server's own buffered sink (built and written, not printed). docs/performance.md keeps the
@@ -244,9 +246,13 @@ if (overHttp.length) {
     previous = us;
   }
   const answered = overHttp[2]?.us ?? 0;
-  const me = overHttp[3]?.us ?? 0;
+  const me = overHttp.at(-1)?.us ?? 0;
+  const line = overHttp.at(-2)?.us ?? 0;
   console.log(
     `\n/me over HTTP ${me.toFixed(1)} µs = served answer with its peer read ${answered.toFixed(1)} + the app in process ${inProcess.toFixed(1)} (whole app − bare Response) + ${(me - answered - inProcess).toFixed(1)} not in any stage.`,
+  );
+  console.log(
+    `What the fast lane decides (token, session, memberships, host, the limit's lease, the body) costs ${(me - line).toFixed(1)} µs over HTTP on top of its reads and its request line.`,
   );
 }
 process.exit(0);
@@ -335,23 +341,62 @@ async function httpStages(me: Target): Promise<{ name: string; us: number }[]> {
   const sample = await fetch(me.url, { headers: me.headers });
   const body = await sample.text();
   const headers = [...sample.headers].filter(([name]) => name !== "date" && name !== "content-length");
-  const answer = serve(() => new Response(body, { headers }));
-  const withPeer = Bun.serve({
-    port: 0,
-    fetch: (req, server) => {
-      server.requestIP(req);
-      return new Response(body, { headers });
-    },
+  const prepared = new Headers(headers);
+  const ms = () => performance.now();
+  // the reads the fast lane makes of every request before it decides (src/http/fast-lane.ts)
+  const read = (req: Request) =>
+    req.url.includes("?") ||
+    req.headers.get("authorization") === null ||
+    req.headers.has("x-tenant") ||
+    req.headers.has("content-length") ||
+    req.headers.has("transfer-encoding") ||
+    req.headers.get("x-request-id") !== null ||
+    req.headers.get("host") === null;
+  const variant = (fetch: (req: Request, server: Bun.Server<undefined>) => Response) => {
+    const s = Bun.serve({ port: 0, fetch });
+    servers.push(s);
+    return `http://127.0.0.1:${s.port}/`;
+  };
+  const answer = variant(() => new Response(body, { headers: prepared }));
+  const withPeer = variant((req, server) => {
+    server.requestIP(req);
+    return new Response(body, { headers: prepared });
   });
-  servers.push(withPeer);
-  const variants: [string, string, Record<string, string>][] = [
-    ['bare Bun.serve answering "ok"', `${bare}/`, {}],
-    ["Bun.serve answering /me's bytes (its headers and body)", `${answer}/`, {}],
-    ["+ the socket peer (server.requestIP)", `http://127.0.0.1:${withPeer.port}/`, {}],
-    ["Plinth GET /api/auth/me (bunServeOptions)", me.url, me.headers ?? {}],
+  const withReads = variant((req, server) => {
+    server.requestIP(req);
+    if (read(req)) throw new Error("not /me's request");
+    return new Response(body, { headers: prepared });
+  });
+  // the request id, the RateLimit value and the log line, through the server's own logger and sink
+  const withLine = variant((req, server) => {
+    const started = ms();
+    server.requestIP(req);
+    if (read(req)) throw new Error("not /me's request");
+    const requestId = crypto.randomUUID();
+    prepared.set("x-request-id", requestId);
+    prepared.set("ratelimit", '"global";r=999;t=1');
+    const response = new Response(body, { headers: prepared });
+    deps.logger.request({
+      method: "GET",
+      path: "/api/auth/me",
+      status: 200,
+      durationMs: ms() - started,
+      requestId,
+    });
+    return response;
+  });
+  // every server gets /me's request, Authorization included (~800 bytes): the same bytes to read
+  const variants: [string, string][] = [
+    ['bare Bun.serve answering "ok"', `${bare}/`],
+    ["Bun.serve answering /me's bytes (its headers and body)", answer],
+    ["+ the socket peer (server.requestIP)", withPeer],
+    ["+ the URL and the headers the fast lane reads", withReads],
+    ["+ request id, RateLimit value, log line (the server's logger)", withLine],
+    ["Plinth GET /api/auth/me (bunServeOptions)", me.url],
   ];
   const costs = variants.map(() => [] as number[]);
   for (let round = 0; round < 5; round++)
-    for (const [i, [, url, h]] of variants.entries()) costs[i]?.push((await wrk(url, h, 2)).cpuUs);
+    for (const [i, [, url]] of variants.entries())
+      costs[i]?.push((await wrk(url, me.headers ?? {}, 2)).cpuUs);
   return variants.map(([name], i) => ({ name, us: Math.min(...(costs[i] ?? [])) }));
 }
