@@ -1,3 +1,4 @@
+import { AuditSuppressions } from "./audit/suppressions.ts";
 import { opaqueToken } from "./auth/opaque-tokens.ts";
 import { SessionCache } from "./auth/session-cache.ts";
 import { developmentSmsSender, httpSmsSender, type SmsSender, tenantAwareSmsSender } from "./auth/sms.ts";
@@ -73,6 +74,8 @@ export interface Deps {
   loopStatus: LoopStatusBoard;
   /** Resolves webhook destinations (the addresses checked are the ones connected to). */
   hostResolver: HostResolver;
+  /** The audit rows this process's failure limiter dropped, per key: one log line a window (audit/suppressions.ts). */
+  auditSuppressions: AuditSuppressions;
   /** `api_calls` counted in process and written to the usage ledger in batches (src/usage/api-calls.ts). */
   apiCalls: ApiCallMeter;
   /**
@@ -192,32 +195,35 @@ async function tenantKeyringOf(
   return keyring;
 }
 
+/** Telemetry as `OpenTelemetry:*` asks: off (no-ops) with neither an endpoint nor a Prometheus port. */
+async function telemetryOf(config: AppConfig, logger: Logger): Promise<Telemetry> {
+  const otel = config.settings.OpenTelemetry;
+  // the SDK is imported only when something is exported
+  return otel.OtlpEndpoint || otel.Prometheus.Port
+    ? (await import("./telemetry/sdk.ts")).createTelemetry({
+        endpoint: otel.OtlpEndpoint,
+        prometheus: otel.Prometheus.Port
+          ? {
+              host: otel.Prometheus.Host,
+              port: otel.Prometheus.Port,
+              onError: (error) => logger.error("the Prometheus /metrics listener failed", { error }),
+            }
+          : undefined,
+        serviceName: otel.ServiceName,
+        environment: config.environment,
+        metricIntervalMs: otel.MetricExportSeconds * 1000,
+        sampleRatio: otel.SampleRatio,
+      })
+    : disabledTelemetry();
+}
+
 export async function createDeps(config: AppConfig, options: CreateDepsOptions = {}): Promise<Deps> {
   const redactor = createRedactor(config.secretValues);
   // a serving process writes its log lines once per event-loop turn; tests read them line by line
   const sink = options.logWrite ? { write: options.logWrite, flush: undefined } : bufferedLines();
   const logger = createLogger({ level: config.settings.Logging.Level, redactor, ...sink });
   logConfigWarnings(config, logger);
-  const otel = config.settings.OpenTelemetry;
-  // the SDK is imported only when something is exported
-  const telemetry =
-    options.telemetry ??
-    (otel.OtlpEndpoint || otel.Prometheus.Port
-      ? (await import("./telemetry/sdk.ts")).createTelemetry({
-          endpoint: otel.OtlpEndpoint,
-          prometheus: otel.Prometheus.Port
-            ? {
-                host: otel.Prometheus.Host,
-                port: otel.Prometheus.Port,
-                onError: (error) => logger.error("the Prometheus /metrics listener failed", { error }),
-              }
-            : undefined,
-          serviceName: otel.ServiceName,
-          environment: config.environment,
-          metricIntervalMs: otel.MetricExportSeconds * 1000,
-          sampleRatio: otel.SampleRatio,
-        })
-      : disabledTelemetry());
+  const telemetry = options.telemetry ?? (await telemetryOf(config, logger));
   const fetch = tracedFetch(telemetry);
   const database =
     options.database ??
@@ -295,6 +301,7 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
     storage:
       options.storage === undefined ? createObjectStorage(config, { clock, telemetry }) : options.storage,
     hostResolver: options.hostResolver ?? systemResolver,
+    auditSuppressions: new AuditSuppressions(),
     apiCalls: new ApiCallMeter(
       { database, cache, clock, logger },
       config.settings.FeatureUsageReconciliation.ApiCallsFlushSeconds,

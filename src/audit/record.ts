@@ -6,6 +6,7 @@ import type { Deps } from "../deps.ts";
 import { createRedactor } from "../redact.ts";
 import type { AuditAction } from "./actions.ts";
 import { auditRowHash, chainOf, GENESIS_HASH } from "./chain.ts";
+import type { SuppressionLimit } from "./suppressions.ts";
 
 /** An action the log records: src/audit/actions.ts and the areas describe each (docs/audit.md's table). */
 export type { AuditAction };
@@ -65,6 +66,10 @@ export const AUDIT_DETAIL_KEYS = new Set([
   "graceDays",
   "scheduledFor",
   "secrets",
+  // audit.rows_suppressed: the action whose rows were dropped, the limit that was full, its size
+  "action",
+  "limit",
+  "perMinute",
   // single sign-on (src/http/routes/email-domains-actions.ts, sso-connections-actions.ts)
   "domain",
   "movedFrom",
@@ -218,13 +223,18 @@ export async function recordAudit(
 }
 
 export type LimitedAuditDeps = DatabaseDeps &
-  Pick<Deps, "counters" | "clock" | "logger" | "config" | "telemetry">;
+  Pick<Deps, "counters" | "clock" | "logger" | "config" | "telemetry" | "auditSuppressions">;
+
+/** The failure limiter's window: its limits are per minute. */
+const LIMIT_WINDOW_MS = 60_000;
 
 /**
  * Records an event nobody's change carries (a failed sign-in, a refused authorization) in its own
  * transaction, at most `Audit:FailuresPerMinute` per tenant and client address and
  * `Audit:FailuresPerTenantPerMinute` per tenant (the rate-limit counters: cache or database), so a
- * flood cannot fill the table. Returns whether a row was written. Never throws: the refusal the
+ * flood cannot fill the table. Returns whether a row was written. A row over a limit is dropped but
+ * never silently (`suppressRow`): counted in `plinth.audit.rows_suppressed`, logged once a window per
+ * key, and marked in the chain by an `audit.rows_suppressed` row. Never throws: the refusal the
  * caller is answering matters more than its record: a failure to write is logged and counted in
  * `plinth.audit.write_failures` (alert `PlinthAuditWriteFailures`, docs/audit.md).
  */
@@ -237,23 +247,30 @@ export async function recordAuditLimited(
   const tenantId = (input.tenantId === undefined ? ctx.tenantId : input.tenantId)?.toLowerCase() ?? null;
   const chain = chainOf(tenantId);
   const nowMs = deps.clock.now().getTime();
+  const dropped = { deps, ctx, input, tenantId, nowMs };
   try {
     const [perAddress] = await deps.counters.rate(
       `audit:${chain}:${ctx.clientIp ?? "unknown"}`,
       settings.FailuresPerMinute,
-      60_000,
+      LIMIT_WINDOW_MS,
       nowMs,
       1,
     );
-    if (!perAddress?.allowed) return false;
+    if (!perAddress?.allowed) {
+      await suppressRow({ ...dropped, limit: "address" });
+      return false;
+    }
     const [perTenant] = await deps.counters.rate(
       `audit:${chain}`,
       settings.FailuresPerTenantPerMinute,
-      60_000,
+      LIMIT_WINDOW_MS,
       nowMs,
       1,
     );
-    if (!perTenant?.allowed) return false;
+    if (!perTenant?.allowed) {
+      await suppressRow({ ...dropped, limit: "tenant" });
+      return false;
+    }
     // its own transaction even inside another: the refusal's record outlives a rolled-back change
     await withTenantOrPlatformTransaction(deps, ctx, tenantId, (tx) => recordAudit(tx, ctx, input));
     return true;
@@ -261,5 +278,108 @@ export async function recordAuditLimited(
     deps.telemetry.instruments.auditWriteFailures.add(1, { "plinth.audit.action": input.action });
     deps.logger.warn("audit event not recorded", { action: input.action, requestId: ctx.requestId, error });
     return false;
+  }
+}
+
+interface DroppedRow {
+  deps: LimitedAuditDeps;
+  ctx: Ctx;
+  input: AuditInput;
+  tenantId: string | null;
+  nowMs: number;
+  limit: SuppressionLimit;
+}
+
+/** The limiter's key of a limit: the chain and the client address, or the chain alone. */
+function limitKeyOf(dropped: Pick<DroppedRow, "ctx" | "tenantId">, limit: SuppressionLimit): string {
+  const chain = chainOf(dropped.tenantId);
+  return limit === "address" ? `audit:${chain}:${dropped.ctx.clientIp ?? "unknown"}` : `audit:${chain}`;
+}
+
+/**
+ * A row the limiter dropped: counted (`plinth.audit.rows_suppressed`, by action and limit), logged at
+ * most once a window per key and action (the rows dropped since the last line: no address, as no
+ * other log line carries one), and marked in the chain (`recordSuppression`).
+ */
+async function suppressRow(dropped: DroppedRow): Promise<void> {
+  const { deps, input, limit } = dropped;
+  deps.telemetry.instruments.auditRowsSuppressed.add(1, {
+    "plinth.audit.action": input.action,
+    "plinth.audit.limit": limit,
+  });
+  const line = deps.auditSuppressions.dropped(
+    `${limitKeyOf(dropped, limit)}|${input.action}`,
+    dropped.nowMs,
+    LIMIT_WINDOW_MS,
+  );
+  if (line)
+    deps.logger.warn("audit rows suppressed", {
+      action: input.action,
+      limit,
+      tenantId: dropped.tenantId,
+      suppressed: line.suppressed,
+      ...(line.sinceMs === null ? {} : { sinceSeconds: Math.round(line.sinceMs / 1000) }),
+      windowSeconds: LIMIT_WINDOW_MS / 1000,
+      requestId: dropped.ctx.requestId,
+    });
+  await recordSuppression(dropped);
+}
+
+/**
+ * Whether this is the first dropped row of `limit`'s key and the action in the window, across
+ * processes: this process asks at most once a window, the shared bucket grants one a window.
+ */
+async function firstDropInWindow(dropped: DroppedRow, limit: SuppressionLimit): Promise<boolean> {
+  const key = `${limitKeyOf(dropped, limit)}|${dropped.input.action}`;
+  if (!dropped.deps.auditSuppressions.claimMarker(key, dropped.nowMs, LIMIT_WINDOW_MS)) return false;
+  const [claim] = await dropped.deps.counters.rate(
+    `audit-suppressed:${key}`,
+    1,
+    LIMIT_WINDOW_MS,
+    dropped.nowMs,
+    1,
+  );
+  return claim?.allowed === true;
+}
+
+/**
+ * The first dropped row of a key and action in a window becomes one `audit.rows_suppressed` row in
+ * the chain (the dropped event's actor, address and request id; details: the action, the limit, its
+ * size), so the log itself shows where it is incomplete. Those of single addresses are capped per
+ * chain and action at the tenant's limit a minute, apart from the rows the limit counts, so many
+ * addresses cannot fill the chain with them and they take no permit from the events themselves.
+ * Its own failure is counted as a write failure of `audit.rows_suppressed`.
+ */
+async function recordSuppression(dropped: DroppedRow): Promise<void> {
+  const { deps, ctx, input, tenantId, nowMs, limit } = dropped;
+  const settings = deps.config.settings.Audit;
+  try {
+    if (!(await firstDropInWindow(dropped, limit))) return;
+    if (limit === "address") {
+      const [cap] = await deps.counters.rate(
+        `audit-suppressed-addresses:${chainOf(tenantId)}|${input.action}`,
+        settings.FailuresPerTenantPerMinute,
+        LIMIT_WINDOW_MS,
+        nowMs,
+        1,
+      );
+      if (!cap?.allowed) return;
+    }
+    const perMinute = limit === "address" ? settings.FailuresPerMinute : settings.FailuresPerTenantPerMinute;
+    await withTenantOrPlatformTransaction(deps, ctx, tenantId, (tx) =>
+      recordAudit(tx, ctx, {
+        action: "audit.rows_suppressed",
+        tenantId,
+        outcome: input.outcome,
+        details: { action: input.action, limit, perMinute },
+      }),
+    );
+  } catch (error) {
+    deps.telemetry.instruments.auditWriteFailures.add(1, { "plinth.audit.action": "audit.rows_suppressed" });
+    deps.logger.warn("audit event not recorded", {
+      action: "audit.rows_suppressed",
+      requestId: ctx.requestId,
+      error,
+    });
   }
 }

@@ -17,6 +17,7 @@ export interface AuthDeps
     | "counters"
     | "telemetry"
     | "tenantSecretKeyring"
+    | "auditSuppressions"
   > {
   tokens: TokenService;
   sms: SmsSender;

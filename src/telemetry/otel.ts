@@ -44,6 +44,11 @@ export interface Instruments {
   loopTickDuration: Histogram;
   /** `plinth.audit.write_failures`: audit rows of refusals and failed sign-ins not written, by action. */
   auditWriteFailures: Counter;
+  /**
+   * `plinth.audit.rows_suppressed`: audit rows of refusals and failed sign-ins the failure limiter
+   * dropped, by action and the limit that was full (`address`, `tenant`).
+   */
+  auditRowsSuppressed: Counter;
 }
 
 /**
@@ -116,6 +121,12 @@ function createInstruments(meter: Meter): Instruments {
     auditWriteFailures: zeroed(
       meter.createCounter("plinth.audit.write_failures", {
         description: "Audit rows of refusals and failed sign-ins that could not be written, by action.",
+      }),
+    ),
+    auditRowsSuppressed: zeroed(
+      meter.createCounter("plinth.audit.rows_suppressed", {
+        description:
+          "Audit rows of refusals and failed sign-ins dropped over Audit:FailuresPerMinute, by action and limit.",
       }),
     ),
   };

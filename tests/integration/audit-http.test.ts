@@ -365,6 +365,15 @@ describe("refusals are recorded, rate limited", () => {
     await flood("10.30.0.3", 20);
     refused = await eventsOf(tenant.id, "authorization.refused");
     expect(refused).toHaveLength(8);
+    // what was dropped is marked in the chain: the first drop of each address, and of the full tenant
+    const marks = await eventsOf(tenant.id, "audit.rows_suppressed");
+    expect(marks.map((e) => [e.client_address, e.outcome, e.details])).toEqual([
+      ["10.30.0.1", "denied", { action: "authorization.refused", limit: "address", perMinute: 5 }],
+      ["10.30.0.2", "denied", { action: "authorization.refused", limit: "tenant", perMinute: 8 }],
+      ["10.30.0.2", "denied", { action: "authorization.refused", limit: "address", perMinute: 5 }],
+      ["10.30.0.3", "denied", { action: "authorization.refused", limit: "address", perMinute: 5 }],
+    ]);
+    expect(marks[0]?.actor_id).toBe(member.id);
     // a minute later the windows have room again
     clock.advance(61_000);
     await flood("10.30.0.1", 3);

@@ -9,4 +9,11 @@ export const AUDIT_ACTIONS = {
       "`filter` (the filters: `action=…`, `actor=…`, `from=…`, …), `count` (rows in the export's range)",
     writtenBy: "`exportAuditEvents` (tenant owners and admins, platform administrators)",
   },
+  "audit.rows_suppressed": {
+    what: "Rows of refusals or failed sign-ins over the failure limiter's limit are being dropped (from this row on, for up to a minute). Outcome: the dropped rows'.",
+    target: "—",
+    details:
+      "`action` (whose rows are dropped), `limit` (`address`: `Audit:FailuresPerMinute`, `tenant`: `Audit:FailuresPerTenantPerMinute`), `perMinute`",
+    writtenBy: "`recordAuditLimited`: the first dropped row of a minute, per address or tenant, and action",
+  },
 } as const satisfies Record<string, ActionRow | readonly ActionRow[]>;
