@@ -79,10 +79,11 @@ export interface Deps {
   /** `api_calls` counted in process and written to the usage ledger in batches (src/usage/api-calls.ts). */
   apiCalls: ApiCallMeter;
   /**
-   * Whether start-up checked the key bindings (`checkKeyBindings`); false when the database did not
-   * answer or was not migrated yet: src/start-up-gates.ts checks them once it is current.
+   * The key bindings as start-up read them (`checkKeyBindings`, which writes nothing): the key ids
+   * not recorded yet, recorded by src/start-up-gates.ts once its gates pass; null when the database
+   * did not answer or was not migrated yet: the gates check and record them once it is current.
    */
-  keyBindingsChecked: boolean;
+  keyBindings: { unrecorded: string[] } | null;
 }
 
 export interface CreateDepsOptions {
@@ -272,7 +273,7 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
   const emailProviders = emailProvidersOf(config, { database, keyring, logger, fetch });
   const tenants = createTenantLookup(database.db, clock);
   const dataProtection = createDataProtection(config, { db: database.db, clock, logger });
-  const keyBindingsChecked = await keyBindingsAtStart(config, { database, keyring, dataProtection, logger });
+  const keyBindings = await keyBindingsAtStart(config, { database, keyring, dataProtection, logger });
   const sessionSeconds = config.settings.Authentication.SessionCacheSeconds;
   const sessionCache = new SessionCache({ ttlMs: sessionSeconds * 1000, clock });
   if (sessionSeconds > 0) await sessionCache.listen(database, logger);
@@ -306,7 +307,7 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
       { database, cache, clock, logger },
       config.settings.FeatureUsageReconciliation.ApiCallsFlushSeconds,
     ),
-    keyBindingsChecked,
+    keyBindings,
   };
 }
 
@@ -323,9 +324,11 @@ export function logConfigWarnings(config: AppConfig, logger: Logger): void {
 }
 
 /**
- * The key bindings at start-up (src/security/key-fingerprints.ts): Production refuses to start on a
- * problem (throws, naming key ids, never keys); elsewhere each is a warning. False: not checked (the
- * database did not answer, or is not migrated yet), src/start-up-gates.ts checks them once it is.
+ * The key bindings at start-up (src/security/key-fingerprints.ts), read only: Production refuses to
+ * start on a problem (throws, naming key ids, never keys); elsewhere each is a warning. Returns the
+ * key ids not recorded yet (src/start-up-gates.ts records them once the role and the schema pass, so
+ * a refused start records nothing); null: not checked (the database did not answer, or is not
+ * migrated yet), the gates check them once it is.
  */
 async function keyBindingsAtStart(
   config: AppConfig,
@@ -335,7 +338,7 @@ async function keyBindingsAtStart(
     dataProtection: DataProtection;
     logger: Logger;
   },
-): Promise<boolean> {
+): Promise<{ unrecorded: string[] } | null> {
   const { logger } = parts;
   const bindings = await checkKeyBindings(parts.database.db, parts.keyring, parts.dataProtection);
   if (!bindings.checked) {
@@ -346,10 +349,10 @@ async function keyBindingsAtStart(
         "key bindings not verified: the database did not answer; serving, and they are checked once it is back, before the background loops start (Production refuses a mismatch then)",
         { error: bindings.error },
       );
-    return false;
+    return null;
   }
-  if (bindings.problems.length === 0) return true;
-  if (config.environment === "Production") throw new Error(bindings.problems.join("; "));
+  if (bindings.problems.length > 0 && config.environment === "Production")
+    throw new Error(bindings.problems.join("; "));
   for (const problem of bindings.problems) logger.warn(problem, { environment: config.environment });
-  return true;
+  return { unrecorded: bindings.unrecorded };
 }

@@ -103,17 +103,18 @@ export async function runApi(runtime: RuntimeAdapter, options: LifecycleOptions 
     return 1;
   }
   // the database was out (or not migrated) at start-up, so what start-up checks against it was not
-  // checked: it is once the database is current, before the loops start; Production then refuses as
-  // it would have at start
+  // checked (nor the key bindings recorded): it is once the database is current, before the loops
+  // start; Production then refuses as it would have at start
   let stopServing: (why: Unserved) => void = () => {};
   const unserved = new Promise<Unserved>((resolve) => {
     stopServing = resolve;
   });
   const checkLater =
-    gate.roleChecked && deps.keyBindingsChecked
+    gate.roleChecked && gate.keysRecorded
       ? undefined
       : async () => {
-          if (await laterChecks(config, deps, { role: !gate.roleChecked })) return true;
+          if (await laterChecks(config, deps, { role: !gate.roleChecked, keys: !gate.keysRecorded }))
+            return true;
           stopServing("refused"); // only Production's gates refuse
           return false;
         };

@@ -8,8 +8,8 @@ import { rotateTenantSecrets } from "./providers/tenant-secret-store.ts";
 import { rewrapTenantDataKeys } from "./security/data-key-rotation.ts";
 import { createDataProtection } from "./security/data-protection.ts";
 import {
-  checkTenantKeyFingerprints,
   DATA_PROTECTION_MISMATCH,
+  recordTenantKeyFingerprints,
   TENANT_KEY_MISMATCH,
   unusableDataProtectionKeys,
 } from "./security/key-fingerprints.ts";
@@ -95,7 +95,7 @@ export async function runSecretsRotate(
     });
     return EXIT.failure;
   }
-  const mismatched = await checkTenantKeyFingerprints(database.db, keyring);
+  const mismatched = await recordTenantKeyFingerprints(database.db, keyring);
   if (mismatched.length > 0) {
     logger.error(`tenant secret key mismatch; nothing rotated: ${TENANT_KEY_MISMATCH}`, {
       keyIds: mismatched,

@@ -2,14 +2,15 @@
  * What an API process checks against its database before it serves and before its loops start
  * (src/lifecycle.ts): the schema gate and the role row-level security must hold; when the database
  * was out (or not migrated) at start-up, the role and the key bindings (createDeps checks them when it
- * answers) once it is current. Production refuses (false); elsewhere each is a warning.
+ * answers) once it is current. Production refuses (false); elsewhere each is a warning. Only once the
+ * gates pass are the key ids not seen before recorded: a refused start writes nothing.
  */
 import type { AppConfig } from "./config/load.ts";
 import { roleNotHeldByRowSecurity } from "./db/app-role.ts";
 import { createOutageLog } from "./db/outage-log.ts";
 import { pendingSentence } from "./db/schema-gate.ts";
 import type { Deps } from "./deps.ts";
-import { checkKeyBindings } from "./security/key-fingerprints.ts";
+import { checkKeyBindings, recordKeyBindings } from "./security/key-fingerprints.ts";
 
 /** How often a process waiting for migrations (or for its database) checks the schema again. */
 export const SCHEMA_RECHECK_MS = 5_000;
@@ -62,15 +63,16 @@ async function roleGate(config: AppConfig, deps: Deps): Promise<boolean> {
 export async function schemaGate(
   config: AppConfig,
   deps: Deps,
-): Promise<{ serve: boolean; roleChecked: boolean; waiting: boolean }> {
+): Promise<{ serve: boolean; roleChecked: boolean; keysRecorded: boolean; waiting: boolean }> {
   const { logger } = deps;
   const outage = createOutageLog({ logger, what: "database check" });
   let waiting = false;
   let roleChecked = false;
+  let keysRecorded = false;
   try {
     const state = await deps.schema.check();
     warnUnknown(deps);
-    if (!(await roleGate(config, deps))) return { serve: false, roleChecked: true, waiting };
+    if (!(await roleGate(config, deps))) return { serve: false, roleChecked: true, keysRecorded, waiting };
     roleChecked = true;
     if (state.pending.length > 0) {
       if (config.environment === "Production") {
@@ -79,7 +81,7 @@ export async function schemaGate(
           environment: config.environment,
         });
         logger.flush();
-        return { serve: false, roleChecked, waiting };
+        return { serve: false, roleChecked, keysRecorded, waiting };
       }
       waiting = true;
       logger.warn(
@@ -89,6 +91,12 @@ export async function schemaGate(
           environment: config.environment,
         },
       );
+    } else if (deps.keyBindings) {
+      // the gates passed: now the key ids start-up read as unrecorded are recorded (not checked:
+      // laterChecks records them once the database answers)
+      const recorded = await recordKeys(config, deps, deps.keyBindings.unrecorded);
+      if (recorded === false) return { serve: false, roleChecked, keysRecorded, waiting };
+      keysRecorded = recorded === true;
     }
   } catch (error) {
     // "database check failed" with the cause's class and code (database missing, 3D000, …)
@@ -103,44 +111,78 @@ export async function schemaGate(
     outage.succeeded();
     warnUnknown(deps);
   });
-  return { serve: true, roleChecked, waiting };
+  return { serve: true, roleChecked, keysRecorded, waiting };
 }
 
 /**
- * What start-up could not check while the database was out (or not migrated), checked once it is
- * current: the role (when `role`) and the key bindings (unless start-up checked them). False:
- * Production refuses. A check the database does not answer (it went again) warns and lets the loops
- * start, as they did before these checks were deferred, rather than never.
+ * What start-up could not check (or record) while the database was out (or not migrated), once it is
+ * current: the role (when `role`), then the key bindings (when `keys`: checked unless start-up could,
+ * then recorded). False: Production refuses. A check the database does not answer (it went again)
+ * warns and lets the loops start, as they did before these checks were deferred, rather than never.
  */
 export async function laterChecks(
   config: AppConfig,
   deps: Deps,
-  pending: { role: boolean },
+  pending: { role: boolean; keys: boolean },
 ): Promise<boolean> {
+  let roleHeld = true;
   if (pending.role) {
     try {
       if (!(await roleGate(config, deps))) return false;
     } catch (error) {
+      roleHeld = false;
       deps.logger.warn("the API's database role could not be checked", {
         error: messageOf(error),
       });
     }
   }
-  if (deps.keyBindingsChecked) return true;
-  const bindings = await checkKeyBindings(deps.database.db, deps.tenantSecretKeyring, deps.dataProtection);
-  if (!bindings.checked) {
-    deps.logger.warn("key bindings could not be checked", {
-      error: bindings.error === undefined ? undefined : messageOf(bindings.error),
-    });
-    return true;
+  if (!pending.keys) return true;
+  let unrecorded = deps.keyBindings?.unrecorded;
+  if (!unrecorded) {
+    const bindings = await checkKeyBindings(deps.database.db, deps.tenantSecretKeyring, deps.dataProtection);
+    if (!bindings.checked) {
+      deps.logger.warn("key bindings could not be checked", {
+        error: bindings.error === undefined ? undefined : messageOf(bindings.error),
+      });
+      return true;
+    }
+    if (!keyProblems(config, deps, bindings.problems)) return false;
+    unrecorded = bindings.unrecorded;
   }
-  if (bindings.problems.length === 0) return true;
+  // nothing is recorded by a start whose role was not checked
+  if (!roleHeld) return true;
+  const recorded = await recordKeys(config, deps, unrecorded);
+  if (recorded === "unchecked")
+    deps.logger.warn(
+      "key bindings could not be recorded: the database did not answer; the next start records them",
+    );
+  return recorded !== false;
+}
+
+/**
+ * Records the key ids not recorded yet, once the gates passed. False: Production refuses a different
+ * key that another process recorded under one of them meanwhile; "unchecked": the database did not
+ * answer (nothing recorded).
+ */
+async function recordKeys(
+  config: AppConfig,
+  deps: Deps,
+  unrecorded: string[],
+): Promise<boolean | "unchecked"> {
+  const bindings = await recordKeyBindings(deps.database.db, deps.tenantSecretKeyring, unrecorded);
+  if (!bindings.checked) return "unchecked";
+  return keyProblems(config, deps, bindings.problems);
+}
+
+/** The key bindings' problems: Production refuses (false, each an error line); elsewhere each warns. */
+function keyProblems(config: AppConfig, deps: Deps, problems: string[]): boolean {
+  if (problems.length === 0) return true;
   if (config.environment === "Production") {
-    for (const problem of bindings.problems) deps.logger.error(problem, { environment: config.environment });
+    for (const problem of problems) deps.logger.error(problem, { environment: config.environment });
     deps.logger.flush();
     return false;
   }
-  for (const problem of bindings.problems) deps.logger.warn(problem, { environment: config.environment });
+  for (const problem of problems) deps.logger.warn(problem, { environment: config.environment });
   return true;
 }
 

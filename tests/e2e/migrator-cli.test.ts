@@ -10,11 +10,13 @@ import {
   asRole,
   createTestDatabase,
   databaseUrl,
+  openTestDatabase,
   SERVER_URL,
   type TestDatabase,
   testDatabaseUrl,
   topologyEnv,
 } from "../helpers/database.ts";
+import { databaseContents } from "../helpers/database-contents.ts";
 import { runEntry } from "../helpers/process.ts";
 import { validProductionEnv } from "../helpers/production-env.ts";
 
@@ -206,32 +208,30 @@ describe("managed PostgreSQL: the operator makes the API's role, the migrator ma
       await database.end();
     }
 
-    // one set of keys for both starts (each validProductionEnv() makes a new tenant-secret master key)
+    // one set of keys for the serving starts (each validProductionEnv() makes a new tenant-secret master key)
     const settings = validProductionEnv({ CACHE_URL: "redis://127.0.0.1:6379", Database__AppRole: apiRole });
     const production = (role: string) => ({
       ...settings,
       ...topologyEnv(asRole(testDatabaseUrl(name), role)),
     });
-    // the migrator's role owns the tables (no superuser): FORCE holds it, but it may drop the policies
-    const refused = startApi(production(migrator));
+    const otherKey = validProductionEnv().PLINTH_TENANT_SECRET_MASTER_KEY ?? "";
+    const contents = async () => {
+      // as the server's superuser: row-level security (forced on the migrator's tables) filters no row
+      const owner = await openTestDatabase(databaseUrl(name), { poolSize: 1 });
+      try {
+        return await databaseContents(owner.db);
+      } finally {
+        await owner.close();
+      }
+    };
+    const before = await contents();
+    // the migrator's role owns the tables (no superuser): FORCE holds it, but it may drop the policies;
+    // refused under another master key than the serving starts', it records nothing (no key binding)
+    const refused = startApi({ ...production(migrator), PLINTH_TENANT_SECRET_MASTER_KEY: otherKey });
     expect(await refused.proc.exited).toBe(1);
     const line = await refused.waitForLine((l) => l.includes(`connect as Database:AppRole (${apiRole})`));
     expect(JSON.parse(line)).toMatchObject({ level: "error", role: migrator });
-
-    // the refused start recorded the key id's key (createDeps, before the role gate): another master
-    // key under it is refused as it is, by key id, with exit 1 before the port opens
-    const otherKey = validProductionEnv().PLINTH_TENANT_SECRET_MASTER_KEY ?? "";
-    const otherKeyed = await runEntry("src/server.ts", [], {
-      ...production(apiRole),
-      PLINTH_TENANT_SECRET_MASTER_KEY: otherKey,
-      PORT: "0",
-    });
-    expect(otherKeyed.exitCode).toBe(1);
-    expect(otherKeyed.stderr).toBe(
-      "Start-up failed: Security:TenantSecrets key id(s) tk1: a different master key is configured under this key id than the one its secrets were encrypted with: restore the original key for this key id (a new key needs a new key id)\n",
-    );
-    expect(otherKeyed.stdout).not.toContain('"msg":"listening"');
-    expect(otherKeyed.stdout + otherKeyed.stderr).not.toContain(otherKey);
+    expect(await contents()).toEqual(before);
 
     const api = startApi(production(apiRole));
     try {
@@ -274,7 +274,23 @@ describe("managed PostgreSQL: the operator makes the API's role, the migrator ma
     } finally {
       expect(await api.stop()).toBe(0);
     }
-  }, 60_000);
+
+    // the serving start recorded its key under tk1: the refused start's key is refused now, by key
+    // id, with exit 1 before the port opens, writing nothing
+    const served = await contents();
+    const otherKeyed = await runEntry("src/server.ts", [], {
+      ...production(apiRole),
+      PLINTH_TENANT_SECRET_MASTER_KEY: otherKey,
+      PORT: "0",
+    });
+    expect(otherKeyed.exitCode).toBe(1);
+    expect(otherKeyed.stderr).toBe(
+      "Start-up failed: Security:TenantSecrets key id(s) tk1: a different master key is configured under this key id than the one its secrets were encrypted with: restore the original key for this key id (a new key needs a new key id)\n",
+    );
+    expect(otherKeyed.stdout).not.toContain('"msg":"listening"');
+    expect(otherKeyed.stdout + otherKeyed.stderr).not.toContain(otherKey);
+    expect(await contents()).toEqual(served);
+  }, 90_000);
 });
 
 describe("Development", () => {

@@ -13,6 +13,7 @@ import {
   type TestDatabase,
   topologyEnv,
 } from "../helpers/database.ts";
+import { databaseContents } from "../helpers/database-contents.ts";
 import { waitFor } from "../helpers/jobs.ts";
 import { runEntry } from "../helpers/process.ts";
 import { validProductionEnv } from "../helpers/production-env.ts";
@@ -90,6 +91,49 @@ describe("the API's role: Production refuses one row-level security does not hol
     expect(api.stderr()).toBe("");
   });
 
+  test("a refused start writes nothing: the API's role then serves under another master key, which is recorded; a third key is refused", async () => {
+    const t = await database(false);
+    const before = await databaseContents(t.database.db);
+    // each validProductionEnv() is another tenant-secret master key under the key id tk1
+    const refused = startApi(production(t.url));
+    expect(await refusal(refused)).toMatchObject({ level: "error", role: "postgres" });
+    // not the key binding (recorded before the role gate until now), nor anything else
+    expect(await databaseContents(t.database.db)).toEqual(before);
+
+    const served = validProductionEnv({ ...appRoleEnv(t.url), CACHE_URL: "redis://127.0.0.1:6379" });
+    const api = startApi(served);
+    try {
+      const port = await api.listening(30_000);
+      const probe = await fetch(`http://127.0.0.1:${port}/api/health/ready`, {
+        headers: { host: "api.example.com" },
+      });
+      expect(probe.status).toBe(200);
+      expect(api.lines.some((l) => l.includes("restore the original key"))).toBe(false);
+    } finally {
+      expect(await api.stop()).toBe(0);
+    }
+    const keyIds = await execute<{ key_id: string }>(
+      t.database.db,
+      sql`select key_id from tenant_secret_keys`,
+    );
+    expect(keyIds.map((r) => r.key_id)).toEqual(["tk1"]);
+
+    const after = await databaseContents(t.database.db);
+    const third = validProductionEnv({
+      ...appRoleEnv(t.url),
+      CACHE_URL: "redis://127.0.0.1:6379",
+      PORT: "0",
+    });
+    const run = await runEntry("src/server.ts", [], third);
+    expect(run.exitCode).toBe(1);
+    expect(run.stderr).toBe(
+      "Start-up failed: Security:TenantSecrets key id(s) tk1: a different master key is configured under this key id than the one its secrets were encrypted with: restore the original key for this key id (a new key needs a new key id)\n",
+    );
+    expect(run.stdout).not.toContain('"msg":"listening"');
+    expect(run.stdout + run.stderr).not.toContain(third.PLINTH_TENANT_SECRET_MASTER_KEY ?? "");
+    expect(await databaseContents(t.database.db)).toEqual(after);
+  }, 60_000);
+
   test("as a BYPASSRLS role: refused", async () => {
     const t = await database(false);
     const role = await ownRole(t, "bypass", "bypassrls");
@@ -149,6 +193,7 @@ describe("the API's role: Production refuses one row-level security does not hol
 
   test("the database out at start-up: once it is back, Production refuses a superuser then (exit 1, no loop)", async () => {
     const t = await database(false);
+    const before = await databaseContents(t.database.db);
     const { proxy, url } = await outAtStartUp(t.url);
     const api = startApi({ ...production(url), ...outageEnv });
     await api.listening(30_000);
@@ -164,6 +209,8 @@ describe("the API's role: Production refuses one row-level security does not hol
     expect(api.lines.some((l) => l.includes("starting the background loops"))).toBe(false);
     // the drain is not held up by a connection the outage cut (the serving lock's, before the fix)
     expect(api.lines.some((l) => l.includes("shutdown timeout"))).toBe(false);
+    // no key binding recorded once the database was back: the role was refused first
+    expect(await databaseContents(t.database.db)).toEqual(before);
   }, 60_000);
 
   test("the database out at start-up: once it is back, Production refuses a different master key under a recorded key id (exit 1, no loop)", async () => {
@@ -172,6 +219,7 @@ describe("the API's role: Production refuses one row-level security does not hol
     await t.database.db.execute(
       sql`insert into tenant_secret_keys (key_id, fingerprint) values ('tk1', 'recorded-by-another-key')`,
     );
+    const before = await databaseContents(t.database.db);
     const { proxy, url } = await outAtStartUp(appRoleEnv(t.url).DATABASE_URL ?? "");
     const env = validProductionEnv({
       ...appRoleEnv(t.url),
@@ -200,6 +248,7 @@ describe("the API's role: Production refuses one row-level security does not hol
     expect(api.stderr()).toBe("");
     const master = env.PLINTH_TENANT_SECRET_MASTER_KEY ?? "";
     expect(api.lines.join("\n")).not.toContain(master);
+    expect(await databaseContents(t.database.db)).toEqual(before);
   }, 60_000);
 
   test("the database out at start-up: as the API's role, once it is back, the loops start", async () => {
@@ -228,6 +277,12 @@ describe("the API's role: Production refuses one row-level security does not hol
       ];
       expect(order[0]).toBeGreaterThan(0);
       expect(order).toEqual([...order].sort((a, b) => a - b));
+      // the key binding start-up could not read is recorded once the checks passed, before the loops
+      const keyIds = await execute<{ key_id: string }>(
+        t.database.db,
+        sql`select key_id from tenant_secret_keys`,
+      );
+      expect(keyIds.map((r) => r.key_id)).toEqual(["tk1"]);
     } finally {
       expect(await api.stop()).toBe(0);
     }
