@@ -324,6 +324,20 @@ describe("behind: migrations pending", () => {
     expect(api.stderr()).toBe("");
   });
 
+  test("Production refuses one migration pending, writing nothing (no key binding either)", async () => {
+    const t = await database(false);
+    const newest = shipped.at(-1) ?? "";
+    await t.database.db.execute(sql`delete from schema_migrations where tag = ${newest}`);
+    const before = await databaseContents(t.database.db);
+    const api = startApi(validProductionEnv({ ...appRoleEnv(t.url), CACHE_URL: "redis://127.0.0.1:6379" }));
+    expect(await api.proc.exited).toBe(1);
+    const line = await api.waitForLine(
+      (l) => l.includes("migrations pending") || l.includes("migration pending"),
+    );
+    expect(JSON.parse(line)).toMatchObject({ level: "error", pending: [newest] });
+    expect(await databaseContents(t.database.db)).toEqual(before);
+  });
+
   test("elsewhere it serves, not ready, loops waiting; ready once migrated, without a restart", async () => {
     const t = await database(true);
     const api = startApi({ PLINTH_ENVIRONMENT: "Development", DATABASE_URL: t.url });
