@@ -171,6 +171,26 @@ async function openPglite(url: string, options: OpenDatabaseOptions): Promise<Da
   };
 }
 
+/**
+ * The longest a connection waits before it reconnects after its socket failed, in seconds: the
+ * job loop's own backoff after a failed statement (docs/decisions.md, "A connection waits at most a
+ * second to reconnect").
+ */
+export const RECONNECT_BACKOFF_MAX_SECONDS = 1;
+
+/**
+ * Seconds a postgres.js connection waits, after its socket failed, before it connects again for the
+ * next statement given to it; `failures` is the client's count of failed sockets since one last
+ * opened (shared by the pool's connections and its LISTEN connection). postgres.js's own curve
+ * (3^n / 100 s, jittered to half to all of it) with its cap cut from 20 s to
+ * RECONNECT_BACKOFF_MAX_SECONDS: with the default, the connections that failed after the sixth
+ * socket failure of an outage (a pool of 4 cut and three statements tried meanwhile) waited 3.6 to
+ * 20 s after the database was back, and held whatever statement was handed to them for that long.
+ */
+export function reconnectBackoff(failures: number, random: () => number = Math.random): number {
+  return (0.5 + random() / 2) * Math.min(3 ** failures / 100, RECONNECT_BACKOFF_MAX_SECONDS);
+}
+
 function openPostgres(url: string, options: OpenDatabaseOptions): Database {
   const poolMode = options.poolMode ?? "session";
   const connection = { application_name: options.applicationName ?? "plinth" };
@@ -179,6 +199,7 @@ function openPostgres(url: string, options: OpenDatabaseOptions): Database {
     connect_timeout: options.connectTimeoutSeconds ?? 5,
     idle_timeout: 60,
     max_lifetime: 60 * 30,
+    backoff: (failures) => reconnectBackoff(failures),
     onnotice: () => {},
     // a transaction pooler hands each statement to any server connection: a named prepared
     // statement made on one is unknown on the next (unnamed statements are parsed every time)
@@ -193,6 +214,7 @@ function openPostgres(url: string, options: OpenDatabaseOptions): Database {
         connect_timeout: options.connectTimeoutSeconds ?? 5,
         idle_timeout: 0,
         max_lifetime: null,
+        backoff: (failures) => reconnectBackoff(failures),
         onnotice: () => {},
         connection: { application_name: `${connection.application_name}-direct` },
       })
