@@ -66,11 +66,12 @@ test("two API processes drain 10,000 jobs across a cut of every database connect
   // the cut comes once both processes are draining: 8,000 done, and jobs held by two workers. Late,
   // so that the 30 s after it measure the recovery, not this machine's speed: with 8,000 jobs left
   // (a cut at 2,000 done) their drain alone took 10-23 s of the 30 (~350-400 jobs/s here), and in
-  // some runs both processes also make no progress for ~17 s after the cut (a connection opened
-  // during the outage waits for connect_timeout, then a claim whose answer never comes waits for
-  // STATEMENT_TIMEOUT_MS: docs/decisions.md, the open postgres.js finding), together over 30 s.
-  // With 2,000 left: 3-4 s, ~21 s with that stall. A job left for its lease (five minutes) fails
-  // the bound whenever the cut comes (checked on 99a664c, before the fix: 8 jobs left processing).
+  // some runs both processes also made no progress for 8-17 s after the cut (a claim handed to a
+  // connection waiting out postgres.js's reconnect backoff, grown by the outage's failed sockets:
+  // now at most 1 s, docs/decisions.md "A connection waits at most a second to reconnect";
+  // tests/integration/connection-outage.test.ts), together over 30 s. With 2,000 left: 2-4 s.
+  // A job left for its lease (five minutes) fails the bound whenever the cut comes (checked on
+  // 99a664c, before the fix: 8 jobs left processing).
   await waitFor(
     async () => {
       const [row] = await execute<{ succeeded: number; workers: number }>(
