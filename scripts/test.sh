@@ -31,6 +31,7 @@ SCALED_FILES=(
   tests/integration/output-cache.test.ts
   tests/integration/tenant-rls.test.ts
   tests/integration/tenant-rate-limit.test.ts
+  tests/integration/connection-cut.test.ts
 )
 
 single=$(mktemp)

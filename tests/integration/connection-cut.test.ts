@@ -6,9 +6,14 @@
  * withTransaction (the pipelined runner on a reserved connection), withDatabase (the per-statement
  * reader) and plain statements, pool sizes 1 and 10, cut while idle and mid-transaction. Every wait is
  * bounded: a hang fails the test instead of stalling it (docs/decisions.md, "A cut connection").
+ * On both topologies (scripts/test.sh): behind PgBouncer the cut connections are PgBouncer's server
+ * connections, and "the next ones run" holds once PgBouncer has dropped them (poolerSeen); before,
+ * a statement it hands one fails fast as lost, like one on a direct connection whose close the
+ * driver has not seen yet (docs/runbooks/database-restart.md, "Behind PgBouncer").
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
+import postgres from "postgres";
 import { systemCtx } from "../../src/context.ts";
 import { type Database, execute } from "../../src/db/client.ts";
 import { describeDatabaseFailure } from "../../src/db/database-failure.ts";
@@ -19,7 +24,9 @@ import { createTestApp } from "../helpers/app.ts";
 import {
   asRole,
   createTestDatabase,
+  databaseUrl,
   openTestDatabase,
+  POOLER_URL,
   type TestDatabase,
   TOPOLOGY,
 } from "../helpers/database.ts";
@@ -37,11 +44,14 @@ beforeAll(async () => {
   process.on("uncaughtException", onUncaught);
   process.on("unhandledRejection", onUncaught);
   t = await createTestDatabase();
+  if (TOPOLOGY === "scaled")
+    pooler = postgres(databaseUrl("pgbouncer", POOLER_URL), { max: 1, fetch_types: false, prepare: false });
 });
 
 afterAll(async () => {
   process.off("uncaughtException", onUncaught);
   process.off("unhandledRejection", onUncaught);
+  await pooler?.end();
   await t.drop();
 });
 
@@ -53,6 +63,30 @@ async function cutAll(applicationName: string): Promise<number[]> {
       where datname = current_database() and application_name = ${applicationName}`,
   );
   return rows.map((row) => row.pid);
+}
+
+/** PgBouncer's admin console (scaled topology only): the server connections it holds. */
+let pooler: postgres.Sql | undefined;
+
+/**
+ * Waits (bounded) until PgBouncer holds none of the cut backends `pids` among its server connections
+ * (SHOW SERVERS' remote_pid; none to wait for on the single topology). It drops an idle one when it
+ * reads the backend's termination, within milliseconds; until then it may link one to a statement,
+ * forward the statement to the dead backend and close the app's connection under it ("server conn
+ * crashed?" in its log): the statement fails as lost (CONNECTION_CLOSED). Once they are dropped, no
+ * statement may fail: the pooler's counterpart of closesSeen.
+ */
+async function poolerSeen(pids: number[]): Promise<void> {
+  if (!pooler) return;
+  const deadline = performance.now() + BOUND_MS;
+  for (;;) {
+    const servers = await pooler.unsafe<{ remote_pid: string }[]>("show servers", [], {
+      simple: true,
+    } as never);
+    const held = servers.filter((server) => pids.includes(Number(server.remote_pid))).length;
+    if (held === 0) return;
+    if (performance.now() > deadline) throw new Error(`PgBouncer still holds ${held} cut servers`);
+  }
 }
 
 /**
@@ -163,6 +197,8 @@ for (const poolSize of [1, 10]) {
           // behind a transaction pooler the cut server connections were idle ones of the pooler's:
           // the app's own connections to the pooler stay open
           await closesSeen(opened, since, TOPOLOGY === "single" ? pids.length : 0);
+          // ... but PgBouncer may still hold the cut server connections: a statement it hands one fails
+          await poolerSeen(pids);
           for (let round = 0; round < 3; round++) {
             const next = await outcome(statement(app, way), `${way} after the cut, round ${round}`);
             expect(next).toEqual({ ok: true, value: 0 });
@@ -174,6 +210,36 @@ for (const poolSize of [1, 10]) {
         }
       });
     }
+
+    test("withTransaction: those sent at once right after the cut fail fast as lost, at most one per cut connection; once the cut ones are dropped, all run", async () => {
+      const opened = await openApp(poolSize);
+      const { app, name } = opened;
+      try {
+        await allSucceed(app, poolSize, "warm-up");
+        const since = opened.closes;
+        const pids = await cutAll(name);
+        expect(pids.length).toBeGreaterThan(0);
+        // before the driver (single) or PgBouncer (scaled) has seen the cut connections close: each one
+        // handed to a transaction fails that one transaction (behind PgBouncer: the server connection it
+        // links, which closes the app's connection under it), so a client sees a 503 with Retry-After: 1
+        const results = await Promise.all(
+          Array.from({ length: poolSize + 2 }, (_, i) =>
+            outcome(statement(app, "withTransaction"), `transaction ${i} right after the cut`),
+          ),
+        );
+        for (const result of results) {
+          if (result.ok) expect(result.value).toBe(0);
+          else expectLost(result);
+        }
+        expect(results.filter((result) => !result.ok).length).toBeLessThanOrEqual(pids.length);
+        await closesSeen(opened, since, TOPOLOGY === "single" ? pids.length : 0);
+        await poolerSeen(pids);
+        await allSucceed(app, poolSize + 2, "every way once the cut connections are dropped");
+        expect(uncaught).toEqual([]);
+      } finally {
+        await app.close(1);
+      }
+    });
 
     test("withTransaction: the connection cut mid-transaction fails the transaction as lost, never returns to the pool", async () => {
       const opened = await openApp(poolSize);
@@ -199,6 +265,7 @@ for (const poolSize of [1, 10]) {
             since,
             mode === "between statements" && TOPOLOGY === "single" ? pids.length : 1,
           );
+          await poolerSeen(pids);
           await allSucceed(app, poolSize + 2, `every way after the cut (${mode})`);
         }
         expect(uncaught).toEqual([]);
