@@ -103,3 +103,12 @@ export function isConnectionFailure(failure: DatabaseFailure): boolean {
 export function failureSummary(failure: DatabaseFailure): string {
   return failure.code ? `${failure.class} (${failure.code})` : failure.class;
 }
+
+/**
+ * Whether PostgreSQL aborted the statement to break a deadlock (40P01) or a serialization conflict
+ * (40001): nothing of it was committed, and the same work tried again can succeed.
+ */
+export function isTransientConflict(error: unknown): boolean {
+  const { code } = driverError(error);
+  return code === "40P01" || code === "40001";
+}

@@ -56,11 +56,13 @@ export function rateParts(input: { caps: RateCap[]; kinds: string[]; now: SQL; k
           order by rate_key
           for update skip locked
         ),
-        -- a key without a bucket gets one (its jobs wait for the next claim, which says more)
+        -- a key without a bucket gets one (its jobs wait for the next claim, which says more); in key
+        -- order, so two claims inserting the same new keys wait for each other in one order only
         rate_missing as (
           insert into job_rate_limits (rate_key)
           select distinct c.rate_key from rate_cand c
           where not exists (select 1 from rate_state s where s.rate_key = c.rate_key)
+          order by c.rate_key
           on conflict do nothing
         ),
         rate_cost as materialized (

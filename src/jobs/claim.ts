@@ -169,6 +169,15 @@ export function completeAndClaimStatement(input: ClaimInput & { complete: JobRes
   const rate = rateParts({ caps: input.rateLimits ?? [], kinds: input.kinds, now, kindList: kinds });
   const fair = fairCandidates(input, dueAtTop, groupKey, rate);
   const batch = batchParts({ caps: input.batches ?? [], kinds: input.kinds, now });
+  // the results are read first: their rows are locked in id order (outcomes.ts, `locked`) before the
+  // claim holds any row, so the statement never waits for a row while it holds one out of that order
+  const recorded = recording
+    ? sql`select 'done' as part, id, null::text as kind, null::jsonb as payload, null::int as attempts,
+          null::int as max_attempts, null::timestamptz as locked_until, null::text as group_key,
+          null::int as priority, null::boolean as has_dependents, null::text as cursor, null::boolean as more
+        from done
+        union all`
+    : sql``;
   return sql`with recursive ${completion}
         top as materialized (
           select priority from background_jobs
@@ -221,8 +230,8 @@ export function completeAndClaimStatement(input: ClaimInput & { complete: JobRes
           returning j.id, j.kind, j.payload, j.attempts, j.max_attempts, j.locked_until, j.group_key, j.priority,
             j.has_dependents
         )
+        ${recorded}
         select 'claimed' as part, claimed.*, null::text as cursor, null::boolean as more from claimed
-        ${recording ? sql`union all select 'done', id, null, null, null, null, null, null, null, null, null, null from done` : sql``}
         union all
         select 'meta', null, null, null, null, null, ${rate.on ? rate.nextAt : sql`null`}, null, null, null,
           (select key from walk order by n desc limit 1),

@@ -11,10 +11,12 @@
  * may have committed, so it is written again with `verify`: a row already in the state it asked
  * for, by this attempt, counts as recorded. A batch the database refuses (not a connection failure)
  * is split; a single outcome it refuses is given up (logged; the job runs again after its lease).
+ * A batch aborted as a deadlock's victim (40P01) or by a serialization conflict committed nothing
+ * and is written again as it was, never split or given up.
  */
 import type { Clock } from "../clock.ts";
 import type { Executor } from "../db/client.ts";
-import { describeDatabaseFailure, isConnectionFailure } from "../db/database-failure.ts";
+import { describeDatabaseFailure, isConnectionFailure, isTransientConflict } from "../db/database-failure.ts";
 import type { OutageLog } from "../db/outage-log.ts";
 import { withTimeout } from "../runtime/with-timeout.ts";
 import type { Logger } from "../telemetry/logger.ts";
@@ -94,7 +96,10 @@ function resultOf(outcome: Exclude<Outcome, { type: "canceled" }>): JobResult {
   const { id, attempts } = outcome.job;
   if (outcome.type === "failed")
     return { id, attempts, status: "failed", runAfter: outcome.retryAt, error: outcome.error };
-  if (outcome.type === "dead") return { id, attempts, status: "dead", error: outcome.reason };
+  if (outcome.type === "dead")
+    return outcome.job.hasDependents
+      ? { id, attempts, status: "dead", error: outcome.reason, hasDependents: true }
+      : { id, attempts, status: "dead", error: outcome.reason };
   const lease = outcome.job.hasDependents ? { id, attempts, hasDependents: true } : { id, attempts };
   return outcome.result === undefined ? lease : { ...lease, result: outcome.result };
 }
@@ -300,8 +305,10 @@ export class Completer {
 
   #failed(entries: Entry[], error: unknown): void {
     const connection = isConnectionFailure(describeDatabaseFailure(error));
+    // a deadlock victim (40P01) committed nothing and is not refused: the same batch again
+    const conflict = !connection && isTransientConflict(error);
     const [only] = entries;
-    if (!connection && entries.length === 1 && only?.alone) {
+    if (!connection && !conflict && entries.length === 1 && only?.alone) {
       // the database answered and refused this one outcome: trying again would refuse it again
       this.#deps.logger.error("recording a job's outcome failed; it runs again after its lease", {
         jobId: only.job.id,
@@ -313,7 +320,7 @@ export class Completer {
     }
     for (const e of entries) {
       e.uncertain ||= connection;
-      e.alone ||= !connection;
+      e.alone ||= !connection && !conflict;
     }
     this.#waiting = [...entries, ...this.#waiting];
     if (this.#closed) return;

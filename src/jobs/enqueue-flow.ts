@@ -3,6 +3,7 @@ import { sql } from "drizzle-orm";
 import type { z } from "zod";
 import type { Ctx } from "../context.ts";
 import { type Executor, execute } from "../db/client.ts";
+import { isTransientConflict } from "../db/database-failure.ts";
 import { type DatabaseDeps, withTransaction } from "../db/operation.ts";
 import { type EnqueueOptions, enqueueContext, JOBS_CHANNEL, toRow } from "./enqueue.ts";
 import { ts } from "./queue.ts";
@@ -36,7 +37,9 @@ export const MAX_FLOW_JOBS = 50_000;
  * Enqueues a set of jobs with `dependsOn` edges in one transaction; a cycle, an unknown key or id,
  * or a key given twice refuses the whole set. A job with parents waits (`waiting`) until every
  * parent succeeded; a parent that ends dead or canceled applies the child's `onParentFailure`.
- * Returns the flow id (to list or cancel the set) and each key's job id.
+ * Returns the flow id (to list or cancel the set) and each key's job id. Parents named by id are
+ * locked in id order; a transaction of its own that PostgreSQL aborts to break a deadlock (40P01:
+ * nothing stored) is tried again, up to three times.
  */
 export async function enqueueFlow(
   deps: FlowDeps,
@@ -54,39 +57,40 @@ export async function enqueueFlow(
   const externalIds = [
     ...new Set(jobs.flatMap((j) => (j.dependsOn ?? []).filter((p) => typeof p === "number"))),
   ];
-  return withTransaction(deps, ctx, async (tx) => {
-    const external = await lockExternalParents(tx, externalIds);
-    const rows = jobs.map((job) => {
-      const row = toRow(context, now, { job: job.kind, payload: job.payload, options: job.options });
-      let waitingOn = 0;
-      let note: string | null = null;
-      for (const parent of job.dependsOn ?? []) {
-        if (typeof parent === "string") {
+  const enqueueOnce = () =>
+    withTransaction(deps, ctx, async (tx) => {
+      const external = await lockExternalParents(tx, externalIds);
+      const rows = jobs.map((job) => {
+        const row = toRow(context, now, { job: job.kind, payload: job.payload, options: job.options });
+        let waitingOn = 0;
+        let note: string | null = null;
+        for (const parent of job.dependsOn ?? []) {
+          if (typeof parent === "string") {
+            waitingOn++;
+            continue;
+          }
+          const status = external.get(parent) as string;
+          if (
+            status === "succeeded" ||
+            ((status === "dead" || status === "canceled") && job.onParentFailure === "run")
+          )
+            continue;
           waitingOn++;
-          continue;
+          if (status === "dead" || status === "canceled") note = `parent job ${parent} ended ${status}`;
         }
-        const status = external.get(parent) as string;
-        if (
-          status === "succeeded" ||
-          ((status === "dead" || status === "canceled") && job.onParentFailure === "run")
-        )
-          continue;
-        waitingOn++;
-        if (status === "dead" || status === "canceled") note = `parent job ${parent} ended ${status}`;
-      }
-      return {
-        ...row,
-        flowKey: job.key,
-        status: waitingOn > 0 ? "waiting" : "pending",
-        waitingOn,
-        onParentFailure: job.onParentFailure ?? null,
-        hasDependents: keyed.has(job.key),
-        lastError: note,
-      };
-    });
-    const inserted = await execute<{ id: string | number; flow_key: string }>(
-      tx,
-      sql`with inserted as (
+        return {
+          ...row,
+          flowKey: job.key,
+          status: waitingOn > 0 ? "waiting" : "pending",
+          waitingOn,
+          onParentFailure: job.onParentFailure ?? null,
+          hasDependents: keyed.has(job.key),
+          lastError: note,
+        };
+      });
+      const inserted = await execute<{ id: string | number; flow_key: string }>(
+        tx,
+        sql`with inserted as (
             insert into background_jobs (kind, payload, run_after, max_attempts, group_key, priority, rate_key, flow_id,
               flow_key, status, waiting_on, on_parent_failure, has_dependents, last_error, created_at, updated_at)
             select r.kind, r.payload, r."runAfter", r."maxAttempts", r."groupKey", r.priority, r."rateKey", ${flowId}::uuid,
@@ -102,45 +106,58 @@ export async function enqueueFlow(
             from (select 1 from inserted where status = 'pending' and run_after <= ${ts(now)} limit 1) due
           )
           select id, flow_key, (select count(*) from wake) as notified from inserted`,
-    );
-    const ids: Record<string, number> = {};
-    for (const r of inserted) ids[r.flow_key] = Number(r.id);
-    const edges = jobs.flatMap((job) =>
-      (job.dependsOn ?? []).map((parent) => {
-        const parentId = typeof parent === "string" ? (ids[parent] as number) : parent;
-        const status = typeof parent === "number" ? external.get(parent) : undefined;
-        const resolved =
-          status === "succeeded" ||
-          ((status === "dead" || status === "canceled") && job.onParentFailure === "run");
-        return { parent: parentId, child: ids[job.key] as number, resolved };
-      }),
-    );
-    if (edges.length > 0)
-      await execute(
-        tx,
-        sql`insert into job_dependencies (parent_id, child_id, resolved)
+      );
+      const ids: Record<string, number> = {};
+      for (const r of inserted) ids[r.flow_key] = Number(r.id);
+      const edges = jobs.flatMap((job) =>
+        (job.dependsOn ?? []).map((parent) => {
+          const parentId = typeof parent === "string" ? (ids[parent] as number) : parent;
+          const status = typeof parent === "number" ? external.get(parent) : undefined;
+          const resolved =
+            status === "succeeded" ||
+            ((status === "dead" || status === "canceled") && job.onParentFailure === "run");
+          return { parent: parentId, child: ids[job.key] as number, resolved };
+        }),
+      );
+      if (edges.length > 0)
+        await execute(
+          tx,
+          sql`insert into job_dependencies (parent_id, child_id, resolved)
             select e.parent, e.child, e.resolved
             from jsonb_to_recordset(${JSON.stringify(edges)}::jsonb) as e(parent bigint, child bigint, resolved boolean)`,
-      );
-    // a child whose parent already ended dead or canceled, under the default policy: canceled now
-    // (the trigger applies the same to its own dependents in this flow)
-    const canceled = jobs
-      .filter((job) => (job.onParentFailure ?? "cancel") === "cancel")
-      .filter((job) =>
-        (job.dependsOn ?? []).some(
-          (p) => typeof p === "number" && ["dead", "canceled"].includes(external.get(p) ?? ""),
-        ),
-      )
-      .map((job) => ids[job.key] as number);
-    if (canceled.length > 0)
-      await execute(
-        tx,
-        sql`update background_jobs set status = 'canceled', finished_at = ${ts(now)}, updated_at = ${ts(now)}
+        );
+      // a child whose parent already ended dead or canceled, under the default policy: canceled now
+      // (the trigger applies the same to its own dependents in this flow)
+      const canceled = jobs
+        .filter((job) => (job.onParentFailure ?? "cancel") === "cancel")
+        .filter((job) =>
+          (job.dependsOn ?? []).some(
+            (p) => typeof p === "number" && ["dead", "canceled"].includes(external.get(p) ?? ""),
+          ),
+        )
+        .map((job) => ids[job.key] as number);
+      if (canceled.length > 0)
+        await execute(
+          tx,
+          sql`update background_jobs set status = 'canceled', finished_at = ${ts(now)}, updated_at = ${ts(now)}
             where id = any(${`{${canceled.join(",")}}`}::bigint[])`,
-      );
-    return { flowId, jobs: ids };
-  });
+        );
+      return { flowId, jobs: ids };
+    });
+  // in the caller's transaction a deadlock aborts the caller's work too: the caller decides
+  if (ctx.tx) return enqueueOnce();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await enqueueOnce();
+    } catch (error) {
+      // the victim of a deadlock stored nothing: the whole flow again (docs/jobs.md, "Lock order")
+      if (attempt >= FLOW_ATTEMPTS || !isTransientConflict(error)) throw error;
+    }
+  }
 }
+
+/** Tries of a flow's transaction that PostgreSQL aborts to break a deadlock. */
+const FLOW_ATTEMPTS = 3;
 
 /** Keys unique, every string parent a key of the flow, no job its own parent, no cycle. */
 function checkFlow(jobs: FlowJob[]): void {

@@ -12,7 +12,8 @@ export type JobResult =
   /** `hasDependents`: the run's job had dependents when it was claimed (its fan-in is resolved here). */
   | (JobLease & { status?: "succeeded"; result?: unknown; hasDependents?: boolean })
   | (JobLease & { status: "failed"; runAfter: Date; error: string })
-  | (JobLease & { status: "dead"; error: string })
+  /** `hasDependents`: as for a success (its children, which the trigger writes, are locked with it). */
+  | (JobLease & { status: "dead"; error: string; hasDependents?: boolean })
   | (JobLease & { status: "released" });
 
 /** A result as a row of the `lease` recordset; a success is its lease alone (most rows are). */
@@ -52,6 +53,12 @@ export const needsFanIn = (results: JobResult[]) =>
  * snapshot the fan-in reads). A refused success stays `processing` and is written again, with the
  * fan-in, by a statement of its own, whose snapshot has the edges (`recordResults`, and the
  * completer for outcomes a claim carried).
+ *
+ * Before it changes anything the statement locks, in one pass in id order (`locked`), every row it
+ * will write: the results' rows and the unresolved children of those that may end here with
+ * dependents (successes with the fan-in, dead ones through the trigger). `enqueueFlow` locks its
+ * parents in id order too, so the two can never hold rows the other waits for (docs/jobs.md, "Lock
+ * order"). A claim that carries results reads `done` before it claims (src/jobs/claim.ts).
  */
 export function recordingCtes(input: {
   workerId: string;
@@ -61,10 +68,26 @@ export function recordingCtes(input: {
 }): SQL {
   const now = ts(input.now);
   const fanIn = input.fanIn ?? needsFanIn(input.results);
+  // the results whose children this statement may write: its successes' (fan-in), and its dead ones'
+  // that had dependents when claimed (the trigger; a plain batch reads no edges, issue #35)
+  const parents = input.results
+    .filter((r) => (fanIn && succeeded(r)) || (r.status === "dead" && r.hasDependents === true))
+    .map((r) => Math.trunc(r.id));
+  const children =
+    parents.length === 0
+      ? sql``
+      : sql` || array(select d.child_id from job_dependencies d
+                         where d.parent_id = any(${`{${parents.join(",")}}`}::bigint[]) and not d.resolved)`;
   return sql`lease as materialized (
           select l.id, l.attempts, coalesce(l.status, 'succeeded') as status, l.run_after, l.error, l.result
           from jsonb_to_recordset(${JSON.stringify(input.results.map(rowOf))}::jsonb)
             as l(id bigint, attempts int, status text, run_after timestamptz, error text, result jsonb)
+        ),
+        locked as materialized (
+          select j.id from background_jobs j
+          where j.id = any(${`{${input.results.map((r) => Math.trunc(r.id)).join(",")}}`}::bigint[]${children})
+          order by j.id
+          for no key update
         ),
         done as (
           update background_jobs j
@@ -80,6 +103,7 @@ export function recordingCtes(input: {
               locked_by = null, locked_until = null, updated_at = ${now}
           from lease
           where j.id = lease.id and j.attempts = lease.attempts and ${leaseIds(input.results)}
+            and j.id = any(array(select id from locked))
             and j.locked_by = ${input.workerId} and j.status = 'processing'
             and (lease.status <> 'succeeded' or not j.has_dependents
                  ${fanIn ? sql`or j.xmin = (select s.xmin from background_jobs s where s.id = j.id)` : sql``})
@@ -96,9 +120,10 @@ export function recordingCtes(input: {
  * The fan-in of the parents `done` finished successfully (dead and canceled parents go through
  * the trigger of drizzle/0018, drizzle/0023): their edges resolved, and each child counted down
  * once by the number of its parents finished here, not once per parent, so 10,000 parents of one
- * child cost an update of the child per completion batch. The children are locked in id order
- * first: two workers finishing parents of the same children in any order never deadlock. The
- * `= any(array(…))` forms keep every read an index probe whatever the planner thinks `done` holds.
+ * child cost an update of the child per completion batch. The children are already held (`locked`,
+ * in id order with the parents): two workers finishing parents of the same children in any order
+ * never deadlock. The `= any(array(…))` forms keep every read an index probe whatever the planner
+ * thinks `done` holds.
  */
 function resolvingCtes(now: SQL): SQL {
   return sql`resolved as (
@@ -107,11 +132,6 @@ function resolvingCtes(now: SQL): SQL {
             and not d.resolved
           returning d.child_id
         ),
-        children as materialized (
-          select c.id from background_jobs c where c.id = any(array(select child_id from resolved))
-          order by c.id
-          for update
-        ),
         counted as (
           update background_jobs c
           set waiting_on = c.waiting_on - k.n,
@@ -119,7 +139,7 @@ function resolvingCtes(now: SQL): SQL {
               last_error = case when c.status = 'waiting' then null else c.last_error end,
               updated_at = ${now}
           from (select child_id, count(*)::int as n from resolved group by child_id) k
-          where c.id = k.child_id and c.id = any(array(select id from children))
+          where c.id = k.child_id and c.id = any(array(select child_id from resolved))
           -- a child that became due wakes the idle loops, as an enqueue does (one NOTIFY per commit)
           returning case when c.status = 'pending' and c.run_after <= ${now} then pg_notify(${JOBS_CHANNEL}, '') end
         )`;

@@ -65,7 +65,8 @@ export interface RenewedLease {
  * The heartbeat: moves the lease of every run still held by `workerId` (same fence as completion)
  * to now + `leaseMs`, in one statement. A run not renewed was canceled, finished or taken over:
  * a second statement reads the row's status now (the first one's snapshot may predate a cancel it
- * waited for).
+ * waited for). The rows are locked in id order first, as every multi-row write of the queue does
+ * (docs/jobs.md, "Lock order").
  */
 export async function renewLeases(
   db: Executor,
@@ -76,10 +77,14 @@ export async function renewLeases(
   const until = ts(new Date(input.now.getTime() + input.leaseMs));
   const rows = await execute<{ id: string | number; locked_until: string | Date }>(
     db,
-    sql`update background_jobs j
+    sql`with locked as materialized (
+          select j.id from background_jobs j where ${leaseIds(input.jobs)} order by j.id for no key update
+        )
+        update background_jobs j
         set locked_until = ${until}, updated_at = ${now}
         from ${leases(input.jobs)}
         where j.id = lease.id and j.attempts = lease.attempts and ${leaseIds(input.jobs)}
+          and j.id = any(array(select id from locked))
           and j.locked_by = ${input.workerId} and j.status = 'processing'
         returning j.id, j.locked_until`,
   );
@@ -146,7 +151,11 @@ export async function orphanedJobKinds(
   return rows.map((r) => ({ kind: r.kind, count: Number(r.count) }));
 }
 
-/** Deletes succeeded jobs finished before `succeededBefore`, dead and canceled ones before `deadBefore`. */
+/**
+ * Deletes succeeded jobs finished before `succeededBefore`, dead and canceled ones before `deadBefore`.
+ * A row another transaction holds (a flow naming the job as a parent) is skipped until a later
+ * round: the pruner never waits for a row, so it is never part of a deadlock.
+ */
 export async function pruneJobs(
   db: Executor,
   input: { succeededBefore: Date; deadBefore: Date; batchSize?: number },
@@ -164,7 +173,8 @@ export async function pruneJobs(
         sql`delete from background_jobs where id in (
               select id from background_jobs
               where finished_at is not null and finished_at < ${ts(before)} and status = ${status}
-              limit ${batch})
+              limit ${batch}
+              for update skip locked)
             returning id`,
       );
       total += rows.length;

@@ -21,8 +21,19 @@ export async function cancelJob(deps: JobAdminDeps, ctx: Ctx, input: { id: numbe
   const row = await withPlatformTransaction(deps, ctx, async (tx, ctx) => {
     const [target] = await execute<JobRow & { was: JobStatus }>(
       tx,
-      sql`with target as materialized (
-          select id, status, attempts from background_jobs where id = ${input.id} for update
+      sql`with locked as materialized (
+          -- the job and the children the flow trigger cancels with it, in one pass in id order as every
+          -- multi-row write of the queue (docs/jobs.md, "Lock order")
+          select id from background_jobs
+          where id = ${input.id}
+             or id = any(array(select child_id from job_dependencies where parent_id = ${input.id} and not resolved))
+          order by id
+          for update
+        ),
+        target as materialized (
+          select id, status, attempts from background_jobs
+          where id = ${input.id} and id = any(array(select id from locked))
+          for update
         ),
         changed as (
           update background_jobs j
