@@ -78,17 +78,23 @@ export function recordingCtes(input: {
       ? sql``
       : sql` || array(select d.child_id from job_dependencies d
                          where d.parent_id = any(${`{${parents.join(",")}}`}::bigint[]) and not d.resolved)`;
+  // one row and no children: no order to keep, and the lock pass costs (docs/performance.md, "Lock order")
+  const lockFirst = input.results.length > 1 || parents.length > 0;
   return sql`lease as materialized (
           select l.id, l.attempts, coalesce(l.status, 'succeeded') as status, l.run_after, l.error, l.result
           from jsonb_to_recordset(${JSON.stringify(input.results.map(rowOf))}::jsonb)
             as l(id bigint, attempts int, status text, run_after timestamptz, error text, result jsonb)
-        ),
+        ),${
+          lockFirst
+            ? sql`
         locked as materialized (
           select j.id from background_jobs j
           where j.id = any(${`{${input.results.map((r) => Math.trunc(r.id)).join(",")}}`}::bigint[]${children})
           order by j.id
           for no key update
-        ),
+        ),`
+            : sql``
+        }
         done as (
           update background_jobs j
           set status = case when lease.status <> 'released' then lease.status
@@ -103,7 +109,7 @@ export function recordingCtes(input: {
               locked_by = null, locked_until = null, updated_at = ${now}
           from lease
           where j.id = lease.id and j.attempts = lease.attempts and ${leaseIds(input.results)}
-            and j.id = any(array(select id from locked))
+            ${lockFirst ? sql`and j.id = any(array(select id from locked))` : sql``}
             and j.locked_by = ${input.workerId} and j.status = 'processing'
             and (lease.status <> 'succeeded' or not j.has_dependents
                  ${fanIn ? sql`or j.xmin = (select s.xmin from background_jobs s where s.id = j.id)` : sql``})
