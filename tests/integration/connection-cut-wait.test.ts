@@ -17,6 +17,7 @@ import { type Database, execute, openDatabase } from "../../src/db/client.ts";
 import { describeDatabaseFailure } from "../../src/db/database-failure.ts";
 import { withDatabase } from "../../src/db/operation.ts";
 import { withTimeout } from "../../src/runtime/with-timeout.ts";
+import { type CountedPool, countedCloses } from "../helpers/counted-closes.ts";
 import { asRole, createTestDatabase, type TestDatabase } from "../helpers/database.ts";
 
 /** Seconds a statement would wait for a connection that never opens: far above FAST_MS. */
@@ -72,12 +73,7 @@ function expectFastOrLost(outcomes: Outcome[]): void {
 
 let apps = 0;
 
-interface App {
-  app: Database;
-  name: string;
-  /** Closes of the pool's connection the driver saw (postgres.js's `onclose`). */
-  closes: number;
-}
+type App = CountedPool;
 
 async function openApp(): Promise<App> {
   const name = `plinth-cut-wait-${process.pid}-${apps++}`;
@@ -86,12 +82,7 @@ async function openApp(): Promise<App> {
     connectTimeoutSeconds: CONNECT_TIMEOUT_SECONDS,
     applicationName: name,
   });
-  const opened: App = { app, name, closes: 0 };
-  const client = (app.db as unknown as { $client: { options: { onclose?: () => void } } }).$client;
-  client.options.onclose = () => {
-    opened.closes++;
-  };
-  return opened;
+  return countedCloses(app, name);
 }
 
 /**

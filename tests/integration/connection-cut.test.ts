@@ -21,6 +21,7 @@ import { withDatabase, withTransaction } from "../../src/db/operation.ts";
 import { toAppError } from "../../src/http/problem-json.ts";
 import { withTimeout } from "../../src/runtime/with-timeout.ts";
 import { createTestApp } from "../helpers/app.ts";
+import { type CountedPool, countedCloses } from "../helpers/counted-closes.ts";
 import {
   asRole,
   createTestDatabase,
@@ -157,12 +158,7 @@ async function allSucceed(app: Database, times: number, what: string): Promise<v
 }
 
 let apps = 0;
-interface App {
-  app: Database;
-  name: string;
-  /** Connections of the app's pool the driver saw close (postgres.js's `onclose`). */
-  closes: number;
-}
+type App = CountedPool;
 
 async function openApp(poolSize: number): Promise<App> {
   const name = `plinth-cut-${process.pid}-${apps++}`;
@@ -171,13 +167,7 @@ async function openApp(poolSize: number): Promise<App> {
     connectTimeoutSeconds: 5,
     applicationName: name,
   });
-  const opened: App = { app, name, closes: 0 };
-  // observed through the driver's documented `onclose` hook, read by postgres.js at each close
-  const client = (app.db as unknown as { $client: { options: { onclose?: () => void } } }).$client;
-  client.options.onclose = () => {
-    opened.closes++;
-  };
-  return opened;
+  return countedCloses(app, name);
 }
 
 for (const poolSize of [1, 10]) {

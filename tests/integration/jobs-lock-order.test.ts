@@ -119,6 +119,33 @@ const flowOnce = (database: Database, parents: number[]) =>
     ),
   );
 
+/**
+ * A flow whose child got the lower id (listed before its parent), the parent running on worker "w"
+ * in a group slot, and that slot's row held by another transaction: the trigger that frees the slot
+ * runs before the one that cancels the child, so whatever ends the parent waits on the slot first.
+ */
+async function childBeforeParentHoldingASlot(groupKey: string) {
+  const first = await enqueueFlow(flowDeps(t.database), systemCtx("test"), {
+    jobs: [
+      { key: "child", kind: step, payload: { n: 1 }, dependsOn: ["parent"] },
+      { key: "parent", kind: step, payload: { n: 2 } },
+    ],
+  });
+  const child = first.jobs.child as number;
+  const parent = first.jobs.parent as number;
+  expect(child).toBeLessThan(parent);
+  await hold([parent], "w");
+  await execute(t.database.db, sql`update background_jobs set group_slot = 1 where id = ${parent}`);
+  await execute(
+    t.database.db,
+    sql`insert into job_group_slots (kind, group_key, slot, job_id) values (${step.kind}, ${groupKey}, 1, ${parent})`,
+  );
+  const slotRow = await holding((tx) =>
+    execute(tx, sql`select 1 from job_group_slots where job_id = ${parent} for update`),
+  );
+  return { child, parent, slotRow };
+}
+
 /** Both settled: a rejection (a 40P01) fails the test with its message. */
 async function bothFulfilled<A, B>(a: Promise<A>, b: Promise<B>): Promise<[A, B]> {
   const [ra, rb] = await Promise.allSettled([a, b]);
@@ -218,25 +245,7 @@ describe("lock order: enqueueFlow against the completion of its parents", () => 
 
 describe("lock order: a dead parent's children (the trigger) against enqueueFlow", () => {
   test("a dead result whose child has the lower id, while a flow names both as parents", async () => {
-    const first = await enqueueFlow(flowDeps(t.database), systemCtx("test"), {
-      jobs: [
-        { key: "child", kind: step, payload: { n: 1 }, dependsOn: ["parent"] },
-        { key: "parent", kind: step, payload: { n: 2 } },
-      ],
-    });
-    const child = first.jobs.child as number;
-    const parent = first.jobs.parent as number;
-    expect(child).toBeLessThan(parent);
-    await hold([parent], "w");
-    // the parent holds a group slot: the trigger that frees it runs before the one that cancels the child
-    await execute(t.database.db, sql`update background_jobs set group_slot = 1 where id = ${parent}`);
-    await execute(
-      t.database.db,
-      sql`insert into job_group_slots (kind, group_key, slot, job_id) values (${step.kind}, 'dead-path', 1, ${parent})`,
-    );
-    const slotRow = await holding((tx) =>
-      execute(tx, sql`select 1 from job_group_slots where job_id = ${parent} for update`),
-    );
+    const { child, parent, slotRow } = await childBeforeParentHoldingASlot("dead-path");
     const completer = await connection();
     const completion = recordResults(completer.database.db, {
       workerId: "w",
@@ -262,24 +271,7 @@ describe("lock order: a dead parent's children (the trigger) against enqueueFlow
 
 describe("lock order: an admin cancel's children (the trigger) against enqueueFlow", () => {
   test("a cancel of a parent whose child has the lower id, while a flow names both as parents", async () => {
-    const first = await enqueueFlow(flowDeps(t.database), systemCtx("test"), {
-      jobs: [
-        { key: "child", kind: step, payload: { n: 1 }, dependsOn: ["parent"] },
-        { key: "parent", kind: step, payload: { n: 2 } },
-      ],
-    });
-    const child = first.jobs.child as number;
-    const parent = first.jobs.parent as number;
-    expect(child).toBeLessThan(parent);
-    await hold([parent], "w");
-    await execute(t.database.db, sql`update background_jobs set group_slot = 1 where id = ${parent}`);
-    await execute(
-      t.database.db,
-      sql`insert into job_group_slots (kind, group_key, slot, job_id) values (${step.kind}, 'cancel-path', 1, ${parent})`,
-    );
-    const slotRow = await holding((tx) =>
-      execute(tx, sql`select 1 from job_group_slots where job_id = ${parent} for update`),
-    );
+    const { child, parent, slotRow } = await childBeforeParentHoldingASlot("cancel-path");
     const admin = await connection();
     const cancel = cancelJob({ database: admin.database, clock, logger }, systemCtx("test"), { id: parent });
     await waitsForLock(admin.pid, "the cancel waiting for the slot");
