@@ -120,6 +120,27 @@ const flowOnce = (database: Database, parents: number[]) =>
   );
 
 /**
+ * The interleaving each deadlock test sets up: `start` on a connection of its own until it waits
+ * for what `held` holds (`what`), then a flow naming `parents` (in id order) until it waits too,
+ * then `held` released: both must finish, neither a 40P01 (`bothFulfilled`).
+ */
+async function againstFlow<A>(
+  start: (database: Database) => Promise<A>,
+  what: string,
+  parents: number[],
+  held: { release: () => Promise<void> },
+) {
+  const first = await connection();
+  const started = start(first.database);
+  await waitsForLock(first.pid, what);
+  const enqueuer = await connection();
+  const flow = flowOnce(enqueuer.database, parents);
+  await waitsForLock(enqueuer.pid, "the flow waiting for a parent's row");
+  await held.release();
+  return bothFulfilled(started, flow);
+}
+
+/**
  * A flow whose child got the lower id (listed before its parent), the parent running on worker "w"
  * in a group slot, and that slot's row held by another transaction: the trigger that frees the slot
  * runs before the one that cancels the child, so whatever ends the parent waits on the slot first.
@@ -177,20 +198,18 @@ describe("lock order: enqueueFlow against the completion of its parents", () => 
     const edge = await holding((tx) =>
       execute(tx, sql`select 1 from job_dependencies where parent_id = ${parent} for update`),
     );
-    const completer = await connection();
-    const completion = recordResults(completer.database.db, {
-      workerId: "w",
-      results: [{ id: parent, attempts: 1, hasDependents: true }],
-      now: clock.now(),
-    });
-    await waitsForLock(completer.pid, "the completion waiting for the edge");
     // a flow names the child and the parent: it takes them in id order, child first
-    const enqueuer = await connection();
-    const second = flowOnce(enqueuer.database, [child, parent]);
-    await waitsForLock(enqueuer.pid, "the flow waiting for a parent's row");
-    await edge.release();
-
-    const [recorded, flow] = await bothFulfilled(completion, second);
+    const [recorded, flow] = await againstFlow(
+      (database) =>
+        recordResults(database.db, {
+          workerId: "w",
+          results: [{ id: parent, attempts: 1, hasDependents: true }],
+          now: clock.now(),
+        }),
+      "the completion waiting for the edge",
+      [child, parent],
+      edge,
+    );
     expect(recorded.recorded).toEqual([parent]);
     const next = flow.jobs.next as number;
     // the parent succeeded before the flow read it; the child became due and has not run
@@ -216,22 +235,20 @@ describe("lock order: enqueueFlow against the completion of its parents", () => 
         sql`insert into job_group_slots (kind, group_key, slot, job_id) values (${limited.kind}, '', 1, ${older})`,
       ),
     );
-    const loop = await connection();
-    const cycle = completeAndClaimJobs(loop.database.db, {
-      workerId: "w",
-      kinds: [limited.kind],
-      limit: 1,
-      now: clock.now(),
-      groupLimits: { [limited.kind]: 1 },
-      complete: [{ id: older, attempts: 1 }],
-    });
-    await waitsForLock(loop.pid, "the claim waiting for the group slot");
-    const enqueuer = await connection();
-    const flow = flowOnce(enqueuer.database, [older, newer]);
-    await waitsForLock(enqueuer.pid, "the flow waiting for a parent's row");
-    await slot.release();
-
-    const [claimed, enqueued] = await bothFulfilled(cycle, flow);
+    const [claimed, enqueued] = await againstFlow(
+      (database) =>
+        completeAndClaimJobs(database.db, {
+          workerId: "w",
+          kinds: [limited.kind],
+          limit: 1,
+          now: clock.now(),
+          groupLimits: { [limited.kind]: 1 },
+          complete: [{ id: older, attempts: 1 }],
+        }),
+      "the claim waiting for the group slot",
+      [older, newer],
+      slot,
+    );
     expect(claimed.completed).toEqual([older]);
     expect(claimed.claimed.map((j) => j.id)).toEqual([newer]);
     const next = enqueued.jobs.next as number;
@@ -246,19 +263,17 @@ describe("lock order: enqueueFlow against the completion of its parents", () => 
 describe("lock order: a dead parent's children (the trigger) against enqueueFlow", () => {
   test("a dead result whose child has the lower id, while a flow names both as parents", async () => {
     const { child, parent, slotRow } = await childBeforeParentHoldingASlot("dead-path");
-    const completer = await connection();
-    const completion = recordResults(completer.database.db, {
-      workerId: "w",
-      results: [{ id: parent, attempts: 1, status: "dead", error: "gave up", hasDependents: true }],
-      now: clock.now(),
-    });
-    await waitsForLock(completer.pid, "the completion waiting for the slot");
-    const enqueuer = await connection();
-    const second = flowOnce(enqueuer.database, [child, parent]);
-    await waitsForLock(enqueuer.pid, "the flow waiting for a parent's row");
-    await slotRow.release();
-
-    const [recorded, flow] = await bothFulfilled(completion, second);
+    const [recorded, flow] = await againstFlow(
+      (database) =>
+        recordResults(database.db, {
+          workerId: "w",
+          results: [{ id: parent, attempts: 1, status: "dead", error: "gave up", hasDependents: true }],
+          now: clock.now(),
+        }),
+      "the completion waiting for the slot",
+      [child, parent],
+      slotRow,
+    );
     expect(recorded.recorded).toEqual([parent]);
     const next = flow.jobs.next as number;
     expect(await states([child, parent, next])).toEqual([
@@ -272,15 +287,12 @@ describe("lock order: a dead parent's children (the trigger) against enqueueFlow
 describe("lock order: an admin cancel's children (the trigger) against enqueueFlow", () => {
   test("a cancel of a parent whose child has the lower id, while a flow names both as parents", async () => {
     const { child, parent, slotRow } = await childBeforeParentHoldingASlot("cancel-path");
-    const admin = await connection();
-    const cancel = cancelJob({ database: admin.database, clock, logger }, systemCtx("test"), { id: parent });
-    await waitsForLock(admin.pid, "the cancel waiting for the slot");
-    const enqueuer = await connection();
-    const second = flowOnce(enqueuer.database, [child, parent]);
-    await waitsForLock(enqueuer.pid, "the flow waiting for a parent's row");
-    await slotRow.release();
-
-    const [canceled, flow] = await bothFulfilled(cancel, second);
+    const [canceled, flow] = await againstFlow(
+      (database) => cancelJob({ database, clock, logger }, systemCtx("test"), { id: parent }),
+      "the cancel waiting for the slot",
+      [child, parent],
+      slotRow,
+    );
     expect(canceled.status).toBe("canceled");
     const next = flow.jobs.next as number;
     expect(await states([child, parent, next])).toEqual([

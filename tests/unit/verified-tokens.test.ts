@@ -4,6 +4,7 @@ import { VerifiedTokens } from "../../src/auth/verified-tokens.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { testConfig } from "../helpers/app.ts";
 import { silentLogger as logger } from "../helpers/cache.ts";
+import { runEntry } from "../helpers/process.ts";
 import { rsaKeys } from "../helpers/production-env.ts";
 import { claims } from "../helpers/token-claims.ts";
 
@@ -57,20 +58,10 @@ describe("VerifiedTokens", () => {
   // measured in a process of its own (tests/fixtures/verified-tokens-rss.ts): this process's resident
   // set also moves with the other test files' allocations and the garbage they leave behind
   const measure = async (max: number) => {
-    const child = Bun.spawn(
-      [process.execPath, `${import.meta.dir}/../fixtures/verified-tokens-rss.ts`, String(max)],
-      {
-        stdout: "pipe",
-        stderr: "pipe",
-      },
-    );
-    const [out, err, code] = await Promise.all([
-      new Response(child.stdout).text(),
-      new Response(child.stderr).text(),
-      child.exited,
-    ]);
-    if (code !== 0) throw new Error(`verified-tokens-rss.ts exited ${code}: ${err.slice(-2_000)}`);
-    return JSON.parse(out) as { after20k: number; after100k: number; size: number };
+    const run = await runEntry("tests/fixtures/verified-tokens-rss.ts", [String(max)], {}, 60_000);
+    if (run.exitCode !== 0)
+      throw new Error(`verified-tokens-rss.ts exited ${run.exitCode}: ${run.stderr.slice(-2_000)}`);
+    return JSON.parse(run.stdout) as { after20k: number; after100k: number; size: number };
   };
 
   test("is bounded: 100,000 distinct tokens keep resident memory flat", async () => {
