@@ -21,6 +21,7 @@ import {
   advertisePolicies,
   apiKeyPolicy,
   byApiKey,
+  byCaller,
   rateLimit,
   rateLimiter,
   rateLimitPolicies,
@@ -196,7 +197,7 @@ export function createApp(deps: Deps) {
   // request id, the log line and the security headers.
   const globalLimit = rateLimiter(policies.global, limiter);
   const tenancy = tenancyResolver({ settings, environment: deps.config.environment, lookup: deps.tenants });
-  const checks = [globalLimit.middleware(), tenancy.middleware];
+  const checks = [globalLimit.middleware(byCaller(deps)), tenancy.middleware];
   if (settings.Cors.Origins.length > 0) checks.unshift(corsOf(settings.Cors));
   app.use(
     requestIdLogHeaders({

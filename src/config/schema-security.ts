@@ -263,7 +263,7 @@ export const securitySections = {
     Global: z.object({
       PermitLimit: optionalInt(
         1,
-        "Requests per client IP and window (required in Production; 600 outside it when unset).",
+        "Requests per client IP and window, or per person for a signed-in caller this process knows (required in Production; 600 outside it when unset).",
       ),
       WindowSeconds: optionalInt(1, "Global rate-limit window (required in Production; 60 outside it)."),
     }),

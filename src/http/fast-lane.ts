@@ -4,9 +4,9 @@ import type { Identity } from "../auth/user-identity.ts";
 import { type Membership, rememberedMemberships } from "../identity/memberships.ts";
 import type { RateOutcome } from "../security/counter-store.ts";
 import type { Logger } from "../telemetry/logger.ts";
-import { resolveClientIp, type TrustedProxies } from "./client-ip.ts";
+import type { TrustedProxies } from "./client-ip.ts";
 import { admission } from "./middleware/authenticate.ts";
-import type { RateLimiter } from "./middleware/rate-limit.ts";
+import { callerBucket, type RateLimiter } from "./middleware/rate-limit.ts";
 import { elapsedMs, HSTS_HEADER, overHttps, requestIdOf, SECURITY_HEADERS } from "./middleware/request.ts";
 import { TENANT_CODE_HEADER, type tenancyResolver } from "./middleware/tenancy.ts";
 import type { Principal } from "./request-context.ts";
@@ -36,6 +36,8 @@ interface Caller {
   identity: Identity;
   principal: Principal;
   memberships: Membership[];
+  /** The global limit's bucket for this caller, as the app's limit picks it (`byCaller`). */
+  bucket: string;
 }
 
 /** The callers of bearer tokens as this process remembers them, and `/me`'s body for each. */
@@ -63,7 +65,7 @@ function rememberedCallers(deps: AuthDeps) {
     if (principal === null) return undefined;
     const memberships = rememberedMemberships(deps, found.identity.userId);
     if (memberships === undefined) return undefined;
-    return { session: found, identity: found.identity, principal, memberships };
+    return { session: found, identity: found.identity, principal, memberships, bucket: callerBucket(found) };
   };
   // /me's body depends on the session's entry (identity, impersonator) and the memberships alone:
   // serialised once per pair, while the cache hands out the same objects (a change replaces them)
@@ -145,11 +147,6 @@ export function fastLane(parts: {
     if (host === null || !tenancy.isPlatformHost(host)) return undefined;
     const caller = remembered(token);
     if (caller === undefined) return undefined;
-    const client = resolveClientIp(
-      peer(),
-      trusted.empty ? undefined : headers.get("x-forwarded-for"),
-      trusted,
-    );
     const answer = (outcome: RateOutcome | null, who: Caller) => {
       const id = requestIdOf(headers.get("x-request-id"), peer, trusted);
       const body = bodyOf(who);
@@ -176,8 +173,10 @@ export function fastLane(parts: {
       });
       return response;
     };
-    // a permit from the lease: answered at once (most requests of a busy client)
-    const leased = global.leased(client);
+    // the caller's own budget (`byCaller`): a remembered session counts against its person, so no
+    // socket peer is read for it (a system call) unless a trusted proxy's headers need one.
+    // A permit from the lease: answered at once (most requests of a busy client)
+    const leased = global.leased(caller.bucket);
     if (leased !== undefined) return answer(leased, caller);
     // else the store decides, as the app's limit would ask it (the same call, coalesced per turn,
     // the lease kept from it). A refusal goes to the app, which asks again and gets the same
@@ -185,7 +184,7 @@ export function fastLane(parts: {
     // rejects. The caller is looked up again after the wait, as the app authenticates after its
     // limit: a session that ended meanwhile goes to the app (which counts the request again:
     // stricter by one permit in that race, never looser)
-    return global.decided(client).then(
+    return global.decided(caller.bucket).then(
       (outcome) => {
         if (outcome !== null && !outcome.allowed) return undefined;
         const still = remembered(token);

@@ -184,6 +184,8 @@ export async function createTestApp(options: {
   clock?: Clock;
   /** The cache key prefix (default: the environment's). */
   cachePrefix?: string;
+  /** Rate-limit and window counters of its own (default: the cache's, else the database's). */
+  counters?: CounterStore;
 }): Promise<TestApp> {
   const logs: string[] = [];
   const config = options.config ?? envConfig(options.env);
@@ -191,6 +193,7 @@ export async function createTestApp(options: {
     database: options.database,
     clock: options.clock,
     cachePrefix: options.cachePrefix,
+    counters: options.counters,
     waitForCache: false,
     logs,
   });

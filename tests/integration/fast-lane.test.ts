@@ -1,13 +1,13 @@
 import { beforeAll, expect, test } from "bun:test";
 import type { Server } from "bun";
 import { sql } from "drizzle-orm";
-import { createApp } from "../../src/app.ts";
 import { ManualClock } from "../../src/clock.ts";
 import { bunServeOptions } from "../../src/http/bun-serve.ts";
 import { FAST_LANE_ME_PATH } from "../../src/http/fast-lane.ts";
-import type { CounterStore } from "../../src/security/counter-store.ts";
-import { createTestApp, type TestApp, testConfig, testDeps, useTestApp } from "../helpers/app.ts";
+import { type CounterStore, memoryCounterStore } from "../../src/security/counter-store.ts";
+import { createTestApp, type TestApp, testConfig, useTestApp } from "../helpers/app.ts";
 import { type SignedInTenant, signedInTenant, signIn } from "../helpers/identity.ts";
+import { rsaKeys } from "../helpers/production-env.ts";
 
 // `GET /api/auth/me` is finished at the edge when all it needs is remembered (src/http/fast-lane.ts)
 // and declined to the app otherwise. These tests hold the two paths to one answer: the same request
@@ -73,78 +73,122 @@ function logLine(logs: string[], requestId: string) {
   return rest;
 }
 
-test("success, 401, a wrong host and 429: the fast lane and the app answer alike, to the last permit", async () => {
-  const owner = tenant.owner;
-  // client A goes through Bun's route (fast lane, else the app), client B through the app alone, in
-  // lockstep, so both buckets always have the same history
-  const cases: { name: string; headers?: Record<string, string>; url?: string }[] = [
-    { name: "success", headers: owner.headers },
-    { name: "success over HTTPS", headers: { ...owner.headers, "x-forwarded-proto": "https" } },
-    { name: "success with an id", headers: { ...owner.headers, "x-request-id": "chosen-id" } },
-    { name: "another member", headers: tenant.member.headers },
-    { name: "no credentials" },
-    { name: "an unknown token", headers: { authorization: "Bearer not.a-token.at-all" } },
-    { name: "a malformed header", headers: { authorization: "Bearer  two  parts" } },
-    { name: "an API key on /me", headers: { authorization: "Bearer plk_nothing_here" } },
-    // the lane reads the usual form without a whitespace scan: a known token around any whitespace
-    // is not the token it verified, so the app decides (a 200 for the forms bearerToken reads)
-    ...[
-      ["the scheme in lower case", (t: string) => `bearer ${t}`],
-      ["two spaces before the token", (t: string) => `Bearer  ${t}`],
-      ["a tab before the token", (t: string) => `Bearer\t${t}`],
-      ["a space inside the token", (t: string) => `Bearer ${t.slice(0, 40)} ${t.slice(40)}`],
-      ["a tab inside the token", (t: string) => `Bearer ${t.slice(0, 40)}\t${t.slice(40)}`],
-      ["more after the token", (t: string) => `Bearer ${t} ${t}`],
-    ].map(([name, form]) => ({
-      name: name as string,
-      headers: { authorization: (form as (t: string) => string)(owner.accessToken) },
-    })),
-    { name: "a wrong host", headers: owner.headers, url: `http://evil.example${FAST_LANE_ME_PATH}` },
-    { name: "a tenant code", headers: { ...owner.headers, "x-tenant": tenant.code } },
-    {
-      name: "a query",
-      headers: owner.headers,
-      url: `http://localhost${FAST_LANE_ME_PATH}?tenant=${tenant.code}`,
+/**
+ * Two instances of the app over the test database, each with counters of its own (in memory,
+ * `switchable` with one outage switch) and nothing remembered yet: requests made to both in
+ * lockstep meet the same history in each, whatever bucket the global limit picks (a caller's own,
+ * `byCaller`, is shared by all their addresses). The first's requests go through Bun's route (the
+ * fast lane, else its app), the second's through its app alone.
+ */
+async function twinApps(env: Record<string, string> = {}) {
+  const outage = { down: false };
+  const switchable = (): CounterStore => {
+    const real = memoryCounterStore();
+    return {
+      kind: real.kind,
+      window: (...args) => real.window(...args),
+      resetWindows: (...args) => real.resetWindows(...args),
+      refundWindows: (...args) => real.refundWindows(...args),
+      rate: (...args) => (outage.down ? Promise.reject(new Error("store unreachable")) : real.rate(...args)),
+    };
+  };
+  const config = testConfig({
+    env: { Tenancy__Resolution__TrustedProxies__0: "127.0.0.1", ...env },
+    settings: {
+      // one signing key, made now: a token signed in on one instance is valid on the other
+      "Security:Jwt:CurrentKeyId": "twins",
+      "Security:Jwt:PrivateKey": rsaKeys().privateKeyPem,
+      "RateLimiting:Global:PermitLimit": String(LIMIT),
+      "RateLimiting:Global:WindowSeconds": "60",
+      "RateLimiting:Auth:PermitLimit": "1000",
     },
-  ];
-  const fastLane = h.app.fastLane;
-  if (!fastLane) throw new Error("the test app has no fast lane");
-  const seen = new Map<string, Set<number>>();
-  let servedFast = 0;
-  let refused = false;
-  for (let round = 0; !refused; round++) {
-    expect(round).toBeLessThan(LIMIT);
-    for (const c of cases) {
-      const edgeRequest = requestFrom("203.0.113.1", c);
-      // whether the fast lane finishes this one (asked on a copy: a declined request counts nothing)
-      const edge = await answer(await viaEdge(h.app, h.deps, edgeRequest));
-      const routed = await answer(await h.request(c.url ?? FAST_LANE_ME_PATH, requestFrom("203.0.113.2", c)));
-      expect({ case: c.name, ...edge }).toEqual({ case: c.name, ...routed });
-      if (!seen.has(c.name)) seen.set(c.name, new Set());
-      seen.get(c.name)?.add(edge.status);
-      if (edge.status === 429 && c.name === "success") refused = true;
+  });
+  const open = () =>
+    createTestApp({ database: h.testDatabase.database, config, clock, counters: switchable() });
+  const [edge, app] = [await open(), await open()];
+  return { edge, app, outage, close: () => Promise.all([edge.close(), app.close()]) };
+}
+
+test("success, 401, a wrong host and 429: the fast lane and the app answer alike, to the last permit", async () => {
+  // client A goes through Bun's route (fast lane, else the app), client B through the app alone, in
+  // lockstep, each to its own instance, so both buckets always have the same history
+  const twins = await twinApps();
+  try {
+    const owner = await signIn(twins.edge, tenant.owner, tenant.code);
+    const member = await signIn(twins.edge, tenant.member, tenant.code);
+    const cases: { name: string; headers?: Record<string, string>; url?: string }[] = [
+      { name: "success", headers: owner.headers },
+      { name: "success over HTTPS", headers: { ...owner.headers, "x-forwarded-proto": "https" } },
+      { name: "success with an id", headers: { ...owner.headers, "x-request-id": "chosen-id" } },
+      { name: "another member", headers: member.headers },
+      { name: "no credentials" },
+      { name: "an unknown token", headers: { authorization: "Bearer not.a-token.at-all" } },
+      { name: "a malformed header", headers: { authorization: "Bearer  two  parts" } },
+      { name: "an API key on /me", headers: { authorization: "Bearer plk_nothing_here" } },
+      // the lane reads the usual form without a whitespace scan: a known token around any whitespace
+      // is not the token it verified, so the app decides (a 200 for the forms bearerToken reads)
+      ...[
+        ["the scheme in lower case", (t: string) => `bearer ${t}`],
+        ["two spaces before the token", (t: string) => `Bearer  ${t}`],
+        ["a tab before the token", (t: string) => `Bearer\t${t}`],
+        ["a space inside the token", (t: string) => `Bearer ${t.slice(0, 40)} ${t.slice(40)}`],
+        ["a tab inside the token", (t: string) => `Bearer ${t.slice(0, 40)}\t${t.slice(40)}`],
+        ["more after the token", (t: string) => `Bearer ${t} ${t}`],
+      ].map(([name, form]) => ({
+        name: name as string,
+        headers: { authorization: (form as (t: string) => string)(owner.accessToken) },
+      })),
+      { name: "a wrong host", headers: owner.headers, url: `http://evil.example${FAST_LANE_ME_PATH}` },
+      { name: "a tenant code", headers: { ...owner.headers, "x-tenant": tenant.code } },
+      {
+        name: "a query",
+        headers: owner.headers,
+        url: `http://localhost${FAST_LANE_ME_PATH}?tenant=${tenant.code}`,
+      },
+    ];
+    const fastLane = twins.edge.app.fastLane;
+    if (!fastLane) throw new Error("the test app has no fast lane");
+    const seen = new Map<string, Set<number>>();
+    let servedFast = 0;
+    let refused = false;
+    for (let round = 0; !refused; round++) {
+      expect(round).toBeLessThan(LIMIT);
+      for (const c of cases) {
+        const edgeRequest = requestFrom("203.0.113.1", c);
+        // whether the fast lane finishes this one (asked on a copy: a declined request counts nothing)
+        const edge = await answer(await viaEdge(twins.edge.app, twins.edge.deps, edgeRequest));
+        const routed = await answer(
+          await twins.app.request(c.url ?? FAST_LANE_ME_PATH, requestFrom("203.0.113.2", c)),
+        );
+        expect({ case: c.name, ...edge }).toEqual({ case: c.name, ...routed });
+        if (!seen.has(c.name)) seen.set(c.name, new Set());
+        seen.get(c.name)?.add(edge.status);
+        if (edge.status === 429 && c.name === "success") refused = true;
+      }
+      // a success the fast lane itself answers (when the lease has a permit), beside the app's
+      const direct = await fastLane(requestFrom("203.0.113.1", { headers: owner.headers }), server);
+      if (direct) {
+        servedFast++;
+        const routed = await twins.app.request(
+          FAST_LANE_ME_PATH,
+          requestFrom("203.0.113.2", { headers: owner.headers }),
+        );
+        expect(await answer(direct)).toEqual(await answer(routed));
+      } else {
+        // declined, so nothing was counted for A: both go through the app, to stay in lockstep
+        await twins.edge.request(FAST_LANE_ME_PATH, requestFrom("203.0.113.1", { headers: owner.headers }));
+        await twins.app.request(FAST_LANE_ME_PATH, requestFrom("203.0.113.2", { headers: owner.headers }));
+      }
     }
-    // a success the fast lane itself answers (when the lease has a permit), beside the app's
-    const direct = await fastLane(requestFrom("203.0.113.1", { headers: owner.headers }), server);
-    if (direct) {
-      servedFast++;
-      const routed = await h.request(
-        FAST_LANE_ME_PATH,
-        requestFrom("203.0.113.2", { headers: owner.headers }),
-      );
-      expect(await answer(direct)).toEqual(await answer(routed));
-    } else {
-      // declined, so nothing was counted for A: both go through the app, to stay in lockstep
-      await h.request(FAST_LANE_ME_PATH, requestFrom("203.0.113.1", { headers: owner.headers }));
-      await h.request(FAST_LANE_ME_PATH, requestFrom("203.0.113.2", { headers: owner.headers }));
-    }
+    // the lane answered most successes far from the budget, and the app every refusal
+    expect(servedFast).toBeGreaterThan(5);
+    expect(seen.get("success")).toEqual(new Set([200, 429]));
+    expect(seen.get("no credentials")?.has(401)).toBe(true);
+    expect(seen.get("an unknown token")?.has(401)).toBe(true);
+    expect(seen.get("a wrong host")?.has(400)).toBe(true);
+  } finally {
+    await twins.close();
   }
-  // the lane answered most successes far from the budget, and the app every refusal
-  expect(servedFast).toBeGreaterThan(5);
-  expect(seen.get("success")).toEqual(new Set([200, 429]));
-  expect(seen.get("no credentials")?.has(401)).toBe(true);
-  expect(seen.get("an unknown token")?.has(401)).toBe(true);
-  expect(seen.get("a wrong host")?.has(400)).toBe(true);
 });
 
 test("the fast lane's log line is the app's", async () => {
@@ -183,16 +227,14 @@ test("a session that ended is declined by the fast lane and refused by the app",
 });
 
 test("with CORS configured the app answers /me (preflight and actual alike), through Bun's fetch", async () => {
-  const cors = await createTestApp({
-    database: h.testDatabase.database,
-    clock,
-    env: { Tenancy__Resolution__TrustedProxies__0: "127.0.0.1", Cors__Origins__0: "https://app.example" },
-  });
+  // Bun's fetch on one instance, the app of the other: the same history in each (`twinApps`)
+  const twins = await twinApps({ Cors__Origins__0: "https://app.example" });
+  const cors = twins.edge;
   try {
     expect(cors.app.fastLane).toBeUndefined();
     const options = bunServeOptions(cors.app, cors.deps);
     expect(options.routes?.[FAST_LANE_ME_PATH]).toBeUndefined();
-    const user = await signIn(cors, tenant.owner, tenant.code);
+    const user = await signIn(twins.edge, tenant.owner, tenant.code);
     const requests: [string, RequestInit][] = [
       [
         "preflight",
@@ -219,7 +261,7 @@ test("with CORS configured the app answers /me (preflight and actual alike), thr
         ),
       );
       const viaApp = await answer(
-        await cors.request(FAST_LANE_ME_PATH, {
+        await twins.app.request(FAST_LANE_ME_PATH, {
           ...init,
           headers: { ...(init.headers as Record<string, string>), "x-forwarded-for": "192.0.2.2" },
         }),
@@ -227,7 +269,7 @@ test("with CORS configured the app answers /me (preflight and actual alike), thr
       expect({ name, ...viaBun }).toEqual({ name, ...viaApp });
     }
   } finally {
-    await cors.close();
+    await twins.close();
   }
 });
 
@@ -267,48 +309,38 @@ test("served by Bun: /me from the fast lane over HTTP, other methods and paths t
 });
 
 test("the store's decision when no lease has a permit, and its outage, answered as the app does", async () => {
-  const config = testConfig({
-    env: { Tenancy__Resolution__TrustedProxies__0: "127.0.0.1" },
-    settings: { "RateLimiting:Global:PermitLimit": String(LIMIT), "RateLimiting:Global:WindowSeconds": "60" },
-  });
-  const deps = await testDeps(config, { database: h.testDatabase.database, clock });
-  // the store unreachable on demand: every rate decision rejects, as a cache outage makes it
-  const real = deps.counters;
-  let down = false;
-  const counters: CounterStore = {
-    kind: real.kind,
-    window: (...args) => real.window(...args),
-    resetWindows: (...args) => real.resetWindows(...args),
-    refundWindows: (...args) => real.refundWindows(...args),
-    rate: (...args) => (down ? Promise.reject(new Error("store unreachable")) : real.rate(...args)),
-  };
-  Object.assign(deps, { counters });
-  const app = createApp(deps);
-  const request = async (path: string, init?: RequestInit, peer = "127.0.0.1") =>
-    await app.fetch(new Request(`http://localhost${path}`, init), { peerAddress: peer });
+  const twins = await twinApps();
   try {
-    const user = await signIn({ request }, tenant.owner, tenant.code);
-    const fastLane = app.fastLane;
+    // signed in on one, valid on both (one configuration, one database)
+    const user = await signIn(twins.edge, tenant.owner, tenant.code);
+    const fastLane = twins.edge.app.fastLane;
     if (!fastLane) throw new Error("no fast lane");
-    await request(FAST_LANE_ME_PATH, requestFrom("192.0.2.50", { headers: user.headers }));
-    // a first request of a client has no lease: the lane waits on the store's decision itself
+    // each instance verifies the token and remembers its session (this request counts against its address)
+    for (const twin of [twins.edge, twins.app])
+      await twin.request(FAST_LANE_ME_PATH, requestFrom("192.0.2.50", { headers: user.headers }));
+    // the caller's first request against their own budget has no lease: the lane waits on the store itself
     const first = fastLane(requestFrom("192.0.2.51", { headers: user.headers }), server);
     expect(first).toBeInstanceOf(Promise);
     const decided = await first;
     if (!decided) throw new Error("the lane declined a request the store admitted");
     expect(await answer(decided)).toEqual(
-      await answer(await request(FAST_LANE_ME_PATH, requestFrom("192.0.2.52", { headers: user.headers }))),
+      await answer(
+        await twins.app.request(FAST_LANE_ME_PATH, requestFrom("192.0.2.52", { headers: user.headers })),
+      ),
     );
     // the store unreachable: the global limit lets requests through without RateLimit headers
-    down = true;
+    twins.outage.down = true;
     const open = await fastLane(requestFrom("192.0.2.53", { headers: user.headers }), server);
     if (!open) throw new Error("the lane declined a request the open limit lets through");
-    const routed = await request(FAST_LANE_ME_PATH, requestFrom("192.0.2.54", { headers: user.headers }));
+    const routed = await twins.app.request(
+      FAST_LANE_ME_PATH,
+      requestFrom("192.0.2.54", { headers: user.headers }),
+    );
     expect(routed.status).toBe(200);
     expect(routed.headers.get("ratelimit")).toBeNull();
     expect(await answer(open)).toEqual(await answer(routed));
   } finally {
-    await deps.apiCalls.stop().catch(() => {});
+    await twins.close();
   }
 });
 

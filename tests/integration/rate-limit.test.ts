@@ -5,6 +5,8 @@ import type { Deps } from "../../src/deps.ts";
 import { rateLimitPolicies } from "../../src/http/middleware/rate-limit.ts";
 import { addProbeRoutes, testConfig, testDeps, useTestDatabase } from "../helpers/app.ts";
 import { REDIS_URL, rawRedis, uniquePrefix } from "../helpers/cache.ts";
+import { createTenant, createUser, signIn } from "../helpers/identity.ts";
+import { rsaKeys } from "../helpers/production-env.ts";
 
 const settings = {
   "RateLimiting:Global:PermitLimit": "5",
@@ -12,6 +14,9 @@ const settings = {
   "RateLimiting:Auth:PermitLimit": "2",
   "RateLimiting:Auth:WindowSeconds": "60",
   "Tenancy:Resolution:TrustedProxies:0": "10.0.0.0/8",
+  // one signing key for both instances: a token signed in on one is valid on the other
+  "Security:Jwt:CurrentKeyId": "rate-limit",
+  "Security:Jwt:PrivateKey": rsaKeys().privateKeyPem,
 };
 
 const raw = rawRedis();
@@ -24,6 +29,14 @@ const t = useTestDatabase();
 
 const get = (app: App, path: string, peerAddress: string, headers: Record<string, string> = {}) =>
   app.request(path, { headers }, { peerAddress });
+
+/** `app` as the sign-in helpers call it, every request from `peerAddress`. */
+const from = (app: App, peerAddress: string) => ({
+  request: async (path: string, init?: RequestInit) => await app.request(path, init, { peerAddress }),
+});
+
+/** The permits a `RateLimit` header says are left (`"global";r=<left>;t=<s>`). */
+const left = (res: Response) => Number(/;r=(\d+);/.exec(res.headers.get("ratelimit") ?? "")?.[1]);
 
 describe.each(["redis", "database"] as const)("rate limiting on %s", (store) => {
   let clock: ManualClock;
@@ -126,6 +139,81 @@ describe.each(["redis", "database"] as const)("rate limiting on %s", (store) => 
     for (let i = 0; i < 5; i++) expect((await get(i % 2 ? app : second, "/api/probe", ip)).status).toBe(200);
     expect((await get(second, "/api/probe", ip)).status).toBe(429);
     expect((await get(app, "/api/probe", ip)).status).toBe(429);
+    clock.advance(60_000);
+  });
+
+  test("a caller this process verified has one budget of their own, wherever they call from", async () => {
+    const n = store === "redis" ? 1 : 2;
+    const tenant = await createTenant(t.database.db);
+    const alice = await signIn(
+      from(app, `192.0.2.${20 + n}`),
+      await createUser(t.database.db, tenant.id),
+      tenant.code,
+    );
+    const bob = await signIn(
+      from(app, `192.0.2.${30 + n}`),
+      await createUser(t.database.db, tenant.id),
+      tenant.code,
+    );
+    const office = `198.51.100.${80 + n}`;
+    // a token this process has not verified yet counts against its address (here: the office's)
+    const first = await get(app, "/api/auth/me", office, alice.headers);
+    expect(first.status).toBe(200);
+    expect(left(first)).toBe(4);
+    // verified now: Alice's own budget, from the office, from home, through another instance
+    for (const [i, where] of [office, office, `203.0.113.${n}`, office, `203.0.113.${n}`].entries()) {
+      const res = await get(app, "/api/auth/me", where, alice.headers);
+      expect(res.status).toBe(200);
+      expect(left(res)).toBe(4 - i);
+    }
+    expect((await get(app, "/api/auth/me", `203.0.113.${10 + n}`, alice.headers)).status).toBe(429);
+    // the other instance verifies her token once (counted against that address), then it is her budget
+    expect((await get(second, "/api/auth/me", `203.0.113.${20 + n}`, alice.headers)).status).toBe(200);
+    expect((await get(second, "/api/auth/me", `203.0.113.${20 + n}`, alice.headers)).status).toBe(429);
+    // Bob behind the same office address is not held back by Alice
+    for (let i = 0; i < 6; i++)
+      expect((await get(app, "/api/auth/me", office, bob.headers)).status).toBe(200);
+    expect((await get(app, "/api/auth/me", office, bob.headers)).status).toBe(429);
+    // the office address has counted the two first requests only: three more for anyone else there
+    const anonymous = await get(app, "/api/probe", office);
+    expect(left(anonymous)).toBe(2);
+    // a made-up token counts against the address, whatever it claims
+    expect((await get(app, "/api/probe", office, { authorization: "Bearer made.up.token" })).status).toBe(
+      200,
+    );
+    expect(
+      (await get(app, "/api/probe", office, { authorization: `Bearer ${alice.accessToken}x` })).status,
+    ).toBe(200);
+    expect((await get(app, "/api/probe", office)).status).toBe(429);
+    clock.advance(60_000);
+  });
+
+  test("a token whose session ended counts against its address, not against its person", async () => {
+    const n = store === "redis" ? 1 : 2;
+    const tenant = await createTenant(t.database.db);
+    const carol = await signIn(
+      from(app, `192.0.2.${40 + n}`),
+      await createUser(t.database.db, tenant.id),
+      tenant.code,
+    );
+    const where = `198.51.100.${90 + n}`;
+    for (let i = 0; i < 6; i++)
+      expect((await get(app, "/api/auth/me", where, carol.headers)).status).toBe(200);
+    expect((await get(app, "/api/auth/me", `198.51.100.${95 + n}`, carol.headers)).status).toBe(429);
+    const logout = await app.request(
+      "/api/auth/logout",
+      {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ refreshToken: carol.refreshToken }),
+      },
+      { peerAddress: `192.0.2.${45 + n}` },
+    );
+    expect(logout.status).toBe(204);
+    // the signature is still remembered, the session is not open: the address's budget, and 401
+    const after = await get(app, "/api/auth/me", `198.51.100.${97 + n}`, carol.headers);
+    expect(after.status).toBe(401);
+    expect(left(after)).toBe(4);
     clock.advance(60_000);
   });
 

@@ -1,4 +1,6 @@
 import type { Context, MiddlewareHandler, Next } from "hono";
+import type { AuthDeps } from "../../auth/deps.ts";
+import { type OpenSession, rememberedTokenSession } from "../../auth/session-lookup.ts";
 import { type Clock, epochMs } from "../../clock.ts";
 import type { Environment, Settings } from "../../config/schema.ts";
 import { AppError } from "../../errors.ts";
@@ -37,6 +39,34 @@ export function apiKeyPolicy(settings: Settings): RateLimitPolicy {
 export type Partition = (c: Context<AppEnv>) => string | null;
 
 const byClientIp: Partition = (c) => clientIp(c);
+
+/**
+ * The global limit's bucket for a caller whose session this process remembers open: the person
+ * (`user:<id>`; for an impersonation, the platform admin acting), wherever they call from.
+ */
+export function callerBucket(session: OpenSession): string {
+  return `user:${session.impersonatorId ?? session.identity.userId}`;
+}
+
+/**
+ * The global limit's partition (docs/cache.md, "Whose budget"): a request with a bearer access token
+ * this process has verified, whose session it remembers open (`rememberedTokenSession`: two lookups
+ * in memory, no I/O, no signature check), counts against its person (`callerBucket`); everything
+ * else — no credentials, a token not verified here yet, an expired one, a session ended, an API key,
+ * a browser cookie — against its client address (`clientIp`). So the people behind one office NAT
+ * address each have their budget, a token replayed from many addresses has one, and a flood of
+ * made-up or revoked tokens is counted per address before anything looks at them.
+ */
+export function byCaller(deps: AuthDeps): Partition {
+  return (c) => {
+    const authorization = c.req.raw.headers.get("authorization");
+    if (authorization?.startsWith("Bearer ")) {
+      const found = rememberedTokenSession(deps, authorization.slice(7));
+      if (found !== undefined && !("refused" in found)) return callerBucket(found);
+    }
+    return clientIp(c);
+  };
+}
 
 /** The calling API key's id; requests not made with a key are not counted. */
 export const byApiKey: Partition = (c) => {
