@@ -14,6 +14,26 @@ export const systemClock: Clock = { now: () => new Date(), nowMs: Date.now };
 export const epochMs = (clock: Clock): number =>
   clock.nowMs === undefined ? clock.now().getTime() : clock.nowMs();
 
+/**
+ * How far ahead of the caller's clock a stored time may be and still be taken as it was written:
+ * another host's clock a little ahead, never a minute. Further ahead, it was written by a clock that
+ * has since gone back (an NTP step, a resumed VM, a test's clock put back), and is not waited out:
+ * a GCRA bucket starts again full (`gcraStart`, src/security/gcra.ts), a sliding log's attempt
+ * counts as made now (`decideWindows`), an in-process cache's entry is stale (`isFresh`). The
+ * cache's scripts (src/cache/scripts.ts) hold the same 60,000 ms.
+ */
+export const CLOCK_STEP_BACK_MS = 60_000;
+
+/**
+ * Whether what was stamped at `atMs` is still younger than `ttlMs` at `nowMs`. Stamped more than
+ * `CLOCK_STEP_BACK_MS` ahead of now, it was stamped by a clock since put back and is not fresh: a
+ * cache reads it again rather than serve it for its TTL plus the step.
+ */
+export function isFresh(atMs: number, ttlMs: number, nowMs: number): boolean {
+  const age = nowMs - atMs;
+  return age < ttlMs && age >= -CLOCK_STEP_BACK_MS;
+}
+
 /** A clock tests set and advance. */
 export class ManualClock implements Clock {
   #now: number;

@@ -190,8 +190,9 @@ async function tenantKeyringOf(
   config: AppConfig,
   database: Database,
   logger: Logger,
+  clock: Clock,
 ): Promise<TenantSecretKeyring | null> {
-  const keyring = parseTenantSecretKeys(config.settings.Security.TenantSecrets).keyring ?? null;
+  const keyring = parseTenantSecretKeys(config.settings.Security.TenantSecrets, clock).keyring ?? null;
   await keyring?.dataKeys.listen(database, logger);
   return keyring;
 }
@@ -268,7 +269,7 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
   const windows = createSecurityWindows({ store: counters, settings: config.settings, clock, logger });
   const tokens = await createTokenService(config, clock, logger);
   const smsPepper = smsPepperOf(config, logger);
-  const keyring = await tenantKeyringOf(config, database, logger);
+  const keyring = await tenantKeyringOf(config, database, logger, clock);
   const smsSender = smsSenderOf(config, { database, keyring, logger, fetch });
   const emailProviders = emailProvidersOf(config, { database, keyring, logger, fetch });
   const tenants = createTenantLookup(database.db, clock);

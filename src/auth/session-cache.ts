@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { type Clock, epochMs } from "../clock.ts";
+import { type Clock, epochMs, isFresh } from "../clock.ts";
 import { type Database, type Executor, execute } from "../db/client.ts";
 import type { Logger } from "../telemetry/logger.ts";
 
@@ -41,10 +41,11 @@ export interface UserEntry {
  * Open sessions seen recently, so an authenticated request costs no database round trip.
  * Entries live `ttlMs` at most; a session that ends is evicted at once in this process and, through
  * NOTIFY on `plinth_sessions`, in every other process (the TTL bounds staleness if a notice is lost).
+ * An entry stamped by a clock since put back is read again (`isFresh`), not kept for the TTL plus the step.
  */
 export class SessionCache {
-  readonly #entries = new Map<string, SessionEntry & { until: number; expiresAtMs: number }>();
-  readonly #users = new Map<string, UserEntry & { until: number }>();
+  readonly #entries = new Map<string, SessionEntry & { at: number; ttlMs: number; expiresAtMs: number }>();
+  readonly #users = new Map<string, UserEntry & { at: number }>();
   /** The loads under way, one per user: a burst of a user's requests on a miss costs one query. */
   readonly #loading = new Map<string, Promise<unknown>>();
   /** Counts evictions, so a value read before one is not remembered after it. */
@@ -63,7 +64,7 @@ export class SessionCache {
     const entry = this.#entries.get(key);
     if (!entry) return undefined;
     const now = epochMs(this.#clock);
-    if (entry.until <= now || entry.expiresAtMs <= now) {
+    if (!isFresh(entry.at, entry.ttlMs, now) || entry.expiresAtMs <= now) {
       this.#entries.delete(key);
       return undefined;
     }
@@ -77,7 +78,8 @@ export class SessionCache {
     if (this.#entries.size >= this.#max) this.#entries.clear();
     this.#entries.set(key, {
       ...entry,
-      until: epochMs(this.#clock) + ttlMs,
+      at: epochMs(this.#clock),
+      ttlMs,
       expiresAtMs: entry.expiresAt.getTime(),
     });
   }
@@ -85,7 +87,7 @@ export class SessionCache {
   /** A user's remembered state (`user`), or undefined when only a load can tell: no await, no load. */
   rememberedUser<T>(userId: string): T | undefined {
     const hit = this.#users.get(userId);
-    if (hit === undefined || hit.until <= epochMs(this.#clock)) return undefined;
+    if (hit === undefined || !isFresh(hit.at, this.#ttlMs, epochMs(this.#clock))) return undefined;
     return hit.value as T;
   }
 
@@ -96,7 +98,7 @@ export class SessionCache {
   user<T>(userId: string, load: () => Promise<{ value: T; tenantIds: readonly string[] }>): Promise<T> {
     const hit = this.#users.get(userId);
     if (hit !== undefined) {
-      if (hit.until > epochMs(this.#clock)) return Promise.resolve(hit.value as T);
+      if (isFresh(hit.at, this.#ttlMs, epochMs(this.#clock))) return Promise.resolve(hit.value as T);
       this.#users.delete(userId);
     }
     const under = this.#loading.get(userId);
@@ -106,8 +108,7 @@ export class SessionCache {
       .then(({ value, tenantIds }) => {
         if (this.#ttlMs > 0 && generation === this.#generation) {
           if (this.#users.size >= this.#max) this.#users.clear();
-          const until = this.#clock.now().getTime() + this.#ttlMs;
-          this.#users.set(userId, { userId, tenantIds, value, until });
+          this.#users.set(userId, { userId, tenantIds, value, at: epochMs(this.#clock) });
         }
         return value;
       })

@@ -4,8 +4,10 @@
  * `api_calls` (src/http/middleware/api-calls.ts). Held in process for
  * `RateLimiting:Tenant:PlanSeconds` in front of the tenant features (themselves read through the
  * cache), so a request of a tenant seen lately costs a map lookup and no promise; a plan change
- * reaches every process within that time (docs/billing.md, "Request rate per tenant").
+ * reaches every process within that time (docs/billing.md, "Request rate per tenant"); limits held
+ * since a clock that has been put back are read again (`isFresh`).
  */
+import { isFresh } from "../clock.ts";
 import { systemCtx } from "../context.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import type { BillingDeps } from "./billing-deps.ts";
@@ -26,7 +28,7 @@ const HELD_TENANTS = 10_000;
 export class PlanRateLimits {
   readonly #deps: BillingDeps;
   readonly #heldMs: number;
-  readonly #held = new Map<string, PlanLimits & { until: number }>();
+  readonly #held = new Map<string, PlanLimits & { at: number }>();
   readonly #loading = new Map<string, Promise<PlanLimits>>();
   #lastFailureLog = 0;
 
@@ -42,15 +44,19 @@ export class PlanRateLimits {
    */
   perMinute(tenantId: string): number | null | Promise<number | null> {
     const held = this.#held.get(tenantId);
-    if (held && held.until > this.#deps.clock.now().getTime()) return held.perMinute;
+    if (held && this.#fresh(held.at)) return held.perMinute;
     return (this.#loading.get(tenantId) ?? this.#load(tenantId)).then((limits) => limits.perMinute);
   }
 
   /** The tenant's `api_calls` a month (null: unlimited, or not known); as perMinute. */
   apiCallsPerMonth(tenantId: string): number | null | Promise<number | null> {
     const held = this.#held.get(tenantId);
-    if (held && held.until > this.#deps.clock.now().getTime()) return held.apiCallsPerMonth;
+    if (held && this.#fresh(held.at)) return held.apiCallsPerMonth;
     return (this.#loading.get(tenantId) ?? this.#load(tenantId)).then((limits) => limits.apiCallsPerMonth);
+  }
+
+  #fresh(at: number): boolean {
+    return isFresh(at, this.#heldMs, this.#deps.clock.now().getTime());
   }
 
   #load(tenantId: string): Promise<PlanLimits> {
@@ -62,7 +68,7 @@ export class PlanRateLimits {
         };
         const limits = { perMinute: limitOf(RATE_FEATURE), apiCallsPerMonth: limitOf(API_CALLS_FEATURE) };
         if (this.#held.size >= HELD_TENANTS) this.#held.clear();
-        this.#held.set(tenantId, { ...limits, until: this.#deps.clock.now().getTime() + this.#heldMs });
+        this.#held.set(tenantId, { ...limits, at: this.#deps.clock.now().getTime() });
         return limits;
       },
       (error: unknown) => {

@@ -1,9 +1,10 @@
 import { inArray, lt, sql } from "drizzle-orm";
 import type { Cache } from "../cache/index.ts";
 import { gcraScript, slidingLogRefundScript, slidingLogScript } from "../cache/scripts.ts";
+import { CLOCK_STEP_BACK_MS } from "../clock.ts";
 import { type Db, execute } from "../db/client.ts";
 import { securityCounters } from "../db/schema/security.ts";
-import { CLOCK_STEP_BACK_MS, gcraGranted, gcraOutcomes, gcraParams, gcraStart } from "./gcra.ts";
+import { gcraGranted, gcraOutcomes, gcraParams, gcraStart } from "./gcra.ts";
 
 /**
  * One sliding window: at most `limit` attempts in any `windowMs`. With `slow`, from the `after`-th

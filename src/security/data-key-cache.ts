@@ -1,3 +1,4 @@
+import { type Clock, epochMs, isFresh, systemClock } from "../clock.ts";
 import type { Database } from "../db/client.ts";
 import type { Logger } from "../telemetry/logger.ts";
 
@@ -8,7 +9,8 @@ interface CachedKey {
   tenantId: string;
   keyId: string;
   dataKey: Buffer;
-  until: number;
+  /** When it was cached (the injected clock). */
+  at: number;
 }
 
 /**
@@ -16,24 +18,25 @@ interface CachedKey {
  * round trip and no unwrap after the first. Bounded (the oldest entry goes first) and each entry
  * lives `ttlMs` at most; a tenant's key is evicted at once here when it is destroyed or re-wrapped,
  * and in every other process through NOTIFY on `plinth_tenant_data_keys` (the TTL bounds staleness
- * where LISTEN is not available, behind a transaction pooler).
+ * where LISTEN is not available, behind a transaction pooler). An entry cached by a clock since put
+ * back is read again (`isFresh`), not kept for the TTL plus the step.
  */
 export class DataKeyCache {
   readonly #entries = new Map<string, CachedKey>();
   readonly #max: number;
   readonly #ttlMs: number;
-  readonly #now: () => number;
+  readonly #clock: Clock;
 
-  constructor(options: { max?: number; ttlMs?: number; now?: () => number } = {}) {
+  constructor(options: { max?: number; ttlMs?: number; clock?: Clock } = {}) {
     this.#max = options.max ?? 10_000;
     this.#ttlMs = options.ttlMs ?? 10 * 60_000;
-    this.#now = options.now ?? Date.now;
+    this.#clock = options.clock ?? systemClock;
   }
 
   get(keyId: string): { keyId: string; dataKey: Buffer } | undefined {
     const entry = this.#entries.get(keyId);
     if (!entry) return undefined;
-    if (entry.until <= this.#now()) {
+    if (!isFresh(entry.at, this.#ttlMs, epochMs(this.#clock))) {
       this.#entries.delete(keyId);
       return undefined;
     }
@@ -46,7 +49,7 @@ export class DataKeyCache {
       const oldest = this.#entries.keys().next();
       if (!oldest.done) this.#entries.delete(oldest.value);
     }
-    this.#entries.set(key.keyId, { tenantId, ...key, until: this.#now() + this.#ttlMs });
+    this.#entries.set(key.keyId, { tenantId, ...key, at: epochMs(this.#clock) });
   }
 
   evictTenant(tenantId: string): void {

@@ -1,3 +1,4 @@
+import { CLOCK_STEP_BACK_MS } from "../clock.ts";
 import type { RateOutcome } from "./counter-store.ts";
 
 // The token-bucket (GCRA) arithmetic every counter store shares (src/security/counter-store.ts:
@@ -16,19 +17,9 @@ export function gcraParams(limit: number, windowMs: number) {
 }
 
 /**
- * How far ahead of the caller's clock a stored time may be and still be taken as it was written:
- * another host's clock a little ahead, never a minute. Further ahead, it was written by a clock that
- * has since gone back (an NTP step, a resumed VM, a test's clock put back), and is not waited out:
- * a GCRA bucket starts again full (`gcraStart`), a sliding log's attempt counts as made now
- * (`decideWindows`), so a step back never refuses longer than the window itself (and this). The
- * cache's scripts (src/cache/scripts.ts) hold the same 60,000 ms.
- */
-export const CLOCK_STEP_BACK_MS = 60_000;
-
-/**
  * The TAT a decision at `nowUs` starts from: the stored one, or now when there is none or it is past
  * (a full bucket). Granting never moves a TAT more than a window ahead of the clock that grants, so
- * one further ahead than that and `CLOCK_STEP_BACK_MS` was stamped by a clock since put back.
+ * one further ahead than that and `CLOCK_STEP_BACK_MS` (src/clock.ts) was stamped by a clock since put back.
  */
 export function gcraStart(storedUs: number | null | undefined, nowUs: number, windowUs: number): number {
   if (storedUs === null || storedUs === undefined || storedUs < nowUs) return nowUs;

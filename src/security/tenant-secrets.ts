@@ -1,4 +1,5 @@
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:crypto";
+import { type Clock, systemClock } from "../clock.ts";
 import type { ConfigProblem } from "../config/config-error.ts";
 import { DataKeyCache } from "./data-key-cache.ts";
 
@@ -87,8 +88,14 @@ const SECTION = "Security:TenantSecrets";
 const MASTER_KEY_PROBLEM =
   "must be Base64 of exactly 32 bytes (make one with `openssl rand -base64 32` or `bun run keys:generate`)";
 
-/** Reads `Security:TenantSecrets` into a keyring, or lists every problem by key (never a value). */
-export function parseTenantSecretKeys(settings: TenantSecretKeySettings): {
+/**
+ * Reads `Security:TenantSecrets` into a keyring, or lists every problem by key (never a value).
+ * `clock` times the keyring's data-key cache.
+ */
+export function parseTenantSecretKeys(
+  settings: TenantSecretKeySettings,
+  clock: Clock = systemClock,
+): {
   keyring?: TenantSecretKeyring;
   problems: ConfigProblem[];
 } {
@@ -127,7 +134,7 @@ export function parseTenantSecretKeys(settings: TenantSecretKeySettings): {
       keyId: previous.KeyId,
       dataKey: deriveDataKey(previous.MasterKey, previous.KeyId),
     });
-  return { keyring: { current, byId, dataKeys: new DataKeyCache() }, problems };
+  return { keyring: { current, byId, dataKeys: new DataKeyCache({ clock }) }, problems };
 }
 
 /** Encrypts under the keyring's current master key, bound to tenant (or user) and name. */

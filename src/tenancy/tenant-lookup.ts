@@ -1,5 +1,5 @@
 import { and, eq } from "drizzle-orm";
-import { type Clock, epochMs } from "../clock.ts";
+import { type Clock, epochMs, isFresh } from "../clock.ts";
 import { systemCtx } from "../context.ts";
 import type { Db } from "../db/client.ts";
 import { withPlatformDatabase } from "../db/operation.ts";
@@ -31,16 +31,17 @@ const TENANT_LOOKUP = systemCtx("tenant lookup");
 /**
  * Lookups on every request's hot path, cached in-process for 30 s, answers for unknown hosts and
  * codes too (negatively), in a bounded LRU: a flood of made-up names evicts the oldest entries one
- * by one, never the whole cache, so the names in use stay cached.
+ * by one, never the whole cache, so the names in use stay cached. An answer stamped by a clock
+ * since put back is asked again (`isFresh`), not kept for the TTL plus the step.
  */
 export function createTenantLookup(db: Db, clock: Clock, maxEntries = TENANT_LOOKUP_ENTRIES): TenantLookup {
   const platform = { database: { db } };
   // a Map iterates in insertion order: a hit is moved to the end, the first key is the oldest
-  const cache = new Map<string, { value: ResolvedTenant | null; until: number }>();
+  const cache = new Map<string, { value: ResolvedTenant | null; at: number }>();
   const cached = async (key: string, load: () => Promise<ResolvedTenant | null>) => {
     const now = epochMs(clock);
     const hit = cache.get(key);
-    if (hit && hit.until > now) {
+    if (hit && isFresh(hit.at, TTL_MS, now)) {
       cache.delete(key);
       cache.set(key, hit);
       return hit.value;
@@ -52,7 +53,7 @@ export function createTenantLookup(db: Db, clock: Clock, maxEntries = TENANT_LOO
       if (oldest.done) break;
       cache.delete(oldest.value);
     }
-    cache.set(key, { value, until: now + TTL_MS });
+    cache.set(key, { value, at: now });
     return value;
   };
   return {

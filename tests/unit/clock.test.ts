@@ -1,5 +1,12 @@
 import { expect, test } from "bun:test";
-import { type Clock, epochMs, ManualClock, systemClock } from "../../src/clock.ts";
+import {
+  CLOCK_STEP_BACK_MS,
+  type Clock,
+  epochMs,
+  isFresh,
+  ManualClock,
+  systemClock,
+} from "../../src/clock.ts";
 
 test("a clock's milliseconds are its Date's time, when moved and set by hand too", () => {
   const clock = new ManualClock("2026-11-27T12:00:00.250Z");
@@ -20,4 +27,16 @@ test("the system clock's milliseconds are the process's", () => {
   const ms = epochMs(systemClock);
   expect(ms).toBeGreaterThanOrEqual(before);
   expect(ms).toBeLessThanOrEqual(Date.now());
+});
+
+test("isFresh: younger than the TTL, and stamped at most CLOCK_STEP_BACK_MS ahead of now", () => {
+  const at = Date.parse("2026-11-27T12:00:00Z");
+  expect(isFresh(at, 30_000, at)).toBe(true);
+  expect(isFresh(at, 30_000, at + 29_999)).toBe(true);
+  expect(isFresh(at, 30_000, at + 30_000)).toBe(false);
+  // a clock a little behind the stamp: taken as written
+  expect(isFresh(at, 30_000, at - CLOCK_STEP_BACK_MS)).toBe(true);
+  // further behind: stamped by a clock since put back, read again
+  expect(isFresh(at, 30_000, at - CLOCK_STEP_BACK_MS - 1)).toBe(false);
+  expect(isFresh(at, 30_000, at - 3_600_000)).toBe(false);
 });

@@ -79,6 +79,32 @@ describe("SessionCache.user", () => {
     expect(await read("b", ["t3"])).toBe(5);
   });
 
+  test("a user's state and a session remembered while the clock read an hour ahead are read again once it is put back", async () => {
+    const { cache, clock } = cacheWith(5_000);
+    const start = clock.nowMs();
+    clock.advance(3_600_000);
+    let reads = 0;
+    const load = async () => ({ value: ++reads, tenantIds: ["t1"] });
+    const session = {
+      sessionId: "s1",
+      userId: "u1",
+      tenantId: "t1",
+      expiresAt: new Date(start + 86_400_000),
+    };
+    expect(await cache.user("u1", load)).toBe(1);
+    cache.set("s:s1", { ...session, value: "open" });
+    expect(cache.rememberedUser("u1")).toBe(1);
+    // within a step of CLOCK_STEP_BACK_MS (a host's skew) both stay
+    clock.advance(-4_000);
+    expect(cache.rememberedUser("u1")).toBe(1);
+    expect(cache.get("s:s1")?.value).toBe("open");
+    clock.set(start);
+    expect(cache.rememberedUser("u1")).toBeUndefined();
+    expect(cache.get("s:s1")).toBeUndefined();
+    expect(await cache.user("u1", load)).toBe(2);
+    expect(await cache.user("u1", load)).toBe(2);
+  });
+
   test("remembers nothing with a TTL of 0 (Authentication:SessionCacheSeconds = 0)", async () => {
     const { cache } = cacheWith(0);
     let reads = 0;

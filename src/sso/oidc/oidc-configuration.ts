@@ -1,4 +1,5 @@
 import * as client from "openid-client";
+import { isFresh } from "../../clock.ts";
 import type { TenantCtx } from "../../context.ts";
 import { withDatabase } from "../../db/operation.ts";
 import { publicBaseUrl } from "../../email/links.ts";
@@ -13,7 +14,10 @@ export const OIDC_CALLBACK_PATH = "/api/auth/sso/oidc/callback";
 export const oidcCallbackUrl = (deps: Pick<SsoDeps, "config">): string =>
   `${publicBaseUrl(deps.config.settings)}${OIDC_CALLBACK_PATH}`;
 
-/** Discovered provider metadata is kept this long per connection (and version) in the process. */
+/**
+ * Discovered provider metadata is kept this long per connection (and version) in the process; a
+ * document fetched while the clock read ahead of where it has since been put back is fetched again.
+ */
 const DISCOVERY_TTL_MS = 5 * 60_000;
 const discovered = new Map<string, { at: number; server: client.ServerMetadata }>();
 
@@ -75,11 +79,11 @@ export async function oidcConfiguration(
   const insecure = insecureIssuer(deps, connection.issuer);
   const customFetch = oidcFetch(deps);
   const hit = discovered.get(key);
-  let server = hit && nowMs - hit.at < DISCOVERY_TTL_MS ? hit.server : undefined;
+  let server = hit && isFresh(hit.at, DISCOVERY_TTL_MS, nowMs) ? hit.server : undefined;
   if (!server) {
     server = await discoverIssuer(deps, connection.issuer);
     discovered.set(key, { at: nowMs, server });
-    for (const [k, v] of discovered) if (nowMs - v.at >= DISCOVERY_TTL_MS) discovered.delete(k);
+    for (const [k, v] of discovered) if (!isFresh(v.at, DISCOVERY_TTL_MS, nowMs)) discovered.delete(k);
   }
   const config = new client.Configuration(
     server,
