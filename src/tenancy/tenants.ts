@@ -2,6 +2,7 @@ import { and, asc, eq, gt, ilike, inArray, or, sql } from "drizzle-orm";
 import { z } from "zod";
 import { recordAudit } from "../audit/record.ts";
 import { endSessions } from "../auth/sessions.ts";
+import type { Clock } from "../clock.ts";
 import type { Ctx } from "../context.ts";
 import { execute } from "../db/client.ts";
 import { type DatabaseDeps, withDatabase, withTransaction } from "../db/operation.ts";
@@ -25,9 +26,12 @@ export { isUuid };
 const columns = { id: tenants.id, code: tenants.code, name: tenants.name, status: tenants.status };
 const noSuchTenant = () => new AppError("not_found", "No such tenant.");
 
-/** Creates a tenant and records `tenant.created` in its own chain, in one transaction. */
+/**
+ * Creates a tenant and records `tenant.created` in its own chain, in one transaction. A code kept
+ * for a deleted tenant is judged by the injected clock, as a reserved hostname is.
+ */
 export async function createTenant(
-  deps: DatabaseDeps,
+  deps: DatabaseDeps & { clock: Clock },
   ctx: Ctx,
   input: { code: string; name: string },
 ): Promise<Tenant> {
@@ -38,11 +42,12 @@ export async function createTenant(
     });
   // the new tenant's rows are written in its own context (its id chosen here, before the insert)
   const id = crypto.randomUUID();
+  const now = deps.clock.now();
   return withTransaction(deps, { ...ctx, tenantId: id }, async (tx, ctx) => {
     // a deleted tenant's code stays its own for Tenancy:ReservedDays (docs/tenant-lifecycle.md)
     const [reserved] = await execute(
       tx,
-      sql`select 1 from tenant_reservations where kind = 'code' and value = ${code} and reserved_until > now()`,
+      sql`select 1 from tenant_reservations where kind = 'code' and value = ${code} and reserved_until > ${now.toISOString()}::timestamptz`,
     );
     if (reserved) throw new AppError("conflict", "A tenant with this code exists.");
     const [row] = await tx

@@ -225,14 +225,18 @@ async function advanceSequences(tx: Tx, tables: string[]): Promise<void> {
     );
 }
 
-/** Refuses a tenant id already here, or a code taken or kept for another deleted tenant. */
-async function checkTarget(tx: Tx, tenantId: string, code: string): Promise<void> {
+/**
+ * Refuses a tenant id already here, or a code taken or kept (at `now`, the injected clock's) for
+ * another deleted tenant.
+ */
+async function checkTarget(tx: Tx, tenantId: string, code: string, now: Date): Promise<void> {
   const [taken] = await execute<{ what: string }>(
     tx,
     sql`select 'id' as what from tenants where id = ${tenantId}
         union all select 'code' from tenants where code = ${code}
         union all select 'reserved' from tenant_reservations
-          where kind = 'code' and value = ${code} and reserved_until > now() and deleted_tenant_id <> ${tenantId}`,
+          where kind = 'code' and value = ${code} and reserved_until > ${now.toISOString()}::timestamptz
+            and deleted_tenant_id <> ${tenantId}`,
   );
   if (taken?.what === "id") throw new ArchiveRefusedError(`a tenant with the id ${tenantId} exists here`);
   if (taken) throw new ArchiveRefusedError(`the code ${code} is taken here (pass --as <code>)`);
@@ -273,7 +277,7 @@ export async function importTenantArchive(
       throw new ArchiveRefusedError("the archive holds objects and Storage:S3:Bucket is not configured here");
     const rewrite = { tenantId, code, archiveKey, keyring: deps.tenantSecretKeyring };
     return await withPlatformTransaction(deps, ctx, async (tx, ctx) => {
-      await checkTarget(tx, tenantId, code);
+      await checkTarget(tx, tenantId, code, deps.clock.now());
       const counts: Record<string, number> = {};
       for (const file of manifest.references ?? []) await loadTable(tx, dir, file, rewrite, true);
       for (const file of manifest.tables)

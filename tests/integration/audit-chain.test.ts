@@ -6,7 +6,7 @@ import { auditPruneWorker } from "../../src/audit/prune-job.ts";
 import { recordAudit } from "../../src/audit/record.ts";
 import { pruneAuditEvents } from "../../src/audit/retention.ts";
 import { verifyAuditChains } from "../../src/audit/verify-chains.ts";
-import { ManualClock } from "../../src/clock.ts";
+import { ManualClock, systemClock } from "../../src/clock.ts";
 import { systemCtx } from "../../src/context.ts";
 import { execute } from "../../src/db/client.ts";
 import { bindJob } from "../../src/jobs/registry.ts";
@@ -28,7 +28,7 @@ const rowsOf = (tenantId: string) =>
 
 /** A tenant (its own chain: `tenant.created`) and `n` more events in it. */
 async function tenantWith(n: number) {
-  const tenant = await createTenant({ database: t.database }, systemCtx("tenancy"), {
+  const tenant = await createTenant({ database: t.database, clock: systemClock }, systemCtx("tenancy"), {
     code: `c${crypto.randomUUID().slice(0, 8)}`,
     name: "Chain",
   });
@@ -155,7 +155,7 @@ describe("the chain", () => {
       .transaction(async (tx) => {
         // the change and its record, then a failure: both go
         await createTenant(
-          { database: t.database },
+          { database: t.database, clock: systemClock },
           { ...systemCtx("test"), tx },
           { code: `r${crypto.randomUUID().slice(0, 8)}`, name: "Rolled back" },
         );
@@ -314,7 +314,7 @@ describe("retention", () => {
       database: t.database,
       clock,
     });
-    const tenant = await createTenant({ database: t.database }, systemCtx("tenancy"), {
+    const tenant = await createTenant({ database: t.database, clock: systemClock }, systemCtx("tenancy"), {
       code: `p${crypto.randomUUID().slice(0, 8)}`,
       name: "Prune",
     });

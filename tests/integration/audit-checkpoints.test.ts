@@ -65,7 +65,7 @@ async function verify(tenantId?: string) {
 }
 
 async function tenantWith(events: number) {
-  const tenant = await createTenant({ database: t.database }, systemCtx("tenancy"), {
+  const tenant = await createTenant({ database: t.database, clock: systemClock }, systemCtx("tenancy"), {
     code: `k${crypto.randomUUID().slice(0, 8)}`,
     name: "Anchored",
   });
