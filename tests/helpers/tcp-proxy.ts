@@ -3,7 +3,9 @@ import { createServer, type Server, Socket } from "node:net";
 /**
  * A TCP proxy in front of a real server (PostgreSQL, Redis) that a test can cut and restore, to
  * see what Plinth does when a dependency goes away. `down()` refuses and resets connections;
- * `blackhole()` accepts but never answers (a hung network); `up()` forwards again, same port.
+ * `blackhole()` accepts but never answers (a hung network); `up()` forwards again, same port;
+ * `failover()` forwards new connections while those `blackhole()` hung stay silent and open (no RST,
+ * no FIN: the old server's address still drops every packet).
  */
 export class TcpProxy {
   readonly port: number;
@@ -77,6 +79,14 @@ export class TcpProxy {
   /** Forwards again; connections left hanging by blackhole() are dropped so clients reconnect. */
   up(): void {
     if (this.#mode === "blackhole") for (const socket of this.#sockets) socket.resetAndDestroy();
+    this.#mode = "up";
+  }
+
+  /**
+   * New connections are forwarded again; those left hanging by blackhole() stay open and silent for
+   * ever, as behind a failover whose old address drops packets: only the client's own timeouts end them.
+   */
+  failover(): void {
     this.#mode = "up";
   }
 
