@@ -231,6 +231,7 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
     options.database ??
     (await openDatabase(config.database.url, {
       poolSize: config.settings.Database.PoolSize,
+      answerTimeoutSeconds: config.settings.Database.AnswerTimeoutSeconds,
       applicationName: "plinth",
       poolMode: config.database.poolMode,
       directUrl: config.database.directUrl,

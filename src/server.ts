@@ -70,12 +70,17 @@ async function main(argv: string[]): Promise<number> {
                 applicationName: "plinth-migrator",
               })
             : undefined;
+          const database = direct ?? deps.database;
+          // a migration's statement (an index built on a large table) may rightly outlast the answer timeout
+          const unbounded = database.withoutAnswerTimeout ?? ((work) => work());
           try {
-            const code = await runMigrator(
-              config,
-              direct ?? deps.database,
-              { bootstrap: false, down: false, status: false, quickstart },
-              deps.logger,
+            const code = await unbounded(() =>
+              runMigrator(
+                config,
+                database,
+                { bootstrap: false, down: false, status: false, quickstart },
+                deps.logger,
+              ),
             );
             if (quickstart?.refused) process.stderr.write(refusedBlock(quickstart.refused));
             return code;

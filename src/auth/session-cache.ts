@@ -150,13 +150,18 @@ export class SessionCache {
   /** Listens for changes from other processes. Without LISTEN (a pooler), the TTL still bounds staleness. */
   async listen(database: Database, logger: Logger): Promise<void> {
     try {
-      await database.listen(SESSION_CHANNEL, (payload) => {
-        try {
-          this.evict(JSON.parse(payload) as SessionChange);
-        } catch {
-          this.clear();
-        }
-      });
+      await database.listen(
+        SESSION_CHANNEL,
+        (payload) => {
+          try {
+            this.evict(JSON.parse(payload) as SessionChange);
+          } catch {
+            this.clear();
+          }
+        },
+        // listening again after a lost connection: an ended session notified meanwhile was missed
+        () => this.clear(),
+      );
     } catch (error) {
       logger.warn("cannot LISTEN for session changes; cached sessions expire by TTL only", {
         error: (error as Error).message,

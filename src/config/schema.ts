@@ -98,6 +98,11 @@ export const configSchema = z.object({
           "Password `bun run migrate` gives Database:AppRole when it creates the role (never changed afterwards).",
         ),
       ),
+    AnswerTimeoutSeconds: int(
+      0,
+      30,
+      "Longest a statement waits for the database's next byte before its connection is taken for dead and closed (the request gets 503): a network that drops packets silently (a failover, a partition) otherwise holds it ~15 min or for ever. Set it above the longest statement the API or a job runs; 0: no bound. The LISTEN connection is checked every 10 s within the same bound.",
+    ),
     SlowQueryMilliseconds: int(
       1,
       200,

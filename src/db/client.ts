@@ -35,8 +35,16 @@ export interface Database {
   poolMode: "session" | "transaction";
   /** Round trip over the direct (session) connection, when one is configured beside a pooler. */
   pingDirect?(timeoutMs: number): Promise<void>;
-  /** Subscribes to NOTIFY on a channel; resolves to an unsubscribe function. Throws without `sessions`. */
-  listen(channel: string, onMessage: (payload: string) => void): Promise<() => Promise<void>>;
+  /**
+   * Subscribes to NOTIFY on a channel; resolves to an unsubscribe function. Throws without `sessions`.
+   * `onResubscribed` runs each time the subscription is made again on a new connection after its
+   * connection was lost: whatever was notified in between was missed.
+   */
+  listen(
+    channel: string,
+    onMessage: (payload: string) => void,
+    onResubscribed?: () => void,
+  ): Promise<() => Promise<void>>;
   /** Waits up to `timeoutSeconds` (default 5) for queries in flight, then closes. */
   close(timeoutSeconds?: number): Promise<void>;
   /** Times every statement from now on (spans, duration metric, slow-query log); undefined stops it. */
@@ -46,6 +54,11 @@ export interface Database {
    * holds it until the returned function releases it; null when an exclusive holder refuses it.
    */
   holdSharedLock?(key: bigint): Promise<HeldLock | null>;
+  /**
+   * Runs `work` with no answer timeout on any connection (PostgreSQL with `answerTimeoutSeconds`):
+   * for statements that may rightly run longer, a migration at start-up.
+   */
+  withoutAnswerTimeout?<T>(work: () => Promise<T>): Promise<T>;
 }
 
 /** A session-level advisory lock on a connection of its own. */
@@ -59,6 +72,17 @@ export interface OpenDatabaseOptions {
   poolSize?: number;
   /** Seconds to wait for a connection before failing a query. */
   connectTimeoutSeconds?: number;
+  /**
+   * Seconds a statement written waits for the server's next byte before its connection is taken for
+   * dead and closed (`Database:AnswerTimeoutSeconds`; 0 or unset: no bound). A network that drops
+   * packets silently gives no other sign: see docs/runbooks/database-restart.md.
+   */
+  answerTimeoutSeconds?: number;
+  /**
+   * With `answerTimeoutSeconds`: how often the LISTEN connection, idle otherwise, runs a statement so a
+   * silent loss of it is found (default LISTEN_HEARTBEAT_SECONDS).
+   */
+  listenHeartbeatSeconds?: number;
   applicationName?: string;
   /**
    * `transaction` when the URL goes through a transaction pooler: no named prepared statements,
@@ -191,10 +215,26 @@ export function reconnectBackoff(failures: number, random: () => number = Math.r
   return (0.5 + random() / 2) * Math.min(3 ** failures / 100, RECONNECT_BACKOFF_MAX_SECONDS);
 }
 
+/**
+ * Seconds between the idle LISTEN connection's heartbeats: with the answer timeout, a LISTEN lost to a
+ * silent network is found and made again within this plus `Database:AnswerTimeoutSeconds`.
+ */
+export const LISTEN_HEARTBEAT_SECONDS = 10;
+
+/** The answer timeout option of the patched postgres.js (patches/postgres@3.4.9.patch, answerCheck). */
+interface AnswerTimeoutOption {
+  answer_timeout: () => number;
+}
+
 function openPostgres(url: string, options: OpenDatabaseOptions): Database {
   const poolMode = options.poolMode ?? "session";
   const connection = { application_name: options.applicationName ?? "plinth" };
+  let unbounded = 0;
+  const answerTimeout: AnswerTimeoutOption = {
+    answer_timeout: () => (unbounded > 0 ? 0 : (options.answerTimeoutSeconds ?? 0)),
+  };
   const client = postgres(url, {
+    ...answerTimeout,
     max: options.poolSize ?? 10,
     connect_timeout: options.connectTimeoutSeconds ?? 5,
     idle_timeout: 60,
@@ -210,6 +250,7 @@ function openPostgres(url: string, options: OpenDatabaseOptions): Database {
   // of their own, direct to PostgreSQL, when the pool goes through a transaction pooler
   const direct = options.directUrl
     ? postgres(options.directUrl, {
+        ...answerTimeout,
         max: 2,
         connect_timeout: options.connectTimeoutSeconds ?? 5,
         idle_timeout: 0,
@@ -220,6 +261,7 @@ function openPostgres(url: string, options: OpenDatabaseOptions): Database {
       })
     : undefined;
   const session = direct ?? (poolMode === "session" ? client : undefined);
+  const heartbeat = session && options.answerTimeoutSeconds ? listenHeartbeat(session, options) : undefined;
   let observer: QueryObserver | undefined;
   observePostgresClient(client, () => observer);
   const db = drizzlePostgres(client, { schema, casing: "snake_case" }) as unknown as Db;
@@ -233,13 +275,21 @@ function openPostgres(url: string, options: OpenDatabaseOptions): Database {
     ping: async (timeoutMs) => {
       await withTimeout(client`select 1`.execute(), timeoutMs, "database ping");
     },
-    listen: async (channel, onMessage) => {
+    listen: async (channel, onMessage, onResubscribed) => {
       if (!session)
         throw new Error("LISTEN needs a session: set DATABASE_DIRECT_URL beside a transaction pooler");
-      const subscription = await session.listen(channel, onMessage);
+      let subscribed = false;
+      // postgres.js calls it at every LISTEN of the channel, the first and each after a lost connection
+      const onListen = () => {
+        if (subscribed) onResubscribed?.();
+        subscribed = true;
+      };
+      const subscription = await session.listen(channel, onMessage, onListen);
+      heartbeat?.start();
       return () => subscription.unlisten();
     },
     close: async (timeoutSeconds = 5) => {
+      heartbeat?.stop();
       await Promise.all([client.end({ timeout: timeoutSeconds }), direct?.end({ timeout: timeoutSeconds })]);
     },
     setQueryObserver: (next) => {
@@ -252,7 +302,41 @@ function openPostgres(url: string, options: OpenDatabaseOptions): Database {
     };
   }
   if (session) database.holdSharedLock = (key) => holdSharedLock(session, key);
+  if (options.answerTimeoutSeconds)
+    database.withoutAnswerTimeout = async (work) => {
+      unbounded++;
+      try {
+        return await work();
+      } finally {
+        unbounded--;
+      }
+    };
   return database;
+}
+
+/**
+ * A statement every `listenHeartbeatSeconds` on the LISTEN connection (postgres.js's own, one per
+ * client, made at the first `listen`): idle, nothing else would find it lost to a network that drops
+ * packets silently. With the answer timeout the heartbeat's statement closes a dead connection, and
+ * postgres.js then listens again on a new one (onResubscribed).
+ */
+function listenHeartbeat(
+  session: postgres.Sql,
+  options: OpenDatabaseOptions,
+): { start(): void; stop(): void } {
+  let timer: ReturnType<typeof setInterval> | undefined;
+  const beat = () => {
+    const listening = (session.listen as unknown as { sql?: postgres.Sql }).sql;
+    if (listening) listening`select 1`.execute().catch(() => {});
+  };
+  return {
+    start: () => {
+      if (timer) return;
+      timer = setInterval(beat, (options.listenHeartbeatSeconds ?? LISTEN_HEARTBEAT_SECONDS) * 1000);
+      timer.unref?.();
+    },
+    stop: () => clearInterval(timer),
+  };
 }
 
 async function holdSharedLock(client: postgres.Sql, key: bigint): Promise<HeldLock | null> {

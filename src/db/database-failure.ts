@@ -48,6 +48,8 @@ const LOST = new Set([
   "CONNECTION_CLOSED",
   "CONNECTION_ENDED",
   "CONNECTION_DESTROYED",
+  // no byte from the server within Database:AnswerTimeoutSeconds: the connection was closed as dead
+  "ANSWER_TIMEOUT",
   // the server ended the session: pg_terminate_backend or a fast shutdown, a crash, still starting
   "57P01",
   "57P02",

@@ -64,7 +64,12 @@ export class DataKeyCache {
   async listen(database: Database, logger: Logger): Promise<void> {
     if (!database.sessions) return;
     try {
-      await database.listen(DATA_KEY_CHANNEL, (tenantId) => this.evictTenant(tenantId));
+      await database.listen(
+        DATA_KEY_CHANNEL,
+        (tenantId) => this.evictTenant(tenantId),
+        // listening again after a lost connection: a key destroyed meanwhile was missed
+        () => this.#entries.clear(),
+      );
     } catch (error) {
       logger.warn("cannot LISTEN for tenant data key changes; cached data keys expire by TTL only", {
         error: (error as Error).message,
