@@ -41,7 +41,7 @@ beforeAll(async () => {
   await execute(
     t.database.db,
     sql`create table e2e_events (job_id bigint not null, what text not null, detail text, pid int not null,
-          at timestamptz not null default clock_timestamp())`,
+          at timestamptz not null default clock_timestamp(), signal_after_ms float8, signaled_at timestamptz)`,
   );
 });
 afterEach(() => {
@@ -188,21 +188,36 @@ describe("timeoutMs", () => {
     await startRunner();
     const { id } = await enqueue(t.database.db, ctx, timeout, {}, { maxAttempts: 3 });
     await started(id);
-    await waitFor(async () => (await jobRow(t.database, id)).status === "failed", {
-      what: "the failed attempt",
-    });
-    const [run] = await runsOf(id);
-    const [aborted] = await eventsOf(id);
+    // the attempt is recorded at the signal, without waiting for the handler: await both
+    const aborted = await waitFor(
+      async () => {
+        const events = await execute<{
+          what: string;
+          detail: string | null;
+          after_ms: number;
+          signaled_at: Date;
+        }>(
+          t.database.db,
+          sql`select what, detail, signal_after_ms as after_ms, signaled_at from e2e_events where job_id = ${id}`,
+        );
+        const [first] = events;
+        return first && (await jobRow(t.database, id)).status === "failed" ? first : undefined;
+      },
+      { what: "the failed attempt and the handler's event" },
+    );
     expect(aborted).toMatchObject({ what: "aborted", detail: expect.stringContaining("JobTimeoutError") });
-    const afterMs = new Date(aborted?.at as Date).getTime() - new Date(run?.at as Date).getTime();
+    // timed by the runner from the handler's start (the database's clock would add each insert's wait)
+    const afterMs = Math.round(aborted.after_ms);
     console.log(`timeoutMs 300: signal ${afterMs} ms after the handler started`);
     expect(afterMs).toBeGreaterThanOrEqual(250);
     expect(afterMs).toBeLessThan(1_500);
     const row = await jobRow(t.database, id);
     expect(row.attempts).toBe(1);
     expect(row.last_error).toContain('JobTimeoutError: job kind "e2e.timeout" timed out after 300 ms');
-    // retry policy: 5 s ± 20 % after the failure
-    expect(row.run_after.getTime() - Date.now()).toBeGreaterThan(2_000);
+    // retry policy: 5 s ± 20 % after the failure, which is the signal (the runner's clock; ms rounding)
+    const retryMs = row.run_after.getTime() - new Date(aborted.signaled_at).getTime();
+    expect(retryMs).toBeGreaterThanOrEqual(3_950);
+    expect(retryMs).toBeLessThanOrEqual(6_050);
   }, 30_000);
 });
 
