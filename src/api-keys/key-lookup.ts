@@ -1,5 +1,6 @@
 import { and, eq } from "drizzle-orm";
 import type { Refusal } from "../auth/session-lookup.ts";
+import { isFresh } from "../clock.ts";
 import { systemCtx, type TenantCtx } from "../context.ts";
 import { withPlatformDatabase } from "../db/operation.ts";
 import { apiKeys, subscriptions, tenants } from "../db/schema/index.ts";
@@ -135,14 +136,15 @@ export async function openApiKey(deps: LookupDeps, presented: string): Promise<O
 /**
  * Records keys' last use without a write per request: this process tries at most once a minute per
  * key (and `markApiKeyUsed` writes only when the stored use is a minute old), after the answer,
- * never holding the request up.
+ * never holding the request up. A try stamped by a clock since put back (`isFresh`) does not hold
+ * the next one back.
  */
 export function apiKeyUseRecorder(deps: Pick<Deps, "database" | "clock" | "pending">) {
   const tried = new Map<string, number>();
   return (ctx: TenantCtx, keyId: string): void => {
     const now = deps.clock.now().getTime();
     const last = tried.get(keyId);
-    if (last !== undefined && now - last < LAST_USE_INTERVAL_MS) return;
+    if (last !== undefined && isFresh(last, LAST_USE_INTERVAL_MS, now)) return;
     if (tried.size >= 50_000) tried.clear();
     tried.set(keyId, now);
     deps.pending.run("recording an API key's last use", async () => {

@@ -4,7 +4,7 @@ import { recordAudit } from "../audit/record.ts";
 import { endSessions } from "../auth/sessions.ts";
 import { requireRecentSecondFactor } from "../auth/step-up.ts";
 import { assertFeature } from "../billing/entitlements.ts";
-import { isoOrNull } from "../clock.ts";
+import { isFresh, isoOrNull } from "../clock.ts";
 import type { TenantCtx } from "../context.ts";
 import type { Executor, Tx } from "../db/client.ts";
 import { creationOrder } from "../db/keyset.ts";
@@ -282,8 +282,9 @@ export async function rollApiKey(
 
 /**
  * Records that a key was used now from `ctx.clientIp`, unless its last use was recorded less than
- * a minute ago (by any process): at most one write per key and minute. `firstUse` says whether the
- * key had never been used. One transaction.
+ * a minute ago (by any process): at most one write per key and minute. A stored use more than
+ * `CLOCK_STEP_BACK_MS` ahead of now was stamped by a clock since put back and is replaced (`isFresh`).
+ * `firstUse` says whether the key had never been used. One transaction.
  */
 export async function markApiKeyUsed(
   deps: Pick<Deps, "database" | "clock">,
@@ -298,7 +299,7 @@ export async function markApiKeyUsed(
       .where(and(eq(apiKeys.id, input.keyId), eq(apiKeys.tenantId, ctx.tenantId)))
       .for("update");
     if (!row) return null;
-    if (row.lastUsedAt && now.getTime() - row.lastUsedAt.getTime() < LAST_USE_INTERVAL_MS) return null;
+    if (row.lastUsedAt && isFresh(row.lastUsedAt.getTime(), LAST_USE_INTERVAL_MS, now.getTime())) return null;
     await tx
       .update(apiKeys)
       .set({ lastUsedAt: now, lastUsedIp: ctx.clientIp ?? null })

@@ -1,10 +1,10 @@
 import { createHash, randomInt, timingSafeEqual } from "node:crypto";
-import { and, eq, sql } from "drizzle-orm";
+import { and, eq, gt, isNull, lte, or, sql } from "drizzle-orm";
 import { z } from "zod";
 import { recordAudit } from "../audit/record.ts";
 import { requireRecentSecondFactor } from "../auth/step-up.ts";
 import { assertFeature } from "../billing/entitlements.ts";
-import { isoOrNull } from "../clock.ts";
+import { CLOCK_STEP_BACK_MS, isoOrNull } from "../clock.ts";
 import { systemCtx, type TenantCtx } from "../context.ts";
 import { creationOrder } from "../db/keyset.ts";
 import { withDatabase, withPlatformDatabase, withTransaction } from "../db/operation.ts";
@@ -207,7 +207,14 @@ export async function openScimToken(
   return { tokenId: row.id, tenantId: row.tenantId };
 }
 
-/** Records a token's last use at most once a minute (the statement is skipped otherwise). */
+/** `last_used_at` moves at most this often per token. */
+const LAST_USE_INTERVAL_MS = 60_000;
+
+/**
+ * Records a token's last use at most once a minute (the row is left as it is otherwise). A stored use
+ * more than `CLOCK_STEP_BACK_MS` ahead of now was stamped by a clock since put back and is replaced,
+ * as `isFresh` judges (src/clock.ts), in the statement's condition.
+ */
 export async function markScimTokenUsed(
   deps: Pick<Deps, "database" | "clock">,
   ctx: TenantCtx,
@@ -221,7 +228,11 @@ export async function markScimTokenUsed(
       .where(
         and(
           eq(scimTokens.id, input.tokenId),
-          sql`(${scimTokens.lastUsedAt} is null or ${scimTokens.lastUsedAt} < ${new Date(now.getTime() - 60_000).toISOString()}::timestamptz)`,
+          or(
+            isNull(scimTokens.lastUsedAt),
+            lte(scimTokens.lastUsedAt, new Date(now.getTime() - LAST_USE_INTERVAL_MS)),
+            gt(scimTokens.lastUsedAt, new Date(now.getTime() + CLOCK_STEP_BACK_MS)),
+          ),
         ),
       ),
   );
