@@ -1,4 +1,5 @@
 import { and, eq, isNull } from "drizzle-orm";
+import { CLOCK_STEP_BACK_MS, epochMs } from "../clock.ts";
 import type { Ctx } from "../context.ts";
 import { withTenantOrPlatformDatabase, withTransactionOrPlatform } from "../db/operation.ts";
 import { sessions } from "../db/schema/index.ts";
@@ -16,7 +17,8 @@ import { loadIdentity } from "./user-identity.ts";
  * The reusable step-up guard of a sensitive operation (password change, API key creation, webhook
  * secret rotation, enrolling or removing a factor; SSO and SCIM configuration call it too): a user
  * with a second factor must have proved one on this session within `Authentication:Mfa:StepUpMaxAgeMinutes`
- * (or `maxAgeSeconds`), else `step_up_required` (HTTP 401 with RFC 9470's challenge). Reads the session
+ * (or `maxAgeSeconds`), else `step_up_required` (HTTP 401 with RFC 9470's challenge); an `auth_time`
+ * more than `CLOCK_STEP_BACK_MS` ahead of now (a clock since put back) is not recent. Reads the session
  * row itself, so a step-up a moment ago counts at once. A user without a second factor has nothing to
  * step up with and passes (the tenant's policy sends them to enrol); API keys and Plinth itself pass.
  */
@@ -38,8 +40,11 @@ export async function requireRecentSecondFactor(
   );
   if (!session) throw new AppError("unauthorized");
   const auth = sessionAuthOf(session);
-  const fresh = deps.clock.now().getTime() - auth.authTime.getTime() <= maxAgeSeconds * 1000;
-  if (auth.amr.includes("mfa") && fresh) return;
+  // RFC 9470's max_age is inclusive; an auth_time more than CLOCK_STEP_BACK_MS ahead was stamped by a
+  // clock since put back and is not recent (as `isFresh` judges), else it counted for max_age plus the step
+  const age = epochMs(deps.clock) - auth.authTime.getTime();
+  const recent = age <= maxAgeSeconds * 1000 && age >= -CLOCK_STEP_BACK_MS;
+  if (auth.amr.includes("mfa") && recent) return;
   const methods = await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) =>
     enrolledMethods(db, userId, ctx.tenantId),
   );

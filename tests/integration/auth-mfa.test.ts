@@ -232,6 +232,63 @@ test("step-up: an old sign-in gets RFC 9470's challenge on removing the factor; 
   expect(((await plain.json()) as { accessToken?: string }).accessToken).toBeString();
 });
 
+const HOUR_MS = 3_600_000;
+const newBackupCodes = (accessToken: string) =>
+  h.request("/api/auth/mfa/backup-codes", { method: "POST", ...bearer(accessToken) });
+const stepUp = (accessToken: string, body: Record<string, unknown>) =>
+  h.request("/api/auth/mfa/step-up", json(body, { authorization: `Bearer ${accessToken}` }));
+/** A fresh access token of the session (`auth_time` the session row's): one issued ahead is not valid yet. */
+const refreshed = async (refreshToken: string) => {
+  const response = await h.request("/api/auth/refresh", json({ refreshToken }));
+  expect(response.status).toBe(200);
+  return (await response.json()) as { accessToken: string; refreshToken: string };
+};
+const codeOf = async (response: Response) => ((await response.json()) as { code?: string }).code;
+
+test("a sign-in with a second factor made while the clock read an hour ahead is not recent once the clock is put back", async () => {
+  const tenant = await signedInTenant(h);
+  const { secret } = await enrol(tenant.owner);
+  clock.advance(HOUR_MS);
+  const step = await passwordStep(tenant.owner.email, tenant.code);
+  const done = await verify({ mfaToken: step.mfaToken, code: rfcCode(secret, clock.now().getTime()) });
+  expect(done.status).toBe(200);
+  const signedInAt = Math.floor(clock.now().getTime() / 1000);
+  const { refreshToken } = (await done.json()) as { refreshToken: string };
+  clock.advance(-HOUR_MS);
+  const { accessToken } = await refreshed(refreshToken);
+  expect(decodeJwt(accessToken).auth_time).toBe(signedInAt);
+  // auth_time lies an hour in the future: not recent for 10 minutes plus the hour
+  const refused = await newBackupCodes(accessToken);
+  expect(refused.status).toBe(401);
+  expect(await codeOf(refused)).toBe("step_up_required");
+  clock.advance(HOUR_MS);
+});
+
+test("a step-up made while the clock read an hour ahead is not recent once the clock is put back; 30 s back still is", async () => {
+  const tenant = await signedInTenant(h);
+  const { secret, backupCodes } = await enrol(tenant.owner);
+  const step = await passwordStep(tenant.owner.email, tenant.code);
+  const done = await verify({ mfaToken: step.mfaToken, code: rfcCode(secret, clock.now().getTime()) });
+  const signedIn = (await done.json()) as { refreshToken: string };
+  clock.advance(11 * 60_000 + HOUR_MS);
+  const { accessToken, refreshToken } = await refreshed(signedIn.refreshToken);
+  const ahead = await stepUp(accessToken, { code: rfcCode(secret, clock.now().getTime()) });
+  expect(ahead.status).toBe(200);
+  clock.advance(-HOUR_MS);
+  const afterStep = (await refreshed(refreshToken)).accessToken;
+  const refused = await newBackupCodes(afterStep);
+  expect(refused.status).toBe(401);
+  expect(await codeOf(refused)).toBe("step_up_required");
+  // the caller steps up again (a backup code: TOTP's replay guard still holds the step used ahead)
+  const again = await stepUp(afterStep, { backupCode: backupCodes[0] });
+  expect(again.status).toBe(200);
+  const stepped = ((await again.json()) as { accessToken: string }).accessToken;
+  // a clock put back 30 s (hosts a little apart) keeps the step-up recent
+  clock.advance(-30_000);
+  expect((await newBackupCodes(stepped)).status).toBe(200);
+  clock.advance(HOUR_MS);
+});
+
 test("a browser sign-in's step sets no cookie; completing it from an allowed origin sets the session cookie", async () => {
   const tenant = await signedInTenant(h);
   const { secret } = await enrol(tenant.member);
