@@ -56,6 +56,12 @@ describe.each(["redis", "database"] as const)("rate limiting on %s", (store) => 
   });
   afterAll(() => deps.cache?.close());
 
+  /** A member of a tenant of their own, signed in on `app` from `address`. */
+  const signedInPerson = async (address: string) => {
+    const tenant = await createTenant(t.database.db);
+    return await signIn(from(app, address), await createUser(t.database.db, tenant.id), tenant.code);
+  };
+
   test("the global limit: headers count down, the 6th request is 429 with Retry-After", async () => {
     const ip = `198.51.100.${store === "redis" ? 1 : 2}`;
     for (let i = 0; i < 5; i++) {
@@ -144,17 +150,8 @@ describe.each(["redis", "database"] as const)("rate limiting on %s", (store) => 
 
   test("a caller this process verified has one budget of their own, wherever they call from", async () => {
     const n = store === "redis" ? 1 : 2;
-    const tenant = await createTenant(t.database.db);
-    const alice = await signIn(
-      from(app, `192.0.2.${20 + n}`),
-      await createUser(t.database.db, tenant.id),
-      tenant.code,
-    );
-    const bob = await signIn(
-      from(app, `192.0.2.${30 + n}`),
-      await createUser(t.database.db, tenant.id),
-      tenant.code,
-    );
+    const alice = await signedInPerson(`192.0.2.${20 + n}`);
+    const bob = await signedInPerson(`192.0.2.${30 + n}`);
     const office = `198.51.100.${80 + n}`;
     // a token this process has not verified yet counts against its address (here: the office's)
     const first = await get(app, "/api/auth/me", office, alice.headers);
@@ -190,12 +187,7 @@ describe.each(["redis", "database"] as const)("rate limiting on %s", (store) => 
 
   test("a token whose session ended counts against its address, not against its person", async () => {
     const n = store === "redis" ? 1 : 2;
-    const tenant = await createTenant(t.database.db);
-    const carol = await signIn(
-      from(app, `192.0.2.${40 + n}`),
-      await createUser(t.database.db, tenant.id),
-      tenant.code,
-    );
+    const carol = await signedInPerson(`192.0.2.${40 + n}`);
     const where = `198.51.100.${90 + n}`;
     for (let i = 0; i < 6; i++)
       expect((await get(app, "/api/auth/me", where, carol.headers)).status).toBe(200);
