@@ -1,5 +1,5 @@
 import { and, eq, isNull } from "drizzle-orm";
-import { CLOCK_STEP_BACK_MS, epochMs } from "../clock.ts";
+import { epochMs, isFresh } from "../clock.ts";
 import type { Ctx } from "../context.ts";
 import { withTenantOrPlatformDatabase, withTransactionOrPlatform } from "../db/operation.ts";
 import { sessions } from "../db/schema/index.ts";
@@ -40,10 +40,9 @@ export async function requireRecentSecondFactor(
   );
   if (!session) throw new AppError("unauthorized");
   const auth = sessionAuthOf(session);
-  // RFC 9470's max_age is inclusive; an auth_time more than CLOCK_STEP_BACK_MS ahead was stamped by a
-  // clock since put back and is not recent (as `isFresh` judges), else it counted for max_age plus the step
-  const age = epochMs(deps.clock) - auth.authTime.getTime();
-  const recent = age <= maxAgeSeconds * 1000 && age >= -CLOCK_STEP_BACK_MS;
+  // RFC 9470's max_age is inclusive (whole milliseconds: younger than max_age + 1 ms); an auth_time
+  // stamped by a clock since put back is not recent (`isFresh`), else it counted for max_age plus the step
+  const recent = isFresh(auth.authTime.getTime(), maxAgeSeconds * 1000 + 1, epochMs(deps.clock));
   if (auth.amr.includes("mfa") && recent) return;
   const methods = await withTenantOrPlatformDatabase(deps, ctx, ctx.tenantId, (db) =>
     enrolledMethods(db, userId, ctx.tenantId),
