@@ -14,9 +14,12 @@ export interface Logger {
   error(message: string, fields?: LogFields): void;
   /**
    * The request line every response gets: the same line as `info("request", entry)` (`error` from
-   * status 500 on), built without the generic field walk since it is written for every request.
+   * status 500 on, `debug` for a health probe that passed: `RequestLine.probe`), built without the
+   * generic field walk since it is written for every request.
    */
   request(entry: RequestLine): void;
+  /** Whether a line of this level is written (`Logging:Level`): work done only for one can be skipped. */
+  enabled(level: LogLevel): boolean;
   child(fields: LogFields): Logger;
   /** Writes out buffered lines now (see `bufferedLines`). */
   flush(): void;
@@ -31,6 +34,18 @@ export interface RequestLine {
   requestId: string;
   /** An `X-Request-Id` the client chose that was not taken as the id (src/http/middleware/request.ts). */
   clientRequestId?: string | undefined;
+  /**
+   * A health probe's answer (`/api/health`, `/api/health/ready`): one that passed (status below 400)
+   * is logged at `debug`, not `info`. Orchestrators and load balancers ask every few seconds per
+   * instance; a failing answer is logged as any other (`error` from 500). docs/decisions.md.
+   */
+  probe?: boolean;
+}
+
+/** The level a request line is written at (`Logger.request`). */
+export function requestLevel(entry: Pick<RequestLine, "status" | "probe">): LogLevel {
+  if (entry.status >= 500) return "error";
+  return entry.probe === true && entry.status < 400 ? "debug" : "info";
 }
 
 export interface LoggerOptions {
@@ -96,10 +111,14 @@ export function createLogger(options: LoggerOptions, base: LogFields = {}): Logg
     return json;
   };
   const request = (entry: RequestLine) => {
-    const level: LogLevel = entry.status >= 500 ? "error" : "info";
+    const level = requestLevel(entry);
     if (rank[level] < rank[options.level]) return;
-    // a child's own fields may shadow the entry's: the generic path keeps that rule
-    if (baseKeys.length > 0) return log(level, "request", { ...entry });
+    // a child's own fields may shadow the entry's: the generic path keeps that rule (`probe` is
+    // the line's level, not a field of it)
+    if (baseKeys.length > 0) {
+      const { probe: _probe, ...fields } = entry;
+      return log(level, "request", fields);
+    }
     const trace = activeTraceFields();
     let line = `{"time":"${timestamp()}","level":"${level}","msg":${requestMsg}`;
     if (trace) line += `,"traceId":"${trace.traceId}","spanId":"${trace.spanId}"`;
@@ -119,6 +138,7 @@ export function createLogger(options: LoggerOptions, base: LogFields = {}): Logg
     warn: (message, fields) => log("warn", message, fields),
     error: (message, fields) => log("error", message, fields),
     request,
+    enabled: (level) => rank[level] >= rank[options.level],
     child: (fields) => createLogger({ ...options, write }, { ...base, ...fields }),
     flush: () => options.flush?.(),
   };

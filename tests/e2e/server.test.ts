@@ -98,9 +98,10 @@ describe("the API process", () => {
   });
 
   test("one structured log line per request, without the query string", async () => {
-    const response = await fetch(url("/api/health?token=abc123secret"), {
+    const response = await fetch(url("/api/plans?token=abc123secret"), {
       headers: { "x-request-id": "log-check-1" },
     });
+    expect(response.status).toBe(200);
     // the peer is not a trusted proxy: the line carries the server's id, the client's kept apart
     const requestId = response.headers.get("x-request-id");
     expect(requestId).not.toBe("log-check-1");
@@ -112,11 +113,24 @@ describe("the API process", () => {
       level: "info",
       msg: "request",
       method: "GET",
-      path: "/api/health",
+      path: "/api/plans",
       status: 200,
     });
     expect(typeof line.durationMs).toBe("number");
     expect(served.lines.join("\n")).not.toContain("abc123secret");
+  });
+
+  test("a passing probe's line is written at debug only: none at the default level", async () => {
+    const probes = [await fetch(url("/api/health")), await fetch(url("/api/health/ready"))];
+    const ids = probes.map((probe) => {
+      expect(probe.status).toBe(200);
+      return probe.headers.get("x-request-id");
+    });
+    for (const id of ids) expect(id).toMatch(/^[0-9a-f-]{36}$/);
+    // a request after them, whose line is written: the probes' would have come before it
+    const after = (await fetch(url("/no/such/route"))).headers.get("x-request-id");
+    await waitFor(async () => served.lines.some((l) => l.includes(`"requestId":"${after}"`)) || null);
+    for (const id of ids) expect(served.lines.join("\n")).not.toContain(id as string);
   });
 
   test("SIGTERM drains and exits 0", async () => {

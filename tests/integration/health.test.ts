@@ -102,6 +102,14 @@ describe("readiness through a cuttable PostgreSQL and Redis", () => {
       pgProxy.up();
     }
     await within(5_000, async () => (await ready(app)).status === 200);
+    // a failing probe is logged as any failure is; a passing one at debug (orchestrators ask every few seconds)
+    const lines = app.logs
+      .map((line) => JSON.parse(line))
+      .filter((line) => line.msg === "request" && line.path === "/api/health/ready");
+    expect(lines.filter((line) => line.status === 503).map((line) => line.level)).toContain("error");
+    expect(new Set(lines.filter((line) => line.status === 200).map((line) => line.level))).toEqual(
+      new Set(["debug"]),
+    );
   });
 
   test("PostgreSQL hangs (no answer at all): 503 within 2 s, recovers", async () => {

@@ -50,6 +50,8 @@ test("the native probe answers as the app's route does, and logs the same line",
     const routed = await answer(await app.request(path, init, "127.0.0.1"));
     expect(native).toEqual(routed);
     expect(nativeLine).toEqual(logLine(id));
+    // a passing probe's line is written at debug (this app's level), not info
+    expect(nativeLine).toMatchObject({ level: "debug", msg: "request", status: 200 });
     app.logs.length = 0;
   }
   expect(app.logs.join("\n")).not.toContain("never-logged");
@@ -109,6 +111,38 @@ test("the native probe keeps an untrusted peer's X-Request-Id apart, as every ro
   } finally {
     await other.stop(true);
     await untrusted.close();
+  }
+});
+
+test("at the default level a passing probe writes no line, and the native one answers as the app's route", async () => {
+  const quiet = await createTestApp({ database: t.database, env: { Logging__Level: "info" } });
+  const other = Bun.serve({ port: 0, ...bunServeOptions(quiet.app, quiet.deps) });
+  const requestLines = () => quiet.logs.map((l) => JSON.parse(l)).filter((l) => l.msg === "request");
+  try {
+    const cases: RequestInit[] = [
+      { headers: { "x-request-id": "chosen-by-client" } },
+      { method: "HEAD" },
+      // no proxy is trusted here: a claim of HTTPS does not count
+      { headers: { "x-forwarded-proto": "https" } },
+    ];
+    for (const init of cases) {
+      const native = await answer(await fetch(`http://127.0.0.1:${other.port}/api/health`, init));
+      const routed = await answer(await quiet.request("/api/health", init, "127.0.0.1"));
+      // each a new id of its own (a client's is never taken), everything else the same
+      for (const { headers } of [native, routed]) {
+        expect(headers["x-request-id"]).toMatch(/^[0-9a-f-]{36}$/);
+        delete headers["x-request-id"];
+      }
+      expect(native).toEqual(routed);
+    }
+    expect((await quiet.request("/api/health/ready")).status).toBe(200);
+    expect(requestLines()).toEqual([]);
+    // every other request is still logged at info
+    expect((await fetch(`http://127.0.0.1:${other.port}/api/health/`)).status).toBe(404);
+    expect(requestLines()).toMatchObject([{ level: "info", path: "/api/health/", status: 404 }]);
+  } finally {
+    await other.stop(true);
+    await quiet.close();
   }
 });
 

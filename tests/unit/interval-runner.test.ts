@@ -59,6 +59,7 @@ test("a failing tick is logged and the loop goes on", async () => {
     warn() {},
     error: (_m: string, f?: Record<string, unknown>) => errors.push(f?.error),
     request() {},
+    enabled: () => true,
     child() {
       return logger;
     },

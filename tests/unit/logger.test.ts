@@ -135,22 +135,35 @@ test('the request line is byte for byte the line info/error("request", entry) wr
     },
     { method: "PATCH", path: '/quote"and\\back\nslash', status: 404, durationMs: Number.NaN, requestId: "x" },
     { method: "GET", path: "/Bearer abcdefghijkl", status: 500, durationMs: 1, requestId: "y" },
+    // a probe that passed is a debug line; one that failed is an error like any other
+    { method: "GET", path: "/api/health", status: 200, durationMs: 0.2, requestId: "p", probe: true },
+    { method: "GET", path: "/api/health/ready", status: 503, durationMs: 3, requestId: "q", probe: true },
   ];
-  for (const level of ["debug", "warn", "error"] as const) {
+  for (const level of ["debug", "info", "warn", "error"] as const) {
     const fast = capture(level);
     const generic = capture(level);
-    for (const entry of entries) {
-      fast.logger.request(entry);
+    for (const { probe, ...entry } of entries) {
+      fast.logger.request({ ...entry, probe });
       const { status } = entry;
       if (status >= 500) generic.logger.error("request", { ...entry });
+      else if (probe) generic.logger.debug("request", { ...entry });
       else generic.logger.info("request", { ...entry });
     }
     expect(fast.lines).toEqual(generic.lines);
     // and a child's own fields come along, as on any other line
     fast.logger.child({ process: "api" }).request(entries[0] as (typeof entries)[0]);
     generic.logger.child({ process: "api" }).info("request", { ...entries[0] });
+    fast.logger.child({ process: "api" }).request(entries[4] as (typeof entries)[4]);
+    const { probe: _probe, ...probeFields } = entries[4] as (typeof entries)[4];
+    generic.logger.child({ process: "api" }).debug("request", probeFields);
     expect(fast.lines).toEqual(generic.lines);
   }
+  // the passing probe's line only at debug
+  expect(capture("info").logger.enabled("debug")).toBe(false);
+  const debug = capture("debug");
+  debug.logger.request(entries[4] as (typeof entries)[4]);
+  expect(debug.parsed()).toMatchObject([{ level: "debug", path: "/api/health", status: 200 }]);
+  expect(debug.lines[0]).not.toContain("probe");
   const { logger, lines } = capture();
   logger.request(entries[1] as (typeof entries)[1]);
   expect(lines[0]).not.toContain(SECRET);

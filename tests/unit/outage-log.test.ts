@@ -21,6 +21,7 @@ function recordingLogger(lines: Line[]): Logger {
     warn: at("warn"),
     error: at("error"),
     request() {},
+    enabled: () => true,
     child: () => logger,
     flush() {},
   };

@@ -96,7 +96,10 @@ export function requestIdLogHeaders(options: {
     if (id.clientRequestId) c.set("clientRequestId", id.clientRequestId);
     c.set("trustedProxies", trusted);
     const { method } = c.req;
-    if (checks && !((method === "GET" || method === "HEAD") && checks.exempt.has(c.req.path))) {
+    // a probe skips the checks, and its passing line is written at debug (`RequestLine.probe`)
+    const probe =
+      checks !== undefined && (method === "GET" || method === "HEAD") && checks.exempt.has(c.req.path);
+    if (checks && !probe) {
       try {
         const answer = await checks.run(c, next);
         if (answer instanceof Response && !c.finalized) c.res = answer;
@@ -124,6 +127,7 @@ export function requestIdLogHeaders(options: {
       durationMs: elapsedMs(started),
       requestId: id.requestId,
       clientRequestId: id.clientRequestId,
+      probe,
     });
   };
 }

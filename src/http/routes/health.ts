@@ -2,6 +2,7 @@ import { z } from "@hono/zod-openapi";
 import type { Deps } from "../../deps.ts";
 import { readinessProbes } from "../../health/probes.ts";
 import { createReadinessCheck } from "../../health/readiness.ts";
+import { requestLevel } from "../../telemetry/logger.ts";
 import { trustedProxies } from "../client-ip.ts";
 import { elapsedMs, HSTS_HEADER, overHttps, requestIdOf, SECURITY_HEADERS } from "../middleware/request.ts";
 import { apiRoute } from "../openapi.ts";
@@ -80,6 +81,10 @@ export function healthRoutes(deps: Deps) {
  * middleware (request id, probe and security headers, HSTS over HTTPS, the log line), without the
  * framework's dispatch, which costs as much again as all of that. Orchestrators and load balancers
  * call it every few seconds per instance. A test holds the two answers equal.
+ *
+ * Its passing line is written at `debug` (`RequestLine.probe`): below that level, and with no
+ * trusted proxy (whose X-Request-Id or X-Forwarded-Proto would count), nothing of the request is
+ * read at all: Bun builds a request's whole `Headers` on first use, the dearest part of the answer.
  */
 export function nativeLiveness(deps: Deps) {
   const trusted = trustedProxies(deps.config.settings.Tenancy.Resolution.TrustedProxies);
@@ -89,16 +94,24 @@ export function nativeLiveness(deps: Deps) {
   const plain = new Headers([...Object.entries(PROBE_HEADERS), ...SECURITY_HEADERS]);
   const secure = new Headers([...plain, [...HSTS_HEADER]]);
   const body = JSON.stringify(LIVENESS_BODY);
+  // the level is fixed for the process (`Logging:Level` is read at start)
+  const unread = trusted.empty && !logger.enabled(requestLevel({ status: 200, probe: true }));
   return (
     req: Request,
     server: { readonly protocol: string | null; requestIP(req: Request): { address: string } | null },
   ): Response => {
+    // the server's protocol, not req.url: Bun builds that string on first use
+    const tls = server.protocol === "https";
+    if (unread) {
+      // what the branch below would answer: a new id (no proxy's to take), HSTS only over TLS
+      const headers = tls ? secure : plain;
+      headers.set("x-request-id", crypto.randomUUID());
+      return new Response(body, { status: 200, headers });
+    }
     const started = performance.now();
     const peer = () => server.requestIP(req)?.address;
     // the same rule as every route: a client's own id is logged apart, only a trusted proxy's is used
     const id = requestIdOf(req.headers.get("x-request-id"), peer, trusted);
-    // the server's protocol, not req.url: Bun builds that string on first use
-    const tls = server.protocol === "https";
     const headers = overHttps(tls, req.headers, peer, trusted) ? secure : plain;
     headers.set("x-request-id", id.requestId);
     const response = new Response(body, { status: 200, headers });
@@ -109,6 +122,7 @@ export function nativeLiveness(deps: Deps) {
       durationMs: elapsedMs(started),
       requestId: id.requestId,
       clientRequestId: id.clientRequestId,
+      probe: true,
     });
     return response;
   };
