@@ -143,13 +143,10 @@ export const configSchema = z.object({
     ),
   }),
   Logging: z.object({
-    Level: z
-      .enum(["debug", "info", "warn", "error"])
-      .default("info")
-      .meta({
-        description:
-          "Lowest log level written. A health probe that passed logs its request line at debug (docs/observability.md).",
-      }),
+    Level: z.enum(["debug", "info", "warn", "error"]).default("info").meta({
+      description:
+        "Lowest log level written. A health probe that passed logs its request line at debug (docs/observability.md).",
+    }),
   }),
   BackgroundProcessing: z.object({
     Enabled: flag(true, "Master switch: `false` stops all the background loops (tests, maintenance)."),
