@@ -248,6 +248,7 @@ export async function createDeps(config: AppConfig, options: CreateDepsOptions =
         token: config.cache.token,
         prefix: options.cachePrefix,
         commandTimeoutMs: config.settings.Cache.CommandTimeoutMs,
+        clock: options.clock,
       })
     : null;
   // No silent downgrade: a configured cache is the only store, even while it is unreachable

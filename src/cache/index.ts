@@ -1,3 +1,4 @@
+import { type Clock, systemClock } from "../clock.ts";
 import type { Environment } from "../config/schema.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import type { Cache } from "./port.ts";
@@ -23,6 +24,8 @@ export interface CreateCacheOptions {
   prefix?: string;
   /** Per-command time limit; default 1,000 ms. */
   commandTimeoutMs?: number;
+  /** Spaces the connection warnings; default the system clock (tests move it by hand). */
+  clock?: Clock;
 }
 
 export type CacheScheme = "redis" | "upstash";
@@ -41,6 +44,7 @@ export function createCache(url: string, options: CreateCacheOptions): Cache {
     prefix: options.prefix ?? cachePrefix(options.environment, options.keyPrefix),
     logger: options.logger,
     commandTimeoutMs: options.commandTimeoutMs ?? 1_000,
+    clock: options.clock ?? systemClock,
   };
   const scheme = cacheScheme(url);
   if (scheme === "redis") return createRedisCache(url, settings);

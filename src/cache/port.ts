@@ -1,3 +1,4 @@
+import { type Clock, epochMs, isFresh } from "../clock.ts";
 import type { Logger } from "../telemetry/logger.ts";
 import type { CacheScript } from "./scripts.ts";
 
@@ -43,18 +44,27 @@ export interface AdapterSettings {
   prefix: string;
   logger: Logger;
   commandTimeoutMs: number;
+  /** The process's clock: it spaces the connection warnings (`throttledWarn`). */
+  clock: Clock;
 }
 
 export function isNoScript(error: unknown): boolean {
   return error instanceof Error && /NOSCRIPT/.test(error.message);
 }
 
-/** Logs at most one line per 30 s for a flapping connection. */
-export function throttledWarn(logger: Logger, message: string): (error: unknown) => void {
-  let last = 0;
+/** A flapping connection's warning is written at most this often. */
+const WARN_INTERVAL_MS = 30_000;
+
+/**
+ * Logs at most one line per `WARN_INTERVAL_MS` for a flapping connection, by `clock`. A last line
+ * written while the clock read more than `CLOCK_STEP_BACK_MS` ahead (a clock since put back,
+ * `isFresh`) does not hold the next one back for the length of the step.
+ */
+export function throttledWarn(logger: Logger, message: string, clock: Clock): (error: unknown) => void {
+  let last: number | undefined;
   return (error) => {
-    const now = Date.now();
-    if (now - last < 30_000) return;
+    const now = epochMs(clock);
+    if (last !== undefined && isFresh(last, WARN_INTERVAL_MS, now)) return;
     last = now;
     logger.warn(message, { error: error instanceof Error ? error.message : String(error) });
   };

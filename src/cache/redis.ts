@@ -59,10 +59,10 @@ export function createRedisCache(url: string, settings: AdapterSettings): Cache 
         // commands issued in the same event-loop turn (one per concurrent request) go out in one write
         enableAutoPipelining: true,
       });
-  client.on("error", throttledWarn(settings.logger, "cache connection error; reconnecting"));
+  client.on("error", throttledWarn(settings.logger, "cache connection error; reconnecting", settings.clock));
   if (client instanceof Cluster) {
     // a node that drops out is reported per node; the cluster client reroutes by itself
-    client.on("node error", throttledWarn(settings.logger, "cache cluster node error"));
+    client.on("node error", throttledWarn(settings.logger, "cache cluster node error", settings.clock));
   }
 
   const call = async <T>(operation: string, work: () => Promise<T>): Promise<T> => {

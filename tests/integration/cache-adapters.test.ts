@@ -3,6 +3,9 @@ import { Redis as UpstashClient } from "@upstash/redis";
 import { type Cache, CacheUnavailableError, createCache, slotKey } from "../../src/cache/index.ts";
 import { cached, invalidate } from "../../src/cache/read-through.ts";
 import { defineScript, slidingLogScript } from "../../src/cache/scripts.ts";
+import { ManualClock } from "../../src/clock.ts";
+import { createRedactor } from "../../src/redact.ts";
+import { createLogger } from "../../src/telemetry/logger.ts";
 import { startUpstashBridge, type UpstashBridge } from "../fixtures/upstash-bridge.ts";
 import {
   openRedisCache,
@@ -12,6 +15,7 @@ import {
   silentLogger,
   uniquePrefix,
 } from "../helpers/cache.ts";
+import { waitFor } from "../helpers/jobs.ts";
 
 // the topology's Redis (a cluster when PLINTH_TEST_TOPOLOGY=scaled), and the bridge's single node
 const raw = rawRedis();
@@ -224,6 +228,24 @@ describe("an unreachable cache", () => {
       commandTimeoutMs: 300,
     });
     await expect(cache.get("x")).rejects.toBeInstanceOf(CacheUnavailableError);
+  });
+
+  test("its connection warning goes by the injected clock: put back an hour, the next error is written", async () => {
+    const clock = new ManualClock(Date.now() + 3_600_000);
+    const written: string[] = [];
+    const logger = createLogger({
+      level: "warn",
+      redactor: createRedactor([]),
+      write: (l) => written.push(l),
+    });
+    const cache = createCache("redis://127.0.0.1:1", { environment: "Production", logger, clock });
+    await waitFor(() => written.length === 1, { what: "the first connection warning" });
+    // ioredis reconnects within 2 s and warns again on each refusal: the throttle's 30 s stays
+    // measured from a line written an hour ahead unless the step back is seen
+    clock.advance(-3_600_000);
+    await waitFor(() => written.length === 2, { timeoutMs: 5_000, what: "the next connection warning" });
+    expect(JSON.parse(written[1] ?? "{}")).toMatchObject({ msg: "cache connection error; reconnecting" });
+    await cache.close();
   });
 
   test("the environment sets the prefix", () => {
