@@ -265,7 +265,9 @@ function openPostgres(url: string, options: OpenDatabaseOptions): Database {
   let observer: QueryObserver | undefined;
   observePostgresClient(client, () => observer);
   const db = drizzlePostgres(client, { schema, casing: "snake_case" }) as unknown as Db;
-  registerScopedRunner(db, client, (shim) => observePostgresClient(shim, () => observer));
+  const scopedRunner = registerScopedRunner(db, client, (shim) =>
+    observePostgresClient(shim, () => observer),
+  );
   registerScopedReader(db, client);
   const database: Database = {
     db,
@@ -290,7 +292,12 @@ function openPostgres(url: string, options: OpenDatabaseOptions): Database {
     },
     close: async (timeoutSeconds = 5) => {
       heartbeat?.stop();
-      await Promise.all([client.end({ timeout: timeoutSeconds }), direct?.end({ timeout: timeoutSeconds })]);
+      // a read-only transaction's connection is released once its COMMIT is answered: a close
+      // before that waited out the whole timeout (src/db/tenant-scope.ts, registerScopedRunner)
+      const started = performance.now();
+      await scopedRunner.settled(timeoutSeconds * 1000);
+      const left = Math.max(0, timeoutSeconds - (performance.now() - started) / 1000);
+      await Promise.all([client.end({ timeout: left }), direct?.end({ timeout: left })]);
     },
     setQueryObserver: (next) => {
       observer = next;

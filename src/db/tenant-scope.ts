@@ -247,12 +247,22 @@ export function scopedRunnerOf(db: unknown): ScopedRunner | undefined {
 /**
  * Builds `db`'s pipelined runner over its postgres.js client. `observe` gets each lane's client shim
  * once, so statements of scoped transactions are timed like the pool's (src/telemetry/db.ts).
+ * Returns what the pool's close awaits first: the COMMITs of read-only transactions, which return
+ * before their answer and release their connection after it. postgres.js ends a connection still
+ * reserved only when its close timeout destroys it, so a close in that moment (a CLI's, right after
+ * its last read) waited out the whole timeout.
  */
-export function registerScopedRunner(db: Db, client: postgres.Sql, observe: (shim: Loose) => void): void {
+export function registerScopedRunner(
+  db: Db,
+  client: postgres.Sql,
+  observe: (shim: Loose) => void,
+): { settled(timeoutMs: number): Promise<void> } {
   const dialect = new PgDialect({ casing: "snake_case" });
   const { fullSchema, schema, tableNamesMap } = (db as Loose)._;
   const relational = { fullSchema, schema, tableNamesMap };
   const free: Lane[] = [];
+  /** Read-only transactions' COMMITs not answered yet (each releases its connection when it is). */
+  const committing = new Set<Promise<void>>();
 
   const newLane = (): Lane => {
     const lane = { connection: undefined, wrote: false, savepoints: 0 } as unknown as Lane;
@@ -331,12 +341,26 @@ export function registerScopedRunner(db: Db, client: postgres.Sql, observe: (shi
       connection.release();
     } else {
       // only selects ran: the answer is already right; the connection returns once COMMIT is answered
-      committed.then(
+      const released = committed.then(
         () => connection.release(),
         (error: unknown) => settle(connection, error),
       );
+      committing.add(released);
+      void released.then(() => committing.delete(released));
     }
     return result;
   };
   runners.set(db, run);
+  return {
+    // bounded: a COMMIT never answered (a connection gone silent) is left to the close timeout
+    settled: async (timeoutMs) => {
+      if (committing.size === 0) return;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([
+        Promise.all(committing),
+        new Promise((resolve) => (timer = setTimeout(resolve, timeoutMs))),
+      ]);
+      clearTimeout(timer);
+    },
+  };
 }
