@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The README's test command (`npm test`): the whole suite on the single topology (one PostgreSQL,
-# one Redis), then the job-queue, auth, rate-limit and cache files again on the scaled topology
-# (PLINTH_TEST_TOPOLOGY=scaled: PgBouncer in transaction mode with the direct URL beside it, and a
-# Redis Cluster; docs/scaling.md). Ends with the counts of both runs together. With arguments, runs
-# just those (`npm test -- tests/unit`), on the topology PLINTH_TEST_TOPOLOGY names.
+# one Redis) in PLINTH_TEST_WORKERS worker processes (`bun test --parallel`, default 2: each file
+# works in a database and a key prefix of its own), and beside it, in a bun process of its own, the
+# job-queue, auth, rate-limit and cache files again on the scaled topology (PLINTH_TEST_TOPOLOGY=scaled:
+# PgBouncer in transaction mode with the direct URL beside it, and a Redis Cluster; docs/scaling.md).
+# The single run's output streams; the scaled run's is printed when both have ended. Ends with the
+# counts of both runs together. With arguments, runs just those (`npm test -- tests/unit`), in one
+# process, on the topology PLINTH_TEST_TOPOLOGY names.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 sh scripts/setup.sh --services || exit 1
@@ -34,14 +37,21 @@ SCALED_FILES=(
   tests/integration/connection-cut.test.ts
 )
 
+workers=${PLINTH_TEST_WORKERS:-2}
 single=$(mktemp)
 scaled=$(mktemp)
 trap 'rm -f "$single" "$scaled"' EXIT
-bun test --timeout 30000 2>&1 | tee "$single"
+PLINTH_TEST_TOPOLOGY=scaled bun test --timeout 30000 "${SCALED_FILES[@]}" >"$scaled" 2>&1 &
+scaled_pid=$!
+# an interrupted run leaves no scaled run behind
+trap '[ -z "$scaled_pid" ] || kill "$scaled_pid" 2>/dev/null; rm -f "$single" "$scaled"' EXIT
+bun test --timeout 30000 --parallel="$workers" 2>&1 | tee "$single"
 single_status=${PIPESTATUS[0]}
-echo "== the same job-queue, auth, rate-limit and cache files on PgBouncer + Redis Cluster"
-PLINTH_TEST_TOPOLOGY=scaled bun test --timeout 30000 "${SCALED_FILES[@]}" 2>&1 | tee "$scaled"
-scaled_status=${PIPESTATUS[0]}
+wait "$scaled_pid"
+scaled_status=$?
+scaled_pid=
+echo "== the same job-queue, auth, rate-limit and cache files on PgBouncer + Redis Cluster (run beside the one above)"
+cat "$scaled"
 
 count() { grep -Eo "^ *[0-9]+ $1\$" "$2" | tail -1 | grep -Eo '[0-9]+' || echo 0; }
 echo "== both topologies"
