@@ -40,11 +40,11 @@ SCALED_FILES=(
 workers=${PLINTH_TEST_WORKERS:-2}
 single=$(mktemp)
 scaled=$(mktemp)
-trap 'rm -f "$single" "$scaled"' EXIT
-PLINTH_TEST_TOPOLOGY=scaled bun test --timeout 30000 "${SCALED_FILES[@]}" >"$scaled" 2>&1 &
-scaled_pid=$!
+scaled_pid=
 # an interrupted run leaves no scaled run behind
 trap '[ -z "$scaled_pid" ] || kill "$scaled_pid" 2>/dev/null; rm -f "$single" "$scaled"' EXIT
+PLINTH_TEST_TOPOLOGY=scaled bun test --timeout 30000 "${SCALED_FILES[@]}" >"$scaled" 2>&1 &
+scaled_pid=$!
 bun test --timeout 30000 --parallel="$workers" 2>&1 | tee "$single"
 single_status=${PIPESTATUS[0]}
 wait "$scaled_pid"
